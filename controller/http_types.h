@@ -1,0 +1,36 @@
+// Plain HTTP request/response values that cross between the HTTP server's
+// thread and the controller loop. No Beast types here, so the controller
+// core never includes Beast.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+namespace hmpmd {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", "DELETE", ...
+  std::string target;  // path and query, e.g. "/api/v1/jobs/3?x=1"
+  std::string path;    // target without the query
+  std::string query;   // after '?', may be empty
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::map<std::string, std::string> headers;  // extra headers
+};
+
+// Answers one request by calling `reply` exactly once, from any thread.
+using HttpReply = std::function<void(HttpResponse)>;
+using HttpHandler = std::function<void(HttpRequest, HttpReply)>;
+
+// A long-lived Server-Sent Events stream: the server calls `send` with each
+// chunk the handler produces; `send` returns false once the client is gone.
+using SseSend = std::function<bool(const std::string& event_chunk)>;
+
+}  // namespace hmpmd

@@ -1,0 +1,65 @@
+// A job as the user wrote it (DESIGN.md, "Job spec"), after parsing but
+// before any structural check. The controller's parser fills it from JSON;
+// the scheduler's JobGraph checks its structure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hmpmd/protocol/types.h"
+
+namespace hmpmd {
+
+enum class SubmodelKind : uint8_t {
+  kGeneric = 0,
+  kEncoder,
+  kPipelineStage,
+  kExpert,
+  kActor,
+  kReward,
+  kLearner,
+};
+std::string_view SubmodelKindName(SubmodelKind kind);
+std::optional<SubmodelKind> ParseSubmodelKind(std::string_view name);
+
+struct SubmodelSpec {
+  std::string name;
+  SubmodelKind kind = SubmodelKind::kGeneric;
+  uint32_t devices = 0;  // devices it asks for; 0 means "any"
+};
+
+// Hints the cost model turns into a duration.
+struct CostHint {
+  double flops = 0;  // matrix work on the task's core kind
+  double bytes = 0;  // bytes moved (communication kernels)
+};
+
+struct CollectiveSpec {
+  std::string group;  // tasks that share a group form one gang
+  std::string op;     // allreduce, allgather, reduce_scatter, alltoall, broadcast
+  double bytes = 0;
+};
+
+struct TaskSpec {
+  std::string id;
+  std::string submodel = "default";
+  std::string kernel;
+  CoreKind core = CoreKind::kCube;
+  std::vector<std::string> inputs;
+  Args args;
+  CostHint cost;
+  std::optional<CollectiveSpec> collective;
+};
+
+struct JobSpec {
+  std::string name = "job";
+  uint32_t repeat = 1;  // the task list is one step; steps run in order
+  uint32_t weight = 1;  // share of the pool against other jobs
+  std::vector<SubmodelSpec> submodels;
+  std::vector<TaskSpec> tasks;
+};
+
+}  // namespace hmpmd

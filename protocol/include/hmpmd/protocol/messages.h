@@ -1,0 +1,177 @@
+// Every message between the controller and its workers.
+//
+// Each struct lists its fields once, in Serialize(), which the codec uses to
+// encode and decode it as a msgpack array; so a field added here is on the
+// wire. Times are microseconds on the sender's monotonic clock.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hmpmd/protocol/types.h"
+
+namespace hmpmd {
+
+// Wire version; a frame of another version is dropped and counted.
+inline constexpr uint8_t kProtocolVersion = 1;
+
+enum class MsgType : uint8_t {
+  kRegister = 1,
+  kRegisterAck = 2,
+  kReject = 3,
+  kHeartbeat = 4,
+  kHeartbeatAck = 5,
+  kAssignBatch = 6,
+  kDoneBatch = 7,
+  kCancelJob = 8,
+  kShutdown = 9,
+};
+
+struct CoreGroup {
+  CoreKind kind = CoreKind::kCube;
+  uint32_t count = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(kind, count);
+  }
+  friend bool operator==(const CoreGroup&, const CoreGroup&) = default;
+};
+
+// Worker -> controller, first message and after a controller restart.
+struct RegisterMsg {
+  std::string name;       // human-readable, e.g. "host:pid"
+  std::string token;      // shared secret; empty when the controller has none
+  uint32_t pid = 0;
+  std::vector<CoreGroup> cores;
+  uint64_t memory_mb = 0;
+  std::vector<std::string> kernels;
+  std::string data_endpoint;  // where peers fetch this worker's outputs; may be empty
+  int64_t sent_us = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us);
+  }
+  friend bool operator==(const RegisterMsg&, const RegisterMsg&) = default;
+};
+
+// Controller -> worker: registration accepted.
+struct RegisterAck {
+  WorkerId worker_id = 0;
+  uint32_t heartbeat_ms = 0;  // how often the worker must send a heartbeat
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(worker_id, heartbeat_ms);
+  }
+  friend bool operator==(const RegisterAck&, const RegisterAck&) = default;
+};
+
+// Controller -> worker: registration refused, or "unknown worker, register".
+struct Reject {
+  std::string reason;
+  bool reregister = false;  // true: the controller forgot us; register again
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(reason, reregister);
+  }
+  friend bool operator==(const Reject&, const Reject&) = default;
+};
+
+struct Heartbeat {
+  WorkerId worker_id = 0;
+  uint32_t running = 0;          // tasks queued or running on its lanes
+  uint64_t dropped_frames = 0;   // malformed frames it has dropped
+  int64_t sent_us = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(worker_id, running, dropped_frames, sent_us);
+  }
+  friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
+};
+
+struct HeartbeatAck {
+  template <typename Ar>
+  void Serialize(Ar&) {}
+  friend bool operator==(const HeartbeatAck&, const HeartbeatAck&) = default;
+};
+
+// One task for one core lane of the worker.
+struct TaskAssign {
+  JobId job = 0;
+  uint32_t task = 0;     // index of the task run inside its job
+  uint32_t attempt = 0;  // results of older attempts are ignored
+  std::string kernel;
+  CoreKind core = CoreKind::kCube;
+  uint32_t lane = 0;     // which core of that kind
+  Args args;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, task, attempt, kernel, core, lane, args);
+  }
+  friend bool operator==(const TaskAssign&, const TaskAssign&) = default;
+};
+
+struct AssignBatch {
+  std::vector<TaskAssign> tasks;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(tasks);
+  }
+  friend bool operator==(const AssignBatch&, const AssignBatch&) = default;
+};
+
+struct TaskResult {
+  JobId job = 0;
+  uint32_t task = 0;
+  uint32_t attempt = 0;
+  bool ok = true;
+  int64_t start_us = 0;
+  int64_t end_us = 0;
+  std::string error;  // the kernel's message when !ok
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, task, attempt, ok, start_us, end_us, error);
+  }
+  friend bool operator==(const TaskResult&, const TaskResult&) = default;
+};
+
+struct DoneBatch {
+  WorkerId worker_id = 0;
+  std::vector<TaskResult> results;
+  int64_t sent_us = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(worker_id, results, sent_us);
+  }
+  friend bool operator==(const DoneBatch&, const DoneBatch&) = default;
+};
+
+// Controller -> worker: drop queued tasks of this job; running ones finish.
+struct CancelJob {
+  JobId job = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job);
+  }
+  friend bool operator==(const CancelJob&, const CancelJob&) = default;
+};
+
+// Controller -> worker: exit cleanly.
+struct Shutdown {
+  std::string reason;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(reason);
+  }
+  friend bool operator==(const Shutdown&, const Shutdown&) = default;
+};
+
+// The alternatives are in MsgType order, so index() + 1 is the type byte.
+using Message = std::variant<RegisterMsg, RegisterAck, Reject, Heartbeat, HeartbeatAck,
+                             AssignBatch, DoneBatch, CancelJob, Shutdown>;
+
+MsgType TypeOf(const Message& m);
+std::string_view MsgTypeName(MsgType t);
+
+}  // namespace hmpmd

@@ -1,0 +1,53 @@
+// Small value types shared by every part: ids, core kinds, kernel arguments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace hmpmd {
+
+using JobId = uint32_t;
+using WorkerId = uint32_t;
+// Microseconds; virtual in the simulator, since controller start when live.
+using TimeUs = int64_t;
+
+// The kinds of core inside one device. Work on different kinds of one
+// device runs at the same time (matrix work beside communication).
+enum class CoreKind : uint8_t { kCube = 0, kVector = 1 };
+inline constexpr int kNumCoreKinds = 2;
+
+std::string_view CoreKindName(CoreKind kind);
+std::optional<CoreKind> ParseCoreKind(std::string_view name);
+
+// Kernel arguments are flat name -> scalar maps, in the order the spec gave.
+using ArgValue = std::variant<int64_t, double, bool, std::string>;
+struct Arg {
+  std::string name;
+  ArgValue value;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(name, value);
+  }
+  friend bool operator==(const Arg&, const Arg&) = default;
+};
+using Args = std::vector<Arg>;
+
+// The named argument as a number, or `fallback` when absent or not numeric.
+double ArgNumber(const Args& args, std::string_view name, double fallback);
+
+// Kernels every worker ships with (DESIGN.md, "Worker library").
+inline constexpr std::string_view kBuiltinKernels[] = {
+    "noop", "spin", "sleep", "gemm", "add", "scale", "send",
+    "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast"};
+
+// True for kernels whose time is communication, not compute: they count
+// towards the communication masking ratio.
+bool IsCommKernel(std::string_view kernel);
+// True for the collective kernels, which run as a gang.
+bool IsCollectiveKernel(std::string_view kernel);
+
+}  // namespace hmpmd

@@ -1,0 +1,64 @@
+#include "hmpmd/scheduler/cost_model.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <functional>
+
+namespace hmpmd {
+namespace {
+
+// The number that sets a task's size: what its duration scales with.
+double SizeOf(const TaskSpec& t) {
+  if (t.kernel == "spin" || t.kernel == "sleep") return ArgNumber(t.args, "us", 0);
+  if (t.kernel == "gemm") {
+    return 2.0 * ArgNumber(t.args, "m", 0) * ArgNumber(t.args, "n", 0) * ArgNumber(t.args, "k", 0);
+  }
+  double bytes = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+  return t.cost.flops + bytes + ArgNumber(t.args, "n", 0);
+}
+
+}  // namespace
+
+uint64_t CostModel::BucketKey(const TaskSpec& task) {
+  // Sizes within a factor of two share a bucket.
+  double size = SizeOf(task);
+  uint64_t bucket = size < 1 ? 0 : static_cast<uint64_t>(std::ilogb(size)) + 1;
+  return std::hash<std::string_view>{}(task.kernel) * 31 + bucket;
+}
+
+double CostModel::Prior(const TaskSpec& t, CoreKind kind) const {
+  if (t.kernel == "spin" || t.kernel == "sleep") return std::max(1.0, ArgNumber(t.args, "us", 0));
+  double flops_per_us =
+      kind == CoreKind::kCube ? options_.cube_flops_per_us : options_.vector_flops_per_us;
+  double flops = t.cost.flops;
+  if (t.kernel == "gemm" && flops == 0) flops = SizeOf(t);
+  double bytes = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+  double us = flops / flops_per_us;
+  if (bytes > 0) us += options_.link_latency_us + bytes / options_.link_bytes_per_us;
+  if (us <= 0) us = options_.default_us;
+  return std::max(1.0, us);
+}
+
+double CostModel::Estimate(const TaskSpec& t, CoreKind kind) const {
+  if (!calibrated_.empty()) {
+    auto it = calibrated_.find(BucketKey(t));
+    if (it != calibrated_.end()) return std::max(1.0, it->second.mean);
+  }
+  return Prior(t, kind);
+}
+
+void CostModel::Observe(const TaskSpec& t, double duration_us) {
+  if (!(duration_us >= 0)) return;  // also rejects NaN
+  Ewma& e = calibrated_[BucketKey(t)];
+  e.mean = e.samples == 0 ? duration_us
+                          : e.mean + options_.ewma_alpha * (duration_us - e.mean);
+  ++e.samples;
+}
+
+uint64_t CostModel::Samples(const TaskSpec& t) const {
+  auto it = calibrated_.find(BucketKey(t));
+  return it == calibrated_.end() ? 0 : it->second.samples;
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,64 @@
+// JobGraph: a job spec checked for structure and turned into dense indices.
+//
+// Build() rejects duplicate ids, unknown inputs and submodels, cycles and
+// inconsistent collectives, with one line naming the task and the field.
+// Kernel names are not checked here: which kernels exist depends on the
+// workers (live) or on the built-in set (simulation).
+// Thread-safety: immutable after Build(); share it freely.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/status.h"
+
+namespace hmpmd {
+
+inline constexpr uint32_t kNoGroup = UINT32_MAX;
+
+struct GraphTask {
+  uint32_t submodel = 0;                 // index into spec().submodels
+  std::vector<uint32_t> inputs;          // producer indices, deduplicated
+  std::vector<uint32_t> consumers;       // consumer indices
+  uint32_t group = kNoGroup;             // collective gang, index into groups()
+  bool is_comm = false;                  // communication kernel (send, collectives)
+};
+
+struct CollectiveGroup {
+  std::string name;
+  std::string op;
+  std::vector<uint32_t> members;  // task indices, spec order
+};
+
+class JobGraph {
+ public:
+  // Takes the spec; adds an implicit "default" submodel when a task uses it.
+  static Result<std::shared_ptr<const JobGraph>> Build(JobSpec spec);
+
+  const JobSpec& spec() const { return spec_; }
+  const TaskSpec& spec_task(uint32_t i) const { return spec_.tasks[i]; }
+  const GraphTask& task(uint32_t i) const { return tasks_[i]; }
+  // Tasks in one step.
+  uint32_t size() const { return static_cast<uint32_t>(tasks_.size()); }
+  uint32_t steps() const { return spec_.repeat; }
+  // Task runs over all steps: run r is task r % size() of step r / size().
+  uint64_t total_runs() const { return static_cast<uint64_t>(size()) * steps(); }
+  const std::vector<uint32_t>& roots() const { return roots_; }
+  // Producers before consumers.
+  const std::vector<uint32_t>& topo_order() const { return topo_; }
+  const std::vector<CollectiveGroup>& groups() const { return groups_; }
+  // "'v0' (tasks[0])", for error messages.
+  std::string Describe(uint32_t i) const;
+
+ private:
+  JobSpec spec_;
+  std::vector<GraphTask> tasks_;
+  std::vector<uint32_t> roots_;
+  std::vector<uint32_t> topo_;
+  std::vector<CollectiveGroup> groups_;
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,79 @@
+// Policy: the one interface every scheduling policy implements, baselines
+// included. A policy decides order (Priority) and placement (Place) from a
+// const view of the pool; it never allocates: the Scheduler applies its
+// decisions to the ResourcePool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hmpmd/protocol/status.h"
+#include "hmpmd/scheduler/job_graph.h"
+#include "hmpmd/scheduler/resource_pool.h"
+
+namespace hmpmd {
+
+// A ready task as a policy sees it.
+struct TaskView {
+  JobId job = 0;
+  uint32_t run = 0;        // run index inside the job (step * size + index)
+  uint32_t index = 0;      // task index inside the step
+  uint32_t step = 0;
+  const JobGraph* graph = nullptr;
+  const TaskSpec* spec = nullptr;
+  const GraphTask* task = nullptr;
+  double rank_us = 0;      // upward rank: est + longest path to a sink
+  double est_us = 0;       // estimated run time on its core kind, now
+  uint32_t kernel_id = 0;  // pool kernel id
+  uint32_t weight = 1;     // the job's share of the pool
+  uint64_t ready_seq = 0;  // order in which tasks became ready
+};
+
+// The outcome of one placement attempt: a value, not an error.
+struct Placement {
+  enum class Kind { kPlaced, kRetryLater, kInfeasible };
+  Kind kind = Kind::kRetryLater;
+  CoreId core = 0;
+  std::string reason;  // why, for kInfeasible
+
+  static Placement Placed(CoreId c) { return {Kind::kPlaced, c, {}}; }
+  static Placement RetryLater() { return {Kind::kRetryLater, 0, {}}; }
+  static Placement Infeasible(std::string why) { return {Kind::kInfeasible, 0, std::move(why)}; }
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view Name() const = 0;
+  // A job was admitted; static policies fix its device sets here.
+  virtual void OnJobAdded(JobId /*job*/, const JobGraph& /*graph*/,
+                          const ResourcePool& /*pool*/) {}
+  virtual void OnJobRemoved(JobId /*job*/) {}
+  // Ready tasks run in decreasing priority.
+  virtual double Priority(const TaskView& task) const = 0;
+  // Picks a core with capacity for `task`, or says why not.
+  virtual Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) = 0;
+};
+
+// Names MakePolicy() accepts, the default first.
+std::vector<std::string> PolicyNames();
+// "hmpmd" or "fifo"; NotFound otherwise, naming the known ones.
+Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
+
+// The earliest-draining core of `kind` that runs the task's kernel and that
+// `allowed` accepts (nullptr: any). Shared by policies that place by
+// earliest finish time.
+template <typename Pred>
+Placement EarliestCore(const TaskView& task, CoreKind kind, const ResourcePool& pool,
+                       Pred&& allowed) {
+  for (const auto& [busy_until, core] : pool.available(kind)) {
+    DeviceId dev = pool.core(core).device;
+    if (pool.Supports(dev, task.kernel_id) && allowed(dev)) return Placement::Placed(core);
+  }
+  return Placement::RetryLater();
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,108 @@
+// ResourcePool: the devices, their cores, and how busy each core is.
+//
+// This is the mechanism: only the pool allocates (Assign) and frees
+// (Release) core time. Policies read it through const references.
+// A core "has capacity" while it is alive and its queue holds fewer than
+// max_queue_per_core tasks and less than lookahead_us of estimated work;
+// the pool keeps such cores of each kind ordered by when they drain, so the
+// earliest-free core is found in O(log cores).
+// Thread-safety: not thread-safe; owned by the scheduler's single thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "hmpmd/protocol/types.h"
+
+namespace hmpmd {
+
+using DeviceId = uint32_t;
+using CoreId = uint32_t;
+
+struct DeviceDesc {
+  std::string name;
+  WorkerId worker = 0;
+  std::array<uint32_t, kNumCoreKinds> cores{};  // cores per kind
+  uint64_t memory_mb = 0;
+  // Kernels it runs; empty means every kernel (the simulator's devices).
+  std::vector<std::string> kernels;
+};
+
+struct PoolOptions {
+  // Tasks a core may hold queued, counting the running one. 1 gives the
+  // scheduler a free hand; more hides the dispatch round trip for short
+  // tasks. Default: 1 (the simulator); the controller raises it.
+  uint32_t max_queue_per_core = 1;
+  // Estimated work a core may hold queued beyond its first task, in us.
+  // Keeps deep queues for tiny tasks only. Default: 0.
+  double lookahead_us = 0;
+};
+
+class ResourcePool {
+ public:
+  struct Core {
+    DeviceId device = 0;
+    CoreKind kind = CoreKind::kCube;
+    uint32_t lane = 0;      // index among the device's cores of this kind
+    uint32_t queued = 0;    // tasks assigned and not yet released
+    double queued_us = 0;   // their estimated work
+    TimeUs busy_until = 0;  // estimate of when the queue drains
+    double busy_us = 0;     // estimated work assigned so far
+  };
+  struct Device {
+    DeviceDesc desc;
+    bool alive = true;
+    std::vector<CoreId> cores;
+    std::vector<bool> kernels;  // by kernel id; empty = all
+  };
+  using Available = std::set<std::pair<TimeUs, CoreId>>;
+
+  explicit ResourcePool(PoolOptions options = {}) : options_(options) {}
+
+  DeviceId AddDevice(DeviceDesc desc);
+  // Marks the device dead; its cores leave the available sets for good.
+  void RemoveDevice(DeviceId id);
+
+  // Kernel names are interned; KernelId(name) is stable for the pool's life.
+  uint32_t InternKernel(std::string_view name);
+  bool Supports(DeviceId device, uint32_t kernel_id) const;
+  // True when some alive device runs `kernel_id` on a core of `kind`.
+  bool AnySupports(uint32_t kernel_id, CoreKind kind) const;
+
+  size_t device_count() const { return devices_.size(); }
+  size_t alive_device_count() const { return alive_devices_; }
+  const Device& device(DeviceId id) const { return devices_[id]; }
+  const Core& core(CoreId id) const { return cores_[id]; }
+  size_t core_count() const { return cores_.size(); }
+  uint32_t alive_cores(CoreKind kind) const { return alive_cores_[Index(kind)]; }
+  // Cores of `kind` with capacity, earliest to drain first.
+  const Available& available(CoreKind kind) const { return available_[Index(kind)]; }
+  bool HasCapacity(CoreKind kind) const { return !available_[Index(kind)].empty(); }
+  bool HasCapacity(CoreId id) const;
+  const PoolOptions& options() const { return options_; }
+
+  // Puts a task of `est_us` estimated work on `core`.
+  void Assign(CoreId core, double est_us, TimeUs now);
+  // Takes back the task Assign() put there.
+  void Release(CoreId core, double est_us, TimeUs now);
+
+ private:
+  static size_t Index(CoreKind k) { return static_cast<size_t>(k); }
+  void Reindex(CoreId id, TimeUs old_key);
+
+  PoolOptions options_;
+  std::vector<Device> devices_;
+  std::vector<Core> cores_;
+  std::array<Available, kNumCoreKinds> available_;
+  std::array<uint32_t, kNumCoreKinds> alive_cores_{};
+  size_t alive_devices_ = 0;
+  std::unordered_map<std::string, uint32_t> kernel_ids_;
+};
+
+}  // namespace hmpmd

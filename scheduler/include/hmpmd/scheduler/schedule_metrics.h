@@ -1,0 +1,52 @@
+// ScheduleMetrics: what a finished (or running) schedule achieved, from the
+// recorded start and end of every task run. The same code scores live runs
+// and simulations (DESIGN.md, "The three levels of MPMD").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hmpmd/scheduler/resource_pool.h"
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+struct CriticalPathEntry {
+  std::string task;
+  uint32_t step = 0;
+  DeviceId device = 0;
+  CoreKind kind = CoreKind::kCube;
+  double duration_us = 0;
+};
+
+struct DeviceUtilisation {
+  DeviceId device = 0;
+  std::string name;
+  double utilisation = 0;
+};
+
+struct ScheduleMetrics {
+  uint64_t tasks = 0;          // runs that finished
+  double makespan_s = 0;       // first start to last end
+  // max(critical path, busiest core kind's work / its cores).
+  double lower_bound_s = 0;
+  double critical_path_s = 0;  // longest dependent chain of measured durations
+  double utilisation = 0;      // busy core-time / (cores * makespan)
+  std::array<double, kNumCoreKinds> utilisation_by_kind{};
+  std::vector<DeviceUtilisation> utilisation_by_device;
+  double comm_s = 0;           // total time of communication tasks
+  // Communication time that overlaps compute on the same device / comm_s;
+  // 0 when the job has no communication.
+  double masking_ratio = 0;
+  // Idle device-time inside steps / (devices * step spans).
+  double bubble_ratio = 0;
+  // The realised critical path, first task first.
+  std::vector<CriticalPathEntry> critical_path;
+};
+
+// Devices counted are those alive now plus those that ran a task of the job.
+ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool);
+
+}  // namespace hmpmd

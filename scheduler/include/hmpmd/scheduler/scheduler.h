@@ -1,0 +1,161 @@
+// Scheduler: the engine that drives a Policy over a ResourcePool.
+//
+// It owns the jobs' task states, the ready queues (one heap per core kind,
+// ordered by the policy's priority) and the cost model. It does no I/O,
+// starts no threads and reads no clock: the caller passes `now` into every
+// call, so the controller drives it in real time and the simulator in
+// virtual time.
+//
+// Life of a task run: blocked -> ready (inputs done) -> running (placed on a
+// core; for the controller, dispatched) -> done | failed. Steps of a job
+// (spec.repeat) run in order: step k+1's tasks are released when step k is
+// done.
+// Thread-safety: not thread-safe; one thread (the controller loop or the
+// simulator) owns it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "hmpmd/scheduler/cost_model.h"
+#include "hmpmd/scheduler/job_graph.h"
+#include "hmpmd/scheduler/policy.h"
+#include "hmpmd/scheduler/resource_pool.h"
+
+namespace hmpmd {
+
+enum class TaskState : uint8_t { kBlocked, kReady, kRunning, kDone, kFailed, kCancelled };
+enum class JobState : uint8_t { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+std::string_view TaskStateName(TaskState s);
+std::string_view JobStateName(JobState s);
+inline bool IsTerminal(JobState s) { return s >= JobState::kSucceeded; }
+
+inline constexpr CoreId kNoCore = UINT32_MAX;
+
+struct TaskRecord {
+  TaskState state = TaskState::kBlocked;
+  uint32_t attempt = 0;
+  uint32_t pending = 0;  // inputs not yet done
+  CoreId core = kNoCore;
+  float est_us = 0;      // estimate it was placed with
+  TimeUs dispatched = 0;
+  TimeUs start = 0;
+  TimeUs end = 0;
+};
+
+struct JobRun {
+  JobId id = 0;
+  std::shared_ptr<const JobGraph> graph;
+  JobState state = JobState::kQueued;
+  std::string error;  // why it failed or was cancelled
+  std::vector<TaskRecord> runs;       // graph->total_runs() records
+  std::vector<double> rank_us;        // per task of a step
+  std::vector<uint32_t> kernel_ids;   // per task of a step
+  uint32_t step = 0;                  // step being run
+  uint32_t left_in_step = 0;
+  uint64_t done = 0;
+  uint64_t running = 0;
+  TimeUs submitted = 0;
+  TimeUs started = -1;  // first dispatch
+  TimeUs finished = -1;
+};
+
+// One placement decision for the caller to carry out.
+struct Dispatch {
+  JobId job = 0;
+  uint32_t run = 0;
+  uint32_t attempt = 0;
+  CoreId core = 0;
+  DeviceId device = 0;
+};
+
+struct SchedulerOptions {
+  PoolOptions pool;
+  CostModelOptions cost;
+  // Attempts a task run gets when its worker dies under it. Default: 3.
+  uint32_t max_attempts = 3;
+  // Ready tasks a Schedule() call may set aside as RetryLater per core kind
+  // before it stops looking. Bounds the work of one call. Default: 64.
+  uint32_t max_deferred = 64;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerOptions options, std::unique_ptr<Policy> policy);
+
+  // --- pool ---
+  DeviceId AddDevice(DeviceDesc desc);
+  // The device died: its running tasks go back to ready (or fail the job when
+  // out of attempts).
+  void RemoveDevice(DeviceId id, TimeUs now);
+
+  // --- jobs ---
+  // Admits a job. Checks that the pool can run it (kernels, core kinds,
+  // devices asked for) unless the pool is still empty.
+  Result<JobId> AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now);
+  // Cancels a job that has not ended; frees the cores its runs held.
+  Status CancelJob(JobId id, std::string reason, TimeUs now);
+  // Forgets an ended job's records.
+  void EraseJob(JobId id);
+
+  // --- events ---
+  // A run finished. Results for stale attempts or ended jobs return false
+  // and change nothing.
+  bool OnTaskDone(JobId job, uint32_t run, uint32_t attempt, TimeUs start, TimeUs end,
+                  TimeUs now);
+  // A run failed with `error`. `retryable` failures (lost worker) run again
+  // while attempts last; others fail the job.
+  bool OnTaskFailed(JobId job, uint32_t run, uint32_t attempt, const std::string& error,
+                    bool retryable, TimeUs now);
+
+  // --- decisions ---
+  // Places ready runs on cores with capacity and appends them to `out`.
+  void Schedule(TimeUs now, std::vector<Dispatch>* out);
+
+  // --- queries ---
+  const ResourcePool& pool() const { return pool_; }
+  const CostModel& cost_model() const { return cost_; }
+  CostModel& mutable_cost_model() { return cost_; }
+  const Policy& policy() const { return *policy_; }
+  const JobRun* job(JobId id) const;
+  const std::map<JobId, JobRun>& jobs() const { return jobs_; }
+  size_t ready_count() const;
+  // Jobs still queued or running.
+  size_t active_jobs() const { return active_jobs_; }
+
+ private:
+  struct ReadyItem {
+    double priority;
+    uint64_t seq;
+    JobId job;
+    uint32_t run;
+    bool operator<(const ReadyItem& o) const {
+      return priority != o.priority ? priority < o.priority : seq > o.seq;
+    }
+  };
+
+  TaskView View(const JobRun& job, uint32_t run) const;
+  void MakeReady(JobRun& job, uint32_t run);
+  void StartStep(JobRun& job, uint32_t step, TimeUs now);
+  void FinishJob(JobRun& job, JobState state, std::string error, TimeUs now);
+  void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
+  Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
+
+  SchedulerOptions options_;
+  std::unique_ptr<Policy> policy_;
+  ResourcePool pool_;
+  CostModel cost_;
+  std::map<JobId, JobRun> jobs_;
+  JobId next_job_ = 1;
+  size_t active_jobs_ = 0;
+  uint64_t ready_seq_ = 0;
+  std::array<std::priority_queue<ReadyItem>, kNumCoreKinds> ready_;
+  std::vector<ReadyItem> deferred_;
+};
+
+}  // namespace hmpmd

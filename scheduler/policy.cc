@@ -1,0 +1,19 @@
+#include "hmpmd/scheduler/policy.h"
+
+#include "hmpmd/scheduler/fifo_policy.h"
+#include "hmpmd/scheduler/hmpmd_policy.h"
+
+namespace hmpmd {
+
+std::vector<std::string> PolicyNames() { return {"hmpmd", "fifo"}; }
+
+Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
+  if (name == "hmpmd") return std::unique_ptr<Policy>(std::make_unique<HmpmdPolicy>());
+  if (name == "fifo") return std::unique_ptr<Policy>(std::make_unique<FifoPolicy>());
+  std::string known;
+  for (const std::string& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
+  return Status::NotFound("policy: unknown policy '" + std::string(name) + "' (known: " + known +
+                          ")");
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,107 @@
+#include "hmpmd/scheduler/resource_pool.h"
+
+#include <algorithm>
+
+namespace hmpmd {
+
+DeviceId ResourcePool::AddDevice(DeviceDesc desc) {
+  DeviceId id = static_cast<DeviceId>(devices_.size());
+  Device d;
+  for (const std::string& k : desc.kernels) {
+    uint32_t kid = InternKernel(k);
+    if (d.kernels.size() <= kid) d.kernels.resize(kid + 1, false);
+    d.kernels[kid] = true;
+  }
+  for (int k = 0; k < kNumCoreKinds; ++k) {
+    for (uint32_t lane = 0; lane < desc.cores[k]; ++lane) {
+      CoreId cid = static_cast<CoreId>(cores_.size());
+      Core c;
+      c.device = id;
+      c.kind = static_cast<CoreKind>(k);
+      c.lane = lane;
+      cores_.push_back(c);
+      d.cores.push_back(cid);
+      available_[k].emplace(0, cid);
+      ++alive_cores_[k];
+    }
+  }
+  d.desc = std::move(desc);
+  devices_.push_back(std::move(d));
+  ++alive_devices_;
+  return id;
+}
+
+void ResourcePool::RemoveDevice(DeviceId id) {
+  Device& d = devices_[id];
+  if (!d.alive) return;
+  d.alive = false;
+  --alive_devices_;
+  for (CoreId cid : d.cores) {
+    Core& c = cores_[cid];
+    available_[Index(c.kind)].erase({c.busy_until, cid});
+    --alive_cores_[Index(c.kind)];
+    c.queued = 0;
+    c.queued_us = 0;
+  }
+}
+
+uint32_t ResourcePool::InternKernel(std::string_view name) {
+  auto it = kernel_ids_.find(std::string(name));
+  if (it != kernel_ids_.end()) return it->second;
+  uint32_t id = static_cast<uint32_t>(kernel_ids_.size());
+  kernel_ids_.emplace(std::string(name), id);
+  return id;
+}
+
+bool ResourcePool::Supports(DeviceId device, uint32_t kernel_id) const {
+  const Device& d = devices_[device];
+  if (d.desc.kernels.empty()) return true;
+  return kernel_id < d.kernels.size() && d.kernels[kernel_id];
+}
+
+bool ResourcePool::AnySupports(uint32_t kernel_id, CoreKind kind) const {
+  for (DeviceId id = 0; id < devices_.size(); ++id) {
+    if (devices_[id].alive && devices_[id].desc.cores[Index(kind)] > 0 &&
+        Supports(id, kernel_id)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ResourcePool::HasCapacity(CoreId id) const {
+  const Core& c = cores_[id];
+  if (!devices_[c.device].alive) return false;
+  if (c.queued == 0) return true;
+  return c.queued < options_.max_queue_per_core && c.queued_us < options_.lookahead_us;
+}
+
+void ResourcePool::Reindex(CoreId id, TimeUs old_key) {
+  Core& c = cores_[id];
+  Available& set = available_[Index(c.kind)];
+  set.erase({old_key, id});
+  if (HasCapacity(id)) set.emplace(c.busy_until, id);
+}
+
+void ResourcePool::Assign(CoreId id, double est_us, TimeUs now) {
+  Core& c = cores_[id];
+  TimeUs old_key = c.busy_until;
+  ++c.queued;
+  c.queued_us += est_us;
+  c.busy_us += est_us;
+  c.busy_until = std::max(c.busy_until, now) + static_cast<TimeUs>(est_us);
+  Reindex(id, old_key);
+}
+
+void ResourcePool::Release(CoreId id, double est_us, TimeUs now) {
+  Core& c = cores_[id];
+  if (!devices_[c.device].alive || c.queued == 0) return;
+  TimeUs old_key = c.busy_until;
+  --c.queued;
+  c.queued_us = c.queued == 0 ? 0 : std::max(0.0, c.queued_us - est_us);
+  // What is left in the queue starts now.
+  c.busy_until = now + static_cast<TimeUs>(c.queued_us);
+  Reindex(id, old_key);
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,189 @@
+#include "hmpmd/scheduler/schedule_metrics.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace hmpmd {
+namespace {
+
+using Interval = std::pair<TimeUs, TimeUs>;
+
+// Sorts and merges overlapping intervals in place.
+void MergeIntervals(std::vector<Interval>* v) {
+  std::sort(v->begin(), v->end());
+  size_t w = 0;
+  for (size_t r = 0; r < v->size(); ++r) {
+    if (w > 0 && (*v)[r].first <= (*v)[w - 1].second) {
+      (*v)[w - 1].second = std::max((*v)[w - 1].second, (*v)[r].second);
+    } else {
+      (*v)[w++] = (*v)[r];
+    }
+  }
+  v->resize(w);
+}
+
+TimeUs Length(const std::vector<Interval>& merged) {
+  TimeUs sum = 0;
+  for (const auto& [a, b] : merged) sum += b - a;
+  return sum;
+}
+
+// Length of [a, b) covered by the merged, sorted intervals.
+TimeUs Covered(const std::vector<Interval>& merged, TimeUs a, TimeUs b) {
+  auto it = std::upper_bound(merged.begin(), merged.end(), Interval{a, std::numeric_limits<TimeUs>::max()});
+  if (it != merged.begin()) --it;
+  TimeUs sum = 0;
+  for (; it != merged.end() && it->first < b; ++it) {
+    TimeUs lo = std::max(a, it->first), hi = std::min(b, it->second);
+    if (hi > lo) sum += hi - lo;
+  }
+  return sum;
+}
+
+}  // namespace
+
+ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
+  ScheduleMetrics m;
+  const JobGraph& g = *job.graph;
+  const uint32_t n = g.size();
+
+  std::vector<bool> counted(pool.device_count(), false);
+  for (DeviceId d = 0; d < pool.device_count(); ++d) counted[d] = pool.device(d).alive;
+  TimeUs first = std::numeric_limits<TimeUs>::max(), last = std::numeric_limits<TimeUs>::min();
+  for (const TaskRecord& r : job.runs) {
+    if (r.state != TaskState::kDone) continue;
+    ++m.tasks;
+    first = std::min(first, r.start);
+    last = std::max(last, r.end);
+    counted[pool.core(r.core).device] = true;
+  }
+  if (m.tasks == 0) return m;
+  const double makespan_us = std::max<TimeUs>(1, last - first);
+  m.makespan_s = makespan_us / 1e6;
+
+  // Busy time per device and core kind; comm and compute intervals per device.
+  std::vector<double> busy_dev(pool.device_count(), 0);
+  std::array<double, kNumCoreKinds> busy_kind{};
+  std::vector<std::vector<Interval>> compute(pool.device_count()), comm(pool.device_count());
+  for (uint32_t r = 0; r < job.runs.size(); ++r) {
+    const TaskRecord& rec = job.runs[r];
+    if (rec.state != TaskState::kDone) continue;
+    const auto& core = pool.core(rec.core);
+    double d = static_cast<double>(rec.end - rec.start);
+    busy_dev[core.device] += d;
+    busy_kind[static_cast<size_t>(core.kind)] += d;
+    (g.task(r % n).is_comm ? comm : compute)[core.device].push_back({rec.start, rec.end});
+  }
+
+  std::array<uint32_t, kNumCoreKinds> cores_kind{};
+  uint32_t cores_total = 0, devices = 0;
+  double busy_total = 0;
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (!counted[d]) continue;
+    ++devices;
+    const DeviceDesc& desc = pool.device(d).desc;
+    uint32_t dev_cores = 0;
+    for (int k = 0; k < kNumCoreKinds; ++k) {
+      cores_kind[k] += desc.cores[k];
+      dev_cores += desc.cores[k];
+    }
+    cores_total += dev_cores;
+    busy_total += busy_dev[d];
+    m.utilisation_by_device.push_back(
+        {d, desc.name, dev_cores ? busy_dev[d] / (dev_cores * makespan_us) : 0});
+  }
+  m.utilisation = cores_total ? busy_total / (cores_total * makespan_us) : 0;
+  double work_bound_us = 0;
+  for (int k = 0; k < kNumCoreKinds; ++k) {
+    if (cores_kind[k] == 0) continue;
+    m.utilisation_by_kind[k] = busy_kind[k] / (cores_kind[k] * makespan_us);
+    work_bound_us = std::max(work_bound_us, busy_kind[k] / cores_kind[k]);
+  }
+
+  // Masking: comm time covered by compute on the same device.
+  double comm_us = 0, masked_us = 0;
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (comm[d].empty()) continue;
+    MergeIntervals(&compute[d]);
+    for (const auto& [a, b] : comm[d]) {
+      comm_us += static_cast<double>(b - a);
+      masked_us += static_cast<double>(Covered(compute[d], a, b));
+    }
+  }
+  m.comm_s = comm_us / 1e6;
+  m.masking_ratio = comm_us > 0 ? masked_us / comm_us : 0;
+
+  // Bubbles: per step, device time with no core busy inside the step's span.
+  double idle_us = 0, capacity_us = 0;
+  std::vector<std::vector<Interval>> busy(pool.device_count());
+  for (uint32_t s = 0; s < g.steps(); ++s) {
+    TimeUs s0 = std::numeric_limits<TimeUs>::max(), s1 = std::numeric_limits<TimeUs>::min();
+    for (auto& b : busy) b.clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      const TaskRecord& rec = job.runs[s * n + i];
+      if (rec.state != TaskState::kDone) continue;
+      s0 = std::min(s0, rec.start);
+      s1 = std::max(s1, rec.end);
+      busy[pool.core(rec.core).device].push_back({rec.start, rec.end});
+    }
+    if (s1 <= s0) continue;
+    for (DeviceId d = 0; d < pool.device_count(); ++d) {
+      if (!counted[d]) continue;
+      MergeIntervals(&busy[d]);
+      idle_us += static_cast<double>((s1 - s0) - Length(busy[d]));
+      capacity_us += static_cast<double>(s1 - s0);
+    }
+  }
+  m.bubble_ratio = capacity_us > 0 ? idle_us / capacity_us : 0;
+
+  // Critical path of measured durations: longest chain per step, steps in
+  // sequence (a step starts after the previous one ends).
+  double cp_us = 0;
+  std::vector<double> chain(n);
+  for (uint32_t s = 0; s < g.steps(); ++s) {
+    double step_cp = 0;
+    for (uint32_t i : g.topo_order()) {
+      const TaskRecord& rec = job.runs[s * n + i];
+      double own = rec.state == TaskState::kDone ? static_cast<double>(rec.end - rec.start) : 0;
+      double before = 0;
+      for (uint32_t in : g.task(i).inputs) before = std::max(before, chain[in]);
+      chain[i] = before + own;
+      step_cp = std::max(step_cp, chain[i]);
+    }
+    cp_us += step_cp;
+  }
+  m.critical_path_s = cp_us / 1e6;
+  m.lower_bound_s = std::max(cp_us, work_bound_us) / 1e6;
+
+  // The realised critical path: from the last task to end, step back to the
+  // input (or, at a step's root, the previous step's task) that ended last.
+  int64_t cur = -1;
+  for (uint32_t r = 0; r < job.runs.size(); ++r) {
+    if (job.runs[r].state == TaskState::kDone &&
+        (cur < 0 || job.runs[r].end > job.runs[cur].end)) {
+      cur = r;
+    }
+  }
+  while (cur >= 0) {
+    const TaskRecord& rec = job.runs[cur];
+    uint32_t step = static_cast<uint32_t>(cur / n), i = static_cast<uint32_t>(cur % n);
+    m.critical_path.push_back({g.spec_task(i).id, step, pool.core(rec.core).device,
+                               pool.core(rec.core).kind, static_cast<double>(rec.end - rec.start)});
+    int64_t prev = -1;
+    auto consider = [&](uint32_t r) {
+      const TaskRecord& p = job.runs[r];
+      if (p.state == TaskState::kDone && (prev < 0 || p.end > job.runs[prev].end)) prev = r;
+    };
+    if (!g.task(i).inputs.empty()) {
+      for (uint32_t in : g.task(i).inputs) consider(step * n + in);
+    } else if (step > 0) {
+      for (uint32_t j = 0; j < n; ++j) consider((step - 1) * n + j);
+    }
+    cur = prev;
+  }
+  std::reverse(m.critical_path.begin(), m.critical_path.end());
+  return m;
+}
+
+}  // namespace hmpmd
