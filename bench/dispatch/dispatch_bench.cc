@@ -1,0 +1,166 @@
+// bench/dispatch: what one task costs to dispatch, against raw ZeroMQ.
+//
+//  (a) raw DEALER/ROUTER round trip on loopback, between two processes;
+//  (b) a chain of dependent noop tasks through the controller and one
+//      worker: per-task latency, and its ratio to (a);
+//  (c) independent noop tasks over two workers: tasks per second.
+// Each figure is the median of --runs runs, printed with min and max.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+#include <zmq.hpp>
+
+#include "local_cluster.h"
+
+namespace hmpmd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Stats {
+  double median, min, max;
+};
+
+Stats Summarise(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// Median round trip in microseconds, ROUTER echo in a child process.
+double RawRoundTripUs(int round_trips) {
+  // Find a free port, then fork before any context lives in this process.
+  std::string endpoint;
+  {
+    zmq::context_t probe_ctx(1);
+    zmq::socket_t probe(probe_ctx, zmq::socket_type::router);
+    probe.set(zmq::sockopt::linger, 0);
+    probe.bind("tcp://127.0.0.1:*");
+    endpoint = probe.get(zmq::sockopt::last_endpoint);
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    zmq::context_t cctx(1);
+    zmq::socket_t router(cctx, zmq::socket_type::router);
+    router.set(zmq::sockopt::linger, 0);
+    router.bind(endpoint);
+    for (int i = 0; i < round_trips + 100; ++i) {
+      zmq::message_t id, body;
+      if (!router.recv(id) || !router.recv(body)) break;
+      router.send(id, zmq::send_flags::sndmore);
+      router.send(body, zmq::send_flags::none);
+    }
+    _exit(0);
+  }
+  zmq::context_t ctx(1);
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(endpoint);
+  std::string payload(64, 'x');  // about the size of a one-task batch
+  auto ping = [&] {
+    dealer.send(zmq::buffer(payload), zmq::send_flags::none);
+    zmq::message_t reply;
+    (void)dealer.recv(reply);
+  };
+  for (int i = 0; i < 100; ++i) ping();  // warm up, wait for connect
+  std::vector<double> samples;
+  const int batch = 100;
+  for (int b = 0; b < round_trips / batch; ++b) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < batch; ++i) ping();
+    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch);
+  }
+  waitpid(child, nullptr, 0);
+  return Summarise(samples).median;
+}
+
+std::shared_ptr<const JobGraph> NoopJob(int n, bool chain) {
+  JobSpec spec;
+  spec.name = chain ? "chain" : "independent";
+  spec.tasks.resize(n);
+  for (int i = 0; i < n; ++i) {
+    spec.tasks[i].id = "t" + std::to_string(i);
+    spec.tasks[i].kernel = "noop";
+    if (chain && i > 0) spec.tasks[i].inputs.push_back("t" + std::to_string(i - 1));
+  }
+  auto g = JobGraph::Build(std::move(spec));
+  if (!g.ok()) {
+    std::fprintf(stderr, "bench: %s\n", g.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *g;
+}
+
+// Seconds from submission to the end of the job, on the controller's clock.
+double RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
+  double seconds = -1;
+  Status st = cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller&) {
+    if (job.state == JobState::kSucceeded) seconds = (job.finished - job.submitted) / 1e6;
+  });
+  if (!st.ok() || seconds < 0) {
+    std::fprintf(stderr, "bench: job failed: %s\n", st.ToString().c_str());
+    std::exit(1);
+  }
+  return seconds;
+}
+
+LocalClusterOptions ClusterOptions(int workers) {
+  LocalClusterOptions o;
+  o.workers = workers;
+  o.cores = "cube=1";
+  o.worker_binary = HMPMD_WORKER_BIN;
+  o.log_level = "error";
+  return o;
+}
+
+}  // namespace
+}  // namespace hmpmd
+
+int main(int argc, char** argv) {
+  using namespace hmpmd;
+  CLI::App app{"bench/dispatch: dispatch latency and throughput against raw ZeroMQ"};
+  int runs = 3, chain = 10'000, independent = 200'000, round_trips = 20'000;
+  bool smoke = false;
+  app.add_option("--runs", runs, "Runs per figure (the median is reported)")->capture_default_str();
+  app.add_option("--chain", chain, "Tasks in the dependent chain")->capture_default_str();
+  app.add_option("--independent", independent, "Independent tasks")->capture_default_str();
+  app.add_option("--round-trips", round_trips, "Raw round trips per run")->capture_default_str();
+  app.add_flag("--smoke", smoke, "Small sizes, one run (for CI)");
+  CLI11_PARSE(app, argc, argv);
+  if (smoke) {
+    runs = 1;
+    chain = 500;
+    independent = 5'000;
+    round_trips = 1'000;
+  }
+  spdlog::set_level(spdlog::level::warn);
+
+  std::vector<double> raw, chain_us, tput;
+  for (int r = 0; r < runs; ++r) raw.push_back(RawRoundTripUs(round_trips));
+  {
+    LocalCluster one(ClusterOptions(1));
+    if (Status st = one.Start(); !st.ok()) return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
+    auto g = NoopJob(chain, true);
+    RunOnce(one, NoopJob(std::min(chain, 1000), true));  // warm up
+    for (int r = 0; r < runs; ++r) chain_us.push_back(RunOnce(one, g) * 1e6 / chain);
+  }
+  {
+    LocalCluster two(ClusterOptions(2));
+    if (Status st = two.Start(); !st.ok()) return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
+    auto g = NoopJob(independent, false);
+    RunOnce(two, NoopJob(std::min(independent, 10'000), false));  // warm up
+    for (int r = 0; r < runs; ++r) tput.push_back(independent / RunOnce(two, g));
+  }
+  Stats a = Summarise(raw), b = Summarise(chain_us), c = Summarise(tput);
+  std::printf("bench/dispatch: median of %d run(s) [min .. max]\n", runs);
+  std::printf("  (a) raw DEALER/ROUTER round trip       %9.1f us      [%.1f .. %.1f]\n", a.median, a.min, a.max);
+  std::printf("  (b) chain of %6d noop tasks          %9.1f us/task [%.1f .. %.1f]\n", chain, b.median, b.min, b.max);
+  std::printf("  (c) %7d independent noop tasks     %9.0f tasks/s [%.0f .. %.0f]\n", independent, c.median, c.min, c.max);
+  std::printf("  ratio (b)/(a) = %.2f   (target <= 3.0)\n", b.median / a.median);
+  std::printf("  (c) vs target 100000 tasks/s = %.2fx\n", c.median / 100000.0);
+  return 0;
+}

@@ -1,0 +1,247 @@
+// `hmpmd submit | status | cancel | pool`: clients of the controller's REST
+// API at --url (default $HMPMD_URL, else http://127.0.0.1:8080).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "../http_client.h"
+#include "cli_common.h"
+
+namespace hmpmd {
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+struct ClientArgs {
+  std::string url;
+  std::string token_file;
+  bool json = false;
+  double timeout_s = 10;  // per request
+};
+
+struct Client {
+  HttpUrl url;
+  std::map<std::string, std::string> headers;
+  milliseconds timeout;
+};
+
+Result<Client> Connect(const ClientArgs& a) {
+  std::string url = a.url;
+  if (url.empty()) {
+    const char* env = std::getenv("HMPMD_URL");
+    url = env && *env ? env : "http://127.0.0.1:8080";
+  }
+  Client c;
+  ASSIGN_OR_RETURN(c.url, ParseHttpUrl(url));
+  if (!a.token_file.empty()) {
+    auto token = ReadToken(a.token_file);
+    if (!token.ok()) return Status::InvalidArgument("--token-file: " + token.status().message());
+    c.headers["Authorization"] = "Bearer " + *token;
+  }
+  c.timeout = milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
+  return c;
+}
+
+// Calls the API; a non-2xx answer becomes a Status carrying its "error".
+Result<json> Call(const Client& c, std::string_view method, const std::string& target,
+                  std::string_view body = {}) {
+  ASSIGN_OR_RETURN(HttpResponse r, HttpCall(c.url, method, target, body, c.headers, c.timeout));
+  json j = json::parse(r.body, nullptr, false);
+  if (r.status >= 200 && r.status < 300) {
+    if (j.is_discarded()) return Status::Internal(target + ": the controller sent invalid JSON");
+    return j;
+  }
+  std::string msg = j.is_object() && j.contains("error") && j["error"].is_string()
+                        ? j["error"].get<std::string>()
+                        : "HTTP " + std::to_string(r.status);
+  StatusCode code = r.status == 400 || r.status == 404 || r.status == 413
+                        ? StatusCode::kInvalidArgument
+                    : r.status == 401 || r.status == 403 ? StatusCode::kPermissionDenied
+                                                         : StatusCode::kUnavailable;
+  return Status(code, msg);
+}
+
+std::string Pct(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", j[key].get<double>() * 100);
+  return buf;
+}
+
+std::string Ms(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", j[key].get<double>() * 1e3);
+  return buf;
+}
+
+void PrintJob(const json& j) {
+  std::cout << "job " << j.value("id", 0) << " '" << j.value("name", "") << "': "
+            << j.value("state", "?");
+  if (j.contains("error")) std::cout << " (" << j["error"].get<std::string>() << ")";
+  std::cout << "\n  tasks        " << j.value("done", 0) << " of " << j.value("tasks", 0)
+            << " done, " << j.value("running", 0) << " running\n";
+  if (j.contains("makespan_s") && j["makespan_s"].is_number()) {
+    std::cout << "  makespan     " << Ms(j, "makespan_s") << " (lower bound "
+              << Ms(j, "lower_bound_s") << ")\n"
+              << "  utilisation  " << Pct(j, "utilisation") << ", bubble ratio "
+              << Pct(j, "bubble_ratio") << ", comm masking " << Pct(j, "masking_ratio") << "\n";
+  }
+}
+
+bool Terminal(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_timeout_s) {
+  auto c = Connect(a);
+  if (!c.ok()) return Fail(c.status());
+  auto spec = ReadFile(file);
+  if (!spec.ok()) return Fail(spec.status());
+  auto r = Call(*c, "POST", c->url.base_path + "/api/v1/jobs", *spec);
+  if (!r.ok()) return Fail(Status(r.status().code(), file + ": " + r.status().message()));
+  uint64_t id = (*r).value("id", 0);
+  if (!wait) {
+    if (a.json) std::cout << json{{"id", id}}.dump() << std::endl;
+    else std::cout << "submitted job " << id << std::endl;
+    return kExitOk;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_timeout_s);
+  const std::string target = c->url.base_path + "/api/v1/jobs/" + std::to_string(id);
+  while (true) {
+    auto j = Call(*c, "GET", target);
+    if (!j.ok()) return Fail(j.status());
+    std::string state = (*j).value("state", "");
+    if (Terminal(state)) {
+      if (a.json) std::cout << j->dump(2) << std::endl;
+      else PrintJob(*j);
+      return state == "succeeded" ? kExitOk : kExitFailed;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Fail(Status::Unavailable("job " + std::to_string(id) + " still " + state +
+                                      " after --wait-timeout"));
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+}
+
+int StatusCmd(const ClientArgs& a, const std::string& job) {
+  auto c = Connect(a);
+  if (!c.ok()) return Fail(c.status());
+  if (!job.empty()) {
+    if (job.find_first_not_of("0123456789") != std::string::npos) {
+      return Fail(Status::InvalidArgument("JOB: expected a job id, got '" + job + "'"));
+    }
+    auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs/" + job);
+    if (!j.ok()) return Fail(j.status());
+    if (a.json) std::cout << j->dump(2) << std::endl;
+    else PrintJob(*j);
+    return kExitOk;
+  }
+  auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs");
+  if (!j.ok()) return Fail(j.status());
+  if (a.json) {
+    std::cout << j->dump(2) << std::endl;
+    return kExitOk;
+  }
+  std::printf("%-6s %-24s %-10s %s\n", "ID", "NAME", "STATE", "PROGRESS");
+  for (const json& e : (*j)["jobs"]) {
+    std::printf("%-6llu %-24s %-10s %llu/%llu\n",
+                static_cast<unsigned long long>(e.value("id", 0)),
+                e.value("name", "").c_str(), e.value("state", "").c_str(),
+                static_cast<unsigned long long>(e.value("done", 0)),
+                static_cast<unsigned long long>(e.value("tasks", 0)));
+  }
+  return kExitOk;
+}
+
+int CancelCmd(const ClientArgs& a, const std::string& job) {
+  auto c = Connect(a);
+  if (!c.ok()) return Fail(c.status());
+  if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos) {
+    return Fail(Status::InvalidArgument("JOB: expected a job id, got '" + job + "'"));
+  }
+  auto j = Call(*c, "DELETE", c->url.base_path + "/api/v1/jobs/" + job);
+  if (!j.ok()) return Fail(j.status());
+  if (a.json) std::cout << j->dump(2) << std::endl;
+  else std::cout << "cancelled job " << job << std::endl;
+  return kExitOk;
+}
+
+int PoolCmd(const ClientArgs& a) {
+  auto c = Connect(a);
+  if (!c.ok()) return Fail(c.status());
+  auto j = Call(*c, "GET", c->url.base_path + "/api/v1/pool");
+  if (!j.ok()) return Fail(j.status());
+  if (a.json) {
+    std::cout << j->dump(2) << std::endl;
+    return kExitOk;
+  }
+  std::printf("%-4s %-24s %-6s %-8s %s\n", "DEV", "NAME", "ALIVE", "PID", "CORES (queued)");
+  for (const json& d : (*j)["devices"]) {
+    std::string cores;
+    for (const json& core : d["cores"]) {
+      cores += core.value("name", "") + "(" + std::to_string(core.value("queued", 0)) + ") ";
+    }
+    std::printf("%-4u %-24s %-6s %-8u %s\n", d.value("id", 0u), d.value("name", "").c_str(),
+                d.value("alive", false) ? "yes" : "no", d.value("pid", 0u), cores.c_str());
+  }
+  std::printf("policy %s, %zu live devices\n", (*j).value("policy", "").c_str(),
+              static_cast<size_t>((*j).value("alive_devices", 0)));
+  return kExitOk;
+}
+
+void AddCommon(CLI::App* sub, ClientArgs* a) {
+  sub->add_option("--url", a->url, "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080)");
+  sub->add_option("--token-file", a->token_file, "File holding the controller's token");
+  sub->add_flag("--json", a->json, "Print JSON");
+  sub->add_option("--request-timeout", a->timeout_s, "Seconds per HTTP request")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void AddClientCommands(CLI::App& app, int* exit_code) {
+  {
+    auto a = std::make_shared<ClientArgs>();
+    auto file = std::make_shared<std::string>();
+    auto wait = std::make_shared<bool>(false);
+    auto wait_timeout = std::make_shared<double>(3600);
+    CLI::App* sub = app.add_subcommand("submit", "Submit a job spec to a controller");
+    sub->add_option("job", *file, "Job spec (JSON)")->required();
+    sub->add_flag("--wait", *wait, "Wait for the job to end and print its summary");
+    sub->add_option("--wait-timeout", *wait_timeout, "Seconds --wait waits at most")
+        ->capture_default_str();
+    AddCommon(sub, a.get());
+    sub->callback([=] { *exit_code = Submit(*a, *file, *wait, *wait_timeout); });
+  }
+  {
+    auto a = std::make_shared<ClientArgs>();
+    auto job = std::make_shared<std::string>();
+    CLI::App* sub = app.add_subcommand("status", "Show one job, or list jobs");
+    sub->add_option("job", *job, "Job id (omit to list jobs)");
+    AddCommon(sub, a.get());
+    sub->callback([=] { *exit_code = StatusCmd(*a, *job); });
+  }
+  {
+    auto a = std::make_shared<ClientArgs>();
+    auto job = std::make_shared<std::string>();
+    CLI::App* sub = app.add_subcommand("cancel", "Cancel a job");
+    sub->add_option("job", *job, "Job id")->required();
+    AddCommon(sub, a.get());
+    sub->callback([=] { *exit_code = CancelCmd(*a, *job); });
+  }
+  {
+    auto a = std::make_shared<ClientArgs>();
+    CLI::App* sub = app.add_subcommand("pool", "Show the devices and cores of the pool");
+    AddCommon(sub, a.get());
+    sub->callback([=] { *exit_code = PoolCmd(*a); });
+  }
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,100 @@
+// `hmpmd controller`: the long-running service: the ROUTER endpoint for
+// workers and the REST API for clients.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <thread>
+
+#include "../controller.h"
+#include "../http_server.h"
+#include "../rest_api.h"
+#include "cli_common.h"
+
+namespace hmpmd {
+namespace {
+
+struct ControllerArgs {
+  std::string listen = "tcp://*:5555";
+  std::string http = "127.0.0.1:8080";
+  std::string token_file;
+  std::string policy = "hmpmd";
+  std::string log_level = "info";
+  uint32_t heartbeat_ms = 500;
+  uint32_t worker_timeout_ms = 5000;
+};
+
+int ControllerMain(const ControllerArgs& a) {
+  if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
+  ControllerOptions opts;
+  opts.listen = a.listen;
+  opts.policy = a.policy;
+  opts.heartbeat_ms = a.heartbeat_ms;
+  opts.worker_timeout_ms = a.worker_timeout_ms;
+  if (!a.token_file.empty()) {
+    auto token = ReadToken(a.token_file);
+    if (!token.ok()) return Fail(Status::InvalidArgument("--token-file: " + token.status().message()));
+    opts.token = *token;
+  }
+  if (opts.heartbeat_ms == 0 || opts.worker_timeout_ms <= opts.heartbeat_ms) {
+    return Fail(Status::InvalidArgument(
+        "--worker-timeout-ms: must be larger than --heartbeat-ms (which must be > 0)"));
+  }
+
+  // Signals are taken by one thread with sigwait, never by a handler that
+  // could interrupt the loop mid-change.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Controller controller(opts);
+  if (Status st = controller.Start(); !st.ok()) return Fail(st);
+  RestApi api(&controller, opts.token, opts.spec_limits);
+  std::unique_ptr<HttpServer> http;
+  if (!a.http.empty()) {
+    HttpServerOptions ho;
+    ho.bind = a.http;
+    http = std::make_unique<HttpServer>(
+        ho, [&api](HttpRequest req, HttpReply reply) { api.Handle(std::move(req), std::move(reply)); });
+    if (Status st = http->Start(); !st.ok()) return Fail(st);
+    spdlog::info("REST API on http://{}", a.http);
+  }
+  std::thread waiter([&controller, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: stopping", sig);
+    controller.Stop();
+  });
+  controller.Run();
+  if (http) http->Stop();
+  // Wake the signal thread if the loop ended for another reason.
+  kill(getpid(), SIGTERM);
+  waiter.join();
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddControllerCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ControllerArgs>();
+  CLI::App* sub = app.add_subcommand("controller", "Run the controller service");
+  sub->add_option("--listen", args->listen, "ZeroMQ endpoint for workers")->capture_default_str();
+  sub->add_option("--http", args->http, "host:port of the REST API and dashboard ('' = off)")
+      ->capture_default_str();
+  sub->add_option("--token-file", args->token_file,
+                  "File holding the token workers and mutating REST calls must present");
+  sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo)")
+      ->capture_default_str();
+  sub->add_option("--heartbeat-ms", args->heartbeat_ms, "Worker heartbeat period")
+      ->capture_default_str();
+  sub->add_option("--worker-timeout-ms", args->worker_timeout_ms,
+                  "Silence after which a worker is declared dead")
+      ->capture_default_str();
+  sub->add_option("--log-level", args->log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  sub->callback([args, exit_code] { *exit_code = ControllerMain(*args); });
+}
+
+}  // namespace hmpmd

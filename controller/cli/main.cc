@@ -1,0 +1,30 @@
+// hmpmd: the command line of DESIGN.md ("CLI: hmpmd"). Each subcommand
+// lives in its own file and maps its flags onto an options struct.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli_common.h"
+
+int main(int argc, char** argv) {
+  // Logs go to stderr so stdout stays clean for --json output.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("hmpmd"));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+
+  CLI::App app{"HyperMPMD: single-controller MPMD orchestration"};
+  app.require_subcommand(1);
+  int exit_code = hmpmd::kExitOk;
+  hmpmd::AddRunCommand(app, &exit_code);
+  hmpmd::AddControllerCommand(app, &exit_code);
+  hmpmd::AddWorkerCommand(app, &exit_code);
+  hmpmd::AddClientCommands(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "hmpmd: " << e.what() << " (see --help)" << std::endl;
+    return hmpmd::kExitUsage;
+  }
+  return exit_code;
+}

@@ -1,0 +1,101 @@
+// `hmpmd run JOB.json`: an embedded controller plus N local worker
+// processes run one job, print its summary, and exit.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <iostream>
+
+#include "../job_report.h"
+#include "../local_cluster.h"
+#include "cli_common.h"
+
+namespace hmpmd {
+namespace {
+
+struct RunArgs {
+  std::string job_file;
+  int workers = 4;
+  std::string trace_file;
+  bool json = false;
+  std::string policy = "hmpmd";
+  std::string cores = "cube=1,vector=1";
+  std::string log_level = "warn";
+  double timeout_s = 600;
+};
+
+int RunMain(const RunArgs& a) {
+  if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
+  if (a.workers < 1 || a.workers > 256) {
+    return Fail(Status::InvalidArgument("--workers: must be between 1 and 256"));
+  }
+  if (a.timeout_s <= 0) return Fail(Status::InvalidArgument("--timeout: must be positive"));
+  auto text = ReadFile(a.job_file);
+  if (!text.ok()) return Fail(text.status());
+  LocalClusterOptions opts;
+  opts.controller.policy = a.policy;
+  opts.workers = a.workers;
+  opts.cores = a.cores;
+  opts.log_level = a.log_level;
+  auto spec = ParseJobSpec(*text, opts.controller.spec_limits);
+  if (!spec.ok()) return Fail(Status::InvalidArgument(a.job_file + ": " + spec.status().message()));
+  auto graph = JobGraph::Build(std::move(spec).value());
+  if (!graph.ok()) {
+    return Fail(Status::InvalidArgument(a.job_file + ": " + graph.status().message()));
+  }
+
+  LocalCluster cluster(opts);
+  if (Status st = cluster.Start(); !st.ok()) return Fail(st);
+  bool succeeded = false;
+  std::string output, trace;
+  Status st = cluster.RunJob(
+      std::move(graph).value(),
+      std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000)),
+      [&](const JobRun& job, const Controller& c) {
+        const ResourcePool& pool = c.scheduler().pool();
+        ScheduleMetrics m = ComputeMetrics(job, pool);
+        succeeded = job.state == JobState::kSucceeded;
+        if (a.json) {
+          auto j = JobSummaryJson(job, pool, false);
+          j.update(MetricsJson(m, pool));
+          output = j.dump(2);
+        } else {
+          output = TextSummary(job, m, pool);
+        }
+        if (!a.trace_file.empty()) trace = TraceJson(job, pool).dump();
+      });
+  cluster.Stop();
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kInvalidArgument) {
+      st = Status::InvalidArgument(a.job_file + ": " + st.message());
+    }
+    return Fail(st);
+  }
+  if (!a.trace_file.empty()) {
+    if (Status w = WriteFile(a.trace_file, trace); !w.ok()) return Fail(w);
+  }
+  std::cout << output << std::endl;
+  return succeeded ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "run", "Run one job on an embedded controller with local workers, print its summary");
+  sub->add_option("job", args->job_file, "Job spec (JSON)")->required();
+  sub->add_option("--workers", args->workers, "Local worker processes to start")
+      ->capture_default_str();
+  sub->add_option("--trace", args->trace_file, "Write a Chrome trace / Perfetto JSON here");
+  sub->add_flag("--json", args->json, "Print the summary as one JSON object");
+  sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo)")
+      ->capture_default_str();
+  sub->add_option("--cores", args->cores, "Cores of each worker, e.g. cube=1,vector=2")
+      ->capture_default_str();
+  sub->add_option("--log-level", args->log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  sub->add_option("--timeout", args->timeout_s, "Give up after this many seconds")
+      ->capture_default_str();
+  sub->callback([args, exit_code] { *exit_code = RunMain(*args); });
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,341 @@
+#include "controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace hmpmd {
+namespace {
+
+// Compares secrets in time that does not depend on where they differ.
+bool TokenMatches(const std::string& want, const std::string& got) {
+  if (want.size() != got.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ got[i]);
+  return diff == 0;
+}
+
+// Workers on this host share our monotonic clock; a worker whose clock is
+// off by more than this is on another host, and we shift its timestamps.
+constexpr int64_t kSameClockUs = 1'000'000;
+
+}  // namespace
+
+TimeUs Controller::NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Controller::Controller(ControllerOptions options)
+    : options_(std::move(options)), ctx_(1), transport_(&ctx_) {
+  auto policy = MakePolicy(options_.policy);
+  if (!policy.ok()) policy = MakePolicy("hmpmd");  // Start() reports the bad name
+  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, std::move(policy).value());
+}
+
+Controller::~Controller() = default;
+
+Status Controller::Start() {
+  auto policy = MakePolicy(options_.policy);
+  if (!policy.ok()) return policy.status();
+  started_at_ = NowUs();
+  RETURN_IF_ERROR(transport_.Bind(options_.listen));
+  spdlog::info("controller listening on {} (policy {})", transport_.endpoint(), options_.policy);
+  return Status::Ok();
+}
+
+void Controller::Stop() {
+  stop_ = true;
+  mailbox_.Post([] {});  // wake the loop
+}
+
+void Controller::Run() {
+  zmq::pollitem_t items[] = {
+      {transport_.socket().handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, mailbox_.fd(), ZMQ_POLLIN, 0},
+  };
+  next_liveness_check_ = NowUs() + options_.heartbeat_ms * 1000;
+  while (!stop_) {
+    TimeUs now = NowUs();
+    long timeout_ms = std::max<long>(0, (next_liveness_check_ - now) / 1000 + 1);
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(timeout_ms));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      spdlog::error("poll failed: {}", e.what());
+      break;
+    }
+    now = NowUs();
+    // Drain the socket, bounded so posted work and timers are not starved.
+    std::optional<Incoming> in;
+    for (int i = 0; i < 4096 && transport_.Receive(&in); ++i) {
+      if (in) Handle(std::move(*in), now);
+    }
+    if (items[1].revents & ZMQ_POLLIN) mailbox_.Drain();
+    now = NowUs();
+    if (now >= next_liveness_check_) {
+      CheckLiveness(now);
+      next_liveness_check_ = now + options_.heartbeat_ms * 1000;
+    }
+    ScheduleAndSend(now);
+    NotifyEndedJobs();
+  }
+}
+
+WorkerInfo* Controller::FindByIdentity(const std::string& identity) {
+  auto it = by_identity_.find(identity);
+  return it == by_identity_.end() ? nullptr : &workers_[it->second];
+}
+
+const WorkerInfo* Controller::WorkerOfDevice(DeviceId d) const {
+  return d < device_worker_.size() ? &workers_[device_worker_[d]] : nullptr;
+}
+
+void Controller::Handle(Incoming in, TimeUs now) {
+  if (auto* reg = std::get_if<RegisterMsg>(&in.message)) {
+    OnRegister(in.identity, *reg, now);
+    return;
+  }
+  WorkerInfo* w = FindByIdentity(in.identity);
+  if (w == nullptr) {
+    // A worker we do not know (we restarted, or it was declared dead).
+    ++counters_.unknown_peers;
+    transport_.Send(in.identity, Reject{"unknown worker; register again", true});
+    return;
+  }
+  w->last_seen = now;
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Heartbeat>) {
+          w->dropped_frames = m.dropped_frames;
+          transport_.Send(w->identity, HeartbeatAck{});
+        } else if constexpr (std::is_same_v<T, DoneBatch>) {
+          OnDone(*w, m, now);
+        } else {
+          SPDLOG_DEBUG("ignored {} from worker {}", MsgTypeName(TypeOf(in.message)), w->name);
+        }
+      },
+      in.message);
+}
+
+void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now) {
+  if (!options_.token.empty() && !TokenMatches(options_.token, m.token)) {
+    spdlog::warn("refused worker '{}' (pid {}): wrong or missing token", m.name, m.pid);
+    transport_.Send(identity, Reject{"wrong or missing token", false});
+    return;
+  }
+  DeviceDesc desc;
+  desc.name = m.name;
+  desc.memory_mb = m.memory_mb;
+  desc.kernels = m.kernels;
+  uint32_t total = 0;
+  for (const CoreGroup& g : m.cores) {
+    desc.cores[static_cast<size_t>(g.kind)] += g.count;
+    total += g.count;
+  }
+  if (total == 0 || total > 4096 || m.kernels.empty()) {
+    transport_.Send(identity, Reject{"a worker needs 1 to 4096 cores and at least one kernel",
+                                     false});
+    return;
+  }
+  if (WorkerInfo* old = FindByIdentity(identity)) MarkDead(*old, "re-registered", now);
+
+  WorkerInfo w;
+  w.id = static_cast<WorkerId>(workers_.size());
+  desc.worker = w.id;
+  w.identity = identity;
+  w.name = m.name;
+  w.pid = m.pid;
+  w.last_seen = w.joined = now;
+  int64_t offset = now - m.sent_us;
+  w.clock_offset_us = (offset > kSameClockUs || offset < -kSameClockUs) ? offset : 0;
+  w.device = scheduler_->AddDevice(std::move(desc));
+  if (device_worker_.size() <= w.device) device_worker_.resize(w.device + 1);
+  device_worker_[w.device] = w.id;
+  by_identity_[identity] = w.id;
+  workers_.push_back(w);
+  outbox_.resize(workers_.size());
+  ++alive_workers_;
+  transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms});
+  spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", w.id, m.name,
+               scheduler_->pool().device(w.device).desc.cores[0],
+               scheduler_->pool().device(w.device).desc.cores[1], m.kernels.size());
+  // Wake whoever waits for enough workers.
+  for (auto it = worker_waiters_.begin(); it != worker_waiters_.end();) {
+    if (alive_workers_ >= it->first) {
+      auto cb = std::move(it->second);
+      it = worker_waiters_.erase(it);
+      cb();
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
+  for (const TaskResult& r : b.results) {
+    bool applied;
+    if (r.ok) {
+      applied = scheduler_->OnTaskDone(r.job, r.task, r.attempt, r.start_us + w.clock_offset_us,
+                                       r.end_us + w.clock_offset_us, now);
+      if (applied) ++counters_.tasks_finished;
+    } else {
+      applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, r.error, false, now);
+      if (applied) ++counters_.tasks_failed;
+    }
+    if (applied) {
+      ++w.tasks_done;
+    } else {
+      ++counters_.stale_results;
+    }
+  }
+}
+
+void Controller::CheckLiveness(TimeUs now) {
+  TimeUs limit = static_cast<TimeUs>(options_.worker_timeout_ms) * 1000;
+  for (WorkerInfo& w : workers_) {
+    if (w.alive && now - w.last_seen > limit) {
+      MarkDead(w, "missed heartbeats for " + std::to_string(options_.worker_timeout_ms) + " ms",
+               now);
+    }
+  }
+}
+
+void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
+  if (!w.alive) return;
+  w.alive = false;
+  w.left_reason = why;
+  --alive_workers_;
+  by_identity_.erase(w.identity);
+  spdlog::warn("worker {} '{}' declared dead: {}", w.id, w.name, why);
+  scheduler_->RemoveDevice(w.device, now);
+}
+
+Result<JobId> Controller::SubmitJson(std::string_view spec_json) {
+  ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(spec_json, options_.spec_limits));
+  return SubmitSpec(std::move(spec));
+}
+
+Result<JobId> Controller::SubmitSpec(JobSpec spec) {
+  ASSIGN_OR_RETURN(auto graph, JobGraph::Build(std::move(spec)));
+  return SubmitGraph(std::move(graph));
+}
+
+Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph) {
+  if (graph->total_runs() > 100'000'000ull) {
+    return Status::ResourceExhausted("job: tasks x repeat is over 100,000,000 task runs");
+  }
+  ASSIGN_OR_RETURN(JobId id, scheduler_->AddJob(std::move(graph), NowUs()));
+  live_jobs_.insert(id);
+  const JobRun* job = scheduler_->job(id);
+  spdlog::info("job {} '{}' submitted: {} tasks x {} steps", id, job->graph->spec().name,
+               job->graph->size(), job->graph->steps());
+  return id;
+}
+
+Status Controller::Cancel(JobId id) {
+  RETURN_IF_ERROR(scheduler_->CancelJob(id, "cancelled by the user", NowUs()));
+  for (const WorkerInfo& w : workers_) {
+    if (w.alive) transport_.Send(w.identity, CancelJob{id});
+  }
+  return Status::Ok();
+}
+
+void Controller::WatchJob(JobId id, JobCallback cb) {
+  const JobRun* job = scheduler_->job(id);
+  if (job && IsTerminal(job->state)) {
+    cb(*job);
+    return;
+  }
+  job_watchers_[id].push_back(std::move(cb));
+}
+
+void Controller::WhenWorkers(size_t n, std::function<void()> cb) {
+  if (alive_workers_ >= n) {
+    cb();
+    return;
+  }
+  worker_waiters_.emplace_back(n, std::move(cb));
+}
+
+void Controller::ShutdownWorkers(const std::string& reason) {
+  for (const WorkerInfo& w : workers_) {
+    if (w.alive) transport_.Send(w.identity, Shutdown{reason});
+  }
+}
+
+void Controller::ScheduleAndSend(TimeUs now) {
+  dispatch_scratch_.clear();
+  scheduler_->Schedule(now, &dispatch_scratch_);
+  if (dispatch_scratch_.empty()) return;
+  const ResourcePool& pool = scheduler_->pool();
+  for (const Dispatch& d : dispatch_scratch_) {
+    const JobRun* job = scheduler_->job(d.job);
+    const JobGraph& g = *job->graph;
+    const TaskSpec& t = g.spec_task(d.run % g.size());
+    const auto& core = pool.core(d.core);
+    TaskAssign a;
+    a.job = d.job;
+    a.task = d.run;
+    a.attempt = d.attempt;
+    a.kernel = t.kernel;
+    a.core = core.kind;
+    a.lane = core.lane;
+    a.args = t.args;
+    outbox_[device_worker_[d.device]].tasks.push_back(std::move(a));
+  }
+  counters_.tasks_dispatched += dispatch_scratch_.size();
+  for (WorkerId id = 0; id < outbox_.size(); ++id) {
+    AssignBatch& batch = outbox_[id];
+    if (batch.tasks.empty()) continue;
+    body_scratch_.clear();
+    EncodeBody(Message(std::move(batch)), &body_scratch_);
+    batch = AssignBatch{};
+    if (!transport_.SendEncoded(workers_[id].identity, EncodeHeader(MsgType::kAssignBatch),
+                                body_scratch_)) {
+      // The peer vanished between its last message and now.
+      MarkDead(workers_[id], "send failed: " + transport_.last_error(), now);
+      continue;
+    }
+    ++counters_.batches_sent;
+  }
+}
+
+void Controller::NotifyEndedJobs() {
+  for (auto it = live_jobs_.begin(); it != live_jobs_.end();) {
+    const JobRun* job = scheduler_->job(*it);
+    if (job == nullptr || !IsTerminal(job->state)) {
+      ++it;
+      continue;
+    }
+    JobId id = *it;
+    it = live_jobs_.erase(it);
+    finished_order_.push_back(id);
+    if (job->state == JobState::kSucceeded) {
+      spdlog::info("job {} '{}' succeeded in {:.3f} s", id, job->graph->spec().name,
+                   (job->finished - job->started) / 1e6);
+    } else {
+      spdlog::warn("job {} '{}' {}: {}", id, job->graph->spec().name, JobStateName(job->state),
+                   job->error);
+    }
+    auto w = job_watchers_.find(id);
+    if (w != job_watchers_.end()) {
+      auto callbacks = std::move(w->second);
+      job_watchers_.erase(w);
+      for (auto& cb : callbacks) cb(*job);
+    }
+  }
+  ForgetOldJobs();
+}
+
+void Controller::ForgetOldJobs() {
+  while (finished_order_.size() > options_.keep_finished_jobs) {
+    scheduler_->EraseJob(finished_order_.front());
+    finished_order_.erase(finished_order_.begin());
+  }
+}
+
+}  // namespace hmpmd

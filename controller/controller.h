@@ -1,0 +1,165 @@
+// Controller: the service core. One event loop owns every piece of state:
+// the workers, the jobs and the scheduler. Workers speak to it over the
+// ROUTER socket; every other thread (the HTTP server, an embedding program)
+// reaches it only through Post(), which runs a closure on the loop.
+//
+// The loop: wait on the socket and the mailbox (and the next timer); drain
+// every waiting message; run posted closures; run the scheduler once; send
+// one AssignBatch per worker that got tasks. Batching falls out of this:
+// under load many results arrive per wake-up and many tasks leave per send.
+// Thread-safety: Post(), Stop() and the accessors marked so are thread-safe;
+// every other method must run on the loop thread (from a posted closure).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+#include <zmq.hpp>
+
+#include "hmpmd/scheduler/scheduler.h"
+#include "job_spec_parser.h"
+#include "mailbox.h"
+#include "transport.h"
+
+namespace hmpmd {
+
+struct ControllerOptions {
+  // ROUTER endpoint workers connect to. Port 0 picks a free one.
+  // Default: tcp://*:5555.
+  std::string listen = "tcp://*:5555";
+  // Shared secret workers must present to register; empty: none.
+  std::string token;
+  // Heartbeat period asked of workers, in ms. Default: 500.
+  uint32_t heartbeat_ms = 500;
+  // A worker silent for this long is declared dead and its running tasks go
+  // back to the queue. Lower finds deaths sooner; too low kills workers
+  // that are merely slow. Default: 5000 ms.
+  uint32_t worker_timeout_ms = 5000;
+  // Scheduling policy (PolicyNames()). Default: hmpmd.
+  std::string policy = "hmpmd";
+  // Live defaults: up to 64 tasks queued per core while the queued
+  // estimated work stays under 200 us, which hides the dispatch round trip
+  // for tiny tasks and leaves long ones to the scheduler's judgement.
+  SchedulerOptions scheduler = [] {
+    SchedulerOptions o;
+    o.pool.max_queue_per_core = 64;
+    o.pool.lookahead_us = 200;
+    return o;
+  }();
+  SpecLimits spec_limits;
+  // Finished jobs kept for queries; the oldest are forgotten beyond this.
+  // Default: 1000.
+  size_t keep_finished_jobs = 1000;
+};
+
+struct WorkerInfo {
+  WorkerId id = 0;
+  std::string identity;  // ZeroMQ routing id
+  std::string name;
+  uint32_t pid = 0;
+  DeviceId device = 0;
+  bool alive = true;
+  int64_t clock_offset_us = 0;  // added to the worker's timestamps
+  TimeUs last_seen = 0;
+  TimeUs joined = 0;
+  uint64_t dropped_frames = 0;  // as the worker reported
+  uint64_t tasks_done = 0;
+  std::string left_reason;
+};
+
+// Counters exported by /metrics and the run summary.
+struct ControllerCounters {
+  uint64_t tasks_dispatched = 0;
+  uint64_t tasks_finished = 0;
+  uint64_t tasks_failed = 0;
+  uint64_t batches_sent = 0;
+  uint64_t stale_results = 0;   // results of old attempts or ended jobs
+  uint64_t unknown_peers = 0;   // messages from workers we do not know
+};
+
+class Controller {
+ public:
+  using JobCallback = std::function<void(const JobRun&)>;
+
+  explicit Controller(ControllerOptions options);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Binds the ROUTER socket. Call before Run().
+  Status Start();
+  // Runs the loop on the calling thread until Stop().
+  void Run();
+  // Thread-safe. Ends Run() after the current iteration.
+  void Stop();
+  // Thread-safe. Runs `fn` on the loop thread.
+  void Post(std::function<void()> fn) { mailbox_.Post(std::move(fn)); }
+  // The bound endpoint, e.g. tcp://0.0.0.0:5555. Valid after Start().
+  const std::string& endpoint() const { return transport_.endpoint(); }
+
+  // --- loop thread only ---
+  Result<JobId> SubmitJson(std::string_view spec_json);
+  Result<JobId> SubmitSpec(JobSpec spec);
+  // Admits a job whose structure was already checked (e.g. off the loop).
+  Result<JobId> SubmitGraph(std::shared_ptr<const JobGraph> graph);
+  Status Cancel(JobId id);
+  // Calls `cb` once when the job ends (at once if it has).
+  void WatchJob(JobId id, JobCallback cb);
+  // Calls `cb` once when at least `n` workers are alive.
+  void WhenWorkers(size_t n, std::function<void()> cb);
+  // Sends Shutdown to every live worker.
+  void ShutdownWorkers(const std::string& reason);
+
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const std::vector<WorkerInfo>& workers() const { return workers_; }
+  const WorkerInfo* WorkerOfDevice(DeviceId d) const;
+  size_t alive_workers() const { return alive_workers_; }
+  const ControllerCounters& counters() const { return counters_; }
+  uint64_t dropped_frames() const { return transport_.dropped(); }
+  TimeUs started_at() const { return started_at_; }
+  const ControllerOptions& options() const { return options_; }
+  // Monotonic microseconds; the time base of every record.
+  static TimeUs NowUs();
+
+ private:
+  void Handle(Incoming in, TimeUs now);
+  void OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now);
+  void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
+  void CheckLiveness(TimeUs now);
+  void MarkDead(WorkerInfo& w, std::string why, TimeUs now);
+  void ScheduleAndSend(TimeUs now);
+  void NotifyEndedJobs();
+  void ForgetOldJobs();
+  WorkerInfo* FindByIdentity(const std::string& identity);
+
+  ControllerOptions options_;
+  zmq::context_t ctx_;
+  Transport transport_;
+  Mailbox mailbox_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::atomic<bool> stop_{false};
+
+  std::vector<WorkerInfo> workers_;                      // by WorkerId
+  std::unordered_map<std::string, WorkerId> by_identity_;  // live workers
+  std::vector<WorkerId> device_worker_;                  // by DeviceId
+  size_t alive_workers_ = 0;
+  std::vector<std::pair<size_t, std::function<void()>>> worker_waiters_;
+  std::map<JobId, std::vector<JobCallback>> job_watchers_;
+  std::set<JobId> live_jobs_;
+  std::vector<JobId> finished_order_;
+
+  std::vector<Dispatch> dispatch_scratch_;
+  std::vector<AssignBatch> outbox_;  // by WorkerId
+  std::string body_scratch_;
+  ControllerCounters counters_;
+  TimeUs started_at_ = 0;
+  TimeUs next_liveness_check_ = 0;
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,192 @@
+#include "job_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+namespace hmpmd {
+namespace {
+
+using json = nlohmann::json;
+
+TimeUs Origin(const JobRun& job) {
+  TimeUs origin = std::numeric_limits<TimeUs>::max();
+  for (const TaskRecord& r : job.runs) {
+    if (r.state == TaskState::kDone) origin = std::min(origin, r.start);
+  }
+  return origin == std::numeric_limits<TimeUs>::max() ? job.started : origin;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string CoreName(const ResourcePool::Core& core) {
+  return std::string(CoreKindName(core.kind)) + std::to_string(core.lane);
+}
+
+int TraceTid(const ResourcePool::Core& core) {
+  return static_cast<int>(core.kind) * 1000 + static_cast<int>(core.lane);
+}
+
+json MetricsJson(const ScheduleMetrics& m, const ResourcePool& pool) {
+  json j;
+  j["makespan_s"] = m.makespan_s;
+  j["lower_bound_s"] = m.lower_bound_s;
+  j["critical_path_s"] = m.critical_path_s;
+  j["utilisation"] = m.utilisation;
+  j["utilisation_by_kind"] = {{"cube", m.utilisation_by_kind[0]},
+                              {"vector", m.utilisation_by_kind[1]}};
+  json devs = json::array();
+  for (const auto& d : m.utilisation_by_device) {
+    devs.push_back({{"device", d.device}, {"name", d.name}, {"utilisation", d.utilisation}});
+  }
+  j["utilisation_by_device"] = std::move(devs);
+  j["comm_s"] = m.comm_s;
+  j["masking_ratio"] = m.masking_ratio;
+  j["bubble_ratio"] = m.bubble_ratio;
+  json cp = json::array();
+  for (size_t i = 0; i < m.critical_path.size() && i < 64; ++i) {
+    const auto& e = m.critical_path[i];
+    cp.push_back({{"task", e.task}, {"step", e.step}, {"device", e.device},
+                  {"core", std::string(CoreKindName(e.kind))}, {"duration_s", e.duration_us / 1e6}});
+  }
+  j["critical_path"] = std::move(cp);
+  (void)pool;
+  return j;
+}
+
+json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics) {
+  json j;
+  j["id"] = job.id;
+  j["name"] = job.graph->spec().name;
+  j["state"] = std::string(JobStateName(job.state));
+  if (!job.error.empty()) j["error"] = job.error;
+  j["tasks"] = job.graph->total_runs();
+  j["tasks_per_step"] = job.graph->size();
+  j["steps"] = job.graph->steps();
+  j["done"] = job.done;
+  j["running"] = job.running;
+  j["progress"] = job.graph->total_runs() ? double(job.done) / job.graph->total_runs() : 0.0;
+  j["submitted_us"] = job.submitted;
+  j["started_us"] = job.started;
+  j["finished_us"] = job.finished;
+  if (with_metrics) {
+    j.update(MetricsJson(ComputeMetrics(job, pool), pool));
+  } else {
+    j["makespan_s"] = nullptr;
+  }
+  return j;
+}
+
+json TasksJson(const JobRun& job, const ResourcePool& pool) {
+  const JobGraph& g = *job.graph;
+  TimeUs origin = Origin(job);
+  json out = json::array();
+  for (uint32_t r = 0; r < job.runs.size(); ++r) {
+    const TaskRecord& rec = job.runs[r];
+    const TaskSpec& t = g.spec_task(r % g.size());
+    json e = {{"run", r},
+              {"id", t.id},
+              {"step", r / g.size()},
+              {"submodel", g.spec().submodels[g.task(r % g.size()).submodel].name},
+              {"kernel", t.kernel},
+              {"state", std::string(TaskStateName(rec.state))},
+              {"attempt", rec.attempt}};
+    if (rec.core != kNoCore) {
+      const auto& core = pool.core(rec.core);
+      e["device"] = core.device;
+      e["core"] = CoreName(core);
+    }
+    if (rec.state == TaskState::kDone) {
+      e["start_us"] = rec.start - origin;
+      e["end_us"] = rec.end - origin;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+json TraceJson(const JobRun& job, const ResourcePool& pool) {
+  const JobGraph& g = *job.graph;
+  TimeUs origin = Origin(job);
+  json events = json::array();
+  std::vector<bool> named_device(pool.device_count(), false);
+  std::vector<bool> named_core(pool.core_count(), false);
+  for (uint32_t r = 0; r < job.runs.size(); ++r) {
+    const TaskRecord& rec = job.runs[r];
+    if (rec.state != TaskState::kDone) continue;
+    const auto& core = pool.core(rec.core);
+    const TaskSpec& t = g.spec_task(r % g.size());
+    if (!named_device[core.device]) {
+      named_device[core.device] = true;
+      events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", core.device},
+                        {"args", {{"name", "device " + std::to_string(core.device) + " " +
+                                               pool.device(core.device).desc.name}}}});
+    }
+    if (!named_core[rec.core]) {
+      named_core[rec.core] = true;
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", core.device},
+                        {"tid", TraceTid(core)}, {"args", {{"name", CoreName(core)}}}});
+    }
+    events.push_back({{"name", t.id},
+                      {"cat", g.spec().submodels[g.task(r % g.size()).submodel].name},
+                      {"ph", "X"},
+                      {"ts", rec.start - origin},
+                      {"dur", rec.end - rec.start},
+                      {"pid", core.device},
+                      {"tid", TraceTid(core)},
+                      {"args",
+                       {{"task", t.id},
+                        {"job", job.id},
+                        {"step", r / g.size()},
+                        {"kernel", t.kernel},
+                        {"attempt", rec.attempt}}}});
+  }
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
+std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool) {
+  std::string out;
+  out += "job " + std::to_string(job.id) + " '" + job.graph->spec().name + "': " +
+         std::string(JobStateName(job.state));
+  if (!job.error.empty()) out += " (" + job.error + ")";
+  out += "\n";
+  out += "  tasks        " + std::to_string(m.tasks) + " of " +
+         std::to_string(job.graph->total_runs()) + " (" + std::to_string(job.graph->size()) +
+         " per step x " + std::to_string(job.graph->steps()) + " steps)\n";
+  out += "  makespan     " + Fixed(m.makespan_s * 1e3, 3) + " ms (lower bound " +
+         Fixed(m.lower_bound_s * 1e3, 3) + " ms, ratio " +
+         Fixed(m.lower_bound_s > 0 ? m.makespan_s / m.lower_bound_s : 0, 2) + ")\n";
+  out += "  utilisation  " + Fixed(m.utilisation * 100, 1) + "% overall, cube " +
+         Fixed(m.utilisation_by_kind[0] * 100, 1) + "%, vector " +
+         Fixed(m.utilisation_by_kind[1] * 100, 1) + "%\n";
+  out += "  bubble ratio " + Fixed(m.bubble_ratio * 100, 1) + "%, comm masking " +
+         Fixed(m.masking_ratio * 100, 1) + "% of " + Fixed(m.comm_s * 1e3, 3) + " ms comm\n";
+  out += "  per device:\n";
+  for (const auto& d : m.utilisation_by_device) {
+    out += "    device " + std::to_string(d.device) + " " + d.name + ": " +
+           Fixed(d.utilisation * 100, 1) + "%\n";
+  }
+  // The longest tasks on the critical path: where the time goes.
+  std::vector<CriticalPathEntry> top = m.critical_path;
+  std::stable_sort(top.begin(), top.end(),
+                   [](const auto& a, const auto& b) { return a.duration_us > b.duration_us; });
+  double cp_total = 0;
+  for (const auto& e : m.critical_path) cp_total += e.duration_us;
+  out += "  critical path: " + std::to_string(m.critical_path.size()) + " tasks, " +
+         Fixed(cp_total / 1e3, 3) + " ms busy; longest:\n";
+  for (size_t i = 0; i < top.size() && i < 5; ++i) {
+    out += "    " + top[i].task + " (step " + std::to_string(top[i].step) + ", device " +
+           std::to_string(top[i].device) + " " + std::string(CoreKindName(top[i].kind)) + ") " +
+           Fixed(top[i].duration_us / 1e3, 3) + " ms\n";
+  }
+  (void)pool;
+  return out;
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,36 @@
+// Renders a job for people and programs: the JSON summary of DESIGN.md's
+// "Machine-readable output", the per-task table, the Chrome trace, and the
+// text summary `hmpmd run` prints. Live runs and simulations share it.
+// Thread-safety: free functions over const state; the caller keeps that
+// state still while they run (the controller calls them on its loop).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "hmpmd/scheduler/resource_pool.h"
+#include "hmpmd/scheduler/schedule_metrics.h"
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+// {"id", "name", "state", "error", "tasks", "done", "running", "steps",
+//  "makespan_s", "lower_bound_s", "utilisation", "masking_ratio",
+//  "bubble_ratio", ...}; metrics are computed when `with_metrics`.
+nlohmann::json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics);
+nlohmann::json MetricsJson(const ScheduleMetrics& m, const ResourcePool& pool);
+// One entry per task run: id, step, state, attempt, device, core, start, end.
+// Times are microseconds from the job's first start.
+nlohmann::json TasksJson(const JobRun& job, const ResourcePool& pool);
+// Chrome trace / Perfetto JSON: one "X" event per finished run, pid the
+// device, tid the core; metadata events name them.
+nlohmann::json TraceJson(const JobRun& job, const ResourcePool& pool);
+// The summary `hmpmd run` prints.
+std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool);
+
+// "cube0", "vector1": a core's name inside its device.
+std::string CoreName(const ResourcePool::Core& core);
+// Trace thread id of a core inside its device.
+int TraceTid(const ResourcePool::Core& core);
+
+}  // namespace hmpmd

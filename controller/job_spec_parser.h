@@ -1,0 +1,36 @@
+// Parses a job spec (DESIGN.md, "Job spec") from JSON text into a JobSpec.
+//
+// Strict: unknown fields, wrong types and out-of-range values are errors,
+// reported in one line that names the place ("tasks[3] 'x': core: ..."). The
+// size of what it accepts is bounded by SpecLimits, checked before parsing
+// where possible so a hostile spec cannot exhaust memory.
+// Thread-safety: a free function; safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/status.h"
+
+namespace hmpmd {
+
+struct SpecLimits {
+  // Bytes of JSON text. Default: 128 MiB.
+  size_t max_bytes = 128u << 20;
+  // Tasks in one step. Default: 1,000,000.
+  size_t max_tasks = 1'000'000;
+  // Nesting depth of the JSON text. Default: 32 (a valid spec needs 5).
+  size_t max_depth = 32;
+  // Length of any one string (ids, names, argument values). Default: 4096.
+  size_t max_string = 4096;
+  // Inputs of one task and arguments of one task. Default: 4096 and 64.
+  size_t max_inputs = 4096;
+  size_t max_args = 64;
+  // Steps (repeat). Default: 100,000.
+  uint32_t max_repeat = 100'000;
+};
+
+Result<JobSpec> ParseJobSpec(std::string_view json_text, const SpecLimits& limits = {});
+
+}  // namespace hmpmd

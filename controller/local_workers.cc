@@ -1,0 +1,94 @@
+#include "local_workers.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+extern char** environ;
+
+namespace hmpmd {
+
+std::string WorkerBinary() {
+  if (const char* env = std::getenv("HMPMD_WORKER_BIN"); env && *env) return env;
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto beside = self.parent_path() / "hmpmd-worker";
+    if (std::filesystem::exists(beside, ec)) return beside.string();
+  }
+  return "hmpmd-worker";  // posix_spawnp searches PATH
+}
+
+LocalWorkers::~LocalWorkers() { StopAll(std::chrono::milliseconds(2000)); }
+
+Status LocalWorkers::Start(const std::string& binary, const std::vector<std::string>& args) {
+  std::vector<std::string> argv_store;
+  argv_store.push_back(binary);
+  argv_store.insert(argv_store.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_store) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ);
+  if (rc != 0) {
+    return Status::Unavailable("cannot start worker '" + binary + "': " + std::strerror(rc));
+  }
+  pids_.push_back(pid);
+  return Status::Ok();
+}
+
+std::string LocalWorkers::Exited() {
+  for (auto it = pids_.begin(); it != pids_.end(); ++it) {
+    int status = 0;
+    pid_t r = waitpid(*it, &status, WNOHANG);
+    if (r == *it) {
+      std::string what = "worker pid " + std::to_string(*it) +
+                         (WIFSIGNALED(status) ? " was killed by signal " + std::to_string(WTERMSIG(status))
+                                              : " exited with status " + std::to_string(WEXITSTATUS(status)));
+      pids_.erase(it);
+      return what;
+    }
+  }
+  return "";
+}
+
+void LocalWorkers::StopAll(std::chrono::milliseconds grace) {
+  // Give them `grace` to leave after Shutdown (or SIGTERM), then kill.
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  bool termed = false;
+  while (!pids_.empty()) {
+    for (auto it = pids_.begin(); it != pids_.end();) {
+      int status = 0;
+      pid_t r = waitpid(*it, &status, WNOHANG);
+      if (r == *it || (r < 0 && errno == ECHILD)) {
+        it = pids_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (pids_.empty()) break;
+    auto now = std::chrono::steady_clock::now();
+    if (!termed && now >= deadline - grace / 2) {
+      for (pid_t p : pids_) kill(p, SIGTERM);
+      termed = true;
+    }
+    if (now >= deadline) {
+      for (pid_t p : pids_) {
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+      }
+      pids_.clear();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,205 @@
+#include "rest_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include "job_report.h"
+
+namespace hmpmd {
+namespace {
+
+using json = nlohmann::json;
+
+// Parses "/api/v1/jobs/{id}[/{rest}]"; false when the path is not of that form.
+bool ParseJobPath(const std::string& path, uint64_t* id, std::string* rest) {
+  static const std::string kPrefix = "/api/v1/jobs/";
+  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return false;
+  size_t i = kPrefix.size(), start = i;
+  uint64_t v = 0;
+  while (i < path.size() && isdigit(static_cast<unsigned char>(path[i])) && i - start < 10) {
+    v = v * 10 + (path[i++] - '0');
+  }
+  if (i == start || (i < path.size() && path[i] != '/')) return false;
+  *id = v;
+  *rest = i < path.size() ? path.substr(i + 1) : "";
+  return true;
+}
+
+json PoolJson(const Controller& c) {
+  const ResourcePool& pool = c.scheduler().pool();
+  json devices = json::array();
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    const auto& dev = pool.device(d);
+    const WorkerInfo* w = c.WorkerOfDevice(d);
+    json cores = json::array();
+    for (CoreId cid : dev.cores) {
+      const auto& core = pool.core(cid);
+      cores.push_back({{"name", CoreName(core)},
+                       {"kind", std::string(CoreKindName(core.kind))},
+                       {"lane", core.lane},
+                       {"queued", core.queued}});
+    }
+    json e = {{"id", d},
+              {"name", dev.desc.name},
+              {"alive", dev.alive},
+              {"memory_mb", dev.desc.memory_mb},
+              {"kernels", dev.desc.kernels},
+              {"cores", std::move(cores)}};
+    if (w) {
+      e["worker"] = w->id;
+      e["pid"] = w->pid;
+      e["tasks_done"] = w->tasks_done;
+      e["dropped_frames"] = w->dropped_frames;
+      if (!w->alive) e["left_reason"] = w->left_reason;
+    }
+    devices.push_back(std::move(e));
+  }
+  return {{"devices", std::move(devices)},
+          {"alive_devices", pool.alive_device_count()},
+          {"cores", {{"cube", pool.alive_cores(CoreKind::kCube)},
+                     {"vector", pool.alive_cores(CoreKind::kVector)}}},
+          {"policy", std::string(c.scheduler().policy().Name())}};
+}
+
+}  // namespace
+
+RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits)
+    : controller_(controller), token_(std::move(token)), limits_(limits) {}
+
+HttpResponse RestApi::Error(int status, const std::string& message) {
+  return Json(status, json{{"error", message}}.dump());
+}
+
+HttpResponse RestApi::Json(int status, const std::string& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body;
+  return r;
+}
+
+bool RestApi::Authorised(const HttpRequest& req) const {
+  if (token_.empty()) return true;
+  auto it = req.headers.find("authorization");
+  if (it == req.headers.end()) return false;
+  const std::string want = "Bearer " + token_;
+  if (it->second.size() != want.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ it->second[i]);
+  return diff == 0;
+}
+
+void RestApi::Handle(HttpRequest req, HttpReply reply) {
+  bool mutating = req.method == "POST" || req.method == "DELETE" || req.method == "PUT" ||
+                  req.method == "PATCH";
+  if (mutating && !Authorised(req)) {
+    auto it = req.headers.find("authorization");
+    reply(it == req.headers.end() ? Error(401, "missing Authorization: Bearer token")
+                                  : Error(403, "wrong token"));
+    return;
+  }
+  if (req.method == "POST" && req.path == "/api/v1/jobs") {
+    // Parse and check the spec here, off the loop.
+    auto spec = ParseJobSpec(req.body, limits_);
+    if (!spec.ok()) {
+      int code = spec.status().code() == StatusCode::kResourceExhausted ? 413 : 400;
+      reply(Error(code, spec.status().message()));
+      return;
+    }
+    auto graph = JobGraph::Build(std::move(spec).value());
+    if (!graph.ok()) {
+      reply(Error(400, graph.status().message()));
+      return;
+    }
+    controller_->Post([c = controller_, g = std::move(graph).value(), reply]() mutable {
+      auto id = c->SubmitGraph(std::move(g));
+      if (!id.ok()) {
+        reply(Error(400, id.status().message()));
+        return;
+      }
+      HttpResponse r = Json(201, json{{"id", *id}}.dump());
+      r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
+      reply(std::move(r));
+    });
+    return;
+  }
+  controller_->Post([this, req = std::move(req), reply]() { OnLoop(req, reply); });
+}
+
+void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
+  const Controller& c = *controller_;
+  const std::string& m = req.method;
+  if (req.path == "/api/v1/pool") {
+    if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
+    return reply(Json(200, PoolJson(c).dump()));
+  }
+  if (req.path == "/api/v1/jobs") {
+    if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
+    json jobs = json::array();
+    for (const auto& [id, job] : c.scheduler().jobs()) {
+      jobs.push_back(JobSummaryJson(job, c.scheduler().pool(), false));
+    }
+    return reply(Json(200, json{{"jobs", std::move(jobs)}}.dump()));
+  }
+  if (req.path == "/metrics") {
+    if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = PrometheusText(c);
+    return reply(std::move(r));
+  }
+  uint64_t id = 0;
+  std::string rest;
+  if (!ParseJobPath(req.path, &id, &rest)) return reply(Error(404, "no route " + req.path));
+  const JobRun* job = id <= UINT32_MAX ? c.scheduler().job(static_cast<JobId>(id)) : nullptr;
+  if (job == nullptr) return reply(Error(404, "job " + std::to_string(id) + ": no such job"));
+  const ResourcePool& pool = c.scheduler().pool();
+  if (rest.empty() && m == "GET") {
+    return reply(Json(200, JobSummaryJson(*job, pool, IsTerminal(job->state)).dump()));
+  }
+  if (rest.empty() && m == "DELETE") {
+    Status st = controller_->Cancel(job->id);
+    if (!st.ok()) return reply(Error(409, st.message()));
+    return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
+  }
+  if (rest == "tasks" && m == "GET") {
+    return reply(Json(200, json{{"id", job->id}, {"tasks", TasksJson(*job, pool)}}.dump()));
+  }
+  if (rest == "trace" && m == "GET") return reply(Json(200, TraceJson(*job, pool).dump()));
+  if (rest.empty() || rest == "tasks" || rest == "trace") {
+    return reply(Error(405, "method " + m + " not allowed on " + req.path));
+  }
+  return reply(Error(404, "no route " + req.path));
+}
+
+std::string PrometheusText(const Controller& c) {
+  const ControllerCounters& k = c.counters();
+  const Scheduler& s = c.scheduler();
+  std::string out;
+  auto metric = [&out](const char* name, const char* type, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+           name + " " + std::to_string(v) + "\n";
+  };
+  metric("hmpmd_tasks_dispatched_total", "counter", "Task runs sent to workers.",
+         static_cast<double>(k.tasks_dispatched));
+  metric("hmpmd_tasks_finished_total", "counter", "Task runs that finished.",
+         static_cast<double>(k.tasks_finished));
+  metric("hmpmd_tasks_failed_total", "counter", "Task runs that failed.",
+         static_cast<double>(k.tasks_failed));
+  metric("hmpmd_tasks_ready", "gauge", "Task runs waiting for a core.",
+         static_cast<double>(s.ready_count()));
+  metric("hmpmd_workers_alive", "gauge", "Registered live workers.",
+         static_cast<double>(c.alive_workers()));
+  metric("hmpmd_dropped_frames_total", "counter", "Malformed frames the controller dropped.",
+         static_cast<double>(c.dropped_frames()));
+  metric("hmpmd_stale_results_total", "counter", "Results of old attempts or ended jobs.",
+         static_cast<double>(k.stale_results));
+  uint64_t by_state[5] = {};
+  for (const auto& [id, job] : s.jobs()) ++by_state[static_cast<int>(job.state)];
+  out += "# HELP hmpmd_jobs Jobs by state.\n# TYPE hmpmd_jobs gauge\n";
+  for (int st = 0; st < 5; ++st) {
+    out += "hmpmd_jobs{state=\"" + std::string(JobStateName(static_cast<JobState>(st))) + "\"} " +
+           std::to_string(by_state[st]) + "\n";
+  }
+  return out;
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,84 @@
+#include "transport.h"
+
+#include <spdlog/spdlog.h>
+
+namespace hmpmd {
+
+Transport::Transport(zmq::context_t* ctx) : socket_(*ctx, zmq::socket_type::router) {
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.set(zmq::sockopt::sndhwm, 0);  // a batch must never be dropped silently
+  socket_.set(zmq::sockopt::rcvhwm, 0);
+  socket_.set(zmq::sockopt::router_mandatory, 1);  // unknown peer -> error, not silence
+}
+
+Status Transport::Bind(const std::string& endpoint) {
+  try {
+    std::string ep = endpoint;
+    // "tcp://host:0" means any free port, as with sockets.
+    if (ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0) ep.replace(ep.size() - 1, 1, "*");
+    socket_.bind(ep);
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("listen " + endpoint + ": " + e.what());
+  }
+}
+
+bool Transport::Receive(std::optional<Incoming>* out) {
+  out->reset();
+  // Read every frame of one message before judging it, so a bad message
+  // never leaves frames behind to be misread as the next one.
+  zmq::message_t frames[3];
+  size_t count = 0;
+  try {
+    zmq::message_t part;
+    if (!socket_.recv(part, zmq::recv_flags::dontwait)) return false;
+    while (true) {
+      bool more = part.more();
+      if (count < 3) frames[count] = std::move(part);
+      ++count;
+      if (!more) break;
+      if (!socket_.recv(part, zmq::recv_flags::none)) break;
+    }
+  } catch (const zmq::error_t& e) {
+    last_error_ = e.what();
+    ++dropped_;
+    return true;
+  }
+  ++received_;
+  if (count != 3) {
+    ++dropped_;
+    last_error_ = "expected 3 frames, got " + std::to_string(count);
+    return true;
+  }
+  auto decoded = Decode(frames[1].to_string_view(), frames[2].to_string_view());
+  if (!decoded.ok()) {
+    ++dropped_;
+    last_error_ = decoded.status().message();
+    SPDLOG_DEBUG("dropped a frame: {}", last_error_);
+    return true;
+  }
+  out->emplace(Incoming{frames[0].to_string(), std::move(decoded).value()});
+  return true;
+}
+
+bool Transport::SendEncoded(const std::string& identity, const std::string& header,
+                            const std::string& body) {
+  try {
+    socket_.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(header), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(body), zmq::send_flags::none);
+    return true;
+  } catch (const zmq::error_t& e) {
+    last_error_ = e.what();
+    return false;
+  }
+}
+
+bool Transport::Send(const std::string& identity, const Message& message) {
+  body_scratch_.clear();
+  EncodeBody(message, &body_scratch_);
+  return SendEncoded(identity, EncodeHeader(TypeOf(message)), body_scratch_);
+}
+
+}  // namespace hmpmd

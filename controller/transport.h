@@ -1,0 +1,56 @@
+// Transport: the controller's ROUTER socket, speaking the protocol codec.
+//
+// Receive() decodes one multipart message (identity, header, body); a frame
+// that does not decode is counted in dropped() and skipped, never thrown.
+// ZeroMQ exceptions stop here and become Status.
+// Thread-safety: not thread-safe; the controller loop owns it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/status.h"
+
+namespace hmpmd {
+
+struct Incoming {
+  std::string identity;
+  Message message;
+};
+
+class Transport {
+ public:
+  explicit Transport(zmq::context_t* ctx);
+
+  // Binds to `endpoint` (e.g. tcp://*:5555, tcp://127.0.0.1:0 for any port).
+  Status Bind(const std::string& endpoint);
+  // The endpoint actually bound, with the port filled in.
+  const std::string& endpoint() const { return endpoint_; }
+  zmq::socket_t& socket() { return socket_; }
+
+  // Reads one message if one is waiting (returns false when none is). On
+  // true, `*out` holds it, or is empty when it was malformed and dropped.
+  bool Receive(std::optional<Incoming>* out);
+  // Sends to the worker with `identity`; false if it could not be queued.
+  bool Send(const std::string& identity, const Message& message);
+  // Sends frames already encoded (header from EncodeHeader).
+  bool SendEncoded(const std::string& identity, const std::string& header,
+                   const std::string& body);
+
+  uint64_t dropped() const { return dropped_; }
+  uint64_t received() const { return received_; }
+  const std::string& last_error() const { return last_error_; }
+
+ private:
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  uint64_t dropped_ = 0;
+  uint64_t received_ = 0;
+  std::string last_error_;
+  std::string body_scratch_;
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, build, run every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+werror=OFF
+if [ "${CI:-}" = "true" ]; then werror=ON; fi
+scripts/build.sh -DHMPMD_WERROR=$werror
+ctest --test-dir build --output-on-failure -j 2 --timeout 300

@@ -1,0 +1,68 @@
+// Bad specs are refused with one line naming the task and field, and the
+// controller keeps serving good jobs afterwards.
+#include <nlohmann/json.hpp>
+
+#include "cluster_fixture.h"
+
+namespace hmpmd::testing {
+namespace {
+
+struct BadSpec {
+  const char* name;
+  const char* spec;
+  const char* message;  // a substring the one-line error must contain
+};
+
+const BadSpec kBadSpecs[] = {
+    {"unknown kernel", R"({"tasks":[{"id":"a","kernel":"warp_drive"}]})",
+     "tasks[0] 'a': kernel: no worker runs 'warp_drive'"},
+    {"core kind no worker has", R"({"tasks":[{"id":"a","kernel":"noop","core":"vector"}]})",
+     "tasks[0] 'a': core: no worker has a 'vector' core"},
+    {"unknown input", R"({"tasks":[{"id":"a","kernel":"noop","inputs":["zz"]}]})",
+     "tasks[0] 'a': inputs: unknown task 'zz'"},
+    {"duplicate id", R"({"tasks":[{"id":"a","kernel":"noop"},{"id":"a","kernel":"noop"}]})",
+     "tasks[1] 'a': id: duplicate"},
+    {"cycle",
+     R"({"tasks":[{"id":"a","kernel":"noop","inputs":["b"]},{"id":"b","kernel":"noop","inputs":["a"]}]})",
+     "cycle"},
+    {"wrong type", R"({"tasks":[{"id":"a","kernel":"spin","args":{"us":[1]}}]})",
+     "tasks[0] 'a': args.us: expected a number, string or bool"},
+    {"extra field", R"({"tasks":[{"id":"a","kernel":"noop","colour":"red"}]})",
+     "tasks[0] 'a': unknown field 'colour'"},
+    {"too many devices",
+     R"({"submodels":[{"name":"big","devices":64}],"tasks":[{"id":"a","kernel":"noop","submodel":"big"}]})",
+     "submodels[0] 'big': devices: asks for 64"},
+    {"not json", R"({"tasks": [)", "invalid JSON"},
+};
+
+class BadSpecTest : public ClusterTest {};
+
+TEST_F(BadSpecTest, EachBadSpecGetsOneLineAndTheControllerKeepsServing) {
+  StartCluster(2, "cube=1");  // no vector cores on purpose
+  for (const BadSpec& b : kBadSpecs) {
+    SCOPED_TRACE(b.name);
+    Status st = Submit(b.spec);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(b.message), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find('\n'), std::string::npos) << "one line: " << st.message();
+  }
+  JobResult r = RunSpec(R"({"tasks":[{"id":"a","kernel":"spin","args":{"us":100}},
+                                      {"id":"b","kernel":"noop","inputs":["a"]}]})");
+  EXPECT_EQ(r.state, JobState::kSucceeded) << r.error;
+  size_t jobs = cluster_->Call([&] { return cluster_->controller().scheduler().jobs().size(); });
+  EXPECT_EQ(jobs, 1u) << "refused specs must not leave jobs behind";
+}
+
+TEST_F(BadSpecTest, KernelErrorFailsTheJobWithItsMessage) {
+  StartCluster(1);
+  // gemm refuses a negative size; the job fails naming the task.
+  JobResult r = RunSpec(R"({"tasks":[{"id":"bad","kernel":"gemm","args":{"m":-4,"n":2,"k":2}}]})");
+  EXPECT_EQ(r.state, JobState::kFailed);
+  EXPECT_NE(r.error.find("task 'bad' failed"), std::string::npos) << r.error;
+  // The worker is still there for the next job.
+  JobResult ok = RunSpec(R"({"tasks":[{"id":"fine","kernel":"noop"}]})");
+  EXPECT_EQ(ok.state, JobState::kSucceeded) << ok.error;
+}
+
+}  // namespace
+}  // namespace hmpmd::testing

@@ -1,0 +1,50 @@
+// A test fixture that stands up a real controller and real hmpmd-worker
+// processes on loopback, runs job specs, and checks the recorded schedule.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "job_spec_parser.h"
+#include "local_cluster.h"
+
+namespace hmpmd::testing {
+
+// One finished task run as the controller recorded it.
+struct RunRecord {
+  uint32_t run = 0, index = 0, step = 0;
+  TaskState state = TaskState::kBlocked;
+  CoreId core = 0;
+  DeviceId device = 0;
+  CoreKind kind = CoreKind::kCube;
+  TimeUs start = 0, end = 0;
+};
+
+struct JobResult {
+  JobState state = JobState::kQueued;
+  std::string error;
+  std::shared_ptr<const JobGraph> graph;
+  std::vector<RunRecord> runs;
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void StartCluster(int workers, const std::string& cores = "cube=1,vector=1",
+                    ControllerOptions controller = {});
+  void TearDown() override;
+
+  // Parses, submits and waits for `spec_json`; fails the test on refusal.
+  JobResult RunSpec(const std::string& spec_json, int timeout_ms = 60000);
+  // Submits on the loop and returns what SubmitJson said.
+  Status Submit(const std::string& spec_json);
+
+  // Every edge respected, steps in order, no core running two runs at once.
+  static void ExpectValidSchedule(const JobResult& r);
+
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+}  // namespace hmpmd::testing
