@@ -1,6 +1,8 @@
 // The msgpack side of the protocol. Exceptions from msgpack stop here.
 #include "hmpmd/protocol/codec.h"
 
+#include <algorithm>
+#include <bit>
 #include <limits>
 #include <msgpack.hpp>
 #include <type_traits>
@@ -20,7 +22,7 @@ struct IsVector<std::vector<T>> : std::true_type {};
 
 class PackArchive {
  public:
-  explicit PackArchive(msgpack::packer<StringSink>* pk) : pk_(pk) {}
+  PackArchive(msgpack::packer<StringSink>* pk, StringSink* sink) : pk_(pk), sink_(sink) {}
 
   template <typename... T>
   void operator()(T&... fields) {
@@ -34,7 +36,7 @@ class PackArchive {
     if constexpr (std::is_same_v<T, CoreKind>) {
       pk_->pack(static_cast<uint8_t>(v));
     } else if constexpr (std::is_same_v<T, ArgValue>) {
-      std::visit([this](const auto& x) { pk_->pack(x); }, v);
+      std::visit([this](const auto& x) { this->PackArg(x); }, v);
     } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
       pk_->pack(v);
     } else if constexpr (IsVector<T>::value) {
@@ -45,7 +47,23 @@ class PackArchive {
     }
   }
 
+  template <typename A>
+  void PackArg(const A& x) {
+    pk_->pack(x);
+  }
+  // msgpack-c packs an integral double (3.0, 1e19) as an integer, which turns
+  // a float argument into an int, or into a uint64 above INT64_MAX that the
+  // decoder rejects; so a double is always written as float64 here.
+  void PackArg(double d) {
+    uint64_t bits = std::bit_cast<uint64_t>(d);
+    char buf[9];
+    buf[0] = static_cast<char>(0xcb);
+    for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+    sink_->write(buf, sizeof(buf));
+  }
+
   msgpack::packer<StringSink>* pk_;
+  StringSink* sink_;
 };
 
 class UnpackArchive {
@@ -60,8 +78,8 @@ class UnpackArchive {
       Fail("expected an array of " + std::to_string(sizeof...(T)) + " fields");
       return;
     }
-    const msgpack::object* items = obj_->via.array.ptr;
-    size_t i = 0;
+    [[maybe_unused]] const msgpack::object* items = obj_->via.array.ptr;
+    [[maybe_unused]] size_t i = 0;
     (Read(items[i++], fields), ...);
   }
 
@@ -184,7 +202,7 @@ std::string EncodeHeader(MsgType type) {
 void EncodeBody(const Message& message, std::string* out) {
   StringSink sink{out};
   msgpack::packer<StringSink> pk(sink);
-  PackArchive ar(&pk);
+  PackArchive ar(&pk, &sink);
   std::visit([&ar](const auto& m) { const_cast<std::decay_t<decltype(m)>&>(m).Serialize(ar); },
              message);
 }
@@ -211,7 +229,11 @@ Result<Message> Decode(std::string_view header, std::string_view body,
   }
   if (body.size() > limits.max_body_bytes) return Status::Corruption("body: too large");
   try {
-    msgpack::unpack_limit ul(limits.max_batch, 64, limits.max_string, limits.max_string, 0, 8);
+    // msgpack's array limit covers every array, the fields of a struct
+    // included; Read() applies max_batch and max_args to the vectors.
+    constexpr size_t kMaxFields = 16;
+    size_t max_array = std::max({limits.max_batch, limits.max_args, kMaxFields});
+    msgpack::unpack_limit ul(max_array, 64, limits.max_string, limits.max_string, 0, 8);
     size_t off = 0;
     msgpack::object_handle oh =
         msgpack::unpack(body.data(), body.size(), off, nullptr, nullptr, ul);

@@ -92,7 +92,9 @@ struct Heartbeat {
 
 struct HeartbeatAck {
   template <typename Ar>
-  void Serialize(Ar&) {}
+  void Serialize(Ar& ar) {
+    ar();  // an empty array: the body must still be one msgpack object
+  }
   friend bool operator==(const HeartbeatAck&, const HeartbeatAck&) = default;
 };
 
