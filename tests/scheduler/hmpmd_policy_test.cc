@@ -1,0 +1,174 @@
+// Tests for HmpmdPolicy (critical path first, earliest core that runs the
+// kernel), against the FifoPolicy baseline, and for MakePolicy
+// (scheduler/hmpmd_policy.{h,cc}, fifo_policy.{h,cc}, policy.{h,cc}).
+#include "hmpmd/scheduler/hmpmd_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hmpmd/scheduler/fifo_policy.h"
+#include "hmpmd/scheduler/scheduler.h"
+#include "test_builders.h"
+
+namespace hmpmd {
+namespace {
+
+using test::Device;
+using test::SpecBuilder;
+using test::TaskBuilder;
+using test::VirtualLoop;
+
+class HmpmdPolicyTest : public ::testing::Test {
+ protected:
+  // A view of task `index` of `graph` as the engine would hand it over.
+  TaskView View(const JobGraph& graph, uint32_t index, ResourcePool* pool) {
+    TaskView v;
+    v.graph = &graph;
+    v.index = index;
+    v.spec = &graph.spec_task(index);
+    v.task = &graph.task(index);
+    v.kernel_id = pool->InternKernel(v.spec->kernel);
+    return v;
+  }
+
+  // Runs `spec` under `policy` on `devices` and returns the dispatch log.
+  std::vector<VirtualLoop::Started> Run(std::string_view policy, const JobSpec& spec,
+                                        const std::vector<DeviceDesc>& devices,
+                                        TimeUs* makespan = nullptr) {
+    auto p = MakePolicy(policy);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    Scheduler s(SchedulerOptions{}, std::move(*p));
+    for (const DeviceDesc& d : devices) s.AddDevice(d);
+    auto g = test::BuildGraph(spec);
+    Result<JobId> job = s.AddJob(g, 0);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    VirtualLoop loop(&s);
+    loop.RunToIdle();
+    EXPECT_EQ(s.job(*job)->state, JobState::kSucceeded);
+    if (makespan) *makespan = s.job(*job)->finished;
+    ids_.clear();
+    for (const auto& st : loop.log()) ids_.push_back(g->spec_task(st.d.run % g->size()).id);
+    return loop.log();
+  }
+
+  std::vector<std::string> ids_;  // task ids of the last Run, in dispatch order
+};
+
+TEST_F(HmpmdPolicyTest, MakePolicyKnowsTheBuiltInPolicies) {
+  EXPECT_EQ(PolicyNames(), (std::vector<std::string>{"hmpmd", "fifo"}));
+  for (const std::string& name : PolicyNames()) {
+    auto p = MakePolicy(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ((*p)->Name(), name);
+  }
+  auto bad = MakePolicy("random");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(bad.status().message().find("unknown policy 'random'"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("hmpmd, fifo"), std::string::npos);
+}
+
+TEST_F(HmpmdPolicyTest, PriorityIsTheUpwardRankWhateverTheArrival) {
+  HmpmdPolicy hmpmd;
+  FifoPolicy fifo;
+  TaskView early, late;
+  early.rank_us = 10;
+  early.ready_seq = 1;
+  late.rank_us = 1000;
+  late.ready_seq = 2;
+  EXPECT_GT(hmpmd.Priority(late), hmpmd.Priority(early));
+  EXPECT_DOUBLE_EQ(hmpmd.Priority(late), 1000);
+  EXPECT_GT(fifo.Priority(early), fifo.Priority(late)) << "fifo: earlier arrival first";
+}
+
+TEST_F(HmpmdPolicyTest, PlaceTakesTheEarliestDrainingCoreOfTheTasksKind) {
+  PoolOptions deep;
+  deep.max_queue_per_core = 4;
+  deep.lookahead_us = 1e9;
+  ResourcePool pool(deep);
+  pool.AddDevice(Device("a", 2, 1));  // cores 0, 1 cube; 2 vector
+  pool.AddDevice(Device("b", 1, 1));  // core 3 cube; 4 vector
+  pool.Assign(0, 500, 0);
+  pool.Assign(1, 300, 0);
+  pool.Assign(3, 400, 0);
+  pool.Assign(2, 50, 0);
+  auto g = test::BuildGraph(
+      SpecBuilder().Add(TaskBuilder("c").Us(10)).Add(TaskBuilder("v", "send").Vector()));
+  HmpmdPolicy policy;
+  Placement cube = policy.Place(View(*g, 0, &pool), pool, 0);
+  ASSERT_EQ(cube.kind, Placement::Kind::kPlaced);
+  EXPECT_EQ(cube.core, 1u) << "core 1 drains at 300, before 3 (400) and 0 (500)";
+  Placement vec = policy.Place(View(*g, 1, &pool), pool, 0);
+  ASSERT_EQ(vec.kind, Placement::Kind::kPlaced);
+  EXPECT_EQ(vec.core, 4u) << "idle vector core of b beats busy vector core of a";
+}
+
+TEST_F(HmpmdPolicyTest, PlaceSkipsDevicesThatDoNotRunTheKernel) {
+  ResourcePool pool;
+  pool.AddDevice(Device("spin-only", 1, 0, {"spin"}));
+  pool.AddDevice(Device("gemm-too", 1, 0, {"spin", "gemm"}));
+  auto g = test::BuildGraph(SpecBuilder().Add(TaskBuilder("g", "gemm")));
+  for (std::string_view name : PolicyNames()) {
+    auto policy = MakePolicy(name);
+    Placement p = (*policy)->Place(View(*g, 0, &pool), pool, 0);
+    ASSERT_EQ(p.kind, Placement::Kind::kPlaced) << name;
+    EXPECT_EQ(pool.core(p.core).device, 1u) << name;
+  }
+}
+
+TEST_F(HmpmdPolicyTest, PlaceSaysRetryLaterWhenNoSuitableCoreIsFree) {
+  ResourcePool pool;
+  pool.AddDevice(Device("gemm", 1, 0, {"gemm"}));
+  pool.AddDevice(Device("spin", 1, 0, {"spin"}));
+  pool.Assign(0, 100, 0);  // the only gemm core is full
+  auto g = test::BuildGraph(SpecBuilder().Add(TaskBuilder("g", "gemm")).Add(TaskBuilder("v").Vector()));
+  HmpmdPolicy policy;
+  EXPECT_EQ(policy.Place(View(*g, 0, &pool), pool, 0).kind, Placement::Kind::kRetryLater);
+  EXPECT_EQ(policy.Place(View(*g, 1, &pool), pool, 0).kind, Placement::Kind::kRetryLater)
+      << "no vector core at all";
+}
+
+TEST_F(HmpmdPolicyTest, LongChainGoesFirstOnASingleCore) {
+  // "short" arrives first; "head" leads a 1000 us chain.
+  JobSpec spec = SpecBuilder()
+                     .Add(TaskBuilder("short").Us(10))
+                     .Add(TaskBuilder("head").Us(10))
+                     .Add(TaskBuilder("tail").Us(1000).Inputs({"head"}));
+  Run("hmpmd", spec, {Device("one", 1)});
+  EXPECT_EQ(ids_, (std::vector<std::string>{"head", "tail", "short"}));
+  Run("fifo", spec, {Device("one", 1)});
+  EXPECT_EQ(ids_, (std::vector<std::string>{"short", "head", "tail"}));
+}
+
+TEST_F(HmpmdPolicyTest, CriticalPathFirstShortensTheMakespan) {
+  JobSpec spec = SpecBuilder()
+                     .Add(TaskBuilder("s1").Us(100))
+                     .Add(TaskBuilder("s2").Us(100))
+                     .Add(TaskBuilder("head").Us(10))
+                     .Add(TaskBuilder("tail").Us(1000).Inputs({"head"}));
+  TimeUs hmpmd = 0, fifo = 0;
+  Run("hmpmd", spec, {Device("d", 2)}, &hmpmd);
+  Run("fifo", spec, {Device("d", 2)}, &fifo);
+  EXPECT_EQ(hmpmd, 1010) << "head at 0, tail at 10";
+  EXPECT_EQ(fifo, 1110) << "s1 and s2 first, head at 100, tail at 110";
+}
+
+TEST_F(HmpmdPolicyTest, HigherRankAcrossJobsGoesFirst) {
+  Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
+  s.AddDevice(Device("one", 1));
+  auto small = test::BuildGraph(SpecBuilder().Chain({"small"}, 5));
+  auto big = test::BuildGraph(SpecBuilder().Chain({"big0", "big1"}, 500));
+  JobId js = *s.AddJob(small, 0);
+  JobId jb = *s.AddJob(big, 0);
+  std::vector<Dispatch> out;
+  s.Schedule(0, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].job, jb);
+  EXPECT_NE(js, jb);
+}
+
+}  // namespace
+}  // namespace hmpmd

@@ -1,0 +1,560 @@
+// Tests for the Scheduler engine: readiness, steps, admission, results,
+// retries, cancellation and device loss (scheduler/scheduler.{h,cc}).
+// Driven by test::VirtualLoop: no threads, no clock.
+#include "hmpmd/scheduler/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hmpmd/scheduler/hmpmd_policy.h"
+#include "test_builders.h"
+
+namespace hmpmd {
+namespace {
+
+using test::Device;
+using test::SpecBuilder;
+using test::TaskBuilder;
+using test::VirtualLoop;
+
+// A policy that refuses every task as impossible: exercises the engine's
+// handling of Placement::kInfeasible, which the built-in policies never give.
+class RefusingPolicy final : public Policy {
+ public:
+  std::string_view Name() const override { return "refusing"; }
+  double Priority(const TaskView&) const override { return 0; }
+  Placement Place(const TaskView&, const ResourcePool&, TimeUs) override {
+    return Placement::Infeasible("no device has enough memory");
+  }
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Make(std::unique_ptr<Policy> policy = std::make_unique<HmpmdPolicy>()) {
+    sched_ = std::make_unique<Scheduler>(opts_, std::move(policy));
+  }
+  JobId Add(const JobSpec& spec, TimeUs now = 0) {
+    auto g = test::BuildGraph(spec);
+    if (!g) return 0;
+    Result<JobId> id = sched_->AddJob(g, now);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : 0;
+  }
+  Status AddStatus(const JobSpec& spec) {
+    auto g = test::BuildGraph(spec);
+    if (!g) return Status::Internal("spec did not build");
+    Result<JobId> id = sched_->AddJob(g, 0);
+    return id.ok() ? Status::Ok() : id.status();
+  }
+  std::vector<Dispatch> ScheduleAt(TimeUs now) {
+    std::vector<Dispatch> out;
+    sched_->Schedule(now, &out);
+    return out;
+  }
+  const JobRun& Job(JobId id) const {
+    const JobRun* j = sched_->job(id);
+    EXPECT_NE(j, nullptr);
+    return *j;
+  }
+  std::string TaskOf(JobId job, uint32_t run) const {
+    const JobRun& j = Job(job);
+    return j.graph->spec_task(run % j.graph->size()).id;
+  }
+  static void ExpectHas(const std::string& msg, std::initializer_list<std::string> needles) {
+    for (const std::string& n : needles) {
+      EXPECT_NE(msg.find(n), std::string::npos) << "message '" << msg << "' lacks '" << n << "'";
+    }
+  }
+
+  SchedulerOptions opts_;
+  std::unique_ptr<Scheduler> sched_;
+};
+
+TEST_F(SchedulerTest, ChainRunsInOrder) {
+  Make();
+  sched_->AddDevice(Device("d0", 2));
+  JobId job = Add(SpecBuilder().Chain({"a", "b", "c"}, 10));
+  EXPECT_EQ(Job(job).state, JobState::kQueued);
+  VirtualLoop loop(sched_.get());
+  EXPECT_EQ(loop.Schedule(), 1u) << "only the chain's head is ready";
+  loop.RunToIdle();
+  ASSERT_EQ(loop.log().size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(TaskOf(job, loop.log()[i].d.run), std::string(1, static_cast<char>('a' + i)));
+    if (i > 0) {
+      EXPECT_GE(loop.log()[i].dispatched, loop.log()[i - 1].end);
+    }
+  }
+  const JobRun& j = Job(job);
+  EXPECT_EQ(j.state, JobState::kSucceeded);
+  EXPECT_EQ(j.done, 3u);
+  EXPECT_EQ(j.running, 0u);
+  EXPECT_EQ(j.started, 0);
+  EXPECT_EQ(j.finished, 30);
+  for (const TaskRecord& r : j.runs) EXPECT_EQ(r.state, TaskState::kDone);
+  EXPECT_EQ(j.runs[1].start, 10);
+  EXPECT_EQ(j.runs[1].end, 20);
+  EXPECT_EQ(sched_->active_jobs(), 0u);
+}
+
+TEST_F(SchedulerTest, FanOutRunsInParallelAndFanInWaitsForAll) {
+  Make();
+  sched_->AddDevice(Device("d0", 3));
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("root").Us(10))
+                      .Add(TaskBuilder("a").Us(50).Inputs({"root"}))
+                      .Add(TaskBuilder("b").Us(30).Inputs({"root"}))
+                      .Add(TaskBuilder("c").Us(40).Inputs({"root"}))
+                      .Add(TaskBuilder("join").Us(10).Inputs({"a", "b", "c"})));
+  VirtualLoop loop(sched_.get());
+  loop.RunToIdle();
+  ASSERT_EQ(loop.log().size(), 5u);
+  std::set<CoreId> cores;
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(loop.log()[i].dispatched, 10) << "fan-out starts together";
+    cores.insert(loop.log()[i].d.core);
+  }
+  EXPECT_EQ(cores.size(), 3u) << "on three distinct cores";
+  EXPECT_EQ(TaskOf(job, loop.log()[4].d.run), "join");
+  EXPECT_EQ(loop.log()[4].dispatched, 60) << "join waits for the slowest branch";
+  EXPECT_EQ(loop.log()[4].finished_before, 4u);
+  EXPECT_EQ(Job(job).finished, 70);
+}
+
+TEST_F(SchedulerTest, StepKPlusOneStartsOnlyAfterStepKIsDone) {
+  Make();
+  sched_->AddDevice(Device("d0", 2));
+  // c is short and independent: without the barrier, step 1's c would start
+  // while step 0's b is still running.
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("a").Us(10))
+                      .Add(TaskBuilder("b").Us(30).Inputs({"a"}))
+                      .Add(TaskBuilder("c").Us(5))
+                      .Repeat(3));
+  VirtualLoop loop(sched_.get());
+  loop.RunToIdle();
+  const JobRun& j = Job(job);
+  ASSERT_EQ(j.state, JobState::kSucceeded);
+  ASSERT_EQ(loop.log().size(), 9u);
+  const uint32_t n = j.graph->size();
+  std::set<uint32_t> runs;
+  for (const auto& st : loop.log()) {
+    runs.insert(st.d.run);
+    uint32_t step = st.d.run / n;
+    if (step == 0) continue;
+    for (uint32_t prev = (step - 1) * n; prev < step * n; ++prev) {
+      auto prev_runs = loop.RunsOf(job, prev);
+      ASSERT_EQ(prev_runs.size(), 1u);
+      EXPECT_TRUE(prev_runs[0]->finished);
+      EXPECT_LT(prev_runs[0]->finish_seq, st.finished_before)
+          << TaskOf(job, st.d.run) << " of step " << step << " dispatched before "
+          << TaskOf(job, prev) << " of step " << step - 1 << " finished";
+      EXPECT_LE(prev_runs[0]->end, st.dispatched);
+    }
+  }
+  EXPECT_EQ(runs.size(), 9u) << "every run of every step ran once";
+  EXPECT_EQ(*runs.rbegin(), 8u);
+  EXPECT_EQ(j.finished, 3 * 40);
+}
+
+TEST_F(SchedulerTest, RankIsEstimatePlusLongestPathToASink) {
+  Make();
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("a").Us(10))
+                      .Add(TaskBuilder("b").Us(1000).Inputs({"a"}))
+                      .Add(TaskBuilder("c").Us(20).Inputs({"a"}))
+                      .Add(TaskBuilder("d").Us(7)));
+  const JobRun& j = Job(job);
+  EXPECT_DOUBLE_EQ(j.rank_us[0], 1010);
+  EXPECT_DOUBLE_EQ(j.rank_us[1], 1000);
+  EXPECT_DOUBLE_EQ(j.rank_us[2], 20);
+  EXPECT_DOUBLE_EQ(j.rank_us[3], 7);
+}
+
+TEST_F(SchedulerTest, PlacesTasksOnlyOnDevicesThatRunTheKernel) {
+  Make();
+  DeviceId spin_only = sched_->AddDevice(Device("spin-only", 1, 0, {"spin"}));
+  DeviceId both = sched_->AddDevice(Device("both", 1, 0, {"spin", "gemm"}));
+  // The gemm task comes first and ranks higher; the spin-only device is the
+  // earliest free (lowest core id), so a kernel-blind placement would pick it.
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("g", "gemm").Flops(2e7))
+                      .Add(TaskBuilder("s").Us(5)));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  ASSERT_EQ(out.size(), 2u);
+  for (const Dispatch& d : out) {
+    std::string id = TaskOf(job, d.run);
+    EXPECT_EQ(d.device, id == "g" ? both : spin_only) << id;
+    EXPECT_EQ(sched_->pool().core(d.core).device, d.device);
+  }
+}
+
+TEST_F(SchedulerTest, TaskWaitingForItsKernelDoesNotBlockOthers) {
+  Make();
+  sched_->AddDevice(Device("gemm-dev", 1, 0, {"gemm"}));
+  sched_->AddDevice(Device("spin-dev", 1, 0, {"spin"}));
+  // g1 and g2 outrank s; g2 can only wait for gemm-dev, s must not wait too.
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("g1", "gemm").Flops(2e9))
+                      .Add(TaskBuilder("g2", "gemm").Flops(2e9))
+                      .Add(TaskBuilder("s").Us(1)));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  std::set<std::string> ids;
+  for (const Dispatch& d : out) ids.insert(TaskOf(job, d.run));
+  EXPECT_EQ(ids, (std::set<std::string>{"g1", "s"}));
+  EXPECT_EQ(Job(job).runs[1].state, TaskState::kReady);
+  EXPECT_EQ(sched_->ready_count(), 1u) << "the deferred gemm stays queued";
+  // Once gemm-dev frees up, g2 runs there.
+  uint32_t g1_run = TaskOf(job, out[0].run) == "g1" ? out[0].run : out[1].run;
+  ASSERT_TRUE(sched_->OnTaskDone(job, g1_run, 0, 0, 100, 100));
+  std::vector<Dispatch> next = ScheduleAt(100);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(TaskOf(job, next[0].run), "g2");
+  EXPECT_EQ(next[0].device, 0u);
+}
+
+TEST_F(SchedulerTest, DeeperQueuesPutSeveralTasksOnOneCore) {
+  opts_.pool.max_queue_per_core = 3;
+  opts_.pool.lookahead_us = 1e6;
+  Make();
+  sched_->AddDevice(Device("d", 1));
+  Add(SpecBuilder().Add(TaskBuilder("a").Us(10)).Add(TaskBuilder("b").Us(10)).Add(TaskBuilder("c").Us(10)));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  ASSERT_EQ(out.size(), 3u);
+  for (const Dispatch& d : out) EXPECT_EQ(d.core, out[0].core);
+  EXPECT_EQ(sched_->pool().core(out[0].core).queued, 3u);
+}
+
+TEST_F(SchedulerTest, AddJobRejectsACoreKindNoDeviceHas) {
+  Make();
+  sched_->AddDevice(Device("cube-only", 2, 0));
+  Status s = AddStatus(SpecBuilder().Chain({"a"}, 1).Add(TaskBuilder("v", "send").Vector()));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ExpectHas(s.message(), {"tasks[1] 'v'", "core", "'vector'"});
+  EXPECT_TRUE(sched_->jobs().empty()) << "a rejected job leaves no trace";
+}
+
+TEST_F(SchedulerTest, AddJobRejectsAKernelNoDeviceRuns) {
+  Make();
+  sched_->AddDevice(Device("cube", 1, 0, {"spin"}));
+  sched_->AddDevice(Device("vec", 0, 1, {"send"}));
+  Status s = AddStatus(SpecBuilder().Chain({"a"}, 1).Add(TaskBuilder("g", "gemm")));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ExpectHas(s.message(), {"tasks[1] 'g'", "kernel", "no worker runs 'gemm'"});
+  // A kernel the pool runs, but only on the other core kind.
+  Status k = AddStatus(SpecBuilder().Add(TaskBuilder("x", "send")));  // send on cube
+  EXPECT_EQ(k.code(), StatusCode::kInvalidArgument);
+  ExpectHas(k.message(), {"tasks[0] 'x'", "kernel", "'send' on a cube core"});
+  EXPECT_TRUE(AddStatus(SpecBuilder().Add(TaskBuilder("x", "send").Vector())).ok());
+}
+
+TEST_F(SchedulerTest, AddJobRejectsMoreDevicesThanThePoolHas) {
+  Make();
+  sched_->AddDevice(Device("d0", 1));
+  sched_->AddDevice(Device("d1", 1));
+  Status s = AddStatus(SpecBuilder().Submodel("vision", SubmodelKind::kEncoder, 3)
+                           .Add(TaskBuilder("a").Submodel("vision")));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ExpectHas(s.message(), {"submodels[0] 'vision'", "devices", "asks for 3", "has 2"});
+  EXPECT_TRUE(AddStatus(SpecBuilder().Submodel("vision", SubmodelKind::kEncoder, 2)
+                            .Add(TaskBuilder("a").Submodel("vision")))
+                  .ok());
+}
+
+TEST_F(SchedulerTest, AddJobAcceptsAnythingWhileThePoolIsEmpty) {
+  Make();
+  JobId job = Add(SpecBuilder().Add(TaskBuilder("v", "mystery").Vector()));
+  ASSERT_NE(job, 0u);
+  EXPECT_TRUE(ScheduleAt(0).empty()) << "nothing to run on yet";
+  sched_->AddDevice(Device("late", 0, 1));
+  std::vector<Dispatch> out = ScheduleAt(5);
+  ASSERT_EQ(out.size(), 1u) << "runs once a worker arrives";
+  EXPECT_EQ(Job(job).state, JobState::kRunning);
+  EXPECT_EQ(Job(job).started, 5);
+}
+
+TEST_F(SchedulerTest, AddJobTreatsAPoolOfDeadDevicesAsEmpty) {
+  Make();
+  DeviceId d = sched_->AddDevice(Device("d", 1, 0, {"spin"}));
+  sched_->RemoveDevice(d, 0);
+  EXPECT_TRUE(AddStatus(SpecBuilder().Add(TaskBuilder("g", "gemm"))).ok());
+}
+
+TEST_F(SchedulerTest, StaleResultsAreIgnored) {
+  Make();
+  sched_->AddDevice(Device("d", 1));
+  JobId job = Add(SpecBuilder().Chain({"a", "b"}, 10));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  ASSERT_EQ(out.size(), 1u);
+  const Dispatch& d = out[0];
+  EXPECT_FALSE(sched_->OnTaskDone(job, d.run, d.attempt + 1, 0, 10, 10)) << "wrong attempt";
+  EXPECT_FALSE(sched_->OnTaskDone(job + 100, d.run, d.attempt, 0, 10, 10)) << "unknown job";
+  EXPECT_FALSE(sched_->OnTaskDone(job, 99, d.attempt, 0, 10, 10)) << "run out of range";
+  EXPECT_FALSE(sched_->OnTaskDone(job, 1, 0, 0, 10, 10)) << "run not running (blocked)";
+  EXPECT_FALSE(sched_->OnTaskFailed(job, d.run, d.attempt + 1, "x", false, 10));
+  EXPECT_EQ(Job(job).runs[d.run].state, TaskState::kRunning) << "stale results change nothing";
+  EXPECT_EQ(Job(job).done, 0u);
+
+  EXPECT_TRUE(sched_->OnTaskDone(job, d.run, d.attempt, 0, 10, 10));
+  EXPECT_FALSE(sched_->OnTaskDone(job, d.run, d.attempt, 0, 10, 11)) << "duplicate result";
+  EXPECT_EQ(Job(job).done, 1u);
+
+  std::vector<Dispatch> next = ScheduleAt(10);
+  ASSERT_EQ(next.size(), 1u);
+  ASSERT_TRUE(sched_->CancelJob(job, "user asked", 12).ok());
+  EXPECT_FALSE(sched_->OnTaskDone(job, next[0].run, next[0].attempt, 10, 20, 20)) << "ended job";
+  EXPECT_FALSE(sched_->OnTaskFailed(job, next[0].run, next[0].attempt, "x", true, 20));
+  EXPECT_EQ(Job(job).state, JobState::kCancelled);
+}
+
+TEST_F(SchedulerTest, ResultEndBeforeStartIsClampedToStart) {
+  Make();
+  sched_->AddDevice(Device("d", 1));
+  JobId job = Add(SpecBuilder().Chain({"a"}, 10));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  ASSERT_TRUE(sched_->OnTaskDone(job, out[0].run, out[0].attempt, 50, 40, 60));
+  EXPECT_EQ(Job(job).runs[0].start, 50);
+  EXPECT_EQ(Job(job).runs[0].end, 50);
+}
+
+TEST_F(SchedulerTest, RemoveDeviceRequeuesItsRunningTasksWithANewAttempt) {
+  Make();
+  DeviceId d0 = sched_->AddDevice(Device("w0", 1));
+  DeviceId d1 = sched_->AddDevice(Device("w1", 1));
+  JobId job = Add(SpecBuilder().Add(TaskBuilder("a").Us(100)).Add(TaskBuilder("b").Us(100)));
+  VirtualLoop loop(sched_.get());
+  ASSERT_EQ(loop.Schedule(), 2u);
+  uint32_t run_on_d0 = loop.log()[0].d.device == d0 ? loop.log()[0].d.run : loop.log()[1].d.run;
+  uint32_t old_attempt = Job(job).runs[run_on_d0].attempt;
+
+  loop.AdvanceTo(50);
+  sched_->RemoveDevice(d0, loop.now());
+  loop.DropPendingOn(d0);
+  const TaskRecord& rec = Job(job).runs[run_on_d0];
+  EXPECT_EQ(rec.state, TaskState::kReady);
+  EXPECT_EQ(rec.attempt, old_attempt + 1);
+  EXPECT_EQ(Job(job).running, 1u);
+  EXPECT_EQ(Job(job).state, JobState::kRunning);
+  EXPECT_EQ(sched_->pool().alive_device_count(), 1u);
+  EXPECT_EQ(loop.Schedule(), 0u) << "w1 is still busy";
+
+  ASSERT_TRUE(loop.DeliverNext());  // the other task ends on w1 at 100
+  ASSERT_EQ(loop.Schedule(), 1u);
+  const auto& again = loop.log().back();
+  EXPECT_EQ(again.d.run, run_on_d0);
+  EXPECT_EQ(again.d.attempt, old_attempt + 1);
+  EXPECT_EQ(again.d.device, d1) << "only the live device is used";
+  EXPECT_EQ(again.dispatched, 100);
+  EXPECT_FALSE(sched_->OnTaskDone(job, run_on_d0, old_attempt, 0, 100, 100))
+      << "the dead worker's late result is stale";
+  EXPECT_EQ(rec.state, TaskState::kRunning);
+
+  loop.RunToIdle();
+  EXPECT_EQ(Job(job).state, JobState::kSucceeded);
+  EXPECT_EQ(Job(job).finished, 200);
+}
+
+TEST_F(SchedulerTest, RemoveDeviceLeavesOtherDevicesTasksAlone) {
+  Make();
+  DeviceId d0 = sched_->AddDevice(Device("w0", 1));
+  sched_->AddDevice(Device("w1", 1));
+  DeviceId idle = sched_->AddDevice(Device("idle", 1));
+  JobId job = Add(SpecBuilder().Add(TaskBuilder("a").Us(100)).Add(TaskBuilder("b").Us(100)));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  ASSERT_EQ(out.size(), 2u);
+  sched_->RemoveDevice(idle, 10);
+  for (const Dispatch& d : out) {
+    EXPECT_EQ(Job(job).runs[d.run].state, TaskState::kRunning);
+    EXPECT_EQ(Job(job).runs[d.run].attempt, 0u);
+  }
+  sched_->RemoveDevice(d0, 20);
+  sched_->RemoveDevice(d0, 30);  // twice: a no-op
+  int requeued = 0;
+  for (const Dispatch& d : out) requeued += Job(job).runs[d.run].attempt;
+  EXPECT_EQ(requeued, 1);
+}
+
+TEST_F(SchedulerTest, JobFailsAfterMaxAttemptsNamingTheTask) {
+  opts_.max_attempts = 2;
+  Make();
+  JobId job = Add(SpecBuilder().Chain({"stubborn"}, 10));
+  for (int i = 0; i < 2; ++i) {
+    DeviceId d = sched_->AddDevice(Device("w" + std::to_string(i), 1));
+    std::vector<Dispatch> out = ScheduleAt(10 * i);
+    ASSERT_EQ(out.size(), 1u) << "attempt " << i;
+    EXPECT_EQ(out[0].attempt, static_cast<uint32_t>(i));
+    sched_->RemoveDevice(d, 10 * i + 5);
+  }
+  const JobRun& j = Job(job);
+  EXPECT_EQ(j.state, JobState::kFailed);
+  EXPECT_EQ(j.runs[0].state, TaskState::kFailed);
+  EXPECT_EQ(j.finished, 15);
+  ExpectHas(j.error, {"task 'stubborn'", "after 2 attempts", "w1", "died"});
+  EXPECT_EQ(sched_->active_jobs(), 0u);
+}
+
+TEST_F(SchedulerTest, FailureInALaterStepNamesTheStep) {
+  opts_.max_attempts = 1;
+  Make();
+  sched_->AddDevice(Device("w", 1));
+  JobId job = Add(SpecBuilder().Chain({"a"}, 10).Repeat(3));
+  VirtualLoop loop(sched_.get());
+  loop.Schedule();
+  loop.DeliverNext();  // step 0 done
+  std::vector<Dispatch> out;
+  sched_->Schedule(loop.now(), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].run, 1u);
+  ASSERT_TRUE(sched_->OnTaskFailed(job, out[0].run, out[0].attempt, "lost", true, 20));
+  ExpectHas(Job(job).error, {"task 'a' (step 1)", "after 1 attempts", "lost"});
+}
+
+TEST_F(SchedulerTest, RetryableFailureRunsTheTaskAgain) {
+  Make();
+  sched_->AddDevice(Device("w", 1));
+  JobId job = Add(SpecBuilder().Chain({"a"}, 10));
+  std::vector<Dispatch> first = ScheduleAt(0);
+  ASSERT_TRUE(sched_->OnTaskFailed(job, 0, first[0].attempt, "worker lost", true, 5));
+  EXPECT_EQ(Job(job).state, JobState::kRunning);
+  EXPECT_EQ(Job(job).running, 0u);
+  EXPECT_EQ(Job(job).runs[0].state, TaskState::kReady);
+  std::vector<Dispatch> second = ScheduleAt(5);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].attempt, first[0].attempt + 1);
+  EXPECT_TRUE(sched_->OnTaskDone(job, 0, second[0].attempt, 5, 15, 15));
+  EXPECT_EQ(Job(job).state, JobState::kSucceeded);
+}
+
+TEST_F(SchedulerTest, KernelFailureFailsTheJobWithItsMessage) {
+  Make();
+  sched_->AddDevice(Device("w", 2));
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("a").Us(100))
+                      .Add(TaskBuilder("b", "gemm").Us(10))
+                      .Add(TaskBuilder("c").Inputs({"a"})));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  ASSERT_EQ(out.size(), 2u);
+  uint32_t b_run = TaskOf(job, out[0].run) == "b" ? out[0].run : out[1].run;
+  ASSERT_TRUE(sched_->OnTaskFailed(job, b_run, 0, "gemm: m must be > 0", false, 10));
+  const JobRun& j = Job(job);
+  EXPECT_EQ(j.state, JobState::kFailed);
+  EXPECT_EQ(j.error, "task 'b' failed: gemm: m must be > 0");
+  EXPECT_EQ(j.runs[b_run].state, TaskState::kFailed);
+  EXPECT_EQ(j.running, 0u) << "the other running task was released";
+  for (const Dispatch& d : out) EXPECT_EQ(sched_->pool().core(d.core).queued, 0u);
+  EXPECT_TRUE(ScheduleAt(10).empty()) << "nothing of a failed job is dispatched";
+}
+
+TEST_F(SchedulerTest, CancelJobFreesItsCores) {
+  Make();
+  DeviceId d = sched_->AddDevice(Device("w", 2));
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("a").Us(100))
+                      .Add(TaskBuilder("b").Us(100))
+                      .Add(TaskBuilder("c").Us(100)));
+  ASSERT_EQ(ScheduleAt(0).size(), 2u);
+  EXPECT_FALSE(sched_->pool().HasCapacity(CoreKind::kCube));
+  ASSERT_TRUE(sched_->CancelJob(job, "user asked", 7).ok());
+  const JobRun& j = Job(job);
+  EXPECT_EQ(j.state, JobState::kCancelled);
+  EXPECT_EQ(j.error, "user asked");
+  EXPECT_EQ(j.finished, 7);
+  EXPECT_EQ(j.running, 0u);
+  for (const TaskRecord& r : j.runs) EXPECT_EQ(r.state, TaskState::kCancelled);
+  for (CoreId c : sched_->pool().device(d).cores) {
+    EXPECT_EQ(sched_->pool().core(c).queued, 0u);
+    EXPECT_TRUE(sched_->pool().HasCapacity(c));
+  }
+  EXPECT_EQ(sched_->active_jobs(), 0u);
+
+  // The freed cores go to the next job at once; the cancelled job's ready
+  // task (c) is never dispatched.
+  JobId next = Add(SpecBuilder().Add(TaskBuilder("x").Us(1)).Add(TaskBuilder("y").Us(1)));
+  std::vector<Dispatch> out = ScheduleAt(8);
+  ASSERT_EQ(out.size(), 2u);
+  for (const Dispatch& dd : out) EXPECT_EQ(dd.job, next);
+}
+
+TEST_F(SchedulerTest, CancelJobOfUnknownOrEndedJobIsAnError) {
+  Make();
+  sched_->AddDevice(Device("w", 1));
+  EXPECT_EQ(sched_->CancelJob(42, "x", 0).code(), StatusCode::kNotFound);
+  JobId job = Add(SpecBuilder().Chain({"a"}, 1));
+  ASSERT_TRUE(sched_->CancelJob(job, "x", 0).ok());
+  Status again = sched_->CancelJob(job, "y", 1);
+  EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
+  ExpectHas(again.message(), {"already cancelled"});
+  EXPECT_EQ(Job(job).error, "x");
+}
+
+TEST_F(SchedulerTest, EraseJobForgetsOnlyEndedJobs) {
+  Make();
+  sched_->AddDevice(Device("w", 1));
+  JobId live = Add(SpecBuilder().Chain({"a"}, 1));
+  JobId ended = Add(SpecBuilder().Chain({"b"}, 1));
+  ASSERT_TRUE(sched_->CancelJob(ended, "x", 0).ok());
+  sched_->EraseJob(live);
+  sched_->EraseJob(ended);
+  EXPECT_NE(sched_->job(live), nullptr);
+  EXPECT_EQ(sched_->job(ended), nullptr);
+  EXPECT_NE(live, ended);
+}
+
+TEST_F(SchedulerTest, InfeasiblePlacementFailsTheJob) {
+  Make(std::make_unique<RefusingPolicy>());
+  sched_->AddDevice(Device("w", 1));
+  JobId job = Add(SpecBuilder().Chain({"a"}, 1).Add(TaskBuilder("b")));
+  EXPECT_TRUE(ScheduleAt(0).empty());
+  EXPECT_EQ(Job(job).state, JobState::kFailed);
+  ExpectHas(Job(job).error, {"tasks[0] 'a'", "cannot be placed", "no device has enough memory"});
+}
+
+TEST_F(SchedulerTest, ResultsCalibrateTheCostModel) {
+  Make();
+  sched_->AddDevice(Device("w", 1));
+  TaskSpec a = TaskBuilder("a").Us(100);
+  Add(SpecBuilder().Add(a).Repeat(2));
+  // The machine is four times slower than the spec says.
+  VirtualLoop loop(sched_.get(), [](JobId, uint32_t) { return TimeUs{400}; });
+  loop.RunToIdle();
+  EXPECT_EQ(sched_->cost_model().Samples(a), 2u);
+  EXPECT_DOUBLE_EQ(sched_->cost_model().Estimate(a, CoreKind::kCube), 400);
+}
+
+TEST_F(SchedulerTest, JobsShareThePool) {
+  Make();
+  sched_->AddDevice(Device("w", 2));
+  JobId j1 = Add(SpecBuilder().Chain({"a", "b"}, 10));
+  JobId j2 = Add(SpecBuilder().Chain({"x", "y"}, 10));
+  VirtualLoop loop(sched_.get());
+  EXPECT_EQ(loop.Schedule(), 2u) << "one head of each job";
+  loop.RunToIdle();
+  EXPECT_EQ(Job(j1).state, JobState::kSucceeded);
+  EXPECT_EQ(Job(j2).state, JobState::kSucceeded);
+  EXPECT_EQ(Job(j1).finished, 20);
+  EXPECT_EQ(Job(j2).finished, 20);
+}
+
+TEST_F(SchedulerTest, StateNamesAreStable) {
+  EXPECT_EQ(TaskStateName(TaskState::kBlocked), "blocked");
+  EXPECT_EQ(TaskStateName(TaskState::kReady), "ready");
+  EXPECT_EQ(TaskStateName(TaskState::kRunning), "running");
+  EXPECT_EQ(TaskStateName(TaskState::kDone), "done");
+  EXPECT_EQ(TaskStateName(TaskState::kFailed), "failed");
+  EXPECT_EQ(TaskStateName(TaskState::kCancelled), "cancelled");
+  EXPECT_EQ(JobStateName(JobState::kQueued), "queued");
+  EXPECT_EQ(JobStateName(JobState::kRunning), "running");
+  EXPECT_EQ(JobStateName(JobState::kSucceeded), "succeeded");
+  EXPECT_EQ(JobStateName(JobState::kFailed), "failed");
+  EXPECT_EQ(JobStateName(JobState::kCancelled), "cancelled");
+  EXPECT_FALSE(IsTerminal(JobState::kRunning));
+  EXPECT_TRUE(IsTerminal(JobState::kCancelled));
+}
+
+}  // namespace
+}  // namespace hmpmd
