@@ -7,7 +7,9 @@
 namespace hmpmd {
 namespace {
 
-using json = nlohmann::json;
+// ordered_json keeps object members in the order the text gave, so kernel
+// arguments reach the kernel in spec order (types.h).
+using json = nlohmann::ordered_json;
 
 // Deepest nesting of [ and { outside strings; stops counting past `limit`.
 size_t NestingDepth(std::string_view text, size_t limit) {
@@ -113,6 +115,10 @@ Status ParseArgs(ObjectReader& r, const SpecLimits& limits, Args* out) {
   }
   for (auto it = v->begin(); it != v->end(); ++it) {
     const json& a = it.value();
+    if (it.key().size() > limits.max_string) {
+      return r.Error("args", "argument name longer than the limit of " +
+                                 std::to_string(limits.max_string));
+    }
     std::string field = "args." + it.key();
     if (a.is_boolean()) out->push_back({it.key(), a.get<bool>()});
     else if (a.is_number_integer() && !a.is_number_unsigned()) out->push_back({it.key(), a.get<int64_t>()});
@@ -162,6 +168,10 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
       if (!e.is_string()) {
         return r.Error("inputs[" + std::to_string(k) + "]",
                        "expected a task id string, got " + TypeName(e));
+      }
+      if (e.get_ref<const std::string&>().size() > limits.max_string) {
+        return r.Error("inputs[" + std::to_string(k) + "]",
+                       "longer than the limit of " + std::to_string(limits.max_string));
       }
       t->inputs.push_back(e.get<std::string>());
     }
