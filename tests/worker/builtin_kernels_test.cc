@@ -1,0 +1,191 @@
+// The built-in kernels through their public entry, BuiltinKernels().
+#include "hmpmd/worker/builtin_kernels.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+
+#include "f32_util.h"
+
+namespace hmpmd::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Kernel Find(std::string_view name) {
+  for (NamedKernel& k : BuiltinKernels()) {
+    if (k.name == name) return std::move(k.kernel);
+  }
+  ADD_FAILURE() << "no built-in kernel " << name;
+  return [](const KernelArgs&, std::span<const Buffer>) { return std::vector<Buffer>{}; };
+}
+
+std::vector<float> Floats(const Buffer& b) {
+  std::vector<float> v(b.data.size() / sizeof(float));
+  std::memcpy(v.data(), b.data.data(), v.size() * sizeof(float));
+  return v;
+}
+
+std::vector<Buffer> Call(std::string_view kernel, Args raw, std::vector<Buffer> inputs = {}) {
+  return Find(kernel)(KernelArgs(raw), inputs);
+}
+
+// The plain triple loop, in double, as the reference.
+std::vector<float> NaiveGemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m,
+                             int64_t n, int64_t k) {
+  std::vector<float> c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += double{a[i * k + p]} * double{b[p * n + j]};
+      c[i * n + j] = static_cast<float>(sum);
+    }
+  }
+  return c;
+}
+
+Args Mnk(int64_t m, int64_t n, int64_t k) { return {{"m", m}, {"n", n}, {"k", k}}; }
+
+TEST(BuiltinKernelsTest, ListsTheSixBuiltins) {
+  std::vector<std::string> names;
+  for (const NamedKernel& k : BuiltinKernels()) names.push_back(k.name);
+  EXPECT_THAT(names, ElementsAre("noop", "spin", "sleep", "gemm", "add", "scale"));
+}
+
+struct GemmSize {
+  int64_t m, n, k;
+};
+
+class GemmTest : public ::testing::TestWithParam<GemmSize> {};
+
+TEST_P(GemmTest, MatchesNaiveTripleLoopOnRandomInputs) {
+  const auto [m, n, k] = GetParam();
+  const uint32_t seed = 1234;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<size_t>(m * k));
+  std::vector<float> b(static_cast<size_t>(k * n));
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = dist(rng);
+
+  std::vector<Buffer> out = Call("gemm", Mnk(m, n, k), {MakeF32(a, {m, k}), MakeF32(b, {k, n})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{m, n}));
+  EXPECT_EQ(out[0].dtype, "f32");
+  std::vector<float> c = Floats(out[0]);
+  std::vector<float> want = NaiveGemm(a, b, m, n, k);
+  ASSERT_EQ(c.size(), want.size());
+  // float32 sums of k products of values in [-1, 1].
+  const float tolerance = 1e-5f * static_cast<float>(k) + 1e-6f;
+  for (size_t i = 0; i < c.size(); ++i) {
+    ASSERT_NEAR(c[i], want[i], tolerance) << "element " << i / n << "," << i % n;
+  }
+}
+
+TEST_P(GemmTest, GeneratedInputsGiveTheExactProduct) {
+  const auto [m, n, k] = GetParam();
+  std::vector<float> a(static_cast<size_t>(m * k));
+  std::vector<float> b(static_cast<size_t>(k * n));
+  FillDeterministic(a, 1);
+  FillDeterministic(b, 2);
+  std::vector<Buffer> out = Call("gemm", Mnk(m, n, k));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{m, n}));
+  // Multiples of 1/8 sum exactly in float32 at these sizes, in any order.
+  EXPECT_EQ(Floats(out[0]), NaiveGemm(a, b, m, n, k));
+}
+
+// Odd sizes, and sizes that cross the 256-wide blocks and the 4-row tiles.
+INSTANTIATE_TEST_SUITE_P(Sizes, GemmTest,
+                         ::testing::Values(GemmSize{1, 1, 1}, GemmSize{17, 33, 65},
+                                           GemmSize{128, 64, 96}, GemmSize{7, 257, 300},
+                                           GemmSize{3, 2, 513}),
+                         [](const auto& p) {
+                           return std::to_string(p.param.m) + "x" + std::to_string(p.param.n) +
+                                  "x" + std::to_string(p.param.k);
+                         });
+
+TEST(BuiltinKernelsTest, GemmRejectsBadArgumentsAndInputs) {
+  EXPECT_THROW(Call("gemm", {{"n", int64_t{2}}, {"k", int64_t{2}}}), std::invalid_argument);
+  EXPECT_THROW(Call("gemm", Mnk(0, 2, 2)), std::invalid_argument);
+  EXPECT_THROW(Call("gemm", Mnk(int64_t{1} << 20, int64_t{1} << 20, 1)), std::invalid_argument);
+  std::vector<float> four(4, 1.0f);
+  EXPECT_THROW(Call("gemm", Mnk(3, 2, 2), {MakeF32(four, {2, 2}), MakeF32(four, {2, 2})}),
+               std::invalid_argument);
+  EXPECT_THROW(Call("gemm", Mnk(2, 2, 2), {MakeF32(four, {2, 2})}), std::invalid_argument);
+  try {
+    Call("gemm", {{"n", int64_t{2}}, {"k", int64_t{2}}});
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'m' is required"));
+  }
+}
+
+TEST(BuiltinKernelsTest, AddSumsItsInputsAndKeepsTheShape) {
+  std::vector<float> a = {1, 2, 3, 4, 5, 6};
+  std::vector<float> b = {10, 20, 30, 40, 50, 60};
+  std::vector<Buffer> out = Call("add", {}, {MakeF32(a, {2, 3}), MakeF32(b, {6})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_THAT(Floats(out[0]), ElementsAre(11, 22, 33, 44, 55, 66));
+}
+
+TEST(BuiltinKernelsTest, AddWithoutInputsAddsTwoGeneratedVectors) {
+  std::vector<float> a(5), b(5);
+  FillDeterministic(a, 1);
+  FillDeterministic(b, 2);
+  std::vector<Buffer> out = Call("add", {{"n", int64_t{5}}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{5}));
+  std::vector<float> got = Floats(out[0]);
+  ASSERT_EQ(got.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(got[i], a[i] + b[i]);
+  EXPECT_EQ(Call("add", {})[0].shape, (std::vector<int64_t>{1024}));
+}
+
+TEST(BuiltinKernelsTest, AddRejectsMismatchedOrForeignInputs) {
+  std::vector<float> three(3, 1.0f), two(2, 1.0f);
+  EXPECT_THROW(Call("add", {}, {MakeF32(three, {3}), MakeF32(two, {2})}), std::invalid_argument);
+  Buffer f16 = MakeF32(three, {3});
+  f16.dtype = "f16";
+  EXPECT_THROW(Call("add", {}, {f16, MakeF32(three, {3})}), std::invalid_argument);
+  Buffer lying = MakeF32(three, {4});  // shape says 4 elements, data holds 3
+  EXPECT_THROW(Call("add", {}, {lying, MakeF32(three, {3})}), std::invalid_argument);
+  EXPECT_THROW(Call("add", {{"n", int64_t{-1}}}), std::invalid_argument);
+}
+
+TEST(BuiltinKernelsTest, ScaleMultipliesByFactor) {
+  std::vector<float> v = {1, -2, 4};
+  std::vector<Buffer> out = Call("scale", {{"factor", 2.5}}, {MakeF32(v, {3})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(Floats(out[0]), ElementsAre(2.5f, -5.0f, 10.0f));
+
+  std::vector<float> gen(8);
+  FillDeterministic(gen, 1);
+  std::vector<float> got = Floats(Call("scale", {{"n", int64_t{8}}, {"factor", int64_t{3}}})[0]);
+  ASSERT_EQ(got.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(got[i], gen[i] * 3.0f);
+  // No factor: 1.0.
+  EXPECT_EQ(Floats(Call("scale", {}, {MakeF32(v, {3})})[0]), v);
+  EXPECT_THROW(Call("scale", {{"factor", std::string("two")}}), std::invalid_argument);
+}
+
+TEST(BuiltinKernelsTest, SpinAndSleepTakeAtLeastTheirTime) {
+  using Clock = std::chrono::steady_clock;
+  for (const char* kernel : {"spin", "sleep"}) {
+    const auto start = Clock::now();
+    EXPECT_TRUE(Call(kernel, {{"us", int64_t{20'000}}}).empty());
+    EXPECT_GE(Clock::now() - start, std::chrono::microseconds(20'000)) << kernel;
+    EXPECT_THROW(Call(kernel, {{"us", int64_t{-1}}}), std::invalid_argument) << kernel;
+  }
+  EXPECT_TRUE(Call("noop", {}).empty());
+}
+
+}  // namespace
+}  // namespace hmpmd::worker

@@ -1,0 +1,116 @@
+// The hmpmd-worker binary: exit codes, error lines and signals.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "fake_controller.h"
+
+namespace hmpmd::worker {
+namespace {
+
+using testing::FakeController;
+using ::testing::HasSubstr;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// A running hmpmd-worker; `timeout` bounds it even when a test fails.
+class Binary {
+ public:
+  explicit Binary(const std::string& args) {
+    const std::string command =
+        "timeout 20 " + std::string(HMPMD_WORKER_BINARY) + " " + args + " 2>&1";
+    pipe_ = popen(command.c_str(), "r");
+  }
+  ~Binary() {
+    if (pipe_ != nullptr) Finish();
+  }
+  // Reads the output to the end and waits for the exit.
+  Outcome Finish() {
+    Outcome o;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), pipe_)) > 0) o.output.append(buf, n);
+    const int status = pclose(pipe_);
+    pipe_ = nullptr;
+    if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+    return o;
+  }
+
+ private:
+  FILE* pipe_ = nullptr;
+};
+
+int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(WorkerBinaryTest, HelpExitsZeroAndListsTheFlags) {
+  Outcome o = Binary("--help").Finish();
+  EXPECT_EQ(o.exit_code, 0);
+  for (const char* flag :
+       {"--controller", "--cores", "--memory-mb", "--name", "--token-file", "--log-level"}) {
+    EXPECT_THAT(o.output, HasSubstr(flag));
+  }
+}
+
+TEST(WorkerBinaryTest, BadFlagValuesExitTwoWithOneLineNamingTheFlag) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--controller tcp://127.0.0.1:1 --cores cube=abc", "--cores"},
+      {"--controller tcp://127.0.0.1:1 --cores gpu=1", "--cores"},
+      {"--cores cube=1", "--controller"},
+      {"--controller nowhere", "--controller"},
+      {"--controller tcp://127.0.0.1:1 --log-level loud", "--log-level"},
+      {"--controller tcp://127.0.0.1:1 --memory-mb lots", "--memory-mb"},
+      {"--controller tcp://127.0.0.1:1 --token-file /nonexistent/token", "--token-file"},
+  };
+  for (const auto& [args, flag] : cases) {
+    Outcome o = Binary(args).Finish();
+    EXPECT_EQ(o.exit_code, 2) << args;
+    EXPECT_THAT(o.output, HasSubstr(flag)) << args;
+    EXPECT_EQ(Lines(o.output), 1) << args << ": " << o.output;
+  }
+}
+
+TEST(WorkerBinaryTest, RegistersAndExitsZeroOnShutdown) {
+  FakeController controller;
+  Binary worker("--controller " + controller.endpoint() +
+                " --cores cube=2,vector=3 --memory-mb 512 --name bin-test --log-level warn");
+  std::optional<RegisterMsg> reg = controller.WaitFor<RegisterMsg>();
+  ASSERT_TRUE(reg) << "the binary did not register";
+  EXPECT_EQ(reg->name, "bin-test");
+  EXPECT_EQ(reg->memory_mb, 512u);
+  EXPECT_EQ(reg->cores, (std::vector<CoreGroup>{{CoreKind::kCube, 2}, {CoreKind::kVector, 3}}));
+  controller.Send(RegisterAck{1, 50});
+  controller.Send(Shutdown{"done"});
+  Outcome o = worker.Finish();
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+}
+
+TEST(WorkerBinaryTest, ExitsZeroOnSigterm) {
+  FakeController controller;
+  Binary worker("--controller " + controller.endpoint() + " --log-level warn");
+  std::optional<RegisterMsg> reg = controller.WaitFor<RegisterMsg>();
+  ASSERT_TRUE(reg);
+  ASSERT_EQ(kill(static_cast<pid_t>(reg->pid), SIGTERM), 0);
+  Outcome o = worker.Finish();
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+}
+
+TEST(WorkerBinaryTest, ExitsOneWhenRejected) {
+  FakeController controller;
+  Binary worker("--controller " + controller.endpoint() + " --log-level warn");
+  ASSERT_TRUE(controller.WaitFor<RegisterMsg>());
+  controller.Send(Reject{"wrong token", false});
+  Outcome o = worker.Finish();
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_THAT(o.output, HasSubstr("wrong token"));
+}
+
+}  // namespace
+}  // namespace hmpmd::worker

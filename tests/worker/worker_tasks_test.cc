@@ -1,0 +1,214 @@
+// Worker against a fake controller on a real ROUTER socket: tasks on the
+// core lanes, kernel failures, cancellation and malformed frames.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <random>
+#include <stdexcept>
+
+#include "worker_fixture.h"
+
+namespace hmpmd::worker {
+namespace {
+
+using testing::FakeController;
+using ::testing::HasSubstr;
+using testing::Key;
+using testing::kWorkerId;
+using testing::Task;
+
+class WorkerTasksTest : public testing::WorkerFixture {};
+
+TEST_F(WorkerTasksTest, RunsTasksOnCubeAndVectorLanes) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  AssignBatch batch;
+  batch.tasks.push_back(Task(1, 0, "noop", CoreKind::kCube, 0));
+  batch.tasks.push_back(Task(1, 1, "add", CoreKind::kVector, 0, {{"n", int64_t{64}}}));
+  batch.tasks.push_back(Task(1, 2, "gemm", CoreKind::kCube, 0,
+                             {{"m", int64_t{16}}, {"n", int64_t{8}}, {"k", int64_t{4}}}));
+  batch.tasks.push_back(Task(1, 3, "scale", CoreKind::kVector, 0, {{"factor", 2.5}}));
+  controller_.Send(batch);
+
+  auto results = CollectResults(4);
+  ASSERT_EQ(results.size(), 4u);
+  for (const auto& [key, r] : results) {
+    EXPECT_TRUE(r.ok) << "task " << key.second << ": " << r.error;
+    EXPECT_EQ(r.attempt, 1u);
+    EXPECT_LE(r.start_us, r.end_us);
+    EXPECT_GT(r.start_us, 0);
+  }
+}
+
+TEST_F(WorkerTasksTest, SpinsOnDifferentCoresOverlapAndOnOneLaneDoNot) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  const Args spin = {{"us", int64_t{100'000}}};
+  AssignBatch batch;
+  batch.tasks.push_back(Task(1, 0, "spin", CoreKind::kCube, 0, spin));
+  batch.tasks.push_back(Task(1, 1, "spin", CoreKind::kVector, 0, spin));
+  batch.tasks.push_back(Task(1, 2, "spin", CoreKind::kCube, 0, spin));
+  controller_.Send(batch);
+
+  auto results = CollectResults(3);
+  ASSERT_EQ(results.size(), 3u);
+  const TaskResult& cube_a = results[Key(1, 0)];
+  const TaskResult& vector_a = results[Key(1, 1)];
+  const TaskResult& cube_b = results[Key(1, 2)];
+  for (const TaskResult* r : {&cube_a, &vector_a, &cube_b}) {
+    ASSERT_TRUE(r->ok) << r->error;
+    EXPECT_GE(r->end_us - r->start_us, 100'000);
+  }
+  // Different cores: the intervals intersect.
+  EXPECT_LT(std::max(cube_a.start_us, vector_a.start_us), std::min(cube_a.end_us, vector_a.end_us));
+  // One lane runs one task at a time, in order.
+  EXPECT_LE(cube_a.end_us, cube_b.start_us);
+}
+
+TEST_F(WorkerTasksTest, ThrowingKernelFailsItsTaskAndWorkerKeepsServing) {
+  extra_kernels_.push_back(
+      {"boom", [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> {
+         throw std::runtime_error("boom: bad input");
+       }});
+  extra_kernels_.push_back(
+      {"odd", [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> { throw 42; }});
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  AssignBatch batch;
+  batch.tasks.push_back(Task(1, 0, "boom", CoreKind::kCube, 0));
+  batch.tasks.push_back(Task(1, 1, "odd", CoreKind::kCube, 0));
+  batch.tasks.push_back(Task(1, 2, "noop", CoreKind::kCube, 0));
+  controller_.Send(batch);
+
+  auto results = CollectResults(3);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_FALSE(results[Key(1, 0)].ok);
+  EXPECT_EQ(results[Key(1, 0)].error, "boom: bad input");
+  EXPECT_FALSE(results[Key(1, 1)].ok);
+  EXPECT_THAT(results[Key(1, 1)].error, HasSubstr("non-standard exception"));
+  EXPECT_TRUE(results[Key(1, 2)].ok) << results[Key(1, 2)].error;
+  // Still serving after the failures.
+  controller_.Send(AssignBatch{{Task(2, 0, "noop", CoreKind::kCube, 0)}});
+  EXPECT_TRUE(CollectResults(1)[Key(2, 0)].ok);
+}
+
+TEST_F(WorkerTasksTest, UnknownKernelOrLaneFailsTheTaskAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  AssignBatch batch;
+  batch.tasks.push_back(Task(1, 0, "nope", CoreKind::kCube, 0));
+  batch.tasks.push_back(Task(1, 1, "noop", CoreKind::kVector, 5));
+  batch.tasks.push_back(Task(1, 2, "noop", CoreKind::kVector, 0));
+  controller_.Send(batch);
+
+  auto results = CollectResults(3);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_FALSE(results[Key(1, 0)].ok);
+  EXPECT_THAT(results[Key(1, 0)].error, HasSubstr("unknown kernel 'nope'"));
+  EXPECT_FALSE(results[Key(1, 1)].ok);
+  EXPECT_THAT(results[Key(1, 1)].error, HasSubstr("lane 5 out of range"));
+  EXPECT_TRUE(results[Key(1, 2)].ok);
+}
+
+TEST_F(WorkerTasksTest, MalformedFramesAreDroppedAndCounted) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  const uint32_t seed = 20240611;
+  SCOPED_TRACE("random frames seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto random_bytes = [&rng](size_t n) {
+    std::string s(n, '\0');
+    for (char& c : s) c = static_cast<char>(rng() & 0xff);
+    return s;
+  };
+  EncodedFrames good = Encode(AssignBatch{{Task(9, 0, "noop", CoreKind::kCube, 0)}});
+  std::string wrong_version = good.header;
+  wrong_version[2] = static_cast<char>(kProtocolVersion + 1);
+
+  controller_.SendRaw({random_bytes(37)});                                        // one frame
+  controller_.SendRaw({good.header, good.body.substr(0, good.body.size() / 2)});  // truncated
+  controller_.SendRaw({wrong_version, good.body});                                // wrong version
+  controller_.SendRaw({random_bytes(4), random_bytes(64)});                       // random pair
+  controller_.SendRaw({good.header, good.body, random_bytes(3)});                 // extra frame
+  constexpr uint64_t kBad = 5;
+
+  // Still serving: a good batch after the garbage runs.
+  controller_.Send(AssignBatch{{Task(1, 0, "noop", CoreKind::kCube, 0)}});
+  auto results = CollectResults(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results.begin()->second.ok);
+  EXPECT_EQ(results.begin()->first, Key(1, 0));
+
+  std::optional<Heartbeat> hb =
+      controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.dropped_frames > 0; });
+  ASSERT_TRUE(hb) << "no heartbeat reported dropped frames";
+  EXPECT_EQ(hb->dropped_frames, kBad);
+  EXPECT_EQ(hb->worker_id, kWorkerId);
+}
+
+TEST_F(WorkerTasksTest, RandomFramesNeverStopTheWorker) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  const uint32_t seed = 7771;
+  SCOPED_TRACE("random frames seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto random_bytes = [&rng](size_t n) {
+    std::string s(n, '\0');
+    for (char& c : s) c = static_cast<char>(rng() & 0xff);
+    return s;
+  };
+  constexpr int kMessages = 500;
+  for (int i = 0; i < kMessages; ++i) {
+    // Half carry a valid header of a random type, so the body decoder runs.
+    std::string header = random_bytes(4);
+    if (i % 2 == 0) header = EncodeHeader(static_cast<MsgType>(rng() % 12));
+    std::vector<std::string> frames = {header};
+    const size_t extra = rng() % 4;
+    for (size_t f = 0; f < extra; ++f) frames.push_back(random_bytes(8 + rng() % 57));
+    controller_.SendRaw(frames);
+  }
+  controller_.Send(AssignBatch{{Task(1, 0, "noop", CoreKind::kCube, 0)}});
+  auto results = CollectResults(1);
+  ASSERT_EQ(results.size(), 1u) << "the worker stopped serving";
+  EXPECT_TRUE(results[Key(1, 0)].ok);
+  std::optional<Heartbeat> hb = controller_.WaitFor<Heartbeat>();
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(hb->dropped_frames, uint64_t{kMessages});
+}
+
+TEST_F(WorkerTasksTest, CancelJobDropsQueuedTasksOnly) {
+  std::promise<void> started;
+  std::shared_future<void> release_signal;
+  std::promise<void> release;
+  release_signal = release.get_future().share();
+  extra_kernels_.push_back(
+      {"gate", [&started, release_signal](const KernelArgs&, std::span<const Buffer>) {
+         started.set_value();
+         release_signal.wait_for(std::chrono::seconds(5));
+         return std::vector<Buffer>{};
+       }});
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  controller_.Send(AssignBatch{{Task(1, 0, "gate", CoreKind::kCube, 0)}});
+  ASSERT_EQ(started.get_future().wait_for(FakeController::kDeadline), std::future_status::ready);
+
+  AssignBatch queued;
+  for (uint32_t t = 1; t <= 3; ++t) queued.tasks.push_back(Task(1, t, "noop", CoreKind::kCube, 0));
+  queued.tasks.push_back(Task(2, 0, "noop", CoreKind::kCube, 0));
+  controller_.Send(queued);
+  controller_.Send(CancelJob{1});
+  // The heartbeat counts the running gate and job 2's task once the cancel is in.
+  EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.running == 2; }));
+  release.set_value();
+
+  // Job 2's task sits behind job 1's on the lane: once it is done, any
+  // result of a cancelled task would have come.
+  std::map<Key, TaskResult> got;
+  while (!got.contains(Key(2, 0))) {
+    std::optional<DoneBatch> batch = controller_.WaitFor<DoneBatch>();
+    ASSERT_TRUE(batch) << "job 2's task never finished";
+    for (const TaskResult& r : batch->results) got[Key(r.job, r.task)] = r;
+  }
+  EXPECT_TRUE(got[Key(1, 0)].ok);
+  EXPECT_EQ(got.size(), 2u) << "a cancelled task ran";
+  EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.running == 0; }));
+}
+
+}  // namespace
+}  // namespace hmpmd::worker

@@ -1,0 +1,60 @@
+// ControllerLink: the DEALER socket to the controller, as Status-returning
+// calls. cppzmq's exceptions stop here.
+//
+// Frames on the wire are those of hmpmd/protocol/codec.h: [header, body].
+// Anything else (one frame, three frames, a bad header or body) is read
+// whole and reported as Corruption, so the caller can count and drop it.
+//
+// Thread-safety: not thread-safe; the I/O thread owns it (ZeroMQ sockets
+// belong to one thread).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/status.h"
+
+namespace hmpmd::worker {
+
+class ControllerLink {
+ public:
+  explicit ControllerLink(std::string endpoint);
+  ~ControllerLink();
+  ControllerLink(const ControllerLink&) = delete;
+  ControllerLink& operator=(const ControllerLink&) = delete;
+
+  // Closes the current socket, if any, dropping what it still queues, and
+  // connects a fresh DEALER. InvalidArgument for a bad endpoint.
+  Status Connect();
+
+  struct Ready {
+    bool socket = false;  // a message is waiting
+    bool wake = false;    // `wake_fd` is readable
+  };
+  // Waits up to `timeout_ms` (-1: no limit) for a message or for `wake_fd`.
+  // A signal interrupting the wait returns an empty Ready.
+  Result<Ready> Poll(int wake_fd, int timeout_ms);
+
+  // Reads one message if one is waiting, without blocking: nullopt when
+  // none is; Corruption when the frames were malformed (they are consumed);
+  // Internal when the socket failed.
+  Result<std::optional<Message>> TryRecv();
+
+  // Queues `message` without blocking. Unavailable when the send queue is
+  // full (the controller is not reading); Internal when the socket failed.
+  Status Send(const Message& message);
+
+ private:
+  const std::string endpoint_;
+  zmq::context_t context_;
+  std::optional<zmq::socket_t> socket_;
+  // Reused for every frame and encoding, so steady state allocates little.
+  zmq::message_t header_;
+  zmq::message_t body_;
+  zmq::message_t extra_;
+  std::string encoded_;
+};
+
+}  // namespace hmpmd::worker

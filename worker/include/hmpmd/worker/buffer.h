@@ -1,0 +1,29 @@
+// Buffer: a tensor as kernels see it.
+//
+// Thread-safety: a plain value; distinct objects may be used from distinct
+// threads, one object needs external synchronisation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hmpmd::worker {
+
+/// A dense tensor: raw bytes, a shape and an element type.
+///
+/// `data` holds the elements in row-major order. For dtype "f32" it holds
+/// 4 bytes per element; read and write it through std::memcpy, not through
+/// a reinterpret_cast'ed float pointer.
+///
+/// Kernels return their outputs as Buffers. Until the data plane lands the
+/// worker discards outputs once the task is done, and kernels get no inputs
+/// from other tasks (an empty span).
+struct Buffer {
+  std::vector<std::byte> data;
+  std::vector<int64_t> shape;
+  std::string dtype = "f32";
+};
+
+}  // namespace hmpmd::worker

@@ -1,0 +1,70 @@
+// KernelArgs and Kernel: what a kernel receives and what it is.
+//
+// Thread-safety: KernelArgs is a read-only view; it may be read from any
+// thread while the Args it views stays alive and unchanged.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hmpmd/protocol/types.h"
+#include "hmpmd/worker/buffer.h"
+#include "hmpmd/worker/export.h"
+
+namespace hmpmd::worker {
+
+/// Read-only, typed access to a task's arguments (the `args` object of the
+/// job spec).
+///
+/// Each accessor returns `fallback` when the argument is absent or has a
+/// type that does not convert; so a kernel that needs a value must check
+/// Has() or validate what it got.
+///
+/// @code
+///   hmpmd::Args raw = {{"us", int64_t{250}}, {"mode", std::string("fast")}};
+///   hmpmd::worker::KernelArgs args(raw);
+///   int64_t us = args.Int("us", 0);              // 250
+///   std::string mode = args.String("mode", "");  // "fast"
+///   bool warm = args.Bool("warm", false);        // false: absent
+/// @endcode
+class HMPMD_WORKER_EXPORT KernelArgs {
+ public:
+  /// Views `args`, which must outlive this object.
+  explicit KernelArgs(const Args& args) : args_(&args) {}
+
+  /// True when an argument called `name` is present, whatever its type.
+  bool Has(std::string_view name) const;
+  /// An integer argument. A float argument converts only when it holds an
+  /// integral value in range (2000.0 gives 2000; 1.5 gives `fallback`).
+  int64_t Int(std::string_view name, int64_t fallback) const;
+  /// An integer or float argument as a double.
+  double Number(std::string_view name, double fallback) const;
+  /// A string argument.
+  std::string String(std::string_view name, std::string_view fallback) const;
+  /// A bool argument.
+  bool Bool(std::string_view name, bool fallback) const;
+
+  /// The arguments as they came off the wire, in the order the spec gave.
+  const Args& args() const { return *args_; }
+
+ private:
+  const ArgValue* Find(std::string_view name) const;
+
+  const Args* args_;
+};
+
+/// A kernel: runs one task on one core lane and returns its outputs.
+///
+/// `inputs` are the outputs of the task's producers (empty until the data
+/// plane lands). A kernel reports failure by throwing; the worker catches
+/// the exception, reports the task failed with `e.what()` and keeps
+/// serving. A kernel may run on several lanes at once, so it must be safe
+/// to call concurrently with itself.
+using Kernel =
+    std::function<std::vector<Buffer>(const KernelArgs& args, std::span<const Buffer> inputs)>;
+
+}  // namespace hmpmd::worker

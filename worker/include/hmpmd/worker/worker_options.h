@@ -1,0 +1,63 @@
+// WorkerOptions: every knob of a Worker, in one place.
+//
+// Thread-safety: a plain value; Worker copies it at construction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hmpmd::worker {
+
+/// How much the worker logs (to stderr).
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+
+/// Configuration of a Worker. The `hmpmd-worker` flags map onto these
+/// fields and do nothing else.
+struct WorkerOptions {
+  /// ZeroMQ endpoint of the controller, e.g. "tcp://10.0.0.5:5555".
+  /// Default: none; Run() fails with InvalidArgument when it is empty.
+  std::string controller_endpoint;
+
+  /// Human-readable name the controller shows. Default: empty, which
+  /// means "HOSTNAME:PID".
+  std::string name;
+
+  /// Number of cube cores (matrix work). Each core gets its own lane, a
+  /// thread that runs one task at a time. Default: 1. More lanes run more
+  /// tasks at once but only help while the host has CPU cores to spare.
+  uint32_t cube_cores = 1;
+
+  /// Number of vector cores (element-wise work, communication). Default: 1.
+  /// Same trade-off as `cube_cores`. At least one core in total is needed.
+  uint32_t vector_cores = 1;
+
+  /// Device memory the worker offers, in MiB; the controller uses it for
+  /// placement only. Default: 1024.
+  uint64_t memory_mb = 1024;
+
+  /// Shared secret sent in the registration. Default: empty, for a
+  /// controller without a token. Keep it out of command lines (use a file).
+  std::string token;
+
+  /// Level of the worker's log. Default: kInfo. kDebug logs every failed
+  /// task; kTrace logs every frame, which costs throughput.
+  LogLevel log_level = LogLevel::kInfo;
+
+  /// Back-off between registration attempts while the controller does not
+  /// answer: it starts at `reconnect_backoff_min_ms` and doubles up to
+  /// `reconnect_backoff_max_ms`. Defaults: 100 and 5000. A smaller minimum
+  /// reconnects faster after a controller restart; a larger maximum loads a
+  /// controller that is down for long less.
+  uint32_t reconnect_backoff_min_ms = 100;
+  uint32_t reconnect_backoff_max_ms = 5000;
+
+  /// How long the worker waits without any message from the controller
+  /// before it decides the controller is gone and registers again (on a
+  /// fresh connection). Default: 3000. It is raised to twice the heartbeat
+  /// period the controller asks for, since HeartbeatAcks are what keep a
+  /// quiet link alive. Smaller notices a dead controller sooner; too small
+  /// re-registers on a merely slow one.
+  uint32_t controller_timeout_ms = 3000;
+};
+
+}  // namespace hmpmd::worker

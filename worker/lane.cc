@@ -1,0 +1,98 @@
+#include "lane.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <exception>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "clock.h"
+
+namespace hmpmd::worker {
+
+Lane::Lane(CoreKind kind, uint32_t index, CompletionQueue* done, spdlog::logger* log)
+    : name_(std::string(CoreKindName(kind)) + std::to_string(index)),
+      done_(done),
+      log_(log),
+      thread_([this] { Loop(); }) {
+  // Named threads show up as such in top, perf and gdb (15 chars at most).
+  std::string thread_name = ("hmpmd-" + name_).substr(0, 15);
+  pthread_setname_np(thread_.native_handle(), thread_name.c_str());
+}
+
+Lane::~Lane() { Stop(); }
+
+void Lane::Push(LaneTask task) {
+  bool was_empty;
+  {
+    MutexLock lock(&mu_);
+    was_empty = queue_.empty();
+    queue_.push_back(std::move(task));
+  }
+  // The lane waits only on an empty queue; a busy lane needs no futex wake.
+  if (was_empty) cv_.Signal();
+}
+
+size_t Lane::CancelJob(JobId job) {
+  MutexLock lock(&mu_);
+  return std::erase_if(queue_, [job](const LaneTask& t) { return t.assign.job == job; });
+}
+
+size_t Lane::Stop() {
+  size_t dropped;
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    dropped = queue_.size();
+    queue_.clear();
+  }
+  cv_.SignalAll();
+  if (thread_.joinable()) thread_.join();
+  return dropped;
+}
+
+void Lane::Loop() {
+  for (;;) {
+    LaneTask task;
+    {
+      MutexLock lock(&mu_);
+      while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
+      if (stop_) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    done_->Push(Execute(task));
+  }
+}
+
+TaskResult Lane::Execute(const LaneTask& task) {
+  TaskResult r;
+  r.job = task.assign.job;
+  r.task = task.assign.task;
+  r.attempt = task.assign.attempt;
+  r.start_us = NowUs();
+  // Kernels are user code that reports failure by throwing: this is the
+  // adapter where those exceptions stop. Outputs are dropped until the data
+  // plane keeps them.
+  try {
+    std::vector<Buffer> outputs = (*task.kernel)(KernelArgs(task.assign.args), {});
+    (void)outputs;
+  } catch (const std::exception& e) {
+    r.ok = false;
+    r.error = e.what();
+    if (r.error.empty()) r.error = "kernel '" + task.assign.kernel + "' threw an empty exception";
+  } catch (...) {
+    r.ok = false;
+    r.error = "kernel '" + task.assign.kernel + "' threw a non-standard exception";
+  }
+  r.end_us = NowUs();
+  if (!r.ok) {
+    log_->debug("{}: job {} task {} attempt {} ({}) failed: {}", name_, r.job, r.task, r.attempt,
+                task.assign.kernel, r.error);
+  }
+  return r;
+}
+
+}  // namespace hmpmd::worker

@@ -1,0 +1,68 @@
+// Lane: the thread of one core of the device (cube lane i or vector lane j).
+//
+// A lane runs the tasks pushed to it one at a time, in push order, and
+// leaves each result in the CompletionQueue. Lanes of different cores run
+// at the same time; that is the core-level MPMD of DESIGN.md.
+//
+// Thread-safety: Push(), CancelJob() and Stop() belong to the I/O thread;
+// the lane thread only pops its queue. The queue is guarded by mu_.
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <thread>
+
+#include "completion_queue.h"
+#include "hmpmd/protocol/messages.h"
+#include "hmpmd/worker/kernel_args.h"
+#include "mutex.h"
+
+namespace hmpmd::worker {
+
+// A task bound to its kernel. The I/O thread resolves the kernel, so a lane
+// never looks anything up.
+struct LaneTask {
+  TaskAssign assign;
+  const Kernel* kernel = nullptr;  // owned by the Worker; outlives the lane
+};
+
+class Lane {
+ public:
+  // Starts the thread. `done` and `log` must outlive the lane.
+  Lane(CoreKind kind, uint32_t index, CompletionQueue* done, spdlog::logger* log);
+  // Stops the lane (see Stop()).
+  ~Lane();
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  // Queues a task behind the ones already there.
+  void Push(LaneTask task) EXCLUDES(mu_);
+
+  // Drops the queued (not yet started) tasks of `job`; returns how many.
+  size_t CancelJob(JobId job) EXCLUDES(mu_);
+
+  // Drops queued tasks, lets a running kernel finish and joins the thread.
+  // Returns how many queued tasks it dropped. Idempotent.
+  size_t Stop() EXCLUDES(mu_);
+
+ private:
+  void Loop() EXCLUDES(mu_);
+  TaskResult Execute(const LaneTask& task);
+
+  const std::string name_;  // "cube0", "vector1"
+  CompletionQueue* const done_;
+  spdlog::logger* const log_;
+
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<LaneTask> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+
+  std::thread thread_;  // last: starts after the fields above exist
+};
+
+}  // namespace hmpmd::worker

@@ -1,0 +1,89 @@
+// hmpmd-worker: serves a HyperMPMD controller with the built-in kernels.
+//
+// Exit codes: 0 after Shutdown or SIGINT/SIGTERM; 1 when the worker fails
+// (e.g. the controller rejects it); 2 for a bad command line.
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "cli_options.h"
+#include "hmpmd/worker/worker.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+// Lock-free, so the signal handler may read it.
+std::atomic<hmpmd::worker::Worker*> g_worker{nullptr};
+
+// Worker::Stop() is async-signal-safe. SA_RESETHAND makes a second signal
+// end the process even while a long kernel finishes.
+extern "C" void OnSignal(int) {
+  if (hmpmd::worker::Worker* w = g_worker.load()) w->Stop();
+}
+
+void InstallSignalHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "hmpmd-worker: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using hmpmd::worker::WorkerOptions;
+  WorkerOptions options;
+  std::string cores;
+  std::string token_file;
+  std::string log_level = "info";
+
+  CLI::App app{"Runs kernels on this host's cores for a HyperMPMD controller.", "hmpmd-worker"};
+  app.add_option("--controller", options.controller_endpoint,
+                 "Controller endpoint, tcp://HOST:PORT")
+      ->required();
+  CLI::Option* cores_flag = app.add_option(
+      "--cores", cores, "Cores per kind, e.g. cube=1,vector=2 (default cube=1,vector=1)");
+  app.add_option("--memory-mb", options.memory_mb, "Device memory to offer, in MiB")
+      ->capture_default_str();
+  app.add_option("--name", options.name, "Name shown by the controller (default HOST:PID)");
+  app.add_option("--token-file", token_file, "File holding the controller's shared token");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return UsageError(e.what());
+  }
+
+  // The flags map onto WorkerOptions and do nothing else.
+  hmpmd::Status status = hmpmd::worker::CheckControllerEndpoint(options.controller_endpoint);
+  if (status.ok() && cores_flag->count() > 0) status = hmpmd::worker::ParseCores(cores, &options);
+  if (!status.ok()) return UsageError(status.message());
+  hmpmd::Result<hmpmd::worker::LogLevel> level = hmpmd::worker::ParseLogLevel(log_level);
+  if (!level.ok()) return UsageError(level.status().message());
+  options.log_level = *level;
+  if (!token_file.empty()) {
+    hmpmd::Result<std::string> token = hmpmd::worker::ReadTokenFile(token_file);
+    if (!token.ok()) return UsageError(token.status().message());
+    options.token = std::move(token).value();
+  }
+
+  hmpmd::worker::Worker worker(std::move(options));
+  g_worker.store(&worker);
+  InstallSignalHandlers();
+  status = worker.Run();
+  g_worker.store(nullptr);
+  // A failed Run() has already logged why, in one line.
+  return status.ok() ? 0 : 1;
+}

@@ -1,0 +1,283 @@
+#include "serve_loop.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <system_error>
+#include <utility>
+#include <variant>
+
+#include "clock.h"
+
+namespace hmpmd::worker {
+namespace {
+
+// Messages read per wake-up before results are flushed, so a flood of
+// assignments cannot starve the results.
+constexpr int kMaxMessagesPerWake = 256;
+// Heartbeat period when the controller's RegisterAck names none.
+constexpr int64_t kDefaultHeartbeatUs = 1'000'000;
+
+// True for 1, 2, 4, 8, ...: log the first of a kind loudly, then rarely.
+bool IsPowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+}  // namespace
+
+ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, WakeupFd* wake,
+                     const std::atomic<bool>* stop, spdlog::logger* log)
+    : options_(options),
+      kernels_(kernels),
+      wake_(wake),
+      stop_(stop),
+      log_(log),
+      link_(options.controller_endpoint),
+      completions_(wake),
+      backoff_(int64_t{options.reconnect_backoff_min_ms} * 1000,
+               int64_t{options.reconnect_backoff_max_ms} * 1000) {
+  register_.name = options.name;
+  register_.token = options.token;
+  register_.pid = static_cast<uint32_t>(::getpid());
+  if (options.cube_cores > 0) register_.cores.push_back({CoreKind::kCube, options.cube_cores});
+  if (options.vector_cores > 0) {
+    register_.cores.push_back({CoreKind::kVector, options.vector_cores});
+  }
+  register_.memory_mb = options.memory_mb;
+  for (const auto& [name, kernel] : *kernels) register_.kernels.push_back(name);
+}
+
+ServeLoop::~ServeLoop() { StopLanes(); }
+
+Status ServeLoop::Run() {
+  Status status = StartLanes();
+  if (status.ok()) status = link_.Connect();
+  if (status.ok()) status = Serve();
+  StopLanes();
+  // Results that finished meanwhile go out if the link can still take them.
+  TakeResults();
+  if (status.ok()) (void)FlushResults();
+  return status;
+}
+
+Status ServeLoop::StartLanes() {
+  const uint32_t counts[kNumCoreKinds] = {options_.cube_cores, options_.vector_cores};
+  try {
+    for (int kind = 0; kind < kNumCoreKinds; ++kind) {
+      for (uint32_t i = 0; i < counts[kind]; ++i) {
+        lanes_[kind].push_back(
+            std::make_unique<Lane>(static_cast<CoreKind>(kind), i, &completions_, log_));
+      }
+    }
+  } catch (const std::system_error& e) {
+    return Status::ResourceExhausted(std::string("starting a core lane thread: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+void ServeLoop::StopLanes() {
+  for (auto& lanes : lanes_) {
+    for (auto& lane : lanes) in_flight_ -= static_cast<uint32_t>(lane->Stop());
+  }
+}
+
+Status ServeLoop::Serve() {
+  log_->info("worker '{}' starting: {} cube + {} vector lanes, controller {}", options_.name,
+             options_.cube_cores, options_.vector_cores, options_.controller_endpoint);
+  phase_ = Phase::kRegistering;
+  next_register_us_ = NowUs();
+  while (!stop_->load(std::memory_order_acquire)) {
+    RETURN_IF_ERROR(OnTimers(NowUs()));
+    ASSIGN_OR_RETURN(ControllerLink::Ready ready, link_.Poll(wake_->fd(), PollTimeoutMs(NowUs())));
+    // Drain before taking results: a result pushed after this re-signals.
+    if (ready.wake) wake_->Drain();
+    if (ready.socket) RETURN_IF_ERROR(ReadMessages());
+    TakeResults();
+    RETURN_IF_ERROR(FlushResults());
+    if (shutdown_) return Status::Ok();
+  }
+  log_->info("worker '{}' stopping on request", options_.name);
+  return Status::Ok();
+}
+
+Status ServeLoop::OnTimers(int64_t now) {
+  if (phase_ == Phase::kRegistered) {
+    if (now - last_rx_us_ >= timeout_us_) {
+      log_->warn("nothing from the controller at {} for {} ms (limit {} ms); registering again",
+                 options_.controller_endpoint, (now - last_rx_us_) / 1000, timeout_us_ / 1000);
+      phase_ = Phase::kRegistering;
+      reconnect_ = true;
+      next_register_us_ = now;
+    } else if (now >= next_heartbeat_us_) {
+      SendHeartbeat(now);
+      next_heartbeat_us_ = now + heartbeat_us_;
+    }
+  }
+  if (phase_ == Phase::kRegistering && now >= next_register_us_) {
+    if (reconnect_) {
+      log_->debug("no answer from the controller; reconnecting to {}",
+                  options_.controller_endpoint);
+      RETURN_IF_ERROR(link_.Connect());
+    }
+    register_.sent_us = now;
+    Status sent = link_.Send(register_);
+    if (sent.code() == StatusCode::kInternal) return sent;
+    if (!sent.ok()) log_->warn("register: {}", sent.ToString());
+    // Until an answer arrives, the next attempt goes out on a fresh socket.
+    reconnect_ = true;
+    next_register_us_ = now + backoff_.Next();
+  }
+  return Status::Ok();
+}
+
+int ServeLoop::PollTimeoutMs(int64_t now) const {
+  const int64_t deadline = phase_ == Phase::kRegistering
+                               ? next_register_us_
+                               : std::min(next_heartbeat_us_, last_rx_us_ + timeout_us_);
+  const int64_t wait_us = deadline - now;
+  if (wait_us <= 0) return 0;
+  return static_cast<int>(std::min<int64_t>((wait_us + 999) / 1000, INT_MAX));
+}
+
+Status ServeLoop::ReadMessages() {
+  for (int i = 0; i < kMaxMessagesPerWake && !shutdown_; ++i) {
+    Result<std::optional<Message>> got = link_.TryRecv();
+    if (!got.ok()) {
+      if (got.status().code() != StatusCode::kCorruption) return got.status();
+      ++dropped_frames_;
+      const auto level = IsPowerOfTwo(dropped_frames_) ? spdlog::level::warn : spdlog::level::debug;
+      log_->log(level, "dropped a malformed frame from the controller ({} so far): {}",
+                dropped_frames_, got.status().message());
+      continue;
+    }
+    if (!got->has_value()) break;
+    RETURN_IF_ERROR(Handle(**got, NowUs()));
+  }
+  return Status::Ok();
+}
+
+Status ServeLoop::Handle(Message& message, int64_t now) {
+  // Any well-formed message shows the controller is alive and answering.
+  last_rx_us_ = now;
+  reconnect_ = false;
+  log_->trace("received {}", MsgTypeName(TypeOf(message)));
+  switch (TypeOf(message)) {
+    case MsgType::kRegisterAck:
+      OnRegisterAck(std::get<RegisterAck>(message), now);
+      break;
+    case MsgType::kReject: {
+      const Reject& reject = std::get<Reject>(message);
+      if (!reject.reregister) {
+        return Status::PermissionDenied("controller rejected the registration: " + reject.reason);
+      }
+      log_->warn("the controller asks this worker to register again: {}", reject.reason);
+      // Straight away when it forgot a registered worker; an answer to an
+      // attempt waits for the back-off, so two peers cannot ping-pong.
+      if (phase_ == Phase::kRegistered) next_register_us_ = now;
+      phase_ = Phase::kRegistering;
+      break;
+    }
+    case MsgType::kHeartbeatAck:
+      break;
+    case MsgType::kAssignBatch:
+      Dispatch(std::get<AssignBatch>(message));
+      break;
+    case MsgType::kCancelJob:
+      DropJob(std::get<CancelJob>(message).job);
+      break;
+    case MsgType::kShutdown:
+      log_->info("the controller asks this worker to shut down: {}",
+                 std::get<Shutdown>(message).reason);
+      shutdown_ = true;
+      break;
+    case MsgType::kRegister:
+    case MsgType::kHeartbeat:
+    case MsgType::kDoneBatch:
+      // Well-formed, but only a worker sends these: count them as bad frames.
+      ++dropped_frames_;
+      log_->warn("dropped a {} message, which only workers send", MsgTypeName(TypeOf(message)));
+      break;
+  }
+  return Status::Ok();
+}
+
+void ServeLoop::OnRegisterAck(const RegisterAck& ack, int64_t now) {
+  worker_id_ = ack.worker_id;
+  heartbeat_us_ = ack.heartbeat_ms > 0 ? int64_t{ack.heartbeat_ms} * 1000 : kDefaultHeartbeatUs;
+  timeout_us_ = std::max(int64_t{options_.controller_timeout_ms} * 1000, 2 * heartbeat_us_);
+  next_heartbeat_us_ = now + heartbeat_us_;
+  phase_ = Phase::kRegistered;
+  backoff_.Reset();
+  log_->info("registered with {} as worker {} (heartbeat every {} ms)",
+             options_.controller_endpoint, worker_id_, heartbeat_us_ / 1000);
+}
+
+void ServeLoop::Dispatch(AssignBatch& batch) {
+  for (TaskAssign& task : batch.tasks) {
+    const auto& lanes = lanes_[static_cast<int>(task.core)];
+    if (task.lane >= lanes.size()) {
+      FailNow(task, "lane " + std::to_string(task.lane) + " out of range: this worker has " +
+                        std::to_string(lanes.size()) + " " + std::string(CoreKindName(task.core)) +
+                        " core(s)");
+      continue;
+    }
+    auto kernel = kernels_->find(task.kernel);
+    if (kernel == kernels_->end()) {
+      FailNow(task, "unknown kernel '" + task.kernel + "' on this worker");
+      continue;
+    }
+    lanes[task.lane]->Push(LaneTask{std::move(task), &kernel->second});
+    ++in_flight_;
+  }
+}
+
+void ServeLoop::FailNow(const TaskAssign& task, std::string error) {
+  log_->debug("job {} task {} attempt {} failed before it ran: {}", task.job, task.task,
+              task.attempt, error);
+  TaskResult r;
+  r.job = task.job;
+  r.task = task.task;
+  r.attempt = task.attempt;
+  r.ok = false;
+  r.start_us = r.end_us = NowUs();
+  r.error = std::move(error);
+  done_.results.push_back(std::move(r));
+}
+
+void ServeLoop::DropJob(JobId job) {
+  size_t dropped = 0;
+  for (auto& lanes : lanes_) {
+    for (auto& lane : lanes) dropped += lane->CancelJob(job);
+  }
+  in_flight_ -= static_cast<uint32_t>(dropped);
+  log_->info("job {} cancelled: dropped {} queued task(s)", job, dropped);
+}
+
+void ServeLoop::SendHeartbeat(int64_t now) {
+  Status sent = link_.Send(Heartbeat{worker_id_, in_flight_, dropped_frames_, now});
+  if (!sent.ok()) log_->debug("heartbeat: {}", sent.ToString());
+}
+
+void ServeLoop::TakeResults() {
+  in_flight_ -= static_cast<uint32_t>(completions_.TakeAll(&done_.results));
+}
+
+Status ServeLoop::FlushResults() {
+  // Results wait for a registration: a DoneBatch needs our worker id.
+  if (done_.results.empty() || phase_ != Phase::kRegistered) return Status::Ok();
+  done_.worker_id = worker_id_;
+  done_.sent_us = NowUs();
+  // Move the batch in and out of the Message, keeping its capacity.
+  Message message(std::move(done_));
+  Status sent = link_.Send(message);
+  done_ = std::move(std::get<DoneBatch>(message));
+  if (sent.ok()) {
+    done_.results.clear();
+    return Status::Ok();
+  }
+  if (sent.code() == StatusCode::kInternal) return sent;
+  // Queue full: keep the results and try again on the next wake-up.
+  log_->warn("results: {}", sent.ToString());
+  return Status::Ok();
+}
+
+}  // namespace hmpmd::worker

@@ -1,0 +1,111 @@
+#include "hmpmd/worker/worker.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <utility>
+
+#include "hmpmd/worker/builtin_kernels.h"
+#include "logging.h"
+#include "serve_loop.h"
+#include "wakeup_fd.h"
+
+namespace hmpmd::worker {
+namespace {
+
+// Lanes are threads; more than this per kind is a typo, not a device.
+constexpr uint32_t kMaxCoresPerKind = 256;
+
+std::string DefaultName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return std::string(host[0] != '\0' ? host : "worker") + ":" + std::to_string(::getpid());
+}
+
+Status Validate(const WorkerOptions& o) {
+  if (o.controller_endpoint.empty()) {
+    return Status::InvalidArgument("controller_endpoint: empty; expected tcp://HOST:PORT");
+  }
+  if (o.cube_cores > kMaxCoresPerKind || o.vector_cores > kMaxCoresPerKind) {
+    return Status::InvalidArgument("cube_cores, vector_cores: at most " +
+                                   std::to_string(kMaxCoresPerKind) + " of each kind");
+  }
+  if (o.cube_cores + o.vector_cores == 0) {
+    return Status::InvalidArgument("cube_cores, vector_cores: the worker needs at least one core");
+  }
+  if (o.reconnect_backoff_min_ms == 0 || o.reconnect_backoff_max_ms < o.reconnect_backoff_min_ms) {
+    return Status::InvalidArgument(
+        "reconnect_backoff_min_ms, reconnect_backoff_max_ms: need 0 < min <= max");
+  }
+  if (o.controller_timeout_ms == 0) {
+    return Status::InvalidArgument("controller_timeout_ms: must be positive");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Owns what outlives one Run(): options, kernels, logger and the eventfd
+// that Stop() writes.
+class Worker::Impl {
+ public:
+  explicit Impl(WorkerOptions options)
+      : options_(std::move(options)), log_(MakeLogger(options_.log_level)) {
+    if (options_.name.empty()) options_.name = DefaultName();
+    for (NamedKernel& k : BuiltinKernels()) kernels_.insert_or_assign(k.name, std::move(k.kernel));
+  }
+
+  void RegisterKernel(std::string name, Kernel kernel) {
+    if (running_.load()) {
+      log_->error("RegisterKernel('{}') while Run() is active: ignored", name);
+    } else if (name.empty() || !kernel) {
+      log_->error("RegisterKernel('{}'): empty name or function: ignored", name);
+    } else {
+      kernels_.insert_or_assign(std::move(name), std::move(kernel));
+    }
+  }
+
+  Status Run() {
+    if (ran_) return Status::InvalidArgument("Worker::Run: called more than once");
+    ran_ = true;
+    RETURN_IF_ERROR(Validate(options_));
+    RETURN_IF_ERROR(wake_.status());
+    running_.store(true);
+    Status status;
+    if (!stop_.load()) {
+      ServeLoop loop(options_, &kernels_, &wake_, &stop_, log_.get());
+      status = loop.Run();
+    }
+    running_.store(false);
+    if (!status.ok()) log_->error("worker '{}' ends: {}", options_.name, status.ToString());
+    return status;
+  }
+
+  void Stop() {
+    stop_.store(true, std::memory_order_release);
+    wake_.Signal();
+  }
+
+ private:
+  WorkerOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  KernelMap kernels_;  // frozen while running_
+  WakeupFd wake_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  bool ran_ = false;
+};
+
+Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Worker::~Worker() = default;
+
+void Worker::RegisterKernel(std::string name, Kernel kernel) {
+  impl_->RegisterKernel(std::move(name), std::move(kernel));
+}
+
+Status Worker::Run() { return impl_->Run(); }
+
+void Worker::Stop() { impl_->Stop(); }
+
+}  // namespace hmpmd::worker
