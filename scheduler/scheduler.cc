@@ -268,7 +268,7 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
         rec.core = p.core;
         rec.est_us = static_cast<float>(v.est_us);
         rec.dispatched = now;
-        pool_.Assign(p.core, v.est_us, now);
+        pool_.Assign(p.core, rec.est_us, now);  // Release() gets the same value back
         ++job.running;
         if (job.started < 0) {
           job.started = now;

@@ -21,7 +21,9 @@ constexpr uint32_t kMaxCoresPerKind = 256;
 Status ParseCores(std::string_view text, WorkerOptions* options) {
   const std::string flag = "--cores: ";
   if (text.empty()) return Status::InvalidArgument(flag + "empty; expected e.g. cube=1,vector=2");
-  uint32_t counts[kNumCoreKinds] = {options->cube_cores, options->vector_cores};
+  // The flag lists the device's cores completely: a kind left out has none,
+  // so `--cores cube=2` is a device without vector cores.
+  uint32_t counts[kNumCoreKinds] = {};
   bool seen[kNumCoreKinds] = {};
   size_t pos = 0;
   while (pos <= text.size()) {

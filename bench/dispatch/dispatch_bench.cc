@@ -5,6 +5,7 @@
 //      worker: per-task latency, and its ratio to (a);
 //  (c) independent noop tasks over two workers: tasks per second.
 // Each figure is the median of --runs runs, printed with min and max.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <vector>
 #include <zmq.hpp>
+
+#include <spdlog/spdlog.h>
 
 #include "local_cluster.h"
 
@@ -31,51 +34,68 @@ Stats Summarise(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-// Median round trip in microseconds, ROUTER echo in a child process.
+// Median round trip in microseconds, ROUTER echo in a child process. The
+// child binds a free port and tells it through a pipe; every receive has a
+// timeout, so a dead peer ends the benchmark instead of hanging it.
 double RawRoundTripUs(int round_trips) {
-  // Find a free port, then fork before any context lives in this process.
-  std::string endpoint;
-  {
-    zmq::context_t probe_ctx(1);
-    zmq::socket_t probe(probe_ctx, zmq::socket_type::router);
-    probe.set(zmq::sockopt::linger, 0);
-    probe.bind("tcp://127.0.0.1:*");
-    endpoint = probe.get(zmq::sockopt::last_endpoint);
-  }
-  pid_t child = fork();
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t child = fork();  // before any ZeroMQ context lives in this process
   if (child == 0) {
+    close(fds[0]);
     zmq::context_t cctx(1);
     zmq::socket_t router(cctx, zmq::socket_type::router);
     router.set(zmq::sockopt::linger, 0);
-    router.bind(endpoint);
-    for (int i = 0; i < round_trips + 100; ++i) {
+    router.set(zmq::sockopt::rcvtimeo, 5000);
+    router.bind("tcp://127.0.0.1:*");
+    std::string ep = router.get(zmq::sockopt::last_endpoint);
+    if (write(fds[1], ep.data(), ep.size()) != static_cast<ssize_t>(ep.size())) _exit(1);
+    close(fds[1]);
+    while (true) {
       zmq::message_t id, body;
-      if (!router.recv(id) || !router.recv(body)) break;
+      if (!router.recv(id) || !router.recv(body)) break;  // timeout: the parent is done
       router.send(id, zmq::send_flags::sndmore);
       router.send(body, zmq::send_flags::none);
     }
     _exit(0);
   }
-  zmq::context_t ctx(1);
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(endpoint);
-  std::string payload(64, 'x');  // about the size of a one-task batch
-  auto ping = [&] {
-    dealer.send(zmq::buffer(payload), zmq::send_flags::none);
-    zmq::message_t reply;
-    (void)dealer.recv(reply);
-  };
-  for (int i = 0; i < 100; ++i) ping();  // warm up, wait for connect
-  std::vector<double> samples;
-  const int batch = 100;
-  for (int b = 0; b < round_trips / batch; ++b) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < batch; ++i) ping();
-    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch);
+  close(fds[1]);
+  char buf[256];
+  ssize_t n = read(fds[0], buf, sizeof buf);
+  close(fds[0]);
+  if (n <= 0) {
+    waitpid(child, nullptr, 0);
+    return -1;
   }
+  std::string endpoint(buf, static_cast<size_t>(n));
+  double median = -1;
+  {
+    zmq::context_t ctx(1);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvtimeo, 5000);
+    dealer.connect(endpoint);
+    std::string payload(64, 'x');  // about the size of a one-task batch
+    bool ok = true;
+    auto ping = [&] {
+      dealer.send(zmq::buffer(payload), zmq::send_flags::none);
+      zmq::message_t reply;
+      ok = ok && dealer.recv(reply).has_value();
+    };
+    for (int i = 0; i < 100 && ok; ++i) ping();  // warm up
+    std::vector<double> samples;
+    const int batch = 100;
+    for (int b = 0; b < round_trips / batch && ok; ++b) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < batch; ++i) ping();
+      samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
+                        batch);
+    }
+    if (ok && !samples.empty()) median = Summarise(samples).median;
+  }
+  kill(child, SIGTERM);
   waitpid(child, nullptr, 0);
-  return Summarise(samples).median;
+  return median;
 }
 
 std::shared_ptr<const JobGraph> NoopJob(int n, bool chain) {
@@ -140,7 +160,11 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
 
   std::vector<double> raw, chain_us, tput;
-  for (int r = 0; r < runs; ++r) raw.push_back(RawRoundTripUs(round_trips));
+  for (int r = 0; r < runs; ++r) {
+    double us = RawRoundTripUs(round_trips);
+    if (us <= 0) return std::fprintf(stderr, "bench: the raw round trip failed\n"), 1;
+    raw.push_back(us);
+  }
   {
     LocalCluster one(ClusterOptions(1));
     if (Status st = one.Start(); !st.ok()) return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;

@@ -11,17 +11,18 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(ParseCoresTest, SetsTheKindsItNamesAndKeepsTheOthers) {
+TEST(ParseCoresTest, SetsTheKindsItNamesAndLeavesOutTheOthers) {
   WorkerOptions o;
   ASSERT_TRUE(ParseCores("cube=2,vector=3", &o).ok());
   EXPECT_EQ(o.cube_cores, 2u);
   EXPECT_EQ(o.vector_cores, 3u);
   WorkerOptions p;
   ASSERT_TRUE(ParseCores("vector=4", &p).ok());
-  EXPECT_EQ(p.cube_cores, 1u);
+  EXPECT_EQ(p.cube_cores, 0u) << "a kind the flag leaves out has no cores";
   EXPECT_EQ(p.vector_cores, 4u);
-  ASSERT_TRUE(ParseCores("cube=0", &p).ok());
-  EXPECT_EQ(p.cube_cores, 0u);
+  ASSERT_TRUE(ParseCores("cube=1", &p).ok());
+  EXPECT_EQ(p.cube_cores, 1u);
+  EXPECT_EQ(p.vector_cores, 0u);
 }
 
 TEST(ParseCoresTest, BadValuesNameTheFlagAndLeaveOptionsAlone) {

@@ -50,7 +50,7 @@ class JobGraph {
   // Producers before consumers.
   const std::vector<uint32_t>& topo_order() const { return topo_; }
   const std::vector<CollectiveGroup>& groups() const { return groups_; }
-  // "'v0' (tasks[0])", for error messages.
+  // "tasks[0] 'v0'", for error messages.
   std::string Describe(uint32_t i) const;
 
  private:

@@ -39,8 +39,9 @@ struct PoolOptions {
   // scheduler a free hand; more hides the dispatch round trip for short
   // tasks. Default: 1 (the simulator); the controller raises it.
   uint32_t max_queue_per_core = 1;
-  // Estimated work a core may hold queued beyond its first task, in us.
-  // Keeps deep queues for tiny tasks only. Default: 0.
+  // A core with a task takes another only while its queued estimated work
+  // (the running task's included) is below this, in us. Keeps deep queues
+  // for tiny tasks only. Default: 0 (one task per core).
   double lookahead_us = 0;
 };
 
