@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""End to end through the command line, as a user runs it: `hmpmd controller`,
+`hmpmd worker` x2, `hmpmd pool|submit --wait|status|cancel` as separate
+processes on loopback, and `hmpmd run --json --trace`. Every process started
+here is stopped here, by PID. Usage: cli_e2e_test.py BIN_DIR SOURCE_DIR"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BIN, SRC = sys.argv[1], sys.argv[2]
+HMPMD = os.path.join(BIN, "hmpmd")
+EXAMPLE = os.path.join(SRC, "examples", "multimodal.json")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(*args, timeout=60, env=None):
+    return subprocess.run([HMPMD, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+class SeparateProcesses(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.procs = []
+        cls.tmp = tempfile.TemporaryDirectory()
+        zmq_port, http_port = free_port(), free_port()
+        cls.url = f"http://127.0.0.1:{http_port}"
+        cls.env = dict(os.environ, HMPMD_URL=cls.url)
+        cls.procs.append(subprocess.Popen(
+            [HMPMD, "controller", "--listen", f"tcp://127.0.0.1:{zmq_port}",
+             "--http", f"127.0.0.1:{http_port}", "--log-level", "warn"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for cores in ("cube=1,vector=1", "cube=2,vector=1"):
+            cls.procs.append(subprocess.Popen(
+                [HMPMD, "worker", "--controller", f"tcp://127.0.0.1:{zmq_port}",
+                 "--cores", cores, "--log-level", "warn"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            r = run("pool", "--json", env=cls.env, timeout=5)
+            if r.returncode == 0 and json.loads(r.stdout)["alive_devices"] == 2:
+                return
+            time.sleep(0.05)
+        cls.tearDownClass()
+        raise RuntimeError("controller and 2 workers did not come up: " + r.stderr.strip())
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in reversed(cls.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in cls.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        cls.procs = []
+        cls.tmp.cleanup()
+
+    def test_pool_lists_both_workers_and_their_cores(self):
+        pool = json.loads(run("pool", "--json", env=self.env).stdout)
+        cores = sorted(len(d["cores"]) for d in pool["devices"] if d["alive"])
+        self.assertEqual(cores, [2, 3])
+        self.assertEqual(pool["cores"], {"cube": 3, "vector": 2})
+
+    def test_submit_wait_json_reports_a_succeeded_job(self):
+        r = run("submit", EXAMPLE, "--wait", "--json", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = json.loads(r.stdout)
+        for key in ("state", "tasks", "makespan_s", "lower_bound_s", "utilisation",
+                    "masking_ratio", "bubble_ratio"):
+            self.assertIn(key, job)
+        self.assertEqual(job["state"], "succeeded")
+        self.assertEqual(job["tasks"], 78)
+        self.assertGreaterEqual(job["makespan_s"], job["lower_bound_s"])
+        status = json.loads(run("status", str(job["id"]), "--json", env=self.env).stdout)
+        self.assertEqual(status["state"], "succeeded")
+        listing = run("status", env=self.env)
+        self.assertIn("multimodal-step", listing.stdout)
+
+    def test_bad_spec_is_one_line_and_exit_2(self):
+        bad = os.path.join(self.tmp.name, "bad.json")
+        with open(bad, "w") as f:
+            f.write('{"tasks": [{"id": "a", "kernel": "noop", "inputs": ["ghost"]}]}')
+        r = run("submit", bad, env=self.env)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("bad.json: tasks[0] 'a': inputs: unknown task 'ghost'", r.stderr)
+
+    def test_unknown_job_and_cancel_of_ended_job_fail_cleanly(self):
+        r = run("status", "424242", env=self.env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no such job", r.stderr)
+        r = run("submit", EXAMPLE, "--wait", "--json", env=self.env)
+        job_id = json.loads(r.stdout)["id"]
+        r = run("cancel", str(job_id), env=self.env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("already succeeded", r.stderr)
+
+    def test_cancel_stops_a_running_job(self):
+        spec = os.path.join(self.tmp.name, "long.json")
+        with open(spec, "w") as f:
+            json.dump({"name": "long", "tasks": [
+                {"id": f"s{i}", "kernel": "sleep", "args": {"us": 50000}} for i in range(200)]}, f)
+        r = run("submit", spec, "--json", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job_id = str(json.loads(r.stdout)["id"])
+        r = run("cancel", job_id, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        status = json.loads(run("status", job_id, "--json", env=self.env).stdout)
+        self.assertEqual(status["state"], "cancelled")
+        self.assertLess(status["done"], 200)
+
+    def test_unreachable_controller_is_one_line_and_exit_1(self):
+        r = run("pool", "--url", f"http://127.0.0.1:{free_port()}")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot reach", r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+
+
+class EmbeddedRun(unittest.TestCase):
+    def test_run_json_and_trace_follow_the_design(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace_path = os.path.join(tmp, "trace.json")
+            r = run("run", EXAMPLE, "--workers", "2", "--json", "--trace", trace_path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            summary = json.loads(r.stdout)
+            self.assertEqual(summary["state"], "succeeded")
+            with open(trace_path) as f:
+                trace = json.load(f)
+            slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+            self.assertEqual(len(slices), summary["tasks"])
+            for e in slices:
+                self.assertIn("task", e["args"])
+                self.assertEqual(e["args"]["job"], summary["id"])
+                self.assertIsInstance(e["pid"], int)
+                self.assertIsInstance(e["tid"], int)
+                self.assertGreaterEqual(e["dur"], 0)
+
+    def test_run_rejects_a_missing_file_and_bad_flags(self):
+        r = run("run", "/nonexistent/job.json")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("/nonexistent/job.json", r.stderr)
+        r = run("run", EXAMPLE, "--workers", "0")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--workers", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
