@@ -219,6 +219,10 @@ class NetnsCluster:
         """Takes worker i's link down at the controller's end (`ip link set down`)."""
         _run(["ip", "-n", self.ns_controller, "link", "set", self.controller_if(i), "down"])
 
+    def restore_link(self, i):
+        """Brings worker i's link back up; its worker registers again on its own."""
+        _run(["ip", "-n", self.ns_controller, "link", "set", self.controller_if(i), "up"])
+
     def cli(self, *args, timeout=120):
         """Runs `hmpmd ARGS --url http://HTTP` in the controller namespace; (rc, stdout, stderr)."""
         p = subprocess.run(["ip", "netns", "exec", self.ns_controller, self.hmpmd_bin] + list(args) +
@@ -250,7 +254,7 @@ class NetnsCluster:
         while time.monotonic() < deadline:
             for name, p, _ in self._procs:
                 if p.poll() is not None:
-                    raise RuntimeError("%s exited with %d during start-up" % (name, p.returncode))
+                    raise RuntimeError("%s exited with %d" % (name, p.returncode))
             if self.alive_devices() == count:
                 return
             time.sleep(0.1)

@@ -12,6 +12,8 @@ which ctest reports as skipped. See netns_cluster.py for the topology.
      controller must declare worker 0 dead (--worker-timeout-ms 1000), run its
      tasks again on worker 1, and the job must still succeed; every task that
      was not done at the cut must have run on worker 1.
+  3. The link comes back up: worker 0 must join again by itself (workers may
+     join at any time), and the example must run on both workers again.
 
 With --delay-ms X both ends of every link get `tc netem delay Xms` first (a
 variant; skipped when the kernel lacks sch_netem).
@@ -61,6 +63,7 @@ def wait_terminal(cluster, job_id, timeout_s):
 
 
 def run_example(cluster, spec):
+    """Runs `spec` with submit --wait --json; checks it succeeded on both live workers."""
     rc, out, err = cluster.cli("submit", spec, "--wait", "--wait-timeout", "60", "--json")
     check(out.strip().startswith("{"), "submit --wait failed (exit %d): %s" % (rc, err.strip()))
     job = json.loads(out)
@@ -70,7 +73,7 @@ def run_example(cluster, spec):
     tasks = cluster.get("/api/v1/jobs/%d/tasks" % job["id"])["tasks"]
     used = {t.get("device") for t in tasks}
     check(len(used) == 2, "tasks ran on devices %s; expected both workers" % sorted(used))
-    print("phase 1: multimodal job %d succeeded across namespaces: %d tasks, makespan %.1f ms, "
+    print("multimodal job %d succeeded across namespaces: %d tasks, makespan %.1f ms, "
           "devices %s" % (job["id"], job["tasks"], job["makespan_s"] * 1e3, sorted(used)))
 
 
@@ -144,6 +147,10 @@ def main():
                               for i in range(2))))
                 run_example(cluster, args.spec)
                 run_with_cut(cluster, args.spec, tmp)
+                cluster.restore_link(0)
+                cluster.wait_for_workers(2, timeout_s=60)
+                print("phase 3: worker 0 joined again after its link came back")
+                run_example(cluster, args.spec)
         except (Failed, RuntimeError) as e:
             print("FAILED: %s" % e, file=sys.stderr)
             for name in sorted(os.listdir(tmp)):
