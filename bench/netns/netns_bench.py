@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Dispatch latency and makespan across network namespaces with added link delay.
 
-For each added one-way delay (default 0, 0.1 and 1 ms, set with
+First a baseline with the workers in the controller's namespace (127.0.0.1,
+no veth). Then, for each added one-way delay (default 0, 0.1 and 1 ms, set with
 `tc netem delay` on both ends of every veth link, so a round trip gains twice
 the delay) this builds the three-namespace cluster of
 tests/integration/netns_cluster.py (controller + 2 workers), then runs
@@ -49,9 +50,10 @@ def submit(cluster, spec):
     return job
 
 
-def measure(bin_dir, delay_ms, runs, chain_path, chain_len, multimodal):
+def measure(bin_dir, delay_ms, runs, chain_path, chain_len, multimodal, loopback=False):
     chain_ms, makespan_ms = [], []
-    with netns_cluster.NetnsCluster(bin_dir, workers=2, delay_ms=delay_ms) as cluster:
+    with netns_cluster.NetnsCluster(bin_dir, workers=2, delay_ms=delay_ms,
+                                    loopback=loopback) as cluster:
         submit(cluster, chain_path)  # warm-up: connections, cost model
         for _ in range(runs):
             job = submit(cluster, chain_path)
@@ -79,31 +81,35 @@ def main():
     netns_cluster.remove_stale_namespaces()
     netem = netns_cluster.netem_available()
 
-    rows = []
+    rows = []  # (label, delay, chain, makespan, note)
     with tempfile.TemporaryDirectory(prefix="hmpmd-netns-bench-") as tmp:
         chain_path = os.path.join(tmp, "chain.json")
         with open(chain_path, "w") as f:
             json.dump(chain_spec(args.chain), f)
+        chain, makespan = measure(args.bin, 0, args.runs, chain_path, args.chain, args.spec,
+                                  loopback=True)
+        rows.append(("loopback (1 ns)", 0, chain, makespan, ""))
         for d in (float(x) for x in args.delays.split(",")):
+            label = "veth +%g ms" % d
             if d > 0 and not netem:
-                rows.append((d, None, None, "n/a: the kernel has no netem qdisc (sch_netem)"))
+                rows.append((label, d, None, None, "n/a: the kernel has no netem qdisc (sch_netem)"))
                 continue
             chain, makespan = measure(args.bin, d, args.runs, chain_path, args.chain, args.spec)
-            rows.append((d, chain, makespan, ""))
+            rows.append((label, d, chain, makespan, ""))
 
-    base = next((r for r in rows if r[0] == 0 and r[1] is not None), None)
+    base = next((r for r in rows if r[0].startswith("veth") and r[1] == 0 and r[2] is not None),
+                None)
     print("HyperMPMD across network namespaces: controller + 2 workers (cube=1,vector=1), "
           "veth links, medians of %d runs" % args.runs)
-    print("%-16s %-22s %-12s %-26s %-12s" % ("added delay", "chain latency/task", "vs 0 ms",
-                                            "multimodal makespan", "vs 0 ms"))
-    for d, chain, makespan, note in rows:
-        label = "%g ms one-way" % d
+    print("%-16s %-20s %-10s %-20s %-10s" % ("link (one-way)", "chain latency/task",
+                                            "vs +0 ms", "multimodal makespan", "vs +0 ms"))
+    for label, d, chain, makespan, note in rows:
         if chain is None:
             print("%-16s %s" % (label, note))
             continue
-        rc = "%.2fx" % (chain / base[1]) if base else "-"
-        rm = "%.2fx" % (makespan / base[2]) if base else "-"
-        print("%-16s %-22s %-12s %-26s %-12s" % (label, "%.3f ms" % chain, rc,
+        rc = "%.2fx" % (chain / base[2]) if base else "-"
+        rm = "%.2fx" % (makespan / base[3]) if base else "-"
+        print("%-16s %-20s %-10s %-20s %-10s" % (label, "%.3f ms" % chain, rc,
                                                 "%.2f ms" % makespan, rm))
     return 0
 

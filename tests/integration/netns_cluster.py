@@ -93,7 +93,7 @@ class NetnsCluster:
     """Controller in one namespace, `workers` workers in one namespace each."""
 
     def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", delay_ms=0.0,
-                 heartbeat_ms=200, worker_timeout_ms=1000, log_dir=None):
+                 heartbeat_ms=200, worker_timeout_ms=1000, log_dir=None, loopback=False):
         self.hmpmd_bin = os.path.join(bin_dir, "hmpmd")
         self.worker_bin = os.path.join(bin_dir, "hmpmd-worker")
         for b in (self.hmpmd_bin, self.worker_bin):
@@ -105,9 +105,12 @@ class NetnsCluster:
         self.heartbeat_ms = heartbeat_ms
         self.worker_timeout_ms = worker_timeout_ms
         self.log_dir = log_dir
+        # loopback: the workers run in the controller's namespace and connect
+        # over its 127.0.0.1 (a baseline without veth links; no delay).
+        self.loopback = loopback
         tag = "%s%d" % (PREFIX, os.getpid())
         self.ns_controller = tag + "c"
-        self.ns_workers = ["%sw%d" % (tag, i) for i in range(workers)]
+        self.ns_workers = [] if loopback else ["%sw%d" % (tag, i) for i in range(workers)]
         self._made_ns = []
         self._procs = []  # (name, Popen, log file)
 
@@ -164,10 +167,11 @@ class NetnsCluster:
             self.hmpmd_bin, "controller", "--listen", "tcp://*:%d" % CONTROLLER_PORT,
             "--http", HTTP, "--heartbeat-ms", str(self.heartbeat_ms),
             "--worker-timeout-ms", str(self.worker_timeout_ms), "--log-level", "info"])
-        for i, ns in enumerate(self.ns_workers):
+        for i in range(self.n):
+            ns = self.ns_controller if self.loopback else self.ns_workers[i]
+            host = "127.0.0.1" if self.loopback else self.controller_ip(i)
             self._spawn("worker%d" % i, ns, [
-                self.worker_bin, "--controller",
-                "tcp://%s:%d" % (self.controller_ip(i), CONTROLLER_PORT),
+                self.worker_bin, "--controller", "tcp://%s:%d" % (host, CONTROLLER_PORT),
                 "--name", "ns-worker%d" % i, "--cores", self.cores, "--log-level", "info"])
 
     def close(self):
