@@ -5,9 +5,12 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "hmpmd/protocol/types.h"
 
@@ -15,6 +18,40 @@ namespace hmpmd::worker {
 namespace {
 
 constexpr uint32_t kMaxCoresPerKind = 256;
+// 1 PiB: far above any device, small enough to catch a unit mix-up.
+constexpr uint64_t kMaxMemoryMb = uint64_t{1} << 30;
+constexpr size_t kMaxNameLength = 255;
+
+using json = nlohmann::json;
+
+// The first key that appears twice in one object of `text`, or "" when none
+// does; nlohmann keeps the last silently, which would hide a typo'd file.
+// Throws json::parse_error on malformed text.
+std::string FirstRepeatedKey(std::string_view text, json* out) {
+  std::vector<std::unordered_set<std::string>> open;
+  std::string repeated;
+  auto callback = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) open.emplace_back();
+    if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
+    if (event == json::parse_event_t::key && !open.empty() &&
+        !open.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  *out = json::parse(text.begin(), text.end(), callback);
+  return repeated;
+}
+
+// An unsigned integer in [lo, hi] or an error naming `field`.
+Result<uint64_t> UnsignedField(const json& value, const std::string& where, uint64_t lo,
+                               uint64_t hi) {
+  if (!value.is_number_unsigned() || value.get<uint64_t>() < lo || value.get<uint64_t>() > hi) {
+    return Status::InvalidArgument(where + " is " + value.dump() + "; expected an integer in [" +
+                                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return value.get<uint64_t>();
+}
 
 }  // namespace
 
@@ -98,6 +135,77 @@ Result<std::string> ReadTokenFile(const std::string& path) {
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
   if (token.empty()) return Status::InvalidArgument("--token-file: '" + path + "' is empty");
   return token;
+}
+
+Status ParseDeviceDescription(std::string_view text, const std::string& source,
+                              WorkerOptions* options) {
+  const std::string at = "--device: " + source + ": ";
+  json doc;
+  std::string repeated;
+  try {
+    repeated = FirstRepeatedKey(text, &doc);
+  } catch (const json::exception& e) {
+    // e.what() reads "[json.exception.parse_error.101] parse error at line 1, ...".
+    std::string what = e.what();
+    const size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    return Status::InvalidArgument(at + "not valid JSON: " + what);
+  }
+  if (!repeated.empty()) return Status::InvalidArgument(at + "field '" + repeated + "' given twice");
+  if (!doc.is_object()) return Status::InvalidArgument(at + "expected a JSON object");
+
+  WorkerOptions out = *options;
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "name") {
+      if (!value.is_string() || value.get<std::string>().empty() ||
+          value.get<std::string>().size() > kMaxNameLength) {
+        return Status::InvalidArgument(at + "field 'name' must be a string of 1 to " +
+                                       std::to_string(kMaxNameLength) + " characters");
+      }
+      out.name = value.get<std::string>();
+    } else if (key == "memory_mb") {
+      Result<uint64_t> mb = UnsignedField(value, at + "field 'memory_mb'", 1, kMaxMemoryMb);
+      if (!mb.ok()) return mb.status();
+      out.memory_mb = *mb;
+    } else if (key == "cores") {
+      if (!value.is_object()) {
+        return Status::InvalidArgument(at + "field 'cores' must be an object like "
+                                            "{\"cube\": 1, \"vector\": 2}");
+      }
+      uint32_t counts[kNumCoreKinds] = {};
+      for (const auto& [kind_name, count] : value.items()) {
+        std::optional<CoreKind> kind = ParseCoreKind(kind_name);
+        if (!kind) {
+          return Status::InvalidArgument(at + "field 'cores." + kind_name +
+                                         "': not a core kind (cube, vector)");
+        }
+        Result<uint64_t> n = UnsignedField(count, at + "field 'cores." + kind_name + "'", 0,
+                                           kMaxCoresPerKind);
+        if (!n.ok()) return n.status();
+        counts[static_cast<int>(*kind)] = static_cast<uint32_t>(*n);
+      }
+      if (counts[0] + counts[1] == 0) {
+        return Status::InvalidArgument(at + "field 'cores': the worker needs at least one core");
+      }
+      out.cube_cores = counts[static_cast<int>(CoreKind::kCube)];
+      out.vector_cores = counts[static_cast<int>(CoreKind::kVector)];
+    } else {
+      return Status::InvalidArgument(at + "unknown field '" + key +
+                                     "' (known: name, cores, memory_mb)");
+    }
+  }
+  *options = std::move(out);
+  return Status::Ok();
+}
+
+Status LoadDeviceFile(const std::string& path, WorkerOptions* options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::InvalidArgument("--device: cannot read '" + path + "': " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseDeviceDescription(text.str(), path, options);
 }
 
 }  // namespace hmpmd::worker

@@ -27,4 +27,16 @@ Status CheckControllerEndpoint(std::string_view endpoint);
 // The token in `path`, without trailing whitespace.
 Result<std::string> ReadTokenFile(const std::string& path);
 
+// A device description, so that one manifest serves many machine shapes:
+//   {"name": "node7-npu0", "cores": {"cube": 2, "vector": 4}, "memory_mb": 65536}
+// Every field is optional; "cores" lists the device completely (a kind left
+// out has none, as with --cores). Unknown or repeated fields, wrong types and
+// out-of-range values are errors, one line naming `source` and the field. On
+// success the fields present overwrite `options`; on error it is untouched.
+Status ParseDeviceDescription(std::string_view text, const std::string& source,
+                              WorkerOptions* options);
+
+// ParseDeviceDescription() of the file at `path` (the --device flag).
+Status LoadDeviceFile(const std::string& path, WorkerOptions* options);
+
 }  // namespace hmpmd::worker

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
   using hmpmd::worker::WorkerOptions;
   WorkerOptions options;
   std::string cores;
+  std::string device_file;
+  std::string name;
+  uint64_t memory_mb = options.memory_mb;
   std::string token_file;
   std::string log_level = "info";
 
@@ -53,9 +56,14 @@ int main(int argc, char** argv) {
       ->required();
   CLI::Option* cores_flag = app.add_option(
       "--cores", cores, "Cores per kind, e.g. cube=1,vector=2 (default cube=1,vector=1)");
-  app.add_option("--memory-mb", options.memory_mb, "Device memory to offer, in MiB")
-      ->capture_default_str();
-  app.add_option("--name", options.name, "Name shown by the controller (default HOST:PID)");
+  CLI::Option* memory_flag =
+      app.add_option("--memory-mb", memory_mb, "Device memory to offer, in MiB")
+          ->capture_default_str();
+  CLI::Option* name_flag =
+      app.add_option("--name", name, "Name shown by the controller (default HOST:PID)");
+  app.add_option("--device", device_file,
+                 "JSON device description {\"name\", \"cores\": {\"cube\", \"vector\"}, "
+                 "\"memory_mb\"}; flags given beside it win");
   app.add_option("--token-file", token_file, "File holding the controller's shared token");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->capture_default_str();
@@ -66,9 +74,15 @@ int main(int argc, char** argv) {
     return UsageError(e.what());
   }
 
-  // The flags map onto WorkerOptions and do nothing else.
+  // The flags map onto WorkerOptions and do nothing else. The device file
+  // comes first, so that flags given beside it override its fields.
   hmpmd::Status status = hmpmd::worker::CheckControllerEndpoint(options.controller_endpoint);
+  if (status.ok() && !device_file.empty()) {
+    status = hmpmd::worker::LoadDeviceFile(device_file, &options);
+  }
   if (status.ok() && cores_flag->count() > 0) status = hmpmd::worker::ParseCores(cores, &options);
+  if (memory_flag->count() > 0) options.memory_mb = memory_mb;
+  if (name_flag->count() > 0) options.name = name;
   if (!status.ok()) return UsageError(status.message());
   hmpmd::Result<hmpmd::worker::LogLevel> level = hmpmd::worker::ParseLogLevel(log_level);
   if (!level.ok()) return UsageError(level.status().message());

@@ -67,5 +67,77 @@ TEST(ReadTokenFileTest, StripsTrailingWhitespaceAndReportsMissingFiles) {
   EXPECT_THAT(ReadTokenFile(path).status().message(), HasSubstr("--token-file"));
 }
 
+TEST(ParseDeviceDescriptionTest, SetsTheFieldsItNames) {
+  WorkerOptions o;
+  ASSERT_TRUE(ParseDeviceDescription(
+                  R"({"name": "node7-npu0", "cores": {"cube": 2, "vector": 4}, "memory_mb": 65536})",
+                  "d.json", &o)
+                  .ok());
+  EXPECT_EQ(o.name, "node7-npu0");
+  EXPECT_EQ(o.cube_cores, 2u);
+  EXPECT_EQ(o.vector_cores, 4u);
+  EXPECT_EQ(o.memory_mb, 65536u);
+
+  WorkerOptions p;
+  p.name = "kept";
+  ASSERT_TRUE(ParseDeviceDescription(R"({"cores": {"vector": 3}})", "d.json", &p).ok());
+  EXPECT_EQ(p.name, "kept") << "a field the file leaves out keeps its value";
+  EXPECT_EQ(p.memory_mb, 1024u);
+  EXPECT_EQ(p.cube_cores, 0u) << "cores lists the device completely, as --cores does";
+  EXPECT_EQ(p.vector_cores, 3u);
+  ASSERT_TRUE(ParseDeviceDescription("{}", "d.json", &p).ok());
+}
+
+TEST(ParseDeviceDescriptionTest, BadFilesGiveOneLineNamingFileAndFieldAndChangeNothing) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "not valid JSON"},
+      {"{\"name\": \"a\",}", "not valid JSON"},
+      {"[1, 2]", "expected a JSON object"},
+      {R"({"nmae": "x"})", "unknown field 'nmae'"},
+      {R"({"name": "a", "name": "b"})", "field 'name' given twice"},
+      {R"({"cores": {"cube": 1, "cube": 2}})", "field 'cube' given twice"},
+      {R"({"name": 7})", "field 'name'"},
+      {R"({"name": ""})", "field 'name'"},
+      {R"({"memory_mb": -1})", "field 'memory_mb'"},
+      {R"({"memory_mb": 1.5})", "field 'memory_mb'"},
+      {R"({"memory_mb": "64G"})", "field 'memory_mb'"},
+      {R"({"memory_mb": 0})", "field 'memory_mb'"},
+      {R"({"cores": "cube=1"})", "field 'cores'"},
+      {R"({"cores": {"gpu": 1}})", "field 'cores.gpu'"},
+      {R"({"cores": {"cube": 257}})", "field 'cores.cube'"},
+      {R"({"cores": {"vector": true}})", "field 'cores.vector'"},
+      {R"({"cores": {"cube": 0, "vector": 0}})", "at least one core"},
+      {R"({"cores": {}})", "at least one core"},
+  };
+  for (const auto& [text, want] : cases) {
+    WorkerOptions o;
+    o.name = "before";
+    Status s = ParseDeviceDescription(text, "/etc/hmpmd/device.json", &o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(s.message(), HasSubstr("--device: /etc/hmpmd/device.json: ")) << text;
+    EXPECT_THAT(s.message(), HasSubstr(want)) << text;
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+    EXPECT_EQ(o.name, "before") << text;
+    EXPECT_EQ(o.cube_cores, 1u) << text;
+    EXPECT_EQ(o.vector_cores, 1u) << text;
+    EXPECT_EQ(o.memory_mb, 1024u) << text;
+  }
+}
+
+TEST(LoadDeviceFileTest, ReadsTheFileAndReportsMissingOnes) {
+  const std::string path = ::testing::TempDir() + "hmpmd_worker_device_test.json";
+  {
+    std::ofstream out(path);
+    out << R"({"cores": {"cube": 8, "vector": 2}, "memory_mb": 32768})" << "\n";
+  }
+  WorkerOptions o;
+  Status s = LoadDeviceFile(path, &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(o.cube_cores, 8u);
+  EXPECT_EQ(o.memory_mb, 32768u);
+  std::remove(path.c_str());
+  EXPECT_THAT(LoadDeviceFile(path, &o).message(), HasSubstr("--device: cannot read"));
+}
+
 }  // namespace
 }  // namespace hmpmd::worker

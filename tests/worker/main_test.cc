@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "fake_controller.h"
@@ -54,7 +55,8 @@ TEST(WorkerBinaryTest, HelpExitsZeroAndListsTheFlags) {
   Outcome o = Binary("--help").Finish();
   EXPECT_EQ(o.exit_code, 0);
   for (const char* flag :
-       {"--controller", "--cores", "--memory-mb", "--name", "--token-file", "--log-level"}) {
+       {"--controller", "--cores", "--memory-mb", "--name", "--device", "--token-file",
+        "--log-level"}) {
     EXPECT_THAT(o.output, HasSubstr(flag));
   }
 }
@@ -68,6 +70,7 @@ TEST(WorkerBinaryTest, BadFlagValuesExitTwoWithOneLineNamingTheFlag) {
       {"--controller tcp://127.0.0.1:1 --log-level loud", "--log-level"},
       {"--controller tcp://127.0.0.1:1 --memory-mb lots", "--memory-mb"},
       {"--controller tcp://127.0.0.1:1 --token-file /nonexistent/token", "--token-file"},
+      {"--controller tcp://127.0.0.1:1 --device /nonexistent/device.json", "--device"},
   };
   for (const auto& [args, flag] : cases) {
     Outcome o = Binary(args).Finish();
@@ -90,6 +93,40 @@ TEST(WorkerBinaryTest, RegistersAndExitsZeroOnShutdown) {
   controller.Send(Shutdown{"done"});
   Outcome o = worker.Finish();
   EXPECT_EQ(o.exit_code, 0) << o.output;
+}
+
+TEST(WorkerBinaryTest, DeviceFileDescribesTheDeviceAndFlagsOverrideIt) {
+  const std::string path = ::testing::TempDir() + "hmpmd_worker_main_device.json";
+  {
+    std::ofstream out(path);
+    out << R"({"name": "from-file", "cores": {"cube": 3, "vector": 1}, "memory_mb": 4096})";
+  }
+  FakeController controller;
+  Binary worker("--controller " + controller.endpoint() + " --device " + path +
+                " --memory-mb 2048 --log-level warn");
+  std::optional<RegisterMsg> reg = controller.WaitFor<RegisterMsg>();
+  ASSERT_TRUE(reg) << "the binary did not register";
+  EXPECT_EQ(reg->name, "from-file");
+  EXPECT_EQ(reg->memory_mb, 2048u) << "--memory-mb overrides the file";
+  EXPECT_EQ(reg->cores, (std::vector<CoreGroup>{{CoreKind::kCube, 3}, {CoreKind::kVector, 1}}));
+  controller.Send(RegisterAck{1, 50});
+  controller.Send(Shutdown{"done"});
+  Outcome o = worker.Finish();
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  std::remove(path.c_str());
+}
+
+TEST(WorkerBinaryTest, BadDeviceFileExitsTwoWithOneLine) {
+  const std::string path = ::testing::TempDir() + "hmpmd_worker_main_bad_device.json";
+  {
+    std::ofstream out(path);
+    out << R"({"cores": {"gpu": 1}})";
+  }
+  Outcome o = Binary("--controller tcp://127.0.0.1:1 --device " + path).Finish();
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.output, HasSubstr("--device: " + path + ": field 'cores.gpu'"));
+  EXPECT_EQ(Lines(o.output), 1) << o.output;
+  std::remove(path.c_str());
 }
 
 TEST(WorkerBinaryTest, ExitsZeroOnSigterm) {

@@ -1,0 +1,266 @@
+"""A HyperMPMD cluster spread over Linux network namespaces (needs root).
+
+NetnsCluster builds one namespace for the controller and one per worker,
+joins each worker namespace to the controller namespace with its own veth
+pair on a private /24 (10.201.<i+1>.0/24: controller side .1, worker side
+.2), starts `hmpmd controller` and one `hmpmd-worker` per worker namespace
+(through `ip netns exec`), and talks to the controller's REST API on
+127.0.0.1 inside the controller namespace.
+
+Everything it creates is named after this process's PID (hmpmdt<PID>c,
+hmpmdt<PID>w0, ...), so parallel runs never clash, and is removed on every
+path out of the `with` block: processes are stopped by PID, then the
+namespaces are deleted, which deletes the veth ends inside them. Child
+processes get PR_SET_PDEATHSIG, so even a SIGKILLed test leaves no process
+behind; namespaces left by a SIGKILLed run (PID gone) are removed by the
+next run (remove_stale_namespaces).
+
+Used by tests/integration/netns_test.py and bench/netns/netns_bench.py.
+Python 3 standard library only. Not thread-safe: one thread drives it.
+"""
+
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+PREFIX = "hmpmdt"
+CONTROLLER_PORT = 5555
+HTTP = "127.0.0.1:8080"
+
+_PR_SET_PDEATHSIG = 1
+
+
+class SkipTest(Exception):
+    """The host cannot run the namespace test (not root, no iproute2, ...)."""
+
+
+def _die_with_parent():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _run(args, check=True, timeout=30):
+    """Runs a short command; returns its stdout. Raises with stderr on failure."""
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(args), p.returncode,
+                                                (p.stderr or p.stdout).strip()))
+    return p.stdout
+
+
+def check_host():
+    """Raises SkipTest with a one-line reason when namespaces are out of reach."""
+    if os.geteuid() != 0:
+        raise SkipTest("needs root (creates network namespaces and veth pairs)")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise SkipTest("needs '%s' from iproute2 (scripts/install-deps.sh installs it)" % tool)
+    probe = "%s%dprobe" % (PREFIX, os.getpid())
+    p = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SkipTest("cannot create a network namespace: " + p.stderr.strip())
+    _run(["ip", "netns", "del", probe], check=False)
+
+
+def netem_available():
+    """Whether the kernel has the netem qdisc (sch_netem); probed on a throwaway veth."""
+    ns = "%s%dnetem" % (PREFIX, os.getpid())
+    try:
+        _run(["ip", "netns", "add", ns])
+        _run(["ip", "-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"])
+        p = subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", "netem",
+                            "delay", "1ms"], capture_output=True, text=True)
+        return p.returncode == 0
+    finally:
+        _run(["ip", "netns", "del", ns], check=False)
+
+
+def remove_stale_namespaces():
+    """Deletes namespaces this module made in runs whose process no longer exists."""
+    out = _run(["ip", "netns", "list"], check=False)
+    for line in out.splitlines():
+        m = re.match(r"(%s(\d+)\w*)" % PREFIX, line.strip())
+        if m and not os.path.exists("/proc/%s" % m.group(2)):
+            _run(["ip", "netns", "del", m.group(1)], check=False)
+
+
+class NetnsCluster:
+    """Controller in one namespace, `workers` workers in one namespace each."""
+
+    def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", delay_ms=0.0,
+                 heartbeat_ms=200, worker_timeout_ms=1000, log_dir=None, loopback=False):
+        self.hmpmd_bin = os.path.join(bin_dir, "hmpmd")
+        self.worker_bin = os.path.join(bin_dir, "hmpmd-worker")
+        for b in (self.hmpmd_bin, self.worker_bin):
+            if not os.access(b, os.X_OK):
+                raise RuntimeError("%s: not an executable; build it first" % b)
+        self.n = workers
+        self.cores = cores
+        self.delay_ms = delay_ms
+        self.heartbeat_ms = heartbeat_ms
+        self.worker_timeout_ms = worker_timeout_ms
+        self.log_dir = log_dir
+        # loopback: the workers run in the controller's namespace and connect
+        # over its 127.0.0.1 (a baseline without veth links; no delay).
+        self.loopback = loopback
+        tag = "%s%d" % (PREFIX, os.getpid())
+        self.ns_controller = tag + "c"
+        self.ns_workers = [] if loopback else ["%sw%d" % (tag, i) for i in range(workers)]
+        self._made_ns = []
+        self._procs = []  # (name, Popen, log file)
+
+    # --- setup and teardown -------------------------------------------------
+
+    def __enter__(self):
+        try:
+            self._build_network()
+            self._start_processes()
+            self.wait_for_workers(self.n)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _ns_add(self, name):
+        _run(["ip", "netns", "add", name])
+        self._made_ns.append(name)
+        _run(["ip", "-n", name, "link", "set", "lo", "up"])
+
+    def _build_network(self):
+        self._ns_add(self.ns_controller)
+        for i, ns in enumerate(self.ns_workers):
+            self._ns_add(ns)
+            # Both ends are created inside their namespaces: nothing appears
+            # in the host's namespace, even for a moment.
+            _run(["ip", "link", "add", self.controller_if(i), "netns", self.ns_controller,
+                  "type", "veth", "peer", "name", "veth0", "netns", ns])
+            for where, dev, addr in ((self.ns_controller, self.controller_if(i),
+                                      self.controller_ip(i)), (ns, "veth0", self.worker_ip(i))):
+                _run(["ip", "-n", where, "addr", "add", addr + "/24", "dev", dev])
+                _run(["ip", "-n", where, "link", "set", dev, "up"])
+                if self.delay_ms > 0:
+                    # Delay on both ends: each direction gets delay_ms, a round trip 2x.
+                    _run(["tc", "-n", where, "qdisc", "add", "dev", dev, "root", "netem",
+                          "delay", "%gms" % self.delay_ms])
+
+    def _spawn(self, name, ns, args):
+        log = None
+        if self.log_dir:
+            log = open(os.path.join(self.log_dir, name + ".log"), "w")
+        p = subprocess.Popen(["ip", "netns", "exec", ns] + args, stdin=subprocess.DEVNULL,
+                             stdout=log or subprocess.DEVNULL, stderr=log or subprocess.DEVNULL,
+                             preexec_fn=_die_with_parent)
+        self._procs.append((name, p, log))
+        return p
+
+    def _start_processes(self):
+        self._spawn("controller", self.ns_controller, [
+            self.hmpmd_bin, "controller", "--listen", "tcp://*:%d" % CONTROLLER_PORT,
+            "--http", HTTP, "--heartbeat-ms", str(self.heartbeat_ms),
+            "--worker-timeout-ms", str(self.worker_timeout_ms), "--log-level", "info"])
+        for i in range(self.n):
+            ns = self.ns_controller if self.loopback else self.ns_workers[i]
+            host = "127.0.0.1" if self.loopback else self.controller_ip(i)
+            self._spawn("worker%d" % i, ns, [
+                self.worker_bin, "--controller", "tcp://%s:%d" % (host, CONTROLLER_PORT),
+                "--name", "ns-worker%d" % i, "--cores", self.cores, "--log-level", "info"])
+
+    def close(self):
+        """Stops every process by PID, then deletes every namespace made. Idempotent."""
+        for _, p, _ in self._procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for _, p, log in self._procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            if log:
+                log.close()
+        self._procs = []
+        errors = []
+        for ns in reversed(self._made_ns):
+            p = subprocess.run(["ip", "netns", "del", ns], capture_output=True, text=True)
+            if p.returncode != 0:
+                errors.append("%s: %s" % (ns, p.stderr.strip()))
+        self._made_ns = []
+        if errors:
+            raise RuntimeError("could not delete namespaces: " + "; ".join(errors))
+
+    # --- addresses ----------------------------------------------------------
+
+    @staticmethod
+    def controller_if(i):
+        return "veth%d" % i
+
+    @staticmethod
+    def controller_ip(i):
+        return "10.201.%d.1" % (i + 1)
+
+    @staticmethod
+    def worker_ip(i):
+        return "10.201.%d.2" % (i + 1)
+
+    # --- actions ------------------------------------------------------------
+
+    def alive(self, name):
+        for n, p, _ in self._procs:
+            if n == name:
+                return p.poll() is None
+        return False
+
+    def cut_link(self, i):
+        """Takes worker i's link down at the controller's end (`ip link set down`)."""
+        _run(["ip", "-n", self.ns_controller, "link", "set", self.controller_if(i), "down"])
+
+    def restore_link(self, i):
+        """Brings worker i's link back up; its worker registers again on its own."""
+        _run(["ip", "-n", self.ns_controller, "link", "set", self.controller_if(i), "up"])
+
+    def cli(self, *args, timeout=120):
+        """Runs `hmpmd ARGS --url http://HTTP` in the controller namespace; (rc, stdout, stderr)."""
+        p = subprocess.run(["ip", "netns", "exec", self.ns_controller, self.hmpmd_bin] + list(args) +
+                           ["--url", "http://" + HTTP], capture_output=True, text=True,
+                           timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+
+    def cli_json(self, *args, timeout=120):
+        rc, out, err = self.cli(*args, "--json", timeout=timeout)
+        if rc != 0 and not out.strip().startswith("{"):
+            raise RuntimeError("hmpmd %s: exit %d: %s" % (" ".join(args), rc, err.strip()))
+        return json.loads(out)
+
+    def get(self, path):
+        """GET http://HTTP/PATH from inside the controller namespace, parsed as JSON."""
+        code = ("import sys, urllib.request;"
+                "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())")
+        out = _run(["ip", "netns", "exec", self.ns_controller, "python3", "-c", code,
+                    "http://%s%s" % (HTTP, path)])
+        return json.loads(out)
+
+    def alive_devices(self):
+        rc, out, _ = self.cli("pool", "--json", timeout=15)
+        return json.loads(out).get("alive_devices", 0) if rc == 0 else -1
+
+    def wait_for_workers(self, count, timeout_s=20):
+        """Waits until exactly `count` workers are alive in the pool."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for name, p, _ in self._procs:
+                if p.poll() is not None:
+                    raise RuntimeError("%s exited with %d" % (name, p.returncode))
+            if self.alive_devices() == count:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("%d workers did not register within %ds (pool has %d)" %
+                           (count, timeout_s, self.alive_devices()))
