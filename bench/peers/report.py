@@ -85,7 +85,7 @@ def main():
     lines.append(f"bench/peers: median of {runs} run(s) [min..max]; 2 workers x 1 slot each, loopback")
     if a.machine:
         lines.append(f"machine: {a.machine}")
-    head = f"{'workload':44} {'unit':8} {'HyperMPMD':>24} {'Dask':>24} {'raw ZeroMQ':>24} {'HMPMD/Dask':>11} {'HMPMD/raw':>10}"
+    head = f"{'workload':47} {'unit':8} {'HyperMPMD':>24} {'Dask':>24} {'raw ZeroMQ':>24} {'HMPMD/Dask':>11} {'HMPMD/raw':>10}"
     lines.append(head)
     lines.append("-" * len(head))
     summary = []
@@ -103,8 +103,8 @@ def main():
         h = cells["hmpmd"][1]
         r_dask = f"{h / cells['dask'][1]:.3g}" if h and cells["dask"][1] else "-"
         r_raw = f"{h / cells['raw'][1]:.3g}" if h and cells["raw"][1] else "-"
-        lines.append(f"{label:44} {unit:8} {cells['hmpmd'][0]:>24} {cells['dask'][0]:>24} {cells['raw'][0]:>24} {r_dask:>11} {r_raw:>10}")
-    lines.append(f"{'  lower bound, nominal spin durations, 2 slots':44} {'ms':8} {lb_nominal:>24.1f}")
+        lines.append(f"{label:47} {unit:8} {cells['hmpmd'][0]:>24} {cells['dask'][0]:>24} {cells['raw'][0]:>24} {r_dask:>11} {r_raw:>10}")
+    lines.append(f"{'  lower bound, nominal spin durations, 2 slots':47} {'ms':8} {lb_nominal:>24.1f}")
     summary.append(["w4_multimodal", "nominal_lower_bound_ms", "ms", "spec", f"{lb_nominal:.6g}", f"{lb_nominal:.6g}", f"{lb_nominal:.6g}", 1])
 
     lines.append("")
@@ -175,7 +175,9 @@ def plot(a, data, labels, lb_nominal):
         ax.set_title(re.sub(r"^\d ", "", labels[key]).split(", makespan")[0], fontsize=9)
         ax.set_ylabel(titles[key[1]], fontsize=9)
     fig.suptitle("bench/peers: median of runs, whiskers min..max (2 workers x 1 slot)", fontsize=10)
-    fig.tight_layout()
+    if a.machine:
+        fig.text(0.5, 0.01, a.machine, ha="center", fontsize=7, color="#555555")
+    fig.tight_layout(rect=(0, 0.04 if a.machine else 0, 1, 1))
     fig.savefig(os.path.join(a.out, "peers.png"), dpi=110)
 
 
