@@ -80,13 +80,22 @@ def tree(client, leaves, fan_in):
 
 def load_multimodal(path):
     """(repeat, [(id, us, [inputs])]) from a job spec of spin tasks."""
-    with open(path) as f:
-        spec = json.load(f)
-    tasks = []
-    for t in spec["tasks"]:
+    try:
+        with open(path) as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"dask_bench: {path}: {e}")
+    tasks, seen = [], set()
+    for n, t in enumerate(spec.get("tasks", [])):
         if t.get("kernel") != "spin" or "us" not in t.get("args", {}):
-            sys.exit(f"dask_bench: {path}: tasks '{t.get('id')}': kernel: only spin tasks with args.us run here")
+            sys.exit(f"dask_bench: {path}: tasks[{n}] '{t.get('id')}': kernel: only spin tasks with args.us run here")
+        for i in t.get("inputs", []):
+            if i not in seen:
+                sys.exit(f"dask_bench: {path}: tasks[{n}] '{t['id']}': inputs: '{i}' is not an earlier task")
+        seen.add(t["id"])
         tasks.append((t["id"], float(t["args"]["us"]), list(t.get("inputs", []))))
+    if not tasks:
+        sys.exit(f"dask_bench: {path}: tasks: empty")
     return int(spec.get("repeat", 1)), tasks
 
 

@@ -101,6 +101,13 @@ std::shared_ptr<const JobGraph> FileJob(const std::string& path) {
   text << in.rdbuf();
   auto spec = ParseJobSpec(text.str());
   if (!spec.ok()) Die(path + ": " + spec.status().message());
+  // Dask runs the same file, and it knows only spin tasks.
+  for (size_t i = 0; i < spec->tasks.size(); ++i) {
+    const TaskSpec& t = spec->tasks[i];
+    if (t.kernel != "spin" || ArgNumber(t.args, "us", -1) < 0) {
+      Die(path + ": tasks[" + std::to_string(i) + "] '" + t.id + "': kernel: only spin tasks with args.us run here");
+    }
+  }
   return Build(std::move(spec).value());
 }
 
@@ -116,7 +123,10 @@ Outcome RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
     out.seconds = static_cast<double>(job.finished - job.submitted) / 1e6;
     out.lower_bound_s = ComputeMetrics(job, c.scheduler().pool()).lower_bound_s;
   });
-  if (!st.ok() || out.seconds < 0) Die("job '" + graph->spec().name + "' failed: " + st.ToString());
+  if (!st.ok() || out.seconds < 0) {
+    cluster.Stop();  // its worker processes must not outlive the bench
+    Die("job '" + graph->spec().name + "' failed: " + st.ToString());
+  }
   return out;
 }
 
@@ -170,26 +180,34 @@ int main(int argc, char** argv) {
   CsvOut csv(f);
   spdlog::set_level(spdlog::level::warn);
 
+  std::shared_ptr<const JobGraph> w4;
+  if (!multimodal.empty()) w4 = FileJob(multimodal);  // a bad file fails before anything starts
+
   // Raw ZeroMQ first: it forks, which must happen before any thread starts.
   if (!no_raw) {
     RawPeers raw;
     if (!raw.Start(2)) Die("the raw ZeroMQ peers did not start");
+    auto silent = [&raw] {
+      raw.Stop();
+      Die("a raw ZeroMQ peer went silent");
+    };
     try {
       if (raw.Independent(std::min(independent, 2'000), raw_batch, raw_window) < 0 ||
           raw.Chain(std::min(chain, 200)) < 0) {
-        Die("a raw ZeroMQ peer went silent");
+        silent();
       }
       for (int r = 0; r < runs; ++r) {
         double s = raw.Independent(independent, raw_batch, raw_window);
-        if (s <= 0) Die("a raw ZeroMQ peer went silent");
+        if (s <= 0) silent();
         csv.Row("raw", "w1_independent", "tasks_per_s", "tasks/s", r, independent / s);
       }
       for (int r = 0; r < runs; ++r) {
         double s = raw.Chain(chain);
-        if (s <= 0) Die("a raw ZeroMQ peer went silent");
+        if (s <= 0) silent();
         csv.Row("raw", "w2_chain", "latency_us", "us/task", r, s * 1e6 / chain);
       }
     } catch (const zmq::error_t& e) {
+      raw.Stop();
       Die(std::string("raw ZeroMQ: ") + e.what());
     }
     raw.Stop();
@@ -201,7 +219,10 @@ int main(int argc, char** argv) {
   opts.worker_binary = HMPMD_WORKER_BIN;
   opts.log_level = "error";
   LocalCluster cluster(opts);
-  if (Status st = cluster.Start(); !st.ok()) Die(st.ToString());
+  if (Status st = cluster.Start(); !st.ok()) {
+    cluster.Stop();
+    Die(st.ToString());
+  }
 
   auto w1 = IndependentJob(independent);
   RunOnce(cluster, IndependentJob(std::min(independent, 2'000)));
@@ -218,8 +239,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < runs; ++r) {
     csv.Row("hmpmd", "w3_tree", "makespan_ms", "ms", r, RunOnce(cluster, w3).seconds * 1e3);
   }
-  if (!multimodal.empty()) {
-    auto w4 = FileJob(multimodal);
+  if (w4) {
     RunOnce(cluster, w4);
     for (int r = 0; r < runs; ++r) {
       Outcome o = RunOnce(cluster, w4);
