@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
   CLI::App app{"bench/peers: HyperMPMD and raw ZeroMQ on the workloads of bench/peers"};
   int runs = 3, independent = 20'000, chain = 2'000, leaves = 5'000, fan_in = 8;
   int raw_batch = 64, raw_window = 2;
+  int lookahead_us = -1;
   std::string multimodal, csv_path;
   bool smoke = false, no_raw = false;
   app.add_option("--runs", runs, "Timed runs per figure")->capture_default_str();
@@ -162,6 +163,8 @@ int main(int argc, char** argv) {
   app.add_option("--raw-window", raw_window, "Raw workload 1: batches in flight per peer")->capture_default_str();
   app.add_option("--multimodal", multimodal, "Workload 4: a job spec of spin tasks (skipped if empty)");
   app.add_option("--csv", csv_path, "Append the rows to this file instead of stdout");
+  app.add_option("--lookahead-us", lookahead_us,
+                 "Estimated work a core may hold queued (default: the controller's, 200)");
   app.add_flag("--no-raw", no_raw, "Skip the raw ZeroMQ baseline");
   app.add_flag("--smoke", smoke, "Small sizes, one run (for CI)");
   CLI11_PARSE(app, argc, argv);
@@ -218,6 +221,7 @@ int main(int argc, char** argv) {
   opts.cores = "cube=1";  // 2 x 1 lane, as Dask's 2 workers x 1 thread
   opts.worker_binary = HMPMD_WORKER_BIN;
   opts.log_level = "error";
+  if (lookahead_us >= 0) opts.controller.scheduler.pool.lookahead_us = lookahead_us;
   LocalCluster cluster(opts);
   if (Status st = cluster.Start(); !st.ok()) {
     cluster.Stop();
