@@ -7,8 +7,16 @@
 // Algorithm:
 // 1. Order ready tasks by upward rank (own estimate plus the longest
 //    estimated path to a sink): the critical path goes first.
-// 2. Place each on the core of its kind that frees up earliest, so the task
-//    finishes earliest; cores only of devices that run its kernel.
+// 2. Communication kernels go to vector cores (where the pool has them), so
+//    they overlap compute on the cube cores; chunked MoE dispatch/combine
+//    then pipelines under the experts' compute.
+// 3. A consumer goes to the device of its first input when a core of its
+//    kind there is free now (data stays put); otherwise to the core of its
+//    kind that frees up earliest, so the task finishes earliest. Sub-models
+//    have no fixed devices: independent ones run side by side and each takes
+//    the share of the pool its ready work needs, moment by moment.
+// 4. Collectives are placed as a gang by the engine (all members or none).
+// Thread-safety: not thread-safe; owned by the scheduler's thread.
 #pragma once
 
 #include "hmpmd/scheduler/policy.h"
