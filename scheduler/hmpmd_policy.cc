@@ -2,7 +2,14 @@
 
 namespace hmpmd {
 
-double HmpmdPolicy::Priority(const TaskView& task) const { return task.rank_us; }
+double HmpmdPolicy::Priority(const TaskView& task) const {
+  // Critical path first, aged by readiness: a task ready at r with upward
+  // rank R goes before one ready at r' with rank R' when R - r > R' - r'.
+  // Pure rank starves shallow work that became ready earlier (later MoE
+  // layers' all-to-alls pile up at the end); pure arrival order ignores the
+  // critical path.
+  return task.rank_us - static_cast<double>(task.ready_at);
+}
 
 Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs now) {
   CoreKind kind = task.spec->core;

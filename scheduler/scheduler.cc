@@ -108,7 +108,7 @@ Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs no
   return id;
 }
 
-void Scheduler::StartStep(JobRun& job, uint32_t step, TimeUs /*now*/) {
+void Scheduler::StartStep(JobRun& job, uint32_t step, TimeUs now) {
   const JobGraph& g = *job.graph;
   job.step = step;
   job.left_in_step = g.size();
@@ -117,7 +117,7 @@ void Scheduler::StartStep(JobRun& job, uint32_t step, TimeUs /*now*/) {
   for (uint32_t i = 0; i < g.size(); ++i) {
     job.runs[base + i].pending = static_cast<uint32_t>(g.task(i).inputs.size());
   }
-  for (uint32_t i : g.roots()) MakeReady(job, base + i);
+  for (uint32_t i : g.roots()) MakeReady(job, base + i, now);
 }
 
 TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
@@ -140,7 +140,7 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
   return v;
 }
 
-void Scheduler::MakeReady(JobRun& job, uint32_t run) {
+void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
   TaskRecord& rec = job.runs[run];
   rec.state = TaskState::kReady;
   TaskView v = View(job, run);
@@ -156,6 +156,7 @@ void Scheduler::MakeReady(JobRun& job, uint32_t run) {
     }
   }
   v.ready_seq = ready_seq_++;
+  v.ready_at = now;
   ready_[static_cast<size_t>(v.spec->core)].push(
       {policy_->Priority(v), v.ready_seq, job.id, run});
 }
@@ -183,7 +184,7 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start));
   uint32_t base = run - index;
   for (uint32_t c : g.task(index).consumers) {
-    if (--job.runs[base + c].pending == 0) MakeReady(job, base + c);
+    if (--job.runs[base + c].pending == 0) MakeReady(job, base + c, now);
   }
   if (--job.left_in_step == 0) {
     if (job.step + 1 < g.steps()) {
@@ -211,7 +212,7 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt,
   if (retryable && rec.attempt + 1 < options_.max_attempts) {
     ++rec.attempt;
     rec.core = kNoCore;
-    MakeReady(job, run);
+    MakeReady(job, run, now);
     return true;
   }
   rec.state = TaskState::kFailed;

@@ -139,7 +139,9 @@ double SpmdPolicy::Priority(const TaskView& task) const { return task.rank_us; }
 
 Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs /*now*/) {
   JobPlan* plan = Plan(task.job);
-  if (plan == nullptr) return Placement::Infeasible("spmd-1f1b: job not admitted");
+  if (plan == nullptr) {  // not admitted through OnJobAdded: the whole pool is its set
+    return EarliestCore(task, task.spec->core, pool, [](DeviceId) { return true; });
+  }
   const std::vector<DeviceId>& set = plan->sets[task.task->submodel];
   if (set.empty()) return Placement::Infeasible("spmd-1f1b: submodel has no devices");
   // Communication runs on the compute core, after the compute.

@@ -30,6 +30,7 @@ struct TaskView {
   uint32_t kernel_id = 0;  // pool kernel id
   uint32_t weight = 1;     // the job's share of the pool
   uint64_t ready_seq = 0;  // order in which tasks became ready
+  TimeUs ready_at = 0;     // when it became ready (set for Priority())
   // Device its first input ran on; -1 for a root (or an input not placed).
   int64_t input_device = -1;
 };

@@ -145,7 +145,7 @@ class Scheduler {
   };
 
   TaskView View(const JobRun& job, uint32_t run) const;
-  void MakeReady(JobRun& job, uint32_t run);
+  void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   void StartStep(JobRun& job, uint32_t step, TimeUs now);
   void FinishJob(JobRun& job, JobState state, std::string error, TimeUs now);
   void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
