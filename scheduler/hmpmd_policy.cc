@@ -1,5 +1,9 @@
 #include "hmpmd/scheduler/hmpmd_policy.h"
 
+#include <algorithm>
+
+#include "hmpmd/scheduler/scheduler.h"
+
 namespace hmpmd {
 
 double HmpmdPolicy::Priority(const TaskView& task) const {
@@ -8,7 +12,35 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
   // Pure rank starves shallow work that became ready earlier (later MoE
   // layers' all-to-alls pile up at the end); pure arrival order ignores the
   // critical path.
-  return task.rank_us - static_cast<double>(task.ready_at);
+  double p = task.rank_us - static_cast<double>(task.ready_at);
+  if (shares_.size() > 1) {
+    auto it = shares_.find(task.job);
+    if (it != shares_.end()) {
+      p -= it->second.placed_us / it->second.weight / cores_ * total_weight_;
+    }
+  }
+  return p;
+}
+
+void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
+  double w = std::max(1u, job.graph->spec().weight);
+  shares_[job.id] = {w, 0};
+  total_weight_ += w;
+  double cores = 0;
+  for (int k = 0; k < kNumCoreKinds; ++k) cores += pool.alive_cores(static_cast<CoreKind>(k));
+  cores_ = std::max(1.0, cores);
+}
+
+void HmpmdPolicy::OnJobRemoved(JobId job) {
+  auto it = shares_.find(job);
+  if (it == shares_.end()) return;
+  total_weight_ -= it->second.weight;
+  shares_.erase(it);
+}
+
+void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId /*core*/) {
+  auto it = shares_.find(task.job);
+  if (it != shares_.end()) it->second.placed_us += task.est_us;
 }
 
 Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs now) {

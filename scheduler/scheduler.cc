@@ -158,7 +158,7 @@ void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
   v.ready_seq = ready_seq_++;
   v.ready_at = now;
   ready_[static_cast<size_t>(v.spec->core)].push(
-      {policy_->Priority(v), v.ready_seq, job.id, run});
+      {policy_->Priority(v), v.ready_seq, job.id, run, now});
 }
 
 void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
@@ -280,6 +280,17 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       JobRun& job = it->second;
       TaskRecord& rec = job.runs[item.run];
       if (IsTerminal(job.state) || rec.state != TaskState::kReady) continue;  // stale entry
+      // Priorities may fall while a task waits (a policy's fair share):
+      // re-key lazily when the fresh value drops below the next in line.
+      TaskView fresh = View(job, item.run);
+      fresh.ready_seq = item.seq;
+      fresh.ready_at = item.ready_at;
+      double now_priority = policy_->Priority(fresh);
+      if (now_priority < item.priority && !heap.empty() && now_priority < heap.top().priority) {
+        item.priority = now_priority;
+        heap.push(item);
+        continue;
+      }
       Placement p = PlaceItem(job, item, now, out);
       if (p.kind == Placement::Kind::kRetryLater) {
         deferred_.push_back(item);
@@ -347,7 +358,9 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
   }
   for (const auto& [run, core, est] : placed_) {
     Commit(job, run, core, est, now, out);
-    policy_->OnPlaced(View(job, run), core);
+    TaskView v = View(job, run);
+    v.est_us = est;
+    policy_->OnPlaced(v, core);
   }
   return Placement::Placed(placed_.empty() ? 0 : std::get<1>(placed_.front()));
 }

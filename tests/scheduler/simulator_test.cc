@@ -236,3 +236,42 @@ TEST(CostModelCalibration, EstimateConvergesOnObservedDurations) {
 
 }  // namespace
 }  // namespace hmpmd
+
+namespace hmpmd {
+namespace {
+
+// Two jobs of equal work, weights 3 and 1: while both run, the heavier gets
+// about three quarters of the cores.
+TEST(Simulator, HmpmdSharesThePoolByJobWeight) {
+  auto make = [](const std::string& name, uint32_t weight) {
+    SpecBuilder b;
+    b.Name(name);
+    for (int i = 0; i < 400; ++i) b.Add(TaskBuilder(name + std::to_string(i), "spin").Us(100));
+    JobSpec spec = b.Build();
+    spec.weight = weight;
+    return BuildGraph(spec);
+  };
+  SimOptions o;
+  o.pool = MakePoolSpec(4);
+  o.pool.cores = {1, 0};
+  auto sim = Simulator::Create(o);
+  ASSERT_TRUE(sim.ok());
+  auto heavy = (*sim)->Submit(make("h", 3));
+  auto light = (*sim)->Submit(make("l", 1));
+  ASSERT_TRUE(heavy.ok() && light.ok());
+  ASSERT_TRUE((*sim)->Run().ok());
+  const JobRun& h = *(*sim)->scheduler().job(*heavy);
+  const JobRun& l = *(*sim)->scheduler().job(*light);
+  TimeUs both_until = std::min(h.finished, l.finished);
+  auto served = [&](const JobRun& j) {
+    uint64_t n = 0;
+    for (const TaskRecord& r : j.runs) n += r.start < both_until ? 1 : 0;
+    return static_cast<double>(n);
+  };
+  double ratio = served(h) / served(l);
+  EXPECT_GT(ratio, 2.5) << ratio;
+  EXPECT_LT(ratio, 3.5) << ratio;
+}
+
+}  // namespace
+}  // namespace hmpmd

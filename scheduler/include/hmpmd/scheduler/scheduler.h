@@ -139,6 +139,7 @@ class Scheduler {
     uint64_t seq;
     JobId job;
     uint32_t run;
+    TimeUs ready_at;
     bool operator<(const ReadyItem& o) const {
       return priority != o.priority ? priority < o.priority : seq > o.seq;
     }
