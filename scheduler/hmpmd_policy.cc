@@ -1,13 +1,73 @@
 #include "hmpmd/scheduler/hmpmd_policy.h"
 
+#include <algorithm>
+
+#include "hmpmd/scheduler/scheduler.h"
+
 namespace hmpmd {
 
-double HmpmdPolicy::Priority(const TaskView& task) const { return task.rank_us; }
+double HmpmdPolicy::Priority(const TaskView& task) const {
+  // Critical path first, aged by readiness: a task ready at r with upward
+  // rank R goes before one ready at r' with rank R' when R - r > R' - r'.
+  // Pure rank starves shallow work that became ready earlier (later MoE
+  // layers' all-to-alls pile up at the end); pure arrival order ignores the
+  // critical path.
+  double p = task.rank_us - static_cast<double>(task.ready_at);
+  if (shares_.size() > 1) {
+    auto it = shares_.find(task.job);
+    if (it != shares_.end()) {
+      p -= it->second.placed_us / it->second.weight / cores_ * total_weight_;
+    }
+  }
+  return p;
+}
 
-Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs /*now*/) {
+void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
+  double w = std::max(1u, job.graph->spec().weight);
+  shares_[job.id] = {w, 0};
+  total_weight_ += w;
+  double cores = 0;
+  for (int k = 0; k < kNumCoreKinds; ++k) cores += pool.alive_cores(static_cast<CoreKind>(k));
+  cores_ = std::max(1.0, cores);
+}
+
+void HmpmdPolicy::OnJobRemoved(JobId job) {
+  auto it = shares_.find(job);
+  if (it == shares_.end()) return;
+  total_weight_ -= it->second.weight;
+  shares_.erase(it);
+}
+
+void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId /*core*/) {
+  auto it = shares_.find(task.job);
+  if (it != shares_.end()) it->second.placed_us += task.est_us;
+}
+
+Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs now) {
+  CoreKind kind = task.spec->core;
+  if (task.task->is_comm && pool.alive_cores(CoreKind::kVector) > 0 &&
+      pool.HasCapacity(CoreKind::kVector)) {
+    kind = CoreKind::kVector;
+  }
+  if (task.input_device >= 0) {
+    DeviceId near = static_cast<DeviceId>(task.input_device);
+    const ResourcePool::Device& d = pool.device(near);
+    if (d.alive && pool.Supports(near, task.kernel_id)) {
+      for (CoreId c : d.cores) {
+        const ResourcePool::Core& core = pool.core(c);
+        // Communication stays with its data on the producer's device (its
+        // vector core overlaps the cube core's next compute); compute goes
+        // there only when the core is free now.
+        bool idle = core.queued == 0 && core.busy_until <= now;
+        if (core.kind == kind && (idle || task.task->is_comm) && pool.HasCapacity(c)) {
+          return Placement::Placed(c);
+        }
+      }
+    }
+  }
   // Cores of a kind are equally fast, so the earliest-draining one also
   // finishes the task earliest.
-  return EarliestCore(task, task.spec->core, pool, [](DeviceId) { return true; });
+  return EarliestCore(task, kind, pool, [](DeviceId) { return true; });
 }
 
 }  // namespace hmpmd

@@ -1,6 +1,8 @@
 #include "hmpmd/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <span>
+#include <tuple>
 
 namespace hmpmd {
 
@@ -88,31 +90,34 @@ Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs no
   // Upward rank, sinks first: the estimated time from a task's start to the
   // end of its step.
   job.rank_us.assign(graph->size(), 0);
+  job.est_us.assign(graph->size(), 0);
   const auto& topo = graph->topo_order();
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
     double tail = 0;
     for (uint32_t c : graph->task(*it).consumers) tail = std::max(tail, job.rank_us[c]);
     const TaskSpec& t = graph->spec_task(*it);
-    job.rank_us[*it] = cost_.Estimate(t, t.core) + tail;
+    job.est_us[*it] = cost_.Estimate(t, t.core);
+    job.rank_us[*it] = job.est_us[*it] + tail;
   }
   job.graph = std::move(graph);
   JobId id = job.id;
   JobRun& stored = jobs_.emplace(id, std::move(job)).first->second;
   ++active_jobs_;
-  policy_->OnJobAdded(id, *stored.graph, pool_);
+  policy_->OnJobAdded(stored, pool_);
   StartStep(stored, 0, now);
   return id;
 }
 
-void Scheduler::StartStep(JobRun& job, uint32_t step, TimeUs /*now*/) {
+void Scheduler::StartStep(JobRun& job, uint32_t step, TimeUs now) {
   const JobGraph& g = *job.graph;
   job.step = step;
   job.left_in_step = g.size();
+  job.gang_ready.assign(g.groups().size(), 0);
   uint32_t base = step * g.size();
   for (uint32_t i = 0; i < g.size(); ++i) {
     job.runs[base + i].pending = static_cast<uint32_t>(g.task(i).inputs.size());
   }
-  for (uint32_t i : g.roots()) MakeReady(job, base + i);
+  for (uint32_t i : g.roots()) MakeReady(job, base + i, now);
 }
 
 TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
@@ -128,16 +133,32 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
   v.rank_us = job.rank_us[v.index];
   v.kernel_id = job.kernel_ids[v.index];
   v.weight = g.spec().weight;
+  if (!v.task->inputs.empty()) {
+    const TaskRecord& in = job.runs[run - v.index + v.task->inputs.front()];
+    if (in.core != kNoCore) v.input_device = pool_.core(in.core).device;
+  }
   return v;
 }
 
-void Scheduler::MakeReady(JobRun& job, uint32_t run) {
+void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
   TaskRecord& rec = job.runs[run];
   rec.state = TaskState::kReady;
   TaskView v = View(job, run);
+  if (v.task->group != kNoGroup) {
+    // A gang is queued once, under its first member, when all are ready; a
+    // member made ready again (a retry) goes alone.
+    const CollectiveGroup& grp = job.graph->groups()[v.task->group];
+    uint32_t ready = ++job.gang_ready[v.task->group];
+    if (ready < grp.members.size()) return;
+    if (ready == grp.members.size()) {
+      run = run - v.index + grp.members.front();
+      v = View(job, run);
+    }
+  }
   v.ready_seq = ready_seq_++;
+  v.ready_at = now;
   ready_[static_cast<size_t>(v.spec->core)].push(
-      {policy_->Priority(v), v.ready_seq, job.id, run});
+      {policy_->Priority(v), v.ready_seq, job.id, run, now});
 }
 
 void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
@@ -163,7 +184,7 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start));
   uint32_t base = run - index;
   for (uint32_t c : g.task(index).consumers) {
-    if (--job.runs[base + c].pending == 0) MakeReady(job, base + c);
+    if (--job.runs[base + c].pending == 0) MakeReady(job, base + c, now);
   }
   if (--job.left_in_step == 0) {
     if (job.step + 1 < g.steps()) {
@@ -191,7 +212,7 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt,
   if (retryable && rec.attempt + 1 < options_.max_attempts) {
     ++rec.attempt;
     rec.core = kNoCore;
-    MakeReady(job, run);
+    MakeReady(job, run, now);
     return true;
   }
   rec.state = TaskState::kFailed;
@@ -259,32 +280,89 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       JobRun& job = it->second;
       TaskRecord& rec = job.runs[item.run];
       if (IsTerminal(job.state) || rec.state != TaskState::kReady) continue;  // stale entry
-      TaskView v = View(job, item.run);
-      v.ready_seq = item.seq;
-      v.est_us = cost_.Estimate(*v.spec, kind);
-      Placement p = policy_->Place(v, pool_, now);
-      if (p.kind == Placement::Kind::kPlaced) {
-        rec.state = TaskState::kRunning;
-        rec.core = p.core;
-        rec.est_us = static_cast<float>(v.est_us);
-        rec.dispatched = now;
-        pool_.Assign(p.core, rec.est_us, now);  // Release() gets the same value back
-        ++job.running;
-        if (job.started < 0) {
-          job.started = now;
-          job.state = JobState::kRunning;
-        }
-        out->push_back({job.id, item.run, rec.attempt, p.core, pool_.core(p.core).device});
-      } else if (p.kind == Placement::Kind::kRetryLater) {
+      // Priorities may fall while a task waits (a policy's fair share):
+      // re-key lazily when the fresh value drops below the next in line.
+      TaskView fresh = View(job, item.run);
+      fresh.ready_seq = item.seq;
+      fresh.ready_at = item.ready_at;
+      double now_priority = policy_->Priority(fresh);
+      if (now_priority < item.priority && !heap.empty() && now_priority < heap.top().priority) {
+        item.priority = now_priority;
+        heap.push(item);
+        continue;
+      }
+      Placement p = PlaceItem(job, item, now, out);
+      if (p.kind == Placement::Kind::kRetryLater) {
         deferred_.push_back(item);
         if (deferred_.size() >= options_.max_deferred) break;
-      } else {
-        FinishJob(job, JobState::kFailed,
-                  job.graph->Describe(v.index) + ": cannot be placed: " + p.reason, now);
+      } else if (p.kind == Placement::Kind::kInfeasible) {
+        FinishJob(job, JobState::kFailed, p.reason, now);
       }
     }
     for (const ReadyItem& d : deferred_) heap.push(d);
   }
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+void Scheduler::Commit(JobRun& job, uint32_t run, CoreId core, double est_us, TimeUs now,
+                       std::vector<Dispatch>* out) {
+  TaskRecord& rec = job.runs[run];
+  rec.state = TaskState::kRunning;
+  rec.core = core;
+  rec.est_us = static_cast<float>(est_us);
+  rec.dispatched = now;
+  ++job.running;
+  if (job.started < 0) {
+    job.started = now;
+    job.state = JobState::kRunning;
+  }
+  out->push_back({job.id, run, rec.attempt, core, pool_.core(core).device});
+}
+
+Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
+                               std::vector<Dispatch>* out) {
+  const JobGraph& g = *job.graph;
+  uint32_t index = item.run % g.size(), base = item.run - index;
+  uint32_t solo[1] = {index};
+  std::span<const uint32_t> members(solo);
+  uint32_t group = g.task(index).group;
+  if (group != kNoGroup && g.groups()[group].members.front() == index) {
+    const std::vector<uint32_t>& all = g.groups()[group].members;
+    bool gang = std::all_of(all.begin(), all.end(), [&](uint32_t m) {
+      return job.runs[base + m].state == TaskState::kReady;
+    });
+    if (gang) members = all;
+  }
+  // Tentatively assign member by member (so each sees the cores taken by
+  // the ones before it); undo all if one cannot be placed.
+  placed_.clear();
+  for (uint32_t m : members) {
+    TaskView v = View(job, base + m);
+    v.ready_seq = item.seq;
+    v.est_us = cost_.Estimate(*v.spec, v.spec->core);
+    Placement p = policy_->Place(v, pool_, now);
+    if (p.kind != Placement::Kind::kPlaced) {
+      for (const auto& [run, core, est] : placed_) pool_.Release(core, est, now);
+      if (p.kind == Placement::Kind::kInfeasible) {
+        p.reason = g.Describe(m) + ": cannot be placed: " + p.reason;
+      }
+      return p;
+    }
+    // Release() later gets the same estimate back.
+    double est = static_cast<float>(cost_.Estimate(*v.spec, pool_.core(p.core).kind));
+    pool_.Assign(p.core, est, now);
+    placed_.push_back({base + m, p.core, est});
+  }
+  for (const auto& [run, core, est] : placed_) {
+    Commit(job, run, core, est, now, out);
+    TaskView v = View(job, run);
+    v.est_us = est;
+    policy_->OnPlaced(v, core);
+  }
+  return Placement::Placed(placed_.empty() ? 0 : std::get<1>(placed_.front()));
 }
 
 }  // namespace hmpmd

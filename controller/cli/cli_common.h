@@ -32,5 +32,6 @@ void AddRunCommand(CLI::App& app, int* exit_code);
 void AddControllerCommand(CLI::App& app, int* exit_code);
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddClientCommands(CLI::App& app, int* exit_code);
+void AddSimCommand(CLI::App& app, int* exit_code);
 
 }  // namespace hmpmd

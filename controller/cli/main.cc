@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   hmpmd::AddControllerCommand(app, &exit_code);
   hmpmd::AddWorkerCommand(app, &exit_code);
   hmpmd::AddClientCommands(app, &exit_code);
+  hmpmd::AddSimCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,9 +7,23 @@
 // Algorithm:
 // 1. Order ready tasks by upward rank (own estimate plus the longest
 //    estimated path to a sink): the critical path goes first.
-// 2. Place each on the core of its kind that frees up earliest, so the task
-//    finishes earliest; cores only of devices that run its kernel.
+// 2. Communication kernels go to vector cores (where the pool has them), so
+//    they overlap compute on the cube cores; chunked MoE dispatch/combine
+//    then pipelines under the experts' compute.
+// 3. A consumer goes to the device of its first input when a core of its
+//    kind there is free now (data stays put); otherwise to the core of its
+//    kind that frees up earliest, so the task finishes earliest. Sub-models
+//    have no fixed devices: independent ones run side by side and each takes
+//    the share of the pool its ready work needs, moment by moment.
+// 4. Collectives are placed as a gang by the engine (all members or none).
+// 5. Several jobs share the pool by weight: while more than one job is
+//    active, a task's priority drops by its job's virtual time, the
+//    estimated core time placed for the job / its weight / cores x the sum
+//    of the active weights, so each job's share follows its weight.
+// Thread-safety: not thread-safe; owned by the scheduler's thread.
 #pragma once
+
+#include <unordered_map>
 
 #include "hmpmd/scheduler/policy.h"
 
@@ -20,6 +34,18 @@ class HmpmdPolicy final : public Policy {
   std::string_view Name() const override { return "hmpmd"; }
   double Priority(const TaskView& task) const override;
   Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) override;
+  void OnJobAdded(const JobRun& job, const ResourcePool& pool) override;
+  void OnJobRemoved(JobId job) override;
+  void OnPlaced(const TaskView& task, CoreId core) override;
+
+ private:
+  struct Share {
+    double weight = 1;
+    double placed_us = 0;  // estimated core time placed so far
+  };
+  std::unordered_map<JobId, Share> shares_;
+  double total_weight_ = 0;
+  double cores_ = 1;
 };
 
 }  // namespace hmpmd

@@ -30,7 +30,12 @@ struct TaskView {
   uint32_t kernel_id = 0;  // pool kernel id
   uint32_t weight = 1;     // the job's share of the pool
   uint64_t ready_seq = 0;  // order in which tasks became ready
+  TimeUs ready_at = 0;     // when it became ready (set for Priority())
+  // Device its first input ran on; -1 for a root (or an input not placed).
+  int64_t input_device = -1;
 };
+
+struct JobRun;
 
 // The outcome of one placement attempt: a value, not an error.
 struct Placement {
@@ -48,14 +53,19 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual std::string_view Name() const = 0;
-  // A job was admitted; static policies fix its device sets here.
-  virtual void OnJobAdded(JobId /*job*/, const JobGraph& /*graph*/,
-                          const ResourcePool& /*pool*/) {}
+  // A job was admitted (its graph, rank_us and est_us are set); static
+  // policies fix its device sets here.
+  virtual void OnJobAdded(const JobRun& /*job*/, const ResourcePool& /*pool*/) {}
   virtual void OnJobRemoved(JobId /*job*/) {}
   // Ready tasks run in decreasing priority.
   virtual double Priority(const TaskView& task) const = 0;
-  // Picks a core with capacity for `task`, or says why not.
+  // Picks a core with capacity for `task`, or says why not. The core may
+  // be of another kind than task.spec->core (spmd-1f1b runs communication on
+  // the compute core); the engine then estimates for the core's kind.
   virtual Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) = 0;
+  // The engine committed a placement Place() proposed (a gang's members are
+  // proposed one by one and may be taken back before this).
+  virtual void OnPlaced(const TaskView& /*task*/, CoreId /*core*/) {}
 };
 
 // Names MakePolicy() accepts, the default first.

@@ -30,6 +30,12 @@ struct DeviceDesc {
   WorkerId worker = 0;
   std::array<uint32_t, kNumCoreKinds> cores{};  // cores per kind
   uint64_t memory_mb = 0;
+  // Node the device sits in: devices of one node share the faster node-tier
+  // link. Default 0 (live workers do not report it yet).
+  uint32_t node = 0;
+  // Throughput of one core per kind, flops per us; 0 means "the cost
+  // model's default" (live workers do not report it yet).
+  std::array<double, kNumCoreKinds> flops_per_us{};
   // Kernels it runs; empty means every kernel (the simulator's devices).
   std::vector<std::string> kernels;
 };

@@ -9,7 +9,9 @@
 // Life of a task run: blocked -> ready (inputs done) -> running (placed on a
 // core; for the controller, dispatched) -> done | failed. Steps of a job
 // (spec.repeat) run in order: step k+1's tasks are released when step k is
-// done.
+// done. The members of a collective group (JobGraph::groups()) are a gang:
+// they become schedulable when all are ready and are placed together, a
+// core for every member or none (a retried member runs alone).
 // Thread-safety: not thread-safe; one thread (the controller loop or the
 // simulator) owns it.
 #pragma once
@@ -20,6 +22,7 @@
 #include <memory>
 #include <queue>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hmpmd/scheduler/cost_model.h"
@@ -55,8 +58,10 @@ struct JobRun {
   std::string error;  // why it failed or was cancelled
   std::vector<TaskRecord> runs;       // graph->total_runs() records
   std::vector<double> rank_us;        // per task of a step
+  std::vector<double> est_us;         // per task: estimate at admission
   std::vector<uint32_t> kernel_ids;   // per task of a step
   uint32_t step = 0;                  // step being run
+  std::vector<uint32_t> gang_ready;   // per collective group: members ready this step
   uint32_t left_in_step = 0;
   uint64_t done = 0;
   uint64_t running = 0;
@@ -134,16 +139,24 @@ class Scheduler {
     uint64_t seq;
     JobId job;
     uint32_t run;
+    TimeUs ready_at;
     bool operator<(const ReadyItem& o) const {
       return priority != o.priority ? priority < o.priority : seq > o.seq;
     }
   };
 
   TaskView View(const JobRun& job, uint32_t run) const;
-  void MakeReady(JobRun& job, uint32_t run);
+  void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   void StartStep(JobRun& job, uint32_t step, TimeUs now);
   void FinishJob(JobRun& job, JobState state, std::string error, TimeUs now);
   void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
+  // Records run `run` as placed on `core` and reports it in `out`.
+  void Commit(JobRun& job, uint32_t run, CoreId core, double est_us, TimeUs now,
+              std::vector<Dispatch>* out);
+  // Places one ready item (a gang when it leads one); the outcome of the
+  // first member that could not be placed, or kPlaced.
+  Placement PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
+                      std::vector<Dispatch>* out);
   Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
 
   SchedulerOptions options_;
@@ -156,6 +169,7 @@ class Scheduler {
   uint64_t ready_seq_ = 0;
   std::array<std::priority_queue<ReadyItem>, kNumCoreKinds> ready_;
   std::vector<ReadyItem> deferred_;
+  std::vector<std::tuple<uint32_t, CoreId, double>> placed_;  // PlaceItem scratch
 };
 
 }  // namespace hmpmd

@@ -1,0 +1,168 @@
+// bench_sim: the simulator's figures and its cost.
+//
+//   bench_sim --table [--devices N]   the three built-in workloads, every
+//                                     policy side by side, against the targets
+//   bench_sim --scale [--tasks N] [--devices N]
+//                                     one job of N task runs (default 1e6) on
+//                                     N devices (default 4096), wall time
+//   bench_sim [--benchmark_...]       Google Benchmark: the engine+policy
+//                                     decision cost per task at 64, 512, 4096
+//                                     devices (same tasks per device)
+// Speed figures are printed, never asserted.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "hmpmd/scheduler/simulator.h"
+#include "hmpmd/scheduler/workloads.h"
+
+namespace hmpmd {
+namespace {
+
+// A step of `width` x `layers` tasks, each consuming two tasks of the layer
+// before (seeded), every fourth a vector-core send; `steps` repeats.
+JobSpec LayeredJob(uint32_t width, uint32_t layers, uint32_t steps, uint64_t seed) {
+  JobSpec job;
+  job.name = "layered";
+  job.repeat = steps;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint32_t> pick(0, width - 1);
+  std::uniform_real_distribution<double> us(50, 500);
+  for (uint32_t l = 0; l < layers; ++l) {
+    for (uint32_t i = 0; i < width; ++i) {
+      TaskSpec t;
+      t.id = "t" + std::to_string(l) + "_" + std::to_string(i);
+      if (i % 4 == 3) {
+        t.kernel = "send";
+        t.core = CoreKind::kVector;
+        t.cost.bytes = 2.5e4 * us(rng);
+      } else {
+        t.kernel = "gemm";
+        t.cost.flops = 2.5e8 * us(rng);
+      }
+      if (l > 0) {
+        uint32_t a = pick(rng), b = pick(rng);
+        t.inputs.push_back("t" + std::to_string(l - 1) + "_" + std::to_string(a));
+        if (b != a) t.inputs.push_back("t" + std::to_string(l - 1) + "_" + std::to_string(b));
+      }
+      job.tasks.push_back(std::move(t));
+    }
+  }
+  return job;
+}
+
+struct RunResult {
+  Status status;
+  uint64_t tasks = 0;
+  double wall_s = 0;
+  ScheduleMetrics metrics;
+};
+
+RunResult RunOnce(const JobSpec& spec, const std::string& policy, const PoolSpec& pool,
+                  bool metrics) {
+  RunResult r;
+  SimOptions o;
+  o.policy = policy;
+  o.pool = pool;
+  auto graph = JobGraph::Build(spec);
+  if (!graph.ok()) return {graph.status()};
+  auto t0 = std::chrono::steady_clock::now();
+  auto sim = Simulator::Create(o);
+  if (!sim.ok()) return {sim.status()};
+  auto id = (*sim)->Submit(*graph);
+  if (!id.ok()) return {id.status()};
+  r.status = (*sim)->Run();
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const JobRun& job = *(*sim)->scheduler().job(*id);
+  r.tasks = job.done;
+  if (metrics) r.metrics = ComputeMetrics(job, (*sim)->scheduler().pool());
+  return r;
+}
+
+// Decision cost per task: the whole simulation (Schedule, Place, pool
+// updates, event queue) divided by the tasks it ran; 50 tasks per device.
+void BM_DecisionCostPerTask(benchmark::State& state) {
+  uint32_t devices = static_cast<uint32_t>(state.range(0));
+  JobSpec spec = LayeredJob(devices * 2, 25, 1, 42);
+  PoolSpec pool = MakePoolSpec(devices);
+  uint64_t tasks = 0;
+  for (auto _ : state) {
+    RunResult r = RunOnce(spec, "hmpmd", pool, false);
+    if (!r.status.ok()) state.SkipWithError(r.status.message().c_str());
+    tasks += r.tasks;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(tasks));
+  state.counters["ns_per_task"] = benchmark::Counter(
+      static_cast<double>(tasks) * 1e-9,
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_DecisionCostPerTask)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()->UseRealTime();
+
+int Table(uint32_t devices) {
+  std::printf("%-11s %-10s %10s %10s %7s %7s %8s %8s %6s\n", "workload", "policy", "makespan_s",
+              "bound_s", "gap", "bubble", "masking", "vs_spmd", "wall_s");
+  for (const std::string& w : {std::string("multimodal"), std::string("moe"), std::string("rl")}) {
+    auto spec = MakeWorkload(w, devices, 1);
+    if (!spec.ok()) return 1;
+    PoolSpec pool = MakePoolSpec(devices);
+    RunResult spmd = RunOnce(*spec, "spmd-1f1b", pool, true);
+    for (const std::string& p : PolicyNames()) {
+      RunResult r = p == "spmd-1f1b" ? spmd : RunOnce(*spec, p, pool, true);
+      if (!r.status.ok()) {
+        std::printf("%-11s %-10s failed: %s\n", w.c_str(), p.c_str(), r.status.message().c_str());
+        continue;
+      }
+      const ScheduleMetrics& m = r.metrics;
+      std::printf("%-11s %-10s %10.4f %10.4f %6.1f%% %6.1f%% %7.1f%% %7.1f%% %6.2f\n", w.c_str(),
+                  p.c_str(), m.makespan_s, m.lower_bound_s,
+                  100 * (m.makespan_s / m.lower_bound_s - 1), 100 * m.bubble_ratio,
+                  100 * m.masking_ratio, 100 * (m.makespan_s / spmd.metrics.makespan_s - 1),
+                  r.wall_s);
+    }
+  }
+  std::printf("targets (hmpmd): masking >= 90%%, bubble <= 1/2 of spmd-1f1b, "
+              "step time <= -15%% vs spmd-1f1b, gap to bound <= 10%%\n");
+  return 0;
+}
+
+int Scale(uint64_t tasks, uint32_t devices) {
+  // Steps of 10,000 tasks (20 layers of 500), repeated to reach `tasks`.
+  uint32_t width = 500, layers = 20;
+  uint32_t steps = static_cast<uint32_t>((tasks + width * layers - 1) / (width * layers));
+  JobSpec spec = LayeredJob(width, layers, steps, 7);
+  for (const std::string& p : {std::string("hmpmd"), std::string("fifo")}) {
+    RunResult r = RunOnce(spec, p, MakePoolSpec(devices), false);
+    std::printf("scale: policy %s, %llu tasks (%u steps x %u) on %u devices: %s in %.2f s "
+                "wall (%.0f ns/task)\n",
+                p.c_str(), static_cast<unsigned long long>(r.tasks), steps, width * layers,
+                devices, r.status.ok() ? "done" : r.status.message().c_str(), r.wall_s,
+                r.tasks ? r.wall_s * 1e9 / r.tasks : 0);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace hmpmd
+
+int main(int argc, char** argv) {
+  uint32_t devices = 0;
+  uint64_t tasks = 1'000'000;
+  bool table = false, scale = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--table")) table = true;
+    if (!std::strcmp(argv[i], "--scale")) scale = true;
+    if (!std::strcmp(argv[i], "--devices") && i + 1 < argc) devices = std::stoul(argv[++i]);
+    if (!std::strcmp(argv[i], "--tasks") && i + 1 < argc) tasks = std::stoull(argv[++i]);
+  }
+  if (table) return hmpmd::Table(devices ? devices : 384);
+  if (scale) return hmpmd::Scale(tasks, devices ? devices : 4096);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,223 @@
+// `hmpmd sim WORKLOAD [--devices N | --pool POOL.json] [--policy NAME]
+// [--json] [--trace FILE]`: discrete-event simulation of one job on a
+// modelled supernode, every policy side by side unless --policy picks one.
+// WORKLOAD is a job spec file or a built-in generator name. The figures come
+// from the same ScheduleMetrics and job_report code a live run uses.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "../job_report.h"
+#include "../job_spec_parser.h"
+#include "cli_common.h"
+#include "hmpmd/scheduler/simulator.h"
+#include "hmpmd/scheduler/workloads.h"
+
+namespace hmpmd {
+namespace {
+
+using json = nlohmann::json;
+
+struct SimArgs {
+  std::string workload;
+  uint32_t devices = 384;
+  std::string pool_file;
+  std::string policy;  // empty: all
+  bool json = false;
+  std::string trace_file;
+  uint64_t seed = 1;
+};
+
+// Reads `obj[key]` as a number into `out` when present; names the field.
+template <typename T>
+Status Number(const json& obj, const std::string& path, const char* key, T* out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return Status::Ok();
+  if (!it->is_number()) return Status::InvalidArgument(path + key + ": must be a number");
+  double v = it->get<double>();
+  if (v < 0) return Status::InvalidArgument(path + key + ": must not be negative");
+  *out = static_cast<T>(v);
+  return Status::Ok();
+}
+
+Status OnlyKeys(const json& obj, const std::string& path, std::initializer_list<const char*> keys) {
+  if (!obj.is_object()) {
+    return Status::InvalidArgument((path.empty() ? "pool" : path.substr(0, path.size() - 1)) +
+                                   ": must be an object");
+  }
+  for (const auto& [k, v] : obj.items()) {
+    bool known = false;
+    for (const char* key : keys) known = known || k == key;
+    if (!known) return Status::InvalidArgument(path + k + ": unknown field");
+  }
+  return Status::Ok();
+}
+
+// The pool spec of README.md ("Simulation"); unset fields keep PoolSpec's
+// defaults.
+Result<PoolSpec> ParsePoolSpec(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("not valid JSON");
+  PoolSpec s;
+  RETURN_IF_ERROR(OnlyKeys(j, "", {"name", "nodes", "devices_per_node", "cores", "memory_mb", "links"}));
+  if (j.contains("name")) {
+    if (!j["name"].is_string()) return Status::InvalidArgument("name: must be a string");
+    s.name = j["name"].get<std::string>();
+  }
+  RETURN_IF_ERROR(Number(j, "", "nodes", &s.nodes));
+  RETURN_IF_ERROR(Number(j, "", "devices_per_node", &s.devices_per_node));
+  RETURN_IF_ERROR(Number(j, "", "memory_mb", &s.memory_mb));
+  if (j.contains("cores")) {
+    RETURN_IF_ERROR(OnlyKeys(j["cores"], "cores.", {"cube", "vector"}));
+    for (int k = 0; k < kNumCoreKinds; ++k) {
+      std::string kind(CoreKindName(static_cast<CoreKind>(k)));
+      if (!j["cores"].contains(kind)) continue;
+      const json& c = j["cores"][kind];
+      std::string path = "cores." + kind + ".";
+      RETURN_IF_ERROR(OnlyKeys(c, path, {"count", "flops_per_us"}));
+      RETURN_IF_ERROR(Number(c, path, "count", &s.cores[k]));
+      RETURN_IF_ERROR(Number(c, path, "flops_per_us", &s.flops_per_us[k]));
+    }
+  }
+  if (j.contains("links")) {
+    RETURN_IF_ERROR(OnlyKeys(j["links"], "links.", {"device", "node", "fabric"}));
+    for (int t = 0; t < kNumLinkTiers; ++t) {
+      std::string tier(LinkTierName(static_cast<LinkTier>(t)));
+      if (!j["links"].contains(tier)) continue;
+      const json& l = j["links"][tier];
+      std::string path = "links." + tier + ".";
+      RETURN_IF_ERROR(OnlyKeys(l, path, {"bytes_per_us", "latency_us"}));
+      RETURN_IF_ERROR(Number(l, path, "bytes_per_us", &s.links[t].bytes_per_us));
+      RETURN_IF_ERROR(Number(l, path, "latency_us", &s.links[t].latency_us));
+    }
+  }
+  RETURN_IF_ERROR(ValidatePoolSpec(s));
+  return s;
+}
+
+Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t devices) {
+  bool builtin = false;
+  for (const std::string& n : WorkloadNames()) builtin = builtin || n == a.workload;
+  Result<JobSpec> spec = Status::Ok();
+  if (builtin && !std::filesystem::exists(a.workload)) {
+    spec = MakeWorkload(a.workload, devices, a.seed);
+  } else {
+    auto text = ReadFile(a.workload);
+    if (!text.ok()) {
+      return Status::InvalidArgument(a.workload + ": neither a readable job spec nor a built-in "
+                                     "workload (multimodal, moe, rl, pipeline)");
+    }
+    spec = ParseJobSpec(*text);
+  }
+  if (!spec.ok()) return Status::InvalidArgument(a.workload + ": " + spec.status().message());
+  auto graph = JobGraph::Build(std::move(spec).value());
+  if (!graph.ok()) return Status::InvalidArgument(a.workload + ": " + graph.status().message());
+  return graph;
+}
+
+std::string TraceName(const std::string& file, const std::string& policy, bool several) {
+  if (!several) return file;
+  std::filesystem::path p(file);
+  return (p.parent_path() / (p.stem().string() + "." + policy + p.extension().string())).string();
+}
+
+int SimMain(const SimArgs& a) {
+  PoolSpec pool = MakePoolSpec(a.devices);
+  if (!a.pool_file.empty()) {
+    auto text = ReadFile(a.pool_file);
+    if (!text.ok()) return Fail(text.status());
+    auto parsed = ParsePoolSpec(*text);
+    if (!parsed.ok()) return Fail(Status::InvalidArgument(a.pool_file + ": " + parsed.status().message()));
+    pool = *parsed;
+  } else if (a.devices == 0) {
+    return Fail(Status::InvalidArgument("--devices: must be at least 1"));
+  }
+  auto graph = LoadWorkload(a, pool.devices());
+  if (!graph.ok()) return Fail(graph.status());
+  std::vector<std::string> policies = PolicyNames();
+  if (!a.policy.empty()) policies = {a.policy};
+  json out;
+  out["workload"] = (*graph)->spec().name;
+  out["tasks_per_step"] = (*graph)->size();
+  out["pool"] = {{"name", pool.name}, {"devices", pool.devices()}, {"nodes", pool.nodes}};
+  out["policies"] = json::object();
+  std::string table;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-10s %-9s %9s %11s %11s %7s %7s %7s %6s %6s %7s\n", "policy",
+                "state", "tasks", "makespan_s", "bound_s", "gap", "bubble", "masking", "cube",
+                "vector", "wall_s");
+  table += line;
+  bool all_ok = true;
+  for (const std::string& name : policies) {
+    SimOptions so;
+    so.policy = name;
+    so.pool = pool;
+    auto sim = Simulator::Create(so);
+    if (!sim.ok()) return Fail(Status::InvalidArgument("--policy: " + sim.status().message()));
+    auto wall0 = std::chrono::steady_clock::now();
+    auto id = (*sim)->Submit(*graph);
+    if (!id.ok()) return Fail(Status::InvalidArgument(a.workload + ": " + id.status().message()));
+    Status st = (*sim)->Run();
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    const JobRun& job = *(*sim)->scheduler().job(*id);
+    const ResourcePool& rp = (*sim)->scheduler().pool();
+    ScheduleMetrics m = ComputeMetrics(job, rp);
+    all_ok = all_ok && st.ok() && job.state == JobState::kSucceeded;
+    json j = JobSummaryJson(job, rp, false);
+    j.update(MetricsJson(m, rp));
+    j.erase("utilisation_by_device");
+    j["state"] = st.ok() ? std::string(JobStateName(job.state)) : "failed";
+    if (!st.ok()) j["error"] = st.message();
+    j["tasks"] = m.tasks;
+    j["sim_wall_s"] = wall;
+    out["policies"][name] = std::move(j);
+    double gap = m.lower_bound_s > 0 ? m.makespan_s / m.lower_bound_s - 1 : 0;
+    std::snprintf(line, sizeof line,
+                  "%-10s %-9s %9llu %11.6f %11.6f %6.1f%% %6.1f%% %6.1f%% %5.1f%% %5.1f%% %7.2f\n",
+                  name.c_str(), st.ok() ? std::string(JobStateName(job.state)).c_str() : "stuck",
+                  static_cast<unsigned long long>(m.tasks), m.makespan_s, m.lower_bound_s,
+                  gap * 100, m.bubble_ratio * 100, m.masking_ratio * 100,
+                  m.utilisation_by_kind[0] * 100, m.utilisation_by_kind[1] * 100, wall);
+    table += line;
+    if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
+    if (!a.trace_file.empty()) {
+      Status w = WriteFile(TraceName(a.trace_file, name, policies.size() > 1), TraceJson(job, rp).dump());
+      if (!w.ok()) return Fail(w);
+    }
+  }
+  if (a.json) {
+    std::cout << out.dump(2) << std::endl;
+  } else {
+    std::cout << "workload " << (*graph)->spec().name << " (" << (*graph)->size()
+              << " tasks) on pool " << pool.name << " (" << pool.devices() << " devices, "
+              << pool.nodes << " nodes)\n"
+              << table;
+  }
+  return all_ok ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void AddSimCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<SimArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "sim", "Simulate a job on a modelled supernode; compare policies side by side");
+  sub->add_option("workload", args->workload,
+                  "Job spec (JSON) or built-in workload: multimodal, moe, rl, pipeline")
+      ->required();
+  auto* devices = sub->add_option("--devices", args->devices,
+                                  "Devices of a generated pool (8 per node)")
+                      ->capture_default_str();
+  sub->add_option("--pool", args->pool_file, "Pool spec (JSON)")->excludes(devices);
+  sub->add_option("--policy", args->policy, "One policy (hmpmd, fifo, spmd-1f1b); default all");
+  sub->add_flag("--json", args->json, "Print one JSON object, one entry per policy");
+  sub->add_option("--trace", args->trace_file,
+                  "Write the simulated schedule as a Chrome trace (FILE.POLICY.json for several)");
+  sub->add_option("--seed", args->seed, "Seed of the built-in generators")->capture_default_str();
+  sub->callback([args, exit_code] { *exit_code = SimMain(*args); });
+}
+
+}  // namespace hmpmd

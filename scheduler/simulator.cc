@@ -1,0 +1,141 @@
+#include "hmpmd/scheduler/simulator.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+
+namespace hmpmd {
+
+Result<std::unique_ptr<Simulator>> Simulator::Create(SimOptions options) {
+  RETURN_IF_ERROR(ValidatePoolSpec(options.pool));
+  auto policy = MakePolicy(options.policy);
+  if (!policy.ok()) return policy.status();
+  SchedulerOptions so;
+  so.cost = CostOptionsFor(options.pool);
+  so.max_deferred = options.max_deferred;
+  auto sched = std::make_unique<Scheduler>(so, std::move(policy).value());
+  for (DeviceDesc& d : PoolDevices(options.pool)) sched->AddDevice(std::move(d));
+  return std::unique_ptr<Simulator>(new Simulator(std::move(options), std::move(sched)));
+}
+
+Simulator::Simulator(SimOptions options, std::unique_ptr<Scheduler> scheduler)
+    : options_(std::move(options)), scheduler_(std::move(scheduler)) {}
+
+Result<JobId> Simulator::Submit(std::shared_ptr<const JobGraph> graph) {
+  return scheduler_->AddJob(std::move(graph), now_);
+}
+
+double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
+  const ResourcePool& pool = scheduler_->pool();
+  const ResourcePool::Core& core = pool.core(core_id);
+  const DeviceDesc& dev = pool.device(core.device).desc;
+  if (t.kernel == "spin" || t.kernel == "sleep") return std::max(1.0, ArgNumber(t.args, "us", 0));
+  size_t k = static_cast<size_t>(core.kind);
+  double rate = dev.flops_per_us[k] > 0 ? dev.flops_per_us[k] : options_.pool.flops_per_us[k];
+  double flops = t.cost.flops;
+  if (t.kernel == "gemm" && flops == 0) {
+    flops = 2.0 * ArgNumber(t.args, "m", 0) * ArgNumber(t.args, "n", 0) * ArgNumber(t.args, "k", 0);
+  }
+  if ((t.kernel == "add" || t.kernel == "scale") && flops == 0) flops = ArgNumber(t.args, "n", 0);
+  double us = flops / rate;
+  double bytes = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+  if (IsCommKernel(t.kernel) || t.collective) {
+    // A collective alone (no gang) moves its bytes like a send.
+    const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
+    us += TransferUs(bytes, link);
+  }
+  return std::max(1.0, us);
+}
+
+void Simulator::Start(const std::vector<Dispatch>& batch) {
+  const ResourcePool& pool = scheduler_->pool();
+  // Gangs: members placed in this batch, keyed by (job, step base, group).
+  struct Gang {
+    double us = 0;
+    uint32_t members = 0;
+    uint32_t node = UINT32_MAX;
+    bool one_node = true;
+    double own_us = 0;
+  };
+  std::unordered_map<uint64_t, Gang> gangs;
+  auto key_of = [&](const Dispatch& d, const JobRun& job) -> int64_t {
+    const JobGraph& g = *job.graph;
+    uint32_t group = g.task(d.run % g.size()).group;
+    if (group == kNoGroup) return -1;
+    uint64_t step = d.run / g.size();
+    return static_cast<int64_t>((static_cast<uint64_t>(d.job) * 1'000'003 + step) * 65'537 +
+                                group);
+  };
+  std::vector<double> own(batch.size());
+  std::vector<int64_t> keys(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Dispatch& d = batch[i];
+    const JobRun& job = *scheduler_->job(d.job);
+    const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
+    keys[i] = key_of(d, job);
+    if (keys[i] < 0) {
+      own[i] = TaskUs(t, d.core);
+      continue;
+    }
+    // A member's own compute part (flops) plus the collective below.
+    TaskSpec compute_only = t;
+    compute_only.cost.bytes = 0;
+    compute_only.collective.reset();
+    own[i] = compute_only.cost.flops > 0 ? TaskUs(compute_only, d.core) : 0;
+    Gang& g = gangs[static_cast<uint64_t>(keys[i])];
+    ++g.members;
+    uint32_t node = pool.device(d.device).desc.node;
+    if (g.node == UINT32_MAX) g.node = node;
+    g.one_node = g.one_node && g.node == node;
+    g.own_us = std::max(g.own_us, own[i]);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Dispatch& d = batch[i];
+    double us = own[i];
+    if (keys[i] >= 0) {
+      Gang& g = gangs[static_cast<uint64_t>(keys[i])];
+      if (g.us == 0) {
+        const JobRun& job = *scheduler_->job(d.job);
+        const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
+        std::string op = t.collective ? t.collective->op : t.kernel;
+        double bytes = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+        const LinkSpec& link = options_.pool.links[g.one_node ? 1 : 2];
+        g.us = std::max(1.0, g.own_us + CollectiveUs(op, bytes, g.members, link));
+      }
+      us = g.us;
+    }
+    TimeUs dur = std::max<TimeUs>(1, static_cast<TimeUs>(us + 0.5));
+    heap_.push_back({now_ + dur, seq_++, d, now_});
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  }
+}
+
+Status Simulator::Run() {
+  std::vector<Dispatch> batch;
+  while (true) {
+    batch.clear();
+    scheduler_->Schedule(now_, &batch);
+    Start(batch);
+    if (heap_.empty()) {
+      if (scheduler_->active_jobs() == 0) return Status::Ok();
+      return Status::Internal("simulation stuck at t=" + std::to_string(now_) +
+                              " us: jobs wait and no task can be placed (policy " +
+                              std::string(scheduler_->policy().Name()) + ")");
+    }
+    // Complete every run that ends at the next event time.
+    TimeUs t = heap_.front().end;
+    if (t > options_.max_time_us) {
+      return Status::ResourceExhausted("simulation passed max_time_us");
+    }
+    now_ = t;
+    while (!heap_.empty() && heap_.front().end == t) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      Event ev = heap_.back();
+      heap_.pop_back();
+      scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_);
+      ++events_;
+    }
+  }
+}
+
+}  // namespace hmpmd
