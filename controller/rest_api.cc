@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dashboard_assets.h"
 #include "job_report.h"
+#include "task_table.h"
 
 namespace hmpmd {
 namespace {
@@ -33,7 +35,8 @@ json PoolJson(const Controller& c) {
     json cores = json::array();
     for (CoreId cid : dev.cores) {
       const auto& core = pool.core(cid);
-      cores.push_back({{"name", CoreName(core)},
+      cores.push_back({{"id", cid},
+                       {"name", CoreName(core)},
                        {"kind", std::string(CoreKindName(core.kind))},
                        {"lane", core.lane},
                        {"queued", core.queued}});
@@ -96,6 +99,19 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
                                   : Error(403, "wrong token"));
     return;
   }
+  if (const EmbeddedAsset* a = FindDashboardAsset(req.path == "/" ? "/index.html" : req.path)) {
+    // Static files are compiled in; they never touch the loop.
+    if (req.method != "GET" && req.method != "HEAD") {
+      reply(Error(405, "method " + req.method + " not allowed on " + req.path));
+      return;
+    }
+    HttpResponse r;
+    r.content_type = a->content_type;
+    r.body.assign(reinterpret_cast<const char*>(a->data), a->size);
+    r.headers["Cache-Control"] = "no-cache";
+    reply(std::move(r));
+    return;
+  }
   if (req.method == "POST" && req.path == "/api/v1/jobs") {
     // Parse and check the spec here, off the loop.
     auto spec = ParseJobSpec(req.body, limits_);
@@ -143,7 +159,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
-    r.body = PrometheusText(c);
+    r.body = feed_ ? feed_->PrometheusText(Controller::NowUs()) : PrometheusText(c);
     return reply(std::move(r));
   }
   uint64_t id = 0;
@@ -161,10 +177,13 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
   }
   if (rest == "tasks" && m == "GET") {
-    return reply(Json(200, json{{"id", job->id}, {"tasks", TasksJson(*job, pool)}}.dump()));
+    auto q = ParseTaskQuery(req.query);
+    if (!q.ok()) return reply(Error(400, q.status().message()));
+    return reply(Json(200, TaskPageJson(*job, pool, *q).dump()));
   }
   if (rest == "trace" && m == "GET") return reply(Json(200, TraceJson(*job, pool).dump()));
-  if (rest.empty() || rest == "tasks" || rest == "trace") {
+  if (rest == "dag" && m == "GET") return reply(Json(200, SubmodelDagJson(*job).dump()));
+  if (rest.empty() || rest == "tasks" || rest == "trace" || rest == "dag") {
     return reply(Error(405, "method " + m + " not allowed on " + req.path));
   }
   return reply(Error(404, "no route " + req.path));

@@ -1,4 +1,7 @@
-// RestApi: the HTTP routes of DESIGN.md's "REST API", over the controller.
+// RestApi: the HTTP routes of DESIGN.md's "REST API", over the controller,
+// plus the dashboard's static files (/, /dashboard/*) and the OpenAPI
+// document (/api/v1/openapi.json), which are compiled into the binary and
+// served without touching the loop.
 //
 // Handle() is called on the HTTP server's thread. Work that is pure (parsing
 // and checking a submitted spec) stays there, so a large spec never stalls
@@ -10,6 +13,7 @@
 #include <string>
 
 #include "controller.h"
+#include "event_feed.h"
 #include "http_types.h"
 
 namespace hmpmd {
@@ -18,6 +22,10 @@ class RestApi {
  public:
   // `controller` outlives this object. `token` empty: no auth.
   RestApi(Controller* controller, std::string token, SpecLimits limits);
+
+  // Serves /metrics from `feed` (live metrics) instead of the basic
+  // counters. Call before serving; `feed` outlives this object.
+  void SetEventFeed(EventFeed* feed) { feed_ = feed; }
 
   void Handle(HttpRequest req, HttpReply reply);
 
@@ -32,6 +40,7 @@ class RestApi {
   Controller* controller_;
   std::string token_;
   SpecLimits limits_;
+  EventFeed* feed_ = nullptr;
 };
 
 // Prometheus text exposition of the controller's counters. Loop thread.

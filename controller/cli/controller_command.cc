@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "../controller.h"
+#include "../event_feed.h"
 #include "../http_server.h"
 #include "../rest_api.h"
 #include "cli_common.h"
@@ -58,9 +59,20 @@ int ControllerMain(const ControllerArgs& a) {
     ho.bind = a.http;
     http = std::make_unique<HttpServer>(
         ho, [&api](HttpRequest req, HttpReply reply) { api.Handle(std::move(req), std::move(reply)); });
+    http->SetSseHello(&EventFeed::HelloChunk);
     if (Status st = http->Start(); !st.ok()) return Fail(st);
-    spdlog::info("REST API on http://{}", a.http);
+    spdlog::info("REST API and dashboard on http://{}", a.http);
   }
+  // Live events (SSE) and the /metrics additions; batched off the task path.
+  HttpServer* server = http.get();
+  EventFeed feed(
+      &controller, EventFeedOptions{},
+      [server](std::string chunk) {
+        if (server) server->Broadcast(std::move(chunk));
+      },
+      [server] { return server ? server->sse_client_count() : size_t{0}; });
+  api.SetEventFeed(&feed);
+  feed.Start();
   std::thread waiter([&controller, signals] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -69,6 +81,7 @@ int ControllerMain(const ControllerArgs& a) {
   });
   controller.Run();
   if (http) http->Stop();
+  feed.Stop();
   // Wake the signal thread if the loop ended for another reason.
   kill(getpid(), SIGTERM);
   waiter.join();
