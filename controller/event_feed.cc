@@ -37,7 +37,8 @@ void EventFeed::Stop() {
   if (ticker_.joinable()) ticker_.join();
 }
 
-std::string EventFeed::HelloChunk() {
+std::string EventFeed::Hello() {
+  controller_->Post([this] { active_ = true; });
   return Chunk("hello", json{{"version", 1}, {"now_us", Controller::NowUs()}}.dump());
 }
 

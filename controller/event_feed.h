@@ -4,7 +4,8 @@
 // The controller loop calls it (as its ControllerObserver) for every batch
 // of dispatches and every ended run. At 100k+ tasks/s nothing may be
 // formatted per task on the loop, so:
-//  1. While no SSE client is connected it records nothing but metrics.
+//  1. While no SSE client is connected it records nothing but metrics;
+//     a new client's hello switches recording on.
 //  2. With clients, the loop appends compact records to a bounded buffer
 //     (a few words per run); runs beyond the buffer are counted as dropped.
 //  3. A ticker thread posts Flush() to the loop every flush period; Flush
@@ -77,8 +78,10 @@ class EventFeed : public ControllerObserver {
   // loop has ended, or the loop may still call the feed until it is gone.
   void Stop();
 
-  // The SSE hello chunk. Thread-safe.
-  static std::string HelloChunk();
+  // The SSE hello chunk for a new client; also switches recording on at
+  // once (posted to the loop), so the client misses no task after its
+  // hello. Thread-safe.
+  std::string Hello();
 
   // --- loop thread only ---
   void OnDispatched(const Dispatch* d, size_t n, TimeUs now) override;

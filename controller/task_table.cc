@@ -152,7 +152,8 @@ json TaskPageJson(const JobRun& job, const ResourcePool& pool, const TaskQuery& 
       ++total;
     }
   }
-  json out = {{"id", job.id}, {"total", total}, {"offset", q.offset}, {"limit", q.limit}};
+  json out = {{"id", job.id}, {"total", total}, {"offset", q.offset}, {"limit", q.limit},
+              {"origin_us", origin}};
   out["count"] = tasks.size();
   out["tasks"] = std::move(tasks);
   return out;
@@ -183,9 +184,20 @@ json SubmodelDagJson(const JobRun& job) {
       if (from != t.submodel) ++edges[{from, t.submodel}];
     }
   }
+  // Depth of a sub-model: the smallest depth (longest path from a root in
+  // the acyclic task graph) of its tasks; sub-model edges may form cycles
+  // (forward and backward passes), task edges never do.
+  std::vector<uint32_t> depth(g.size(), 0);
+  std::vector<uint32_t> sub_depth(subs.size(), UINT32_MAX);
+  for (uint32_t i : g.topo_order()) {
+    for (uint32_t in : g.task(i).inputs) depth[i] = std::max(depth[i], depth[in] + 1);
+    uint32_t& d = sub_depth[g.task(i).submodel];
+    d = std::min(d, depth[i]);
+  }
   json nodes = json::array();
   for (size_t s = 0; s < subs.size(); ++s) {
-    nodes.push_back({{"name", subs[s].name}, {"kind", std::string(SubmodelKindName(subs[s].kind))}, {"tasks", c[s].tasks},
+    nodes.push_back({{"name", subs[s].name}, {"kind", std::string(SubmodelKindName(subs[s].kind))},
+                     {"depth", sub_depth[s] == UINT32_MAX ? 0 : sub_depth[s]}, {"tasks", c[s].tasks},
                      {"done", c[s].done}, {"running", c[s].running}, {"ready", c[s].ready},
                      {"blocked", c[s].blocked}});
   }

@@ -29,7 +29,8 @@ inline constexpr uint64_t kMaxTaskPage = 10000;
 // Parses "offset=0&limit=100&state=ready"; a one-line error names the field.
 Result<TaskQuery> ParseTaskQuery(const std::string& query);
 
-// {"id", "total", "offset", "limit", "count", "tasks": [...]}; each task as
+// {"id", "total", "offset", "limit", "count", "origin_us", "tasks": [...]}
+// (origin_us: the controller-clock time start_us/end_us count from); each task as
 // TasksJson's entries plus, for blocked and ready runs, "waiting": {"for":
 // "inputs"|"step"|"core"|"kernel", "inputs": [...], "core": kind, "reason":
 // one line}.
@@ -38,8 +39,9 @@ nlohmann::json TaskPageJson(const JobRun& job, const ResourcePool& pool, const T
 // Why run `r` of `job` has not started; empty for runs that did.
 nlohmann::json WaitingReason(const JobRun& job, const ResourcePool& pool, uint32_t r);
 
-// Sub-model DAG of a job: {"submodels": [{name, kind, tasks, done, running,
-// ready, blocked}], "edges": [{from, to, count}]}, over the step being run.
+// Sub-model DAG of a job: {"submodels": [{name, kind, depth, tasks, done,
+// running, ready, blocked}], "edges": [{from, to, count}]}, over the step
+// being run. depth: the least task depth in the sub-model (for layout).
 nlohmann::json SubmodelDagJson(const JobRun& job);
 
 }  // namespace hmpmd

@@ -54,24 +54,24 @@ int ControllerMain(const ControllerArgs& a) {
   if (Status st = controller.Start(); !st.ok()) return Fail(st);
   RestApi api(&controller, opts.token, opts.spec_limits);
   std::unique_ptr<HttpServer> http;
+  // Live events (SSE) and the /metrics additions; batched off the task path.
+  // Its callbacks run only after Start(), once `http` is set.
+  EventFeed feed(
+      &controller, EventFeedOptions{},
+      [&http](std::string chunk) {
+        if (http) http->Broadcast(std::move(chunk));
+      },
+      [&http] { return http ? http->sse_client_count() : size_t{0}; });
+  api.SetEventFeed(&feed);
   if (!a.http.empty()) {
     HttpServerOptions ho;
     ho.bind = a.http;
     http = std::make_unique<HttpServer>(
         ho, [&api](HttpRequest req, HttpReply reply) { api.Handle(std::move(req), std::move(reply)); });
-    http->SetSseHello(&EventFeed::HelloChunk);
+    http->SetSseHello([&feed] { return feed.Hello(); });
     if (Status st = http->Start(); !st.ok()) return Fail(st);
     spdlog::info("REST API and dashboard on http://{}", a.http);
   }
-  // Live events (SSE) and the /metrics additions; batched off the task path.
-  HttpServer* server = http.get();
-  EventFeed feed(
-      &controller, EventFeedOptions{},
-      [server](std::string chunk) {
-        if (server) server->Broadcast(std::move(chunk));
-      },
-      [server] { return server ? server->sse_client_count() : size_t{0}; });
-  api.SetEventFeed(&feed);
   feed.Start();
   std::thread waiter([&controller, signals] {
     int sig = 0;
