@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# chromium: the dashboard browser test (tests/integration/dashboard_browser_test.py).
 # Installs the Debian 12 packages HyperMPMD needs, only those missing.
 # Idempotent: a second run installs nothing and does not touch apt's lists.
+# chromium: the dashboard browser test (tests/integration/dashboard_browser_test.py).
 set -euo pipefail
 
 packages=(
