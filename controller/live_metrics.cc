@@ -31,7 +31,8 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
-// Ratios are recomputed at most this often per job: they walk its runs.
+// Ratios are recomputed at most this often per job (and less often for big
+// jobs): they walk its runs.
 constexpr TimeUs kRatioPeriodUs = 1'000'000;
 
 }  // namespace
@@ -77,22 +78,15 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   metric("hmpmd_batches_sent_total", "counter", "AssignBatch messages sent.",
          static_cast<double>(k.batches_sent));
 
-  // Running and queued (ready, waiting for a core) runs, by core kind. Steps
-  // run in order, so only the step being run can hold such runs.
+  // Running (dispatched, not ended) and queued (ready, waiting for a core)
+  // runs by core kind; O(cores), never O(tasks), since scrapes may be many.
   uint64_t by_state[5] = {};
+  for (const auto& [id, job] : s.jobs()) ++by_state[static_cast<int>(job.state)];
   std::array<uint64_t, kNumCoreKinds> running{}, queued{};
-  for (const auto& [id, job] : s.jobs()) {
-    ++by_state[static_cast<int>(job.state)];
-    if (IsTerminal(job.state)) continue;
-    const JobGraph& g = *job.graph;
-    uint64_t base = static_cast<uint64_t>(std::min(job.step, g.steps() - 1)) * g.size();
-    for (uint32_t i = 0; i < g.size() && base + i < job.runs.size(); ++i) {
-      TaskState st = job.runs[base + i].state;
-      size_t kind = static_cast<size_t>(g.spec_task(i).core);
-      if (st == TaskState::kRunning) ++running[kind];
-      if (st == TaskState::kReady) ++queued[kind];
-    }
+  for (CoreId cid = 0; cid < pool.core_count(); ++cid) {
+    running[static_cast<size_t>(pool.core(cid).kind)] += pool.core(cid).queued;
   }
+  for (size_t i = 0; i < kNumCoreKinds; ++i) queued[i] = s.ready_count(static_cast<CoreKind>(i));
   Header(&out, "hmpmd_tasks_running", "gauge", "Task runs dispatched and not ended, by core kind.");
   for (size_t i = 0; i < kNumCoreKinds; ++i) {
     out += "hmpmd_tasks_running{core=\"" + std::string(CoreKindName(static_cast<CoreKind>(i))) +
@@ -146,14 +140,19 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   for (const auto& [id, job] : s.jobs()) {
     if (job.state != JobState::kRunning) continue;
     StepRatios& r = ratios_[id];
-    if (r.computed == 0 || r.step != job.step || now - r.computed >= kRatioPeriodUs) {
+    if (r.computed == 0 || r.step != job.step || now - r.computed >= r.period) {
+      // The job with only this step's runs done (ComputeMetrics walks every
+      // step's records, so the copy keeps them all).
       JobRun step_only = job;
       const uint64_t size = job.graph->size();
       for (uint64_t i = 0; i < step_only.runs.size(); ++i) {
         if (i / size != job.step) step_only.runs[i].state = TaskState::kBlocked;
       }
       ScheduleMetrics m = ComputeMetrics(step_only, pool);
-      r = StepRatios{now, job.step, m.masking_ratio, m.bubble_ratio, m.utilisation};
+      // Spend at most ~2% of the loop on this: wait 50x what it cost.
+      TimeUs cost = Controller::NowUs() - now;
+      r = StepRatios{now, std::max(kRatioPeriodUs, 50 * cost), job.step, m.masking_ratio,
+                     m.bubble_ratio, m.utilisation};
     }
     std::string labels = "{job=\"" + std::to_string(id) + "\",step=\"" + std::to_string(r.step) +
                          "\"} ";

@@ -2,7 +2,8 @@
 // from the loop's task events: the dispatch latency histogram (controller
 // send to worker-reported start), busy time per device, and the masking and
 // bubble ratios of each running job's step (recomputed at most once a
-// second per job, since that walks the job's runs).
+// second per job, and no more than 2% of the loop's time, since that walks
+// the job's runs).
 // Thread-safety: loop thread only (it reads the controller's scheduler).
 #pragma once
 
@@ -34,6 +35,7 @@ class LiveMetrics {
  private:
   struct StepRatios {
     TimeUs computed = 0;
+    TimeUs period = 0;  // until the next recomputation
     uint32_t step = 0;
     double masking = 0, bubble = 0, utilisation = 0;
   };

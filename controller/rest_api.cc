@@ -66,7 +66,39 @@ json PoolJson(const Controller& c) {
 }  // namespace
 
 RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits)
-    : controller_(controller), token_(std::move(token)), limits_(limits) {}
+    : controller_(controller), token_(std::move(token)), limits_(limits) {
+  formatter_ = std::thread([this] { FormatterLoop(); });
+}
+
+RestApi::~RestApi() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  formatter_.join();
+}
+
+void RestApi::OffLoop(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void RestApi::FormatterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left
+    auto fn = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
 
 HttpResponse RestApi::Error(int status, const std::string& message) {
   return Json(status, json{{"error", message}}.dump());
@@ -169,7 +201,15 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   if (job == nullptr) return reply(Error(404, "job " + std::to_string(id) + ": no such job"));
   const ResourcePool& pool = c.scheduler().pool();
   if (rest.empty() && m == "GET") {
-    return reply(Json(200, JobSummaryJson(*job, pool, IsTerminal(job->state)).dump()));
+    if (!IsTerminal(job->state)) return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
+    auto it = ended_summaries_.find(job->id);
+    if (it == ended_summaries_.end()) {
+      if (ended_summaries_.size() >= 2 * c.options().keep_finished_jobs + 16) {
+        std::erase_if(ended_summaries_, [&c](const auto& e) { return !c.scheduler().job(e.first); });
+      }
+      it = ended_summaries_.emplace(job->id, JobSummaryJson(*job, pool, true).dump()).first;
+    }
+    return reply(Json(200, it->second));
   }
   if (rest.empty() && m == "DELETE") {
     Status st = controller_->Cancel(job->id);
@@ -179,7 +219,9 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   if (rest == "tasks" && m == "GET") {
     auto q = ParseTaskQuery(req.query);
     if (!q.ok()) return reply(Error(400, q.status().message()));
-    return reply(Json(200, TaskPageJson(*job, pool, *q).dump()));
+    auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q));
+    OffLoop([page, reply] { reply(Json(200, RenderTaskPage(*page))); });
+    return;
   }
   if (rest == "trace" && m == "GET") return reply(Json(200, TraceJson(*job, pool).dump()));
   if (rest == "dag" && m == "GET") return reply(Json(200, SubmodelDagJson(*job).dump()));

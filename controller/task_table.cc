@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <limits>
 #include <map>
 
 #include "job_report.h"
@@ -28,41 +27,6 @@ Result<TaskState> ParseState(std::string_view v) {
   }
   return Status::InvalidArgument("query: state: unknown task state '" + std::string(v) +
                                  "' (blocked, ready, running, done, failed, cancelled)");
-}
-
-TimeUs Origin(const JobRun& job) {
-  TimeUs origin = std::numeric_limits<TimeUs>::max();
-  for (const TaskRecord& r : job.runs) {
-    if (r.state == TaskState::kDone) origin = std::min(origin, r.start);
-  }
-  return origin == std::numeric_limits<TimeUs>::max() ? job.started : origin;
-}
-
-json TaskEntry(const JobRun& job, const ResourcePool& pool, uint32_t r, TimeUs origin) {
-  const JobGraph& g = *job.graph;
-  const TaskRecord& rec = job.runs[r];
-  const TaskSpec& t = g.spec_task(r % g.size());
-  json e = {{"run", r},
-            {"id", t.id},
-            {"step", r / g.size()},
-            {"submodel", g.spec().submodels[g.task(r % g.size()).submodel].name},
-            {"kernel", t.kernel},
-            {"core_kind", std::string(CoreKindName(t.core))},
-            {"state", std::string(TaskStateName(rec.state))},
-            {"attempt", rec.attempt}};
-  if (rec.core != kNoCore) {
-    const auto& core = pool.core(rec.core);
-    e["device"] = core.device;
-    e["core"] = CoreName(core);
-  }
-  if (rec.state == TaskState::kDone) {
-    e["start_us"] = rec.start - origin;
-    e["end_us"] = rec.end - origin;
-  }
-  if (rec.state == TaskState::kBlocked || rec.state == TaskState::kReady) {
-    e["waiting"] = WaitingReason(job, pool, r);
-  }
-  return e;
 }
 
 }  // namespace
@@ -96,67 +60,139 @@ Result<TaskQuery> ParseTaskQuery(const std::string& query) {
   return q;
 }
 
-json WaitingReason(const JobRun& job, const ResourcePool& pool, uint32_t r) {
+namespace {
+
+TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t r) {
   const JobGraph& g = *job.graph;
   const TaskRecord& rec = job.runs[r];
   const uint32_t i = r % g.size(), step = r / g.size();
   const TaskSpec& t = g.spec_task(i);
-  const std::string kind(CoreKindName(t.core));
+  TaskPage::Row row;
+  row.run = r;
+  row.state = rec.state;
+  row.attempt = rec.attempt;
+  if (rec.core != kNoCore) {
+    const auto& core = pool.core(rec.core);
+    row.placed = true;
+    row.device = core.device;
+    row.core_kind = core.kind;
+    row.lane = core.lane;
+  }
+  row.start = rec.start;
+  row.end = rec.end;
+  using Wait = TaskPage::Row::Wait;
   if (rec.state == TaskState::kBlocked) {
     if (step > job.step) {
-      return {{"for", "step"},
-              {"reason", "waiting for step " + std::to_string(step - 1) + " to finish"}};
+      row.wait = Wait::kStep;
+    } else {
+      row.wait = Wait::kInputs;
+      for (uint32_t in : g.task(i).inputs) {
+        if (job.runs[uint64_t{step} * g.size() + in].state != TaskState::kDone) {
+          row.pending_inputs.push_back(in);
+        }
+      }
     }
-    json inputs = json::array();
-    std::string names;
-    for (uint32_t in : g.task(i).inputs) {
-      if (job.runs[step * g.size() + in].state == TaskState::kDone) continue;
-      inputs.push_back(g.spec_task(in).id);
-      if (inputs.size() <= 5) names += (names.empty() ? "" : ", ") + g.spec_task(in).id;
-    }
-    if (inputs.size() > 5) names += ", ...";
-    return {{"for", "inputs"},
-            {"inputs", std::move(inputs)},
-            {"reason", "waiting for inputs " + names}};
+  } else if (rec.state == TaskState::kReady) {
+    bool supported = job.kernel_ids.size() <= i || pool.AnySupports(job.kernel_ids[i], t.core);
+    row.wait = supported ? Wait::kCore : Wait::kKernel;
+    row.alive_cores = pool.alive_cores(t.core);
   }
-  if (rec.state == TaskState::kReady) {
-    if (job.kernel_ids.size() > i && !pool.AnySupports(job.kernel_ids[i], t.core)) {
-      return {{"for", "kernel"},
-              {"core", kind},
-              {"reason", "no live worker runs kernel '" + t.kernel + "' on a " + kind + " core"}};
-    }
-    return {{"for", "core"},
-            {"core", kind},
-            {"reason", "waiting for a free " + kind + " core (" +
-                           std::to_string(pool.alive_cores(t.core)) + " alive)"}};
-  }
-  return json();
+  return row;
 }
 
-json TaskPageJson(const JobRun& job, const ResourcePool& pool, const TaskQuery& q) {
-  TimeUs origin = Origin(job);
-  json tasks = json::array();
-  uint64_t total = 0;
+json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
+  const uint32_t i = row.run % g.size(), step = row.run / g.size();
+  const TaskSpec& t = g.spec_task(i);
+  const std::string kind(CoreKindName(t.core));
+  json e = {{"run", row.run},
+            {"id", t.id},
+            {"step", step},
+            {"submodel", g.spec().submodels[g.task(i).submodel].name},
+            {"kernel", t.kernel},
+            {"core_kind", kind},
+            {"state", std::string(TaskStateName(row.state))},
+            {"attempt", row.attempt}};
+  if (row.placed) {
+    e["device"] = row.device;
+    e["core"] = std::string(CoreKindName(row.core_kind)) + std::to_string(row.lane);
+  }
+  if (row.state == TaskState::kDone) {
+    e["start_us"] = row.start - origin;
+    e["end_us"] = row.end - origin;
+  }
+  using Wait = TaskPage::Row::Wait;
+  switch (row.wait) {
+    case Wait::kNone:
+      break;
+    case Wait::kStep:
+      e["waiting"] = {{"for", "step"},
+                      {"reason", "waiting for step " + std::to_string(step - 1) + " to finish"}};
+      break;
+    case Wait::kInputs: {
+      json inputs = json::array();
+      std::string names;
+      for (uint32_t in : row.pending_inputs) {
+        inputs.push_back(g.spec_task(in).id);
+        if (inputs.size() <= 5) names += (names.empty() ? "" : ", ") + g.spec_task(in).id;
+      }
+      if (inputs.size() > 5) names += ", ...";
+      e["waiting"] = {{"for", "inputs"},
+                      {"inputs", std::move(inputs)},
+                      {"reason", "waiting for inputs " + names}};
+      break;
+    }
+    case Wait::kCore:
+      e["waiting"] = {{"for", "core"},
+                      {"core", kind},
+                      {"reason", "waiting for a free " + kind + " core (" +
+                                     std::to_string(row.alive_cores) + " alive)"}};
+      break;
+    case Wait::kKernel:
+      e["waiting"] = {{"for", "kernel"},
+                      {"core", kind},
+                      {"reason", "no live worker runs kernel '" + t.kernel + "' on a " + kind +
+                                     " core"}};
+      break;
+  }
+  return e;
+}
+
+}  // namespace
+
+TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q) {
+  TaskPage page;
+  page.graph = job.graph;
+  page.id = job.id;
+  page.offset = q.offset;
+  page.limit = q.limit;
+  // Times count from the job's first dispatch: known without walking the
+  // runs, so a page costs the page, not the job.
+  page.origin = job.started >= 0 ? job.started : job.submitted;
   const uint64_t n = job.runs.size();
   if (!q.state) {
-    total = n;
+    page.total = n;
     for (uint64_t r = q.offset; r < n && r < q.offset + q.limit; ++r) {
-      tasks.push_back(TaskEntry(job, pool, static_cast<uint32_t>(r), origin));
+      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r)));
     }
-  } else {
-    for (uint64_t r = 0; r < n; ++r) {
-      if (job.runs[r].state != *q.state) continue;
-      if (total >= q.offset && total < q.offset + q.limit) {
-        tasks.push_back(TaskEntry(job, pool, static_cast<uint32_t>(r), origin));
-      }
-      ++total;
-    }
+    return page;
   }
-  json out = {{"id", job.id}, {"total", total}, {"offset", q.offset}, {"limit", q.limit},
-              {"origin_us", origin}};
-  out["count"] = tasks.size();
+  for (uint64_t r = 0; r < n; ++r) {
+    if (job.runs[r].state != *q.state) continue;
+    if (page.total >= q.offset && page.total < q.offset + q.limit) {
+      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r)));
+    }
+    ++page.total;
+  }
+  return page;
+}
+
+std::string RenderTaskPage(const TaskPage& page) {
+  json tasks = json::array();
+  for (const TaskPage::Row& row : page.rows) tasks.push_back(RenderRow(*page.graph, row, page.origin));
+  json out = {{"id", page.id},         {"total", page.total},      {"offset", page.offset},
+              {"limit", page.limit},   {"origin_us", page.origin}, {"count", page.rows.size()}};
   out["tasks"] = std::move(tasks);
-  return out;
+  return out.dump();
 }
 
 json SubmodelDagJson(const JobRun& job) {

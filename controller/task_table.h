@@ -29,15 +29,43 @@ inline constexpr uint64_t kMaxTaskPage = 10000;
 // Parses "offset=0&limit=100&state=ready"; a one-line error names the field.
 Result<TaskQuery> ParseTaskQuery(const std::string& query);
 
-// {"id", "total", "offset", "limit", "count", "origin_us", "tasks": [...]}
-// (origin_us: the controller-clock time start_us/end_us count from); each task as
-// TasksJson's entries plus, for blocked and ready runs, "waiting": {"for":
-// "inputs"|"step"|"core"|"kernel", "inputs": [...], "core": kind, "reason":
-// one line}.
-nlohmann::json TaskPageJson(const JobRun& job, const ResourcePool& pool, const TaskQuery& q);
+// One page of the task table, copied out of the loop's state so that the
+// JSON is built on another thread (formatting is what costs; the copy is a
+// few words per run). Holds the immutable graph for names.
+struct TaskPage {
+  struct Row {
+    uint32_t run = 0;
+    TaskState state = TaskState::kBlocked;
+    uint32_t attempt = 0;
+    bool placed = false;
+    DeviceId device = 0;
+    CoreKind core_kind = CoreKind::kCube;
+    uint32_t lane = 0;
+    TimeUs start = 0, end = 0;
+    // Why a blocked or ready run waits.
+    enum class Wait : uint8_t { kNone, kInputs, kStep, kCore, kKernel } wait = Wait::kNone;
+    std::vector<uint32_t> pending_inputs;  // task indices, for kInputs
+    uint32_t alive_cores = 0;              // of its kind, for kCore
+  };
+  std::shared_ptr<const JobGraph> graph;
+  JobId id = 0;
+  uint64_t total = 0, offset = 0, limit = 0;
+  TimeUs origin = 0;
+  std::vector<Row> rows;
+};
 
-// Why run `r` of `job` has not started; empty for runs that did.
-nlohmann::json WaitingReason(const JobRun& job, const ResourcePool& pool, uint32_t r);
+// Copies the page `q` asks for. Loop thread (reads the job and pool). Costs
+// the page, plus one pass over the runs when `q.state` filters.
+TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q);
+
+// {"id", "total", "offset", "limit", "count", "origin_us", "tasks": [...]}
+// (origin_us: the job's first dispatch on the controller clock, which
+// start_us/end_us count from); each task: run, id, step, submodel, kernel,
+// core_kind, state, attempt, device and core once placed, start_us and end_us
+// once done, and for blocked and ready runs "waiting": {"for":
+// "inputs"|"step"|"core"|"kernel", "inputs": [...], "core": kind, "reason":
+// one line}. Any thread.
+std::string RenderTaskPage(const TaskPage& page);
 
 // Sub-model DAG of a job: {"submodels": [{name, kind, depth, tasks, done,
 // running, ready, blocked}], "edges": [{from, to, count}]}, over the step
