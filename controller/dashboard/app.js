@@ -169,6 +169,7 @@ function renderDag(dag) {
   const ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');
   svg.setAttribute('viewBox', '0 0 ' + width + ' ' + height);
+  svg.setAttribute('preserveAspectRatio', 'xMinYMin meet');
   svg.style.maxHeight = height + 'px';
   const add = (tag, attrs, text) => {
     const e = document.createElementNS(ns, tag);
