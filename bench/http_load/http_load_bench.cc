@@ -65,8 +65,8 @@ double RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
 // Client threads sending requests back to back until stopped.
 class Hammer {
  public:
-  Hammer(HttpUrl url, int clients, bool idle, int interval_ms)
-      : url_(std::move(url)), idle_(idle), interval_(interval_ms) {
+  Hammer(HttpUrl url, int clients, bool idle, int interval_ms, std::string target)
+      : url_(std::move(url)), idle_(idle), interval_(interval_ms), target_(std::move(target)) {
     for (int i = 0; i < clients; ++i) threads_.emplace_back([this, i] { Client(i); });
     sse_ = std::thread([this] {
       while (!stop_) {
@@ -96,7 +96,7 @@ class Hammer {
     static const char* kTargets[] = {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/1",
                                      "/api/v1/jobs/2/tasks?limit=100", "/metrics"};
     for (uint64_t n = i; !stop_; ++n) {
-      const char* target = getenv("HMPMD_BENCH_TARGET") ? getenv("HMPMD_BENCH_TARGET") : kTargets[n % 5];
+      const std::string target = target_.empty() ? kTargets[n % 5] : target_;
       auto r = HttpCall(url_, "GET", target, "", {}, std::chrono::seconds(10));
       ++requests_;
       if (!r.ok() || r->status >= 500) ++errors_;
@@ -107,6 +107,7 @@ class Hammer {
   HttpUrl url_;
   bool idle_;
   std::chrono::milliseconds interval_;
+  std::string target_;  // empty: the mix
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> requests_{0}, errors_{0}, events_{0};
   std::vector<std::thread> threads_;
@@ -130,6 +131,10 @@ int main(int argc, char** argv) {
   int interval_ms = 0;
   app.add_option("--interval-ms", interval_ms,
                  "Pause of each client between requests (0: back to back)")->capture_default_str();
+  std::string target;
+  app.add_option("--target", target,
+                 "Send only this request target (e.g. /dashboard/style.css, which never reaches "
+                 "the loop) instead of the mix");
   std::string worker = HMPMD_WORKER_BIN;
   app.add_option("--worker", worker, "hmpmd-worker binary")->capture_default_str();
   app.add_flag("--smoke", smoke, "Small sizes, one run (for CI)");
@@ -175,7 +180,7 @@ int main(int argc, char** argv) {
   double loaded_seconds = 0;
   for (int r = 0; r < runs; ++r) {
     quiet.push_back(RunOnce(cluster, g));
-    Hammer hammer(url, clients, idle, interval_ms);
+    Hammer hammer(url, clients, idle, interval_ms, target);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them all connect
     uint64_t before = hammer.requests();
     auto t0 = std::chrono::steady_clock::now();
