@@ -178,9 +178,9 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
 void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
   for (const TaskResult& r : b.results) {
     bool applied;
+    TimeUs start = r.start_us + w.clock_offset_us, end = r.end_us + w.clock_offset_us;
     if (r.ok) {
-      applied = scheduler_->OnTaskDone(r.job, r.task, r.attempt, r.start_us + w.clock_offset_us,
-                                       r.end_us + w.clock_offset_us, now);
+      applied = scheduler_->OnTaskDone(r.job, r.task, r.attempt, start, end, now);
       if (applied) ++counters_.tasks_finished;
     } else {
       applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, r.error, false, now);
@@ -188,6 +188,7 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
     }
     if (applied) {
       ++w.tasks_done;
+      if (observer_) observer_->OnTaskEnded(r.job, r.task, r.ok, start, end, now);
     } else {
       ++counters_.stale_results;
     }
@@ -288,6 +289,7 @@ void Controller::ScheduleAndSend(TimeUs now) {
     outbox_[device_worker_[d.device]].tasks.push_back(std::move(a));
   }
   counters_.tasks_dispatched += dispatch_scratch_.size();
+  if (observer_) observer_->OnDispatched(dispatch_scratch_.data(), dispatch_scratch_.size(), now);
   for (WorkerId id = 0; id < outbox_.size(); ++id) {
     AssignBatch& batch = outbox_[id];
     if (batch.tasks.empty()) continue;

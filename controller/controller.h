@@ -73,6 +73,19 @@ struct WorkerInfo {
   std::string left_reason;
 };
 
+// Receives the loop's task events, for the live event feed and metrics.
+// Every call runs on the loop thread and must be cheap (it is on the
+// dispatch path): record and return, format later.
+class ControllerObserver {
+ public:
+  virtual ~ControllerObserver() = default;
+  // `n` runs were just sent to workers at `now`.
+  virtual void OnDispatched(const Dispatch* d, size_t n, TimeUs now) = 0;
+  // A run ended (ok or failed); `start`/`end` on the controller's clock.
+  virtual void OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, TimeUs end,
+                           TimeUs now) = 0;
+};
+
 // Counters exported by /metrics and the run summary.
 struct ControllerCounters {
   uint64_t tasks_dispatched = 0;
@@ -113,6 +126,8 @@ class Controller {
   void WatchJob(JobId id, JobCallback cb);
   // Calls `cb` once when at least `n` workers are alive.
   void WhenWorkers(size_t n, std::function<void()> cb);
+  // Sets (or clears, with nullptr) the one observer; it outlives its use.
+  void SetObserver(ControllerObserver* o) { observer_ = o; }
   // Sends Shutdown to every live worker.
   void ShutdownWorkers(const std::string& reason);
 
@@ -158,6 +173,7 @@ class Controller {
   std::vector<AssignBatch> outbox_;  // by WorkerId
   std::string body_scratch_;
   ControllerCounters counters_;
+  ControllerObserver* observer_ = nullptr;
   TimeUs started_at_ = 0;
   TimeUs next_liveness_check_ = 0;
 };

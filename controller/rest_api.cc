@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dashboard_assets.h"
 #include "job_report.h"
+#include "task_table.h"
 
 namespace hmpmd {
 namespace {
@@ -33,7 +35,8 @@ json PoolJson(const Controller& c) {
     json cores = json::array();
     for (CoreId cid : dev.cores) {
       const auto& core = pool.core(cid);
-      cores.push_back({{"name", CoreName(core)},
+      cores.push_back({{"id", cid},
+                       {"name", CoreName(core)},
                        {"kind", std::string(CoreKindName(core.kind))},
                        {"lane", core.lane},
                        {"queued", core.queued}});
@@ -63,7 +66,39 @@ json PoolJson(const Controller& c) {
 }  // namespace
 
 RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits)
-    : controller_(controller), token_(std::move(token)), limits_(limits) {}
+    : controller_(controller), token_(std::move(token)), limits_(limits) {
+  formatter_ = std::thread([this] { FormatterLoop(); });
+}
+
+RestApi::~RestApi() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  formatter_.join();
+}
+
+void RestApi::OffLoop(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void RestApi::FormatterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left
+    auto fn = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
 
 HttpResponse RestApi::Error(int status, const std::string& message) {
   return Json(status, json{{"error", message}}.dump());
@@ -94,6 +129,19 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
     auto it = req.headers.find("authorization");
     reply(it == req.headers.end() ? Error(401, "missing Authorization: Bearer token")
                                   : Error(403, "wrong token"));
+    return;
+  }
+  if (const EmbeddedAsset* a = FindDashboardAsset(req.path == "/" ? "/index.html" : req.path)) {
+    // Static files are compiled in; they never touch the loop.
+    if (req.method != "GET" && req.method != "HEAD") {
+      reply(Error(405, "method " + req.method + " not allowed on " + req.path));
+      return;
+    }
+    HttpResponse r;
+    r.content_type = a->content_type;
+    r.body.assign(reinterpret_cast<const char*>(a->data), a->size);
+    r.headers["Cache-Control"] = "no-cache";
+    reply(std::move(r));
     return;
   }
   if (req.method == "POST" && req.path == "/api/v1/jobs") {
@@ -143,7 +191,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
-    r.body = PrometheusText(c);
+    r.body = feed_ ? feed_->PrometheusText(Controller::NowUs()) : PrometheusText(c);
     return reply(std::move(r));
   }
   uint64_t id = 0;
@@ -153,7 +201,15 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   if (job == nullptr) return reply(Error(404, "job " + std::to_string(id) + ": no such job"));
   const ResourcePool& pool = c.scheduler().pool();
   if (rest.empty() && m == "GET") {
-    return reply(Json(200, JobSummaryJson(*job, pool, IsTerminal(job->state)).dump()));
+    if (!IsTerminal(job->state)) return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
+    auto it = ended_summaries_.find(job->id);
+    if (it == ended_summaries_.end()) {
+      if (ended_summaries_.size() >= 2 * c.options().keep_finished_jobs + 16) {
+        std::erase_if(ended_summaries_, [&c](const auto& e) { return !c.scheduler().job(e.first); });
+      }
+      it = ended_summaries_.emplace(job->id, JobSummaryJson(*job, pool, true).dump()).first;
+    }
+    return reply(Json(200, it->second));
   }
   if (rest.empty() && m == "DELETE") {
     Status st = controller_->Cancel(job->id);
@@ -161,10 +217,15 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
   }
   if (rest == "tasks" && m == "GET") {
-    return reply(Json(200, json{{"id", job->id}, {"tasks", TasksJson(*job, pool)}}.dump()));
+    auto q = ParseTaskQuery(req.query);
+    if (!q.ok()) return reply(Error(400, q.status().message()));
+    auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q));
+    OffLoop([page, reply] { reply(Json(200, RenderTaskPage(*page))); });
+    return;
   }
   if (rest == "trace" && m == "GET") return reply(Json(200, TraceJson(*job, pool).dump()));
-  if (rest.empty() || rest == "tasks" || rest == "trace") {
+  if (rest == "dag" && m == "GET") return reply(Json(200, SubmodelDagJson(*job).dump()));
+  if (rest.empty() || rest == "tasks" || rest == "trace" || rest == "dag") {
     return reply(Error(405, "method " + m + " not allowed on " + req.path));
   }
   return reply(Error(404, "no route " + req.path));

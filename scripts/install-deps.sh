@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages HyperMPMD needs, only those missing.
 # Idempotent: a second run installs nothing and does not touch apt's lists.
+# chromium: the dashboard browser test (tests/integration/dashboard_browser_test.py).
 set -euo pipefail
 
 packages=(
@@ -8,7 +9,7 @@ packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libboost-dev libspdlog-dev
   nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 iproute2
+  python3 iproute2 chromium
 )
 
 missing=()

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "../controller.h"
+#include "../event_feed.h"
 #include "../http_server.h"
 #include "../rest_api.h"
 #include "cli_common.h"
@@ -53,14 +54,25 @@ int ControllerMain(const ControllerArgs& a) {
   if (Status st = controller.Start(); !st.ok()) return Fail(st);
   RestApi api(&controller, opts.token, opts.spec_limits);
   std::unique_ptr<HttpServer> http;
+  // Live events (SSE) and the /metrics additions; batched off the task path.
+  // Its callbacks run only after Start(), once `http` is set.
+  EventFeed feed(
+      &controller, EventFeedOptions{},
+      [&http](std::string chunk) {
+        if (http) http->Broadcast(std::move(chunk));
+      },
+      [&http] { return http ? http->sse_client_count() : size_t{0}; });
+  api.SetEventFeed(&feed);
   if (!a.http.empty()) {
     HttpServerOptions ho;
     ho.bind = a.http;
     http = std::make_unique<HttpServer>(
         ho, [&api](HttpRequest req, HttpReply reply) { api.Handle(std::move(req), std::move(reply)); });
+    http->SetSseHello([&feed] { return feed.Hello(); });
     if (Status st = http->Start(); !st.ok()) return Fail(st);
-    spdlog::info("REST API on http://{}", a.http);
+    spdlog::info("REST API and dashboard on http://{}", a.http);
   }
+  feed.Start();
   std::thread waiter([&controller, signals] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -69,6 +81,7 @@ int ControllerMain(const ControllerArgs& a) {
   });
   controller.Run();
   if (http) http->Stop();
+  feed.Stop();
   // Wake the signal thread if the loop ended for another reason.
   kill(getpid(), SIGTERM);
   waiter.join();

@@ -130,6 +130,8 @@ class Scheduler {
   const JobRun* job(JobId id) const;
   const std::map<JobId, JobRun>& jobs() const { return jobs_; }
   size_t ready_count() const;
+  // Ready runs waiting for a core of `kind`.
+  size_t ready_count(CoreKind kind) const { return ready_[static_cast<size_t>(kind)].size(); }
   // Jobs still queued or running.
   size_t active_jobs() const { return active_jobs_; }
 

@@ -1,0 +1,303 @@
+// The dashboard: pool, live timeline, jobs, and a job page. State comes from
+// the REST API once (and again after each reconnect) and then from the
+// Server-Sent Events of /api/v1/events; the page never polls the whole state.
+'use strict';
+
+const state = {
+  devices: [],          // /api/v1/pool devices
+  jobs: new Map(),      // id -> job summary
+  connected: false,
+  dropped: 0,           // task records the controller left out of the stream
+  records: 0,           // task records received
+  view: null,           // job id of the job page, or null
+};
+const $ = (id) => document.getElementById(id);
+const timeline = new Timeline($('timeline'), $('tooltip'), 20000);
+const token = new URLSearchParams(location.search).get('token');
+
+async function getJson(path) {
+  const headers = token ? { Authorization: 'Bearer ' + token } : {};
+  const r = await fetch(path, { headers });
+  if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
+  return r.json();
+}
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'class') e.className = v; else if (k === 'style') e.style.cssText = v;
+    else if (k.startsWith('data-')) e.setAttribute(k, v); else e[k] = v;
+  }
+  for (const k of kids) e.append(k);
+  return e;
+}
+
+// --- pool ---
+async function loadPool() {
+  const p = await getJson('/api/v1/pool');
+  state.devices = p.devices;
+  const rows = [];
+  for (const d of p.devices) {
+    for (const c of d.cores) rows.push({ core: c.id, label: d.name + ' ' + c.name });
+  }
+  timeline.setRows(rows);
+  renderPool();
+}
+
+function renderPool() {
+  const running = timeline.running();
+  const pool = $('pool');
+  pool.replaceChildren();
+  let alive = 0;
+  for (const d of state.devices) {
+    if (d.alive) alive++;
+    const cores = el('div', { class: 'cores' });
+    for (const c of d.cores) {
+      const b = d.alive ? running.get(c.id) : null;
+      const core = el('span', { class: 'core' + (b ? ' busy' : ''), 'data-core': c.id,
+                                title: b ? b.name + ' (' + b.sub + ')' : 'idle' },
+                      c.name + (b ? ' ' + b.name : ''));
+      if (b) core.style.background = Timeline.color(b.sub || '');
+      cores.append(core);
+    }
+    const why = d.alive ? 'alive, ' + (d.tasks_done || 0) + ' tasks done'
+                        : 'dead: ' + (d.left_reason || 'left');
+    pool.append(el('div', { class: 'device ' + (d.alive ? 'alive' : 'dead'), 'data-device': d.id },
+                   el('div', { class: 'name' }, d.name),
+                   el('div', { class: 'state' }, why), cores));
+  }
+  $('pool-counts').textContent = alive + ' live of ' + state.devices.length + ' devices';
+}
+
+// --- jobs ---
+function upsertJob(j) {
+  const old = state.jobs.get(j.id);
+  state.jobs.set(j.id, Object.assign(old || {}, j));
+  const ended = j.state === 'succeeded' || j.state === 'failed' || j.state === 'cancelled';
+  if (ended) timeline.endJob(j.id);
+}
+
+function shownJob() {
+  // The job page's job, else the newest running job, else the newest job.
+  if (state.view != null) return state.view;
+  let best = null;
+  for (const j of state.jobs.values()) {
+    if (j.state === 'running' && (best == null || j.id > best.id)) best = j;
+  }
+  if (best) return best.id;
+  let newest = null;
+  for (const id of state.jobs.keys()) newest = newest == null || id > newest ? id : newest;
+  return newest;
+}
+
+function renderJobs() {
+  const body = $('jobs').tBodies[0];
+  const ids = [...state.jobs.keys()].sort((a, b) => b - a).slice(0, 200);
+  body.replaceChildren(...ids.map((id) => {
+    const j = state.jobs.get(id);
+    const pct = Math.round((j.progress || 0) * 1000) / 10;
+    return el('tr', { 'data-job': id, onclick: () => { location.hash = '#/jobs/' + id; } },
+              el('td', {}, String(id)), el('td', {}, j.name || ''),
+              el('td', { class: 'state state-' + j.state }, j.state),
+              el('td', {}, el('div', { class: 'bar', title: pct + '%' },
+                              el('div', { style: 'width:' + pct + '%' }))),
+              el('td', {}, (j.done || 0) + ' / ' + (j.tasks || 0)),
+              el('td', {}, String(j.running || 0)));
+  }));
+  let running = 0;
+  for (const j of state.jobs.values()) if (j.state === 'running') running++;
+  $('summary').textContent = state.jobs.size + ' jobs, ' + running + ' running';
+}
+
+// --- job page ---
+async function renderJobPage() {
+  const id = state.view;
+  $('job-section').hidden = id == null;
+  if (id == null) return;
+  const [job, dag, ready, blocked, metrics] = await Promise.all([
+    getJson('/api/v1/jobs/' + id), getJson('/api/v1/jobs/' + id + '/dag'),
+    getJson('/api/v1/jobs/' + id + '/tasks?state=ready&limit=50'),
+    getJson('/api/v1/jobs/' + id + '/tasks?state=blocked&limit=50'),
+    fetch('/metrics').then((r) => r.text())]);
+  upsertJob(job);
+  $('job-title').textContent = id + ' ' + job.name + ' (' + job.state + ')';
+  // Step metrics: final ones when ended, else the running step's from /metrics.
+  const live = (name) => {
+    const m = metrics.match(new RegExp(name + '\\{job="' + id + '",step="(\\d+)"\\} (\\S+)'));
+    return m ? Number(m[2]) : null;
+  };
+  const pct = (v) => v == null ? '–' : (v * 100).toFixed(1) + '%';
+  const ended = job.makespan_s != null;
+  const cards = [
+    ['state', job.state], ['progress', pct(job.progress)],
+    ['done / tasks', job.done + ' / ' + job.tasks], ['step', job.steps > 1 ? (dag.step + 1) + ' of ' + job.steps : '1'],
+    ['masking ratio', pct(ended ? job.masking_ratio : live('hmpmd_step_masking_ratio'))],
+    ['bubble ratio', pct(ended ? job.bubble_ratio : live('hmpmd_step_bubble_ratio'))],
+    ['utilisation', pct(ended ? job.utilisation : live('hmpmd_step_utilisation'))],
+  ];
+  if (ended) cards.push(['makespan', (job.makespan_s * 1000).toFixed(2) + ' ms']);
+  if (job.error) cards.push(['error', job.error]);
+  $('job-summary').replaceChildren(...cards.map(([k, v]) => el('div', { class: 'card' }, k, el('b', {}, String(v)))));
+  renderDag(dag);
+  const rows = [...ready.tasks, ...blocked.tasks];
+  $('job-waiting-count').textContent = ready.total + ' ready, ' + blocked.total + ' blocked' +
+    (rows.length < ready.total + blocked.total ? ' (first ' + rows.length + ' shown)' : '');
+  $('job-waiting').tBodies[0].replaceChildren(...rows.map((t) => el('tr', {},
+    el('td', {}, t.id), el('td', {}, String(t.step)), el('td', {}, t.submodel),
+    el('td', {}, t.state), el('td', {}, t.waiting ? t.waiting.reason : ''))));
+}
+
+function renderDag(dag) {
+  // Columns by the controller's depth of each sub-model (task edges are
+  // acyclic; sub-model edges may loop, e.g. forward and backward passes).
+  const depths = [...new Set(dag.submodels.map((s) => s.depth))].sort((x, y) => x - y);
+  const layer = new Map(dag.submodels.map((s) => [s.name, depths.indexOf(s.depth)]));
+  const names = dag.submodels.map((s) => s.name);
+  const cols = new Map();
+  for (const n of names) {
+    const l = layer.get(n);
+    if (!cols.has(l)) cols.set(l, []);
+    cols.get(l).push(n);
+  }
+  const W = 170, H = 54, gx = 60, gy = 16, pos = new Map();
+  let maxRows = 1;
+  for (const [l, list] of cols) {
+    maxRows = Math.max(maxRows, list.length);
+    list.forEach((n, i) => pos.set(n, [10 + l * (W + gx), 10 + i * (H + gy)]));
+  }
+  const width = 20 + cols.size * (W + gx), height = 20 + maxRows * (H + gy);
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 ' + width + ' ' + height);
+  svg.setAttribute('preserveAspectRatio', 'xMinYMin meet');
+  svg.style.maxHeight = height + 'px';
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text != null) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  for (const e of dag.edges) {
+    const [x0, y0] = pos.get(e.from), [x1, y1] = pos.get(e.to);
+    add('path', { d: `M${x0 + W},${y0 + H / 2} C${x0 + W + gx / 2},${y0 + H / 2} ${x1 - gx / 2},${y1 + H / 2} ${x1},${y1 + H / 2}`,
+                  stroke: '#8a94a6', fill: 'none', 'stroke-width': Math.min(6, 1 + Math.log2(e.count)) });
+  }
+  for (const s of dag.submodels) {
+    const [x, y] = pos.get(s.name);
+    add('rect', { x, y, width: W, height: H, rx: 5, fill: Timeline.color(s.name), 'data-submodel': s.name });
+    add('text', { x: x + 6, y: y + 16, fill: '#fff', 'font-weight': 600 }, s.name + ' (' + s.kind + ')');
+    add('text', { x: x + 6, y: y + 32, fill: '#fff', 'font-size': 11 }, s.tasks + ' tasks');
+    add('text', { x: x + 6, y: y + 46, fill: '#fff', 'font-size': 11 },
+        s.done + ' / ' + s.running + ' / ' + s.ready + ' / ' + s.blocked);
+  }
+  $('job-dag').replaceChildren(svg);
+}
+
+// --- live events ---
+function connect() {
+  const es = new EventSource('/api/v1/events');
+  es.addEventListener('hello', async (e) => {
+    state.connected = true;
+    timeline.setClock(JSON.parse(e.data).now_us);
+    $('conn').textContent = 'live'; $('conn').className = 'conn up';
+    // A fresh snapshot after every (re)connect; events keep it current.
+    try {
+      await loadPool();
+      for (const j of (await getJson('/api/v1/jobs')).jobs) upsertJob(j);
+      renderJobs();
+      if (state.view != null) renderJobPage();
+    } catch (err) { console.error(err); }
+  });
+  es.addEventListener('tasks', (e) => {
+    const d = JSON.parse(e.data);
+    timeline.setClock(d.now_us);
+    for (const r of d.tasks) timeline.add(r);
+    state.records += d.tasks.length;
+    state.dropped += d.dropped;
+    $('timeline-dropped').textContent = state.dropped ? state.dropped + ' task events not shown (too fast)' : '';
+    poolDirty = true;
+  });
+  es.addEventListener('jobs', (e) => {
+    const d = JSON.parse(e.data);
+    timeline.setClock(d.now_us);
+    for (const j of d.jobs) upsertJob(j);
+    renderJobs();
+    // Ended jobs change the pool's per-worker counts.
+    if (d.jobs.some((j) => j.state !== 'running' && j.state !== 'queued')) loadPool().catch(console.error);
+    if (state.view != null && d.jobs.some((j) => j.id === state.view)) jobDirty = true;
+  });
+  es.addEventListener('pool', () => { loadPool().catch(console.error); });
+  es.onerror = () => {
+    state.connected = false;
+    $('conn').textContent = 'reconnecting'; $('conn').className = 'conn down';
+  };
+}
+
+// A job shown for the first time gets its most recent finished runs from the
+// task table (the page may have opened after they ran); live records and
+// these meet without duplicates (Timeline.add keys bars by job and run).
+const backfilled = new Set();
+async function backfill(job) {
+  if (backfilled.has(job)) return;
+  backfilled.add(job);
+  const first = await getJson('/api/v1/jobs/' + job + '/tasks?state=done&limit=1');
+  const offset = Math.max(0, first.total - 5000);
+  const page = await getJson('/api/v1/jobs/' + job + '/tasks?state=done&limit=5000&offset=' + offset);
+  const cores = new Map();
+  for (const d of state.devices) for (const c of d.cores) cores.set(d.id + '/' + c.name, c.id);
+  for (const t of page.tasks) {
+    const core = cores.get(t.device + '/' + t.core);
+    if (core === undefined || timeline.byKey.has(job + ':' + t.run)) continue;
+    timeline.add([job, t.run, 1, core, t.device, page.origin_us + t.start_us,
+                  page.origin_us + t.end_us, t.id, t.submodel]);
+  }
+  state.records += page.tasks.length;
+}
+
+let poolDirty = false, jobDirty = false, lastJobRender = 0;
+function frame(t) {
+  const job = shownJob();
+  timeline.job = job;
+  if (job != null && state.connected && state.devices.length && !backfilled.has(job)) {
+    backfill(job).catch(console.error);
+  }
+  const j = job != null ? state.jobs.get(job) : null;
+  timeline.ended = !!j && j.state !== 'running' && j.state !== 'queued';
+  $('timeline-job').textContent = j ? 'job ' + job + ' ' + (j.name || '') + ' (' + j.state + ')' : '';
+  timeline.draw();
+  if (poolDirty) { poolDirty = false; renderPool(); }
+  // The job page re-reads at most twice a second.
+  if (jobDirty && t - lastJobRender > 500) { jobDirty = false; lastJobRender = t; renderJobPage().catch(console.error); }
+  requestAnimationFrame(frame);
+}
+
+function route() {
+  const m = location.hash.match(/^#\/jobs\/(\d+)/);
+  state.view = m ? Number(m[1]) : null;
+  renderJobPage().catch((e) => { $('job-title').textContent = String(e); });
+}
+
+// For tests and scripts: what the page shows now.
+window.hmpmdDashboard = {
+  snapshot() {
+    const jobs = {};
+    for (const [id, j] of state.jobs) jobs[id] = j.state;
+    return {
+      connected: state.connected,
+      devices: document.querySelectorAll('#pool .device').length,
+      aliveDevices: document.querySelectorAll('#pool .device.alive').length,
+      timelineJob: timeline.job,
+      timelineBars: timeline.job == null ? 0 : timeline.barsOf(timeline.job).filter((b) => b.t1).length,
+      timelineDrawn: timeline.drawn || 0,
+      taskRecords: state.records,
+      jobs,
+    };
+  },
+};
+
+$('timeline-window').addEventListener('change', (e) => { timeline.windowS = Number(e.target.value); });
+window.addEventListener('hashchange', route);
+route();
+connect();
+requestAnimationFrame(frame);

@@ -1,0 +1,173 @@
+#include "event_feed.h"
+
+#include <nlohmann/json.hpp>
+
+namespace hmpmd {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Chunk(const char* event, const std::string& data) {
+  return std::string("event: ") + event + "\ndata: " + data + "\n\n";
+}
+
+}  // namespace
+
+EventFeed::EventFeed(Controller* controller, EventFeedOptions options, BroadcastFn broadcast,
+                     ClientCountFn clients)
+    : controller_(controller),
+      options_(options),
+      broadcast_(std::move(broadcast)),
+      clients_(std::move(clients)),
+      metrics_(controller) {}
+
+EventFeed::~EventFeed() { Stop(); }
+
+void EventFeed::Start() {
+  controller_->Post([this] { controller_->SetObserver(this); });
+  ticker_ = std::thread([this] { TickerLoop(); });
+}
+
+void EventFeed::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+std::string EventFeed::Hello() {
+  controller_->Post([this] { active_ = true; });
+  return Chunk("hello", json{{"version", 1}, {"now_us", Controller::NowUs()}}.dump());
+}
+
+void EventFeed::TickerLoop() {
+  bool was_active = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, options_.flush_period, [this] { return stop_; })) {
+    bool active = clients_() > 0;
+    // Post only while there are clients (and once more to switch off), so
+    // an unwatched controller does no event work at all.
+    if (active || was_active) {
+      controller_->Post([this, active] { Flush(active, Controller::NowUs()); });
+    }
+    was_active = active;
+  }
+}
+
+void EventFeed::Push(const Record& r) {
+  if (buffer_.size() >= options_.max_buffered_records) {
+    ++dropped_;
+    return;
+  }
+  buffer_.push_back(r);
+}
+
+void EventFeed::OnDispatched(const Dispatch* d, size_t n, TimeUs now) {
+  if (!active_) return;
+  for (size_t i = 0; i < n; ++i) Push({d[i].job, d[i].run, 0, d[i].core, now, 0});
+}
+
+void EventFeed::OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, TimeUs end,
+                            TimeUs now) {
+  (void)now;
+  metrics_.OnTaskEnded(job, run, start, end);
+  if (!active_) return;
+  const JobRun* j = controller_->scheduler().job(job);
+  CoreId core = (j && run < j->runs.size()) ? j->runs[run].core : kNoCore;
+  Push({job, run, static_cast<uint8_t>(ok ? 1 : 2), core, start, end});
+}
+
+std::string EventFeed::TasksEvent(TimeUs now) {
+  const Scheduler& s = controller_->scheduler();
+  const ResourcePool& pool = s.pool();
+  std::string out = "{\"now_us\":" + std::to_string(now) + ",\"tasks\":[";
+  size_t n = std::min(buffer_.size(), options_.max_records_per_flush);
+  // Keep the newest records: the page shows the present.
+  size_t first = buffer_.size() - n;
+  dropped_ += first;
+  bool comma = false;
+  for (size_t i = first; i < buffer_.size(); ++i) {
+    const Record& r = buffer_[i];
+    const JobRun* job = s.job(r.job);
+    if (job == nullptr || r.run >= job->runs.size()) continue;
+    const JobGraph& g = *job->graph;
+    uint32_t t = r.run % g.size();
+    long device = r.core == kNoCore ? -1 : static_cast<long>(pool.core(r.core).device);
+    json row = json::array({r.job, r.run, r.phase, r.core == kNoCore ? -1L : long(r.core), device,
+                            r.t0, r.t1, g.spec_task(t).id,
+                            g.spec().submodels[g.task(t).submodel].name});
+    if (comma) out += ',';
+    out += row.dump();
+    comma = true;
+  }
+  out += "],\"dropped\":" + std::to_string(dropped_) + "}";
+  dropped_total_ += dropped_;
+  dropped_ = 0;
+  buffer_.clear();
+  return Chunk("tasks", out);
+}
+
+std::string EventFeed::JobsEvent(TimeUs now) {
+  json jobs = json::array();
+  const auto& all = controller_->scheduler().jobs();
+  for (const auto& [id, job] : all) {
+    auto it = jobs_seen_.find(id);
+    if (it != jobs_seen_.end() && it->second.state == job.state && it->second.done == job.done &&
+        it->second.running == job.running) {
+      continue;
+    }
+    jobs_seen_[id] = JobSeen{job.state, job.done, job.running};
+    uint64_t total = job.graph->total_runs();
+    json e = {{"id", id},           {"name", job.graph->spec().name},
+              {"state", std::string(JobStateName(job.state))},
+              {"done", job.done},   {"running", job.running},
+              {"tasks", total},     {"progress", total ? double(job.done) / total : 0.0}};
+    if (!job.error.empty()) e["error"] = job.error;
+    jobs.push_back(std::move(e));
+  }
+  // Forget jobs the controller forgot.
+  for (auto it = jobs_seen_.begin(); it != jobs_seen_.end();) {
+    it = all.count(it->first) ? std::next(it) : jobs_seen_.erase(it);
+  }
+  if (jobs.empty()) return {};
+  return Chunk("jobs", json{{"now_us", now}, {"jobs", std::move(jobs)}}.dump());
+}
+
+void EventFeed::Flush(bool active, TimeUs now) {
+  if (!active) {
+    active_ = false;
+    buffer_.clear();
+    dropped_ = 0;
+    jobs_seen_.clear();
+    workers_seen_ = alive_seen_ = 0;
+    return;
+  }
+  active_ = true;
+  std::string batch;
+  if (!buffer_.empty() || dropped_ > 0) batch += TasksEvent(now);
+  batch += JobsEvent(now);
+  size_t workers = controller_->workers().size(), alive = controller_->alive_workers();
+  if (workers != workers_seen_ || alive != alive_seen_) {
+    workers_seen_ = workers;
+    alive_seen_ = alive;
+    batch += Chunk("pool", json{{"now_us", now}, {"workers", workers}, {"alive", alive}}.dump());
+  }
+  if (batch.empty()) return;
+  ++events_sent_;
+  broadcast_(std::move(batch));
+}
+
+std::string EventFeed::PrometheusText(TimeUs now) {
+  std::string extra =
+      "# HELP hmpmd_event_records_dropped_total Task records left out of the live event "
+      "stream.\n# TYPE hmpmd_event_records_dropped_total counter\n"
+      "hmpmd_event_records_dropped_total " + std::to_string(dropped_total_) + "\n"
+      "# HELP hmpmd_event_batches_total Batched event chunks broadcast.\n"
+      "# TYPE hmpmd_event_batches_total counter\n"
+      "hmpmd_event_batches_total " + std::to_string(events_sent_) + "\n";
+  return metrics_.PrometheusText(now, extra);
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,137 @@
+// EventFeed: live updates for GET /api/v1/events and the numbers /metrics
+// adds to the controller's counters.
+//
+// The controller loop calls it (as its ControllerObserver) for every batch
+// of dispatches and every ended run. At 100k+ tasks/s nothing may be
+// formatted per task on the loop, so:
+//  1. While no SSE client is connected it records nothing but metrics;
+//     a new client's hello switches recording on.
+//  2. With clients, the loop appends compact records to a bounded buffer
+//     (a few words per run); runs beyond the buffer are counted as dropped.
+//  3. A ticker thread posts Flush() to the loop every flush period; Flush
+//     formats one batched "tasks" event (at most max_records_per_flush
+//     records, then a "dropped" count), one "jobs" event with the jobs whose
+//     state or progress changed, and a "pool" event when workers joined or
+//     left, and hands them to the broadcast function.
+// Job progress and state always come from the "jobs" event, so a page that
+// lost task records is still right about jobs.
+//
+// Event data (JSON):
+//  hello: {"version": 1, "now_us"}            (sent by the server itself)
+//  tasks: {"now_us", "dropped", "tasks": [[job, run, phase, core, device,
+//          t0_us, t1_us, task_id, submodel], ...]}; phase 0 = dispatched
+//          (t0 = dispatch time), 1 = finished, 2 = failed (t0..t1 = the
+//          measured run); times on the controller's clock.
+//  jobs:  {"now_us", "jobs": [{id, name, state, done, running, tasks,
+//          progress, error?}]}
+//  pool:  {"now_us", "workers", "alive"}      (re-read /api/v1/pool)
+//
+// Thread-safety: Start() and Stop() on one owner thread; the observer
+// methods, Flush() and PrometheusText() on the loop thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller.h"
+#include "live_metrics.h"
+
+namespace hmpmd {
+
+struct EventFeedOptions {
+  // How often buffered records are flushed. Lower: livelier page, more
+  // events. Default: 100 ms.
+  std::chrono::milliseconds flush_period{100};
+  // Task records per "tasks" event; the rest of a flush is counted as
+  // dropped. Bounds what one flush costs the loop and the page.
+  // Default: 2000.
+  size_t max_records_per_flush = 2000;
+  // Task records kept between flushes; beyond this they are dropped (and
+  // counted). Default: 20000.
+  size_t max_buffered_records = 20000;
+};
+
+class EventFeed : public ControllerObserver {
+ public:
+  using BroadcastFn = std::function<void(std::string)>;
+  using ClientCountFn = std::function<size_t()>;
+
+  // `controller` outlives the feed; `broadcast` and `clients` are
+  // thread-safe (HttpServer::Broadcast and sse_client_count).
+  EventFeed(Controller* controller, EventFeedOptions options, BroadcastFn broadcast,
+            ClientCountFn clients);
+  ~EventFeed() override;
+  EventFeed(const EventFeed&) = delete;
+  EventFeed& operator=(const EventFeed&) = delete;
+
+  // Installs the feed as the controller's observer (posted to the loop) and
+  // starts the ticker.
+  void Start();
+  // Stops the ticker. Call before the controller is destroyed; after the
+  // loop has ended, or the loop may still call the feed until it is gone.
+  void Stop();
+
+  // The SSE hello chunk for a new client; also switches recording on at
+  // once (posted to the loop), so the client misses no task after its
+  // hello. Thread-safe.
+  std::string Hello();
+
+  // --- loop thread only ---
+  void OnDispatched(const Dispatch* d, size_t n, TimeUs now) override;
+  void OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, TimeUs end,
+                   TimeUs now) override;
+  // Formats and broadcasts what changed since the last flush. `active`:
+  // whether SSE clients are connected (when not, the buffer is cleared and
+  // recording stops).
+  void Flush(bool active, TimeUs now);
+  std::string PrometheusText(TimeUs now);
+  uint64_t dropped_records() const { return dropped_total_; }
+
+ private:
+  struct Record {
+    JobId job;
+    uint32_t run;
+    uint8_t phase;  // 0 dispatched, 1 finished, 2 failed
+    CoreId core;
+    TimeUs t0, t1;
+  };
+  struct JobSeen {
+    JobState state;
+    uint64_t done;
+    uint64_t running;
+  };
+  void Push(const Record& r);
+  std::string TasksEvent(TimeUs now);
+  std::string JobsEvent(TimeUs now);
+  void TickerLoop();
+
+  Controller* controller_;
+  EventFeedOptions options_;
+  BroadcastFn broadcast_;
+  ClientCountFn clients_;
+  LiveMetrics metrics_;
+
+  // Loop thread state.
+  bool active_ = false;
+  std::vector<Record> buffer_;
+  uint64_t dropped_ = 0;        // since the last flush
+  uint64_t dropped_total_ = 0;  // for /metrics
+  uint64_t events_sent_ = 0;
+  std::map<JobId, JobSeen> jobs_seen_;
+  size_t workers_seen_ = 0, alive_seen_ = 0;
+
+  // Ticker.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread ticker_;
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,179 @@
+#include "live_metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "hmpmd/scheduler/schedule_metrics.h"
+
+namespace hmpmd {
+namespace {
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void Header(std::string* out, const char* name, const char* type, const char* help) {
+  *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Ratios are recomputed at most this often per job (and less often for big
+// jobs): they walk its runs.
+constexpr TimeUs kRatioPeriodUs = 1'000'000;
+
+}  // namespace
+
+void LiveMetrics::OnTaskEnded(JobId job_id, uint32_t run, TimeUs start, TimeUs end) {
+  const JobRun* job = controller_->scheduler().job(job_id);
+  if (job == nullptr || run >= job->runs.size()) return;
+  const TaskRecord& rec = job->runs[run];
+  double latency = std::max<TimeUs>(0, start - rec.dispatched) / 1e6;
+  size_t b = 0;
+  while (b < kLatencyBuckets.size() && latency > kLatencyBuckets[b]) ++b;
+  ++latency_counts_[b];
+  latency_sum_s_ += latency;
+  ++latency_count_;
+  if (rec.core == kNoCore) return;
+  DeviceId d = controller_->scheduler().pool().core(rec.core).device;
+  if (device_busy_s_.size() <= d) device_busy_s_.resize(d + 1, 0.0);
+  device_busy_s_[d] += std::max<TimeUs>(0, end - start) / 1e6;
+}
+
+std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
+  const Controller& c = *controller_;
+  const ControllerCounters& k = c.counters();
+  const Scheduler& s = c.scheduler();
+  const ResourcePool& pool = s.pool();
+  std::string out;
+  auto metric = [&out](const char* name, const char* type, const char* help, double v) {
+    Header(&out, name, type, help);
+    out += std::string(name) + " " + Num(v) + "\n";
+  };
+  metric("hmpmd_tasks_dispatched_total", "counter", "Task runs sent to workers.",
+         static_cast<double>(k.tasks_dispatched));
+  metric("hmpmd_tasks_finished_total", "counter", "Task runs that finished.",
+         static_cast<double>(k.tasks_finished));
+  metric("hmpmd_tasks_failed_total", "counter", "Task runs that failed.",
+         static_cast<double>(k.tasks_failed));
+  metric("hmpmd_workers_alive", "gauge", "Registered live workers.",
+         static_cast<double>(c.alive_workers()));
+  metric("hmpmd_dropped_frames_total", "counter", "Malformed frames the controller dropped.",
+         static_cast<double>(c.dropped_frames()));
+  metric("hmpmd_stale_results_total", "counter", "Results of old attempts or ended jobs.",
+         static_cast<double>(k.stale_results));
+  metric("hmpmd_batches_sent_total", "counter", "AssignBatch messages sent.",
+         static_cast<double>(k.batches_sent));
+
+  // Running (dispatched, not ended) and queued (ready, waiting for a core)
+  // runs by core kind; O(cores), never O(tasks), since scrapes may be many.
+  uint64_t by_state[5] = {};
+  for (const auto& [id, job] : s.jobs()) ++by_state[static_cast<int>(job.state)];
+  std::array<uint64_t, kNumCoreKinds> running{}, queued{};
+  for (CoreId cid = 0; cid < pool.core_count(); ++cid) {
+    running[static_cast<size_t>(pool.core(cid).kind)] += pool.core(cid).queued;
+  }
+  for (size_t i = 0; i < kNumCoreKinds; ++i) queued[i] = s.ready_count(static_cast<CoreKind>(i));
+  Header(&out, "hmpmd_tasks_running", "gauge", "Task runs dispatched and not ended, by core kind.");
+  for (size_t i = 0; i < kNumCoreKinds; ++i) {
+    out += "hmpmd_tasks_running{core=\"" + std::string(CoreKindName(static_cast<CoreKind>(i))) +
+           "\"} " + std::to_string(running[i]) + "\n";
+  }
+  Header(&out, "hmpmd_tasks_queued", "gauge", "Task runs ready and waiting for a core, by core kind.");
+  for (size_t i = 0; i < kNumCoreKinds; ++i) {
+    out += "hmpmd_tasks_queued{core=\"" + std::string(CoreKindName(static_cast<CoreKind>(i))) +
+           "\"} " + std::to_string(queued[i]) + "\n";
+  }
+  Header(&out, "hmpmd_jobs", "gauge", "Jobs by state.");
+  for (int st = 0; st < 5; ++st) {
+    out += "hmpmd_jobs{state=\"" + std::string(JobStateName(static_cast<JobState>(st))) + "\"} " +
+           std::to_string(by_state[st]) + "\n";
+  }
+
+  Header(&out, "hmpmd_dispatch_latency_seconds", "histogram",
+         "From the controller sending a task to the worker starting it.");
+  uint64_t cum = 0;
+  for (size_t b = 0; b < kLatencyBuckets.size(); ++b) {
+    cum += latency_counts_[b];
+    out += "hmpmd_dispatch_latency_seconds_bucket{le=\"" + Num(kLatencyBuckets[b]) + "\"} " +
+           std::to_string(cum) + "\n";
+  }
+  cum += latency_counts_.back();
+  out += "hmpmd_dispatch_latency_seconds_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
+  out += "hmpmd_dispatch_latency_seconds_sum " + Num(latency_sum_s_) + "\n";
+  out += "hmpmd_dispatch_latency_seconds_count " + std::to_string(latency_count_) + "\n";
+
+  // Per device: busy time (rate() of it over cores is utilisation) and the
+  // share of its cores holding work now.
+  Header(&out, "hmpmd_device_busy_seconds_total", "counter", "Measured task time run per device.");
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    double busy = d < device_busy_s_.size() ? device_busy_s_[d] : 0.0;
+    out += "hmpmd_device_busy_seconds_total{device=\"" + std::to_string(d) + "\",name=\"" +
+           Escape(pool.device(d).desc.name) + "\"} " + Num(busy) + "\n";
+  }
+  Header(&out, "hmpmd_device_utilisation", "gauge",
+         "Share of a live device's cores holding dispatched work now.");
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    const auto& dev = pool.device(d);
+    if (!dev.alive || dev.cores.empty()) continue;
+    size_t busy = 0;
+    for (CoreId cid : dev.cores) busy += pool.core(cid).queued > 0;
+    out += "hmpmd_device_utilisation{device=\"" + std::to_string(d) + "\",name=\"" +
+           Escape(dev.desc.name) + "\"} " + Num(double(busy) / dev.cores.size()) + "\n";
+  }
+
+  // Masking and bubble ratios of each running job's current step.
+  std::string masking, bubble, util;
+  for (const auto& [id, job] : s.jobs()) {
+    if (job.state != JobState::kRunning) continue;
+    StepRatios& r = ratios_[id];
+    if (r.computed == 0 || r.step != job.step || now - r.computed >= r.period) {
+      // The job with only this step's runs done (ComputeMetrics walks every
+      // step's records, so the copy keeps them all).
+      JobRun step_only = job;
+      const uint64_t size = job.graph->size();
+      for (uint64_t i = 0; i < step_only.runs.size(); ++i) {
+        if (i / size != job.step) step_only.runs[i].state = TaskState::kBlocked;
+      }
+      ScheduleMetrics m = ComputeMetrics(step_only, pool);
+      // Spend at most ~2% of the loop on this: wait 50x what it cost.
+      TimeUs cost = Controller::NowUs() - now;
+      r = StepRatios{now, std::max(kRatioPeriodUs, 50 * cost), job.step, m.masking_ratio,
+                     m.bubble_ratio, m.utilisation};
+    }
+    std::string labels = "{job=\"" + std::to_string(id) + "\",step=\"" + std::to_string(r.step) +
+                         "\"} ";
+    masking += "hmpmd_step_masking_ratio" + labels + Num(r.masking) + "\n";
+    bubble += "hmpmd_step_bubble_ratio" + labels + Num(r.bubble) + "\n";
+    util += "hmpmd_step_utilisation" + labels + Num(r.utilisation) + "\n";
+  }
+  for (auto it = ratios_.begin(); it != ratios_.end();) {
+    const JobRun* j = s.job(it->first);
+    it = (j == nullptr || j->state != JobState::kRunning) ? ratios_.erase(it) : std::next(it);
+  }
+  Header(&out, "hmpmd_step_masking_ratio", "gauge",
+         "Running step: communication time overlapping compute / communication time.");
+  out += masking;
+  Header(&out, "hmpmd_step_bubble_ratio", "gauge",
+         "Running step: idle device-time / (devices x step span).");
+  out += bubble;
+  Header(&out, "hmpmd_step_utilisation", "gauge", "Running step: busy core-time / (cores x span).");
+  out += util;
+  out += extra;
+  return out;
+}
+
+}  // namespace hmpmd

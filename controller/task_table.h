@@ -1,0 +1,75 @@
+// TaskTable: one page of a job's per-task table for GET /api/v1/jobs/{id}/tasks,
+// with, for every task that has not run yet, why it is waiting.
+//
+// A job may hold millions of runs, so the table is paged (offset, limit)
+// and may be filtered by state; the cost of one call is the page plus one
+// pass over the runs when a filter is given.
+// Thread-safety: free functions over const state; call on the controller
+// loop (which keeps the job still while they run).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "hmpmd/protocol/status.h"
+#include "hmpmd/scheduler/resource_pool.h"
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+struct TaskQuery {
+  uint64_t offset = 0;  // first matching run to return. Default: 0.
+  // Most runs returned. Default: 1000; at most kMaxTaskPage.
+  uint64_t limit = 1000;
+  std::optional<TaskState> state;  // only runs in this state; default: all
+};
+inline constexpr uint64_t kMaxTaskPage = 10000;
+
+// Parses "offset=0&limit=100&state=ready"; a one-line error names the field.
+Result<TaskQuery> ParseTaskQuery(const std::string& query);
+
+// One page of the task table, copied out of the loop's state so that the
+// JSON is built on another thread (formatting is what costs; the copy is a
+// few words per run). Holds the immutable graph for names.
+struct TaskPage {
+  struct Row {
+    uint32_t run = 0;
+    TaskState state = TaskState::kBlocked;
+    uint32_t attempt = 0;
+    bool placed = false;
+    DeviceId device = 0;
+    CoreKind core_kind = CoreKind::kCube;
+    uint32_t lane = 0;
+    TimeUs start = 0, end = 0;
+    // Why a blocked or ready run waits.
+    enum class Wait : uint8_t { kNone, kInputs, kStep, kCore, kKernel } wait = Wait::kNone;
+    std::vector<uint32_t> pending_inputs;  // task indices, for kInputs
+    uint32_t alive_cores = 0;              // of its kind, for kCore
+  };
+  std::shared_ptr<const JobGraph> graph;
+  JobId id = 0;
+  uint64_t total = 0, offset = 0, limit = 0;
+  TimeUs origin = 0;
+  std::vector<Row> rows;
+};
+
+// Copies the page `q` asks for. Loop thread (reads the job and pool). Costs
+// the page, plus one pass over the runs when `q.state` filters.
+TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q);
+
+// {"id", "total", "offset", "limit", "count", "origin_us", "tasks": [...]}
+// (origin_us: the job's first dispatch on the controller clock, which
+// start_us/end_us count from); each task: run, id, step, submodel, kernel,
+// core_kind, state, attempt, device and core once placed, start_us and end_us
+// once done, and for blocked and ready runs "waiting": {"for":
+// "inputs"|"step"|"core"|"kernel", "inputs": [...], "core": kind, "reason":
+// one line}. Any thread.
+std::string RenderTaskPage(const TaskPage& page);
+
+// Sub-model DAG of a job: {"submodels": [{name, kind, depth, tasks, done,
+// running, ready, blocked}], "edges": [{from, to, count}]}, over the step
+// being run. depth: the least task depth in the sub-model (for layout).
+nlohmann::json SubmodelDagJson(const JobRun& job);
+
+}  // namespace hmpmd

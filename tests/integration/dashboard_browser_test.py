@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Browser test of the dashboard: a real controller, real workers, a real job,
+and headless Chromium driven over the DevTools protocol (Python stdlib only).
+
+It asserts from the page (a script run in it) that the pool shows the
+workers, the timeline shows every task of the job, and the job reaches
+`succeeded`, and saves screenshots. A missing Chromium FAILS the test
+(scripts/install-deps.sh installs it). Every process it starts is stopped by
+PID (Chromium by its own process group).
+
+usage: dashboard_browser_test.py --hmpmd build/bin/hmpmd --spec JOB.json --out DIR
+"""
+import argparse, base64, json, os, shutil, signal, socket, struct, subprocess, sys, tempfile
+import time, urllib.request
+
+DEADLINE_S = 45
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(url, method="GET", body=None):
+    req = urllib.request.Request(url, method=method, data=body)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.status, r.read()
+
+
+def wait_for(what, fn, timeout):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        try:
+            value = fn()
+            if value:
+                return value
+            last = value
+            if callable(getattr(fn, "describe", None)):
+                last = fn.describe()
+        except Exception as e:  # not up yet
+            last = e
+        time.sleep(0.1)
+    fail("timed out waiting for %s (last: %r)" % (what, last))
+
+
+class Cdp:
+    """A minimal DevTools client: one WebSocket, hand-made handshake."""
+
+    def __init__(self, ws_url):
+        assert ws_url.startswith("ws://")
+        hostport, path = ws_url[5:].split("/", 1)
+        host, port = hostport.split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(("GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
+                           "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                           "Sec-WebSocket-Version: 13\r\n\r\n" % (path, hostport, key)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(1)
+            if not chunk:
+                fail("DevTools closed the WebSocket handshake")
+            head += chunk
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            fail("DevTools refused the WebSocket: %r" % head[:200])
+        self.next_id = 0
+
+    def _recv_exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                fail("DevTools closed the connection")
+            buf += chunk
+        return buf
+
+    def _recv_message(self):
+        data = b""
+        while True:
+            b0, b1 = self._recv_exact(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._recv_exact(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._recv_exact(8))[0]
+            payload = self._recv_exact(n)
+            if b0 & 0x0F == 0x8:
+                fail("DevTools closed the WebSocket")
+            data += payload
+            if b0 & 0x80:
+                return data
+
+    def call(self, method, **params):
+        self.next_id += 1
+        msg = json.dumps({"id": self.next_id, "method": method, "params": params}).encode()
+        header = bytes([0x81])
+        if len(msg) < 126:
+            header += bytes([0x80 | len(msg)])
+        elif len(msg) < 65536:
+            header += bytes([0x80 | 126]) + struct.pack(">H", len(msg))
+        else:
+            header += bytes([0x80 | 127]) + struct.pack(">Q", len(msg))
+        mask = os.urandom(4)
+        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(msg)))
+        while True:
+            reply = json.loads(self._recv_message())
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    fail("%s: %s" % (method, reply["error"]))
+                return reply["result"]
+
+    def eval(self, expr):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r:
+            fail("script in page failed: %s" % r["exceptionDetails"].get("text"))
+        return r["result"].get("value")
+
+    def screenshot(self, path):
+        r = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(r["data"]))
+        print("screenshot: " + path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hmpmd", required=True)
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--chromium", default=os.environ.get("HMPMD_CHROMIUM", "chromium"))
+    a = ap.parse_args()
+    chromium = shutil.which(a.chromium)
+    if chromium is None:
+        fail("'%s' not found: run scripts/install-deps.sh (installs Debian's chromium)" % a.chromium)
+    os.makedirs(a.out, exist_ok=True)
+    spec = open(a.spec, "rb").read()
+    tasks_expected = None
+
+    procs = []  # (Popen, kill the group?)
+    profile = tempfile.mkdtemp(prefix="hmpmd-chromium-")
+    try:
+        zport, hport = free_port(), free_port()
+        base = "http://127.0.0.1:%d" % hport
+        logs = open(os.path.join(a.out, "dashboard_browser_test.log"), "w")
+        procs.append((subprocess.Popen([a.hmpmd, "controller", "--listen", "tcp://127.0.0.1:%d" % zport,
+                                        "--http", "127.0.0.1:%d" % hport, "--log-level", "warn"],
+                                       stdout=logs, stderr=logs), False))
+        for i, cores in enumerate(["cube=1,vector=1", "cube=1,vector=1"]):
+            procs.append((subprocess.Popen([a.hmpmd, "worker", "--controller", "tcp://127.0.0.1:%d" % zport,
+                                            "--cores", cores, "--name", "worker-%d" % i],
+                                           stdout=logs, stderr=logs), False))
+        wait_for("2 live workers", lambda: json.loads(http(base + "/api/v1/pool")[1])["alive_devices"] == 2, 15)
+
+        chrome = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run",
+             "--user-data-dir=" + profile, "--remote-debugging-port=0", "--window-size=1400,1100",
+             base + "/"],
+            stdout=logs, stderr=logs, start_new_session=True)
+        procs.append((chrome, True))
+        port_file = os.path.join(profile, "DevToolsActivePort")
+        wait_for("Chromium's DevTools port", lambda: os.path.exists(port_file) and open(port_file).read().strip(), 20)
+        devtools = int(open(port_file).read().split()[0])
+
+        def page_target():
+            targets = json.loads(http("http://127.0.0.1:%d/json/list" % devtools)[1])
+            pages = [t for t in targets if t.get("type") == "page" and t.get("url", "").startswith(base)]
+            return pages[0]["webSocketDebuggerUrl"] if pages else None
+        cdp = Cdp(wait_for("the dashboard page", page_target, 15))
+
+        def snapshot():
+            return cdp.eval("window.hmpmdDashboard ? window.hmpmdDashboard.snapshot() : null")
+        wait_for("the page to connect to /api/v1/events", lambda: (snapshot() or {}).get("connected"), 15)
+
+        status, body = http(base + "/api/v1/jobs", "POST", spec)
+        if status != 201:
+            fail("submit: HTTP %d %s" % (status, body))
+        job = json.loads(body)["id"]
+        tasks_expected = json.loads(http(base + "/api/v1/jobs/%d" % job)[1])["tasks"]
+
+        def done():
+            s = snapshot()
+            return s if s and s["jobs"].get(str(job)) == "succeeded" and s["timelineBars"] >= tasks_expected else None
+        done.describe = snapshot
+        s = wait_for("job %d to show as succeeded with %d tasks on the timeline" % (job, tasks_expected), done, 30)
+        print("page snapshot: " + json.dumps(s))
+        if s["devices"] != 2 or s["aliveDevices"] != 2:
+            fail("pool shows %d devices (%d alive), want 2 live workers" % (s["devices"], s["aliveDevices"]))
+        if s["timelineJob"] != job:
+            fail("timeline shows job %r, want %d" % (s["timelineJob"], job))
+        if s["timelineBars"] != tasks_expected:
+            fail("timeline holds %d finished tasks of job %d, want %d" % (s["timelineBars"], job, tasks_expected))
+        if s["timelineDrawn"] < 1:
+            fail("timeline drew no bars")
+        # The DOM agrees: the jobs table row and the pool cards.
+        row = cdp.eval("document.querySelector('#jobs tr[data-job=\"%d\"] .state').textContent" % job)
+        if row != "succeeded":
+            fail("jobs table shows state %r" % row)
+        names = cdp.eval("[...document.querySelectorAll('#pool .device .name')].map(e => e.textContent).sort()")
+        if names != ["worker-0", "worker-1"]:
+            fail("pool shows devices %r" % names)
+        cdp.screenshot(os.path.join(a.out, "dashboard.png"))
+        # The job page: DAG and step metrics.
+        cdp.eval("location.hash = '#/jobs/%d'" % job)
+        wait_for("the job page", lambda: cdp.eval(
+            "document.querySelectorAll('#job-dag rect').length > 0 && "
+            "document.querySelector('#job-title').textContent.includes('succeeded')"), 10)
+        subs = cdp.eval("[...document.querySelectorAll('#job-dag rect')].map(e => e.dataset.submodel).sort()")
+        want = sorted(s_["name"] for s_ in json.loads(http(base + "/api/v1/jobs/%d/dag" % job)[1])["submodels"])
+        if subs != want:
+            fail("job page DAG shows %r, want %r" % (subs, want))
+        cdp.screenshot(os.path.join(a.out, "dashboard-job.png"))
+        print("PASS: pool shows 2 workers, timeline %d tasks, job %d succeeded" % (tasks_expected, job))
+    finally:
+        for p, group in reversed(procs):
+            if p.poll() is None:
+                if group:
+                    os.killpg(p.pid, signal.SIGTERM)
+                else:
+                    p.send_signal(signal.SIGTERM)
+        for p, group in reversed(procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL) if group else p.kill()
+                p.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

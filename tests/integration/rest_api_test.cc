@@ -1,0 +1,300 @@
+// The REST API over real HTTP against a controller with real workers: every
+// route, its status codes and error bodies, paging and waiting reasons of
+// the task table, the SSE event feed, /metrics, the trace, and the served
+// dashboard and OpenAPI document.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "cluster_fixture.h"
+#include "event_feed.h"
+#include "http_client.h"
+#include "http_server.h"
+#include "rest_api.h"
+
+namespace hmpmd::testing {
+namespace {
+
+using json = nlohmann::json;
+constexpr char kToken[] = "s3cret";
+
+class RestApiTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartCluster(2));
+    Controller* c = &cluster_->controller();
+    api_ = std::make_unique<RestApi>(c, kToken, SpecLimits{});
+    feed_ = std::make_unique<EventFeed>(
+        c, EventFeedOptions{}, [this](std::string chunk) { server_->Broadcast(std::move(chunk)); },
+        [this] { return server_->sse_client_count(); });
+    api_->SetEventFeed(feed_.get());
+    HttpServerOptions o;
+    o.bind = "127.0.0.1:0";
+    server_ = std::make_unique<HttpServer>(
+        o, [this](HttpRequest req, HttpReply reply) { api_->Handle(std::move(req), std::move(reply)); });
+    server_->SetSseHello([this] { return feed_->Hello(); });
+    ASSERT_TRUE(server_->Start().ok());
+    feed_->Start();
+    url_ = *ParseHttpUrl("127.0.0.1:" + std::to_string(server_->port()));
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (feed_) feed_->Stop();
+    if (cluster_) cluster_->Call([this] { cluster_->controller().SetObserver(nullptr); });
+    ClusterTest::TearDown();
+  }
+
+  HttpResponse Call(const std::string& method, const std::string& target,
+                    const std::string& body = "", const std::string& token = kToken) {
+    std::map<std::string, std::string> h;
+    if (!token.empty()) h["Authorization"] = "Bearer " + token;
+    auto r = HttpCall(url_, method, target, body, h, std::chrono::seconds(10));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpResponse{599, "", "", {}};
+  }
+  json GetJson(const std::string& target, int want = 200) {
+    HttpResponse r = Call("GET", target);
+    EXPECT_EQ(r.status, want) << target << ": " << r.body;
+    return json::parse(r.body, nullptr, false);
+  }
+  uint64_t SubmitOk(const std::string& spec) {
+    HttpResponse r = Call("POST", "/api/v1/jobs", spec);
+    EXPECT_EQ(r.status, 201) << r.body;
+    EXPECT_EQ(r.headers["location"].rfind("/api/v1/jobs/", 0), 0u);
+    return json::parse(r.body)["id"].get<uint64_t>();
+  }
+  // Polls the job (bounded) until `pred` holds on its summary.
+  json WaitJob(uint64_t id, const std::function<bool(const json&)>& pred) {
+    json j;
+    for (int i = 0; i < 600; ++i) {
+      j = GetJson("/api/v1/jobs/" + std::to_string(id));
+      if (pred(j)) return j;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << id << " never reached the state wanted: " << j.dump();
+    return j;
+  }
+  static std::string Chain(int n, const std::string& kernel = "noop") {
+    json tasks = json::array();
+    for (int i = 0; i < n; ++i) {
+      json t = {{"id", "t" + std::to_string(i)}, {"kernel", kernel}};
+      if (i % 3 != 0) t["inputs"] = {"t" + std::to_string(i - 1)};
+      if (i % 2) t["core"] = "vector";
+      tasks.push_back(t);
+    }
+    return json{{"name", "chain"}, {"tasks", tasks}}.dump();
+  }
+
+  std::unique_ptr<RestApi> api_;
+  std::unique_ptr<EventFeed> feed_;
+  std::unique_ptr<HttpServer> server_;
+  HttpUrl url_;
+};
+
+TEST_F(RestApiTest, PoolListsWorkersAndTheirCores) {
+  json p = GetJson("/api/v1/pool");
+  EXPECT_EQ(p["alive_devices"], 2);
+  ASSERT_EQ(p["devices"].size(), 2u);
+  std::set<uint64_t> ids;
+  for (const auto& d : p["devices"]) {
+    EXPECT_TRUE(d["alive"].get<bool>());
+    ASSERT_EQ(d["cores"].size(), 2u);
+    for (const auto& c : d["cores"]) ids.insert(c["id"].get<uint64_t>());
+  }
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(Call("PUT", "/api/v1/pool").status, 405);
+}
+
+TEST_F(RestApiTest, SubmitRunsTheJobAndEveryJobRouteAnswers) {
+  uint64_t id = SubmitOk(Chain(12));
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  json j = WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  EXPECT_EQ(j["done"], 12);
+  EXPECT_TRUE(j["masking_ratio"].is_number());
+  json list = GetJson("/api/v1/jobs");
+  ASSERT_EQ(list["jobs"].size(), 1u);
+  EXPECT_EQ(list["jobs"][0]["id"], id);
+  json trace = GetJson(base + "/trace");
+  int complete = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++complete;
+      EXPECT_EQ(e["args"]["job"], id);
+    }
+  }
+  EXPECT_EQ(complete, 12);
+  json dag = GetJson(base + "/dag");
+  ASSERT_EQ(dag["submodels"].size(), 1u);
+  EXPECT_EQ(dag["submodels"][0]["tasks"], 12);
+  // Cancelling an ended job conflicts and changes nothing.
+  HttpResponse del = Call("DELETE", base);
+  EXPECT_EQ(del.status, 409) << del.body;
+  EXPECT_EQ(GetJson(base)["state"], "succeeded");
+}
+
+TEST_F(RestApiTest, TasksArePagedAndFiltered) {
+  uint64_t id = SubmitOk(Chain(30));
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  const std::string base = "/api/v1/jobs/" + std::to_string(id) + "/tasks";
+  json all = GetJson(base);
+  EXPECT_EQ(all["total"], 30);
+  EXPECT_EQ(all["count"], 30);
+  json page = GetJson(base + "?offset=25&limit=10");
+  EXPECT_EQ(page["count"], 5);
+  EXPECT_EQ(page["tasks"][0]["id"], "t25");
+  EXPECT_TRUE(page["tasks"][0]["start_us"].is_number());
+  EXPECT_EQ(GetJson(base + "?state=done&limit=3")["total"], 30);
+  EXPECT_EQ(GetJson(base + "?state=ready")["total"], 0);
+  for (const char* bad : {"?limit=0", "?limit=x", "?offset=-1", "?state=zzz", "?color=red"}) {
+    json e = GetJson(base + bad, 400);
+    ASSERT_TRUE(e.contains("error")) << bad;
+    EXPECT_EQ(e["error"].get<std::string>().find('\n'), std::string::npos);
+  }
+}
+
+TEST_F(RestApiTest, WaitingTasksSayWhatTheyWaitFor) {
+  // a0 sleeps long; b0 needs it; c0..c3 want the two cube cores a0 and
+  // b-less work hold.
+  json spec = {{"name", "waits"}, {"tasks", json::array()}};
+  spec["tasks"].push_back({{"id", "a0"}, {"kernel", "sleep"}, {"args", {{"us", 3000000}}},
+                           {"cost", {{"flops", 1e15}}}});
+  spec["tasks"].push_back({{"id", "b0"}, {"kernel", "noop"}, {"inputs", {"a0"}}});
+  for (int i = 0; i < 4; ++i) {
+    spec["tasks"].push_back({{"id", "c" + std::to_string(i)}, {"kernel", "sleep"},
+                             {"args", {{"us", 3000000}}}, {"cost", {{"flops", 1e15}}}});
+  }
+  uint64_t id = SubmitOk(spec.dump());
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  WaitJob(id, [](const json& s) { return s["running"].get<int>() >= 1; });
+  json blocked = GetJson(base + "/tasks?state=blocked");
+  ASSERT_EQ(blocked["total"], 1) << blocked.dump();
+  const json& b = blocked["tasks"][0];
+  EXPECT_EQ(b["id"], "b0");
+  EXPECT_EQ(b["waiting"]["for"], "inputs");
+  EXPECT_EQ(b["waiting"]["inputs"], json::array({"a0"}));
+  json ready = GetJson(base + "/tasks?state=ready");
+  for (const auto& t : ready["tasks"]) {
+    EXPECT_EQ(t["waiting"]["for"], "core") << t.dump();
+    EXPECT_EQ(t["waiting"]["core"], "cube");
+  }
+  // Two cube cores, five long cube tasks: some must wait for a core, unless
+  // the controller queued them on the cores (estimate under the lookahead).
+  json running = GetJson(base + "/tasks?state=running");
+  EXPECT_EQ(ready["total"].get<int>() + running["total"].get<int>(), 5);
+  // The running step's ratios are exported while it runs.
+  HttpResponse m = Call("GET", "/metrics");
+  EXPECT_NE(m.body.find("hmpmd_step_bubble_ratio{job=\"" + std::to_string(id) + "\""),
+            std::string::npos);
+  HttpResponse del = Call("DELETE", base);
+  EXPECT_EQ(del.status, 200) << del.body;
+  EXPECT_EQ(json::parse(del.body)["state"], "cancelled");
+}
+
+TEST_F(RestApiTest, ErrorsAreJsonWithTheExpectedStatus) {
+  const std::string spec = Chain(2);
+  HttpResponse r = Call("POST", "/api/v1/jobs", spec, "");
+  EXPECT_EQ(r.status, 401);
+  r = Call("POST", "/api/v1/jobs", spec, "wrong");
+  EXPECT_EQ(r.status, 403);
+  EXPECT_EQ(Call("DELETE", "/api/v1/jobs/1", "", "").status, 401);
+  // Refused requests changed nothing.
+  EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 0u);
+
+  auto bad = [&](const std::string& body, const std::string& needle) {
+    HttpResponse b = Call("POST", "/api/v1/jobs", body);
+    EXPECT_EQ(b.status, 400) << body << " -> " << b.body;
+    std::string msg = json::parse(b.body)["error"];
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+  };
+  bad("{", "line");
+  bad(R"({"tasks":[{"id":"a","kernel":"nope"}]})", "nope");
+  bad(R"({"tasks":[{"id":"a","kernel":"noop","inputs":["zz"]}]})", "zz");
+  bad(R"({"tasks":[{"id":"a","kernel":"noop","colour":1}]})", "colour");
+  EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 0u);
+
+  for (const char* path : {"/api/v1/jobs/99", "/api/v1/jobs/99/tasks", "/api/v1/jobs/99/trace",
+                           "/api/v1/jobs/99/dag", "/api/v1/nope", "/nope.html"}) {
+    json e = GetJson(path, 404);
+    EXPECT_TRUE(e.contains("error")) << path;
+  }
+  EXPECT_EQ(Call("DELETE", "/api/v1/jobs/99").status, 404);
+  EXPECT_EQ(Call("PUT", "/api/v1/jobs").status, 405);
+  EXPECT_EQ(Call("POST", "/metrics").status, 405);
+}
+
+TEST_F(RestApiTest, MetricsArePrometheusText) {
+  uint64_t id = SubmitOk(Chain(9));
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  HttpResponse m = Call("GET", "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(m.content_type.rfind("text/plain", 0), 0u);
+  for (const char* want :
+       {"hmpmd_tasks_dispatched_total 9\n", "hmpmd_tasks_running{core=\"cube\"} 0\n",
+        "hmpmd_tasks_queued{core=\"vector\"} 0\n", "hmpmd_dispatch_latency_seconds_count 9\n",
+        "hmpmd_dispatch_latency_seconds_bucket{le=\"+Inf\"} 9\n",
+        "hmpmd_device_busy_seconds_total{device=\"0\"", "hmpmd_device_utilisation{device=\"1\"",
+        "hmpmd_dropped_frames_total 0\n", "hmpmd_jobs{state=\"succeeded\"} 1\n",
+        "# TYPE hmpmd_step_masking_ratio gauge", "hmpmd_event_records_dropped_total"}) {
+    EXPECT_NE(m.body.find(want), std::string::npos) << want << "\n" << m.body;
+  }
+}
+
+TEST_F(RestApiTest, EventsStreamTaskAndJobUpdates) {
+  const int kTasks = 20;
+  std::set<uint32_t> started, finished;
+  std::string final_state;
+  bool hello = false;
+  std::thread submitter;
+  Status st = StreamSse(
+      url_, "/api/v1/events", {},
+      [&](std::string_view event, std::string_view data) {
+        json d = json::parse(data);
+        if (event == "hello") {
+          hello = true;
+          submitter = std::thread([this] { SubmitOk(Chain(kTasks)); });
+        } else if (event == "tasks") {
+          EXPECT_EQ(d["dropped"], 0);
+          for (const auto& r : d["tasks"]) {
+            (r[2] == 0 ? started : finished).insert(r[1].get<uint32_t>());
+            EXPECT_FALSE(r[7].get<std::string>().empty());
+          }
+        } else if (event == "jobs") {
+          for (const auto& j : d["jobs"]) final_state = j["state"];
+        }
+        return final_state != "succeeded" || finished.size() < kTasks;
+      },
+      std::chrono::seconds(30));
+  if (submitter.joinable()) submitter.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(hello);
+  EXPECT_EQ(started.size(), size_t{kTasks});
+  EXPECT_EQ(finished.size(), size_t{kTasks});
+  EXPECT_EQ(final_state, "succeeded");
+}
+
+TEST_F(RestApiTest, ServesTheDashboardAndTheOpenApiDocument) {
+  HttpResponse page = Call("GET", "/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type.rfind("text/html", 0), 0u);
+  EXPECT_NE(page.body.find("/dashboard/app.js"), std::string::npos);
+  for (const char* asset : {"/dashboard/app.js", "/dashboard/timeline.js", "/dashboard/style.css"}) {
+    HttpResponse a = Call("GET", asset);
+    EXPECT_EQ(a.status, 200) << asset;
+    EXPECT_GT(a.body.size(), 100u) << asset;
+  }
+  EXPECT_EQ(Call("POST", "/").status, 405);
+  json doc = GetJson("/api/v1/openapi.json");
+  EXPECT_EQ(doc["openapi"].get<std::string>().rfind("3.", 0), 0u);
+  for (const char* path : {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/{id}",
+                           "/api/v1/jobs/{id}/tasks", "/api/v1/jobs/{id}/trace",
+                           "/api/v1/jobs/{id}/dag", "/api/v1/events", "/metrics",
+                           "/api/v1/openapi.json", "/"}) {
+    EXPECT_TRUE(doc["paths"].contains(path)) << path;
+  }
+}
+
+}  // namespace
+}  // namespace hmpmd::testing
