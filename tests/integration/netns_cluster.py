@@ -248,6 +248,16 @@ class NetnsCluster:
                     "http://%s%s" % (HTTP, path)])
         return json.loads(out)
 
+    def all_tasks(self, job_id):
+        """Every task record of a job, following /tasks' pages."""
+        tasks, offset = [], 0
+        while True:
+            page = self.get("/api/v1/jobs/%d/tasks?offset=%d&limit=10000" % (job_id, offset))
+            tasks += page["tasks"]
+            offset += page["count"]
+            if page["count"] == 0 or offset >= page["total"]:
+                return tasks
+
     def alive_devices(self):
         rc, out, _ = self.cli("pool", "--json", timeout=15)
         return json.loads(out).get("alive_devices", 0) if rc == 0 else -1

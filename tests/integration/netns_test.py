@@ -70,7 +70,7 @@ def run_example(cluster, spec):
     check(rc == 0 and job["state"] == "succeeded",
           "multimodal job ended %s (exit %d): %s" % (job["state"], rc, job.get("error", "")))
     check(job["done"] == job["tasks"], "%d of %d tasks done" % (job["done"], job["tasks"]))
-    tasks = cluster.get("/api/v1/jobs/%d/tasks" % job["id"])["tasks"]
+    tasks = cluster.all_tasks(job["id"])
     used = {t.get("device") for t in tasks}
     check(len(used) == 2, "tasks ran on devices %s; expected both workers" % sorted(used))
     print("multimodal job %d succeeded across namespaces: %d tasks, makespan %.1f ms, "
@@ -110,7 +110,7 @@ def run_with_cut(cluster, spec, tmp):
     alive = {d["name"]: d["alive"] for d in pool["devices"]}
     check(alive.get("ns-worker0") is False, "worker 0 still alive after its link was cut")
     check(alive.get("ns-worker1") is True, "worker 1 not alive: %s" % alive)
-    tasks = cluster.get("/api/v1/jobs/%d/tasks" % job_id)["tasks"]
+    tasks = cluster.all_tasks(job_id)
     on_survivor = sum(1 for t in tasks if t.get("device") == survivor)
     on_victim = sum(1 for t in tasks if t.get("device") == victim)
     check(on_survivor >= final["tasks"] - done_at_cut,
