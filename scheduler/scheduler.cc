@@ -128,7 +128,23 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
   v.rank_us = job.rank_us[v.index];
   v.kernel_id = job.kernel_ids[v.index];
   v.weight = g.spec().weight;
+  // Locality: the producer whose outputs are largest.
+  const uint32_t base = run - v.index;
+  for (uint32_t in : v.task->inputs) {
+    const TaskRecord& p = job.runs[base + in];
+    if (p.output_device != UINT32_MAX && p.output_bytes > v.input_bytes) {
+      v.input_device = p.output_device;
+      v.input_bytes = p.output_bytes;
+    }
+  }
   return v;
+}
+
+void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64_t bytes) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || run >= it->second.runs.size()) return;
+  it->second.runs[run].output_device = device;
+  it->second.runs[run].output_bytes = bytes;
 }
 
 void Scheduler::MakeReady(JobRun& job, uint32_t run) {
@@ -259,6 +275,13 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       JobRun& job = it->second;
       TaskRecord& rec = job.runs[item.run];
       if (IsTerminal(job.state) || rec.state != TaskState::kReady) continue;  // stale entry
+      if (job.graph->task(item.run % job.graph->size()).group != kNoGroup) {
+        if (PlaceGang(job, item, now, out) == Placement::Kind::kRetryLater) {
+          deferred_.push_back(item);
+          if (deferred_.size() >= options_.max_deferred) break;
+        }
+        continue;
+      }
       TaskView v = View(job, item.run);
       v.ready_seq = item.seq;
       v.est_us = cost_.Estimate(*v.spec, kind);

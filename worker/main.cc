@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
       "--cores", cores, "Cores per kind, e.g. cube=1,vector=2 (default cube=1,vector=1)");
   app.add_option("--memory-mb", options.memory_mb, "Device memory to offer, in MiB")
       ->capture_default_str();
+  app.add_option("--data-host", options.data_host,
+                 "Interface of the data socket peers fetch from (default: the one that "
+                 "reaches the controller)");
   app.add_option("--name", options.name, "Name shown by the controller (default HOST:PID)");
   app.add_option("--token-file", token_file, "File holding the controller's shared token");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")

@@ -9,6 +9,9 @@
 //    estimated path to a sink): the critical path goes first.
 // 2. Place each on the core of its kind that frees up earliest, so the task
 //    finishes earliest; cores only of devices that run its kernel.
+// 3. Locality: the device holding the task's largest input is preferred
+//    while its core drains no later than the earliest plus the time that
+//    input takes to fetch (at kFetchBytesPerUs).
 #pragma once
 
 #include "hmpmd/scheduler/policy.h"
@@ -17,6 +20,9 @@ namespace hmpmd {
 
 class HmpmdPolicy final : public Policy {
  public:
+  // Peer-to-peer fetch bandwidth the locality rule assumes: 1 GB/s.
+  static constexpr double kFetchBytesPerUs = 1000.0;
+
   std::string_view Name() const override { return "hmpmd"; }
   double Priority(const TaskView& task) const override;
   Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) override;

@@ -30,6 +30,10 @@ struct TaskView {
   uint32_t kernel_id = 0;  // pool kernel id
   uint32_t weight = 1;     // the job's share of the pool
   uint64_t ready_seq = 0;  // order in which tasks became ready
+  // The device holding the task's largest input (UINT32_MAX: none known)
+  // and that input's size: placing the task there saves fetching it.
+  DeviceId input_device = UINT32_MAX;
+  uint64_t input_bytes = 0;
 };
 
 // The outcome of one placement attempt: a value, not an error.

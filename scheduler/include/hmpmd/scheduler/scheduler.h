@@ -46,6 +46,9 @@ struct TaskRecord {
   TimeUs dispatched = 0;
   TimeUs start = 0;
   TimeUs end = 0;
+  // Where its outputs live and how big they are (RecordOutput; live only).
+  DeviceId output_device = UINT32_MAX;
+  uint64_t output_bytes = 0;
 };
 
 struct JobRun {
@@ -113,6 +116,10 @@ class Scheduler {
   bool OnTaskFailed(JobId job, uint32_t run, uint32_t attempt, const std::string& error,
                     bool retryable, TimeUs now);
 
+  // A done run's outputs stay on `device` (its worker's object store); the
+  // policy may prefer placing its consumers there.
+  void RecordOutput(JobId job, uint32_t run, DeviceId device, uint64_t bytes);
+
   // --- decisions ---
   // Places ready runs on cores with capacity and appends them to `out`.
   void Schedule(TimeUs now, std::vector<Dispatch>* out);
@@ -145,6 +152,10 @@ class Scheduler {
   void FinishJob(JobRun& job, JobState state, std::string error, TimeUs now);
   void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
   Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
+  // Gang start (scheduler_gang.cc): places every member of the collective
+  // group of `item` at once, each on its own device, or none of them.
+  Placement::Kind PlaceGang(JobRun& job, const ReadyItem& item, TimeUs now,
+                            std::vector<Dispatch>* out);
 
   SchedulerOptions options_;
   std::unique_ptr<Policy> policy_;
