@@ -184,26 +184,32 @@ Status Communicator::AllToAll(const std::vector<std::span<const std::byte>>& sen
     RETURN_IF_ERROR(Send(d, &n, sizeof(n)));
     if (n > 0) RETURN_IF_ERROR(SendChunks(d, send[d].data(), n));
   }
-  std::vector<std::vector<std::byte>> got(p);
-  got[gang_.rank].assign(send[gang_.rank].begin(), send[gang_.rank].end());
+  // Every sender's size frame comes first on its FIFO: read them all, size
+  // `out` once, then land each sender's chunks straight in its place.
+  recv_sizes->assign(p, 0);
+  (*recv_sizes)[gang_.rank] = send[gang_.rank].size();
   for (uint32_t i = 1; i < p; ++i) {
     const uint32_t s = Peer(-static_cast<int>(i));
     ASSIGN_OR_RETURN(zmq::message_t head, Recv(s));
     uint64_t n = 0;
     if (head.size() != sizeof(n)) return Status::Corruption("alltoall: bad size frame");
     std::memcpy(&n, head.data(), sizeof(n));
-    got[s].resize(n);
-    if (n > 0) {
-      RETURN_IF_ERROR(RecvChunks(s, n, [&](size_t off, const zmq::message_t& m) {
-        std::memcpy(got[s].data() + off, m.data(), m.size());
-      }));
-    }
+    (*recv_sizes)[s] = n;
   }
-  out->clear();
-  recv_sizes->assign(p, 0);
-  for (uint32_t s = 0; s < p; ++s) {
-    (*recv_sizes)[s] = got[s].size();
-    out->insert(out->end(), got[s].begin(), got[s].end());
+  std::vector<size_t> offset(p + 1, 0);
+  for (uint32_t s = 0; s < p; ++s) offset[s + 1] = offset[s] + (*recv_sizes)[s];
+  out->resize(offset[p]);
+  if (!send[gang_.rank].empty()) {
+    std::memcpy(out->data() + offset[gang_.rank], send[gang_.rank].data(),
+                send[gang_.rank].size());
+  }
+  for (uint32_t i = 1; i < p; ++i) {
+    const uint32_t s = Peer(-static_cast<int>(i));
+    if ((*recv_sizes)[s] == 0) continue;
+    std::byte* base = out->data() + offset[s];
+    RETURN_IF_ERROR(RecvChunks(s, (*recv_sizes)[s], [&](size_t off, const zmq::message_t& m) {
+      std::memcpy(base + off, m.data(), m.size());
+    }));
   }
   return Status::Ok();
 }

@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log"
 test -f "$tmp/prefix/lib/cmake/hmpmd/hmpmdConfig.cmake" || test -f "$tmp/prefix/lib64/cmake/hmpmd/hmpmdConfig.cmake"
 # The public headers expose no ZeroMQ or msgpack type.
-if grep -rlE 'zmq|msgpack' "$tmp/prefix/include/hmpmd"; then
+if grep -rlE '#include.*(zmq|msgpack)|zmq::|msgpack::' "$tmp/prefix/include/hmpmd"; then
   echo "installed headers mention zmq or msgpack" >&2
   exit 1
 fi

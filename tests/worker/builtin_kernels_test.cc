@@ -16,6 +16,7 @@ namespace hmpmd::worker {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 Kernel Find(std::string_view name) {
@@ -52,10 +53,23 @@ std::vector<float> NaiveGemm(const std::vector<float>& a, const std::vector<floa
 
 Args Mnk(int64_t m, int64_t n, int64_t k) { return {{"m", m}, {"n", n}, {"k", k}}; }
 
-TEST(BuiltinKernelsTest, ListsTheSixBuiltins) {
+TEST(BuiltinKernelsTest, ListsEveryBuiltinOfTheProtocol) {
   std::vector<std::string> names;
   for (const NamedKernel& k : BuiltinKernels()) names.push_back(k.name);
-  EXPECT_THAT(names, ElementsAre("noop", "spin", "sleep", "gemm", "add", "scale"));
+  EXPECT_THAT(names, ElementsAreArray(std::begin(kBuiltinKernels), std::end(kBuiltinKernels)));
+}
+
+TEST(BuiltinKernelsTest, SendPassesItsInputsOnOrMakesBytes) {
+  std::vector<float> v = {1, 2, 3};
+  std::vector<Buffer> out = Call("send", {}, {MakeF32(v, {3})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Floats(out[0]), v);
+  out = Call("send", {{"bytes", int64_t{100}}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].data.size(), 100u);
+  EXPECT_THROW(Call("send", {{"bytes", int64_t{-1}}}), std::invalid_argument);
+  // A collective called outside a gang fails its task.
+  EXPECT_THROW(Call("allreduce", {}), std::invalid_argument);
 }
 
 struct GemmSize {
