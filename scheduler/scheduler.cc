@@ -143,8 +143,21 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
 void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64_t bytes) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || run >= it->second.runs.size()) return;
-  it->second.runs[run].output_device = device;
-  it->second.runs[run].output_bytes = bytes;
+  const JobGraph& g = *it->second.graph;
+  TaskRecord& rec = it->second.runs[run];
+  rec.output_device = device;
+  rec.output_bytes = bytes;
+  rec.reads_left = static_cast<uint32_t>(g.task(run % g.size()).consumers.size());
+  // Kept by the worker: outputs with readers, and the last step's sinks.
+  const bool last_step = run / g.size() + 1 == g.steps();
+  rec.held = bytes > 0 && (rec.reads_left > 0 || last_step);
+  if (rec.held) pool_.AddHeldBytes(device, static_cast<int64_t>(bytes));
+}
+
+void Scheduler::ReleaseHeld(TaskRecord& rec) {
+  if (!rec.held) return;
+  rec.held = false;
+  pool_.AddHeldBytes(rec.output_device, -static_cast<int64_t>(rec.output_bytes));
 }
 
 void Scheduler::MakeReady(JobRun& job, uint32_t run) {
@@ -178,6 +191,11 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   uint32_t index = run % g.size();
   cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start));
   uint32_t base = run - index;
+  // Each input was read once more; the last read frees it on its worker.
+  for (uint32_t in : g.task(index).inputs) {
+    TaskRecord& p = job.runs[base + in];
+    if (p.held && p.reads_left > 0 && --p.reads_left == 0) ReleaseHeld(p);
+  }
   for (uint32_t c : g.task(index).consumers) {
     if (--job.runs[base + c].pending == 0) MakeReady(job, base + c);
   }
@@ -239,6 +257,10 @@ void Scheduler::FinishJob(JobRun& job, JobState state, std::string error, TimeUs
       rec.state = TaskState::kCancelled;  // its heap entry is skipped lazily
     }
   }
+  // A cancelled job's workers free its outputs at once (CancelJob).
+  if (state == JobState::kCancelled) {
+    for (TaskRecord& rec : job.runs) ReleaseHeld(rec);
+  }
   job.state = state;
   job.error = std::move(error);
   job.finished = now;
@@ -248,7 +270,9 @@ void Scheduler::FinishJob(JobRun& job, JobState state, std::string error, TimeUs
 
 void Scheduler::EraseJob(JobId id) {
   auto it = jobs_.find(id);
-  if (it != jobs_.end() && IsTerminal(it->second.state)) jobs_.erase(it);
+  if (it == jobs_.end() || !IsTerminal(it->second.state)) return;
+  for (TaskRecord& rec : it->second.runs) ReleaseHeld(rec);  // workers free the job
+  jobs_.erase(it);
 }
 
 const JobRun* Scheduler::job(JobId id) const {

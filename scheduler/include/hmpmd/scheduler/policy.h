@@ -69,12 +69,14 @@ Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 
 // The earliest-draining core of `kind` that runs the task's kernel and that
 // `allowed` accepts (nullptr: any). Shared by policies that place by
-// earliest finish time.
+// earliest finish time. A device whose object store is full (memory_mb)
+// takes only tasks that read stored inputs, which free memory.
 template <typename Pred>
 Placement EarliestCore(const TaskView& task, CoreKind kind, const ResourcePool& pool,
                        Pred&& allowed) {
   for (const auto& [busy_until, core] : pool.available(kind)) {
     DeviceId dev = pool.core(core).device;
+    if (task.input_bytes == 0 && pool.MemoryFull(dev)) continue;
     if (pool.Supports(dev, task.kernel_id) && allowed(dev)) return Placement::Placed(core);
   }
   return Placement::RetryLater();

@@ -49,6 +49,8 @@ struct TaskRecord {
   // Where its outputs live and how big they are (RecordOutput; live only).
   DeviceId output_device = UINT32_MAX;
   uint64_t output_bytes = 0;
+  uint32_t reads_left = 0;  // consumers that have not read them yet
+  bool held = false;        // counted in the device's held bytes
 };
 
 struct JobRun {
@@ -152,6 +154,8 @@ class Scheduler {
   void FinishJob(JobRun& job, JobState state, std::string error, TimeUs now);
   void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
   Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
+  // Takes a run's outputs off its device's held bytes (read or freed).
+  void ReleaseHeld(TaskRecord& rec);
   // Gang start (scheduler_gang.cc): places every member of the collective
   // group of `item` at once, each on its own device, or none of them.
   Placement::Kind PlaceGang(JobRun& job, const ReadyItem& item, TimeUs now,
