@@ -89,6 +89,11 @@ WorkerInfo* Controller::FindByIdentity(const std::string& identity) {
   return it == by_identity_.end() ? nullptr : &workers_[it->second];
 }
 
+const OutputLocation* Controller::OutputOf(JobId job, uint32_t run) const {
+  auto it = outputs_.find({job, run});
+  return it == outputs_.end() ? nullptr : &it->second;
+}
+
 const WorkerInfo* Controller::WorkerOfDevice(DeviceId d) const {
   return d < device_worker_.size() ? &workers_[device_worker_[d]] : nullptr;
 }
@@ -148,6 +153,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   desc.worker = w.id;
   w.identity = identity;
   w.name = m.name;
+  w.data_endpoint = m.data_endpoint;
   w.pid = m.pid;
   w.last_seen = w.joined = now;
   int64_t offset = now - m.sent_us;
@@ -181,7 +187,11 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
     TimeUs start = r.start_us + w.clock_offset_us, end = r.end_us + w.clock_offset_us;
     if (r.ok) {
       applied = scheduler_->OnTaskDone(r.job, r.task, r.attempt, start, end, now);
-      if (applied) ++counters_.tasks_finished;
+      if (applied) {
+        ++counters_.tasks_finished;
+        outputs_[{r.job, r.task}] = OutputLocation{w.id, r.output_bytes};
+        scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes);
+      }
     } else {
       applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, r.error, false, now);
       if (applied) ++counters_.tasks_failed;
@@ -273,6 +283,9 @@ void Controller::ScheduleAndSend(TimeUs now) {
   scheduler_->Schedule(now, &dispatch_scratch_);
   if (dispatch_scratch_.empty()) return;
   const ResourcePool& pool = scheduler_->pool();
+  round_gangs_.clear();
+  round_devices_.clear();
+  for (const Dispatch& d : dispatch_scratch_) round_devices_[{d.job, d.run}] = d.device;
   for (const Dispatch& d : dispatch_scratch_) {
     const JobRun* job = scheduler_->job(d.job);
     const JobGraph& g = *job->graph;
@@ -286,6 +299,7 @@ void Controller::ScheduleAndSend(TimeUs now) {
     a.core = core.kind;
     a.lane = core.lane;
     a.args = t.args;
+    FillDataPlane(d, a);
     outbox_[device_worker_[d.device]].tasks.push_back(std::move(a));
   }
   counters_.tasks_dispatched += dispatch_scratch_.size();
@@ -333,8 +347,53 @@ void Controller::NotifyEndedJobs() {
   ForgetOldJobs();
 }
 
+// Inputs: where each producer's outputs live. Reads: how many consumers
+// will fetch this run's outputs (0 keeps a final output for the user).
+// Gang: every member's data endpoint; the scheduler placed the whole gang
+// in this round (gang start), so every member's device is known here.
+void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
+  const JobGraph& g = *scheduler_->job(d.job)->graph;
+  const uint32_t index = d.run % g.size();
+  const uint32_t base = d.run - index;
+  const GraphTask& gt = g.task(index);
+  a.reads = static_cast<uint32_t>(gt.consumers.size());
+  // Only the last step's sinks are the job's final outputs.
+  if (a.reads == 0 && d.run / g.size() + 1 < g.steps()) a.reads = TaskAssign::kDropOutputs;
+  for (uint32_t p : gt.inputs) {
+    InputRef in;
+    in.run = base + p;
+    if (const OutputLocation* loc = OutputOf(d.job, in.run)) {
+      in.endpoint = workers_[loc->worker].data_endpoint;
+      in.bytes = loc->bytes;
+    }
+    a.inputs.push_back(std::move(in));
+  }
+  if (gt.group == kNoGroup) return;
+  auto [tag, fresh] = round_gangs_.try_emplace({d.job, base, gt.group}, 0);
+  if (fresh) tag->second = (static_cast<uint64_t>(started_at_) << 24) ^ ++next_gang_;
+  a.gang.tag = tag->second;
+  const CollectiveGroup& group = g.groups()[gt.group];
+  for (uint32_t i = 0; i < group.members.size(); ++i) {
+    if (base + group.members[i] == d.run) a.gang.rank = i;
+    auto dev = round_devices_.find({d.job, base + group.members[i]});
+    if (dev == round_devices_.end()) {
+      // Not placed together: leave the gang empty and the task fails.
+      spdlog::error("job {} run {}: collective member {} not dispatched with its gang", d.job,
+                    d.run, group.members[i]);
+      a.gang.endpoints.clear();
+      return;
+    }
+    a.gang.endpoints.push_back(workers_[device_worker_[dev->second]].data_endpoint);
+  }
+}
+
 void Controller::ForgetOldJobs() {
   while (finished_order_.size() > options_.keep_finished_jobs) {
+    const JobId gone = finished_order_.front();
+    for (const WorkerInfo& w : workers_) {
+      if (w.alive) transport_.Send(w.identity, FreeJob{gone});
+    }
+    outputs_.erase(outputs_.lower_bound({gone, 0}), outputs_.lower_bound({gone + 1, 0}));
     scheduler_->EraseJob(finished_order_.front());
     finished_order_.erase(finished_order_.begin());
   }

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
@@ -62,6 +63,7 @@ struct WorkerInfo {
   WorkerId id = 0;
   std::string identity;  // ZeroMQ routing id
   std::string name;
+  std::string data_endpoint;  // where peers fetch its outputs
   uint32_t pid = 0;
   DeviceId device = 0;
   bool alive = true;
@@ -84,6 +86,13 @@ class ControllerObserver {
   // A run ended (ok or failed); `start`/`end` on the controller's clock.
   virtual void OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, TimeUs end,
                            TimeUs now) = 0;
+};
+
+// Where a done task run's outputs live (the data plane): in the object
+// store of `worker`, fetched from its data endpoint.
+struct OutputLocation {
+  WorkerId worker = 0;
+  uint64_t bytes = 0;
 };
 
 // Counters exported by /metrics and the run summary.
@@ -134,6 +143,9 @@ class Controller {
   const Scheduler& scheduler() const { return *scheduler_; }
   const std::vector<WorkerInfo>& workers() const { return workers_; }
   const WorkerInfo* WorkerOfDevice(DeviceId d) const;
+  // Where the outputs of (job, run) live; nullptr when not known (not done
+  // yet, or the job is forgotten).
+  const OutputLocation* OutputOf(JobId job, uint32_t run) const;
   size_t alive_workers() const { return alive_workers_; }
   const ControllerCounters& counters() const { return counters_; }
   uint64_t dropped_frames() const { return transport_.dropped(); }
@@ -151,6 +163,7 @@ class Controller {
   void ScheduleAndSend(TimeUs now);
   void NotifyEndedJobs();
   void ForgetOldJobs();
+  void FillDataPlane(const Dispatch& d, TaskAssign& a);
   WorkerInfo* FindByIdentity(const std::string& identity);
 
   ControllerOptions options_;
@@ -169,6 +182,12 @@ class Controller {
   std::set<JobId> live_jobs_;
   std::vector<JobId> finished_order_;
 
+  std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
+  // Gangs of the current dispatch round: (job, first run of step, group)
+  // -> tag; and the devices the round's runs went to.
+  std::map<std::tuple<JobId, uint32_t, uint32_t>, uint64_t> round_gangs_;
+  std::map<std::pair<JobId, uint32_t>, DeviceId> round_devices_;
+  uint64_t next_gang_ = 0;
   std::vector<Dispatch> dispatch_scratch_;
   std::vector<AssignBatch> outbox_;  // by WorkerId
   std::string body_scratch_;

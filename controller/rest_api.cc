@@ -225,7 +225,24 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   }
   if (rest == "trace" && m == "GET") return reply(Json(200, TraceJson(*job, pool).dump()));
   if (rest == "dag" && m == "GET") return reply(Json(200, SubmodelDagJson(*job).dump()));
-  if (rest.empty() || rest == "tasks" || rest == "trace" || rest == "dag") {
+  if (rest == "outputs" && m == "GET") {
+    // The job's final outputs (sinks of its last step): where each lives,
+    // for a client to fetch peer to peer from that worker.
+    const JobGraph& g = *job->graph;
+    const uint32_t base = (g.steps() - 1) * g.size();
+    json outputs = json::array();
+    for (uint32_t i = 0; i < g.size(); ++i) {
+      if (!g.task(i).consumers.empty()) continue;
+      const OutputLocation* loc = c.OutputOf(job->id, base + i);
+      if (loc == nullptr || loc->bytes == 0) continue;
+      outputs.push_back({{"task", g.spec_task(i).id},
+                         {"run", base + i},
+                         {"endpoint", c.workers()[loc->worker].data_endpoint},
+                         {"bytes", loc->bytes}});
+    }
+    return reply(Json(200, json{{"id", job->id}, {"outputs", std::move(outputs)}}.dump()));
+  }
+  if (rest.empty() || rest == "tasks" || rest == "trace" || rest == "dag" || rest == "outputs") {
     return reply(Error(405, "method " + m + " not allowed on " + req.path));
   }
   return reply(Error(404, "no route " + req.path));

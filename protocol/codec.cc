@@ -191,6 +191,7 @@ std::string_view MsgTypeName(MsgType t) {
     case MsgType::kDoneBatch: return "DoneBatch";
     case MsgType::kCancelJob: return "CancelJob";
     case MsgType::kShutdown: return "Shutdown";
+    case MsgType::kFreeJob: return "FreeJob";
   }
   return "Unknown";
 }

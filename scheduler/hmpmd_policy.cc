@@ -49,8 +49,8 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
       pool.HasCapacity(CoreKind::kVector)) {
     kind = CoreKind::kVector;
   }
-  if (task.input_device >= 0) {
-    DeviceId near = static_cast<DeviceId>(task.input_device);
+  if (task.input_device != UINT32_MAX) {
+    DeviceId near = task.input_device;
     const ResourcePool::Device& d = pool.device(near);
     if (d.alive && pool.Supports(near, task.kernel_id)) {
       for (CoreId c : d.cores) {
@@ -67,7 +67,23 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
   }
   // Cores of a kind are equally fast, so the earliest-draining one also
   // finishes the task earliest.
-  return EarliestCore(task, kind, pool, [](DeviceId) { return true; });
+  Placement best = EarliestCore(task, kind, pool, [](DeviceId) { return true; });
+  if (best.kind != Placement::Kind::kPlaced || task.input_device == UINT32_MAX ||
+      pool.core(best.core).device == task.input_device) {
+    return best;
+  }
+  // Locality: the device that holds the largest input wins while its core
+  // drains no later than the earliest one plus the time fetching that
+  // input would take.
+  Placement local = EarliestCore(task, kind, pool,
+                                 [&](DeviceId d) { return d == task.input_device; });
+  if (local.kind != Placement::Kind::kPlaced) return best;
+  const double fetch_us = static_cast<double>(task.input_bytes) / kFetchBytesPerUs;
+  if (static_cast<double>(pool.core(local.core).busy_until) <=
+      static_cast<double>(pool.core(best.core).busy_until) + fetch_us) {
+    return local;
+  }
+  return best;
 }
 
 }  // namespace hmpmd

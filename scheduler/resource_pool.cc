@@ -105,3 +105,18 @@ void ResourcePool::Release(CoreId id, double est_us, TimeUs now) {
 }
 
 }  // namespace hmpmd
+
+namespace hmpmd {
+
+void ResourcePool::AddHeldBytes(DeviceId device, int64_t delta) {
+  if (device >= devices_.size()) return;
+  uint64_t& held = devices_[device].held_bytes;
+  held = delta < 0 && static_cast<uint64_t>(-delta) > held ? 0 : held + delta;
+}
+
+bool ResourcePool::MemoryFull(DeviceId device) const {
+  const Device& d = devices_[device];
+  return d.desc.memory_mb != 0 && d.held_bytes >= (d.desc.memory_mb << 20);
+}
+
+}  // namespace hmpmd

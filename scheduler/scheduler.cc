@@ -39,7 +39,7 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
   const std::vector<CoreId>& cores = pool_.device(id).cores;
   pool_.RemoveDevice(id);
   for (auto& [job_id, job] : jobs_) {
-    if (IsTerminal(job.state) || job.running == 0) continue;
+    if (IsTerminal(job.state)) continue;
     for (uint32_t r = 0; r < job.runs.size() && job.running > 0; ++r) {
       TaskRecord& rec = job.runs[r];
       if (rec.state != TaskState::kRunning) continue;
@@ -48,7 +48,63 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
                    /*retryable=*/true, now);
       if (IsTerminal(job.state)) break;
     }
+    if (IsTerminal(job.state)) continue;
+    // Lineage: outputs of the current step that lived only on the dead
+    // device and are still to be read are rebuilt by running their
+    // producers again.
+    const uint32_t n = job.graph->size(), base = job.step * n;
+    for (uint32_t r = base; r < base + n; ++r) {
+      TaskRecord& rec = job.runs[r];
+      if (rec.state == TaskState::kDone && rec.held && rec.output_device == id &&
+          rec.reads_left > 0) {
+        Revive(job, r, now);
+      }
+    }
   }
+}
+
+bool Scheduler::OutputAvailable(const TaskRecord& rec) const {
+  if (rec.state != TaskState::kDone) return false;
+  if (rec.output_bytes == 0) return true;  // nothing to fetch: the edge only orders
+  return rec.held && rec.output_device != UINT32_MAX &&
+         pool_.device(rec.output_device).alive;
+}
+
+void Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now) {
+  TaskRecord& rec = job.runs[run];
+  if (rec.state != TaskState::kDone) return;
+  const JobGraph& g = *job.graph;
+  const uint32_t index = run % g.size(), base = run - index;
+  ReleaseHeld(rec);
+  rec.state = TaskState::kBlocked;
+  rec.output_device = UINT32_MAX;
+  rec.output_bytes = 0;
+  --job.done;
+  ++job.left_in_step;
+  // Its consumers wait for it again; one that was reading the lost output
+  // starts over (its late result is stale by attempt).
+  for (uint32_t c : g.task(index).consumers) {
+    TaskRecord& cr = job.runs[base + c];
+    if (cr.state == TaskState::kRunning) {
+      ReleaseRun(job, cr, now);
+      ++cr.attempt;
+      cr.core = kNoCore;
+      cr.state = TaskState::kBlocked;
+      cr.pending = 0;
+    } else if (cr.state == TaskState::kReady) {
+      cr.state = TaskState::kBlocked;  // its heap entry is skipped as stale
+      cr.pending = 0;
+    }
+    if (cr.state == TaskState::kBlocked) ++cr.pending;
+  }
+  // Inputs it needs that are gone too are rebuilt first.
+  rec.pending = 0;
+  for (uint32_t in : g.task(index).inputs) {
+    if (OutputAvailable(job.runs[base + in])) continue;
+    Revive(job, base + in, now);
+    ++rec.pending;
+  }
+  if (rec.pending == 0) MakeReady(job, run, now);
 }
 
 Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job) const {
@@ -133,11 +189,36 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
   v.rank_us = job.rank_us[v.index];
   v.kernel_id = job.kernel_ids[v.index];
   v.weight = g.spec().weight;
-  if (!v.task->inputs.empty()) {
-    const TaskRecord& in = job.runs[run - v.index + v.task->inputs.front()];
-    if (in.core != kNoCore) v.input_device = pool_.core(in.core).device;
+  // Locality: the producer whose outputs are largest.
+  const uint32_t base = run - v.index;
+  for (uint32_t in : v.task->inputs) {
+    const TaskRecord& p = job.runs[base + in];
+    if (p.output_device != UINT32_MAX && p.output_bytes > v.input_bytes) {
+      v.input_device = p.output_device;
+      v.input_bytes = p.output_bytes;
+    }
   }
   return v;
+}
+
+void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64_t bytes) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || run >= it->second.runs.size()) return;
+  const JobGraph& g = *it->second.graph;
+  TaskRecord& rec = it->second.runs[run];
+  rec.output_device = device;
+  rec.output_bytes = bytes;
+  rec.reads_left = static_cast<uint32_t>(g.task(run % g.size()).consumers.size());
+  // Kept by the worker: outputs with readers, and the last step's sinks.
+  const bool last_step = run / g.size() + 1 == g.steps();
+  rec.held = bytes > 0 && (rec.reads_left > 0 || last_step);
+  if (rec.held) pool_.AddHeldBytes(device, static_cast<int64_t>(bytes));
+}
+
+void Scheduler::ReleaseHeld(TaskRecord& rec) {
+  if (!rec.held) return;
+  rec.held = false;
+  pool_.AddHeldBytes(rec.output_device, -static_cast<int64_t>(rec.output_bytes));
 }
 
 void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
@@ -183,6 +264,11 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   uint32_t index = run % g.size();
   cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start));
   uint32_t base = run - index;
+  // Each input was read once more; the last read frees it on its worker.
+  for (uint32_t in : g.task(index).inputs) {
+    TaskRecord& p = job.runs[base + in];
+    if (p.held && p.reads_left > 0 && --p.reads_left == 0) ReleaseHeld(p);
+  }
   for (uint32_t c : g.task(index).consumers) {
     if (--job.runs[base + c].pending == 0) MakeReady(job, base + c, now);
   }
@@ -244,6 +330,10 @@ void Scheduler::FinishJob(JobRun& job, JobState state, std::string error, TimeUs
       rec.state = TaskState::kCancelled;  // its heap entry is skipped lazily
     }
   }
+  // A cancelled job's workers free its outputs at once (CancelJob).
+  if (state == JobState::kCancelled) {
+    for (TaskRecord& rec : job.runs) ReleaseHeld(rec);
+  }
   job.state = state;
   job.error = std::move(error);
   job.finished = now;
@@ -253,7 +343,9 @@ void Scheduler::FinishJob(JobRun& job, JobState state, std::string error, TimeUs
 
 void Scheduler::EraseJob(JobId id) {
   auto it = jobs_.find(id);
-  if (it != jobs_.end() && IsTerminal(it->second.state)) jobs_.erase(it);
+  if (it == jobs_.end() || !IsTerminal(it->second.state)) return;
+  for (TaskRecord& rec : it->second.runs) ReleaseHeld(rec);  // workers free the job
+  jobs_.erase(it);
 }
 
 const JobRun* Scheduler::job(JobId id) const {
@@ -344,6 +436,17 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
     v.ready_seq = item.seq;
     v.est_us = cost_.Estimate(*v.spec, v.spec->core);
     Placement p = policy_->Place(v, pool_, now);
+    if (p.kind == Placement::Kind::kPlaced && members.size() > 1) {
+      // Members of a gang need distinct devices: two on one device could
+      // queue on one lane and wait for each other forever.
+      auto taken = [&](DeviceId d) {
+        return std::any_of(placed_.begin(), placed_.end(),
+                           [&](const auto& e) { return pool_.core(std::get<1>(e)).device == d; });
+      };
+      if (taken(pool_.core(p.core).device)) {
+        p = EarliestCore(v, pool_.core(p.core).kind, pool_, [&](DeviceId d) { return !taken(d); });
+      }
+    }
     if (p.kind != Placement::Kind::kPlaced) {
       for (const auto& [run, core, est] : placed_) pool_.Release(core, est, now);
       if (p.kind == Placement::Kind::kInfeasible) {

@@ -42,12 +42,43 @@ std::vector<Buffer> SleepKernel(const KernelArgs& args, std::span<const Buffer>)
   return {};
 }
 
+// Pure communication: hands its inputs on to its consumers (who fetch them
+// from this worker), or, without inputs, `bytes` bytes (default 4096).
+std::vector<Buffer> SendKernel(const KernelArgs& args, std::span<const Buffer> inputs) {
+  if (!inputs.empty()) return std::vector<Buffer>(inputs.begin(), inputs.end());
+  const int64_t bytes = args.Int("bytes", 4096);
+  if (bytes < 0 || bytes > (int64_t{1} << 30)) {
+    throw std::invalid_argument("send: argument 'bytes' must be in [0, 2^30]");
+  }
+  Buffer b;
+  b.dtype = "u8";
+  b.shape = {bytes};
+  b.data.assign(static_cast<size_t>(bytes), std::byte{0x5a});
+  return {std::move(b)};
+}
+
+// The collectives run on their gang inside the lane; a call through the
+// kernel table means the task came without one.
+std::vector<Buffer> GanglessCollective(const KernelArgs&, std::span<const Buffer>) {
+  throw std::invalid_argument("collective kernel ran without a gang (no members assigned)");
+}
+
 }  // namespace
 
 std::vector<NamedKernel> BuiltinKernels() {
   return {
-      {"noop", NoopKernel}, {"spin", SpinKernel}, {"sleep", SleepKernel},
-      {"gemm", GemmKernel}, {"add", AddKernel},   {"scale", ScaleKernel},
+      {"noop", NoopKernel},
+      {"spin", SpinKernel},
+      {"sleep", SleepKernel},
+      {"gemm", GemmKernel},
+      {"add", AddKernel},
+      {"scale", ScaleKernel},
+      {"send", SendKernel},
+      {"allreduce", GanglessCollective},
+      {"allgather", GanglessCollective},
+      {"reduce_scatter", GanglessCollective},
+      {"alltoall", GanglessCollective},
+      {"broadcast", GanglessCollective},
   };
 }
 

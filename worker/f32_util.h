@@ -23,6 +23,10 @@ inline constexpr int64_t kMaxKernelElements = int64_t{1} << 28;
 // The elements of `buffer`, which must be dtype "f32" with a data size that
 // matches its shape (an empty shape means a flat vector).
 std::vector<float> ReadF32(const Buffer& buffer, std::string_view kernel, std::string_view which);
+// True when `buffer` is f32 with exactly `elements` elements.
+inline bool IsF32(const Buffer& buffer, size_t elements) {
+  return buffer.dtype == "f32" && buffer.data.size() == elements * sizeof(float);
+}
 
 // An "f32" Buffer holding `values` with `shape`.
 Buffer MakeF32(std::span<const float> values, std::vector<int64_t> shape);

@@ -9,12 +9,16 @@
 #include <vector>
 
 #include "clock.h"
+#include "collective_kernels.h"
+#include <stdexcept>
 
 namespace hmpmd::worker {
 
-Lane::Lane(CoreKind kind, uint32_t index, CompletionQueue* done, spdlog::logger* log)
+Lane::Lane(CoreKind kind, uint32_t index, CompletionQueue* done, DataPlane* data,
+           spdlog::logger* log)
     : name_(std::string(CoreKindName(kind)) + std::to_string(index)),
       done_(done),
+      data_(data),
       log_(log),
       thread_([this] { Loop(); }) {
   // Named threads show up as such in top, perf and gdb (15 chars at most).
@@ -74,11 +78,15 @@ TaskResult Lane::Execute(const LaneTask& task) {
   r.attempt = task.assign.attempt;
   r.start_us = NowUs();
   // Kernels are user code that reports failure by throwing: this is the
-  // adapter where those exceptions stop. Outputs are dropped until the data
-  // plane keeps them.
+  // adapter where those exceptions stop.
   try {
-    std::vector<Buffer> outputs = (*task.kernel)(KernelArgs(task.assign.args), {});
-    (void)outputs;
+    BufferList outputs = RunKernel(task);
+    r.output_bytes = ObjectStore::BytesOf(outputs);
+    // No buffers: nothing to keep (consumers skip a producer of 0 bytes).
+    if (!outputs.empty() && task.assign.reads != TaskAssign::kDropOutputs) {
+      Status kept = data_->store().Put(r.job, r.task, std::move(outputs), task.assign.reads);
+      if (!kept.ok()) throw std::runtime_error(kept.message());
+    }
   } catch (const std::exception& e) {
     r.ok = false;
     r.error = e.what();
@@ -93,6 +101,21 @@ TaskResult Lane::Execute(const LaneTask& task) {
                 task.assign.kernel, r.error);
   }
   return r;
+}
+
+BufferList Lane::RunKernel(const LaneTask& task) {
+  const TaskAssign& a = task.assign;
+  Result<BufferList> inputs = data_->GatherInputs(a.job, a.inputs);
+  if (!inputs.ok()) throw std::runtime_error(inputs.status().ToString());
+  const KernelArgs args(a.args);
+  if (!a.gang.endpoints.empty() && IsCollectiveKernel(a.kernel)) {
+    if (a.gang.rank >= a.gang.endpoints.size()) {
+      throw std::invalid_argument("gang rank " + std::to_string(a.gang.rank) + " out of range");
+    }
+    std::unique_ptr<Communicator> comm = data_->MakeCommunicator(a.gang);
+    return RunCollective(a.kernel, args, *inputs, *comm);
+  }
+  return (*task.kernel)(args, *inputs);
 }
 
 }  // namespace hmpmd::worker

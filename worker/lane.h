@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "completion_queue.h"
+#include "data_plane.h"
 #include "hmpmd/protocol/messages.h"
 #include "hmpmd/worker/kernel_args.h"
 #include "mutex.h"
@@ -32,8 +33,9 @@ struct LaneTask {
 
 class Lane {
  public:
-  // Starts the thread. `done` and `log` must outlive the lane.
-  Lane(CoreKind kind, uint32_t index, CompletionQueue* done, spdlog::logger* log);
+  // Starts the thread. `done`, `data` and `log` must outlive the lane.
+  Lane(CoreKind kind, uint32_t index, CompletionQueue* done, DataPlane* data,
+       spdlog::logger* log);
   // Stops the lane (see Stop()).
   ~Lane();
   Lane(const Lane&) = delete;
@@ -52,9 +54,11 @@ class Lane {
  private:
   void Loop() EXCLUDES(mu_);
   TaskResult Execute(const LaneTask& task);
+  BufferList RunKernel(const LaneTask& task);
 
   const std::string name_;  // "cube0", "vector1"
   CompletionQueue* const done_;
+  DataPlane* const data_;
   spdlog::logger* const log_;
 
   Mutex mu_;

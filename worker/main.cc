@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_file,
                  "JSON device description {\"name\", \"cores\": {\"cube\", \"vector\"}, "
                  "\"memory_mb\"}; flags given beside it win");
+  app.add_option("--data-host", options.data_host,
+                 "Interface of the data socket peers fetch from (default: the one that "
+                 "reaches the controller)");
   app.add_option("--token-file", token_file, "File holding the controller's shared token");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->capture_default_str();

@@ -6,7 +6,9 @@
 // design; a MutexLock belongs to the thread that made it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 
 #if defined(__clang__)
@@ -55,6 +57,14 @@ class CondVar {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();
+  }
+  // As Wait(), for at most `timeout_us`; false when it timed out.
+  bool WaitForUs(Mutex* mu, int64_t timeout_us) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    const bool woke = cv_.wait_for(lock, std::chrono::microseconds(timeout_us)) ==
+                      std::cv_status::no_timeout;
+    lock.release();
+    return woke;
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }

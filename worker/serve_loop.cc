@@ -33,6 +33,7 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
       log_(log),
       link_(options.controller_endpoint),
       completions_(wake),
+      data_(DataPlaneOptions{options.data_host, options.memory_mb << 20, 60'000'000}, log),
       backoff_(int64_t{options.reconnect_backoff_min_ms} * 1000,
                int64_t{options.reconnect_backoff_max_ms} * 1000) {
   register_.name = options.name;
@@ -49,10 +50,13 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
 ServeLoop::~ServeLoop() { StopLanes(); }
 
 Status ServeLoop::Run() {
-  Status status = StartLanes();
+  Status status = data_.Start();
+  register_.data_endpoint = data_.endpoint();
+  if (status.ok()) status = StartLanes();
   if (status.ok()) status = link_.Connect();
   if (status.ok()) status = Serve();
   StopLanes();
+  data_.Stop();
   // Results that finished meanwhile go out if the link can still take them.
   TakeResults();
   if (status.ok()) (void)FlushResults();
@@ -65,7 +69,7 @@ Status ServeLoop::StartLanes() {
     for (int kind = 0; kind < kNumCoreKinds; ++kind) {
       for (uint32_t i = 0; i < counts[kind]; ++i) {
         lanes_[kind].push_back(
-            std::make_unique<Lane>(static_cast<CoreKind>(kind), i, &completions_, log_));
+            std::make_unique<Lane>(static_cast<CoreKind>(kind), i, &completions_, &data_, log_));
       }
     }
   } catch (const std::system_error& e) {
@@ -184,6 +188,12 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
     case MsgType::kCancelJob:
       DropJob(std::get<CancelJob>(message).job);
       break;
+    case MsgType::kFreeJob: {
+      const JobId job = std::get<FreeJob>(message).job;
+      const uint64_t freed = data_.store().FreeJob(job);
+      if (freed > 0) log_->debug("job {} freed: {} bytes of outputs released", job, freed);
+      break;
+    }
     case MsgType::kShutdown:
       log_->info("the controller asks this worker to shut down: {}",
                  std::get<Shutdown>(message).reason);
@@ -249,7 +259,9 @@ void ServeLoop::DropJob(JobId job) {
     for (auto& lane : lanes) dropped += lane->CancelJob(job);
   }
   in_flight_ -= static_cast<uint32_t>(dropped);
-  log_->info("job {} cancelled: dropped {} queued task(s)", job, dropped);
+  const uint64_t freed = data_.store().FreeJob(job);
+  log_->info("job {} cancelled: dropped {} queued task(s), freed {} bytes of outputs", job,
+             dropped, freed);
 }
 
 void ServeLoop::SendHeartbeat(int64_t now) {

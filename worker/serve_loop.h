@@ -33,6 +33,7 @@
 #include "backoff.h"
 #include "completion_queue.h"
 #include "controller_link.h"
+#include "data_plane.h"
 #include "hmpmd/protocol/messages.h"
 #include "hmpmd/worker/kernel_args.h"
 #include "hmpmd/worker/worker_options.h"
@@ -82,7 +83,8 @@ class ServeLoop {
 
   ControllerLink link_;
   CompletionQueue completions_;
-  // Declared after completions_, so lanes are gone before the queue is.
+  DataPlane data_;
+  // Declared after completions_ and data_, so lanes are gone before them.
   std::array<std::vector<std::unique_ptr<Lane>>, kNumCoreKinds> lanes_;
 
   RegisterMsg register_;  // sent on every attempt, with a fresh sent_us

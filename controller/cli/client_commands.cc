@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "../http_client.h"
+#include "fetch_outputs.h"
 #include "cli_common.h"
 
 namespace hmpmd {
@@ -98,7 +99,8 @@ bool Terminal(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "cancelled";
 }
 
-int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_timeout_s) {
+int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_timeout_s,
+           const std::string& fetch_dir) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
   auto spec = ReadFile(file);
@@ -120,6 +122,13 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
     if (Terminal(state)) {
       if (a.json) std::cout << j->dump(2) << std::endl;
       else PrintJob(*j);
+      if (state == "succeeded" && !fetch_dir.empty()) {
+        auto outs = Call(*c, "GET", target + "/outputs");
+        if (!outs.ok()) return Fail(outs.status());
+        Status fetched = FetchOutputsTo(*outs, static_cast<JobId>(id), fetch_dir, a.timeout_s);
+        if (!fetched.ok()) return Fail(fetched);
+        if (!a.json) std::cout << "outputs written to " << fetch_dir << "/manifest.json" << std::endl;
+      }
       return state == "succeeded" ? kExitOk : kExitFailed;
     }
     if (std::chrono::steady_clock::now() > deadline) {
@@ -217,8 +226,18 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     sub->add_flag("--wait", *wait, "Wait for the job to end and print its summary");
     sub->add_option("--wait-timeout", *wait_timeout, "Seconds --wait waits at most")
         ->capture_default_str();
+    auto fetch = std::make_shared<std::string>();
+    sub->add_option("--fetch", *fetch,
+                    "With --wait: fetch the job's final outputs from the workers holding them "
+                    "into this directory (one .bin file per buffer and manifest.json)");
     AddCommon(sub, a.get());
-    sub->callback([=] { *exit_code = Submit(*a, *file, *wait, *wait_timeout); });
+    sub->callback([=] {
+      if (!fetch->empty() && !*wait) {
+        *exit_code = Fail(Status::InvalidArgument("--fetch: needs --wait"));
+        return;
+      }
+      *exit_code = Submit(*a, *file, *wait, *wait_timeout, *fetch);
+    });
   }
   {
     auto a = std::make_shared<ClientArgs>();

@@ -20,6 +20,7 @@ struct RunArgs {
   std::string cores = "cube=1,vector=1";
   std::string log_level = "warn";
   double timeout_s = 600;
+  std::string worker_binary;  // empty: the hmpmd-worker beside hmpmd
 };
 
 int RunMain(const RunArgs& a) {
@@ -35,6 +36,7 @@ int RunMain(const RunArgs& a) {
   opts.workers = a.workers;
   opts.cores = a.cores;
   opts.log_level = a.log_level;
+  if (!a.worker_binary.empty()) opts.worker_binary = a.worker_binary;
   auto spec = ParseJobSpec(*text, opts.controller.spec_limits);
   if (!spec.ok()) return Fail(Status::InvalidArgument(a.job_file + ": " + spec.status().message()));
   auto graph = JobGraph::Build(std::move(spec).value());
@@ -85,6 +87,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_option("job", args->job_file, "Job spec (JSON)")->required();
   sub->add_option("--workers", args->workers, "Local worker processes to start")
       ->capture_default_str();
+  sub->add_option("--worker-binary", args->worker_binary,
+                  "Worker program to start (default: hmpmd-worker beside hmpmd); e.g. a "
+                  "program embedding hmpmd::worker with its own kernels");
   sub->add_option("--trace", args->trace_file, "Write a Chrome trace / Perfetto JSON here");
   sub->add_flag("--json", args->json, "Print the summary as one JSON object");
   sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo)")

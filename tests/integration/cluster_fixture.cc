@@ -42,6 +42,7 @@ JobResult ClusterTest::RunSpec(const std::string& spec_json, int timeout_ms) {
       std::move(graph).value(), std::chrono::milliseconds(timeout_ms),
       [&out](const JobRun& job, const Controller& c) {
         const ResourcePool& pool = c.scheduler().pool();
+        out.id = job.id;
         out.state = job.state;
         out.error = job.error;
         out.graph = job.graph;

@@ -24,6 +24,7 @@ struct RunRecord {
 };
 
 struct JobResult {
+  JobId id = 0;
   JobState state = JobState::kQueued;
   std::string error;
   std::shared_ptr<const JobGraph> graph;

@@ -3,7 +3,8 @@
 NetnsCluster builds one namespace for the controller and one per worker,
 joins each worker namespace to the controller namespace with its own veth
 pair on a private /24 (10.201.<i+1>.0/24: controller side .1, worker side
-.2), starts `hmpmd controller` and one `hmpmd-worker` per worker namespace
+.2), routes between the worker subnets through the controller namespace (for
+the peer-to-peer data plane), starts `hmpmd controller` and one `hmpmd-worker` per worker namespace
 (through `ip netns exec`), and talks to the controller's REST API on
 127.0.0.1 inside the controller namespace.
 
@@ -151,6 +152,12 @@ class NetnsCluster:
                     # Delay on both ends: each direction gets delay_ms, a round trip 2x.
                     _run(["tc", "-n", where, "qdisc", "add", "dev", dev, "root", "netem",
                           "delay", "%gms" % self.delay_ms])
+            # Workers fetch tensors from each other (the data plane): route
+            # between worker subnets through the controller's namespace, as a
+            # real cluster's network would.
+            _run(["ip", "-n", ns, "route", "add", "default", "via", self.controller_ip(i)])
+        _run(["ip", "netns", "exec", self.ns_controller, "sysctl", "-q", "-w",
+              "net.ipv4.ip_forward=1"])
 
     def _spawn(self, name, ns, args):
         log = None

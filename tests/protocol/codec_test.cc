@@ -127,18 +127,26 @@ std::vector<Message> SampleMessages() {
   TaskAssign plain;
   plain.job = 1;
   plain.kernel = "noop";
-  out.push_back(AssignBatch{.tasks = {AssignWithEveryArgType(), plain}});
+  TaskAssign member;
+  member.job = 2;
+  member.kernel = "allreduce";
+  member.inputs = {{.run = 4, .endpoint = "tcp://10.0.0.2:7000", .bytes = uint64_t{1} << 33}};
+  member.reads = TaskAssign::kDropOutputs;
+  member.gang = {.rank = 1, .endpoints = {"tcp://a:1", "tcp://b:2"}, .tag = ~uint64_t{0}};
+  out.push_back(AssignBatch{.tasks = {AssignWithEveryArgType(), plain, member}});
   out.push_back(AssignBatch{});
   out.push_back(DoneBatch{
       .worker_id = 3,
       .results = {TaskResult{.job = 1, .task = 2, .attempt = 0, .ok = true, .start_us = 100,
                              .end_us = 200, .error = ""},
                   TaskResult{.job = 1, .task = 3, .attempt = 1, .ok = false, .start_us = -5,
-                             .end_us = 7, .error = "kernel 'gemm': m must be > 0"}},
+                             .end_us = 7, .error = "kernel 'gemm': m must be > 0",
+                             .output_bytes = 4096}},
       .sent_us = 999,
   });
   out.push_back(CancelJob{.job = std::numeric_limits<uint32_t>::max()});
   out.push_back(Shutdown{.reason = "controller exiting"});
+  out.push_back(FreeJob{.job = 12});
   return out;
 }
 
@@ -239,6 +247,7 @@ TEST_F(CodecTest, TypeOfAndNamesFollowVariantOrder) {
       {MsgType::kHeartbeatAck, "HeartbeatAck"}, {MsgType::kAssignBatch, "AssignBatch"},
       {MsgType::kDoneBatch, "DoneBatch"}, {MsgType::kCancelJob, "CancelJob"},
       {MsgType::kShutdown, "Shutdown"},
+      {MsgType::kFreeJob, "FreeJob"},
   };
   for (const auto& [type, name] : names) EXPECT_EQ(MsgTypeName(type), name);
   EXPECT_EQ(MsgTypeName(static_cast<MsgType>(0)), "Unknown");
@@ -302,7 +311,7 @@ TEST_F(CodecTest, WrongVersionIsRejectedNamingTheVersion) {
 
 TEST_F(CodecTest, UnknownTypeByteIsRejected) {
   std::string body = Encode(Shutdown{}).body;
-  for (int type : {0, 10, 200, 255}) {
+  for (int type : {0, 11, 200, 255}) {
     ExpectCorruption(SafeDecode(Header(kProtocolVersion, static_cast<uint8_t>(type)), body),
                      "unknown message type " + std::to_string(type));
   }
@@ -331,7 +340,7 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                          .Array(6).Uint(1).Uint(2).Uint(0).Bool(true).Int(1).Int(2)
                          .Int(0)
                          .bytes();
-  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 7 fields");
+  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 8 fields");
   // HeartbeatAck has no fields; one is too many.
   ExpectCorruption(SafeDecode(Header(MsgType::kHeartbeatAck), MsgpackWriter().Array(1).Nil().bytes()),
                    "expected an array of 0 fields");
@@ -428,7 +437,8 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
   std::string assign = MsgpackWriter()
                            .Array(1)
                            .Array(1)
-                           .Array(7).Uint(1).Uint(0).Uint(0).Str("noop").Uint(2).Uint(0).Array(0)
+                           .Array(10).Uint(1).Uint(0).Uint(0).Str("noop").Uint(2).Uint(0).Array(0)
+                           .Array(0).Uint(0).Array(3).Uint(0).Array(0).Uint(0)
                            .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kAssignBatch), assign), "core kind out of range");
 }
@@ -442,9 +452,10 @@ TEST_F(CodecTest, NonStringKernelNameIsRejected) {
 // An AssignBatch of one task whose single argument value is written by `value`.
 std::string AssignWithArgValue(const std::function<void(MsgpackWriter&)>& value) {
   MsgpackWriter w;
-  w.Array(1).Array(1).Array(7).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
+  w.Array(1).Array(1).Array(10).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
   w.Array(1).Array(2).Str("a");
   value(w);
+  w.Array(0).Uint(0).Array(3).Uint(0).Array(0).Uint(0);  // inputs, reads, gang
   return w.bytes();
 }
 
@@ -519,7 +530,7 @@ TEST_F(CodecTest, BatchOverMaxBatchIsRejected) {
 
 TEST_F(CodecTest, BatchLimitSmallerThanFieldCountStillDecodesStructs) {
   // max_batch bounds batches, not the field arrays of a struct: a one-task
-  // limit must still admit a TaskAssign (7 fields) and a RegisterMsg (8).
+  // limit must still admit a TaskAssign (10 fields) and a RegisterMsg (8).
   DecodeLimits limits;
   limits.max_batch = 1;
   TaskAssign t;

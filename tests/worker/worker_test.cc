@@ -35,7 +35,8 @@ TEST_F(WorkerTest, RegistersWithItsCoresKernelsAndIdentity) {
   EXPECT_EQ(reg->token, "secret");
   EXPECT_EQ(reg->pid, static_cast<uint32_t>(getpid()));
   EXPECT_EQ(reg->memory_mb, 2048u);
-  EXPECT_EQ(reg->data_endpoint, "");
+  // The data socket peers fetch outputs from, on the controller's interface.
+  EXPECT_TRUE(reg->data_endpoint.starts_with("tcp://127.0.0.1:")) << reg->data_endpoint;
   EXPECT_GT(reg->sent_us, 0);
   EXPECT_EQ(reg->cores, (std::vector<CoreGroup>{{CoreKind::kCube, 2}, {CoreKind::kVector, 3}}));
   for (const NamedKernel& k : BuiltinKernels()) EXPECT_THAT(reg->kernels, Contains(k.name));

@@ -27,6 +27,7 @@ enum class MsgType : uint8_t {
   kDoneBatch = 7,
   kCancelJob = 8,
   kShutdown = 9,
+  kFreeJob = 10,
 };
 
 struct CoreGroup {
@@ -98,6 +99,32 @@ struct HeartbeatAck {
   friend bool operator==(const HeartbeatAck&, const HeartbeatAck&) = default;
 };
 
+// Where one input of a task lives: every output of producer run `run` of
+// the same job, held by the worker whose data socket is `endpoint`.
+struct InputRef {
+  uint32_t run = 0;
+  std::string endpoint;
+  uint64_t bytes = 0;  // total size of that run's outputs
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(run, endpoint, bytes);
+  }
+  friend bool operator==(const InputRef&, const InputRef&) = default;
+};
+
+// The members of a collective, for one of them: its rank and every member's
+// data endpoint in rank order. `tag` tells this gang's traffic apart.
+struct GangInfo {
+  uint32_t rank = 0;
+  std::vector<std::string> endpoints;  // empty: not a collective
+  uint64_t tag = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(rank, endpoints, tag);
+  }
+  friend bool operator==(const GangInfo&, const GangInfo&) = default;
+};
+
 // One task for one core lane of the worker.
 struct TaskAssign {
   JobId job = 0;
@@ -107,9 +134,16 @@ struct TaskAssign {
   CoreKind core = CoreKind::kCube;
   uint32_t lane = 0;     // which core of that kind
   Args args;
+  std::vector<InputRef> inputs;  // the producers' outputs, in input order
+  // Reads of this run's outputs before the worker frees them; 0: a final
+  // output, kept until the job is freed (FreeJob); kDropOutputs: nobody
+  // reads them (a sink of an earlier step), so they are not kept.
+  uint32_t reads = 0;
+  static constexpr uint32_t kDropOutputs = UINT32_MAX;
+  GangInfo gang;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, kernel, core, lane, args);
+    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang);
   }
   friend bool operator==(const TaskAssign&, const TaskAssign&) = default;
 };
@@ -131,9 +165,10 @@ struct TaskResult {
   int64_t start_us = 0;
   int64_t end_us = 0;
   std::string error;  // the kernel's message when !ok
+  uint64_t output_bytes = 0;  // kept in the worker's object store
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, ok, start_us, end_us, error);
+    ar(job, task, attempt, ok, start_us, end_us, error, output_bytes);
   }
   friend bool operator==(const TaskResult&, const TaskResult&) = default;
 };
@@ -169,9 +204,19 @@ struct Shutdown {
   friend bool operator==(const Shutdown&, const Shutdown&) = default;
 };
 
+// Controller -> worker: the job is forgotten; free every output it holds.
+struct FreeJob {
+  JobId job = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job);
+  }
+  friend bool operator==(const FreeJob&, const FreeJob&) = default;
+};
+
 // The alternatives are in MsgType order, so index() + 1 is the type byte.
 using Message = std::variant<RegisterMsg, RegisterAck, Reject, Heartbeat, HeartbeatAck,
-                             AssignBatch, DoneBatch, CancelJob, Shutdown>;
+                             AssignBatch, DoneBatch, CancelJob, Shutdown, FreeJob>;
 
 MsgType TypeOf(const Message& m);
 std::string_view MsgTypeName(MsgType t);

@@ -10,9 +10,11 @@
 // 2. Communication kernels go to vector cores (where the pool has them), so
 //    they overlap compute on the cube cores; chunked MoE dispatch/combine
 //    then pipelines under the experts' compute.
-// 3. A consumer goes to the device of its first input when a core of its
-//    kind there is free now (data stays put); otherwise to the core of its
-//    kind that frees up earliest, so the task finishes earliest. Sub-models
+// 3. A consumer goes to the device holding its largest input when a core of
+//    its kind there is free now (data stays put), or while that core drains
+//    no later than the earliest one plus the time the input takes to fetch
+//    (at kFetchBytesPerUs); otherwise to the core of its kind that frees up
+//    earliest, so the task finishes earliest. Sub-models
 //    have no fixed devices: independent ones run side by side and each takes
 //    the share of the pool its ready work needs, moment by moment.
 // 4. Collectives are placed as a gang by the engine (all members or none).
@@ -31,6 +33,9 @@ namespace hmpmd {
 
 class HmpmdPolicy final : public Policy {
  public:
+  // Peer-to-peer fetch bandwidth the locality rule assumes: 1 GB/s.
+  static constexpr double kFetchBytesPerUs = 1000.0;
+
   std::string_view Name() const override { return "hmpmd"; }
   double Priority(const TaskView& task) const override;
   Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) override;

@@ -31,8 +31,10 @@ struct TaskView {
   uint32_t weight = 1;     // the job's share of the pool
   uint64_t ready_seq = 0;  // order in which tasks became ready
   TimeUs ready_at = 0;     // when it became ready (set for Priority())
-  // Device its first input ran on; -1 for a root (or an input not placed).
-  int64_t input_device = -1;
+  // The device holding the task's largest input (UINT32_MAX: none known)
+  // and that input's size: placing the task there saves fetching it.
+  DeviceId input_device = UINT32_MAX;
+  uint64_t input_bytes = 0;
 };
 
 struct JobRun;
@@ -75,12 +77,14 @@ Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 
 // The earliest-draining core of `kind` that runs the task's kernel and that
 // `allowed` accepts (nullptr: any). Shared by policies that place by
-// earliest finish time.
+// earliest finish time. A device whose object store is full (memory_mb)
+// takes only tasks that read stored inputs, which free memory.
 template <typename Pred>
 Placement EarliestCore(const TaskView& task, CoreKind kind, const ResourcePool& pool,
                        Pred&& allowed) {
   for (const auto& [busy_until, core] : pool.available(kind)) {
     DeviceId dev = pool.core(core).device;
+    if (task.input_bytes == 0 && pool.MemoryFull(dev)) continue;
     if (pool.Supports(dev, task.kernel_id) && allowed(dev)) return Placement::Placed(core);
   }
   return Placement::RetryLater();

@@ -67,6 +67,7 @@ class ResourcePool {
     bool alive = true;
     std::vector<CoreId> cores;
     std::vector<bool> kernels;  // by kernel id; empty = all
+    uint64_t held_bytes = 0;    // outputs its object store keeps (live only)
   };
   using Available = std::set<std::pair<TimeUs, CoreId>>;
 
@@ -98,6 +99,11 @@ class ResourcePool {
   void Assign(CoreId core, double est_us, TimeUs now);
   // Takes back the task Assign() put there.
   void Release(CoreId core, double est_us, TimeUs now);
+
+  // Outputs kept in a device's object store: `delta` bytes more or fewer.
+  void AddHeldBytes(DeviceId device, int64_t delta);
+  // True when the device's store holds at least its memory_mb (0: no cap).
+  bool MemoryFull(DeviceId device) const;
 
  private:
   static size_t Index(CoreKind k) { return static_cast<size_t>(k); }

@@ -49,6 +49,11 @@ struct TaskRecord {
   TimeUs dispatched = 0;
   TimeUs start = 0;
   TimeUs end = 0;
+  // Where its outputs live and how big they are (RecordOutput; live only).
+  DeviceId output_device = UINT32_MAX;
+  uint64_t output_bytes = 0;
+  uint32_t reads_left = 0;  // consumers that have not read them yet
+  bool held = false;        // counted in the device's held bytes
 };
 
 struct JobRun {
@@ -96,7 +101,9 @@ class Scheduler {
   // --- pool ---
   DeviceId AddDevice(DeviceDesc desc);
   // The device died: its running tasks go back to ready (or fail the job when
-  // out of attempts).
+  // out of attempts), and outputs of the current step that lived only there
+  // and are still to be read are rebuilt by running their producers again
+  // (lineage; recursively, where those producers' inputs are gone too).
   void RemoveDevice(DeviceId id, TimeUs now);
 
   // --- jobs ---
@@ -117,6 +124,10 @@ class Scheduler {
   // while attempts last; others fail the job.
   bool OnTaskFailed(JobId job, uint32_t run, uint32_t attempt, const std::string& error,
                     bool retryable, TimeUs now);
+
+  // A done run's outputs stay on `device` (its worker's object store); the
+  // policy may prefer placing its consumers there.
+  void RecordOutput(JobId job, uint32_t run, DeviceId device, uint64_t bytes);
 
   // --- decisions ---
   // Places ready runs on cores with capacity and appends them to `out`.
@@ -160,6 +171,13 @@ class Scheduler {
   Placement PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
                       std::vector<Dispatch>* out);
   Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
+  // Takes a run's outputs off its device's held bytes (read or freed).
+  void ReleaseHeld(TaskRecord& rec);
+  // True when a done run's output can still be read (or it has none).
+  bool OutputAvailable(const TaskRecord& rec) const;
+  // Lineage: makes a done run whose output was lost run again, first
+  // reviving its inputs that are gone too; its consumers wait for it.
+  void Revive(JobRun& job, uint32_t run, TimeUs now);
 
   SchedulerOptions options_;
   std::unique_ptr<Policy> policy_;

@@ -17,9 +17,10 @@ namespace hmpmd::worker {
 /// 4 bytes per element; read and write it through std::memcpy, not through
 /// a reinterpret_cast'ed float pointer.
 ///
-/// Kernels return their outputs as Buffers. Until the data plane lands the
-/// worker discards outputs once the task is done, and kernels get no inputs
-/// from other tasks (an empty span).
+/// Kernels return their outputs as Buffers. The worker keeps them in its
+/// object store until every consumer task has read them (fetched straight
+/// from this worker by the consumer's worker); a consumer kernel gets its
+/// producers' outputs, in input order, as its `inputs`.
 struct Buffer {
   std::vector<std::byte> data;
   std::vector<int64_t> shape;

@@ -28,6 +28,12 @@ struct NamedKernel {
 ///     generated vectors of `n` (default 1024) elements.
 ///   - `scale`: inputs[0] * `factor` (default 1.0), or a generated vector
 ///     of `n` elements times `factor`.
+///   - `send`: passes its inputs on unchanged (its consumers fetch them from
+///     this worker), or makes `bytes` bytes (default 4096); a vector-lane
+///     communication kernel.
+///   - `allreduce`, `allgather`, `reduce_scatter`, `alltoall`, `broadcast`:
+///     collectives; they run only as members of a gang the controller
+///     assigns (called directly they throw).
 /// Float kernels take and return dtype "f32". Bad arguments or inputs throw
 /// std::invalid_argument, which fails the task.
 ///

@@ -21,8 +21,11 @@ namespace hmpmd::worker {
 /// Every core (cube lanes 0..cube_cores-1, vector lanes
 /// 0..vector_cores-1) has its own thread, so tasks on different cores run
 /// at the same time. One more thread, the one that calls Run(), owns the
-/// connection to the controller. The built-in kernels (noop, spin, sleep,
-/// gemm, add, scale; see builtin_kernels.h) are registered from the start.
+/// connection to the controller, and one serves the data socket: a task's
+/// outputs stay in this worker's object store (capped at memory_mb) until
+/// their consumers, here or on other workers, have fetched them, and
+/// collectives exchange data peer to peer through it. The built-in kernels
+/// (see builtin_kernels.h) are registered from the start.
 ///
 /// @code
 ///   #include "hmpmd/worker/worker.h"

@@ -31,9 +31,16 @@ struct WorkerOptions {
   /// Same trade-off as `cube_cores`. At least one core in total is needed.
   uint32_t vector_cores = 1;
 
-  /// Device memory the worker offers, in MiB; the controller uses it for
-  /// placement only. Default: 1024.
+  /// Device memory the worker offers, in MiB: the cap of its object store
+  /// (outputs kept for consumers; a task whose outputs do not fit fails),
+  /// and what the controller places against. Default: 1024.
   uint64_t memory_mb = 1024;
+
+  /// Interface the data socket binds (tcp://HOST:*), where peers fetch this
+  /// worker's outputs and collectives exchange data. It must be reachable
+  /// from the other workers. Default: empty, which means the address this
+  /// host uses to reach the controller (127.0.0.1 for a local controller).
+  std::string data_host;
 
   /// Shared secret sent in the registration. Default: empty, for a
   /// controller without a token. Keep it out of command lines (use a file).

@@ -1,0 +1,88 @@
+// embedded_worker: a program that embeds the HyperMPMD worker and adds its
+// own kernel, `relu` (max(x, 0) element-wise on a float32 input, or on
+// `n` generated values in [-1, 1) without one).
+//
+// It takes the flags `hmpmd run` and LocalCluster pass to a worker
+// (--controller, --cores cube=C,vector=V, --name, --log-level), so
+//   hmpmd run job.json --worker-binary ./embedded_worker
+// runs a job on it.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hmpmd/worker/worker.h"
+
+namespace {
+
+using hmpmd::worker::Buffer;
+using hmpmd::worker::KernelArgs;
+
+std::vector<Buffer> Relu(const KernelArgs& args, std::span<const Buffer> inputs) {
+  std::vector<float> v;
+  std::vector<int64_t> shape;
+  if (!inputs.empty()) {
+    if (inputs[0].dtype != "f32") throw std::invalid_argument("relu: inputs[0] must be f32");
+    v.resize(inputs[0].data.size() / sizeof(float));
+    std::memcpy(v.data(), inputs[0].data.data(), v.size() * sizeof(float));
+    shape = inputs[0].shape;
+  } else {
+    const int64_t n = args.Int("n", 1024);
+    if (n < 0 || n > (int64_t{1} << 26)) throw std::invalid_argument("relu: 'n' out of range");
+    v.resize(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 200) / 100.0f - 1.0f;
+    shape = {n};
+  }
+  for (float& x : v) x = std::max(x, 0.0f);
+  Buffer out;
+  out.shape = std::move(shape);
+  out.data.resize(v.size() * sizeof(float));
+  std::memcpy(out.data.data(), v.data(), out.data.size());
+  return {std::move(out)};
+}
+
+// "cube=C,vector=V" into the options; false when malformed.
+bool ParseCores(const std::string& text, hmpmd::worker::WorkerOptions* o) {
+  unsigned cube = 0, vector = 0;
+  if (std::sscanf(text.c_str(), "cube=%u,vector=%u", &cube, &vector) != 2) return false;
+  o->cube_cores = cube;
+  o->vector_cores = vector;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hmpmd::worker::WorkerOptions options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--controller") {
+      options.controller_endpoint = value;
+    } else if (flag == "--cores") {
+      if (!ParseCores(value, &options)) {
+        std::fprintf(stderr, "embedded_worker: --cores '%s' is not cube=C,vector=V\n",
+                     value.c_str());
+        return 2;
+      }
+    } else if (flag == "--name") {
+      options.name = value;
+    } else if (flag == "--log-level") {
+      options.log_level = value == "debug"  ? hmpmd::worker::LogLevel::kDebug
+                          : value == "warn" ? hmpmd::worker::LogLevel::kWarn
+                                            : hmpmd::worker::LogLevel::kInfo;
+    } else {
+      std::fprintf(stderr, "embedded_worker: unknown flag '%s'\n", flag.c_str());
+      return 2;
+    }
+  }
+  hmpmd::worker::Worker worker(options);
+  worker.RegisterKernel("relu", Relu);
+  hmpmd::Status status = worker.Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "embedded_worker: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

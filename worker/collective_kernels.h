@@ -1,0 +1,33 @@
+// The collective kernels (allreduce, allgather, reduce_scatter, alltoall,
+// broadcast) as a lane runs them: on the task's gang, through a
+// Communicator. Data is float32: the task's inputs concatenated, or, with
+// no inputs, `n` generated elements (value (i % 251) * 0.5 + rank), or
+// `bytes` / 4 of them.
+//   allreduce       sum, same shape
+//   reduce_scatter  segment `rank` of the sum
+//   allgather       every rank's data, in rank order
+//   alltoall        arg `sizes` "a,b,..." elements per destination (default
+//                   an even split); gets the blocks sent here, rank order
+//   broadcast       arg `root` (default 0); the root's data
+//
+// Thread-safety: stateless functions.
+#pragma once
+
+#include <string_view>
+
+#include "communicator.h"
+#include "hmpmd/worker/kernel_args.h"
+#include "object_store.h"
+
+namespace hmpmd::worker {
+
+// Runs collective `kernel`; throws std::invalid_argument for bad
+// arguments and std::runtime_error when the communication fails.
+BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
+                         const BufferList& inputs, Communicator& comm);
+
+// Generated float32 data of a collective member without inputs.
+std::vector<float> CollectiveInput(const KernelArgs& args, const BufferList& inputs,
+                                   uint32_t rank);
+
+}  // namespace hmpmd::worker

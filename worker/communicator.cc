@@ -1,0 +1,246 @@
+#include "communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "data_frames.h"
+
+namespace hmpmd::worker {
+namespace {
+
+size_t SegBegin(size_t n, uint32_t p, uint32_t i) { return n * i / p; }
+
+uint32_t Mod(int64_t v, uint32_t p) { return static_cast<uint32_t>(((v % p) + p) % p); }
+
+// dst[i] += src[i], src unaligned bytes.
+void AddInto(float* dst, const void* src, size_t count) {
+  const auto* s = static_cast<const unsigned char*>(src);
+  for (size_t i = 0; i < count; ++i) {
+    float v;
+    std::memcpy(&v, s + i * sizeof(float), sizeof(float));
+    dst[i] += v;
+  }
+}
+
+}  // namespace
+
+Communicator::Communicator(zmq::context_t* ctx, CollectiveInbox* inbox, GangView gang,
+                           int64_t timeout_us)
+    : ctx_(ctx), inbox_(inbox), gang_(std::move(gang)), timeout_us_(timeout_us) {
+  sockets_.resize(gang_.endpoints.size());
+}
+
+Communicator::~Communicator() {
+  // Whatever a failed collective left queued for us is of no further use.
+  inbox_->Drop(gang_.tag);
+}
+
+uint32_t Communicator::Peer(int offset) const {
+  return Mod(int64_t{gang_.rank} + offset, size());
+}
+
+Status Communicator::Send(uint32_t peer, const void* data, size_t size) {
+  try {
+    auto& s = sockets_[peer];
+    if (!s) {
+      s.emplace(*ctx_, zmq::socket_type::dealer);
+      s->set(zmq::sockopt::linger, 1000);
+      s->set(zmq::sockopt::sndhwm, 0);
+      s->connect(gang_.endpoints[peer]);
+    }
+    DataHeader h;
+    h.op = static_cast<uint8_t>(DataOp::kCollective);
+    h.src = gang_.rank;
+    h.key = gang_.tag;
+    s->send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::sndmore);
+    s->send(zmq::message_t(data, size), zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("collective: send to rank " + std::to_string(peer) + " (" +
+                               gang_.endpoints[peer] + "): " + e.what());
+  }
+  return Status::Ok();
+}
+
+Status Communicator::SendChunks(uint32_t peer, const void* data, size_t size) {
+  const auto* p = static_cast<const std::byte*>(data);
+  size_t off = 0;
+  do {
+    const size_t n = std::min(kChunkBytes, size - off);
+    RETURN_IF_ERROR(Send(peer, p + off, n));
+    off += n;
+  } while (off < size);
+  return Status::Ok();
+}
+
+Result<zmq::message_t> Communicator::Recv(uint32_t peer) {
+  std::optional<zmq::message_t> m = inbox_->Take(gang_.tag, peer, timeout_us_);
+  if (!m) {
+    return Status::Unavailable("collective: nothing from rank " + std::to_string(peer) + " (" +
+                               gang_.endpoints[peer] + ") within " +
+                               std::to_string(timeout_us_ / 1000) + " ms");
+  }
+  return std::move(*m);
+}
+
+template <typename Sink>
+Status Communicator::RecvChunks(uint32_t peer, size_t size, Sink sink) {
+  size_t off = 0;
+  do {
+    ASSIGN_OR_RETURN(zmq::message_t m, Recv(peer));
+    if (m.size() > size - off || (m.size() == 0 && size > 0)) {
+      return Status::Corruption("collective: rank " + std::to_string(peer) + " sent " +
+                                std::to_string(m.size()) + " bytes where " +
+                                std::to_string(size - off) + " were left");
+    }
+    sink(off, m);
+    off += m.size();
+  } while (off < size);
+  return Status::Ok();
+}
+
+Status Communicator::RingReduceScatter(std::span<float> data, int shift) {
+  const uint32_t p = size();
+  const size_t n = data.size();
+  for (uint32_t step = 0; step + 1 < p; ++step) {
+    const uint32_t send_seg = Mod(int64_t{gang_.rank} - step + shift, p);
+    const uint32_t recv_seg = Mod(int64_t{gang_.rank} - step - 1 + shift, p);
+    const size_t sb = SegBegin(n, p, send_seg), se = SegBegin(n, p, send_seg + 1);
+    RETURN_IF_ERROR(SendChunks(Peer(1), data.data() + sb, (se - sb) * sizeof(float)));
+    const size_t rb = SegBegin(n, p, recv_seg), re = SegBegin(n, p, recv_seg + 1);
+    float* base = data.data() + rb;
+    RETURN_IF_ERROR(RecvChunks(Peer(-1), (re - rb) * sizeof(float),
+                               [&](size_t off, const zmq::message_t& m) {
+                                 AddInto(base + off / sizeof(float), m.data(),
+                                         m.size() / sizeof(float));
+                               }));
+  }
+  return Status::Ok();
+}
+
+Status Communicator::RingAllGather(std::span<float> data, int shift) {
+  const uint32_t p = size();
+  const size_t n = data.size();
+  for (uint32_t step = 0; step + 1 < p; ++step) {
+    const uint32_t send_seg = Mod(int64_t{gang_.rank} - step + shift, p);
+    const uint32_t recv_seg = Mod(int64_t{gang_.rank} - step - 1 + shift, p);
+    const size_t sb = SegBegin(n, p, send_seg), se = SegBegin(n, p, send_seg + 1);
+    RETURN_IF_ERROR(SendChunks(Peer(1), data.data() + sb, (se - sb) * sizeof(float)));
+    const size_t rb = SegBegin(n, p, recv_seg), re = SegBegin(n, p, recv_seg + 1);
+    auto* base = reinterpret_cast<std::byte*>(data.data() + rb);
+    RETURN_IF_ERROR(RecvChunks(Peer(-1), (re - rb) * sizeof(float),
+                               [&](size_t off, const zmq::message_t& m) {
+                                 std::memcpy(base + off, m.data(), m.size());
+                               }));
+  }
+  return Status::Ok();
+}
+
+Status Communicator::AllReduce(std::span<float> data) {
+  if (size() < 2) return Status::Ok();
+  // After the reduce-scatter rank r holds the sum of segment r + 1.
+  RETURN_IF_ERROR(RingReduceScatter(data, 0));
+  return RingAllGather(data, 1);
+}
+
+Status Communicator::ReduceScatter(std::span<const float> in, std::vector<float>* out) {
+  std::vector<float> work(in.begin(), in.end());
+  const uint32_t p = size();
+  // Shifted by one so that rank r ends with segment r.
+  if (p > 1) RETURN_IF_ERROR(RingReduceScatter(work, -1));
+  const size_t b = SegBegin(work.size(), p, gang_.rank), e = SegBegin(work.size(), p, gang_.rank + 1);
+  out->assign(work.begin() + static_cast<ptrdiff_t>(b), work.begin() + static_cast<ptrdiff_t>(e));
+  return Status::Ok();
+}
+
+Status Communicator::AllGather(std::span<const std::byte> in, std::vector<std::byte>* out) {
+  const uint32_t p = size();
+  const size_t block = in.size();
+  out->resize(block * p);
+  std::memcpy(out->data() + block * gang_.rank, in.data(), block);
+  for (uint32_t step = 0; step + 1 < p; ++step) {
+    const uint32_t send_blk = Mod(int64_t{gang_.rank} - step, p);
+    const uint32_t recv_blk = Mod(int64_t{gang_.rank} - step - 1, p);
+    RETURN_IF_ERROR(SendChunks(Peer(1), out->data() + block * send_blk, block));
+    std::byte* base = out->data() + block * recv_blk;
+    RETURN_IF_ERROR(RecvChunks(Peer(-1), block, [&](size_t off, const zmq::message_t& m) {
+      std::memcpy(base + off, m.data(), m.size());
+    }));
+  }
+  return Status::Ok();
+}
+
+Status Communicator::AllToAll(const std::vector<std::span<const std::byte>>& send,
+                              std::vector<std::byte>* out, std::vector<size_t>* recv_sizes) {
+  const uint32_t p = size();
+  if (send.size() != p) {
+    return Status::InvalidArgument("alltoall: " + std::to_string(send.size()) +
+                                   " blocks for a gang of " + std::to_string(p));
+  }
+  // Sizes first (one small frame per peer), then the blocks in chunks;
+  // peers are visited in a rotating order so no rank is everyone's first.
+  for (uint32_t i = 1; i < p; ++i) {
+    const uint32_t d = Peer(static_cast<int>(i));
+    const uint64_t n = send[d].size();
+    RETURN_IF_ERROR(Send(d, &n, sizeof(n)));
+    if (n > 0) RETURN_IF_ERROR(SendChunks(d, send[d].data(), n));
+  }
+  // Every sender's size frame comes first on its FIFO: read them all, size
+  // `out` once, then land each sender's chunks straight in its place.
+  recv_sizes->assign(p, 0);
+  (*recv_sizes)[gang_.rank] = send[gang_.rank].size();
+  for (uint32_t i = 1; i < p; ++i) {
+    const uint32_t s = Peer(-static_cast<int>(i));
+    ASSIGN_OR_RETURN(zmq::message_t head, Recv(s));
+    uint64_t n = 0;
+    if (head.size() != sizeof(n)) return Status::Corruption("alltoall: bad size frame");
+    std::memcpy(&n, head.data(), sizeof(n));
+    (*recv_sizes)[s] = n;
+  }
+  std::vector<size_t> offset(p + 1, 0);
+  for (uint32_t s = 0; s < p; ++s) offset[s + 1] = offset[s] + (*recv_sizes)[s];
+  out->resize(offset[p]);
+  if (!send[gang_.rank].empty()) {
+    std::memcpy(out->data() + offset[gang_.rank], send[gang_.rank].data(),
+                send[gang_.rank].size());
+  }
+  for (uint32_t i = 1; i < p; ++i) {
+    const uint32_t s = Peer(-static_cast<int>(i));
+    if ((*recv_sizes)[s] == 0) continue;
+    std::byte* base = out->data() + offset[s];
+    RETURN_IF_ERROR(RecvChunks(s, (*recv_sizes)[s], [&](size_t off, const zmq::message_t& m) {
+      std::memcpy(base + off, m.data(), m.size());
+    }));
+  }
+  return Status::Ok();
+}
+
+Status Communicator::Broadcast(uint32_t root, std::vector<std::byte>* data) {
+  const uint32_t p = size();
+  if (root >= p) return Status::InvalidArgument("broadcast: root " + std::to_string(root) + " >= gang size");
+  const uint32_t pos = Mod(int64_t{gang_.rank} - root, p);
+  const bool last = pos + 1 == p;
+  if (pos == 0) {
+    const uint64_t n = data->size();
+    if (p > 1) {
+      RETURN_IF_ERROR(Send(Peer(1), &n, sizeof(n)));
+      if (n > 0) RETURN_IF_ERROR(SendChunks(Peer(1), data->data(), n));
+    }
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(zmq::message_t head, Recv(Peer(-1)));
+  uint64_t n = 0;
+  if (head.size() != sizeof(n)) return Status::Corruption("broadcast: bad size frame");
+  std::memcpy(&n, head.data(), sizeof(n));
+  if (!last) RETURN_IF_ERROR(Send(Peer(1), &n, sizeof(n)));
+  data->resize(n);
+  if (n == 0) return Status::Ok();
+  Status forward;
+  RETURN_IF_ERROR(RecvChunks(Peer(-1), n, [&](size_t off, const zmq::message_t& m) {
+    std::memcpy(data->data() + off, m.data(), m.size());
+    // Pass each chunk on at once: the chain is a pipeline.
+    if (!last && forward.ok()) forward = Send(Peer(1), m.data(), m.size());
+  }));
+  return forward;
+}
+
+}  // namespace hmpmd::worker

@@ -1,0 +1,80 @@
+// Communicator: the collectives of one gang, peer to peer over the members'
+// data sockets. Each member runs the same call with its own rank; bytes go
+// straight between members (DEALER -> the peer's data ROUTER -> its
+// CollectiveInbox), never through the controller.
+//
+//   AllReduce      ring reduce-scatter + ring all-gather, float32 sum
+//   ReduceScatter  ring; rank r keeps segment r of the sum
+//   AllGather      ring; blocks in rank order
+//   AllToAll       every pair directly; per-destination sizes
+//   Broadcast      chunked chain from the root
+// Large transfers go in chunks of kChunkBytes, so a receiver reduces one
+// chunk while the next is on the wire. Segment i of n elements over P
+// ranks is [i*n/P, (i+1)*n/P).
+//
+// Thread-safety: not thread-safe; one lane thread uses it for one
+// collective (its sockets belong to that thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "collective_inbox.h"
+#include "hmpmd/protocol/status.h"
+
+namespace hmpmd::worker {
+
+struct GangView {
+  uint32_t rank = 0;
+  std::vector<std::string> endpoints;  // data endpoints in rank order
+  uint64_t tag = 0;
+};
+
+class Communicator {
+ public:
+  static constexpr size_t kChunkBytes = 1 << 20;
+
+  // `ctx` and `inbox` (this worker's) must outlive it. A member that sends
+  // nothing within `timeout_us` fails the call with Unavailable.
+  Communicator(zmq::context_t* ctx, CollectiveInbox* inbox, GangView gang, int64_t timeout_us);
+  ~Communicator();
+
+  uint32_t rank() const { return gang_.rank; }
+  uint32_t size() const { return static_cast<uint32_t>(gang_.endpoints.size()); }
+
+  Status AllReduce(std::span<float> data);
+  // `in` holds n elements on every rank; `out` gets segment rank().
+  Status ReduceScatter(std::span<const float> in, std::vector<float>* out);
+  // Every rank gives a block of the same size; `out` gets size() blocks.
+  Status AllGather(std::span<const std::byte> in, std::vector<std::byte>* out);
+  // `send[d]` goes to rank d; `out` gets what each rank sent here, in rank
+  // order, and `recv_sizes` their sizes.
+  Status AllToAll(const std::vector<std::span<const std::byte>>& send,
+                  std::vector<std::byte>* out, std::vector<size_t>* recv_sizes);
+  // `data` of the root reaches every rank (resized to fit).
+  Status Broadcast(uint32_t root, std::vector<std::byte>* data);
+
+ private:
+  Status Send(uint32_t peer, const void* data, size_t size);
+  Status SendChunks(uint32_t peer, const void* data, size_t size);
+  Result<zmq::message_t> Recv(uint32_t peer);
+  // Receives `size` bytes from `peer` in chunks; `sink(offset, chunk)`.
+  template <typename Sink>
+  Status RecvChunks(uint32_t peer, size_t size, Sink sink);
+  Status RingReduceScatter(std::span<float> data, int shift);
+  Status RingAllGather(std::span<float> data, int shift);
+  uint32_t Peer(int offset) const;
+
+  zmq::context_t* const ctx_;
+  CollectiveInbox* const inbox_;
+  const GangView gang_;
+  const int64_t timeout_us_;
+  std::vector<std::optional<zmq::socket_t>> sockets_;  // by rank, connected lazily
+};
+
+}  // namespace hmpmd::worker

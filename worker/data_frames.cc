@@ -1,0 +1,94 @@
+#include "data_frames.h"
+
+#include <cstring>
+
+namespace hmpmd::worker {
+namespace {
+
+template <typename T>
+void Put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+class Reader {
+ public:
+  Reader(const void* data, size_t size) : p_(static_cast<const char*>(data)), left_(size) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (left_ < sizeof(T)) return false;
+    std::memcpy(v, p_, sizeof(T));
+    p_ += sizeof(T);
+    left_ -= sizeof(T);
+    return true;
+  }
+  bool GetString(size_t n, std::string* s) {
+    if (left_ < n) return false;
+    s->assign(p_, n);
+    p_ += n;
+    left_ -= n;
+    return true;
+  }
+  bool done() const { return left_ == 0; }
+
+ private:
+  const char* p_;
+  size_t left_;
+};
+
+// Bounds that no real tensor reaches; they stop a bad frame early.
+constexpr uint32_t kMaxBuffers = 1 << 16;
+constexpr uint32_t kMaxRank = 32;
+constexpr uint32_t kMaxDtype = 64;
+
+}  // namespace
+
+Result<DataHeader> ParseDataHeader(const void* data, size_t size) {
+  DataHeader h;
+  if (size != sizeof(h)) {
+    return Status::Corruption("data frame header: " + std::to_string(size) + " bytes, want " +
+                              std::to_string(sizeof(h)));
+  }
+  std::memcpy(&h, data, sizeof(h));
+  if (h.op < 1 || h.op > 4) {
+    return Status::Corruption("data frame header: unknown op " + std::to_string(h.op));
+  }
+  return h;
+}
+
+std::string EncodeMeta(const std::vector<Buffer>& buffers) {
+  std::string out;
+  Put<uint32_t>(&out, static_cast<uint32_t>(buffers.size()));
+  for (const Buffer& b : buffers) {
+    Put<uint32_t>(&out, static_cast<uint32_t>(b.dtype.size()));
+    out += b.dtype;
+    Put<uint32_t>(&out, static_cast<uint32_t>(b.shape.size()));
+    for (int64_t d : b.shape) Put<int64_t>(&out, d);
+    Put<uint64_t>(&out, b.data.size());
+  }
+  return out;
+}
+
+Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,
+                  std::vector<uint64_t>* sizes) {
+  Reader r(data, size);
+  uint32_t n = 0;
+  if (!r.Get(&n) || n > kMaxBuffers) return Status::Corruption("data meta: bad buffer count");
+  out->assign(n, Buffer{});
+  sizes->assign(n, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t len = 0, rank = 0;
+    if (!r.Get(&len) || len > kMaxDtype || !r.GetString(len, &(*out)[i].dtype) ||
+        !r.Get(&rank) || rank > kMaxRank) {
+      return Status::Corruption("data meta: bad dtype or rank of buffer " + std::to_string(i));
+    }
+    (*out)[i].shape.resize(rank);
+    for (uint32_t d = 0; d < rank; ++d) {
+      if (!r.Get(&(*out)[i].shape[d])) return Status::Corruption("data meta: truncated shape");
+    }
+    if (!r.Get(&(*sizes)[i])) return Status::Corruption("data meta: truncated size");
+  }
+  if (!r.done()) return Status::Corruption("data meta: trailing bytes");
+  return Status::Ok();
+}
+
+}  // namespace hmpmd::worker

@@ -1,0 +1,126 @@
+#include "data_server.h"
+
+#include <pthread.h>
+
+#include <cstring>
+#include <vector>
+
+#include "data_frames.h"
+
+namespace hmpmd::worker {
+namespace {
+
+constexpr int kPollMs = 20;  // how soon Stop() is noticed
+
+zmq::message_t HeaderFrame(DataOp op, uint64_t key, uint64_t run) {
+  DataHeader h;
+  h.op = static_cast<uint8_t>(op);
+  h.key = key;
+  h.run = run;
+  return zmq::message_t(&h, sizeof(h));
+}
+
+// Frees the reference a zero-copy frame held on stored outputs.
+void ReleaseOutputs(void*, void* hint) {
+  delete static_cast<std::shared_ptr<const BufferList>*>(hint);
+}
+
+}  // namespace
+
+DataServer::DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox,
+                       spdlog::logger* log)
+    : ctx_(ctx), store_(store), inbox_(inbox), log_(log) {}
+
+DataServer::~DataServer() { Stop(); }
+
+Status DataServer::Bind(const std::string& host) {
+  try {
+    socket_.emplace(*ctx_, zmq::socket_type::router);
+    socket_->set(zmq::sockopt::linger, 0);
+    socket_->set(zmq::sockopt::rcvhwm, 0);
+    socket_->set(zmq::sockopt::sndhwm, 0);
+    socket_->bind("tcp://" + host + ":*");
+    endpoint_ = socket_->get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    socket_.reset();
+    return Status::InvalidArgument("data socket: cannot bind tcp://" + host + ":*: " + e.what());
+  }
+  thread_ = std::thread([this] { Loop(); });
+  pthread_setname_np(thread_.native_handle(), "hmpmd-data");
+  return Status::Ok();
+}
+
+void DataServer::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  socket_.reset();
+}
+
+void DataServer::Loop() {
+  try {
+    Serve();
+  } catch (const zmq::error_t& e) {
+    if (!stop_.load()) log_->error("data socket {} failed: {}", endpoint_, e.what());
+  }
+}
+
+void DataServer::Serve() {
+  zmq::socket_t& s = *socket_;
+  std::vector<zmq::message_t> parts;
+  while (!stop_.load(std::memory_order_acquire)) {
+    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(kPollMs)) == 0) continue;
+    for (int n = 0; n < 1024; ++n) {
+      parts.clear();
+      zmq::message_t part;
+      if (!s.recv(part, zmq::recv_flags::dontwait)) break;
+      parts.push_back(std::move(part));
+      while (parts.back().more()) {
+        zmq::message_t next;
+        (void)s.recv(next);
+        parts.push_back(std::move(next));
+      }
+      if (parts.size() < 2) continue;
+      Result<DataHeader> h = ParseDataHeader(parts[1].data(), parts[1].size());
+      if (!h.ok()) {
+        log_->warn("data socket: dropped a frame: {}", h.status().message());
+        continue;
+      }
+      if (h->op == static_cast<uint8_t>(DataOp::kCollective) && parts.size() == 3) {
+        inbox_->Deliver(h->key, h->src, std::move(parts[2]));
+      } else if (h->op == static_cast<uint8_t>(DataOp::kFetch)) {
+        const JobId job = static_cast<JobId>(h->key);
+        const uint32_t run = static_cast<uint32_t>(h->run);
+        std::shared_ptr<const BufferList> outputs = store_->Read(job, run);
+        s.send(parts[0], zmq::send_flags::sndmore);
+        if (outputs == nullptr) {
+          s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
+          const std::string why = "no outputs of job " + std::to_string(job) + " run " +
+                                  std::to_string(run) + " on this worker";
+          s.send(zmq::buffer(why), zmq::send_flags::none);
+          continue;
+        }
+        s.send(HeaderFrame(DataOp::kFetchReply, h->key, h->run), zmq::send_flags::sndmore);
+        const std::string meta = EncodeMeta(*outputs);
+        s.send(zmq::buffer(meta),
+               outputs->empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+        for (size_t i = 0; i < outputs->size(); ++i) {
+          const Buffer& b = (*outputs)[i];
+          zmq::message_t frame;
+          if (!b.data.empty()) {
+            auto* hold = new std::shared_ptr<const BufferList>(outputs);
+            frame.rebuild(const_cast<std::byte*>(b.data.data()), b.data.size(), ReleaseOutputs,
+                          hold);
+          }
+          s.send(frame, i + 1 < outputs->size() ? zmq::send_flags::sndmore
+                                                : zmq::send_flags::none);
+        }
+      } else {
+        log_->warn("data socket: dropped a message with op {} and {} frames", h->op,
+                   parts.size());
+      }
+    }
+  }
+}
+
+}  // namespace hmpmd::worker
