@@ -1,6 +1,7 @@
 #include "lane.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <exception>
@@ -12,10 +13,12 @@
 
 namespace hmpmd::worker {
 
-Lane::Lane(CoreKind kind, uint32_t index, CompletionQueue* done, spdlog::logger* log)
+Lane::Lane(CoreKind kind, uint32_t index, CompletionQueue* done, spdlog::logger* log,
+           int exec_log_fd)
     : name_(std::string(CoreKindName(kind)) + std::to_string(index)),
       done_(done),
       log_(log),
+      exec_log_fd_(exec_log_fd),
       thread_([this] { Loop(); }) {
   // Named threads show up as such in top, perf and gdb (15 chars at most).
   std::string thread_name = ("hmpmd-" + name_).substr(0, 15);
@@ -88,6 +91,14 @@ TaskResult Lane::Execute(const LaneTask& task) {
     r.error = "kernel '" + task.assign.kernel + "' threw a non-standard exception";
   }
   r.end_us = NowUs();
+  if (r.ok && exec_log_fd_ >= 0) {
+    // One write() of a short line to an O_APPEND file does not interleave.
+    std::string line = std::to_string(r.job) + " " + std::to_string(r.task) + " " +
+                       std::to_string(r.attempt) + " " + std::to_string(::getpid()) + "\n";
+    if (::write(exec_log_fd_, line.data(), line.size()) < 0) {
+      log_->warn("{}: exec log write failed", name_);
+    }
+  }
   if (!r.ok) {
     log_->debug("{}: job {} task {} attempt {} ({}) failed: {}", name_, r.job, r.task, r.attempt,
                 task.assign.kernel, r.error);

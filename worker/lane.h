@@ -32,8 +32,10 @@ struct LaneTask {
 
 class Lane {
  public:
-  // Starts the thread. `done` and `log` must outlive the lane.
-  Lane(CoreKind kind, uint32_t index, CompletionQueue* done, spdlog::logger* log);
+  // Starts the thread. `done` and `log` must outlive the lane. `exec_log_fd`
+  // (-1: none) gets one line per successful run (WorkerOptions::exec_log).
+  Lane(CoreKind kind, uint32_t index, CompletionQueue* done, spdlog::logger* log,
+       int exec_log_fd = -1);
   // Stops the lane (see Stop()).
   ~Lane();
   Lane(const Lane&) = delete;
@@ -56,6 +58,7 @@ class Lane {
   const std::string name_;  // "cube0", "vector1"
   CompletionQueue* const done_;
   spdlog::logger* const log_;
+  const int exec_log_fd_;
 
   Mutex mu_;
   CondVar cv_;

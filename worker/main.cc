@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--name", options.name, "Name shown by the controller (default HOST:PID)");
   app.add_option("--token-file", token_file, "File holding the controller's shared token");
+  app.add_option("--exec-log", options.exec_log,
+                 "Append one line per successful kernel run to this file (for tests)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->capture_default_str();
   try {

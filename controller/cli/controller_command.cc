@@ -9,6 +9,7 @@
 #include "../controller.h"
 #include "../http_server.h"
 #include "../rest_api.h"
+#include "../sqlite_job_store.h"
 #include "cli_common.h"
 
 namespace hmpmd {
@@ -18,6 +19,9 @@ struct ControllerArgs {
   std::string listen = "tcp://*:5555";
   std::string http = "127.0.0.1:8080";
   std::string token_file;
+  std::string db = "hmpmd.db";
+  size_t keep_jobs = 1000;
+  uint32_t recovery_grace_ms = 2000;
   std::string policy = "hmpmd";
   std::string log_level = "info";
   uint32_t heartbeat_ms = 500;
@@ -31,6 +35,14 @@ int ControllerMain(const ControllerArgs& a) {
   opts.policy = a.policy;
   opts.heartbeat_ms = a.heartbeat_ms;
   opts.worker_timeout_ms = a.worker_timeout_ms;
+  opts.keep_finished_jobs = a.keep_jobs;
+  opts.recovery_grace_ms = a.recovery_grace_ms;
+  if (!a.db.empty()) {
+    auto store = SqliteJobStore::Open(a.db);
+    if (!store.ok()) return Fail(Status::InvalidArgument("--db: " + store.status().message()));
+    opts.store = std::shared_ptr<JobStore>(std::move(store).value());
+    spdlog::info("job store: {}", a.db);
+  }
   if (!a.token_file.empty()) {
     auto token = ReadToken(a.token_file);
     if (!token.ok()) return Fail(Status::InvalidArgument("--token-file: " + token.status().message()));
@@ -85,6 +97,15 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--token-file", args->token_file,
                   "File holding the token workers and mutating REST calls must present");
+  sub->add_option("--db", args->db,
+                  "SQLite file keeping jobs across restarts ('' = in memory only)")
+      ->capture_default_str();
+  sub->add_option("--keep-jobs", args->keep_jobs,
+                  "Finished jobs kept for queries (in memory and in --db)")
+      ->capture_default_str();
+  sub->add_option("--recovery-grace-ms", args->recovery_grace_ms,
+                  "After a restart, time for workers to re-register before dispatch resumes")
+      ->capture_default_str();
   sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo)")
       ->capture_default_str();
   sub->add_option("--heartbeat-ms", args->heartbeat_ms, "Worker heartbeat period")

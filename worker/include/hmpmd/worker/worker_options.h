@@ -58,6 +58,11 @@ struct WorkerOptions {
   /// quiet link alive. Smaller notices a dead controller sooner; too small
   /// re-registers on a merely slow one.
   uint32_t controller_timeout_ms = 3000;
+
+  /// For tests and audits: a file to which every lane appends one line per
+  /// kernel that ran to success ("JOB TASK ATTEMPT PID"), with O_APPEND so
+  /// several workers may share it. Default: empty, no log.
+  std::string exec_log;
 };
 
 }  // namespace hmpmd::worker

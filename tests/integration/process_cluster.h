@@ -1,0 +1,55 @@
+// ProcessCluster: a controller (`hmpmd controller`) and workers
+// (`hmpmd-worker`) as real processes on loopback, for fault-injection tests
+// that kill them with SIGKILL. Every process it starts it stops, by pid.
+// Thread-safety: one test thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hmpmd/protocol/status.h"
+
+namespace hmpmd::testing {
+
+class ProcessCluster {
+ public:
+  // `dir` holds the database and the exec log; it must exist.
+  explicit ProcessCluster(std::string dir);
+  ~ProcessCluster();
+
+  // Starts (or restarts, with the same ports and --db) the controller and
+  // waits until its REST API answers.
+  Status StartController(const std::vector<std::string>& extra = {});
+  void KillController();  // SIGKILL, then reaps it
+  Status StartWorker();
+  void KillWorker(size_t i);  // SIGKILL, then reaps it
+  pid_t worker_pid(size_t i) const { return workers_[i]; }
+
+  // REST calls; the body parsed as JSON (null on failure).
+  nlohmann::json Get(const std::string& path);
+  Result<uint32_t> Submit(const std::string& spec_json);
+  // Polls the job until it ends or `timeout_ms` passes; returns its summary.
+  nlohmann::json WaitJob(uint32_t id, int timeout_ms);
+
+  // The exec log's lines as (job, task, attempt, pid).
+  struct Exec {
+    uint32_t job, task, attempt;
+    pid_t pid;
+  };
+  std::vector<Exec> ReadExecLog() const;
+  const std::string& db() const { return db_; }
+
+ private:
+  static pid_t Spawn(const std::vector<std::string>& argv);
+  static void KillAndReap(pid_t pid, int sig);
+
+  std::string dir_, db_, exec_log_;
+  int zmq_port_ = 0, http_port_ = 0;
+  pid_t controller_ = -1;
+  std::vector<pid_t> workers_;
+};
+
+}  // namespace hmpmd::testing
