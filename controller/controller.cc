@@ -51,6 +51,11 @@ Status Controller::Start() {
     RETURN_IF_ERROR(RestoreFromStore(started_at_));
     writer_ = std::make_unique<StoreWriter>(options_.store.get(), options_.store_writer);
   }
+  if (!options_.curve_secret_key.empty()) {
+    zap_ = std::make_unique<ZapHandler>(&ctx_, options_.curve_allowed);
+    RETURN_IF_ERROR(zap_->Start());
+    RETURN_IF_ERROR(transport_.EnableCurveServer(options_.curve_secret_key));
+  }
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
   spdlog::info("controller listening on {} (policy {})", transport_.endpoint(), options_.policy);
   return Status::Ok();

@@ -28,6 +28,7 @@
 #include "mailbox.h"
 #include "store_writer.h"
 #include "transport.h"
+#include "zap_handler.h"
 
 namespace hmpmd {
 
@@ -68,6 +69,11 @@ struct ControllerOptions {
   // hold, which are then not started twice. Default: 2000 ms (workers
   // re-register within a heartbeat period of the restart).
   uint32_t recovery_grace_ms = 2000;
+  // CurveZMQ (see curve_keys.h): with a secret key, the ROUTER socket is a
+  // CURVE server and only workers whose public key is in `curve_allowed`
+  // connect at all. Default: empty, plain TCP.
+  std::string curve_secret_key;
+  std::set<std::string> curve_allowed;
 };
 
 struct WorkerInfo {
@@ -158,6 +164,7 @@ class Controller {
   ControllerOptions options_;
   zmq::context_t ctx_;
   Transport transport_;
+  std::unique_ptr<ZapHandler> zap_;  // with curve only; before ctx_ goes
   Mailbox mailbox_;
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> stop_{false};

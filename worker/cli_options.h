@@ -27,4 +27,8 @@ Status CheckControllerEndpoint(std::string_view endpoint);
 // The token in `path`, without trailing whitespace.
 Result<std::string> ReadTokenFile(const std::string& path);
 
+// Reads DIR/controller.pub, DIR/worker.pub and DIR/worker.key (Z85, as
+// written by `hmpmd keygen DIR`) into the curve_* fields of `options`.
+Status ReadCurveKeys(const std::string& dir, WorkerOptions* options);
+
 }  // namespace hmpmd::worker

@@ -42,6 +42,9 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
       completions_(wake),
       backoff_(int64_t{options.reconnect_backoff_min_ms} * 1000,
                int64_t{options.reconnect_backoff_max_ms} * 1000) {
+  if (!options.curve_server_key.empty()) {
+    link_.SetCurve(options.curve_server_key, options.curve_public_key, options.curve_secret_key);
+  }
   register_.name = options.name;
   register_.token = options.token;
   register_.pid = static_cast<uint32_t>(::getpid());

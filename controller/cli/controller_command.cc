@@ -9,6 +9,7 @@
 #include "../controller.h"
 #include "../http_server.h"
 #include "../rest_api.h"
+#include "../curve_keys.h"
 #include "../sqlite_job_store.h"
 #include "cli_common.h"
 
@@ -20,6 +21,7 @@ struct ControllerArgs {
   std::string http = "127.0.0.1:8080";
   std::string token_file;
   std::string db = "hmpmd.db";
+  std::string curve_keys;
   size_t keep_jobs = 1000;
   uint32_t recovery_grace_ms = 2000;
   std::string policy = "hmpmd";
@@ -37,6 +39,13 @@ int ControllerMain(const ControllerArgs& a) {
   opts.worker_timeout_ms = a.worker_timeout_ms;
   opts.keep_finished_jobs = a.keep_jobs;
   opts.recovery_grace_ms = a.recovery_grace_ms;
+  if (!a.curve_keys.empty()) {
+    auto keys = LoadCurveServerKeys(a.curve_keys);
+    if (!keys.ok()) return Fail(keys.status());
+    opts.curve_secret_key = keys->secret;
+    opts.curve_allowed = keys->allowed;
+    spdlog::info("CurveZMQ on: {} authorized worker key(s)", opts.curve_allowed.size());
+  }
   if (!a.db.empty()) {
     auto store = SqliteJobStore::Open(a.db);
     if (!store.ok()) return Fail(Status::InvalidArgument("--db: " + store.status().message()));
@@ -89,6 +98,22 @@ int ControllerMain(const ControllerArgs& a) {
 
 }  // namespace
 
+void AddKeygenCommand(CLI::App& app, int* exit_code) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand("keygen", "Write CurveZMQ keys for --curve-keys into DIR");
+  sub->add_option("DIR", *dir, "Key directory (created)")->required();
+  sub->callback([dir, exit_code] {
+    Status st = WriteCurveKeys(*dir);
+    if (!st.ok()) {
+      *exit_code = Fail(st);
+      return;
+    }
+    std::printf("wrote %s/{controller,worker}.{pub,key} and %s/authorized/worker.pub\n",
+                dir->c_str(), dir->c_str());
+    *exit_code = kExitOk;
+  });
+}
+
 void AddControllerCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ControllerArgs>();
   CLI::App* sub = app.add_subcommand("controller", "Run the controller service");
@@ -97,6 +122,8 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--token-file", args->token_file,
                   "File holding the token workers and mutating REST calls must present");
+  sub->add_option("--curve-keys", args->curve_keys,
+                  "Key directory from `hmpmd keygen`: CurveZMQ with authorized worker keys");
   sub->add_option("--db", args->db,
                   "SQLite file keeping jobs across restarts ('' = in memory only)")
       ->capture_default_str();

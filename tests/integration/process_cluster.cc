@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -46,14 +47,19 @@ ProcessCluster::~ProcessCluster() {
   KillAndReap(controller_, SIGKILL);
 }
 
-pid_t ProcessCluster::Spawn(const std::vector<std::string>& args) {
+pid_t ProcessCluster::Spawn(const std::vector<std::string>& args, const std::string& log) {
   std::vector<std::string> store = args;
   std::vector<char*> argv;
   for (auto& a : store) argv.push_back(a.data());
   argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 2, 1);
   pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  return pid;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
 }
 
 void ProcessCluster::KillAndReap(pid_t pid, int sig) {
@@ -69,9 +75,9 @@ Status ProcessCluster::StartController(const std::vector<std::string>& extra) {
                                    "--heartbeat-ms", "100",
                                    "--worker-timeout-ms", "1000",
                                    "--recovery-grace-ms", "600",
-                                   "--log-level", "warn"};
+                                   "--log-level", log_level_};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  controller_ = Spawn(argv);
+  controller_ = Spawn(argv, dir_ + "/controller.log");
   if (controller_ < 0) return Status::Internal("cannot start " + std::string(HMPMD_CLI_BIN));
   for (int i = 0; i < 500; ++i) {
     if (!Get("/api/v1/pool").is_null()) return Status::Ok();
@@ -90,10 +96,13 @@ void ProcessCluster::KillController() {
   controller_ = -1;
 }
 
-Status ProcessCluster::StartWorker() {
-  pid_t pid = Spawn({HMPMD_WORKER_BIN, "--controller",
-                     "tcp://127.0.0.1:" + std::to_string(zmq_port_), "--cores",
-                     "cube=1,vector=1", "--exec-log", exec_log_, "--log-level", "warn"});
+Status ProcessCluster::StartWorker(const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {HMPMD_WORKER_BIN, "--controller",
+                                   "tcp://127.0.0.1:" + std::to_string(zmq_port_), "--cores",
+                                   "cube=1,vector=1", "--exec-log", exec_log_, "--log-level",
+                                   log_level_};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  pid_t pid = Spawn(argv, dir_ + "/worker.log");
   if (pid < 0) return Status::Internal("cannot start " + std::string(HMPMD_WORKER_BIN));
   workers_.push_back(pid);
   return Status::Ok();
@@ -102,6 +111,22 @@ Status ProcessCluster::StartWorker() {
 void ProcessCluster::KillWorker(size_t i) {
   KillAndReap(workers_[i], SIGKILL);
   workers_[i] = -1;
+}
+
+bool ProcessCluster::WorkerRunning(size_t i) {
+  if (workers_[i] <= 0) return false;
+  if (::waitpid(workers_[i], nullptr, WNOHANG) == workers_[i]) {
+    workers_[i] = -1;
+    return false;
+  }
+  return true;
+}
+
+Result<HttpResponse> ProcessCluster::Call(const std::string& method, const std::string& path,
+                                          const std::string& body,
+                                          const std::map<std::string, std::string>& headers) {
+  HttpUrl url{"127.0.0.1", std::to_string(http_port_), ""};
+  return HttpCall(url, method, path, body, headers, std::chrono::milliseconds(5000));
 }
 
 nlohmann::json ProcessCluster::Get(const std::string& path) {
