@@ -40,6 +40,7 @@ void Lane::Push(LaneTask task) {
 
 size_t Lane::CancelJob(JobId job) {
   MutexLock lock(&mu_);
+  if (running_job_ == job) cancel_running_.store(true, std::memory_order_relaxed);
   return std::erase_if(queue_, [job](const LaneTask& t) { return t.assign.job == job; });
 }
 
@@ -48,6 +49,7 @@ size_t Lane::Stop() {
   {
     MutexLock lock(&mu_);
     stop_ = true;
+    cancel_running_.store(true, std::memory_order_relaxed);  // a long kernel ends soon
     dropped = queue_.size();
     queue_.clear();
   }
@@ -65,8 +67,15 @@ void Lane::Loop() {
       if (stop_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      running_job_ = task.assign.job;
+      cancel_running_.store(false, std::memory_order_relaxed);
     }
-    done_->Push(Execute(task));
+    TaskResult result = Execute(task);
+    {
+      MutexLock lock(&mu_);
+      running_job_ = 0;
+    }
+    done_->Push(std::move(result));
   }
 }
 
@@ -80,7 +89,7 @@ TaskResult Lane::Execute(const LaneTask& task) {
   // adapter where those exceptions stop. Outputs are dropped until the data
   // plane keeps them.
   try {
-    std::vector<Buffer> outputs = (*task.kernel)(KernelArgs(task.assign.args), {});
+    std::vector<Buffer> outputs = (*task.kernel)(KernelArgs(task.assign.args, &cancel_running_), {});
     (void)outputs;
   } catch (const std::exception& e) {
     r.ok = false;
