@@ -22,6 +22,8 @@ struct ControllerArgs {
   std::string token_file;
   std::string db = "hmpmd.db";
   std::string curve_keys;
+  size_t max_tasks = SpecLimits{}.max_tasks;
+  size_t max_spec_mb = SpecLimits{}.max_bytes >> 20;
   size_t keep_jobs = 1000;
   uint32_t recovery_grace_ms = 2000;
   std::string policy = "hmpmd";
@@ -38,6 +40,8 @@ int ControllerMain(const ControllerArgs& a) {
   opts.heartbeat_ms = a.heartbeat_ms;
   opts.worker_timeout_ms = a.worker_timeout_ms;
   opts.keep_finished_jobs = a.keep_jobs;
+  opts.spec_limits.max_tasks = a.max_tasks;
+  opts.spec_limits.max_bytes = a.max_spec_mb << 20;
   opts.recovery_grace_ms = a.recovery_grace_ms;
   if (!a.curve_keys.empty()) {
     auto keys = LoadCurveServerKeys(a.curve_keys);
@@ -124,6 +128,10 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
                   "File holding the token workers and mutating REST calls must present");
   sub->add_option("--curve-keys", args->curve_keys,
                   "Key directory from `hmpmd keygen`: CurveZMQ with authorized worker keys");
+  sub->add_option("--max-tasks", args->max_tasks, "Largest job spec accepted, in tasks per step")
+      ->capture_default_str();
+  sub->add_option("--max-spec-mb", args->max_spec_mb, "Largest job spec accepted, in MiB of JSON")
+      ->capture_default_str();
   sub->add_option("--db", args->db,
                   "SQLite file keeping jobs across restarts ('' = in memory only)")
       ->capture_default_str();

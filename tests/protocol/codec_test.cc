@@ -386,11 +386,11 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
 std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
                          const std::function<void(MsgpackWriter&)>& kernels) {
   MsgpackWriter w;
-  w.Array(8).Str("n").Str("").Uint(1);
+  w.Array(9).Str("n").Str("").Uint(1);
   cores(w);
   w.Uint(0);
   kernels(w);
-  w.Str("").Int(0);
+  w.Str("").Int(0).Array(0);  // held: none
   return w.bytes();
 }
 
