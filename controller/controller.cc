@@ -5,6 +5,12 @@
 #include <algorithm>
 #include <chrono>
 
+// GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
+// constructor when a vector of StoreRecord grows (GCC bug 105593 family).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace hmpmd {
 namespace {
 
@@ -41,6 +47,15 @@ Status Controller::Start() {
   auto policy = MakePolicy(options_.policy);
   if (!policy.ok()) return policy.status();
   started_at_ = NowUs();
+  if (options_.store) {
+    RETURN_IF_ERROR(RestoreFromStore(started_at_));
+    writer_ = std::make_unique<StoreWriter>(options_.store.get(), options_.store_writer);
+  }
+  if (!options_.curve_secret_key.empty()) {
+    zap_ = std::make_unique<ZapHandler>(&ctx_, options_.curve_allowed);
+    RETURN_IF_ERROR(zap_->Start());
+    RETURN_IF_ERROR(transport_.EnableCurveServer(options_.curve_secret_key));
+  }
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
   spdlog::info("controller listening on {} (policy {})", transport_.endpoint(), options_.policy);
   return Status::Ok();
@@ -81,7 +96,51 @@ void Controller::Run() {
     }
     ScheduleAndSend(now);
     NotifyEndedJobs();
+    if (writer_) writer_->Append(&store_pending_);
   }
+  if (writer_) {
+    writer_->Append(&store_pending_);
+    (void)writer_->Flush();
+  }
+}
+
+Status Controller::RestoreFromStore(TimeUs now) {
+  ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, options_.store->Load());
+  size_t unfinished = 0;
+  for (StoredJob& j : jobs) {
+    // A job that cannot be rebuilt is reported and left out; the rest go on.
+    auto spec = ParseJobSpec(j.spec_json, options_.spec_limits);
+    if (!spec.ok()) {
+      spdlog::error("job {} from the store: spec: {}", j.id, spec.status().message());
+      continue;
+    }
+    auto graph = JobGraph::Build(std::move(spec).value());
+    if (!graph.ok()) {
+      spdlog::error("job {} from the store: {}", j.id, graph.status().message());
+      continue;
+    }
+    std::vector<Scheduler::RestoredRun> done;
+    done.reserve(j.done.size());
+    for (const TaskDoneRecord& r : j.done) done.push_back({r.run, r.attempt, r.start, r.end});
+    Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
+                                       j.submitted, j.finished, now);
+    if (!st.ok()) {
+      spdlog::error("job {} from the store: {}", j.id, st.message());
+      continue;
+    }
+    ++counters_.restored_jobs;
+    if (IsTerminal(j.state)) {
+      finished_order_.push_back(j.id);
+    } else {
+      live_jobs_.insert(j.id);
+      ++unfinished;
+      spdlog::info("job {} '{}' resumes: {} of {} task runs were done", j.id, j.name,
+                   j.done.size(), scheduler_->job(j.id)->runs.size());
+    }
+  }
+  if (unfinished > 0) recovery_until_ = now + TimeUs{options_.recovery_grace_ms} * 1000;
+  spdlog::info("job store: {} jobs reloaded, {} unfinished", counters_.restored_jobs, unfinished);
+  return Status::Ok();
 }
 
 WorkerInfo* Controller::FindByIdentity(const std::string& identity) {
@@ -165,6 +224,12 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   workers_.push_back(w);
   outbox_.resize(workers_.size());
   ++alive_workers_;
+  // Tasks it still holds run (or ran) there: do not start them again.
+  for (const HeldTask& h : m.held) {
+    if (scheduler_->AdoptRun(h.job, h.task, h.attempt, w.device, h.core, h.lane, now)) {
+      ++counters_.adopted_runs;
+    }
+  }
   transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms});
   spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", w.id, m.name,
                scheduler_->pool().device(w.device).desc.cores[0],
@@ -191,6 +256,10 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
         ++counters_.tasks_finished;
         outputs_[{r.job, r.task}] = OutputLocation{w.id, r.output_bytes};
         scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes);
+        if (writer_) {
+          store_pending_.push_back(
+              TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device});
+        }
       }
     } else {
       applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, r.error, false, now);
@@ -227,15 +296,16 @@ void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
 
 Result<JobId> Controller::SubmitJson(std::string_view spec_json) {
   ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(spec_json, options_.spec_limits));
-  return SubmitSpec(std::move(spec));
+  return SubmitSpec(std::move(spec), std::string(spec_json));
 }
 
-Result<JobId> Controller::SubmitSpec(JobSpec spec) {
+Result<JobId> Controller::SubmitSpec(JobSpec spec, std::string spec_json) {
   ASSIGN_OR_RETURN(auto graph, JobGraph::Build(std::move(spec)));
-  return SubmitGraph(std::move(graph));
+  return SubmitGraph(std::move(graph), std::move(spec_json));
 }
 
-Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph) {
+Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
+                                      std::string spec_json) {
   if (graph->total_runs() > 100'000'000ull) {
     return Status::ResourceExhausted("job: tasks x repeat is over 100,000,000 task runs");
   }
@@ -244,6 +314,14 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph) {
   const JobRun* job = scheduler_->job(id);
   spdlog::info("job {} '{}' submitted: {} tasks x {} steps", id, job->graph->spec().name,
                job->graph->size(), job->graph->steps());
+  if (writer_) {
+    if (spec_json.empty()) {
+      spdlog::warn("job {}: submitted without its spec text; it is not kept in the store", id);
+    } else {
+      store_pending_.push_back(
+          JobSubmittedRecord{id, job->graph->spec().name, std::move(spec_json), job->submitted});
+    }
+  }
   return id;
 }
 
@@ -279,6 +357,7 @@ void Controller::ShutdownWorkers(const std::string& reason) {
 }
 
 void Controller::ScheduleAndSend(TimeUs now) {
+  if (now < recovery_until_) return;  // workers are still re-registering
   dispatch_scratch_.clear();
   scheduler_->Schedule(now, &dispatch_scratch_);
   if (dispatch_scratch_.empty()) return;
@@ -330,6 +409,7 @@ void Controller::NotifyEndedJobs() {
     JobId id = *it;
     it = live_jobs_.erase(it);
     finished_order_.push_back(id);
+    if (writer_) store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished});
     if (job->state == JobState::kSucceeded) {
       spdlog::info("job {} '{}' succeeded in {:.3f} s", id, job->graph->spec().name,
                    (job->finished - job->started) / 1e6);
@@ -395,6 +475,7 @@ void Controller::ForgetOldJobs() {
     }
     outputs_.erase(outputs_.lower_bound({gone, 0}), outputs_.lower_bound({gone + 1, 0}));
     scheduler_->EraseJob(finished_order_.front());
+    if (writer_) store_pending_.push_back(JobForgottenRecord{finished_order_.front()});
     finished_order_.erase(finished_order_.begin());
   }
 }

@@ -25,8 +25,11 @@
 
 #include "hmpmd/scheduler/scheduler.h"
 #include "job_spec_parser.h"
+#include "job_store.h"
 #include "mailbox.h"
+#include "store_writer.h"
 #include "transport.h"
+#include "zap_handler.h"
 
 namespace hmpmd {
 
@@ -57,6 +60,21 @@ struct ControllerOptions {
   // Finished jobs kept for queries; the oldest are forgotten beyond this.
   // Default: 1000.
   size_t keep_finished_jobs = 1000;
+  // Durable job store (e.g. SqliteJobStore); null keeps jobs in memory only.
+  // Start() reloads it: unfinished jobs resume, finished ones (within
+  // keep_finished_jobs) stay queryable. Default: null.
+  std::shared_ptr<JobStore> store;
+  StoreWriterOptions store_writer;
+  // After reloading unfinished jobs, nothing is dispatched for this long so
+  // that live workers re-register first and report the tasks they still
+  // hold, which are then not started twice. Default: 2000 ms (workers
+  // re-register within a heartbeat period of the restart).
+  uint32_t recovery_grace_ms = 2000;
+  // CurveZMQ (see curve_keys.h): with a secret key, the ROUTER socket is a
+  // CURVE server and only workers whose public key is in `curve_allowed`
+  // connect at all. Default: empty, plain TCP.
+  std::string curve_secret_key;
+  std::set<std::string> curve_allowed;
 };
 
 struct WorkerInfo {
@@ -103,6 +121,8 @@ struct ControllerCounters {
   uint64_t batches_sent = 0;
   uint64_t stale_results = 0;   // results of old attempts or ended jobs
   uint64_t unknown_peers = 0;   // messages from workers we do not know
+  uint64_t restored_jobs = 0;   // reloaded from the store at start
+  uint64_t adopted_runs = 0;    // runs re-registered workers still held
 };
 
 class Controller {
@@ -114,7 +134,7 @@ class Controller {
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
-  // Binds the ROUTER socket. Call before Run().
+  // Reloads the store (if any) and binds the ROUTER socket. Call before Run().
   Status Start();
   // Runs the loop on the calling thread until Stop().
   void Run();
@@ -127,9 +147,11 @@ class Controller {
 
   // --- loop thread only ---
   Result<JobId> SubmitJson(std::string_view spec_json);
-  Result<JobId> SubmitSpec(JobSpec spec);
+  Result<JobId> SubmitSpec(JobSpec spec, std::string spec_json = {});
   // Admits a job whose structure was already checked (e.g. off the loop).
-  Result<JobId> SubmitGraph(std::shared_ptr<const JobGraph> graph);
+  // `spec_json` is the spec's text, kept in the store (if any) so the job
+  // survives a restart; without it the job is not stored.
+  Result<JobId> SubmitGraph(std::shared_ptr<const JobGraph> graph, std::string spec_json = {});
   Status Cancel(JobId id);
   // Calls `cb` once when the job ends (at once if it has).
   void WatchJob(JobId id, JobCallback cb);
@@ -165,10 +187,12 @@ class Controller {
   void ForgetOldJobs();
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
   WorkerInfo* FindByIdentity(const std::string& identity);
+  Status RestoreFromStore(TimeUs now);
 
   ControllerOptions options_;
   zmq::context_t ctx_;
   Transport transport_;
+  std::unique_ptr<ZapHandler> zap_;  // with curve only; before ctx_ goes
   Mailbox mailbox_;
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> stop_{false};
@@ -195,6 +219,9 @@ class Controller {
   ControllerObserver* observer_ = nullptr;
   TimeUs started_at_ = 0;
   TimeUs next_liveness_check_ = 0;
+  std::unique_ptr<StoreWriter> writer_;     // null without a store
+  std::vector<StoreRecord> store_pending_;  // this iteration's records
+  TimeUs recovery_until_ = 0;               // no dispatch before this
 };
 
 }  // namespace hmpmd

@@ -9,6 +9,15 @@ namespace {
 
 using json = nlohmann::json;
 
+// Runs reloaded from a job store after a restart keep their times but not
+// their core, so placement-based metrics cannot cover them.
+bool AllDonePlaced(const JobRun& job) {
+  for (const TaskRecord& rec : job.runs) {
+    if (rec.state == TaskState::kDone && rec.core == kNoCore) return false;
+  }
+  return true;
+}
+
 TimeUs Origin(const JobRun& job) {
   TimeUs origin = std::numeric_limits<TimeUs>::max();
   for (const TaskRecord& r : job.runs) {
@@ -75,7 +84,7 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["submitted_us"] = job.submitted;
   j["started_us"] = job.started;
   j["finished_us"] = job.finished;
-  if (with_metrics) {
+  if (with_metrics && AllDonePlaced(job)) {
     j.update(MetricsJson(ComputeMetrics(job, pool), pool));
   } else {
     j["makespan_s"] = nullptr;
@@ -119,7 +128,7 @@ json TraceJson(const JobRun& job, const ResourcePool& pool) {
   std::vector<bool> named_core(pool.core_count(), false);
   for (uint32_t r = 0; r < job.runs.size(); ++r) {
     const TaskRecord& rec = job.runs[r];
-    if (rec.state != TaskState::kDone) continue;
+    if (rec.state != TaskState::kDone || rec.core == kNoCore) continue;
     const auto& core = pool.core(rec.core);
     const TaskSpec& t = g.spec_task(r % g.size());
     if (!named_device[core.device]) {

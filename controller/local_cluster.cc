@@ -55,13 +55,14 @@ void LocalCluster::Stop() {
 
 Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
                             std::chrono::milliseconds timeout,
-                            std::function<void(const JobRun&, const Controller&)> on_end) {
+                            std::function<void(const JobRun&, const Controller&)> on_end,
+                            std::string spec_json) {
   auto done = std::make_shared<std::promise<Status>>();
   auto fut = done->get_future();
   auto job_id = std::make_shared<std::atomic<JobId>>(0);
-  controller_->Post([this, graph = std::move(graph), done, job_id,
-                     on_end = std::move(on_end)]() mutable {
-    auto id = controller_->SubmitGraph(std::move(graph));
+  controller_->Post([this, graph = std::move(graph), done, job_id, on_end = std::move(on_end),
+                     spec_json = std::move(spec_json)]() mutable {
+    auto id = controller_->SubmitGraph(std::move(graph), std::move(spec_json));
     if (!id.ok()) {
       done->set_value(id.status());
       return;

@@ -66,7 +66,8 @@ class LocalCluster {
   // the ended job. Fails if the job is refused, all workers exit, or
   // `timeout` passes.
   Status RunJob(std::shared_ptr<const JobGraph> graph, std::chrono::milliseconds timeout,
-                std::function<void(const JobRun&, const Controller&)> on_end);
+                std::function<void(const JobRun&, const Controller&)> on_end,
+                std::string spec_json = {});  // kept in the store, if any
 
   Controller& controller() { return *controller_; }
   LocalWorkers& workers() { return workers_; }

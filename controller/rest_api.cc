@@ -157,8 +157,9 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
       reply(Error(400, graph.status().message()));
       return;
     }
-    controller_->Post([c = controller_, g = std::move(graph).value(), reply]() mutable {
-      auto id = c->SubmitGraph(std::move(g));
+    controller_->Post([c = controller_, g = std::move(graph).value(), body = std::move(req.body),
+                       reply]() mutable {
+      auto id = c->SubmitGraph(std::move(g), std::move(body));
       if (!id.ok()) {
         reply(Error(400, id.status().message()));
         return;

@@ -11,6 +11,17 @@ Transport::Transport(zmq::context_t* ctx) : socket_(*ctx, zmq::socket_type::rout
   socket_.set(zmq::sockopt::router_mandatory, 1);  // unknown peer -> error, not silence
 }
 
+Status Transport::EnableCurveServer(const std::string& secret_z85) {
+  try {
+    socket_.set(zmq::sockopt::curve_server, 1);
+    socket_.set(zmq::sockopt::curve_secretkey, secret_z85);
+    socket_.set(zmq::sockopt::zap_domain, "hmpmd");
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument(std::string("curve server: ") + e.what());
+  }
+}
+
 Status Transport::Bind(const std::string& endpoint) {
   try {
     std::string ep = endpoint;

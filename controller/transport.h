@@ -27,6 +27,9 @@ class Transport {
 
   // Binds to `endpoint` (e.g. tcp://*:5555, tcp://127.0.0.1:0 for any port).
   Status Bind(const std::string& endpoint);
+  // Makes the socket a CURVE server with this Z85 secret key (encrypted
+  // links; a ZapHandler decides who gets in). Call before Bind().
+  Status EnableCurveServer(const std::string& secret_z85);
   // The endpoint actually bound, with the port filled in.
   const std::string& endpoint() const { return endpoint_; }
   zmq::socket_t& socket() { return socket_; }

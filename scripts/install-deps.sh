@@ -9,6 +9,7 @@ packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libboost-dev libspdlog-dev
   nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev libsodium-dev
   python3 iproute2 chromium
 )
 

@@ -7,3 +7,5 @@ werror=OFF
 if [ "${CI:-}" = "true" ]; then werror=ON; fi
 scripts/build.sh -DHMPMD_WERROR=$werror
 ctest --test-dir build --output-on-failure -j 2 --timeout 300
+# libFuzzer harnesses (clang): bounded runs over tests/fuzz_corpus/.
+scripts/fuzz.sh

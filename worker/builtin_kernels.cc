@@ -1,6 +1,7 @@
 // The built-in kernel table, and the timing kernels noop, spin and sleep.
 #include "hmpmd/worker/builtin_kernels.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -32,13 +33,21 @@ std::chrono::microseconds DurationArg(const KernelArgs& args, const char* kernel
 std::vector<Buffer> SpinKernel(const KernelArgs& args, std::span<const Buffer>) {
   const auto until = std::chrono::steady_clock::now() + DurationArg(args, "spin");
   while (std::chrono::steady_clock::now() < until) {
+    if (args.cancelled()) throw std::runtime_error("spin: cancelled");
   }
   return {};
 }
 
 // Idle for `us` microseconds; the lane is occupied but the CPU is free.
 std::vector<Buffer> SleepKernel(const KernelArgs& args, std::span<const Buffer>) {
-  std::this_thread::sleep_for(DurationArg(args, "sleep"));
+  // In slices, so a cancelled job frees the lane within one slice.
+  constexpr auto kSlice = std::chrono::milliseconds(10);
+  const auto until = std::chrono::steady_clock::now() + DurationArg(args, "sleep");
+  for (auto now = std::chrono::steady_clock::now(); now < until;
+       now = std::chrono::steady_clock::now()) {
+    if (args.cancelled()) throw std::runtime_error("sleep: cancelled");
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kSlice, until - now));
+  }
   return {};
 }
 

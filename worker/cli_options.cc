@@ -209,3 +209,24 @@ Status LoadDeviceFile(const std::string& path, WorkerOptions* options) {
 }
 
 }  // namespace hmpmd::worker
+
+namespace hmpmd::worker {
+
+Status ReadCurveKeys(const std::string& dir, WorkerOptions* options) {
+  std::string* fields[] = {&options->curve_server_key, &options->curve_public_key,
+                           &options->curve_secret_key};
+  const char* names[] = {"controller.pub", "worker.pub", "worker.key"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string path = dir + "/" + names[i];
+    std::ifstream in(path);
+    std::string key;
+    if (!in || !(in >> key) || key.size() != 40) {
+      return Status::InvalidArgument("--curve-keys: " + path +
+                                     ": missing or not a 40-character Z85 key");
+    }
+    *fields[i] = key;
+  }
+  return Status::Ok();
+}
+
+}  // namespace hmpmd::worker

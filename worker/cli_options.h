@@ -39,4 +39,8 @@ Status ParseDeviceDescription(std::string_view text, const std::string& source,
 // ParseDeviceDescription() of the file at `path` (the --device flag).
 Status LoadDeviceFile(const std::string& path, WorkerOptions* options);
 
+// Reads DIR/controller.pub, DIR/worker.pub and DIR/worker.key (Z85, as
+// written by `hmpmd keygen DIR`) into the curve_* fields of `options`.
+Status ReadCurveKeys(const std::string& dir, WorkerOptions* options);
+
 }  // namespace hmpmd::worker

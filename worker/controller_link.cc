@@ -42,6 +42,11 @@ Status ControllerLink::Connect() {
     socket_->set(zmq::sockopt::linger, 0);
     socket_->set(zmq::sockopt::sndhwm, kSendHwm);
     socket_->set(zmq::sockopt::rcvhwm, kRecvHwm);
+    if (!curve_server_.empty()) {
+      socket_->set(zmq::sockopt::curve_serverkey, curve_server_);
+      socket_->set(zmq::sockopt::curve_publickey, curve_public_);
+      socket_->set(zmq::sockopt::curve_secretkey, curve_secret_);
+    }
     socket_->connect(endpoint_);
   } catch (const zmq::error_t& e) {
     socket_.reset();

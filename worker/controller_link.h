@@ -21,6 +21,12 @@ namespace hmpmd::worker {
 class ControllerLink {
  public:
   explicit ControllerLink(std::string endpoint);
+  // Makes later Connect()s CURVE clients with these Z85 keys.
+  void SetCurve(std::string server_public, std::string public_key, std::string secret) {
+    curve_server_ = std::move(server_public);
+    curve_public_ = std::move(public_key);
+    curve_secret_ = std::move(secret);
+  }
   ~ControllerLink();
   ControllerLink(const ControllerLink&) = delete;
   ControllerLink& operator=(const ControllerLink&) = delete;
@@ -48,6 +54,7 @@ class ControllerLink {
 
  private:
   const std::string endpoint_;
+  std::string curve_server_, curve_public_, curve_secret_;  // empty: plain
   zmq::context_t context_;
   std::optional<zmq::socket_t> socket_;
   // Reused for every frame and encoding, so steady state allocates little.

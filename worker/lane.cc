@@ -1,6 +1,7 @@
 #include "lane.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <exception>
@@ -15,11 +16,12 @@
 namespace hmpmd::worker {
 
 Lane::Lane(CoreKind kind, uint32_t index, CompletionQueue* done, DataPlane* data,
-           spdlog::logger* log)
+           spdlog::logger* log, int exec_log_fd)
     : name_(std::string(CoreKindName(kind)) + std::to_string(index)),
       done_(done),
       data_(data),
       log_(log),
+      exec_log_fd_(exec_log_fd),
       thread_([this] { Loop(); }) {
   // Named threads show up as such in top, perf and gdb (15 chars at most).
   std::string thread_name = ("hmpmd-" + name_).substr(0, 15);
@@ -41,6 +43,7 @@ void Lane::Push(LaneTask task) {
 
 size_t Lane::CancelJob(JobId job) {
   MutexLock lock(&mu_);
+  if (running_job_ == job) cancel_running_.store(true, std::memory_order_relaxed);
   return std::erase_if(queue_, [job](const LaneTask& t) { return t.assign.job == job; });
 }
 
@@ -49,6 +52,7 @@ size_t Lane::Stop() {
   {
     MutexLock lock(&mu_);
     stop_ = true;
+    cancel_running_.store(true, std::memory_order_relaxed);  // a long kernel ends soon
     dropped = queue_.size();
     queue_.clear();
   }
@@ -66,8 +70,15 @@ void Lane::Loop() {
       if (stop_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      running_job_ = task.assign.job;
+      cancel_running_.store(false, std::memory_order_relaxed);
     }
-    done_->Push(Execute(task));
+    TaskResult result = Execute(task);
+    {
+      MutexLock lock(&mu_);
+      running_job_ = 0;
+    }
+    done_->Push(std::move(result));
   }
 }
 
@@ -96,6 +107,14 @@ TaskResult Lane::Execute(const LaneTask& task) {
     r.error = "kernel '" + task.assign.kernel + "' threw a non-standard exception";
   }
   r.end_us = NowUs();
+  if (r.ok && exec_log_fd_ >= 0) {
+    // One write() of a short line to an O_APPEND file does not interleave.
+    std::string line = std::to_string(r.job) + " " + std::to_string(r.task) + " " +
+                       std::to_string(r.attempt) + " " + std::to_string(::getpid()) + "\n";
+    if (::write(exec_log_fd_, line.data(), line.size()) < 0) {
+      log_->warn("{}: exec log write failed", name_);
+    }
+  }
   if (!r.ok) {
     log_->debug("{}: job {} task {} attempt {} ({}) failed: {}", name_, r.job, r.task, r.attempt,
                 task.assign.kernel, r.error);
@@ -107,7 +126,7 @@ BufferList Lane::RunKernel(const LaneTask& task) {
   const TaskAssign& a = task.assign;
   Result<BufferList> inputs = data_->GatherInputs(a.job, a.inputs);
   if (!inputs.ok()) throw std::runtime_error(inputs.status().ToString());
-  const KernelArgs args(a.args);
+  const KernelArgs args(a.args, &cancel_running_);
   if (!a.gang.endpoints.empty() && IsCollectiveKernel(a.kernel)) {
     if (a.gang.rank >= a.gang.endpoints.size()) {
       throw std::invalid_argument("gang rank " + std::to_string(a.gang.rank) + " out of range");

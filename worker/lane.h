@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <deque>
 #include <string>
 #include <thread>
@@ -34,8 +35,10 @@ struct LaneTask {
 class Lane {
  public:
   // Starts the thread. `done`, `data` and `log` must outlive the lane.
+  // `exec_log_fd` (-1: none) gets one line per successful run
+  // (WorkerOptions::exec_log).
   Lane(CoreKind kind, uint32_t index, CompletionQueue* done, DataPlane* data,
-       spdlog::logger* log);
+       spdlog::logger* log, int exec_log_fd = -1);
   // Stops the lane (see Stop()).
   ~Lane();
   Lane(const Lane&) = delete;
@@ -44,7 +47,9 @@ class Lane {
   // Queues a task behind the ones already there.
   void Push(LaneTask task) EXCLUDES(mu_);
 
-  // Drops the queued (not yet started) tasks of `job`; returns how many.
+  // Drops the queued (not yet started) tasks of `job` and raises the cancel
+  // flag of its running one (KernelArgs::cancelled()); returns how many
+  // queued tasks it dropped.
   size_t CancelJob(JobId job) EXCLUDES(mu_);
 
   // Drops queued tasks, lets a running kernel finish and joins the thread.
@@ -60,11 +65,14 @@ class Lane {
   CompletionQueue* const done_;
   DataPlane* const data_;
   spdlog::logger* const log_;
+  const int exec_log_fd_;
 
   Mutex mu_;
   CondVar cv_;
   std::deque<LaneTask> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
+  JobId running_job_ GUARDED_BY(mu_) = 0;  // 0: idle
+  std::atomic<bool> cancel_running_{false};  // the running task's cancel flag
 
   std::thread thread_;  // last: starts after the fields above exist
 };

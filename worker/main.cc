@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   std::string name;
   uint64_t memory_mb = options.memory_mb;
   std::string token_file;
+  std::string curve_dir;
   std::string log_level = "info";
 
   CLI::App app{"Runs kernels on this host's cores for a HyperMPMD controller.", "hmpmd-worker"};
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
                  "Interface of the data socket peers fetch from (default: the one that "
                  "reaches the controller)");
   app.add_option("--token-file", token_file, "File holding the controller's shared token");
+  app.add_option("--curve-keys", curve_dir,
+                 "Directory from `hmpmd keygen`: encrypt and authenticate with CurveZMQ");
+  app.add_option("--exec-log", options.exec_log,
+                 "Append one line per successful kernel run to this file (for tests)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->capture_default_str();
   try {
@@ -96,6 +101,10 @@ int main(int argc, char** argv) {
     options.token = std::move(token).value();
   }
 
+  if (!curve_dir.empty()) {
+    status = hmpmd::worker::ReadCurveKeys(curve_dir, &options);
+    if (!status.ok()) return UsageError(status.message());
+  }
   hmpmd::worker::Worker worker(std::move(options));
   g_worker.store(&worker);
   InstallSignalHandlers();

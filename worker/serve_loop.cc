@@ -1,6 +1,10 @@
 #include "serve_loop.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <climits>
@@ -18,6 +22,9 @@ namespace {
 constexpr int kMaxMessagesPerWake = 256;
 // Heartbeat period when the controller's RegisterAck names none.
 constexpr int64_t kDefaultHeartbeatUs = 1'000'000;
+// Finished tasks a re-registration reports and re-sends. It covers results
+// a controller got but had not yet written to its store when it died.
+constexpr size_t kMaxRecent = 4096;
 
 // True for 1, 2, 4, 8, ...: log the first of a kind loudly, then rarely.
 bool IsPowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
@@ -36,6 +43,9 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
       data_(DataPlaneOptions{options.data_host, options.memory_mb << 20, 60'000'000}, log),
       backoff_(int64_t{options.reconnect_backoff_min_ms} * 1000,
                int64_t{options.reconnect_backoff_max_ms} * 1000) {
+  if (!options.curve_server_key.empty()) {
+    link_.SetCurve(options.curve_server_key, options.curve_public_key, options.curve_secret_key);
+  }
   register_.name = options.name;
   register_.token = options.token;
   register_.pid = static_cast<uint32_t>(::getpid());
@@ -47,7 +57,10 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
   for (const auto& [name, kernel] : *kernels) register_.kernels.push_back(name);
 }
 
-ServeLoop::~ServeLoop() { StopLanes(); }
+ServeLoop::~ServeLoop() {
+  StopLanes();
+  if (exec_log_fd_ >= 0) ::close(exec_log_fd_);
+}
 
 Status ServeLoop::Run() {
   Status status = data_.Start();
@@ -65,11 +78,19 @@ Status ServeLoop::Run() {
 
 Status ServeLoop::StartLanes() {
   const uint32_t counts[kNumCoreKinds] = {options_.cube_cores, options_.vector_cores};
+  if (!options_.exec_log.empty()) {
+    exec_log_fd_ = ::open(options_.exec_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (exec_log_fd_ < 0) {
+      return Status::InvalidArgument("exec log " + options_.exec_log + ": " +
+                                     std::strerror(errno));
+    }
+  }
   try {
     for (int kind = 0; kind < kNumCoreKinds; ++kind) {
       for (uint32_t i = 0; i < counts[kind]; ++i) {
         lanes_[kind].push_back(
-            std::make_unique<Lane>(static_cast<CoreKind>(kind), i, &completions_, &data_, log_));
+            std::make_unique<Lane>(static_cast<CoreKind>(kind), i, &completions_, &data_, log_,
+                                   exec_log_fd_));
       }
     }
   } catch (const std::system_error& e) {
@@ -123,6 +144,9 @@ Status ServeLoop::OnTimers(int64_t now) {
       RETURN_IF_ERROR(link_.Connect());
     }
     register_.sent_us = now;
+    register_.held.clear();
+    for (const auto& [key, task] : held_) register_.held.push_back(task);
+    for (const auto& [task, result] : recent_) register_.held.push_back(task);
     Status sent = link_.Send(register_);
     if (sent.code() == StatusCode::kInternal) return sent;
     if (!sent.ok()) log_->warn("register: {}", sent.ToString());
@@ -217,6 +241,11 @@ void ServeLoop::OnRegisterAck(const RegisterAck& ack, int64_t now) {
   next_heartbeat_us_ = now + heartbeat_us_;
   phase_ = Phase::kRegistered;
   backoff_.Reset();
+  if (registered_once_) {
+    // A new controller may have missed these; an old one ignores repeats.
+    for (const auto& [task, result] : recent_) done_.results.push_back(result);
+  }
+  registered_once_ = true;
   log_->info("registered with {} as worker {} (heartbeat every {} ms)",
              options_.controller_endpoint, worker_id_, heartbeat_us_ / 1000);
 }
@@ -235,6 +264,7 @@ void ServeLoop::Dispatch(AssignBatch& batch) {
       FailNow(task, "unknown kernel '" + task.kernel + "' on this worker");
       continue;
     }
+    held_[{task.job, task.task}] = HeldTask{task.job, task.task, task.attempt, task.core, task.lane};
     lanes[task.lane]->Push(LaneTask{std::move(task), &kernel->second});
     ++in_flight_;
   }
@@ -260,6 +290,7 @@ void ServeLoop::DropJob(JobId job) {
   }
   in_flight_ -= static_cast<uint32_t>(dropped);
   const uint64_t freed = data_.store().FreeJob(job);
+  std::erase_if(held_, [job](const auto& entry) { return entry.first.first == job; });
   log_->info("job {} cancelled: dropped {} queued task(s), freed {} bytes of outputs", job,
              dropped, freed);
 }
@@ -270,7 +301,16 @@ void ServeLoop::SendHeartbeat(int64_t now) {
 }
 
 void ServeLoop::TakeResults() {
+  const size_t first = done_.results.size();
   in_flight_ -= static_cast<uint32_t>(completions_.TakeAll(&done_.results));
+  for (size_t i = first; i < done_.results.size(); ++i) {
+    const TaskResult& r = done_.results[i];
+    auto it = held_.find({r.job, r.task});
+    if (it == held_.end() || it->second.attempt != r.attempt) continue;
+    recent_.emplace_back(it->second, r);
+    held_.erase(it);
+    if (recent_.size() > kMaxRecent) recent_.pop_front();
+  }
 }
 
 Status ServeLoop::FlushResults() {

@@ -24,6 +24,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -100,6 +101,13 @@ class ServeLoop {
   int64_t last_rx_us_ = 0;
 
   uint32_t in_flight_ = 0;  // pushed to lanes, result not yet taken
+  // What a re-registration reports (RegisterMsg::held): tasks pushed to
+  // lanes, keyed by (job, task), and the last kMaxRecent finished ones,
+  // whose results are sent again after the RegisterAck.
+  std::map<std::pair<JobId, uint32_t>, HeldTask> held_;
+  std::deque<std::pair<HeldTask, TaskResult>> recent_;
+  bool registered_once_ = false;
+  int exec_log_fd_ = -1;
   uint64_t dropped_frames_ = 0;
   bool shutdown_ = false;
   DoneBatch done_;  // results waiting to go out; its vectors are reused

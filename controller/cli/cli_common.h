@@ -30,6 +30,7 @@ int Fail(const Status& st);
 // Each subcommand registers itself; its callback stores the exit code.
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddControllerCommand(CLI::App& app, int* exit_code);
+void AddKeygenCommand(CLI::App& app, int* exit_code);
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddClientCommands(CLI::App& app, int* exit_code);
 void AddSimCommand(CLI::App& app, int* exit_code);

@@ -10,6 +10,8 @@
 #include "../event_feed.h"
 #include "../http_server.h"
 #include "../rest_api.h"
+#include "../curve_keys.h"
+#include "../sqlite_job_store.h"
 #include "cli_common.h"
 
 namespace hmpmd {
@@ -19,6 +21,12 @@ struct ControllerArgs {
   std::string listen = "tcp://*:5555";
   std::string http = "127.0.0.1:8080";
   std::string token_file;
+  std::string db = "hmpmd.db";
+  std::string curve_keys;
+  size_t max_tasks = SpecLimits{}.max_tasks;
+  size_t max_spec_mb = SpecLimits{}.max_bytes >> 20;
+  size_t keep_jobs = 1000;
+  uint32_t recovery_grace_ms = 2000;
   std::string policy = "hmpmd";
   std::string log_level = "info";
   uint32_t heartbeat_ms = 500;
@@ -32,6 +40,23 @@ int ControllerMain(const ControllerArgs& a) {
   opts.policy = a.policy;
   opts.heartbeat_ms = a.heartbeat_ms;
   opts.worker_timeout_ms = a.worker_timeout_ms;
+  opts.keep_finished_jobs = a.keep_jobs;
+  opts.spec_limits.max_tasks = a.max_tasks;
+  opts.spec_limits.max_bytes = a.max_spec_mb << 20;
+  opts.recovery_grace_ms = a.recovery_grace_ms;
+  if (!a.curve_keys.empty()) {
+    auto keys = LoadCurveServerKeys(a.curve_keys);
+    if (!keys.ok()) return Fail(keys.status());
+    opts.curve_secret_key = keys->secret;
+    opts.curve_allowed = keys->allowed;
+    spdlog::info("CurveZMQ on: {} authorized worker key(s)", opts.curve_allowed.size());
+  }
+  if (!a.db.empty()) {
+    auto store = SqliteJobStore::Open(a.db);
+    if (!store.ok()) return Fail(Status::InvalidArgument("--db: " + store.status().message()));
+    opts.store = std::shared_ptr<JobStore>(std::move(store).value());
+    spdlog::info("job store: {}", a.db);
+  }
   if (!a.token_file.empty()) {
     auto token = ReadToken(a.token_file);
     if (!token.ok()) return Fail(Status::InvalidArgument("--token-file: " + token.status().message()));
@@ -90,6 +115,22 @@ int ControllerMain(const ControllerArgs& a) {
 
 }  // namespace
 
+void AddKeygenCommand(CLI::App& app, int* exit_code) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand("keygen", "Write CurveZMQ keys for --curve-keys into DIR");
+  sub->add_option("DIR", *dir, "Key directory (created)")->required();
+  sub->callback([dir, exit_code] {
+    Status st = WriteCurveKeys(*dir);
+    if (!st.ok()) {
+      *exit_code = Fail(st);
+      return;
+    }
+    std::printf("wrote %s/{controller,worker}.{pub,key} and %s/authorized/worker.pub\n",
+                dir->c_str(), dir->c_str());
+    *exit_code = kExitOk;
+  });
+}
+
 void AddControllerCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ControllerArgs>();
   CLI::App* sub = app.add_subcommand("controller", "Run the controller service");
@@ -98,6 +139,21 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--token-file", args->token_file,
                   "File holding the token workers and mutating REST calls must present");
+  sub->add_option("--curve-keys", args->curve_keys,
+                  "Key directory from `hmpmd keygen`: CurveZMQ with authorized worker keys");
+  sub->add_option("--max-tasks", args->max_tasks, "Largest job spec accepted, in tasks per step")
+      ->capture_default_str();
+  sub->add_option("--max-spec-mb", args->max_spec_mb, "Largest job spec accepted, in MiB of JSON")
+      ->capture_default_str();
+  sub->add_option("--db", args->db,
+                  "SQLite file keeping jobs across restarts ('' = in memory only)")
+      ->capture_default_str();
+  sub->add_option("--keep-jobs", args->keep_jobs,
+                  "Finished jobs kept for queries (in memory and in --db)")
+      ->capture_default_str();
+  sub->add_option("--recovery-grace-ms", args->recovery_grace_ms,
+                  "After a restart, time for workers to re-register before dispatch resumes")
+      ->capture_default_str();
   sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo)")
       ->capture_default_str();
   sub->add_option("--heartbeat-ms", args->heartbeat_ms, "Worker heartbeat period")

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   int exit_code = hmpmd::kExitOk;
   hmpmd::AddRunCommand(app, &exit_code);
   hmpmd::AddControllerCommand(app, &exit_code);
+  hmpmd::AddKeygenCommand(app, &exit_code);
   hmpmd::AddWorkerCommand(app, &exit_code);
   hmpmd::AddClientCommands(app, &exit_code);
   hmpmd::AddSimCommand(app, &exit_code);

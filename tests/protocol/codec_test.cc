@@ -113,6 +113,7 @@ std::vector<Message> SampleMessages() {
       .kernels = {"noop", "gemm", "send", "allreduce"},
       .data_endpoint = "tcp://10.0.0.1:6000",
       .sent_us = -123456789012,
+      .held = {{7, 3, 1, CoreKind::kVector, 2}, {9, 0, 0, CoreKind::kCube, 0}},
   });
   out.push_back(RegisterMsg{});  // every field at its zero value
   out.push_back(RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(),
@@ -395,11 +396,11 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
 std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
                          const std::function<void(MsgpackWriter&)>& kernels) {
   MsgpackWriter w;
-  w.Array(8).Str("n").Str("").Uint(1);
+  w.Array(9).Str("n").Str("").Uint(1);
   cores(w);
   w.Uint(0);
   kernels(w);
-  w.Str("").Int(0);
+  w.Str("").Int(0).Array(0);  // held: none
   return w.bytes();
 }
 

@@ -40,6 +40,21 @@ struct CoreGroup {
   friend bool operator==(const CoreGroup&, const CoreGroup&) = default;
 };
 
+// A task a re-registering worker still holds: queued or running on a lane,
+// or finished with its result not yet known to be recorded.
+struct HeldTask {
+  JobId job = 0;
+  uint32_t task = 0;
+  uint32_t attempt = 0;
+  CoreKind core = CoreKind::kCube;
+  uint32_t lane = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, task, attempt, core, lane);
+  }
+  friend bool operator==(const HeldTask&, const HeldTask&) = default;
+};
+
 // Worker -> controller, first message and after a controller restart.
 struct RegisterMsg {
   std::string name;       // human-readable, e.g. "host:pid"
@@ -50,9 +65,13 @@ struct RegisterMsg {
   std::vector<std::string> kernels;
   std::string data_endpoint;  // where peers fetch this worker's outputs; may be empty
   int64_t sent_us = 0;
+  // Tasks this worker holds (see HeldTask); empty on a first registration.
+  // A restarted controller marks them running here instead of starting them
+  // again, and the results the worker then re-sends complete them.
+  std::vector<HeldTask> held;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us);
+    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held);
   }
   friend bool operator==(const RegisterMsg&, const RegisterMsg&) = default;
 };

@@ -114,6 +114,25 @@ class Scheduler {
   Status CancelJob(JobId id, std::string reason, TimeUs now);
   // Forgets an ended job's records.
   void EraseJob(JobId id);
+  // Re-admits a job read back from a store after a restart, under its old
+  // id: the runs in `done` are done (with their times), the rest of the
+  // step being run is blocked or ready as its inputs say. A terminal `state`
+  // restores a finished job for queries only. Later AddJob() ids continue
+  // above the largest restored id. Skips the feasibility check (the pool
+  // is empty while workers re-register).
+  struct RestoredRun {
+    uint32_t run = 0;
+    uint32_t attempt = 0;
+    TimeUs start = 0, end = 0;
+  };
+  Status RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
+                    const std::vector<RestoredRun>& done, JobState state, std::string error,
+                    TimeUs submitted, TimeUs finished, TimeUs now);
+  // A re-registered worker reports it still runs `run` (attempt `attempt`)
+  // on its core (`kind`, `lane`): a ready run becomes running there instead
+  // of being started twice. Returns false (changing nothing) otherwise.
+  bool AdoptRun(JobId job, uint32_t run, uint32_t attempt, DeviceId device, CoreKind kind,
+                uint32_t lane, TimeUs now);
 
   // --- events ---
   // A run finished. Results for stale attempts or ended jobs return false
@@ -158,6 +177,8 @@ class Scheduler {
     }
   };
 
+  // Fills a new job's per-task tables (kernel ids, ranks, estimates, runs).
+  void Prepare(const JobGraph& graph, JobRun* job);
   TaskView View(const JobRun& job, uint32_t run) const;
   void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   void StartStep(JobRun& job, uint32_t step, TimeUs now);

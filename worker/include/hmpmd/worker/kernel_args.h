@@ -4,6 +4,7 @@
 // thread while the Args it views stays alive and unchanged.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -35,6 +36,17 @@ class HMPMD_WORKER_EXPORT KernelArgs {
  public:
   /// Views `args`, which must outlive this object.
   explicit KernelArgs(const Args& args) : args_(&args) {}
+  /// Also sees the task's cancel flag (set by another thread when its job
+  /// is cancelled), which must outlive this object.
+  KernelArgs(const Args& args, const std::atomic<bool>* cancel) : args_(&args), cancel_(cancel) {}
+
+  /// True once the task's job has been cancelled. A long kernel should poll
+  /// it and return or throw soon after; its result is ignored anyway.
+  /// Thread-safe.
+  /// @code
+  ///   while (work_left()) { if (args.cancelled()) throw std::runtime_error("cancelled"); step(); }
+  /// @endcode
+  bool cancelled() const { return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed); }
 
   /// True when an argument called `name` is present, whatever its type.
   bool Has(std::string_view name) const;
@@ -55,6 +67,7 @@ class HMPMD_WORKER_EXPORT KernelArgs {
   const ArgValue* Find(std::string_view name) const;
 
   const Args* args_;
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 /// A kernel: runs one task on one core lane and returns its outputs.

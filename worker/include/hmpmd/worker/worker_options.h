@@ -65,6 +65,20 @@ struct WorkerOptions {
   /// quiet link alive. Smaller notices a dead controller sooner; too small
   /// re-registers on a merely slow one.
   uint32_t controller_timeout_ms = 3000;
+
+  /// For tests and audits: a file to which every lane appends one line per
+  /// kernel that ran to success ("JOB TASK ATTEMPT PID"), with O_APPEND so
+  /// several workers may share it. Default: empty, no log.
+  std::string exec_log;
+
+  /// CurveZMQ keys (Z85, 40 characters; see `hmpmd keygen`): the
+  /// controller's public key and this worker's key pair. All three set:
+  /// the link to the controller is encrypted and authenticated. Default:
+  /// empty, plain TCP. A controller started with --curve-keys accepts no
+  /// plain worker, and lets in only workers whose public key it knows.
+  std::string curve_server_key;
+  std::string curve_public_key;
+  std::string curve_secret_key;
 };
 
 }  // namespace hmpmd::worker

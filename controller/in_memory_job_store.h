@@ -1,0 +1,30 @@
+// InMemoryJobStore: a JobStore kept in a map, for tests (the fake of the
+// store seam). It applies batches with the same meaning as SqliteJobStore,
+// and can be told to fail writes to test how errors surface.
+// Thread-safety: like every JobStore, one thread at a time.
+#pragma once
+
+#include <map>
+
+#include "job_store.h"
+
+namespace hmpmd {
+
+class InMemoryJobStore : public JobStore {
+ public:
+  Status Write(std::span<const StoreRecord> batch) override;
+  Result<std::vector<StoredJob>> Load() override;
+
+  // Makes every later Write() fail with Unavailable (true) or work (false).
+  void FailWrites(bool fail) { fail_writes_ = fail; }
+  size_t batches_written() const { return batches_; }
+  size_t records_written() const { return records_; }
+
+ private:
+  std::map<JobId, StoredJob> jobs_;
+  bool fail_writes_ = false;
+  size_t batches_ = 0;
+  size_t records_ = 0;
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,80 @@
+// JobStore: the seam between the controller and durable storage of jobs.
+//
+// The controller describes every change worth keeping as a StoreRecord (a
+// job was submitted with its spec, a task run finished, a job ended, a job
+// was forgotten) and a StoreWriter hands them to a JobStore in batches. After
+// a restart, Load() gives back every job the store holds, so unfinished jobs
+// resume and finished ones stay queryable.
+//
+// Implementations: SqliteJobStore (the real one) and InMemoryJobStore (the
+// fake for tests). Thread-safety: an implementation is used by one thread at
+// a time (the StoreWriter's, or the loop's before the writer starts).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hmpmd/protocol/status.h"
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+struct JobSubmittedRecord {
+  JobId job = 0;
+  std::string name;
+  std::string spec_json;  // the spec as submitted; parsed again on reload
+  TimeUs submitted = 0;
+};
+
+// One task run that finished well. Times are on the controller's monotonic
+// clock (CLOCK_MONOTONIC), which a restart on the same host keeps.
+struct TaskDoneRecord {
+  JobId job = 0;
+  uint32_t run = 0;
+  uint32_t attempt = 0;
+  TimeUs start = 0;
+  TimeUs end = 0;
+  DeviceId device = 0;
+};
+
+struct JobEndedRecord {
+  JobId job = 0;
+  JobState state = JobState::kSucceeded;
+  std::string error;
+  TimeUs finished = 0;
+};
+
+// The job left the retention window: the store drops it and its runs.
+struct JobForgottenRecord {
+  JobId job = 0;
+};
+
+using StoreRecord =
+    std::variant<JobSubmittedRecord, TaskDoneRecord, JobEndedRecord, JobForgottenRecord>;
+
+// A job as Load() gives it back.
+struct StoredJob {
+  JobId id = 0;
+  std::string name;
+  std::string spec_json;
+  JobState state = JobState::kQueued;  // kQueued: not ended when last written
+  std::string error;
+  TimeUs submitted = 0;
+  TimeUs finished = -1;
+  std::vector<TaskDoneRecord> done;  // by run
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+  // Applies `batch` in order and all at once: after a crash either every
+  // record of the batch is there or none is.
+  virtual Status Write(std::span<const StoreRecord> batch) = 0;
+  // Every job held, by ascending id, with its finished runs.
+  virtual Result<std::vector<StoredJob>> Load() = 0;
+};
+
+}  // namespace hmpmd

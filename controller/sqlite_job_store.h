@@ -1,0 +1,49 @@
+// SqliteJobStore: the JobStore on an SQLite file in WAL mode.
+//
+// Schema: jobs(id, name, spec, state, error, submitted, finished) and
+// task_runs(job, run, attempt, start, end, device), one row per finished
+// run. Write() is one transaction; with synchronous=NORMAL a power loss may
+// drop the last transactions but never corrupts the file, and a process
+// crash (kill -9) loses nothing that Write() returned for.
+// This is an adapter: SQLite errors become Status, naming the file.
+// Thread-safety: one thread at a time (SQLITE_OPEN_NOMUTEX).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "job_store.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace hmpmd {
+
+class SqliteJobStore : public JobStore {
+ public:
+  // Opens or creates the database at `path` and its tables.
+  static Result<std::unique_ptr<SqliteJobStore>> Open(const std::string& path);
+  ~SqliteJobStore() override;
+  SqliteJobStore(const SqliteJobStore&) = delete;
+  SqliteJobStore& operator=(const SqliteJobStore&) = delete;
+
+  Status Write(std::span<const StoreRecord> batch) override;
+  Result<std::vector<StoredJob>> Load() override;
+
+ private:
+  explicit SqliteJobStore(std::string path) : path_(std::move(path)) {}
+  Status Exec(const char* sql);
+  Status Prepare(const char* sql, sqlite3_stmt** out);
+  Status Error(const std::string& what) const;
+  Status Apply(const StoreRecord& record);
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* insert_job_ = nullptr;
+  sqlite3_stmt* insert_run_ = nullptr;
+  sqlite3_stmt* end_job_ = nullptr;
+  sqlite3_stmt* forget_job_ = nullptr;
+  sqlite3_stmt* forget_runs_ = nullptr;
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,92 @@
+#include "store_writer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace hmpmd {
+
+StoreWriter::StoreWriter(JobStore* store, StoreWriterOptions options)
+    : store_(store), options_(options), thread_([this] { Loop(); }) {}
+
+StoreWriter::~StoreWriter() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StoreWriter::Append(std::vector<StoreRecord>* records) {
+  if (records->empty()) return;
+  bool wake;
+  {
+    std::lock_guard lock(mu_);
+    if (pending_.empty()) {
+      pending_.swap(*records);
+    } else {
+      for (auto& r : *records) pending_.push_back(std::move(r));
+      records->clear();
+    }
+    ++appended_;
+    wake = pending_.size() >= options_.max_batch;
+  }
+  if (wake) cv_.notify_one();
+}
+
+Status StoreWriter::Flush() {
+  std::unique_lock lock(mu_);
+  uint64_t target = appended_;
+  flush_now_ = true;
+  cv_.notify_one();
+  flushed_.wait(lock, [&] { return written_ >= target; });
+  return last_;
+}
+
+uint64_t StoreWriter::batches_written() const {
+  std::lock_guard lock(mu_);
+  return batches_;
+}
+
+uint64_t StoreWriter::write_errors() const {
+  std::lock_guard lock(mu_);
+  return errors_;
+}
+
+void StoreWriter::Loop() {
+  std::vector<StoreRecord> batch;  // records not yet written, oldest first
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.flush_ms), [&] {
+      return stop_ || flush_now_ || pending_.size() >= options_.max_batch;
+    });
+    flush_now_ = false;
+    bool stopping = stop_;
+    uint64_t target = appended_;
+    if (batch.empty()) {
+      batch.swap(pending_);
+    } else {
+      for (auto& r : pending_) batch.push_back(std::move(r));
+      pending_.clear();
+    }
+    if (!batch.empty()) {
+      lock.unlock();
+      Status st = store_->Write(batch);
+      lock.lock();
+      if (st.ok()) {
+        ++batches_;
+        batch.clear();
+      } else {
+        // Keep the batch and try again with the next one.
+        if (errors_++ % 100 == 0) spdlog::error("{}", st.ToString());
+      }
+      last_ = st;
+    }
+    written_ = target;
+    flushed_.notify_all();
+    if (stopping) return;
+  }
+}
+
+}  // namespace hmpmd

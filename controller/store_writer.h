@@ -1,0 +1,70 @@
+// StoreWriter: the thread that writes StoreRecords to a JobStore, so the
+// controller loop never blocks on disk.
+//
+// The loop collects the records of one iteration and hands them over with
+// Append(), which only swaps vectors under a mutex. The writer thread wakes
+// every `flush_ms` (or at once when `max_batch` records wait) and writes
+// everything waiting as one batch, i.e. one transaction. A failed batch is
+// logged, counted and retried with the next one, so a full disk delays
+// records but does not drop them while memory lasts.
+// Thread-safety: Append(), Flush() and the counters are thread-safe; the
+// JobStore is used by the writer thread only.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "job_store.h"
+
+namespace hmpmd {
+
+struct StoreWriterOptions {
+  // Longest a record waits before it is written. Shorter loses less to a
+  // power cut; longer makes bigger, cheaper transactions. Default: 20 ms.
+  uint32_t flush_ms = 20;
+  // Records that trigger a write before flush_ms is up. Default: 8192.
+  size_t max_batch = 8192;
+};
+
+class StoreWriter {
+ public:
+  // `store` must outlive the writer. Starts the thread.
+  StoreWriter(JobStore* store, StoreWriterOptions options);
+  // Writes what is waiting, then stops the thread.
+  ~StoreWriter();
+  StoreWriter(const StoreWriter&) = delete;
+  StoreWriter& operator=(const StoreWriter&) = delete;
+
+  // Takes the records in `*records` (leaving it empty, capacity kept).
+  void Append(std::vector<StoreRecord>* records);
+  // Blocks until everything appended before the call is written (or failed).
+  // Returns the status of the last write.
+  Status Flush();
+
+  uint64_t batches_written() const;
+  uint64_t write_errors() const;
+
+ private:
+  void Loop();
+
+  JobStore* const store_;
+  const StoreWriterOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // wakes the writer
+  std::condition_variable flushed_;  // wakes Flush() callers
+  std::vector<StoreRecord> pending_;  // guarded by mu_
+  uint64_t appended_ = 0;             // batches handed over; guarded by mu_
+  uint64_t written_ = 0;              // of those, written or failed; guarded by mu_
+  uint64_t batches_ = 0;              // guarded by mu_
+  uint64_t errors_ = 0;               // guarded by mu_
+  bool flush_now_ = false;            // guarded by mu_
+  bool stop_ = false;                 // guarded by mu_
+  Status last_{};                     // guarded by mu_
+  std::thread thread_;                // last: starts after the fields above
+};
+
+}  // namespace hmpmd

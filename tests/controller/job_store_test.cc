@@ -1,0 +1,210 @@
+// Tests for the job store seam: SqliteJobStore and InMemoryJobStore give
+// the same answers (typed test), StoreWriter batches and retries, and the
+// Scheduler resumes a reloaded job (RestoreJob, AdoptRun).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hmpmd/scheduler/hmpmd_policy.h"
+#include "in_memory_job_store.h"
+#include "job_spec_parser.h"
+#include "sqlite_job_store.h"
+#include "store_writer.h"
+
+namespace hmpmd {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("hmpmd-store-" + std::to_string(::getpid()) + "-" + name))
+      .string();
+}
+
+template <typename T>
+class JobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if constexpr (std::is_same_v<T, SqliteJobStore>) {
+      path_ = TempPath(::testing::UnitTest::GetInstance()->current_test_info()->name());
+      std::filesystem::remove(path_);
+      auto s = SqliteJobStore::Open(path_);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      store_ = std::move(s).value();
+    } else {
+      store_ = std::make_unique<InMemoryJobStore>();
+    }
+  }
+  void TearDown() override {
+    store_.reset();
+    if (!path_.empty()) {
+      for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + ext);
+    }
+  }
+  // Reopens the file (SQLite) to prove the data is on disk.
+  void Reopen() {
+    if constexpr (std::is_same_v<T, SqliteJobStore>) {
+      store_.reset();
+      auto s = SqliteJobStore::Open(path_);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      store_ = std::move(s).value();
+    }
+  }
+  std::string path_;
+  std::unique_ptr<JobStore> store_;
+};
+
+using StoreTypes = ::testing::Types<SqliteJobStore, InMemoryJobStore>;
+TYPED_TEST_SUITE(JobStoreTest, StoreTypes);
+
+TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
+  std::vector<StoreRecord> batch = {
+      JobSubmittedRecord{7, "seven", R"({"tasks":[{"id":"a","kernel":"spin"}]})", 100},
+      TaskDoneRecord{7, 3, 1, 200, 250, 2},
+      TaskDoneRecord{7, 1, 0, 150, 180, 0},
+      JobSubmittedRecord{9, "nine", "{}", 300},
+      JobEndedRecord{9, JobState::kFailed, "task 'x' failed: boom", 400},
+  };
+  ASSERT_TRUE(this->store_->Write(batch).ok());
+  this->Reopen();
+  auto jobs = this->store_->Load();
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 2u);
+  const StoredJob& a = (*jobs)[0];
+  EXPECT_EQ(a.id, 7u);
+  EXPECT_EQ(a.name, "seven");
+  EXPECT_EQ(a.state, JobState::kQueued);
+  EXPECT_EQ(a.submitted, 100);
+  ASSERT_EQ(a.done.size(), 2u);
+  EXPECT_EQ(a.done[0].run, 1u);
+  EXPECT_EQ(a.done[1].run, 3u);
+  EXPECT_EQ(a.done[1].attempt, 1u);
+  EXPECT_EQ(a.done[1].end, 250);
+  EXPECT_EQ(a.done[1].device, 2u);
+  const StoredJob& b = (*jobs)[1];
+  EXPECT_EQ(b.state, JobState::kFailed);
+  EXPECT_EQ(b.error, "task 'x' failed: boom");
+  EXPECT_EQ(b.finished, 400);
+}
+
+TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
+  std::vector<StoreRecord> batch = {JobSubmittedRecord{1, "a", "{}", 1},
+                                    TaskDoneRecord{1, 0, 0, 1, 2, 0},
+                                    JobEndedRecord{1, JobState::kSucceeded, "", 3},
+                                    JobSubmittedRecord{2, "b", "{}", 4}};
+  ASSERT_TRUE(this->store_->Write(batch).ok());
+  std::vector<StoreRecord> forget = {JobForgottenRecord{1}};
+  ASSERT_TRUE(this->store_->Write(forget).ok());
+  this->Reopen();
+  auto jobs = this->store_->Load();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id, 2u);
+}
+
+TEST(SqliteJobStoreTest, NotADatabaseIsAnErrorNamingTheFile) {
+  std::string path = TempPath("garbage");
+  std::ofstream(path) << std::string(4096, 'x');
+  auto s = SqliteJobStore::Open(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find(path), std::string::npos) << s.status().ToString();
+  std::filesystem::remove(path);
+}
+
+TEST(StoreWriterTest, BatchesAreWrittenAndFailedOnesRetried) {
+  InMemoryJobStore store;
+  StoreWriter writer(&store, StoreWriterOptions{1, 8192});
+  std::vector<StoreRecord> recs = {JobSubmittedRecord{1, "a", "{}", 1}};
+  writer.Append(&recs);
+  EXPECT_TRUE(recs.empty());
+  ASSERT_TRUE(writer.Flush().ok());
+  EXPECT_EQ(store.records_written(), 1u);
+
+  store.FailWrites(true);
+  recs = {TaskDoneRecord{1, 0, 0, 1, 2, 0}};
+  writer.Append(&recs);
+  EXPECT_FALSE(writer.Flush().ok());
+  EXPECT_GE(writer.write_errors(), 1u);
+  store.FailWrites(false);
+  recs = {TaskDoneRecord{1, 1, 0, 1, 2, 0}};
+  writer.Append(&recs);
+  ASSERT_TRUE(writer.Flush().ok());
+  auto jobs = store.Load();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ((*jobs)[0].done.size(), 2u);  // the failed batch was kept
+}
+
+// --- Scheduler::RestoreJob / AdoptRun, driven by hand ---
+
+std::shared_ptr<const JobGraph> Chain() {
+  auto spec = ParseJobSpec(R"({"tasks":[
+      {"id":"a","kernel":"spin"},
+      {"id":"b","kernel":"spin","inputs":["a"]},
+      {"id":"c","kernel":"spin","inputs":["b"]}]})",
+                           SpecLimits{});
+  EXPECT_TRUE(spec.ok());
+  auto g = JobGraph::Build(std::move(spec).value());
+  EXPECT_TRUE(g.ok());
+  return std::move(g).value();
+}
+
+DeviceDesc OneCube() {
+  DeviceDesc d;
+  d.name = "dev";
+  d.cores[0] = 1;
+  d.kernels = {"spin"};
+  return d;
+}
+
+TEST(SchedulerRestoreTest, DoneRunsStayDoneAndTheNextOnesBecomeReady) {
+  Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
+  ASSERT_TRUE(s.RestoreJob(5, Chain(), {{0, 0, 10, 20}}, JobState::kRunning, "", 1, -1, 100).ok());
+  s.AddDevice(OneCube());
+  std::vector<Dispatch> out;
+  s.Schedule(200, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].job, 5u);
+  EXPECT_EQ(out[0].run, 1u);  // b; a is not run again
+  EXPECT_EQ(s.job(5)->runs[0].state, TaskState::kDone);
+  // New jobs get ids above the restored ones.
+  auto id = s.AddJob(Chain(), 300);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id, 6u);
+}
+
+TEST(SchedulerRestoreTest, AdoptedRunsAreNotDispatchedAgain) {
+  SchedulerOptions opts;
+  opts.pool.max_queue_per_core = 8;  // room for b beside the adopted c
+  opts.pool.lookahead_us = 1e9;
+  Scheduler s(opts, std::make_unique<HmpmdPolicy>());
+  ASSERT_TRUE(s.RestoreJob(1, Chain(), {}, JobState::kQueued, "", 1, -1, 100).ok());
+  DeviceId d = s.AddDevice(OneCube());
+  // The worker still holds a (running) and c (finished, not yet recorded).
+  EXPECT_TRUE(s.AdoptRun(1, 0, 0, d, CoreKind::kCube, 0, 110));
+  EXPECT_TRUE(s.AdoptRun(1, 2, 0, d, CoreKind::kCube, 0, 110));
+  EXPECT_FALSE(s.AdoptRun(1, 2, 0, d, CoreKind::kCube, 0, 110));  // twice
+  EXPECT_FALSE(s.AdoptRun(1, 1, 0, d, CoreKind::kVector, 0, 110));  // no such core
+  std::vector<Dispatch> out;
+  s.Schedule(120, &out);
+  EXPECT_TRUE(out.empty());
+  ASSERT_TRUE(s.OnTaskDone(1, 0, 0, 100, 130, 130));
+  s.Schedule(140, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].run, 1u);  // b, and never c
+  ASSERT_TRUE(s.OnTaskDone(1, 2, 0, 100, 150, 150));
+  ASSERT_TRUE(s.OnTaskDone(1, 1, 0, 140, 160, 160));
+  out.clear();
+  s.Schedule(170, &out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(s.job(1)->state, JobState::kSucceeded);
+}
+
+TEST(SchedulerRestoreTest, ARunOutsideTheJobIsCorruption) {
+  Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
+  Status st = s.RestoreJob(1, Chain(), {{99, 0, 0, 0}}, JobState::kRunning, "", 0, -1, 0);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace hmpmd

@@ -1,0 +1,132 @@
+// Access control end to end, with real processes: the shared token for
+// workers and mutating REST calls (and that it never reaches a log), and
+// CurveZMQ keys made by `hmpmd keygen`.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "process_cluster.h"
+
+namespace hmpmd::testing {
+namespace {
+
+constexpr const char* kToken = "tok-3f9a1c77e2b84d5e";
+constexpr const char* kSpec = R"({"tasks":[{"id":"a","kernel":"noop"}]})";
+
+class AccessControlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hmpmd-access-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    cluster_ = std::make_unique<ProcessCluster>(dir_.string());
+  }
+  void TearDown() override {
+    cluster_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Slurp(const std::string& name) const {
+    std::ifstream in(Path(name));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  size_t AliveWorkers() {
+    auto pool = cluster_->Get("/api/v1/pool");
+    size_t n = 0;
+    if (pool.is_object() && pool.contains("devices")) {
+      for (const auto& d : pool["devices"]) n += d.value("alive", false) ? 1 : 0;
+    }
+    return n;
+  }
+  bool WaitAlive(size_t n) {
+    for (int i = 0; i < 250; ++i) {
+      if (AliveWorkers() >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  // Keys made by the real `hmpmd keygen`.
+  void Keygen(const std::string& dir) {
+    std::string cmd = std::string(HMPMD_CLI_BIN) + " keygen " + dir + " > /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ProcessCluster> cluster_;
+};
+
+TEST_F(AccessControlTest, TokenGuardsWorkersAndMutatingCallsAndIsNeverLogged) {
+  std::ofstream(Path("token")) << kToken << "\n";
+  cluster_->set_log_level("trace");
+  ASSERT_TRUE(cluster_->StartController({"--token-file", Path("token")}).ok());
+  // A worker without the token is refused and exits.
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  bool exited = false;
+  for (int i = 0; i < 250 && !exited; ++i) {
+    exited = !cluster_->WorkerRunning(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(exited) << "a token-less worker was not refused";
+  EXPECT_EQ(AliveWorkers(), 0u);
+  // One with the token joins.
+  std::ofstream(Path("worker-token")) << kToken << "\n";
+  ASSERT_TRUE(cluster_->StartWorker({"--token-file", Path("worker-token")}).ok());
+  EXPECT_TRUE(WaitAlive(1));
+
+  // Mutating REST calls: refused without or with a wrong bearer, and
+  // nothing changes.
+  auto none = cluster_->Call("POST", "/api/v1/jobs", kSpec);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->status, 401);
+  auto wrong = cluster_->Call("POST", "/api/v1/jobs", kSpec, {{"Authorization", "Bearer nope"}});
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(wrong->status, 403);
+  EXPECT_EQ(cluster_->Get("/api/v1/jobs")["jobs"].size(), 0u);
+  auto ok = cluster_->Call("POST", "/api/v1/jobs", kSpec,
+                           {{"Authorization", std::string("Bearer ") + kToken}});
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 201) << ok->body;
+  EXPECT_EQ(cluster_->WaitJob(1, 30000).value("state", ""), "succeeded");
+  auto cancel = cluster_->Call("DELETE", "/api/v1/jobs/1", "");
+  ASSERT_TRUE(cancel.ok());
+  EXPECT_EQ(cancel->status, 401);
+
+  cluster_->KillController();
+  const std::string logs = Slurp("controller.log") + Slurp("worker.log");
+  EXPECT_FALSE(logs.empty());
+  EXPECT_EQ(logs.find(kToken), std::string::npos) << "the token appears in a log";
+}
+
+TEST_F(AccessControlTest, CurveWorkerWithItsKeyJoinsAndOneWithAWrongKeyCannot) {
+  Keygen(Path("keys"));
+  Keygen(Path("other"));
+  // The intruder knows the controller's public key but has its own pair.
+  std::filesystem::create_directories(Path("intruder"));
+  std::filesystem::copy_file(Path("keys/controller.pub"), Path("intruder/controller.pub"));
+  std::filesystem::copy_file(Path("other/worker.pub"), Path("intruder/worker.pub"));
+  std::filesystem::copy_file(Path("other/worker.key"), Path("intruder/worker.key"));
+
+  ASSERT_TRUE(cluster_->StartController({"--curve-keys", Path("keys")}).ok());
+  ASSERT_TRUE(cluster_->StartWorker({"--curve-keys", Path("intruder")}).ok());
+  ASSERT_TRUE(cluster_->StartWorker({"--curve-keys", Path("keys")}).ok());
+  ASSERT_TRUE(WaitAlive(1));
+  auto id = cluster_->Submit(kSpec);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(cluster_->WaitJob(*id, 30000).value("state", ""), "succeeded");
+  // The intruder keeps trying and never gets in.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(AliveWorkers(), 1u);
+  EXPECT_NE(Slurp("controller.log").find("CURVE key is not authorized"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hmpmd::testing

@@ -1,0 +1,68 @@
+// ProcessCluster: a controller (`hmpmd controller`) and workers
+// (`hmpmd-worker`) as real processes on loopback, for fault-injection tests
+// that kill them with SIGKILL. Every process it starts it stops, by pid.
+// Thread-safety: one test thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+#include <map>
+#include <string>
+
+#include "http_types.h"
+#include <vector>
+
+#include "hmpmd/protocol/status.h"
+
+namespace hmpmd::testing {
+
+class ProcessCluster {
+ public:
+  // `dir` holds the database and the exec log; it must exist.
+  explicit ProcessCluster(std::string dir);
+  ~ProcessCluster();
+
+  // Starts (or restarts, with the same ports and --db) the controller and
+  // waits until its REST API answers.
+  // Processes log to DIR/controller.log and DIR/worker.log at this level.
+  void set_log_level(std::string level) { log_level_ = std::move(level); }
+  Status StartController(const std::vector<std::string>& extra = {});
+  void KillController();  // SIGKILL, then reaps it
+  Status StartWorker(const std::vector<std::string>& extra = {});
+  // True while worker `i` has not exited.
+  bool WorkerRunning(size_t i);
+  void KillWorker(size_t i);  // SIGKILL, then reaps it
+  pid_t worker_pid(size_t i) const { return workers_[i]; }
+
+  // A REST call with optional headers; the raw response.
+  Result<struct HttpResponse> Call(const std::string& method, const std::string& path,
+                                   const std::string& body,
+                                   const std::map<std::string, std::string>& headers = {});
+  // REST calls; the body parsed as JSON (null on failure).
+  nlohmann::json Get(const std::string& path);
+  Result<uint32_t> Submit(const std::string& spec_json);
+  // Polls the job until it ends or `timeout_ms` passes; returns its summary.
+  nlohmann::json WaitJob(uint32_t id, int timeout_ms);
+
+  // The exec log's lines as (job, task, attempt, pid).
+  struct Exec {
+    uint32_t job, task, attempt;
+    pid_t pid;
+  };
+  std::vector<Exec> ReadExecLog() const;
+  const std::string& db() const { return db_; }
+  std::string zmq_endpoint() const { return "tcp://127.0.0.1:" + std::to_string(zmq_port_); }
+
+ private:
+  static pid_t Spawn(const std::vector<std::string>& argv, const std::string& log);
+  static void KillAndReap(pid_t pid, int sig);
+
+  std::string dir_, db_, exec_log_;
+  std::string log_level_ = "warn";
+  int zmq_port_ = 0, http_port_ = 0;
+  pid_t controller_ = -1;
+  std::vector<pid_t> workers_;
+};
+
+}  // namespace hmpmd::testing

@@ -1,0 +1,175 @@
+// Fault injection with real processes: the controller and workers are
+// killed with SIGKILL mid-job. The controller runs with --db; workers log
+// every successful kernel run (--exec-log), so "no completed task ran
+// twice" is checked from the workers' side.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "process_cluster.h"
+
+namespace hmpmd::testing {
+namespace {
+
+// A DAG of `n` sleep tasks: each task after the first `width` takes one or
+// two inputs from earlier tasks, drawn with `seed`.
+std::string DagSpec(int n, int width, int sleep_us, uint32_t seed) {
+  std::mt19937 rng(seed);
+  nlohmann::json tasks = nlohmann::json::array();
+  for (int i = 0; i < n; ++i) {
+    nlohmann::json t = {{"id", "t" + std::to_string(i)},
+                        {"kernel", "sleep"},
+                        {"args", {{"us", sleep_us}}}};
+    if (i >= width) {
+      nlohmann::json inputs = nlohmann::json::array();
+      int a = static_cast<int>(rng() % i);
+      inputs.push_back("t" + std::to_string(a));
+      int b = static_cast<int>(rng() % i);
+      if (b != a) inputs.push_back("t" + std::to_string(b));
+      t["inputs"] = inputs;
+    }
+    tasks.push_back(t);
+  }
+  return nlohmann::json{{"name", "chaos"}, {"tasks", tasks}}.dump();
+}
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hmpmd-recovery-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    cluster_ = std::make_unique<ProcessCluster>(dir_.string());
+  }
+  void TearDown() override {
+    cluster_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Waits until the job has at least `done` finished runs.
+  void WaitDone(uint32_t job, uint64_t done) {
+    for (int i = 0; i < 3000; ++i) {
+      auto j = cluster_->Get("/api/v1/jobs/" + std::to_string(job));
+      if (j.is_object() && j.value("done", uint64_t{0}) >= done) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << "job " << job << " never reached " << done << " done runs";
+  }
+
+  // Every run of the job's final record is done.
+  void ExpectAllDone(uint32_t job, int n) {
+    auto t = cluster_->Get("/api/v1/jobs/" + std::to_string(job) + "/tasks");
+    ASSERT_TRUE(t.is_object());
+    ASSERT_EQ(t["tasks"].size(), static_cast<size_t>(n));
+    for (const auto& e : t["tasks"]) EXPECT_EQ(e["state"], "done") << e.dump();
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ProcessCluster> cluster_;
+};
+
+TEST_F(RecoveryTest, KilledControllerResumesWithoutRunningDoneTasksAgain) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker().ok());
+  constexpr int kTasks = 40;
+  auto id = cluster_->Submit(DagSpec(kTasks, 6, 30000, /*seed=*/7));
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  WaitDone(*id, 10);
+  cluster_->KillController();
+  ASSERT_TRUE(cluster_->StartController().ok());
+  auto j = cluster_->WaitJob(*id, 60000);
+  ASSERT_EQ(j.value("state", ""), "succeeded") << j.dump();
+  ExpectAllDone(*id, kTasks);
+  // Both workers lived: every task ran exactly once, across the restart.
+  std::map<uint32_t, int> runs;
+  for (const auto& e : cluster_->ReadExecLog()) {
+    if (e.job == *id) ++runs[e.task];
+  }
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kTasks));
+  for (const auto& [task, count] : runs) EXPECT_EQ(count, 1) << "task run " << task;
+  // The history survives another restart, and new ids continue above it.
+  cluster_->KillController();
+  ASSERT_TRUE(cluster_->StartController().ok());
+  // Its last records may not have reached the disk before the kill; then
+  // the workers' reports complete it again, without running anything.
+  auto again = cluster_->WaitJob(*id, 30000);
+  ASSERT_TRUE(again.is_object());
+  EXPECT_EQ(again["state"], "succeeded");
+  for (const auto& e : cluster_->ReadExecLog()) {
+    if (e.job == *id) --runs[e.task];
+  }
+  for (const auto& [task, count] : runs) EXPECT_EQ(count, 0) << "task run " << task << " ran again";
+  auto next = cluster_->Submit(DagSpec(2, 2, 1000, 1));
+  ASSERT_TRUE(next.ok());
+  EXPECT_GT(*next, *id);
+}
+
+TEST_F(RecoveryTest, KilledWorkerTasksEndDoneExactlyOnce) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cluster_->StartWorker().ok());
+  constexpr int kTasks = 40;
+  auto id = cluster_->Submit(DagSpec(kTasks, 8, 30000, /*seed=*/11));
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  WaitDone(*id, 8);
+  pid_t victim = cluster_->worker_pid(0);
+  cluster_->KillWorker(0);
+  auto j = cluster_->WaitJob(*id, 60000);
+  ASSERT_EQ(j.value("state", ""), "succeeded") << j.dump();
+  ExpectAllDone(*id, kTasks);
+  std::map<uint32_t, int> survivors;
+  std::map<uint32_t, int> any;
+  for (const auto& e : cluster_->ReadExecLog()) {
+    if (e.job != *id) continue;
+    ++any[e.task];
+    if (e.pid != victim) ++survivors[e.task];
+  }
+  EXPECT_EQ(any.size(), static_cast<size_t>(kTasks));
+  for (const auto& [task, count] : survivors) EXPECT_EQ(count, 1) << "task run " << task;
+}
+
+// Both faults, several times in one job, at points drawn from a fixed seed.
+TEST_F(RecoveryTest, RepeatedControllerAndWorkerKillsWithFixedSeed) {
+  constexpr uint32_t kSeed = 2026;
+  std::mt19937 rng(kSeed);
+  SCOPED_TRACE("seed " + std::to_string(kSeed));
+  ASSERT_TRUE(cluster_->StartController().ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(cluster_->StartWorker().ok());
+  constexpr int kTasks = 80;
+  auto id = cluster_->Submit(DagSpec(kTasks, 8, 20000, kSeed));
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  std::vector<pid_t> victims;
+  uint64_t at = 0;
+  for (int round = 0; round < 4; ++round) {
+    at += 8 + rng() % 8;
+    WaitDone(*id, at);
+    if (round % 2 == 0) {
+      cluster_->KillController();
+      ASSERT_TRUE(cluster_->StartController().ok());
+    } else {
+      size_t w = round / 2;  // workers 0 and 1 die; 2 and 3 stay
+      victims.push_back(cluster_->worker_pid(w));
+      cluster_->KillWorker(w);
+    }
+  }
+  auto j = cluster_->WaitJob(*id, 90000);
+  ASSERT_EQ(j.value("state", ""), "succeeded") << j.dump();
+  ExpectAllDone(*id, kTasks);
+  std::map<uint32_t, int> survivors, any;
+  for (const auto& e : cluster_->ReadExecLog()) {
+    if (e.job != *id) continue;
+    ++any[e.task];
+    if (std::find(victims.begin(), victims.end(), e.pid) == victims.end()) ++survivors[e.task];
+  }
+  EXPECT_EQ(any.size(), static_cast<size_t>(kTasks));
+  for (const auto& [task, count] : survivors) EXPECT_EQ(count, 1) << "task run " << task;
+}
+
+}  // namespace
+}  // namespace hmpmd::testing
