@@ -15,7 +15,7 @@
 namespace hmpmd {
 
 // Wire version; a frame of another version is dropped and counted.
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;  // 2: data plane and re-registration reports
 
 enum class MsgType : uint8_t {
   kRegister = 1,
