@@ -4,6 +4,7 @@
 
 #include "dashboard_assets.h"
 #include "job_report.h"
+#include "live_metrics.h"
 #include "task_table.h"
 
 namespace hmpmd {
@@ -192,7 +193,8 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
-    r.body = feed_ ? feed_->PrometheusText(Controller::NowUs()) : PrometheusText(c);
+    r.body = feed_ ? feed_->PrometheusText(Controller::NowUs())
+                   : LiveMetrics(&c).PrometheusText(Controller::NowUs(), "");
     return reply(std::move(r));
   }
   uint64_t id = 0;
@@ -247,38 +249,6 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     return reply(Error(405, "method " + m + " not allowed on " + req.path));
   }
   return reply(Error(404, "no route " + req.path));
-}
-
-std::string PrometheusText(const Controller& c) {
-  const ControllerCounters& k = c.counters();
-  const Scheduler& s = c.scheduler();
-  std::string out;
-  auto metric = [&out](const char* name, const char* type, const char* help, double v) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
-           name + " " + std::to_string(v) + "\n";
-  };
-  metric("hmpmd_tasks_dispatched_total", "counter", "Task runs sent to workers.",
-         static_cast<double>(k.tasks_dispatched));
-  metric("hmpmd_tasks_finished_total", "counter", "Task runs that finished.",
-         static_cast<double>(k.tasks_finished));
-  metric("hmpmd_tasks_failed_total", "counter", "Task runs that failed.",
-         static_cast<double>(k.tasks_failed));
-  metric("hmpmd_tasks_ready", "gauge", "Task runs waiting for a core.",
-         static_cast<double>(s.ready_count()));
-  metric("hmpmd_workers_alive", "gauge", "Registered live workers.",
-         static_cast<double>(c.alive_workers()));
-  metric("hmpmd_dropped_frames_total", "counter", "Malformed frames the controller dropped.",
-         static_cast<double>(c.dropped_frames()));
-  metric("hmpmd_stale_results_total", "counter", "Results of old attempts or ended jobs.",
-         static_cast<double>(k.stale_results));
-  uint64_t by_state[5] = {};
-  for (const auto& [id, job] : s.jobs()) ++by_state[static_cast<int>(job.state)];
-  out += "# HELP hmpmd_jobs Jobs by state.\n# TYPE hmpmd_jobs gauge\n";
-  for (int st = 0; st < 5; ++st) {
-    out += "hmpmd_jobs{state=\"" + std::string(JobStateName(static_cast<JobState>(st))) + "\"} " +
-           std::to_string(by_state[st]) + "\n";
-  }
-  return out;
 }
 
 }  // namespace hmpmd

@@ -68,7 +68,5 @@ class RestApi {
   std::thread formatter_;
 };
 
-// Prometheus text exposition of the controller's counters. Loop thread.
-std::string PrometheusText(const Controller& c);
 
 }  // namespace hmpmd
