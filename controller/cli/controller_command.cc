@@ -154,7 +154,7 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--recovery-grace-ms", args->recovery_grace_ms,
                   "After a restart, time for workers to re-register before dispatch resumes")
       ->capture_default_str();
-  sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo)")
+  sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo, spmd-1f1b)")
       ->capture_default_str();
   sub->add_option("--heartbeat-ms", args->heartbeat_ms, "Worker heartbeat period")
       ->capture_default_str();
