@@ -302,8 +302,9 @@ TEST_F(CodecTest, WrongMagicIsRejected) {
 
 TEST_F(CodecTest, WrongVersionIsRejectedNamingTheVersion) {
   std::string body = Encode(Shutdown{}).body;
-  Result<Message> r = SafeDecode(Header(2, 9), body);
-  ExpectCorruption(r, "protocol version 2");
+  const uint8_t other = kProtocolVersion + 1;
+  Result<Message> r = SafeDecode(Header(other, 9), body);
+  ExpectCorruption(r, "protocol version " + std::to_string(other));
   EXPECT_NE(r.status().message().find("expected " + std::to_string(kProtocolVersion)),
             std::string::npos);
   ExpectCorruption(SafeDecode(Header(0, 9), body), "protocol version 0");
