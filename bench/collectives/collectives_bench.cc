@@ -37,7 +37,8 @@ double Median(std::vector<double> v) {
 }
 
 int Reps(size_t bytes) {
-  return static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / std::max<size_t>(bytes, 1), 3, 30));
+  return static_cast<int>(
+      std::clamp<size_t>((size_t{256} << 20) / std::max<size_t>(bytes, 1), 3, 30));
 }
 
 // One member: bind, swap endpoints through the pipes, run `op` Reps()
@@ -218,8 +219,8 @@ int main(int argc, char** argv) {
     for (size_t s = 1 << 10; s <= (size_t{64} << 20); s *= 8) sizes.push_back(s);
     if (sizes.back() != (size_t{64} << 20)) sizes.push_back(size_t{64} << 20);
   }
-  std::printf("%-10s %3s %8s %11s %10s %12s %12s %7s\n", "op", "P", "size", "median ms",
-              "bus GB/s", "raw 1msg", "raw chunked", "ratio");
+  std::printf("%-10s %3s %8s %11s %10s %12s %12s %7s\n", "op", "P", "size", "median ms", "bus GB/s",
+              "raw 1msg", "raw chunked", "ratio");
   int failures = 0;
   for (size_t bytes : sizes) {
     // The ratio is against the faster of the two raw figures.
@@ -234,8 +235,8 @@ int main(int argc, char** argv) {
           ++failures;
           continue;
         }
-        const double factor = std::string(op) == "allreduce" ? 2.0 * (p - 1) / p
-                                                             : static_cast<double>(p - 1) / p;
+        const double factor =
+            std::string(op) == "allreduce" ? 2.0 * (p - 1) / p : static_cast<double>(p - 1) / p;
         const double bus = bytes * factor / t / 1e9;
         std::printf("%-10s %3u %8s %11.3f %10.3f %12.3f %12.3f %6.0f%%\n", op, p,
                     Size(bytes).c_str(), t * 1e3, bus, raw_one, raw_chunked, 100 * bus / raw_gbs);

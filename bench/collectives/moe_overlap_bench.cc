@@ -28,11 +28,12 @@ struct Outcome {
 
 Outcome RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
   Outcome o;
-  Status st = cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller& c) {
-    if (job.state != JobState::kSucceeded) return;
-    o.seconds = (job.finished - job.started) / 1e6;
-    o.masking = ComputeMetrics(job, c.scheduler().pool()).masking_ratio;
-  });
+  Status st =
+      cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller& c) {
+        if (job.state != JobState::kSucceeded) return;
+        o.seconds = (job.finished - job.started) / 1e6;
+        o.masking = ComputeMetrics(job, c.scheduler().pool()).masking_ratio;
+      });
   if (!st.ok() || o.seconds < 0) {
     std::fprintf(stderr, "bench: job failed: %s\n", st.ToString().c_str());
     std::exit(1);

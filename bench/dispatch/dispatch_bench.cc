@@ -6,6 +6,7 @@
 //  (c) independent noop tasks over two workers: tasks per second.
 // Each figure is the median of --runs runs, printed with min and max.
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +16,6 @@
 #include <cstdio>
 #include <vector>
 #include <zmq.hpp>
-
-#include <spdlog/spdlog.h>
 
 #include "local_cluster.h"
 
@@ -118,9 +117,10 @@ std::shared_ptr<const JobGraph> NoopJob(int n, bool chain) {
 // Seconds from submission to the end of the job, on the controller's clock.
 double RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
   double seconds = -1;
-  Status st = cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller&) {
-    if (job.state == JobState::kSucceeded) seconds = (job.finished - job.submitted) / 1e6;
-  });
+  Status st =
+      cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller&) {
+        if (job.state == JobState::kSucceeded) seconds = (job.finished - job.submitted) / 1e6;
+      });
   if (!st.ok() || seconds < 0) {
     std::fprintf(stderr, "bench: job failed: %s\n", st.ToString().c_str());
     std::exit(1);
@@ -167,23 +167,28 @@ int main(int argc, char** argv) {
   }
   {
     LocalCluster one(ClusterOptions(1));
-    if (Status st = one.Start(); !st.ok()) return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
+    if (Status st = one.Start(); !st.ok())
+      return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
     auto g = NoopJob(chain, true);
     RunOnce(one, NoopJob(std::min(chain, 1000), true));  // warm up
     for (int r = 0; r < runs; ++r) chain_us.push_back(RunOnce(one, g) * 1e6 / chain);
   }
   {
     LocalCluster two(ClusterOptions(2));
-    if (Status st = two.Start(); !st.ok()) return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
+    if (Status st = two.Start(); !st.ok())
+      return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
     auto g = NoopJob(independent, false);
     RunOnce(two, NoopJob(std::min(independent, 10'000), false));  // warm up
     for (int r = 0; r < runs; ++r) tput.push_back(independent / RunOnce(two, g));
   }
   Stats a = Summarise(raw), b = Summarise(chain_us), c = Summarise(tput);
   std::printf("bench/dispatch: median of %d run(s) [min .. max]\n", runs);
-  std::printf("  (a) raw DEALER/ROUTER round trip       %9.1f us      [%.1f .. %.1f]\n", a.median, a.min, a.max);
-  std::printf("  (b) chain of %6d noop tasks          %9.1f us/task [%.1f .. %.1f]\n", chain, b.median, b.min, b.max);
-  std::printf("  (c) %7d independent noop tasks     %9.0f tasks/s [%.0f .. %.0f]\n", independent, c.median, c.min, c.max);
+  std::printf("  (a) raw DEALER/ROUTER round trip       %9.1f us      [%.1f .. %.1f]\n", a.median,
+              a.min, a.max);
+  std::printf("  (b) chain of %6d noop tasks          %9.1f us/task [%.1f .. %.1f]\n", chain,
+              b.median, b.min, b.max);
+  std::printf("  (c) %7d independent noop tasks     %9.0f tasks/s [%.0f .. %.0f]\n", independent,
+              c.median, c.min, c.max);
   std::printf("  ratio (b)/(a) = %.2f   (target <= 3.0)\n", b.median / a.median);
   std::printf("  (c) vs target 100000 tasks/s = %.2fx\n", c.median / 100000.0);
   return 0;

@@ -4,11 +4,12 @@
 // noop tasks, alternately with no HTTP clients and with --clients client
 // threads that each send requests back to back (GET pool, jobs list, the
 // running job, a page of its tasks, /metrics), plus one SSE client reading
-// /api/v1/events (--interval-ms paces the clients). Each figure is the median of --runs runs; the ratio
-// loaded / quiet is the goal (>= 0.90): the HTTP server and the event feed
-// must not block the scheduler loop.
+// /api/v1/events (--interval-ms paces the clients). Each figure is the median of --runs runs; the
+// ratio loaded / quiet is the goal (>= 0.90): the HTTP server and the event feed must not block the
+// scheduler loop.
 #include <pthread.h>
 #include <sched.h>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -16,8 +17,6 @@
 #include <cstdio>
 #include <thread>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "event_feed.h"
 #include "http_client.h"
@@ -52,9 +51,10 @@ std::shared_ptr<const JobGraph> NoopJob(int n) {
 // Tasks per second from submission to the end of the job.
 double RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
   double seconds = -1;
-  Status st = cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller&) {
-    if (job.state == JobState::kSucceeded) seconds = (job.finished - job.submitted) / 1e6;
-  });
+  Status st =
+      cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller&) {
+        if (job.state == JobState::kSucceeded) seconds = (job.finished - job.submitted) / 1e6;
+      });
   if (!st.ok() || seconds <= 0) {
     std::fprintf(stderr, "bench: job failed: %s\n", st.ToString().c_str());
     std::exit(1);
@@ -70,10 +70,13 @@ class Hammer {
     for (int i = 0; i < clients; ++i) threads_.emplace_back([this, i] { Client(i); });
     sse_ = std::thread([this] {
       while (!stop_) {
-        (void)StreamSse(url_, kHttpEventsPath, {}, [this](std::string_view, std::string_view) {
-          ++events_;
-          return !stop_.load();
-        }, std::chrono::seconds(2));
+        (void)StreamSse(
+            url_, kHttpEventsPath, {},
+            [this](std::string_view, std::string_view) {
+              ++events_;
+              return !stop_.load();
+            },
+            std::chrono::seconds(2));
       }
     });
   }
@@ -130,7 +133,8 @@ int main(int argc, char** argv) {
   app.add_option("--clients", clients, "Concurrent HTTP clients")->capture_default_str();
   int interval_ms = 0;
   app.add_option("--interval-ms", interval_ms,
-                 "Pause of each client between requests (0: back to back)")->capture_default_str();
+                 "Pause of each client between requests (0: back to back)")
+      ->capture_default_str();
   std::string target;
   app.add_option("--target", target,
                  "Send only this request target (e.g. /dashboard/style.css, which never reaches "
@@ -164,8 +168,9 @@ int main(int argc, char** argv) {
   api.SetEventFeed(&feed);
   HttpServerOptions ho;
   ho.bind = "127.0.0.1:0";
-  server = std::make_unique<HttpServer>(
-      ho, [&api](HttpRequest req, HttpReply reply) { api.Handle(std::move(req), std::move(reply)); });
+  server = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
+    api.Handle(std::move(req), std::move(reply));
+  });
   server->SetSseHello([&feed] { return feed.Hello(); });
   if (Status st = server->Start(); !st.ok()) {
     return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
@@ -196,13 +201,15 @@ int main(int argc, char** argv) {
   cluster.Stop();
 
   double q = Median(quiet), l = Median(loaded);
-  std::printf("bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s)\n", tasks, runs);
+  std::printf("bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s)\n", tasks,
+              runs);
   std::printf("  without HTTP clients           %9.0f tasks/s\n", q);
   if (interval_ms > 0) std::printf("  each client pauses %d ms between requests\n", interval_ms);
-  std::printf("  with %3d HTTP clients%s + 1 SSE  %9.0f tasks/s  (%.0f requests/s served, %llu errors, "
-              "%llu SSE events)\n",
-              clients, idle ? " (SCHED_IDLE)" : "", l, loaded_seconds > 0 ? requests / loaded_seconds : 0.0,
-              static_cast<unsigned long long>(errors), static_cast<unsigned long long>(events));
+  std::printf(
+      "  with %3d HTTP clients%s + 1 SSE  %9.0f tasks/s  (%.0f requests/s served, %llu errors, "
+      "%llu SSE events)\n",
+      clients, idle ? " (SCHED_IDLE)" : "", l, loaded_seconds > 0 ? requests / loaded_seconds : 0.0,
+      static_cast<unsigned long long>(errors), static_cast<unsigned long long>(events));
   std::printf("  ratio loaded / quiet = %.3f   (goal >= 0.90)\n", l / q);
   return 0;
 }

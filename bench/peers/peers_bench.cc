@@ -13,6 +13,8 @@
 // HyperMPMD times are submission to end on the controller's clock. Every
 // figure gets one warm-up run and then --runs timed runs; each timed run is
 // one CSV row "system,workload,metric,unit,run,value" on stdout (or --csv).
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -22,8 +24,6 @@
 #include <string>
 #include <vector>
 #include <zmq.hpp>
-
-#include <spdlog/spdlog.h>
 
 #include "hmpmd/scheduler/schedule_metrics.h"
 #include "job_spec_parser.h"
@@ -83,9 +83,10 @@ std::shared_ptr<const JobGraph> TreeJob(int leaves, int fan_in) {
   for (int k = 1; level.size() > 1; ++k) {
     std::vector<std::string> up;
     for (size_t i = 0; i < level.size(); i += static_cast<size_t>(fan_in)) {
-      std::vector<std::string> in(level.begin() + static_cast<ptrdiff_t>(i),
-                                  level.begin() + static_cast<ptrdiff_t>(
-                                                      std::min(level.size(), i + static_cast<size_t>(fan_in))));
+      std::vector<std::string> in(
+          level.begin() + static_cast<ptrdiff_t>(i),
+          level.begin() +
+              static_cast<ptrdiff_t>(std::min(level.size(), i + static_cast<size_t>(fan_in))));
       up.push_back("r" + std::to_string(k) + "_" + std::to_string(up.size()));
       spec.tasks.push_back(Noop(up.back(), std::move(in)));
     }
@@ -105,24 +106,26 @@ std::shared_ptr<const JobGraph> FileJob(const std::string& path) {
   for (size_t i = 0; i < spec->tasks.size(); ++i) {
     const TaskSpec& t = spec->tasks[i];
     if (t.kernel != "spin" || ArgNumber(t.args, "us", -1) < 0) {
-      Die(path + ": tasks[" + std::to_string(i) + "] '" + t.id + "': kernel: only spin tasks with args.us run here");
+      Die(path + ": tasks[" + std::to_string(i) + "] '" + t.id +
+          "': kernel: only spin tasks with args.us run here");
     }
   }
   return Build(std::move(spec).value());
 }
 
 struct Outcome {
-  double seconds = -1;      // submission to end
+  double seconds = -1;       // submission to end
   double lower_bound_s = 0;  // from the recorded runs (ScheduleMetrics)
 };
 
 Outcome RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
   Outcome out;
-  Status st = cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller& c) {
-    if (job.state != JobState::kSucceeded) return;
-    out.seconds = static_cast<double>(job.finished - job.submitted) / 1e6;
-    out.lower_bound_s = ComputeMetrics(job, c.scheduler().pool()).lower_bound_s;
-  });
+  Status st =
+      cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller& c) {
+        if (job.state != JobState::kSucceeded) return;
+        out.seconds = static_cast<double>(job.finished - job.submitted) / 1e6;
+        out.lower_bound_s = ComputeMetrics(job, c.scheduler().pool()).lower_bound_s;
+      });
   if (!st.ok() || out.seconds < 0) {
     cluster.Stop();  // its worker processes must not outlive the bench
     Die("job '" + graph->spec().name + "' failed: " + st.ToString());
@@ -155,13 +158,19 @@ int main(int argc, char** argv) {
   std::string multimodal, csv_path;
   bool smoke = false, no_raw = false;
   app.add_option("--runs", runs, "Timed runs per figure")->capture_default_str();
-  app.add_option("--independent", independent, "Workload 1: independent noop tasks")->capture_default_str();
-  app.add_option("--chain", chain, "Workload 2: tasks in the dependent chain")->capture_default_str();
-  app.add_option("--leaves", leaves, "Workload 3: leaves of the reduction tree")->capture_default_str();
+  app.add_option("--independent", independent, "Workload 1: independent noop tasks")
+      ->capture_default_str();
+  app.add_option("--chain", chain, "Workload 2: tasks in the dependent chain")
+      ->capture_default_str();
+  app.add_option("--leaves", leaves, "Workload 3: leaves of the reduction tree")
+      ->capture_default_str();
   app.add_option("--fan-in", fan_in, "Workload 3: inputs per reduce task")->capture_default_str();
-  app.add_option("--raw-batch", raw_batch, "Raw workload 1: task ids per message")->capture_default_str();
-  app.add_option("--raw-window", raw_window, "Raw workload 1: batches in flight per peer")->capture_default_str();
-  app.add_option("--multimodal", multimodal, "Workload 4: a job spec of spin tasks (skipped if empty)");
+  app.add_option("--raw-batch", raw_batch, "Raw workload 1: task ids per message")
+      ->capture_default_str();
+  app.add_option("--raw-window", raw_window, "Raw workload 1: batches in flight per peer")
+      ->capture_default_str();
+  app.add_option("--multimodal", multimodal,
+                 "Workload 4: a job spec of spin tasks (skipped if empty)");
   app.add_option("--csv", csv_path, "Append the rows to this file instead of stdout");
   app.add_option("--lookahead-us", lookahead_us,
                  "Estimated work a core may hold queued (default: the controller's, 200)");
@@ -179,7 +188,8 @@ int main(int argc, char** argv) {
     Die("--runs, --independent, --chain, --leaves, --raw-* must be >= 1 and --fan-in >= 2");
   }
   FILE* f = stdout;
-  if (!csv_path.empty() && !(f = std::fopen(csv_path.c_str(), "a"))) Die(csv_path + ": cannot write");
+  if (!csv_path.empty() && !(f = std::fopen(csv_path.c_str(), "a")))
+    Die(csv_path + ": cannot write");
   CsvOut csv(f);
   spdlog::set_level(spdlog::level::warn);
 
@@ -231,12 +241,14 @@ int main(int argc, char** argv) {
   auto w1 = IndependentJob(independent);
   RunOnce(cluster, IndependentJob(std::min(independent, 2'000)));
   for (int r = 0; r < runs; ++r) {
-    csv.Row("hmpmd", "w1_independent", "tasks_per_s", "tasks/s", r, independent / RunOnce(cluster, w1).seconds);
+    csv.Row("hmpmd", "w1_independent", "tasks_per_s", "tasks/s", r,
+            independent / RunOnce(cluster, w1).seconds);
   }
   auto w2 = ChainJob(chain);
   RunOnce(cluster, ChainJob(std::min(chain, 200)));
   for (int r = 0; r < runs; ++r) {
-    csv.Row("hmpmd", "w2_chain", "latency_us", "us/task", r, RunOnce(cluster, w2).seconds * 1e6 / chain);
+    csv.Row("hmpmd", "w2_chain", "latency_us", "us/task", r,
+            RunOnce(cluster, w2).seconds * 1e6 / chain);
   }
   auto w3 = TreeJob(leaves, fan_in);
   RunOnce(cluster, TreeJob(std::min(leaves, 500), fan_in));

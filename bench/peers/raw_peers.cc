@@ -86,8 +86,10 @@ bool RawPeers::Start(int peers) {
   for (int fd : write_fds) close(fd);
   while (ok && static_cast<int>(identities_.size()) < peers) {
     zmq::message_t id, hello;
-    if (!zmq_->router.recv(id) || !zmq_->router.recv(hello)) ok = false;
-    else identities_.push_back(id.to_string());
+    if (!zmq_->router.recv(id) || !zmq_->router.recv(hello))
+      ok = false;
+    else
+      identities_.push_back(id.to_string());
   }
   if (!ok) Stop();
   return ok;

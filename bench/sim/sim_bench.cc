@@ -97,11 +97,15 @@ void BM_DecisionCostPerTask(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(tasks));
   state.counters["ns_per_task"] = benchmark::Counter(
-      static_cast<double>(tasks) * 1e-9,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+      static_cast<double>(tasks) * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_DecisionCostPerTask)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond)
-    ->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_DecisionCostPerTask)
+    ->Arg(64)
+    ->Arg(512)
+    ->Arg(4096)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
 
 int Table(uint32_t devices) {
   std::printf("%-11s %-10s %10s %10s %7s %7s %8s %8s %6s\n", "workload", "policy", "makespan_s",
@@ -125,8 +129,9 @@ int Table(uint32_t devices) {
                   r.wall_s);
     }
   }
-  std::printf("targets (hmpmd): masking >= 90%%, bubble <= 1/2 of spmd-1f1b, "
-              "step time <= -15%% vs spmd-1f1b, gap to bound <= 10%%\n");
+  std::printf(
+      "targets (hmpmd): masking >= 90%%, bubble <= 1/2 of spmd-1f1b, "
+      "step time <= -15%% vs spmd-1f1b, gap to bound <= 10%%\n");
   return 0;
 }
 
@@ -137,11 +142,12 @@ int Scale(uint64_t tasks, uint32_t devices) {
   JobSpec spec = LayeredJob(width, layers, steps, 7);
   for (const std::string& p : {std::string("hmpmd"), std::string("fifo")}) {
     RunResult r = RunOnce(spec, p, MakePoolSpec(devices), false);
-    std::printf("scale: policy %s, %llu tasks (%u steps x %u) on %u devices: %s in %.2f s "
-                "wall (%.0f ns/task)\n",
-                p.c_str(), static_cast<unsigned long long>(r.tasks), steps, width * layers,
-                devices, r.status.ok() ? "done" : r.status.message().c_str(), r.wall_s,
-                r.tasks ? r.wall_s * 1e9 / r.tasks : 0);
+    std::printf(
+        "scale: policy %s, %llu tasks (%u steps x %u) on %u devices: %s in %.2f s "
+        "wall (%.0f ns/task)\n",
+        p.c_str(), static_cast<unsigned long long>(r.tasks), steps, width * layers, devices,
+        r.status.ok() ? "done" : r.status.message().c_str(), r.wall_s,
+        r.tasks ? r.wall_s * 1e9 / r.tasks : 0);
   }
   return 0;
 }

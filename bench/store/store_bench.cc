@@ -33,7 +33,8 @@ Stats Summarise(std::vector<double> v) {
 
 std::string NoopSpec(int n) {
   nlohmann::json tasks = nlohmann::json::array();
-  for (int i = 0; i < n; ++i) tasks.push_back({{"id", "t" + std::to_string(i)}, {"kernel", "noop"}});
+  for (int i = 0; i < n; ++i)
+    tasks.push_back({{"id", "t" + std::to_string(i)}, {"kernel", "noop"}});
   return nlohmann::json{{"name", "independent"}, {"tasks", tasks}}.dump();
 }
 
@@ -113,8 +114,9 @@ int main(int argc, char** argv) {
     on_rate.push_back(RunOnce(on, spec));
   }
   Stats a = Summarise(off_rate), b = Summarise(on_rate);
-  std::printf("bench/store: %d independent noop tasks, 2 workers, median of %d run(s) [min .. max]\n",
-              tasks, runs);
+  std::printf(
+      "bench/store: %d independent noop tasks, 2 workers, median of %d run(s) [min .. max]\n",
+      tasks, runs);
   std::printf("  store off                %9.0f tasks/s [%.0f .. %.0f]\n", a.median, a.min, a.max);
   std::printf("  store on (SQLite, WAL)   %9.0f tasks/s [%.0f .. %.0f]\n", b.median, b.min, b.max);
   std::printf("  ratio on/off = %.2f   (target >= 0.80)\n", b.median / a.median);
