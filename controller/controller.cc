@@ -134,8 +134,8 @@ Status Controller::RestoreFromStore(TimeUs now) {
     } else {
       live_jobs_.insert(j.id);
       ++unfinished;
-      spdlog::info("job {} '{}' resumes: {} of {} task runs were done", j.id, j.name,
-                   j.done.size(), scheduler_->job(j.id)->runs.size());
+      spdlog::info("job {} '{}' resumes: {} of {} task runs were done", j.id, j.name, j.done.size(),
+                   scheduler_->job(j.id)->runs.size());
     }
   }
   if (unfinished > 0) recovery_until_ = now + TimeUs{options_.recovery_grace_ms} * 1000;
@@ -201,8 +201,8 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
     total += g.count;
   }
   if (total == 0 || total > 4096 || m.kernels.empty()) {
-    transport_.Send(identity, Reject{"a worker needs 1 to 4096 cores and at least one kernel",
-                                     false});
+    transport_.Send(identity,
+                    Reject{"a worker needs 1 to 4096 cores and at least one kernel", false});
     return;
   }
   if (WorkerInfo* old = FindByIdentity(identity)) MarkDead(*old, "re-registered", now);
@@ -257,8 +257,7 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
         outputs_[{r.job, r.task}] = OutputLocation{w.id, r.output_bytes};
         scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes);
         if (writer_) {
-          store_pending_.push_back(
-              TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device});
+          store_pending_.push_back(TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device});
         }
       }
     } else {
@@ -409,7 +408,8 @@ void Controller::NotifyEndedJobs() {
     JobId id = *it;
     it = live_jobs_.erase(it);
     finished_order_.push_back(id);
-    if (writer_) store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished});
+    if (writer_)
+      store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished});
     if (job->state == JobState::kSucceeded) {
       spdlog::info("job {} '{}' succeeded in {:.3f} s", id, job->graph->spec().name,
                    (job->finished - job->started) / 1e6);

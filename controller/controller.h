@@ -119,10 +119,10 @@ struct ControllerCounters {
   uint64_t tasks_finished = 0;
   uint64_t tasks_failed = 0;
   uint64_t batches_sent = 0;
-  uint64_t stale_results = 0;   // results of old attempts or ended jobs
-  uint64_t unknown_peers = 0;   // messages from workers we do not know
-  uint64_t restored_jobs = 0;   // reloaded from the store at start
-  uint64_t adopted_runs = 0;    // runs re-registered workers still held
+  uint64_t stale_results = 0;  // results of old attempts or ended jobs
+  uint64_t unknown_peers = 0;  // messages from workers we do not know
+  uint64_t restored_jobs = 0;  // reloaded from the store at start
+  uint64_t adopted_runs = 0;   // runs re-registered workers still held
 };
 
 class Controller {
@@ -197,9 +197,9 @@ class Controller {
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> stop_{false};
 
-  std::vector<WorkerInfo> workers_;                      // by WorkerId
+  std::vector<WorkerInfo> workers_;                        // by WorkerId
   std::unordered_map<std::string, WorkerId> by_identity_;  // live workers
-  std::vector<WorkerId> device_worker_;                  // by DeviceId
+  std::vector<WorkerId> device_worker_;                    // by DeviceId
   size_t alive_workers_ = 0;
   std::vector<std::pair<size_t, std::function<void()>>> worker_waiters_;
   std::map<JobId, std::vector<JobCallback>> job_watchers_;

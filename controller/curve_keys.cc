@@ -18,8 +18,7 @@ Result<std::string> ReadKey(const fs::path& path) {
   std::string key;
   in >> key;
   if (key.size() != 40) {
-    return Status::InvalidArgument("curve key " + path.string() +
-                                   ": not a 40-character Z85 key");
+    return Status::InvalidArgument("curve key " + path.string() + ": not a 40-character Z85 key");
   }
   return key;
 }

@@ -26,8 +26,8 @@ bool CurveAvailable();
 Status WriteCurveKeys(const std::string& dir);
 
 struct CurveServerKeys {
-  std::string secret;              // controller.key
-  std::set<std::string> allowed;   // authorized/*.pub
+  std::string secret;             // controller.key
+  std::set<std::string> allowed;  // authorized/*.pub
 };
 Result<CurveServerKeys> LoadCurveServerKeys(const std::string& dir);
 

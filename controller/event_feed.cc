@@ -95,9 +95,9 @@ std::string EventFeed::TasksEvent(TimeUs now) {
     const JobGraph& g = *job->graph;
     uint32_t t = r.run % g.size();
     long device = r.core == kNoCore ? -1 : static_cast<long>(pool.core(r.core).device);
-    json row = json::array({r.job, r.run, r.phase, r.core == kNoCore ? -1L : long(r.core), device,
-                            r.t0, r.t1, g.spec_task(t).id,
-                            g.spec().submodels[g.task(t).submodel].name});
+    json row =
+        json::array({r.job, r.run, r.phase, r.core == kNoCore ? -1L : long(r.core), device, r.t0,
+                     r.t1, g.spec_task(t).id, g.spec().submodels[g.task(t).submodel].name});
     if (comma) out += ',';
     out += row.dump();
     comma = true;
@@ -120,10 +120,13 @@ std::string EventFeed::JobsEvent(TimeUs now) {
     }
     jobs_seen_[id] = JobSeen{job.state, job.done, job.running};
     uint64_t total = job.graph->total_runs();
-    json e = {{"id", id},           {"name", job.graph->spec().name},
+    json e = {{"id", id},
+              {"name", job.graph->spec().name},
               {"state", std::string(JobStateName(job.state))},
-              {"done", job.done},   {"running", job.running},
-              {"tasks", total},     {"progress", total ? double(job.done) / total : 0.0}};
+              {"done", job.done},
+              {"running", job.running},
+              {"tasks", total},
+              {"progress", total ? double(job.done) / total : 0.0}};
     if (!job.error.empty()) e["error"] = job.error;
     jobs.push_back(std::move(e));
   }
@@ -163,10 +166,13 @@ std::string EventFeed::PrometheusText(TimeUs now) {
   std::string extra =
       "# HELP hmpmd_event_records_dropped_total Task records left out of the live event "
       "stream.\n# TYPE hmpmd_event_records_dropped_total counter\n"
-      "hmpmd_event_records_dropped_total " + std::to_string(dropped_total_) + "\n"
+      "hmpmd_event_records_dropped_total " +
+      std::to_string(dropped_total_) +
+      "\n"
       "# HELP hmpmd_event_batches_total Batched event chunks broadcast.\n"
       "# TYPE hmpmd_event_batches_total counter\n"
-      "hmpmd_event_batches_total " + std::to_string(events_sent_) + "\n";
+      "hmpmd_event_batches_total " +
+      std::to_string(events_sent_) + "\n";
   return metrics_.PrometheusText(now, extra);
 }
 

@@ -85,8 +85,7 @@ class EventFeed : public ControllerObserver {
 
   // --- loop thread only ---
   void OnDispatched(const Dispatch* d, size_t n, TimeUs now) override;
-  void OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, TimeUs end,
-                   TimeUs now) override;
+  void OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, TimeUs end, TimeUs now) override;
   // Formats and broadcasts what changed since the last flush. `active`:
   // whether SSE clients are connected (when not, the buffer is cleared and
   // recording stops).

@@ -20,9 +20,9 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             auto it = jobs_.find(r.job);
             if (it == jobs_.end()) return;
             auto& done = it->second.done;
-            auto pos = std::lower_bound(
-                done.begin(), done.end(), r.run,
-                [](const TaskDoneRecord& d, uint32_t run) { return d.run < run; });
+            auto pos =
+                std::lower_bound(done.begin(), done.end(), r.run,
+                                 [](const TaskDoneRecord& d, uint32_t run) { return d.run < run; });
             if (pos != done.end() && pos->run == r.run) {
               *pos = r;
             } else {

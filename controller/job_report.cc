@@ -61,8 +61,11 @@ json MetricsJson(const ScheduleMetrics& m, const ResourcePool& pool) {
   json cp = json::array();
   for (size_t i = 0; i < m.critical_path.size() && i < 64; ++i) {
     const auto& e = m.critical_path[i];
-    cp.push_back({{"task", e.task}, {"step", e.step}, {"device", e.device},
-                  {"core", std::string(CoreKindName(e.kind))}, {"duration_s", e.duration_us / 1e6}});
+    cp.push_back({{"task", e.task},
+                  {"step", e.step},
+                  {"device", e.device},
+                  {"core", std::string(CoreKindName(e.kind))},
+                  {"duration_s", e.duration_us / 1e6}});
   }
   j["critical_path"] = std::move(cp);
   (void)pool;
@@ -133,14 +136,20 @@ json TraceJson(const JobRun& job, const ResourcePool& pool) {
     const TaskSpec& t = g.spec_task(r % g.size());
     if (!named_device[core.device]) {
       named_device[core.device] = true;
-      events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", core.device},
-                        {"args", {{"name", "device " + std::to_string(core.device) + " " +
-                                               pool.device(core.device).desc.name}}}});
+      events.push_back({{"ph", "M"},
+                        {"name", "process_name"},
+                        {"pid", core.device},
+                        {"args",
+                         {{"name", "device " + std::to_string(core.device) + " " +
+                                       pool.device(core.device).desc.name}}}});
     }
     if (!named_core[rec.core]) {
       named_core[rec.core] = true;
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", core.device},
-                        {"tid", TraceTid(core)}, {"args", {{"name", CoreName(core)}}}});
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", core.device},
+                        {"tid", TraceTid(core)},
+                        {"args", {{"name", CoreName(core)}}}});
     }
     events.push_back({{"name", t.id},
                       {"cat", g.spec().submodels[g.task(r % g.size()).submodel].name},
@@ -161,8 +170,8 @@ json TraceJson(const JobRun& job, const ResourcePool& pool) {
 
 std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool) {
   std::string out;
-  out += "job " + std::to_string(job.id) + " '" + job.graph->spec().name + "': " +
-         std::string(JobStateName(job.state));
+  out += "job " + std::to_string(job.id) + " '" + job.graph->spec().name +
+         "': " + std::string(JobStateName(job.state));
   if (!job.error.empty()) out += " (" + job.error + ")";
   out += "\n";
   out += "  tasks        " + std::to_string(m.tasks) + " of " +

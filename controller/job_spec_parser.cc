@@ -17,12 +17,16 @@ size_t NestingDepth(std::string_view text, size_t limit) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       max_depth = std::max(max_depth, ++depth);
       if (max_depth > limit) return max_depth;
@@ -65,8 +69,8 @@ class ObjectReader {
     if (!v) return required ? Error(field, "required") : Status::Ok();
     if (!v->is_string()) return Error(field, "expected a string, got " + TypeName(*v));
     const auto& s = v->get_ref<const std::string&>();
-    if (s.size() > limits_.max_string) return Error(field, "longer than the limit of " +
-                                                              std::to_string(limits_.max_string));
+    if (s.size() > limits_.max_string)
+      return Error(field, "longer than the limit of " + std::to_string(limits_.max_string));
     *out = s;
     return Status::Ok();
   }
@@ -76,8 +80,7 @@ class ObjectReader {
     if (!v->is_number_integer()) return Error(field, "expected an integer, got " + TypeName(*v));
     if (v->is_number_unsigned() ? v->get<uint64_t>() < min || v->get<uint64_t>() > max
                                 : v->get<int64_t>() < static_cast<int64_t>(min)) {
-      return Error(field, "must be between " + std::to_string(min) + " and " +
-                              std::to_string(max));
+      return Error(field, "must be between " + std::to_string(min) + " and " + std::to_string(max));
     }
     *out = static_cast<uint32_t>(v->get<uint64_t>());
     return Status::Ok();
@@ -116,16 +119,19 @@ Status ParseArgs(ObjectReader& r, const SpecLimits& limits, Args* out) {
   for (auto it = v->begin(); it != v->end(); ++it) {
     const json& a = it.value();
     if (it.key().size() > limits.max_string) {
-      return r.Error("args", "argument name longer than the limit of " +
-                                 std::to_string(limits.max_string));
+      return r.Error("args",
+                     "argument name longer than the limit of " + std::to_string(limits.max_string));
     }
     std::string field = "args." + it.key();
-    if (a.is_boolean()) out->push_back({it.key(), a.get<bool>()});
-    else if (a.is_number_integer() && !a.is_number_unsigned()) out->push_back({it.key(), a.get<int64_t>()});
+    if (a.is_boolean())
+      out->push_back({it.key(), a.get<bool>()});
+    else if (a.is_number_integer() && !a.is_number_unsigned())
+      out->push_back({it.key(), a.get<int64_t>()});
     else if (a.is_number_unsigned()) {
       if (a.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return r.Error(field, "too large");
       out->push_back({it.key(), static_cast<int64_t>(a.get<uint64_t>())});
-    } else if (a.is_number_float()) out->push_back({it.key(), a.get<double>()});
+    } else if (a.is_number_float())
+      out->push_back({it.key(), a.get<double>()});
     else if (a.is_string()) {
       if (a.get_ref<const std::string&>().size() > limits.max_string) {
         return r.Error(field, "longer than the limit of " + std::to_string(limits.max_string));
@@ -220,7 +226,8 @@ Result<JobSpec> ParseJobSpec(std::string_view text, const SpecLimits& limits) {
   }
   JobSpec spec;
   ObjectReader r(root, "", limits);
-  if (!root.is_object()) return Status::InvalidArgument("job spec: expected an object, got " + TypeName(root));
+  if (!root.is_object())
+    return Status::InvalidArgument("job spec: expected an object, got " + TypeName(root));
   RETURN_IF_ERROR(r.String("name", false, &spec.name));
   RETURN_IF_ERROR(r.Uint("repeat", 1, limits.max_repeat, &spec.repeat));
   RETURN_IF_ERROR(r.Uint("weight", 1, 1'000'000, &spec.weight));

@@ -92,7 +92,8 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
     out += "hmpmd_tasks_running{core=\"" + std::string(CoreKindName(static_cast<CoreKind>(i))) +
            "\"} " + std::to_string(running[i]) + "\n";
   }
-  Header(&out, "hmpmd_tasks_queued", "gauge", "Task runs ready and waiting for a core, by core kind.");
+  Header(&out, "hmpmd_tasks_queued", "gauge",
+         "Task runs ready and waiting for a core, by core kind.");
   for (size_t i = 0; i < kNumCoreKinds; ++i) {
     out += "hmpmd_tasks_queued{core=\"" + std::string(CoreKindName(static_cast<CoreKind>(i))) +
            "\"} " + std::to_string(queued[i]) + "\n";
@@ -151,11 +152,15 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
       ScheduleMetrics m = ComputeMetrics(step_only, pool);
       // Spend at most ~2% of the loop on this: wait 50x what it cost.
       TimeUs cost = Controller::NowUs() - now;
-      r = StepRatios{now, std::max(kRatioPeriodUs, 50 * cost), job.step, m.masking_ratio,
-                     m.bubble_ratio, m.utilisation};
+      r = StepRatios{now,
+                     std::max(kRatioPeriodUs, 50 * cost),
+                     job.step,
+                     m.masking_ratio,
+                     m.bubble_ratio,
+                     m.utilisation};
     }
-    std::string labels = "{job=\"" + std::to_string(id) + "\",step=\"" + std::to_string(r.step) +
-                         "\"} ";
+    std::string labels =
+        "{job=\"" + std::to_string(id) + "\",step=\"" + std::to_string(r.step) + "\"} ";
     masking += "hmpmd_step_masking_ratio" + labels + Num(r.masking) + "\n";
     bubble += "hmpmd_step_bubble_ratio" + labels + Num(r.bubble) + "\n";
     util += "hmpmd_step_utilisation" + labels + Num(r.utilisation) + "\n";

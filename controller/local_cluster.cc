@@ -18,16 +18,17 @@ Status LocalCluster::Start(std::chrono::milliseconds timeout) {
   loop_ = std::thread([this] { controller_->Run(); });
   running_ = true;
   for (int i = 0; i < options_.workers; ++i) {
-    std::vector<std::string> args = {"--controller", controller_->endpoint(), "--cores",
-                                     options_.cores,  "--name", "local-" + std::to_string(i),
-                                     "--log-level",   options_.log_level};
+    std::vector<std::string> args = {
+        "--controller", controller_->endpoint(),      "--cores",     options_.cores,
+        "--name",       "local-" + std::to_string(i), "--log-level", options_.log_level};
     args.insert(args.end(), options_.extra_worker_args.begin(), options_.extra_worker_args.end());
     RETURN_IF_ERROR(workers_.Start(options_.worker_binary, args));
   }
   auto ready = std::make_shared<std::promise<void>>();
   auto fut = ready->get_future();
   size_t n = static_cast<size_t>(options_.workers);
-  controller_->Post([this, ready, n] { controller_->WhenWorkers(n, [ready] { ready->set_value(); }); });
+  controller_->Post(
+      [this, ready, n] { controller_->WhenWorkers(n, [ready] { ready->set_value(); }); });
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
     if (std::string exited = workers_.Exited(); !exited.empty()) {

@@ -49,9 +49,10 @@ std::string LocalWorkers::Exited() {
     int status = 0;
     pid_t r = waitpid(*it, &status, WNOHANG);
     if (r == *it) {
-      std::string what = "worker pid " + std::to_string(*it) +
-                         (WIFSIGNALED(status) ? " was killed by signal " + std::to_string(WTERMSIG(status))
-                                              : " exited with status " + std::to_string(WEXITSTATUS(status)));
+      std::string what =
+          "worker pid " + std::to_string(*it) +
+          (WIFSIGNALED(status) ? " was killed by signal " + std::to_string(WTERMSIG(status))
+                               : " exited with status " + std::to_string(WEXITSTATUS(status)));
       pids_.erase(it);
       return what;
     }

@@ -59,8 +59,9 @@ json PoolJson(const Controller& c) {
   }
   return {{"devices", std::move(devices)},
           {"alive_devices", pool.alive_device_count()},
-          {"cores", {{"cube", pool.alive_cores(CoreKind::kCube)},
-                     {"vector", pool.alive_cores(CoreKind::kVector)}}},
+          {"cores",
+           {{"cube", pool.alive_cores(CoreKind::kCube)},
+            {"vector", pool.alive_cores(CoreKind::kVector)}}},
           {"policy", std::string(c.scheduler().policy().Name())}};
 }
 
@@ -119,7 +120,8 @@ bool RestApi::Authorised(const HttpRequest& req) const {
   const std::string want = "Bearer " + token_;
   if (it->second.size() != want.size()) return false;
   unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ it->second[i]);
+  for (size_t i = 0; i < want.size(); ++i)
+    diff |= static_cast<unsigned char>(want[i] ^ it->second[i]);
   return diff == 0;
 }
 
@@ -208,7 +210,8 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     auto it = ended_summaries_.find(job->id);
     if (it == ended_summaries_.end()) {
       if (ended_summaries_.size() >= 2 * c.options().keep_finished_jobs + 16) {
-        std::erase_if(ended_summaries_, [&c](const auto& e) { return !c.scheduler().job(e.first); });
+        std::erase_if(ended_summaries_,
+                      [&c](const auto& e) { return !c.scheduler().job(e.first); });
       }
       it = ended_summaries_.emplace(job->id, JobSummaryJson(*job, pool, true).dump()).first;
     }

@@ -68,5 +68,4 @@ class RestApi {
   std::thread formatter_;
 };
 
-
 }  // namespace hmpmd

@@ -42,21 +42,21 @@ std::string ColumnText(sqlite3_stmt* s, int i) {
 
 Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(path));
-  int rc = sqlite3_open_v2(path.c_str(), &store->db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &store->db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) return store->Error("open");
   sqlite3_busy_timeout(store->db_, 5000);
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
   RETURN_IF_ERROR(store->Exec(kSchema));
-  RETURN_IF_ERROR(store->Prepare(
-      "INSERT OR REPLACE INTO jobs(id, name, spec, submitted) VALUES (?, ?, ?, ?)",
-      &store->insert_job_));
-  RETURN_IF_ERROR(store->Prepare(
-      "INSERT OR REPLACE INTO task_runs(job, run, attempt, start, end, device) "
-      "VALUES (?, ?, ?, ?, ?, ?)",
-      &store->insert_run_));
+  RETURN_IF_ERROR(
+      store->Prepare("INSERT OR REPLACE INTO jobs(id, name, spec, submitted) VALUES (?, ?, ?, ?)",
+                     &store->insert_job_));
+  RETURN_IF_ERROR(
+      store->Prepare("INSERT OR REPLACE INTO task_runs(job, run, attempt, start, end, device) "
+                     "VALUES (?, ?, ?, ?, ?, ?)",
+                     &store->insert_run_));
   RETURN_IF_ERROR(store->Prepare("UPDATE jobs SET state = ?, error = ?, finished = ? WHERE id = ?",
                                  &store->end_job_));
   RETURN_IF_ERROR(store->Prepare("DELETE FROM jobs WHERE id = ?", &store->forget_job_));
@@ -181,8 +181,8 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   }
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return Error("read jobs");
-  RETURN_IF_ERROR(Prepare(
-      "SELECT job, run, attempt, start, end, device FROM task_runs ORDER BY job, run", &s));
+  RETURN_IF_ERROR(
+      Prepare("SELECT job, run, attempt, start, end, device FROM task_runs ORDER BY job, run", &s));
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     TaskDoneRecord r;
     r.job = static_cast<JobId>(sqlite3_column_int64(s, 0));

@@ -58,9 +58,8 @@ void StoreWriter::Loop() {
   std::vector<StoreRecord> batch;  // records not yet written, oldest first
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.flush_ms), [&] {
-      return stop_ || flush_now_ || pending_.size() >= options_.max_batch;
-    });
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.flush_ms),
+                 [&] { return stop_ || flush_now_ || pending_.size() >= options_.max_batch; });
     flush_now_ = false;
     bool stopping = stop_;
     uint64_t target = appended_;

@@ -54,8 +54,8 @@ class StoreWriter {
   JobStore* const store_;
   const StoreWriterOptions options_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;       // wakes the writer
-  std::condition_variable flushed_;  // wakes Flush() callers
+  std::condition_variable cv_;        // wakes the writer
+  std::condition_variable flushed_;   // wakes Flush() callers
   std::vector<StoreRecord> pending_;  // guarded by mu_
   uint64_t appended_ = 0;             // batches handed over; guarded by mu_
   uint64_t written_ = 0;              // of those, written or failed; guarded by mu_

@@ -148,10 +148,10 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
                                      std::to_string(row.alive_cores) + " alive)"}};
       break;
     case Wait::kKernel:
-      e["waiting"] = {{"for", "kernel"},
-                      {"core", kind},
-                      {"reason", "no live worker runs kernel '" + t.kernel + "' on a " + kind +
-                                     " core"}};
+      e["waiting"] = {
+          {"for", "kernel"},
+          {"core", kind},
+          {"reason", "no live worker runs kernel '" + t.kernel + "' on a " + kind + " core"}};
       break;
   }
   return e;
@@ -188,9 +188,10 @@ TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const Tas
 
 std::string RenderTaskPage(const TaskPage& page) {
   json tasks = json::array();
-  for (const TaskPage::Row& row : page.rows) tasks.push_back(RenderRow(*page.graph, row, page.origin));
-  json out = {{"id", page.id},         {"total", page.total},      {"offset", page.offset},
-              {"limit", page.limit},   {"origin_us", page.origin}, {"count", page.rows.size()}};
+  for (const TaskPage::Row& row : page.rows)
+    tasks.push_back(RenderRow(*page.graph, row, page.origin));
+  json out = {{"id", page.id},       {"total", page.total},      {"offset", page.offset},
+              {"limit", page.limit}, {"origin_us", page.origin}, {"count", page.rows.size()}};
   out["tasks"] = std::move(tasks);
   return out.dump();
 }
@@ -209,11 +210,20 @@ json SubmodelDagJson(const JobRun& job) {
     Counts& k = c[t.submodel];
     ++k.tasks;
     switch (job.runs[static_cast<uint64_t>(step) * g.size() + i].state) {
-      case TaskState::kDone: ++k.done; break;
-      case TaskState::kRunning: ++k.running; break;
-      case TaskState::kReady: ++k.ready; break;
-      case TaskState::kBlocked: ++k.blocked; break;
-      default: break;
+      case TaskState::kDone:
+        ++k.done;
+        break;
+      case TaskState::kRunning:
+        ++k.running;
+        break;
+      case TaskState::kReady:
+        ++k.ready;
+        break;
+      case TaskState::kBlocked:
+        ++k.blocked;
+        break;
+      default:
+        break;
     }
     for (uint32_t in : t.inputs) {
       uint32_t from = g.task(in).submodel;
@@ -232,9 +242,13 @@ json SubmodelDagJson(const JobRun& job) {
   }
   json nodes = json::array();
   for (size_t s = 0; s < subs.size(); ++s) {
-    nodes.push_back({{"name", subs[s].name}, {"kind", std::string(SubmodelKindName(subs[s].kind))},
-                     {"depth", sub_depth[s] == UINT32_MAX ? 0 : sub_depth[s]}, {"tasks", c[s].tasks},
-                     {"done", c[s].done}, {"running", c[s].running}, {"ready", c[s].ready},
+    nodes.push_back({{"name", subs[s].name},
+                     {"kind", std::string(SubmodelKindName(subs[s].kind))},
+                     {"depth", sub_depth[s] == UINT32_MAX ? 0 : sub_depth[s]},
+                     {"tasks", c[s].tasks},
+                     {"done", c[s].done},
+                     {"running", c[s].running},
+                     {"ready", c[s].ready},
                      {"blocked", c[s].blocked}});
   }
   json e = json::array();

@@ -40,8 +40,7 @@ class Transport {
   // Sends to the worker with `identity`; false if it could not be queued.
   bool Send(const std::string& identity, const Message& message);
   // Sends frames already encoded (header from EncodeHeader).
-  bool SendEncoded(const std::string& identity, const std::string& header,
-                   const std::string& body);
+  bool SendEncoded(const std::string& identity, const std::string& header, const std::string& body);
 
   uint64_t dropped() const { return dropped_; }
   uint64_t received() const { return received_; }

@@ -125,7 +125,9 @@ class UnpackArchive {
       out.assign(o.via.str.ptr, o.via.str.size);
     } else if constexpr (std::is_same_v<T, ArgValue>) {
       switch (o.type) {
-        case msgpack::type::BOOLEAN: out = o.via.boolean; break;
+        case msgpack::type::BOOLEAN:
+          out = o.via.boolean;
+          break;
         case msgpack::type::POSITIVE_INTEGER:
         case msgpack::type::NEGATIVE_INTEGER: {
           int64_t v = 0;
@@ -134,14 +136,17 @@ class UnpackArchive {
           break;
         }
         case msgpack::type::FLOAT32:
-        case msgpack::type::FLOAT64: out = o.via.f64; break;
+        case msgpack::type::FLOAT64:
+          out = o.via.f64;
+          break;
         case msgpack::type::STR: {
           std::string s;
           Read(o, s);
           out = std::move(s);
           break;
         }
-        default: return Fail("argument must be an integer, float, bool or string");
+        default:
+          return Fail("argument must be an integer, float, bool or string");
       }
     } else if constexpr (IsVector<T>::value) {
       if (o.type != msgpack::type::ARRAY) return Fail("expected an array");
@@ -182,16 +187,26 @@ MsgType TypeOf(const Message& m) { return static_cast<MsgType>(m.index() + 1); }
 
 std::string_view MsgTypeName(MsgType t) {
   switch (t) {
-    case MsgType::kRegister: return "Register";
-    case MsgType::kRegisterAck: return "RegisterAck";
-    case MsgType::kReject: return "Reject";
-    case MsgType::kHeartbeat: return "Heartbeat";
-    case MsgType::kHeartbeatAck: return "HeartbeatAck";
-    case MsgType::kAssignBatch: return "AssignBatch";
-    case MsgType::kDoneBatch: return "DoneBatch";
-    case MsgType::kCancelJob: return "CancelJob";
-    case MsgType::kShutdown: return "Shutdown";
-    case MsgType::kFreeJob: return "FreeJob";
+    case MsgType::kRegister:
+      return "Register";
+    case MsgType::kRegisterAck:
+      return "RegisterAck";
+    case MsgType::kReject:
+      return "Reject";
+    case MsgType::kHeartbeat:
+      return "Heartbeat";
+    case MsgType::kHeartbeatAck:
+      return "HeartbeatAck";
+    case MsgType::kAssignBatch:
+      return "AssignBatch";
+    case MsgType::kDoneBatch:
+      return "DoneBatch";
+    case MsgType::kCancelJob:
+      return "CancelJob";
+    case MsgType::kShutdown:
+      return "Shutdown";
+    case MsgType::kFreeJob:
+      return "FreeJob";
   }
   return "Unknown";
 }
@@ -215,8 +230,7 @@ EncodedFrames Encode(const Message& message) {
   return f;
 }
 
-Result<Message> Decode(std::string_view header, std::string_view body,
-                       const DecodeLimits& limits) {
+Result<Message> Decode(std::string_view header, std::string_view body, const DecodeLimits& limits) {
   if (header.size() != kHeaderSize) return Status::Corruption("header: wrong size");
   if (header[0] != 'H' || header[1] != 'M') return Status::Corruption("header: bad magic");
   if (static_cast<uint8_t>(header[2]) != kProtocolVersion) {
@@ -248,8 +262,7 @@ Result<Message> Decode(std::string_view header, std::string_view body,
 Result<Message> Decode(std::span<const std::byte> header, std::span<const std::byte> body,
                        const DecodeLimits& limits) {
   return Decode(std::string_view(reinterpret_cast<const char*>(header.data()), header.size()),
-                std::string_view(reinterpret_cast<const char*>(body.data()), body.size()),
-                limits);
+                std::string_view(reinterpret_cast<const char*>(body.data()), body.size()), limits);
 }
 
 }  // namespace hmpmd

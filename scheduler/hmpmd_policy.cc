@@ -75,8 +75,8 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
   // Locality: the device that holds the largest input wins while its core
   // drains no later than the earliest one plus the time fetching that
   // input would take.
-  Placement local = EarliestCore(task, kind, pool,
-                                 [&](DeviceId d) { return d == task.input_device; });
+  Placement local =
+      EarliestCore(task, kind, pool, [&](DeviceId d) { return d == task.input_device; });
   if (local.kind != Placement::Kind::kPlaced) return best;
   const double fetch_us = static_cast<double>(task.input_bytes) / kFetchBytesPerUs;
   if (static_cast<double>(pool.core(local.core).busy_until) <=

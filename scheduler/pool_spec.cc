@@ -7,9 +7,12 @@ namespace hmpmd {
 
 std::string_view LinkTierName(LinkTier tier) {
   switch (tier) {
-    case LinkTier::kDevice: return "device";
-    case LinkTier::kNode: return "node";
-    case LinkTier::kFabric: return "fabric";
+    case LinkTier::kDevice:
+      return "device";
+    case LinkTier::kNode:
+      return "node";
+    case LinkTier::kFabric:
+      return "fabric";
   }
   return "unknown";
 }

@@ -61,8 +61,7 @@ bool ResourcePool::Supports(DeviceId device, uint32_t kernel_id) const {
 
 bool ResourcePool::AnySupports(uint32_t kernel_id, CoreKind kind) const {
   for (DeviceId id = 0; id < devices_.size(); ++id) {
-    if (devices_[id].alive && devices_[id].desc.cores[Index(kind)] > 0 &&
-        Supports(id, kernel_id)) {
+    if (devices_[id].alive && devices_[id].desc.cores[Index(kind)] > 0 && Supports(id, kernel_id)) {
       return true;
     }
   }

@@ -8,23 +8,34 @@ namespace hmpmd {
 
 std::string_view TaskStateName(TaskState s) {
   switch (s) {
-    case TaskState::kBlocked: return "blocked";
-    case TaskState::kReady: return "ready";
-    case TaskState::kRunning: return "running";
-    case TaskState::kDone: return "done";
-    case TaskState::kFailed: return "failed";
-    case TaskState::kCancelled: return "cancelled";
+    case TaskState::kBlocked:
+      return "blocked";
+    case TaskState::kReady:
+      return "ready";
+    case TaskState::kRunning:
+      return "running";
+    case TaskState::kDone:
+      return "done";
+    case TaskState::kFailed:
+      return "failed";
+    case TaskState::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
 
 std::string_view JobStateName(JobState s) {
   switch (s) {
-    case JobState::kQueued: return "queued";
-    case JobState::kRunning: return "running";
-    case JobState::kSucceeded: return "succeeded";
-    case JobState::kFailed: return "failed";
-    case JobState::kCancelled: return "cancelled";
+    case JobState::kQueued:
+      return "queued";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kSucceeded:
+      return "succeeded";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -66,8 +77,7 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
 bool Scheduler::OutputAvailable(const TaskRecord& rec) const {
   if (rec.state != TaskState::kDone) return false;
   if (rec.output_bytes == 0) return true;  // nothing to fetch: the edge only orders
-  return rec.held && rec.output_device != UINT32_MAX &&
-         pool_.device(rec.output_device).alive;
+  return rec.held && rec.output_device != UINT32_MAX && pool_.device(rec.output_device).alive;
 }
 
 void Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now) {
@@ -123,10 +133,10 @@ Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job) const 
   for (size_t s = 0; s < graph.spec().submodels.size(); ++s) {
     const SubmodelSpec& sm = graph.spec().submodels[s];
     if (sm.devices > pool_.alive_device_count()) {
-      return Status::InvalidArgument(
-          "submodels[" + std::to_string(s) + "] '" + sm.name + "': devices: asks for " +
-          std::to_string(sm.devices) + ", the pool has " +
-          std::to_string(pool_.alive_device_count()));
+      return Status::InvalidArgument("submodels[" + std::to_string(s) + "] '" + sm.name +
+                                     "': devices: asks for " + std::to_string(sm.devices) +
+                                     ", the pool has " +
+                                     std::to_string(pool_.alive_device_count()));
     }
   }
   return Status::Ok();
@@ -292,8 +302,8 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   return true;
 }
 
-bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt,
-                             const std::string& error, bool retryable, TimeUs now) {
+bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const std::string& error,
+                             bool retryable, TimeUs now) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return false;
   JobRun& job = it->second;
@@ -431,8 +441,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   // A blocked run counts too: the worker had its inputs, but the store had
   // not yet recorded them done (their results come back from the worker).
   if ((rec.state != TaskState::kReady && rec.state != TaskState::kBlocked) ||
-      attempt < rec.attempt ||
-      attempt >= options_.max_attempts) {
+      attempt < rec.attempt || attempt >= options_.max_attempts) {
     return false;
   }
   CoreId core = kNoCore;

@@ -63,8 +63,7 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
     uint32_t group = g.task(d.run % g.size()).group;
     if (group == kNoGroup) return -1;
     uint64_t step = d.run / g.size();
-    return static_cast<int64_t>((static_cast<uint64_t>(d.job) * 1'000'003 + step) * 65'537 +
-                                group);
+    return static_cast<int64_t>((static_cast<uint64_t>(d.job) * 1'000'003 + step) * 65'537 + group);
   };
   std::vector<double> own(batch.size());
   std::vector<int64_t> keys(batch.size());

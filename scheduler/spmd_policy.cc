@@ -77,7 +77,8 @@ void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   std::vector<int32_t> stage_of(submodels.size(), -1);
   uint32_t stages = 0;
   for (size_t s = 0; s < submodels.size(); ++s) {
-    if (submodels[s].kind == SubmodelKind::kPipelineStage) stage_of[s] = static_cast<int32_t>(stages++);
+    if (submodels[s].kind == SubmodelKind::kPipelineStage)
+      stage_of[s] = static_cast<int32_t>(stages++);
   }
   uint32_t micro_batches = 0;
   plan.slot.assign(g.size(), -1);

@@ -79,19 +79,20 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o) {
   job.submodels.push_back(Submodel("vision", SubmodelKind::kEncoder, wv));
   job.submodels.push_back(Submodel("audio", SubmodelKind::kEncoder, wa));
   for (uint32_t s = 0; s < p; ++s) {
-    job.submodels.push_back(
-        Submodel("llm" + std::to_string(s), SubmodelKind::kPipelineStage, ws));
+    job.submodels.push_back(Submodel("llm" + std::to_string(s), SubmodelKind::kPipelineStage, ws));
   }
-  auto tp_group = [](const std::string& op, uint32_t i) { return op + "_tp" + std::to_string(i / 8); };
+  auto tp_group = [](const std::string& op, uint32_t i) {
+    return op + "_tp" + std::to_string(i / 8);
+  };
   auto encoder = [&](const std::string& name, uint32_t width, double cost, uint32_t mb) {
     std::string op = Id(name, {mb});
     for (uint32_t i = 0; i < width; ++i) {
-      job.tasks.push_back(Ordered(
-          Compute(op + "_c" + std::to_string(i), name, cost * unit_us / width, i), 2 * mb));
+      job.tasks.push_back(
+          Ordered(Compute(op + "_c" + std::to_string(i), name, cost * unit_us / width, i), 2 * mb));
     }
     for (uint32_t i = 0; i < width; ++i) {
-      TaskSpec ag = Comm(op + "_ag" + std::to_string(i), name, "allgather", o.send_bytes, i,
-                         tp_group(op, i));
+      TaskSpec ag =
+          Comm(op + "_ag" + std::to_string(i), name, "allgather", o.send_bytes, i, tp_group(op, i));
       ag.inputs = {op + "_c" + std::to_string(i)};
       job.tasks.push_back(Ordered(std::move(ag), 2 * mb + 1));
     }
@@ -126,8 +127,8 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o) {
           job.tasks.push_back(std::move(t));
         }
         for (uint32_t i = 0; i < ws; ++i) {
-          TaskSpec ar = Comm(op + "_ar" + std::to_string(i), sm, "allreduce", o.allreduce_bytes,
-                             i, tp_group(op, i));
+          TaskSpec ar = Comm(op + "_ar" + std::to_string(i), sm, "allreduce", o.allreduce_bytes, i,
+                             tp_group(op, i));
           ar.inputs = {op + "_c" + std::to_string(i)};
           ar.args.push_back({"mb", static_cast<int64_t>(j)});
           ar.args.push_back({"pass", std::string(1, c)});
@@ -170,7 +171,8 @@ JobSpec MoeWorkload(const MoeOptions& o) {
     std::shuffle(rank.begin(), rank.end(), rng);  // which experts are hot this layer
     for (uint32_t c = 0; c < o.chunks; ++c) {
       std::string sfx = Id("", {l, c});
-      const uint32_t base = 4 * (l * o.chunks + c);  // program order: attn, dispatch, experts, combine
+      const uint32_t base =
+          4 * (l * o.chunks + c);  // program order: attn, dispatch, experts, combine
       for (uint32_t i = 0; i < d; ++i) {
         TaskSpec a = Compute("a" + sfx + "_" + std::to_string(i), "dense", o.attn_us, i);
         if (l > 0) a.inputs = {"cb" + Id("", {l - 1, c}) + "_" + std::to_string(i)};
@@ -218,8 +220,8 @@ JobSpec RlWorkload(const RlOptions& o) {
   // Static deployment: a device per actor and per learner shard, the rest
   // score rewards.
   job.submodels.push_back(Submodel("actor", SubmodelKind::kActor, actors));
-  job.submodels.push_back(Submodel("reward", SubmodelKind::kReward,
-                                   std::max(1u, o.devices - actors - learners)));
+  job.submodels.push_back(
+      Submodel("reward", SubmodelKind::kReward, std::max(1u, o.devices - actors - learners)));
   job.submodels.push_back(Submodel("learner", SubmodelKind::kLearner, learners));
   for (uint32_t t = 0; t < o.iterations; ++t) {
     std::string it = std::to_string(t);
@@ -236,7 +238,8 @@ JobSpec RlWorkload(const RlOptions& o) {
     }
     for (uint32_t l = 0; l < learners; ++l) {
       TaskSpec ln = Compute("ln" + it + "_" + std::to_string(l), "learner", o.learn_us, l);
-      for (uint32_t a = l; a < actors; a += learners) ln.inputs.push_back("rw" + it + "_" + std::to_string(a));
+      for (uint32_t a = l; a < actors; a += learners)
+        ln.inputs.push_back("rw" + it + "_" + std::to_string(a));
       job.tasks.push_back(Ordered(std::move(ln), 2 * t));
     }
     for (uint32_t l = 0; l < learners; ++l) {
@@ -268,7 +271,9 @@ JobSpec PipelineWorkload(uint32_t stages, uint32_t micro_batches, double fwd_us,
     t.id = Id(std::string(1, pass), {s, j});
     t.submodel = "stage" + std::to_string(s);
     t.kernel = "spin";
-    t.args = {{"us", us}, {"shard", int64_t{0}}, {"mb", static_cast<int64_t>(j)},
+    t.args = {{"us", us},
+              {"shard", int64_t{0}},
+              {"mb", static_cast<int64_t>(j)},
               {"pass", std::string(1, pass)}};
     return t;
   };

@@ -151,7 +151,8 @@ Status ParseDeviceDescription(std::string_view text, const std::string& source,
     if (bracket != std::string::npos) what = what.substr(bracket + 2);
     return Status::InvalidArgument(at + "not valid JSON: " + what);
   }
-  if (!repeated.empty()) return Status::InvalidArgument(at + "field '" + repeated + "' given twice");
+  if (!repeated.empty())
+    return Status::InvalidArgument(at + "field '" + repeated + "' given twice");
   if (!doc.is_object()) return Status::InvalidArgument(at + "expected a JSON object");
 
   WorkerOptions out = *options;
@@ -169,8 +170,9 @@ Status ParseDeviceDescription(std::string_view text, const std::string& source,
       out.memory_mb = *mb;
     } else if (key == "cores") {
       if (!value.is_object()) {
-        return Status::InvalidArgument(at + "field 'cores' must be an object like "
-                                            "{\"cube\": 1, \"vector\": 2}");
+        return Status::InvalidArgument(at +
+                                       "field 'cores' must be an object like "
+                                       "{\"cube\": 1, \"vector\": 2}");
       }
       uint32_t counts[kNumCoreKinds] = {};
       for (const auto& [kind_name, count] : value.items()) {
@@ -179,8 +181,8 @@ Status ParseDeviceDescription(std::string_view text, const std::string& source,
           return Status::InvalidArgument(at + "field 'cores." + kind_name +
                                          "': not a core kind (cube, vector)");
         }
-        Result<uint64_t> n = UnsignedField(count, at + "field 'cores." + kind_name + "'", 0,
-                                           kMaxCoresPerKind);
+        Result<uint64_t> n =
+            UnsignedField(count, at + "field 'cores." + kind_name + "'", 0, kMaxCoresPerKind);
         if (!n.ok()) return n.status();
         counts[static_cast<int>(*kind)] = static_cast<uint32_t>(*n);
       }

@@ -24,8 +24,7 @@ class CollectiveInbox {
   void Deliver(uint64_t tag, uint32_t src, zmq::message_t payload) EXCLUDES(mu_);
   // The oldest payload from `src` for `tag`, waiting up to `timeout_us`;
   // nullopt on time-out.
-  std::optional<zmq::message_t> Take(uint64_t tag, uint32_t src, int64_t timeout_us)
-      EXCLUDES(mu_);
+  std::optional<zmq::message_t> Take(uint64_t tag, uint32_t src, int64_t timeout_us) EXCLUDES(mu_);
   // Drops whatever is still queued for `tag` (a failed collective).
   void Drop(uint64_t tag) EXCLUDES(mu_);
 

@@ -45,7 +45,8 @@ std::vector<size_t> Sizes(const KernelArgs& args, size_t n, uint32_t p) {
   while (c < end) {
     size_t v = 0;
     auto [next, ec] = std::from_chars(c, end, v);
-    if (ec != std::errc()) throw std::invalid_argument("alltoall: argument 'sizes' must be 'a,b,...'");
+    if (ec != std::errc())
+      throw std::invalid_argument("alltoall: argument 'sizes' must be 'a,b,...'");
     sizes.push_back(v);
     total += v;
     c = next;
@@ -86,8 +87,8 @@ std::vector<float> CollectiveInput(const KernelArgs& args, const BufferList& inp
   return v;
 }
 
-BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
-                         const BufferList& inputs, Communicator& comm) {
+BufferList RunCollective(std::string_view kernel, const KernelArgs& args, const BufferList& inputs,
+                         Communicator& comm) {
   std::vector<float> data = CollectiveInput(args, inputs, comm.rank());
   const std::span<const std::byte> bytes = std::as_bytes(std::span<const float>(data));
   BufferList out;

@@ -23,11 +23,10 @@ namespace hmpmd::worker {
 
 // Runs collective `kernel`; throws std::invalid_argument for bad
 // arguments and std::runtime_error when the communication fails.
-BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
-                         const BufferList& inputs, Communicator& comm);
+BufferList RunCollective(std::string_view kernel, const KernelArgs& args, const BufferList& inputs,
+                         Communicator& comm);
 
 // Generated float32 data of a collective member without inputs.
-std::vector<float> CollectiveInput(const KernelArgs& args, const BufferList& inputs,
-                                   uint32_t rank);
+std::vector<float> CollectiveInput(const KernelArgs& args, const BufferList& inputs, uint32_t rank);
 
 }  // namespace hmpmd::worker

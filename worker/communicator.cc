@@ -35,9 +35,7 @@ Communicator::~Communicator() {
   inbox_->Drop(gang_.tag);
 }
 
-uint32_t Communicator::Peer(int offset) const {
-  return Mod(int64_t{gang_.rank} + offset, size());
-}
+uint32_t Communicator::Peer(int offset) const { return Mod(int64_t{gang_.rank} + offset, size()); }
 
 Status Communicator::Send(uint32_t peer, const void* data, size_t size) {
   try {
@@ -108,11 +106,10 @@ Status Communicator::RingReduceScatter(std::span<float> data, int shift) {
     RETURN_IF_ERROR(SendChunks(Peer(1), data.data() + sb, (se - sb) * sizeof(float)));
     const size_t rb = SegBegin(n, p, recv_seg), re = SegBegin(n, p, recv_seg + 1);
     float* base = data.data() + rb;
-    RETURN_IF_ERROR(RecvChunks(Peer(-1), (re - rb) * sizeof(float),
-                               [&](size_t off, const zmq::message_t& m) {
-                                 AddInto(base + off / sizeof(float), m.data(),
-                                         m.size() / sizeof(float));
-                               }));
+    RETURN_IF_ERROR(
+        RecvChunks(Peer(-1), (re - rb) * sizeof(float), [&](size_t off, const zmq::message_t& m) {
+          AddInto(base + off / sizeof(float), m.data(), m.size() / sizeof(float));
+        }));
   }
   return Status::Ok();
 }
@@ -127,10 +124,9 @@ Status Communicator::RingAllGather(std::span<float> data, int shift) {
     RETURN_IF_ERROR(SendChunks(Peer(1), data.data() + sb, (se - sb) * sizeof(float)));
     const size_t rb = SegBegin(n, p, recv_seg), re = SegBegin(n, p, recv_seg + 1);
     auto* base = reinterpret_cast<std::byte*>(data.data() + rb);
-    RETURN_IF_ERROR(RecvChunks(Peer(-1), (re - rb) * sizeof(float),
-                               [&](size_t off, const zmq::message_t& m) {
-                                 std::memcpy(base + off, m.data(), m.size());
-                               }));
+    RETURN_IF_ERROR(RecvChunks(
+        Peer(-1), (re - rb) * sizeof(float),
+        [&](size_t off, const zmq::message_t& m) { std::memcpy(base + off, m.data(), m.size()); }));
   }
   return Status::Ok();
 }
@@ -147,7 +143,8 @@ Status Communicator::ReduceScatter(std::span<const float> in, std::vector<float>
   const uint32_t p = size();
   // Shifted by one so that rank r ends with segment r.
   if (p > 1) RETURN_IF_ERROR(RingReduceScatter(work, -1));
-  const size_t b = SegBegin(work.size(), p, gang_.rank), e = SegBegin(work.size(), p, gang_.rank + 1);
+  const size_t b = SegBegin(work.size(), p, gang_.rank),
+               e = SegBegin(work.size(), p, gang_.rank + 1);
   out->assign(work.begin() + static_cast<ptrdiff_t>(b), work.begin() + static_cast<ptrdiff_t>(e));
   return Status::Ok();
 }
@@ -200,8 +197,7 @@ Status Communicator::AllToAll(const std::vector<std::span<const std::byte>>& sen
   for (uint32_t s = 0; s < p; ++s) offset[s + 1] = offset[s] + (*recv_sizes)[s];
   out->resize(offset[p]);
   if (!send[gang_.rank].empty()) {
-    std::memcpy(out->data() + offset[gang_.rank], send[gang_.rank].data(),
-                send[gang_.rank].size());
+    std::memcpy(out->data() + offset[gang_.rank], send[gang_.rank].data(), send[gang_.rank].size());
   }
   for (uint32_t i = 1; i < p; ++i) {
     const uint32_t s = Peer(-static_cast<int>(i));
@@ -216,7 +212,8 @@ Status Communicator::AllToAll(const std::vector<std::span<const std::byte>>& sen
 
 Status Communicator::Broadcast(uint32_t root, std::vector<std::byte>* data) {
   const uint32_t p = size();
-  if (root >= p) return Status::InvalidArgument("broadcast: root " + std::to_string(root) + " >= gang size");
+  if (root >= p)
+    return Status::InvalidArgument("broadcast: root " + std::to_string(root) + " >= gang size");
   const uint32_t pos = Mod(int64_t{gang_.rank} - root, p);
   const bool last = pos + 1 == p;
   if (pos == 0) {

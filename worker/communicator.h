@@ -54,8 +54,8 @@ class Communicator {
   Status AllGather(std::span<const std::byte> in, std::vector<std::byte>* out);
   // `send[d]` goes to rank d; `out` gets what each rank sent here, in rank
   // order, and `recv_sizes` their sizes.
-  Status AllToAll(const std::vector<std::span<const std::byte>>& send,
-                  std::vector<std::byte>* out, std::vector<size_t>* recv_sizes);
+  Status AllToAll(const std::vector<std::span<const std::byte>>& send, std::vector<std::byte>* out,
+                  std::vector<size_t>* recv_sizes);
   // `data` of the root reaches every rank (resized to fit).
   Status Broadcast(uint32_t root, std::vector<std::byte>* data);
 

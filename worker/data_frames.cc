@@ -77,8 +77,8 @@ Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,
   sizes->assign(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t len = 0, rank = 0;
-    if (!r.Get(&len) || len > kMaxDtype || !r.GetString(len, &(*out)[i].dtype) ||
-        !r.Get(&rank) || rank > kMaxRank) {
+    if (!r.Get(&len) || len > kMaxDtype || !r.GetString(len, &(*out)[i].dtype) || !r.Get(&rank) ||
+        rank > kMaxRank) {
       return Status::Corruption("data meta: bad dtype or rank of buffer " + std::to_string(i));
     }
     (*out)[i].shape.resize(rank);

@@ -27,9 +27,9 @@ enum class DataOp : uint8_t { kFetch = 1, kFetchReply = 2, kFetchError = 3, kCol
 struct DataHeader {
   uint8_t op = 0;
   uint8_t reserved[3] = {};
-  uint32_t src = 0;   // collective: sender's rank
-  uint64_t key = 0;   // fetch: job; collective: gang tag
-  uint64_t run = 0;   // fetch: producer run
+  uint32_t src = 0;  // collective: sender's rank
+  uint64_t key = 0;  // fetch: job; collective: gang tag
+  uint64_t run = 0;  // fetch: producer run
 };
 static_assert(sizeof(DataHeader) == 24);
 

@@ -48,9 +48,8 @@ Result<BufferList> DataPlane::GatherInputs(JobId job, const std::vector<InputRef
 }
 
 std::unique_ptr<Communicator> DataPlane::MakeCommunicator(const GangInfo& gang) {
-  return std::make_unique<Communicator>(&ctx_, &inbox_,
-                                        GangView{gang.rank, gang.endpoints, gang.tag},
-                                        options_.timeout_us);
+  return std::make_unique<Communicator>(
+      &ctx_, &inbox_, GangView{gang.rank, gang.endpoints, gang.tag}, options_.timeout_us);
 }
 
 }  // namespace hmpmd::worker

@@ -112,12 +112,10 @@ void DataServer::Serve() {
             frame.rebuild(const_cast<std::byte*>(b.data.data()), b.data.size(), ReleaseOutputs,
                           hold);
           }
-          s.send(frame, i + 1 < outputs->size() ? zmq::send_flags::sndmore
-                                                : zmq::send_flags::none);
+          s.send(frame, i + 1 < outputs->size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
         }
       } else {
-        log_->warn("data socket: dropped a message with op {} and {} frames", h->op,
-                   parts.size());
+        log_->warn("data socket: dropped a message with op {} and {} frames", h->op, parts.size());
       }
     }
   }

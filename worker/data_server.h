@@ -26,8 +26,7 @@ namespace hmpmd::worker {
 class DataServer {
  public:
   // Every pointer must outlive the server.
-  DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox,
-             spdlog::logger* log);
+  DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox, spdlog::logger* log);
   ~DataServer();
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;

@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <exception>
 #include <span>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "clock.h"
 #include "collective_kernels.h"
-#include <stdexcept>
 
 namespace hmpmd::worker {
 

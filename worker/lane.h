@@ -10,9 +10,9 @@
 
 #include <spdlog/logger.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <deque>
 #include <string>
 #include <thread>
@@ -37,8 +37,8 @@ class Lane {
   // Starts the thread. `done`, `data` and `log` must outlive the lane.
   // `exec_log_fd` (-1: none) gets one line per successful run
   // (WorkerOptions::exec_log).
-  Lane(CoreKind kind, uint32_t index, CompletionQueue* done, DataPlane* data,
-       spdlog::logger* log, int exec_log_fd = -1);
+  Lane(CoreKind kind, uint32_t index, CompletionQueue* done, DataPlane* data, spdlog::logger* log,
+       int exec_log_fd = -1);
   // Stops the lane (see Stop()).
   ~Lane();
   Lane(const Lane&) = delete;
@@ -71,7 +71,7 @@ class Lane {
   CondVar cv_;
   std::deque<LaneTask> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
-  JobId running_job_ GUARDED_BY(mu_) = 0;  // 0: idle
+  JobId running_job_ GUARDED_BY(mu_) = 0;    // 0: idle
   std::atomic<bool> cancel_running_{false};  // the running task's cancel flag
 
   std::thread thread_;  // last: starts after the fields above exist

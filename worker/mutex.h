@@ -61,8 +61,8 @@ class CondVar {
   // As Wait(), for at most `timeout_us`; false when it timed out.
   bool WaitForUs(Mutex* mu, int64_t timeout_us) REQUIRES(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    const bool woke = cv_.wait_for(lock, std::chrono::microseconds(timeout_us)) ==
-                      std::cv_status::no_timeout;
+    const bool woke =
+        cv_.wait_for(lock, std::chrono::microseconds(timeout_us)) == std::cv_status::no_timeout;
     lock.release();
     return woke;
   }

@@ -10,8 +10,8 @@ namespace hmpmd::worker {
 
 Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoint, JobId job,
                                  uint32_t run, int64_t timeout_us) {
-  const std::string what = "fetch of job " + std::to_string(job) + " run " + std::to_string(run) +
-                           " from " + endpoint;
+  const std::string what =
+      "fetch of job " + std::to_string(job) + " run " + std::to_string(run) + " from " + endpoint;
   try {
     zmq::socket_t s(*ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);

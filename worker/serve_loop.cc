@@ -3,11 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <system_error>
 #include <utility>
 #include <variant>
@@ -79,18 +78,17 @@ Status ServeLoop::Run() {
 Status ServeLoop::StartLanes() {
   const uint32_t counts[kNumCoreKinds] = {options_.cube_cores, options_.vector_cores};
   if (!options_.exec_log.empty()) {
-    exec_log_fd_ = ::open(options_.exec_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    exec_log_fd_ =
+        ::open(options_.exec_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (exec_log_fd_ < 0) {
-      return Status::InvalidArgument("exec log " + options_.exec_log + ": " +
-                                     std::strerror(errno));
+      return Status::InvalidArgument("exec log " + options_.exec_log + ": " + std::strerror(errno));
     }
   }
   try {
     for (int kind = 0; kind < kNumCoreKinds; ++kind) {
       for (uint32_t i = 0; i < counts[kind]; ++i) {
-        lanes_[kind].push_back(
-            std::make_unique<Lane>(static_cast<CoreKind>(kind), i, &completions_, &data_, log_,
-                                   exec_log_fd_));
+        lanes_[kind].push_back(std::make_unique<Lane>(static_cast<CoreKind>(kind), i, &completions_,
+                                                      &data_, log_, exec_log_fd_));
       }
     }
   } catch (const std::system_error& e) {
@@ -264,7 +262,8 @@ void ServeLoop::Dispatch(AssignBatch& batch) {
       FailNow(task, "unknown kernel '" + task.kernel + "' on this worker");
       continue;
     }
-    held_[{task.job, task.task}] = HeldTask{task.job, task.task, task.attempt, task.core, task.lane};
+    held_[{task.job, task.task}] =
+        HeldTask{task.job, task.task, task.attempt, task.core, task.lane};
     lanes[task.lane]->Push(LaneTask{std::move(task), &kernel->second});
     ++in_flight_;
   }
@@ -291,8 +290,8 @@ void ServeLoop::DropJob(JobId job) {
   in_flight_ -= static_cast<uint32_t>(dropped);
   const uint64_t freed = data_.store().FreeJob(job);
   std::erase_if(held_, [job](const auto& entry) { return entry.first.first == job; });
-  log_->info("job {} cancelled: dropped {} queued task(s), freed {} bytes of outputs", job,
-             dropped, freed);
+  log_->info("job {} cancelled: dropped {} queued task(s), freed {} bytes of outputs", job, dropped,
+             freed);
 }
 
 void ServeLoop::SendHeartbeat(int64_t now) {

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "../http_client.h"
-#include "fetch_outputs.h"
 #include "cli_common.h"
+#include "fetch_outputs.h"
 
 namespace hmpmd {
 namespace {
@@ -82,8 +82,8 @@ std::string Ms(const json& j, const char* key) {
 }
 
 void PrintJob(const json& j) {
-  std::cout << "job " << j.value("id", 0) << " '" << j.value("name", "") << "': "
-            << j.value("state", "?");
+  std::cout << "job " << j.value("id", 0) << " '" << j.value("name", "")
+            << "': " << j.value("state", "?");
   if (j.contains("error")) std::cout << " (" << j["error"].get<std::string>() << ")";
   std::cout << "\n  tasks        " << j.value("done", 0) << " of " << j.value("tasks", 0)
             << " done, " << j.value("running", 0) << " running\n";
@@ -109,8 +109,10 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   if (!r.ok()) return Fail(Status(r.status().code(), file + ": " + r.status().message()));
   uint64_t id = (*r).value("id", 0);
   if (!wait) {
-    if (a.json) std::cout << json{{"id", id}}.dump() << std::endl;
-    else std::cout << "submitted job " << id << std::endl;
+    if (a.json)
+      std::cout << json{{"id", id}}.dump() << std::endl;
+    else
+      std::cout << "submitted job " << id << std::endl;
     return kExitOk;
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_timeout_s);
@@ -120,14 +122,17 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
     if (!j.ok()) return Fail(j.status());
     std::string state = (*j).value("state", "");
     if (Terminal(state)) {
-      if (a.json) std::cout << j->dump(2) << std::endl;
-      else PrintJob(*j);
+      if (a.json)
+        std::cout << j->dump(2) << std::endl;
+      else
+        PrintJob(*j);
       if (state == "succeeded" && !fetch_dir.empty()) {
         auto outs = Call(*c, "GET", target + "/outputs");
         if (!outs.ok()) return Fail(outs.status());
         Status fetched = FetchOutputsTo(*outs, static_cast<JobId>(id), fetch_dir, a.timeout_s);
         if (!fetched.ok()) return Fail(fetched);
-        if (!a.json) std::cout << "outputs written to " << fetch_dir << "/manifest.json" << std::endl;
+        if (!a.json)
+          std::cout << "outputs written to " << fetch_dir << "/manifest.json" << std::endl;
       }
       return state == "succeeded" ? kExitOk : kExitFailed;
     }
@@ -148,8 +153,10 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
     }
     auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs/" + job);
     if (!j.ok()) return Fail(j.status());
-    if (a.json) std::cout << j->dump(2) << std::endl;
-    else PrintJob(*j);
+    if (a.json)
+      std::cout << j->dump(2) << std::endl;
+    else
+      PrintJob(*j);
     return kExitOk;
   }
   auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs");
@@ -160,8 +167,7 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
   }
   std::printf("%-6s %-24s %-10s %s\n", "ID", "NAME", "STATE", "PROGRESS");
   for (const json& e : (*j)["jobs"]) {
-    std::printf("%-6llu %-24s %-10s %llu/%llu\n",
-                static_cast<unsigned long long>(e.value("id", 0)),
+    std::printf("%-6llu %-24s %-10s %llu/%llu\n", static_cast<unsigned long long>(e.value("id", 0)),
                 e.value("name", "").c_str(), e.value("state", "").c_str(),
                 static_cast<unsigned long long>(e.value("done", 0)),
                 static_cast<unsigned long long>(e.value("tasks", 0)));
@@ -177,8 +183,10 @@ int CancelCmd(const ClientArgs& a, const std::string& job) {
   }
   auto j = Call(*c, "DELETE", c->url.base_path + "/api/v1/jobs/" + job);
   if (!j.ok()) return Fail(j.status());
-  if (a.json) std::cout << j->dump(2) << std::endl;
-  else std::cout << "cancelled job " << job << std::endl;
+  if (a.json)
+    std::cout << j->dump(2) << std::endl;
+  else
+    std::cout << "cancelled job " << job << std::endl;
   return kExitOk;
 }
 
@@ -206,7 +214,8 @@ int PoolCmd(const ClientArgs& a) {
 }
 
 void AddCommon(CLI::App* sub, ClientArgs* a) {
-  sub->add_option("--url", a->url, "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080)");
+  sub->add_option("--url", a->url,
+                  "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080)");
   sub->add_option("--token-file", a->token_file, "File holding the controller's token");
   sub->add_flag("--json", a->json, "Print JSON");
   sub->add_option("--request-timeout", a->timeout_s, "Seconds per HTTP request")

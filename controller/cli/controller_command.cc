@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "../controller.h"
+#include "../curve_keys.h"
 #include "../event_feed.h"
 #include "../http_server.h"
 #include "../rest_api.h"
-#include "../curve_keys.h"
 #include "../sqlite_job_store.h"
 #include "cli_common.h"
 
@@ -59,7 +59,8 @@ int ControllerMain(const ControllerArgs& a) {
   }
   if (!a.token_file.empty()) {
     auto token = ReadToken(a.token_file);
-    if (!token.ok()) return Fail(Status::InvalidArgument("--token-file: " + token.status().message()));
+    if (!token.ok())
+      return Fail(Status::InvalidArgument("--token-file: " + token.status().message()));
     opts.token = *token;
   }
   if (opts.heartbeat_ms == 0 || opts.worker_timeout_ms <= opts.heartbeat_ms) {
@@ -91,8 +92,9 @@ int ControllerMain(const ControllerArgs& a) {
   if (!a.http.empty()) {
     HttpServerOptions ho;
     ho.bind = a.http;
-    http = std::make_unique<HttpServer>(
-        ho, [&api](HttpRequest req, HttpReply reply) { api.Handle(std::move(req), std::move(reply)); });
+    http = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
+      api.Handle(std::move(req), std::move(reply));
+    });
     http->SetSseHello([&feed] { return feed.Hello(); });
     if (Status st = http->Start(); !st.ok()) return Fail(st);
     spdlog::info("REST API and dashboard on http://{}", a.http);

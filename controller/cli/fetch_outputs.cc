@@ -21,15 +21,22 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
       return Status::Corruption("--fetch: malformed output entry " + o.dump());
     }
     auto buffers = worker::FetchOutputs(endpoint, job, run, static_cast<int64_t>(timeout_s * 1000));
-    if (!buffers.ok()) return Status(buffers.status().code(), "--fetch: task '" + task + "': " + buffers.status().message());
+    if (!buffers.ok())
+      return Status(buffers.status().code(),
+                    "--fetch: task '" + task + "': " + buffers.status().message());
     for (size_t i = 0; i < buffers->size(); ++i) {
       const worker::Buffer& b = (*buffers)[i];
       const std::string name = task + "." + std::to_string(i) + ".bin";
       std::ofstream out(std::filesystem::path(dir) / name, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(b.data.data()), static_cast<std::streamsize>(b.data.size()));
+      out.write(reinterpret_cast<const char*>(b.data.data()),
+                static_cast<std::streamsize>(b.data.size()));
       if (!out) return Status::Internal("--fetch: cannot write '" + dir + "/" + name + "'");
-      manifest.push_back({{"task", task}, {"index", i}, {"file", name}, {"dtype", b.dtype},
-                          {"shape", b.shape}, {"bytes", b.data.size()}});
+      manifest.push_back({{"task", task},
+                          {"index", i},
+                          {"file", name},
+                          {"dtype", b.dtype},
+                          {"shape", b.shape},
+                          {"bytes", b.data.size()}});
     }
   }
   std::ofstream m(std::filesystem::path(dir) / "manifest.json");

@@ -62,7 +62,8 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::InvalidArgument("not valid JSON");
   PoolSpec s;
-  RETURN_IF_ERROR(OnlyKeys(j, "", {"name", "nodes", "devices_per_node", "cores", "memory_mb", "links"}));
+  RETURN_IF_ERROR(
+      OnlyKeys(j, "", {"name", "nodes", "devices_per_node", "cores", "memory_mb", "links"}));
   if (j.contains("name")) {
     if (!j["name"].is_string()) return Status::InvalidArgument("name: must be a string");
     s.name = j["name"].get<std::string>();
@@ -107,7 +108,8 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   } else {
     auto text = ReadFile(a.workload);
     if (!text.ok()) {
-      return Status::InvalidArgument(a.workload + ": neither a readable job spec nor a built-in "
+      return Status::InvalidArgument(a.workload +
+                                     ": neither a readable job spec nor a built-in "
                                      "workload (multimodal, moe, rl, pipeline)");
     }
     spec = ParseJobSpec(*text);
@@ -130,7 +132,8 @@ int SimMain(const SimArgs& a) {
     auto text = ReadFile(a.pool_file);
     if (!text.ok()) return Fail(text.status());
     auto parsed = ParsePoolSpec(*text);
-    if (!parsed.ok()) return Fail(Status::InvalidArgument(a.pool_file + ": " + parsed.status().message()));
+    if (!parsed.ok())
+      return Fail(Status::InvalidArgument(a.pool_file + ": " + parsed.status().message()));
     pool = *parsed;
   } else if (a.devices == 0) {
     return Fail(Status::InvalidArgument("--devices: must be at least 1"));
@@ -184,7 +187,8 @@ int SimMain(const SimArgs& a) {
     table += line;
     if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
     if (!a.trace_file.empty()) {
-      Status w = WriteFile(TraceName(a.trace_file, name, policies.size() > 1), TraceJson(job, rp).dump());
+      Status w =
+          WriteFile(TraceName(a.trace_file, name, policies.size() > 1), TraceJson(job, rp).dump());
       if (!w.ok()) return Fail(w);
     }
   }
@@ -208,9 +212,9 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   sub->add_option("workload", args->workload,
                   "Job spec (JSON) or built-in workload: multimodal, moe, rl, pipeline")
       ->required();
-  auto* devices = sub->add_option("--devices", args->devices,
-                                  "Devices of a generated pool (8 per node)")
-                      ->capture_default_str();
+  auto* devices =
+      sub->add_option("--devices", args->devices, "Devices of a generated pool (8 per node)")
+          ->capture_default_str();
   sub->add_option("--pool", args->pool_file, "Pool spec (JSON)")->excludes(devices);
   sub->add_option("--policy", args->policy, "One policy (hmpmd, fifo, spmd-1f1b); default all");
   sub->add_flag("--json", args->json, "Print one JSON object, one entry per policy");

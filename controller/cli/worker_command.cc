@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cli_common.h"
 #include "../local_workers.h"
+#include "cli_common.h"
 
 namespace hmpmd {
 

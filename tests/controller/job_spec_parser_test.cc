@@ -128,12 +128,13 @@ TEST_F(JobSpecParserTest, DesignDocExampleParsesWithEveryField) {
 }
 
 TEST_F(JobSpecParserTest, SubmodelKindsAllParse) {
-  for (const char* kind : {"encoder", "pipeline_stage", "expert", "actor", "reward", "learner",
-                           "generic"}) {
-    JobSpec s = ParseOk(SpecText()
-                            .Top(std::string(R"("submodels": [{"name": "m", "kind": ")") + kind + "\"}]")
-                            .Task(R"({"id": "a", "kernel": "noop"})")
-                            .Build());
+  for (const char* kind :
+       {"encoder", "pipeline_stage", "expert", "actor", "reward", "learner", "generic"}) {
+    JobSpec s =
+        ParseOk(SpecText()
+                    .Top(std::string(R"("submodels": [{"name": "m", "kind": ")") + kind + "\"}]")
+                    .Task(R"({"id": "a", "kernel": "noop"})")
+                    .Build());
     ASSERT_EQ(s.submodels.size(), 1u);
     EXPECT_EQ(SubmodelKindName(s.submodels[0].kind), kind);
   }
@@ -158,7 +159,8 @@ TEST_F(JobSpecParserTest, ArgsKeepTheirTypes) {
 TEST_F(JobSpecParserTest, ArgsKeepTheOrderTheSpecGave) {
   // types.h: "Kernel arguments are flat name -> scalar maps, in the order the
   // spec gave." Keys are deliberately not in alphabetical order.
-  JobSpec s = ParseOk(OneTask(R"({"id": "a", "kernel": "gemm", "args": {"m": 1, "n": 2, "k": 3, "alpha": 1.5}})"));
+  JobSpec s = ParseOk(
+      OneTask(R"({"id": "a", "kernel": "gemm", "args": {"m": 1, "n": 2, "k": 3, "alpha": 1.5}})"));
   const TaskSpec& t = s.tasks.at(0);
   ASSERT_EQ(t.args.size(), 4u);
   EXPECT_EQ(t.args[0].name, "m");
@@ -226,39 +228,42 @@ TEST_F(JobSpecParserTest, TaskFieldErrorsNameTheTaskAndField) {
     std::string task;
     std::string needle;
   };
-  for (const Case& c : std::initializer_list<Case>{
-           {R"(7)", "tasks[2]: expected an object, got an integer"},
-           {R"({"kernel": "k"})", "tasks[2]: id: required"},
-           {R"({"id": 5, "kernel": "k"})", "tasks[2]: id: expected a string, got an integer"},
-           {R"({"id": "", "kernel": "k"})", "tasks[2] '': id: must not be empty"},
-           {R"({"id": "x"})", "tasks[2] 'x': kernel: required"},
-           {R"({"id": "x", "kernel": ""})", "tasks[2] 'x': kernel: must not be empty"},
-           {R"({"id": "x", "kernel": ["k"]})", "tasks[2] 'x': kernel: expected a string, got an array"},
-           {R"({"id": "x", "kernel": "k", "submodel": 1})", "tasks[2] 'x': submodel: expected a string"},
-           {R"({"id": "x", "kernel": "k", "core": "tensor"})",
-            "tasks[2] 'x': core: unknown core kind 'tensor' (cube, vector)"},
-           {R"({"id": "x", "kernel": "k", "core": 0})", "tasks[2] 'x': core: expected a string"},
-           {R"({"id": "x", "kernel": "k", "inputs": "a"})",
-            "tasks[2] 'x': inputs: expected an array, got a string"},
-           {R"({"id": "x", "kernel": "k", "inputs": ["a", 1]})",
-            "tasks[2] 'x': inputs[1]: expected a task id string, got an integer"},
-           {R"({"id": "x", "kernel": "k", "args": [1]})",
-            "tasks[2] 'x': args: expected an object, got an array"},
-           {R"({"id": "x", "kernel": "k", "cost": 5})",
-            "tasks[2] 'x': cost: expected an object, got an integer"},
-           {R"({"id": "x", "kernel": "k", "cost": {"flops": "many"}})",
-            "tasks[2] 'x': cost: flops: expected a number, got a string"},
-           {R"({"id": "x", "kernel": "k", "cost": {"bytes": -1}})",
-            "tasks[2] 'x': cost: bytes: must be a finite number >= 0"},
-           {R"({"id": "x", "kernel": "k", "collective": "g"})",
-            "tasks[2] 'x': collective: expected an object, got a string"},
-           {R"({"id": "x", "kernel": "k", "collective": {"op": "allreduce"}})",
-            "tasks[2] 'x': collective: group: required"},
-           {R"({"id": "x", "kernel": "k", "collective": {"group": "g"}})",
-            "tasks[2] 'x': collective: op: required"},
-           {R"({"id": "x", "kernel": "k", "collective": {"group": "g", "op": "allreduce", "bytes": -5}})",
-            "tasks[2] 'x': collective: bytes: must be a finite number >= 0"},
-       }) {
+  for (
+      const Case& c : std::initializer_list<Case>{
+          {R"(7)", "tasks[2]: expected an object, got an integer"},
+          {R"({"kernel": "k"})", "tasks[2]: id: required"},
+          {R"({"id": 5, "kernel": "k"})", "tasks[2]: id: expected a string, got an integer"},
+          {R"({"id": "", "kernel": "k"})", "tasks[2] '': id: must not be empty"},
+          {R"({"id": "x"})", "tasks[2] 'x': kernel: required"},
+          {R"({"id": "x", "kernel": ""})", "tasks[2] 'x': kernel: must not be empty"},
+          {R"({"id": "x", "kernel": ["k"]})",
+           "tasks[2] 'x': kernel: expected a string, got an array"},
+          {R"({"id": "x", "kernel": "k", "submodel": 1})",
+           "tasks[2] 'x': submodel: expected a string"},
+          {R"({"id": "x", "kernel": "k", "core": "tensor"})",
+           "tasks[2] 'x': core: unknown core kind 'tensor' (cube, vector)"},
+          {R"({"id": "x", "kernel": "k", "core": 0})", "tasks[2] 'x': core: expected a string"},
+          {R"({"id": "x", "kernel": "k", "inputs": "a"})",
+           "tasks[2] 'x': inputs: expected an array, got a string"},
+          {R"({"id": "x", "kernel": "k", "inputs": ["a", 1]})",
+           "tasks[2] 'x': inputs[1]: expected a task id string, got an integer"},
+          {R"({"id": "x", "kernel": "k", "args": [1]})",
+           "tasks[2] 'x': args: expected an object, got an array"},
+          {R"({"id": "x", "kernel": "k", "cost": 5})",
+           "tasks[2] 'x': cost: expected an object, got an integer"},
+          {R"({"id": "x", "kernel": "k", "cost": {"flops": "many"}})",
+           "tasks[2] 'x': cost: flops: expected a number, got a string"},
+          {R"({"id": "x", "kernel": "k", "cost": {"bytes": -1}})",
+           "tasks[2] 'x': cost: bytes: must be a finite number >= 0"},
+          {R"({"id": "x", "kernel": "k", "collective": "g"})",
+           "tasks[2] 'x': collective: expected an object, got a string"},
+          {R"({"id": "x", "kernel": "k", "collective": {"op": "allreduce"}})",
+           "tasks[2] 'x': collective: group: required"},
+          {R"({"id": "x", "kernel": "k", "collective": {"group": "g"}})",
+           "tasks[2] 'x': collective: op: required"},
+          {R"({"id": "x", "kernel": "k", "collective": {"group": "g", "op": "allreduce", "bytes": -5}})",
+           "tasks[2] 'x': collective: bytes: must be a finite number >= 0"},
+      }) {
     ParseFails(SpecText()
                    .Task(R"({"id": "a", "kernel": "k"})")
                    .Task(R"({"id": "b", "kernel": "k"})")
@@ -280,8 +285,10 @@ TEST_F(JobSpecParserTest, UnknownFieldsAreRejectedAtEveryLevel) {
              {"tasks[0] 'a': unknown field 'input'"});
   ParseFails(OneTask(R"({"id": "a", "kernel": "k", "cost": {"flop": 1}})"),
              {"tasks[0] 'a': cost: unknown field 'flop'"});
-  ParseFails(OneTask(R"({"id": "a", "kernel": "k", "collective": {"group": "g", "op": "allreduce", "size": 1}})"),
-             {"tasks[0] 'a': collective: unknown field 'size'"});
+  ParseFails(
+      OneTask(
+          R"({"id": "a", "kernel": "k", "collective": {"group": "g", "op": "allreduce", "size": 1}})"),
+      {"tasks[0] 'a': collective: unknown field 'size'"});
 }
 
 TEST_F(JobSpecParserTest, InvalidJsonReportsLineAndColumn) {
@@ -317,7 +324,10 @@ TEST_F(JobSpecParserTest, BracketsInsideStringsDoNotCountAsNesting) {
 TEST_F(JobSpecParserTest, MoreTasksThanTheLimitIsResourceExhausted) {
   SpecLimits limits;
   limits.max_tasks = 2;
-  std::string two = SpecText().Task(R"({"id": "a", "kernel": "k"})").Task(R"({"id": "b", "kernel": "k"})").Build();
+  std::string two = SpecText()
+                        .Task(R"({"id": "a", "kernel": "k"})")
+                        .Task(R"({"id": "b", "kernel": "k"})")
+                        .Build();
   EXPECT_EQ(ParseOk(two, limits).tasks.size(), 2u);
   std::string three = SpecText()
                           .Task(R"({"id": "a", "kernel": "k"})")
@@ -336,18 +346,21 @@ TEST_F(JobSpecParserTest, TextOverMaxBytesIsResourceExhaustedBeforeParsing) {
   ParseFails(text, {"over the limit of " + std::to_string(text.size() - 1)}, limits,
              StatusCode::kResourceExhausted);
   // Checked first: even invalid JSON gets the size error.
-  ParseFails(std::string(limits.max_bytes + 1, '{'), {"bytes"}, limits, StatusCode::kResourceExhausted);
+  ParseFails(std::string(limits.max_bytes + 1, '{'), {"bytes"}, limits,
+             StatusCode::kResourceExhausted);
 }
 
 TEST_F(JobSpecParserTest, StringsOverMaxStringAreRejected) {
   SpecLimits limits;
   limits.max_string = 4;
-  ParseOk(SpecText().Top(R"("name": "abcd")").Task(R"({"id": "abcd", "kernel": "k"})").Build(), limits);
+  ParseOk(SpecText().Top(R"("name": "abcd")").Task(R"({"id": "abcd", "kernel": "k"})").Build(),
+          limits);
   ParseFails(SpecText().Top(R"("name": "abcde")").Task(R"({"id": "a", "kernel": "k"})").Build(),
              {"name: longer than the limit of 4"}, limits);
-  ParseFails(OneTask(R"({"id": "abcde", "kernel": "k"})"), {"tasks[0] 'abcde': id: longer than the limit of 4"},
+  ParseFails(OneTask(R"({"id": "abcde", "kernel": "k"})"),
+             {"tasks[0] 'abcde': id: longer than the limit of 4"}, limits);
+  ParseFails(OneTask(R"({"id": "a", "kernel": "kernel"})"), {"tasks[0] 'a': kernel: longer"},
              limits);
-  ParseFails(OneTask(R"({"id": "a", "kernel": "kernel"})"), {"tasks[0] 'a': kernel: longer"}, limits);
   ParseFails(OneTask(R"({"id": "a", "kernel": "k", "args": {"s": "hello"}})"),
              {"tasks[0] 'a': args.s: longer than the limit of 4"}, limits);
   ParseFails(OneTask(R"({"id": "a", "kernel": "k", "collective": {"group": "ggggg", "op": "x"}})"),
@@ -363,7 +376,8 @@ TEST_F(JobSpecParserTest, InputIdsAndArgNamesObeyMaxString) {
              {"tasks[0] 'a': inputs[0]: longer than the limit of 4"}, limits);
   ParseFails(OneTask(R"({"id": "a", "kernel": "k", "args": {"abcde": 1}})"),
              {"tasks[0] 'a': args: argument name longer than the limit of 4"}, limits);
-  ParseOk(OneTask(R"({"id": "a", "kernel": "k", "inputs": ["abcd"], "args": {"abcd": 1}})"), limits);
+  ParseOk(OneTask(R"({"id": "a", "kernel": "k", "inputs": ["abcd"], "args": {"abcd": 1}})"),
+          limits);
 }
 
 TEST_F(JobSpecParserTest, TooManyInputsOrArgsAreRejected) {
@@ -394,7 +408,8 @@ TEST_F(JobSpecParserTest, VeryLongIdIsLeftOutOfTheLocation) {
 }
 
 TEST_F(JobSpecParserTest, HugeFloatIsRejectedNotInfinite) {
-  Result<JobSpec> r = ParseJobSpec(OneTask(R"({"id": "a", "kernel": "k", "cost": {"flops": 1e400}})"));
+  Result<JobSpec> r =
+      ParseJobSpec(OneTask(R"({"id": "a", "kernel": "k", "cost": {"flops": 1e400}})"));
   ASSERT_FALSE(r.ok()) << "1e400 is not a finite cost";
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }

@@ -89,10 +89,9 @@ TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
 }
 
 TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
-  std::vector<StoreRecord> batch = {JobSubmittedRecord{1, "a", "{}", 1},
-                                    TaskDoneRecord{1, 0, 0, 1, 2, 0},
-                                    JobEndedRecord{1, JobState::kSucceeded, "", 3},
-                                    JobSubmittedRecord{2, "b", "{}", 4}};
+  std::vector<StoreRecord> batch = {
+      JobSubmittedRecord{1, "a", "{}", 1}, TaskDoneRecord{1, 0, 0, 1, 2, 0},
+      JobEndedRecord{1, JobState::kSucceeded, "", 3}, JobSubmittedRecord{2, "b", "{}", 4}};
   ASSERT_TRUE(this->store_->Write(batch).ok());
   std::vector<StoreRecord> forget = {JobForgottenRecord{1}};
   ASSERT_TRUE(this->store_->Write(forget).ok());
@@ -183,7 +182,7 @@ TEST(SchedulerRestoreTest, AdoptedRunsAreNotDispatchedAgain) {
   // The worker still holds a (running) and c (finished, not yet recorded).
   EXPECT_TRUE(s.AdoptRun(1, 0, 0, d, CoreKind::kCube, 0, 110));
   EXPECT_TRUE(s.AdoptRun(1, 2, 0, d, CoreKind::kCube, 0, 110));
-  EXPECT_FALSE(s.AdoptRun(1, 2, 0, d, CoreKind::kCube, 0, 110));  // twice
+  EXPECT_FALSE(s.AdoptRun(1, 2, 0, d, CoreKind::kCube, 0, 110));    // twice
   EXPECT_FALSE(s.AdoptRun(1, 1, 0, d, CoreKind::kVector, 0, 110));  // no such core
   std::vector<Dispatch> out;
   s.Schedule(120, &out);

@@ -30,8 +30,8 @@ TEST(BadFramesTest, GarbageToTheControllerIsDroppedAndTheJobCompletes) {
   constexpr uint32_t kSeed = 1234;
   SCOPED_TRACE("seed " + std::to_string(kSeed));
   std::mt19937 rng(kSeed);
-  auto dir = std::filesystem::temp_directory_path() /
-             ("hmpmd-badframes-" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("hmpmd-badframes-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   {
     ProcessCluster cluster(dir.string());
@@ -39,7 +39,8 @@ TEST(BadFramesTest, GarbageToTheControllerIsDroppedAndTheJobCompletes) {
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
     nlohmann::json tasks = nlohmann::json::array();
     for (int i = 0; i < 60; ++i) {
-      tasks.push_back({{"id", "t" + std::to_string(i)}, {"kernel", "sleep"}, {"args", {{"us", 5000}}}});
+      tasks.push_back(
+          {{"id", "t" + std::to_string(i)}, {"kernel", "sleep"}, {"args", {{"us", 5000}}}});
     }
     auto id = cluster.Submit(nlohmann::json{{"tasks", tasks}}.dump());
     ASSERT_TRUE(id.ok()) << id.status().ToString();

@@ -14,8 +14,8 @@ namespace hmpmd::testing {
 namespace {
 
 TEST(CancelTest, CancelledJobStopsItsRunningKernelsAndFreesTheLanes) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("hmpmd-cancel-" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("hmpmd-cancel-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   {
     ProcessCluster cluster(dir.string());
@@ -45,7 +45,8 @@ TEST(CancelTest, CancelledJobStopsItsRunningKernelsAndFreesTheLanes) {
         R"({"tasks":[{"id":"x","kernel":"noop"},{"id":"y","kernel":"noop","core":"vector"}]})");
     ASSERT_TRUE(next.ok());
     EXPECT_EQ(cluster.WaitJob(*next, 30000).value("state", ""), "succeeded");
-    for (const auto& e : cluster.ReadExecLog()) EXPECT_NE(e.job, *id) << "a cancelled task ran to the end";
+    for (const auto& e : cluster.ReadExecLog())
+      EXPECT_NE(e.job, *id) << "a cancelled task ran to the end";
   }
   std::filesystem::remove_all(dir);
 }

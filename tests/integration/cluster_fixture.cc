@@ -38,32 +38,31 @@ JobResult ClusterTest::RunSpec(const std::string& spec_json, int timeout_ms) {
   auto graph = JobGraph::Build(std::move(spec).value());
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
   if (!graph.ok()) return out;
-  Status st = cluster_->RunJob(
-      std::move(graph).value(), std::chrono::milliseconds(timeout_ms),
-      [&out](const JobRun& job, const Controller& c) {
-        const ResourcePool& pool = c.scheduler().pool();
-        out.id = job.id;
-        out.state = job.state;
-        out.error = job.error;
-        out.graph = job.graph;
-        const uint32_t n = job.graph->size();
-        for (uint32_t r = 0; r < job.runs.size(); ++r) {
-          const TaskRecord& rec = job.runs[r];
-          RunRecord rr;
-          rr.run = r;
-          rr.index = r % n;
-          rr.step = r / n;
-          rr.state = rec.state;
-          if (rec.core != kNoCore) {
-            rr.core = rec.core;
-            rr.device = pool.core(rec.core).device;
-            rr.kind = pool.core(rec.core).kind;
-          }
-          rr.start = rec.start;
-          rr.end = rec.end;
-          out.runs.push_back(rr);
-        }
-      });
+  Status st = cluster_->RunJob(std::move(graph).value(), std::chrono::milliseconds(timeout_ms),
+                               [&out](const JobRun& job, const Controller& c) {
+                                 const ResourcePool& pool = c.scheduler().pool();
+                                 out.id = job.id;
+                                 out.state = job.state;
+                                 out.error = job.error;
+                                 out.graph = job.graph;
+                                 const uint32_t n = job.graph->size();
+                                 for (uint32_t r = 0; r < job.runs.size(); ++r) {
+                                   const TaskRecord& rec = job.runs[r];
+                                   RunRecord rr;
+                                   rr.run = r;
+                                   rr.index = r % n;
+                                   rr.step = r / n;
+                                   rr.state = rec.state;
+                                   if (rec.core != kNoCore) {
+                                     rr.core = rec.core;
+                                     rr.device = pool.core(rec.core).device;
+                                     rr.kind = pool.core(rec.core).kind;
+                                   }
+                                   rr.start = rec.start;
+                                   rr.end = rec.end;
+                                   out.runs.push_back(rr);
+                                 }
+                               });
   EXPECT_TRUE(st.ok()) << st.ToString();
   return out;
 }
@@ -90,8 +89,8 @@ void ClusterTest::ExpectValidSchedule(const JobResult& r) {
       prev_end = std::max(prev_end, r.runs[(s - 1) * n + i].end);
       first_start = std::min(first_start, r.runs[s * n + i].start);
     }
-    EXPECT_GE(first_start, prev_end) << "step " << s << " started before step " << s - 1
-                                     << " ended";
+    EXPECT_GE(first_start, prev_end)
+        << "step " << s << " started before step " << s - 1 << " ended";
   }
   std::map<CoreId, std::vector<std::pair<TimeUs, TimeUs>>> by_core;
   for (const RunRecord& run : r.runs) by_core[run.core].push_back({run.start, run.end});

@@ -1,10 +1,9 @@
 // Real controller, real worker processes, loopback: DAG jobs of several
 // shapes run to completion with every dependency and core respected.
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "cluster_fixture.h"
 
@@ -26,8 +25,8 @@ TEST_F(DagRunTest, ChainAcrossCoreKindsRunsInOrder) {
   for (int i = 0; i < 30; ++i) {
     std::vector<std::string> in;
     if (i > 0) in.push_back("t" + std::to_string(i - 1));
-    tasks.push_back(Task("t" + std::to_string(i), "spin", {{"us", 200}}, in,
-                         i % 3 == 2 ? "vector" : "cube"));
+    tasks.push_back(
+        Task("t" + std::to_string(i), "spin", {{"us", 200}}, in, i % 3 == 2 ? "vector" : "cube"));
   }
   JobResult r = RunSpec(json{{"name", "chain"}, {"tasks", tasks}}.dump());
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
@@ -90,8 +89,8 @@ TEST_F(DagRunTest, MultimodalExampleCompletes) {
 
 TEST_F(DagRunTest, CubeAndVectorLanesOfOneDeviceRunAtOnce) {
   StartCluster(1);
-  json tasks = json::array({Task("c", "spin", {{"us", 30000}}),
-                            Task("v", "spin", {{"us", 30000}}, {}, "vector")});
+  json tasks = json::array(
+      {Task("c", "spin", {{"us", 30000}}), Task("v", "spin", {{"us", 30000}}, {}, "vector")});
   JobResult r = RunSpec(json{{"tasks", tasks}}.dump());
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
   const RunRecord& c = r.runs[0];

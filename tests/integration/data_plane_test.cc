@@ -3,9 +3,8 @@
 // communication with the experts' matrix work.
 #include <cstring>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cluster_fixture.h"
 #include "hmpmd/worker/builtin_kernels.h"
@@ -63,7 +62,8 @@ TEST_F(DataPlaneTest, TensorsFlowFromProducersOnTwoWorkersIntoAnAdd) {
   const std::vector<float> got = Floats(out[0]);
   const std::vector<float> want = Generated(4096, 8.0);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i])));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i])));
   // An intermediate output was read by its one consumer and freed.
   std::string endpoint = cluster_->Call([&]() -> std::string {
     const OutputLocation* loc = cluster_->controller().OutputOf(r.id, 0);

@@ -1,11 +1,11 @@
 #include "process_cluster.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -68,14 +68,22 @@ void ProcessCluster::KillAndReap(pid_t pid, int sig) {
 }
 
 Status ProcessCluster::StartController(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {HMPMD_CLI_BIN, "controller",
-                                   "--listen", "tcp://127.0.0.1:" + std::to_string(zmq_port_),
-                                   "--http", "127.0.0.1:" + std::to_string(http_port_),
-                                   "--db", db_,
-                                   "--heartbeat-ms", "100",
-                                   "--worker-timeout-ms", "1000",
-                                   "--recovery-grace-ms", "600",
-                                   "--log-level", log_level_};
+  std::vector<std::string> argv = {HMPMD_CLI_BIN,
+                                   "controller",
+                                   "--listen",
+                                   "tcp://127.0.0.1:" + std::to_string(zmq_port_),
+                                   "--http",
+                                   "127.0.0.1:" + std::to_string(http_port_),
+                                   "--db",
+                                   db_,
+                                   "--heartbeat-ms",
+                                   "100",
+                                   "--worker-timeout-ms",
+                                   "1000",
+                                   "--recovery-grace-ms",
+                                   "600",
+                                   "--log-level",
+                                   log_level_};
   argv.insert(argv.end(), extra.begin(), extra.end());
   controller_ = Spawn(argv, dir_ + "/controller.log");
   if (controller_ < 0) return Status::Internal("cannot start " + std::string(HMPMD_CLI_BIN));
@@ -97,10 +105,10 @@ void ProcessCluster::KillController() {
 }
 
 Status ProcessCluster::StartWorker(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {HMPMD_WORKER_BIN, "--controller",
-                                   "tcp://127.0.0.1:" + std::to_string(zmq_port_), "--cores",
-                                   "cube=1,vector=1", "--exec-log", exec_log_, "--log-level",
-                                   log_level_};
+  std::vector<std::string> argv = {
+      HMPMD_WORKER_BIN, "--controller",    "tcp://127.0.0.1:" + std::to_string(zmq_port_),
+      "--cores",        "cube=1,vector=1", "--exec-log",
+      exec_log_,        "--log-level",     log_level_};
   argv.insert(argv.end(), extra.begin(), extra.end());
   pid_t pid = Spawn(argv, dir_ + "/worker.log");
   if (pid < 0) return Status::Internal("cannot start " + std::string(HMPMD_WORKER_BIN));
@@ -140,7 +148,8 @@ Result<uint32_t> ProcessCluster::Submit(const std::string& spec_json) {
   HttpUrl url{"127.0.0.1", std::to_string(http_port_), ""};
   ASSIGN_OR_RETURN(HttpResponse r, HttpCall(url, "POST", "/api/v1/jobs", spec_json, {},
                                             std::chrono::milliseconds(5000)));
-  if (r.status != 201) return Status::Internal("submit: HTTP " + std::to_string(r.status) + " " + r.body);
+  if (r.status != 201)
+    return Status::Internal("submit: HTTP " + std::to_string(r.status) + " " + r.body);
   return nlohmann::json::parse(r.body).at("id").get<uint32_t>();
 }
 

@@ -6,14 +6,13 @@
 
 #include <sys/types.h>
 
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
-
-#include "http_types.h"
 #include <vector>
 
 #include "hmpmd/protocol/status.h"
+#include "http_types.h"
 
 namespace hmpmd::testing {
 

@@ -22,9 +22,8 @@ std::string DagSpec(int n, int width, int sleep_us, uint32_t seed) {
   std::mt19937 rng(seed);
   nlohmann::json tasks = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {
-    nlohmann::json t = {{"id", "t" + std::to_string(i)},
-                        {"kernel", "sleep"},
-                        {"args", {{"us", sleep_us}}}};
+    nlohmann::json t = {
+        {"id", "t" + std::to_string(i)}, {"kernel", "sleep"}, {"args", {{"us", sleep_us}}}};
     if (i >= width) {
       nlohmann::json inputs = nlohmann::json::array();
       int a = static_cast<int>(rng() % i);

@@ -2,6 +2,8 @@
 // route, its status codes and error bodies, paging and waiting reasons of
 // the task table, the SSE event feed, /metrics, the trace, and the served
 // dashboard and OpenAPI document.
+#include "rest_api.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +14,6 @@
 #include "event_feed.h"
 #include "http_client.h"
 #include "http_server.h"
-#include "rest_api.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -32,8 +33,9 @@ class RestApiTest : public ClusterTest {
     api_->SetEventFeed(feed_.get());
     HttpServerOptions o;
     o.bind = "127.0.0.1:0";
-    server_ = std::make_unique<HttpServer>(
-        o, [this](HttpRequest req, HttpReply reply) { api_->Handle(std::move(req), std::move(reply)); });
+    server_ = std::make_unique<HttpServer>(o, [this](HttpRequest req, HttpReply reply) {
+      api_->Handle(std::move(req), std::move(reply));
+    });
     server_->SetSseHello([this] { return feed_->Hello(); });
     ASSERT_TRUE(server_->Start().ok());
     feed_->Start();
@@ -158,12 +160,16 @@ TEST_F(RestApiTest, WaitingTasksSayWhatTheyWaitFor) {
   // a0 sleeps long; b0 needs it; c0..c3 want the two cube cores a0 and
   // b-less work hold.
   json spec = {{"name", "waits"}, {"tasks", json::array()}};
-  spec["tasks"].push_back({{"id", "a0"}, {"kernel", "sleep"}, {"args", {{"us", 3000000}}},
+  spec["tasks"].push_back({{"id", "a0"},
+                           {"kernel", "sleep"},
+                           {"args", {{"us", 3000000}}},
                            {"cost", {{"flops", 1e15}}}});
   spec["tasks"].push_back({{"id", "b0"}, {"kernel", "noop"}, {"inputs", {"a0"}}});
   for (int i = 0; i < 4; ++i) {
-    spec["tasks"].push_back({{"id", "c" + std::to_string(i)}, {"kernel", "sleep"},
-                             {"args", {{"us", 3000000}}}, {"cost", {{"flops", 1e15}}}});
+    spec["tasks"].push_back({{"id", "c" + std::to_string(i)},
+                             {"kernel", "sleep"},
+                             {"args", {{"us", 3000000}}},
+                             {"cost", {{"flops", 1e15}}}});
   }
   uint64_t id = SubmitOk(spec.dump());
   const std::string base = "/api/v1/jobs/" + std::to_string(id);
@@ -280,7 +286,8 @@ TEST_F(RestApiTest, ServesTheDashboardAndTheOpenApiDocument) {
   EXPECT_EQ(page.status, 200);
   EXPECT_EQ(page.content_type.rfind("text/html", 0), 0u);
   EXPECT_NE(page.body.find("/dashboard/app.js"), std::string::npos);
-  for (const char* asset : {"/dashboard/app.js", "/dashboard/timeline.js", "/dashboard/style.css"}) {
+  for (const char* asset :
+       {"/dashboard/app.js", "/dashboard/timeline.js", "/dashboard/style.css"}) {
     HttpResponse a = Call("GET", asset);
     EXPECT_EQ(a.status, 200) << asset;
     EXPECT_GT(a.body.size(), 100u) << asset;
@@ -288,10 +295,10 @@ TEST_F(RestApiTest, ServesTheDashboardAndTheOpenApiDocument) {
   EXPECT_EQ(Call("POST", "/").status, 405);
   json doc = GetJson("/api/v1/openapi.json");
   EXPECT_EQ(doc["openapi"].get<std::string>().rfind("3.", 0), 0u);
-  for (const char* path : {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/{id}",
-                           "/api/v1/jobs/{id}/tasks", "/api/v1/jobs/{id}/trace",
-                           "/api/v1/jobs/{id}/dag", "/api/v1/events", "/metrics",
-                           "/api/v1/openapi.json", "/"}) {
+  for (const char* path :
+       {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/{id}", "/api/v1/jobs/{id}/tasks",
+        "/api/v1/jobs/{id}/trace", "/api/v1/jobs/{id}/dag", "/api/v1/events", "/metrics",
+        "/api/v1/openapi.json", "/"}) {
     EXPECT_TRUE(doc["paths"].contains(path)) << path;
   }
 }

@@ -19,7 +19,8 @@ TEST_F(WorkerFailureTest, KilledWorkerTasksRunAgainElsewhere) {
   StartCluster(3, "cube=1,vector=1", c);
   nlohmann::json tasks = nlohmann::json::array();
   for (int i = 0; i < 30; ++i) {
-    tasks.push_back({{"id", "s" + std::to_string(i)}, {"kernel", "sleep"}, {"args", {{"us", 20000}}}});
+    tasks.push_back(
+        {{"id", "s" + std::to_string(i)}, {"kernel", "sleep"}, {"args", {{"us", 20000}}}});
   }
   pid_t victim = cluster_->workers().pids().front();
   // Kill once a few tasks are done: mid-job by progress, not by a timer.

@@ -116,8 +116,8 @@ std::vector<Message> SampleMessages() {
       .held = {{7, 3, 1, CoreKind::kVector, 2}, {9, 0, 0, CoreKind::kCube, 0}},
   });
   out.push_back(RegisterMsg{});  // every field at its zero value
-  out.push_back(RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(),
-                            .heartbeat_ms = 250});
+  out.push_back(
+      RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(), .heartbeat_ms = 250});
   out.push_back(Reject{.reason = "unknown worker 9", .reregister = true});
   out.push_back(Reject{.reason = "", .reregister = false});
   out.push_back(Heartbeat{.worker_id = 7,
@@ -138,10 +138,20 @@ std::vector<Message> SampleMessages() {
   out.push_back(AssignBatch{});
   out.push_back(DoneBatch{
       .worker_id = 3,
-      .results = {TaskResult{.job = 1, .task = 2, .attempt = 0, .ok = true, .start_us = 100,
-                             .end_us = 200, .error = ""},
-                  TaskResult{.job = 1, .task = 3, .attempt = 1, .ok = false, .start_us = -5,
-                             .end_us = 7, .error = "kernel 'gemm': m must be > 0",
+      .results = {TaskResult{.job = 1,
+                             .task = 2,
+                             .attempt = 0,
+                             .ok = true,
+                             .start_us = 100,
+                             .end_us = 200,
+                             .error = ""},
+                  TaskResult{.job = 1,
+                             .task = 3,
+                             .attempt = 1,
+                             .ok = false,
+                             .start_us = -5,
+                             .end_us = 7,
+                             .error = "kernel 'gemm': m must be > 0",
                              .output_bytes = 4096}},
       .sent_us = 999,
   });
@@ -243,10 +253,14 @@ TEST_F(CodecTest, HeaderIsMagicVersionType) {
 
 TEST_F(CodecTest, TypeOfAndNamesFollowVariantOrder) {
   const std::vector<std::pair<MsgType, std::string>> names = {
-      {MsgType::kRegister, "Register"},   {MsgType::kRegisterAck, "RegisterAck"},
-      {MsgType::kReject, "Reject"},       {MsgType::kHeartbeat, "Heartbeat"},
-      {MsgType::kHeartbeatAck, "HeartbeatAck"}, {MsgType::kAssignBatch, "AssignBatch"},
-      {MsgType::kDoneBatch, "DoneBatch"}, {MsgType::kCancelJob, "CancelJob"},
+      {MsgType::kRegister, "Register"},
+      {MsgType::kRegisterAck, "RegisterAck"},
+      {MsgType::kReject, "Reject"},
+      {MsgType::kHeartbeat, "Heartbeat"},
+      {MsgType::kHeartbeatAck, "HeartbeatAck"},
+      {MsgType::kAssignBatch, "AssignBatch"},
+      {MsgType::kDoneBatch, "DoneBatch"},
+      {MsgType::kCancelJob, "CancelJob"},
       {MsgType::kShutdown, "Shutdown"},
       {MsgType::kFreeJob, "FreeJob"},
   };
@@ -339,13 +353,20 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                          .Array(3)
                          .Uint(1)
                          .Array(1)
-                         .Array(6).Uint(1).Uint(2).Uint(0).Bool(true).Int(1).Int(2)
+                         .Array(6)
+                         .Uint(1)
+                         .Uint(2)
+                         .Uint(0)
+                         .Bool(true)
+                         .Int(1)
+                         .Int(2)
                          .Int(0)
                          .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 8 fields");
   // HeartbeatAck has no fields; one is too many.
-  ExpectCorruption(SafeDecode(Header(MsgType::kHeartbeatAck), MsgpackWriter().Array(1).Nil().bytes()),
-                   "expected an array of 0 fields");
+  ExpectCorruption(
+      SafeDecode(Header(MsgType::kHeartbeatAck), MsgpackWriter().Array(1).Nil().bytes()),
+      "expected an array of 0 fields");
 }
 
 TEST_F(CodecTest, WrongFieldTypesAreRejected) {
@@ -363,29 +384,25 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
   const std::vector<Case> cases = {
       {MsgType::kReject, MsgpackWriter().Array(2).Uint(1).Bool(true).bytes(), "expected a string"},
       {MsgType::kReject, MsgpackWriter().Array(2).Str("x").Uint(1).bytes(), "expected a bool"},
-      {MsgType::kHeartbeat,
-       heartbeat([](MsgpackWriter& w) { w.Int(-1).Uint(0).Uint(0).Int(0); }),
+      {MsgType::kHeartbeat, heartbeat([](MsgpackWriter& w) { w.Int(-1).Uint(0).Uint(0).Int(0); }),
        "expected an unsigned integer"},
       {MsgType::kHeartbeat,
        heartbeat([](MsgpackWriter& w) { w.Uint(uint64_t{1} << 32).Uint(0).Uint(0).Int(0); }),
        "integer out of range"},
-      {MsgType::kHeartbeat,
-       heartbeat([](MsgpackWriter& w) { w.F64(1.0).Uint(0).Uint(0).Int(0); }),
+      {MsgType::kHeartbeat, heartbeat([](MsgpackWriter& w) { w.F64(1.0).Uint(0).Uint(0).Int(0); }),
        "expected an unsigned integer"},
       {MsgType::kHeartbeat,
        heartbeat([](MsgpackWriter& w) { w.Uint(1).Uint(0).Uint(0).Str("now"); }),
        "expected an integer"},
-      {MsgType::kHeartbeat,
-       heartbeat([](MsgpackWriter& w) { w.Uint(1).Uint(0).Uint(0).F64(1.5); }),
+      {MsgType::kHeartbeat, heartbeat([](MsgpackWriter& w) { w.Uint(1).Uint(0).Uint(0).F64(1.5); }),
        "expected an integer"},
-      {MsgType::kHeartbeat,
-       heartbeat([](MsgpackWriter& w) {
+      {MsgType::kHeartbeat, heartbeat([](MsgpackWriter& w) {
          w.Uint(1).Uint(0).Uint(0).Uint(uint64_t{1} << 63);  // above INT64_MAX
        }),
        "integer out of range"},
       {MsgType::kCancelJob, MsgpackWriter().Array(1).Nil().bytes(), "expected an unsigned integer"},
-      {MsgType::kDoneBatch,
-       MsgpackWriter().Array(3).Uint(1).Uint(5).Int(0).bytes(), "expected an array"},
+      {MsgType::kDoneBatch, MsgpackWriter().Array(3).Uint(1).Uint(5).Int(0).bytes(),
+       "expected an array"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(MsgTypeName(c.type)) + " expecting '" + c.needle + "'");
@@ -439,8 +456,20 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
   std::string assign = MsgpackWriter()
                            .Array(1)
                            .Array(1)
-                           .Array(10).Uint(1).Uint(0).Uint(0).Str("noop").Uint(2).Uint(0).Array(0)
-                           .Array(0).Uint(0).Array(3).Uint(0).Array(0).Uint(0)
+                           .Array(10)
+                           .Uint(1)
+                           .Uint(0)
+                           .Uint(0)
+                           .Str("noop")
+                           .Uint(2)
+                           .Uint(0)
+                           .Array(0)
+                           .Array(0)
+                           .Uint(0)
+                           .Array(3)
+                           .Uint(0)
+                           .Array(0)
+                           .Uint(0)
                            .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kAssignBatch), assign), "core kind out of range");
 }
@@ -583,10 +612,9 @@ TEST_F(CodecTest, RandomBytesNeverCrash) {
   int decoded = 0;
   for (int i = 0; i < kIterations; ++i) {
     // Mostly valid headers (so the body parser is exercised), some not.
-    std::string header = rng() % 8 == 0 ? Header(static_cast<uint8_t>(rng() % 3),
-                                                 static_cast<uint8_t>(rng() % 12))
-                                        : Header(kProtocolVersion,
-                                                 static_cast<uint8_t>(1 + rng() % 9));
+    std::string header =
+        rng() % 8 == 0 ? Header(static_cast<uint8_t>(rng() % 3), static_cast<uint8_t>(rng() % 12))
+                       : Header(kProtocolVersion, static_cast<uint8_t>(1 + rng() % 9));
     std::string body(rng() % 48, '\0');
     for (char& c : body) c = static_cast<char>(rng());
     if (!body.empty() && rng() % 2) body[0] = static_cast<char>(0x90 | (rng() % 10));
@@ -627,13 +655,18 @@ TEST_F(CodecTest, MutatedValidFramesNeverCrash) {
             if (!body.empty()) body[pos] = static_cast<char>(body[pos] ^ (1 << (rng() % 8)));
             break;
           case 1:
-            if (!body.empty()) body[pos] = static_cast<char>(kInteresting[rng() % sizeof(kInteresting)]);
+            if (!body.empty())
+              body[pos] = static_cast<char>(kInteresting[rng() % sizeof(kInteresting)]);
             break;
-          case 2: body.insert(body.begin() + pos, static_cast<char>(rng())); break;
+          case 2:
+            body.insert(body.begin() + pos, static_cast<char>(rng()));
+            break;
           case 3:
             if (!body.empty()) body.erase(body.begin() + pos);
             break;
-          case 4: body.resize(pos); break;
+          case 4:
+            body.resize(pos);
+            break;
         }
       }
       Result<Message> r = SafeDecode(f.header, body);

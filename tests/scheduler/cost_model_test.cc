@@ -38,7 +38,8 @@ TEST_F(CostModelTest, SpinWithoutDurationCostsAtLeastOneMicrosecond) {
 
 TEST_F(CostModelTest, GemmCostsTwoMnkFlopsOverTheCoreThroughput) {
   CostModel m = Model();
-  TaskSpec g = TaskBuilder("g", "gemm").Arg("m", int64_t{100}).Arg("n", int64_t{100}).Arg("k", int64_t{100});
+  TaskSpec g =
+      TaskBuilder("g", "gemm").Arg("m", int64_t{100}).Arg("n", int64_t{100}).Arg("k", int64_t{100});
   // 2 * 1e6 flops at 2e4 flops/us on a cube core, 5e3 on a vector core.
   EXPECT_DOUBLE_EQ(m.Prior(g, CoreKind::kCube), 100);
   EXPECT_DOUBLE_EQ(m.Prior(g, CoreKind::kVector), 400);
@@ -46,7 +47,11 @@ TEST_F(CostModelTest, GemmCostsTwoMnkFlopsOverTheCoreThroughput) {
 
 TEST_F(CostModelTest, GemmFlopsHintOverridesItsShape) {
   CostModel m = Model();
-  TaskSpec g = TaskBuilder("g", "gemm").Arg("m", int64_t{100}).Arg("n", int64_t{100}).Arg("k", int64_t{100}).Flops(4e6);
+  TaskSpec g = TaskBuilder("g", "gemm")
+                   .Arg("m", int64_t{100})
+                   .Arg("n", int64_t{100})
+                   .Arg("k", int64_t{100})
+                   .Flops(4e6);
   EXPECT_DOUBLE_EQ(m.Prior(g, CoreKind::kCube), 200);
 }
 
@@ -150,7 +155,8 @@ TEST_F(CostModelTest, EstimateConvergesToTheTrueDurationFromAFarPrior) {
   constexpr double kTrue = 3000;
   std::uniform_real_distribution<double> noise(-0.05, 0.05);
   CostModel m = Model();
-  ASSERT_GT(std::abs(m.Estimate(t, CoreKind::kCube) - kTrue) / kTrue, 0.5) << "prior must be far off";
+  ASSERT_GT(std::abs(m.Estimate(t, CoreKind::kCube) - kTrue) / kTrue, 0.5)
+      << "prior must be far off";
   constexpr int kWarmup = 30, kSamples = 500;
   for (int i = 0; i < kSamples; ++i) {
     m.Observe(t, kTrue * (1 + noise(rng)));

@@ -17,13 +17,13 @@ std::unique_ptr<Scheduler> Make() {
 TEST(GangStartTest, MembersArePlacedTogetherOnDistinctDevicesOnceAllAreReady) {
   auto s = Make();
   for (int i = 0; i < 3; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
-  JobSpec spec = SpecBuilder()
-                     .Add(TaskBuilder("pre").Us(100))
-                     .Add(TaskBuilder("m0", "allreduce").Vector().Collective("g", "allreduce"))
-                     .Add(TaskBuilder("m1", "allreduce").Vector().Collective("g", "allreduce"))
-                     .Add(TaskBuilder("m2", "allreduce").Vector().Inputs({"pre"})
-                              .Collective("g", "allreduce"))
-                     .Build();
+  JobSpec spec =
+      SpecBuilder()
+          .Add(TaskBuilder("pre").Us(100))
+          .Add(TaskBuilder("m0", "allreduce").Vector().Collective("g", "allreduce"))
+          .Add(TaskBuilder("m1", "allreduce").Vector().Collective("g", "allreduce"))
+          .Add(TaskBuilder("m2", "allreduce").Vector().Inputs({"pre"}).Collective("g", "allreduce"))
+          .Build();
   auto id = s->AddJob(BuildGraph(spec), 0);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   std::vector<Dispatch> out;

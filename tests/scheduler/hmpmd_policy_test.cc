@@ -124,7 +124,8 @@ TEST_F(HmpmdPolicyTest, PlaceSaysRetryLaterWhenNoSuitableCoreIsFree) {
   pool.AddDevice(Device("gemm", 1, 0, {"gemm"}));
   pool.AddDevice(Device("spin", 1, 0, {"spin"}));
   pool.Assign(0, 100, 0);  // the only gemm core is full
-  auto g = test::BuildGraph(SpecBuilder().Add(TaskBuilder("g", "gemm")).Add(TaskBuilder("v").Vector()));
+  auto g =
+      test::BuildGraph(SpecBuilder().Add(TaskBuilder("g", "gemm")).Add(TaskBuilder("v").Vector()));
   HmpmdPolicy policy;
   EXPECT_EQ(policy.Place(View(*g, 0, &pool), pool, 0).kind, Placement::Kind::kRetryLater);
   EXPECT_EQ(policy.Place(View(*g, 1, &pool), pool, 0).kind, Placement::Kind::kRetryLater)

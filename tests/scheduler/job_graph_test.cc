@@ -22,7 +22,8 @@ using test::TaskBuilder;
 class JobGraphTest : public ::testing::Test {
  protected:
   // Build must fail with InvalidArgument and a message holding every needle.
-  static std::string ExpectRejected(const JobSpec& spec, std::initializer_list<std::string> needles) {
+  static std::string ExpectRejected(const JobSpec& spec,
+                                    std::initializer_list<std::string> needles) {
     auto g = JobGraph::Build(spec);
     EXPECT_FALSE(g.ok()) << "Build accepted a spec it must reject";
     if (g.ok()) return "";
@@ -128,7 +129,8 @@ TEST_F(JobGraphTest, CycleIsRejectedWithItsPath) {
   std::vector<std::string> path = CyclePath(msg);
   EXPECT_TRUE(IsCycleOf(spec, path)) << msg;
   EXPECT_EQ(path.size(), 4u) << msg;
-  EXPECT_EQ(std::set<std::string>(path.begin(), path.end()), (std::set<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(std::set<std::string>(path.begin(), path.end()),
+            (std::set<std::string>{"a", "b", "c"}));
 }
 
 TEST_F(JobGraphTest, CyclePathLeavesOutTasksOnlyReachingTheCycle) {
@@ -145,12 +147,14 @@ TEST_F(JobGraphTest, CyclePathLeavesOutTasksOnlyReachingTheCycle) {
   std::vector<std::string> path = CyclePath(msg);
   EXPECT_TRUE(IsCycleOf(spec, path)) << msg;
   for (const char* off : {"d", "e", "f"}) {
-    EXPECT_EQ(std::count(path.begin(), path.end(), off), 0) << off << " is not on the cycle: " << msg;
+    EXPECT_EQ(std::count(path.begin(), path.end(), off), 0)
+        << off << " is not on the cycle: " << msg;
   }
 }
 
 TEST_F(JobGraphTest, TwoTaskCycleIsRejected) {
-  JobSpec spec = SpecBuilder().Add(TaskBuilder("p").Inputs({"q"})).Add(TaskBuilder("q").Inputs({"p"}));
+  JobSpec spec =
+      SpecBuilder().Add(TaskBuilder("p").Inputs({"q"})).Add(TaskBuilder("q").Inputs({"p"}));
   std::string msg = ExpectRejected(spec, {"cycle"});
   EXPECT_TRUE(IsCycleOf(spec, CyclePath(msg))) << msg;
 }
@@ -192,11 +196,12 @@ TEST_F(JobGraphTest, EmptyOrDuplicateSubmodelNameIsRejected) {
 }
 
 TEST_F(JobGraphTest, CollectiveGroupsFormGangsInSpecOrder) {
-  JobSpec spec = SpecBuilder()
-                     .Chain({"p0", "p1"}, 1)
-                     .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce", 64).Inputs({"p0"}))
-                     .Add(TaskBuilder("r1", "allreduce").Collective("g", "allreduce", 64).Inputs({"p1"}))
-                     .Add(TaskBuilder("h0", "allgather").Collective("h", "allgather"));
+  JobSpec spec =
+      SpecBuilder()
+          .Chain({"p0", "p1"}, 1)
+          .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce", 64).Inputs({"p0"}))
+          .Add(TaskBuilder("r1", "allreduce").Collective("g", "allreduce", 64).Inputs({"p1"}))
+          .Add(TaskBuilder("h0", "allgather").Collective("h", "allgather"));
   auto g = test::BuildGraph(spec);
   ASSERT_NE(g, nullptr);
   ASSERT_EQ(g->groups().size(), 2u);
@@ -228,18 +233,19 @@ TEST_F(JobGraphTest, CollectiveWithUnknownOpIsRejected) {
 }
 
 TEST_F(JobGraphTest, CollectiveOpMismatchInGroupIsRejected) {
-  ExpectRejected(SpecBuilder()
-                     .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce"))
-                     .Add(TaskBuilder("r1", "allgather").Collective("g", "allgather")),
-                 {"tasks[1] 'r1'", "collective.op", "'allgather' differs from 'allreduce'",
-                  "group 'g'"});
+  ExpectRejected(
+      SpecBuilder()
+          .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce"))
+          .Add(TaskBuilder("r1", "allgather").Collective("g", "allgather")),
+      {"tasks[1] 'r1'", "collective.op", "'allgather' differs from 'allreduce'", "group 'g'"});
 }
 
 TEST_F(JobGraphTest, DependencyInsideACollectiveGroupIsRejected) {
-  ExpectRejected(SpecBuilder()
-                     .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce"))
-                     .Add(TaskBuilder("r1", "allreduce").Collective("g", "allreduce").Inputs({"r0"})),
-                 {"tasks[1] 'r1'", "inputs", "depends on 'r0'", "collective group 'g'"});
+  ExpectRejected(
+      SpecBuilder()
+          .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce"))
+          .Add(TaskBuilder("r1", "allreduce").Collective("g", "allreduce").Inputs({"r0"})),
+      {"tasks[1] 'r1'", "inputs", "depends on 'r0'", "collective group 'g'"});
 }
 
 TEST_F(JobGraphTest, TopoOrderRespectsEdgesOnRandomDags) {

@@ -43,9 +43,11 @@ TEST_F(ResourcePoolTest, AddDeviceCreatesCoresPerKindWithLanes) {
   EXPECT_EQ(pool.alive_cores(CoreKind::kVector), 3u);
   ASSERT_EQ(pool.device(d0).cores.size(), 5u);
   // Cube cores first, then vector cores, lanes counted per kind.
-  const std::vector<std::pair<CoreKind, uint32_t>> want = {
-      {CoreKind::kCube, 0}, {CoreKind::kCube, 1}, {CoreKind::kVector, 0},
-      {CoreKind::kVector, 1}, {CoreKind::kVector, 2}};
+  const std::vector<std::pair<CoreKind, uint32_t>> want = {{CoreKind::kCube, 0},
+                                                           {CoreKind::kCube, 1},
+                                                           {CoreKind::kVector, 0},
+                                                           {CoreKind::kVector, 1},
+                                                           {CoreKind::kVector, 2}};
   for (size_t i = 0; i < want.size(); ++i) {
     const auto& c = pool.core(pool.device(d0).cores[i]);
     EXPECT_EQ(c.device, d0);
@@ -246,7 +248,8 @@ TEST_F(ResourcePoolTest, AnySupportsNeedsAnAliveDeviceWithTheCoreKind) {
   uint32_t gemm = pool.InternKernel("gemm");
   uint32_t send = pool.InternKernel("send");
   EXPECT_TRUE(pool.AnySupports(gemm, CoreKind::kCube));
-  EXPECT_FALSE(pool.AnySupports(gemm, CoreKind::kVector)) << "gemm only where there is no vector core";
+  EXPECT_FALSE(pool.AnySupports(gemm, CoreKind::kVector))
+      << "gemm only where there is no vector core";
   EXPECT_TRUE(pool.AnySupports(send, CoreKind::kVector));
   EXPECT_FALSE(pool.AnySupports(send, CoreKind::kCube));
   pool.RemoveDevice(0);

@@ -182,9 +182,8 @@ TEST_F(SchedulerTest, PlacesTasksOnlyOnDevicesThatRunTheKernel) {
   DeviceId both = sched_->AddDevice(Device("both", 1, 0, {"spin", "gemm"}));
   // The gemm task comes first and ranks higher; the spin-only device is the
   // earliest free (lowest core id), so a kernel-blind placement would pick it.
-  JobId job = Add(SpecBuilder()
-                      .Add(TaskBuilder("g", "gemm").Flops(2e7))
-                      .Add(TaskBuilder("s").Us(5)));
+  JobId job =
+      Add(SpecBuilder().Add(TaskBuilder("g", "gemm").Flops(2e7)).Add(TaskBuilder("s").Us(5)));
   std::vector<Dispatch> out = ScheduleAt(0);
   ASSERT_EQ(out.size(), 2u);
   for (const Dispatch& d : out) {
@@ -223,7 +222,10 @@ TEST_F(SchedulerTest, DeeperQueuesPutSeveralTasksOnOneCore) {
   opts_.pool.lookahead_us = 1e6;
   Make();
   sched_->AddDevice(Device("d", 1));
-  Add(SpecBuilder().Add(TaskBuilder("a").Us(10)).Add(TaskBuilder("b").Us(10)).Add(TaskBuilder("c").Us(10)));
+  Add(SpecBuilder()
+          .Add(TaskBuilder("a").Us(10))
+          .Add(TaskBuilder("b").Us(10))
+          .Add(TaskBuilder("c").Us(10)));
   std::vector<Dispatch> out = ScheduleAt(0);
   ASSERT_EQ(out.size(), 3u);
   for (const Dispatch& d : out) EXPECT_EQ(d.core, out[0].core);
@@ -257,11 +259,13 @@ TEST_F(SchedulerTest, AddJobRejectsMoreDevicesThanThePoolHas) {
   Make();
   sched_->AddDevice(Device("d0", 1));
   sched_->AddDevice(Device("d1", 1));
-  Status s = AddStatus(SpecBuilder().Submodel("vision", SubmodelKind::kEncoder, 3)
+  Status s = AddStatus(SpecBuilder()
+                           .Submodel("vision", SubmodelKind::kEncoder, 3)
                            .Add(TaskBuilder("a").Submodel("vision")));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   ExpectHas(s.message(), {"submodels[0] 'vision'", "devices", "asks for 3", "has 2"});
-  EXPECT_TRUE(AddStatus(SpecBuilder().Submodel("vision", SubmodelKind::kEncoder, 2)
+  EXPECT_TRUE(AddStatus(SpecBuilder()
+                            .Submodel("vision", SubmodelKind::kEncoder, 2)
                             .Add(TaskBuilder("a").Submodel("vision")))
                   .ok());
 }

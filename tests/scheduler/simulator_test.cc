@@ -156,7 +156,9 @@ TEST(Simulator, GangMembersStartAndEndTogether) {
 TEST(Simulator, GangLargerThanThePoolIsReportedStuck) {
   SpecBuilder b;
   for (int i = 0; i < 3; ++i) {
-    b.Add(TaskBuilder("ar" + std::to_string(i), "allreduce").Vector().Collective("g", "allreduce", 64));
+    b.Add(TaskBuilder("ar" + std::to_string(i), "allreduce")
+              .Vector()
+              .Collective("g", "allreduce", 64));
   }
   PoolSpec pool = MakePoolSpec(2);
   Outcome o = Simulate(b.Build(), "hmpmd", pool);
@@ -180,8 +182,8 @@ TEST(Simulator, TaskTimesFollowThePool) {
   PoolSpec pool = MakePoolSpec(1);
   pool.flops_per_us = {1e6, 1e5};
   SpecBuilder b;
-  b.Add(TaskBuilder("g", "gemm").Flops(2e9));                       // 2000 us on cube
-  b.Add(TaskBuilder("s", "spin").Us(70).Inputs({"g"}));             // its own us
+  b.Add(TaskBuilder("g", "gemm").Flops(2e9));                                // 2000 us on cube
+  b.Add(TaskBuilder("s", "spin").Us(70).Inputs({"g"}));                      // its own us
   b.Add(TaskBuilder("x", "send").Vector().Bytes(5.6e4 * 10).Inputs({"s"}));  // node tier
   Outcome o = Simulate(b.Build(), "fifo", pool);
   ASSERT_EQ(o.state, JobState::kSucceeded);

@@ -152,9 +152,9 @@ class VirtualLoop {
     TimeUs dispatched = 0;
     TimeUs start = 0;
     TimeUs end = 0;
-    uint64_t seq = 0;        // dispatch order
+    uint64_t seq = 0;  // dispatch order
     bool finished = false;
-    uint64_t finish_seq = 0;  // order in which results reached the scheduler
+    uint64_t finish_seq = 0;       // order in which results reached the scheduler
     uint64_t finished_before = 0;  // results delivered before this dispatch
   };
   using Duration = std::function<TimeUs(JobId, uint32_t run)>;

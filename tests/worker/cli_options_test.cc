@@ -69,10 +69,11 @@ TEST(ReadTokenFileTest, StripsTrailingWhitespaceAndReportsMissingFiles) {
 
 TEST(ParseDeviceDescriptionTest, SetsTheFieldsItNames) {
   WorkerOptions o;
-  ASSERT_TRUE(ParseDeviceDescription(
-                  R"({"name": "node7-npu0", "cores": {"cube": 2, "vector": 4}, "memory_mb": 65536})",
-                  "d.json", &o)
-                  .ok());
+  ASSERT_TRUE(
+      ParseDeviceDescription(
+          R"({"name": "node7-npu0", "cores": {"cube": 2, "vector": 4}, "memory_mb": 65536})",
+          "d.json", &o)
+          .ok());
   EXPECT_EQ(o.name, "node7-npu0");
   EXPECT_EQ(o.cube_cores, 2u);
   EXPECT_EQ(o.vector_cores, 4u);
@@ -128,7 +129,8 @@ TEST(LoadDeviceFileTest, ReadsTheFileAndReportsMissingOnes) {
   const std::string path = ::testing::TempDir() + "hmpmd_worker_device_test.json";
   {
     std::ofstream out(path);
-    out << R"({"cores": {"cube": 8, "vector": 2}, "memory_mb": 32768})" << "\n";
+    out << R"({"cores": {"cube": 8, "vector": 2}, "memory_mb": 32768})"
+        << "\n";
   }
   WorkerOptions o;
   Status s = LoadDeviceFile(path, &o);

@@ -24,13 +24,13 @@ namespace {
 struct Case {
   std::string op;
   uint32_t members = 2;
-  int64_t n = 256;         // float32 elements per member
-  std::string sizes;       // alltoall: elements per destination
+  int64_t n = 256;    // float32 elements per member
+  std::string sizes;  // alltoall: elements per destination
 };
 
 std::string Name(const Case& c) {
-  std::string name = c.op + "_" + std::to_string(c.members) + "members_" +
-                     std::to_string(c.n * 4) + "bytes";
+  std::string name =
+      c.op + "_" + std::to_string(c.members) + "members_" + std::to_string(c.n * 4) + "bytes";
   if (!c.sizes.empty()) name += "_uneven";
   return name;
 }
@@ -207,8 +207,8 @@ std::vector<Case> Cases() {
   for (const char* op : {"reduce_scatter", "allgather", "alltoall", "broadcast"}) {
     cases.push_back({op, 3, 262144, ""});
   }
-  cases.push_back({"allreduce", 3, 1000, ""});  // segments of unequal size
-  cases.push_back({"alltoall", 4, 1000, "0,700,1,299"});  // MoE-like skew
+  cases.push_back({"allreduce", 3, 1000, ""});               // segments of unequal size
+  cases.push_back({"alltoall", 4, 1000, "0,700,1,299"});     // MoE-like skew
   cases.push_back({"allreduce", 2, int64_t{16} << 20, ""});  // 64 MB
   return cases;
 }

@@ -54,9 +54,8 @@ int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), 
 TEST(WorkerBinaryTest, HelpExitsZeroAndListsTheFlags) {
   Outcome o = Binary("--help").Finish();
   EXPECT_EQ(o.exit_code, 0);
-  for (const char* flag :
-       {"--controller", "--cores", "--memory-mb", "--name", "--device", "--token-file",
-        "--log-level"}) {
+  for (const char* flag : {"--controller", "--cores", "--memory-mb", "--name", "--device",
+                           "--token-file", "--log-level"}) {
     EXPECT_THAT(o.output, HasSubstr(flag));
   }
 }

@@ -57,8 +57,8 @@ struct HeldTask {
 
 // Worker -> controller, first message and after a controller restart.
 struct RegisterMsg {
-  std::string name;       // human-readable, e.g. "host:pid"
-  std::string token;      // shared secret; empty when the controller has none
+  std::string name;   // human-readable, e.g. "host:pid"
+  std::string token;  // shared secret; empty when the controller has none
   uint32_t pid = 0;
   std::vector<CoreGroup> cores;
   uint64_t memory_mb = 0;
@@ -100,8 +100,8 @@ struct Reject {
 
 struct Heartbeat {
   WorkerId worker_id = 0;
-  uint32_t running = 0;          // tasks queued or running on its lanes
-  uint64_t dropped_frames = 0;   // malformed frames it has dropped
+  uint32_t running = 0;         // tasks queued or running on its lanes
+  uint64_t dropped_frames = 0;  // malformed frames it has dropped
   int64_t sent_us = 0;
   template <typename Ar>
   void Serialize(Ar& ar) {
@@ -151,7 +151,7 @@ struct TaskAssign {
   uint32_t attempt = 0;  // results of older attempts are ignored
   std::string kernel;
   CoreKind core = CoreKind::kCube;
-  uint32_t lane = 0;     // which core of that kind
+  uint32_t lane = 0;  // which core of that kind
   Args args;
   std::vector<InputRef> inputs;  // the producers' outputs, in input order
   // Reads of this run's outputs before the worker frees them; 0: a final
@@ -183,7 +183,7 @@ struct TaskResult {
   bool ok = true;
   int64_t start_us = 0;
   int64_t end_us = 0;
-  std::string error;  // the kernel's message when !ok
+  std::string error;          // the kernel's message when !ok
   uint64_t output_bytes = 0;  // kept in the worker's object store
   template <typename Ar>
   void Serialize(Ar& ar) {
@@ -234,8 +234,8 @@ struct FreeJob {
 };
 
 // The alternatives are in MsgType order, so index() + 1 is the type byte.
-using Message = std::variant<RegisterMsg, RegisterAck, Reject, Heartbeat, HeartbeatAck,
-                             AssignBatch, DoneBatch, CancelJob, Shutdown, FreeJob>;
+using Message = std::variant<RegisterMsg, RegisterAck, Reject, Heartbeat, HeartbeatAck, AssignBatch,
+                             DoneBatch, CancelJob, Shutdown, FreeJob>;
 
 MsgType TypeOf(const Message& m);
 std::string_view MsgTypeName(MsgType t);

@@ -20,11 +20,11 @@ namespace hmpmd {
 inline constexpr uint32_t kNoGroup = UINT32_MAX;
 
 struct GraphTask {
-  uint32_t submodel = 0;                 // index into spec().submodels
-  std::vector<uint32_t> inputs;          // producer indices, deduplicated
-  std::vector<uint32_t> consumers;       // consumer indices
-  uint32_t group = kNoGroup;             // collective gang, index into groups()
-  bool is_comm = false;                  // communication kernel (send, collectives)
+  uint32_t submodel = 0;            // index into spec().submodels
+  std::vector<uint32_t> inputs;     // producer indices, deduplicated
+  std::vector<uint32_t> consumers;  // consumer indices
+  uint32_t group = kNoGroup;        // collective gang, index into groups()
+  bool is_comm = false;             // communication kernel (send, collectives)
 };
 
 struct CollectiveGroup {

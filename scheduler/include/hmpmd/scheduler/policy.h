@@ -19,8 +19,8 @@ namespace hmpmd {
 // A ready task as a policy sees it.
 struct TaskView {
   JobId job = 0;
-  uint32_t run = 0;        // run index inside the job (step * size + index)
-  uint32_t index = 0;      // task index inside the step
+  uint32_t run = 0;    // run index inside the job (step * size + index)
+  uint32_t index = 0;  // task index inside the step
   uint32_t step = 0;
   const JobGraph* graph = nullptr;
   const TaskSpec* spec = nullptr;

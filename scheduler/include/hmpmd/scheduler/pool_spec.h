@@ -44,8 +44,8 @@ struct PoolSpec {
   // Link tiers by LinkTier. Defaults: 1.6e6 B/us and 0.5 us on the device,
   // 5.6e4 B/us (56 GB/s) and 2 us in a node, 2.5e4 B/us (25 GB/s) and 5 us
   // over the fabric.
-  std::array<LinkSpec, kNumLinkTiers> links{
-      LinkSpec{1.6e6, 0.5}, LinkSpec{5.6e4, 2}, LinkSpec{2.5e4, 5}};
+  std::array<LinkSpec, kNumLinkTiers> links{LinkSpec{1.6e6, 0.5}, LinkSpec{5.6e4, 2},
+                                            LinkSpec{2.5e4, 5}};
 
   uint32_t devices() const { return nodes * devices_per_node; }
 };

@@ -45,7 +45,7 @@ struct TaskRecord {
   uint32_t attempt = 0;
   uint32_t pending = 0;  // inputs not yet done
   CoreId core = kNoCore;
-  float est_us = 0;      // estimate it was placed with
+  float est_us = 0;  // estimate it was placed with
   TimeUs dispatched = 0;
   TimeUs start = 0;
   TimeUs end = 0;
@@ -60,13 +60,13 @@ struct JobRun {
   JobId id = 0;
   std::shared_ptr<const JobGraph> graph;
   JobState state = JobState::kQueued;
-  std::string error;  // why it failed or was cancelled
-  std::vector<TaskRecord> runs;       // graph->total_runs() records
-  std::vector<double> rank_us;        // per task of a step
-  std::vector<double> est_us;         // per task: estimate at admission
-  std::vector<uint32_t> kernel_ids;   // per task of a step
-  uint32_t step = 0;                  // step being run
-  std::vector<uint32_t> gang_ready;   // per collective group: members ready this step
+  std::string error;                 // why it failed or was cancelled
+  std::vector<TaskRecord> runs;      // graph->total_runs() records
+  std::vector<double> rank_us;       // per task of a step
+  std::vector<double> est_us;        // per task: estimate at admission
+  std::vector<uint32_t> kernel_ids;  // per task of a step
+  uint32_t step = 0;                 // step being run
+  std::vector<uint32_t> gang_ready;  // per collective group: members ready this step
   uint32_t left_in_step = 0;
   uint64_t done = 0;
   uint64_t running = 0;
@@ -137,8 +137,7 @@ class Scheduler {
   // --- events ---
   // A run finished. Results for stale attempts or ended jobs return false
   // and change nothing.
-  bool OnTaskDone(JobId job, uint32_t run, uint32_t attempt, TimeUs start, TimeUs end,
-                  TimeUs now);
+  bool OnTaskDone(JobId job, uint32_t run, uint32_t attempt, TimeUs start, TimeUs end, TimeUs now);
   // A run failed with `error`. `retryable` failures (lost worker) run again
   // while attempts last; others fail the job.
   bool OnTaskFailed(JobId job, uint32_t run, uint32_t attempt, const std::string& error,
@@ -189,8 +188,7 @@ class Scheduler {
               std::vector<Dispatch>* out);
   // Places one ready item (a gang when it leads one); the outcome of the
   // first member that could not be placed, or kPlaced.
-  Placement PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
-                      std::vector<Dispatch>* out);
+  Placement PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now, std::vector<Dispatch>* out);
   Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
   // Takes a run's outputs off its device's held bytes (read or freed).
   void ReleaseHeld(TaskRecord& rec);

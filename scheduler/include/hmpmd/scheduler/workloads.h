@@ -48,9 +48,9 @@ struct MoeOptions {
   uint32_t layers = 2;
   uint32_t chunks = 8;
   uint32_t top_k = 2;
-  double skew = 0.8;             // Zipf exponent of expert popularity
-  double attn_us = 3000;         // attention per device per chunk
-  double expert_us = 1200;       // one expert task
+  double skew = 0.8;                // Zipf exponent of expert popularity
+  double attn_us = 3000;            // attention per device per chunk
+  double expert_us = 1200;          // one expert task
   double alltoall_bytes = 8 << 20;  // per member
   uint64_t seed = 1;
 };
@@ -64,7 +64,7 @@ struct RlOptions {
   uint32_t devices = 384;
   uint32_t iterations = 4;
   uint32_t staleness = 1;
-  double rollout_us = 4000;   // mean rollout (lengths from 0.25x to 4x)
+  double rollout_us = 4000;  // mean rollout (lengths from 0.25x to 4x)
   double reward_us = 800;
   double learn_us = 3000;
   double allreduce_bytes = 64 << 20;

@@ -26,8 +26,7 @@ namespace hmpmd::worker {
 ///   auto outputs = hmpmd::worker::FetchOutputs("tcp://10.0.0.7:40123", 3, 5, 10000);
 ///   if (outputs.ok()) std::printf("%zu buffers\n", outputs->size());
 /// @endcode
-HMPMD_WORKER_EXPORT Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint,
-                                                             JobId job, uint32_t run,
-                                                             int64_t timeout_ms);
+HMPMD_WORKER_EXPORT Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job,
+                                                             uint32_t run, int64_t timeout_ms);
 
 }  // namespace hmpmd::worker

@@ -73,10 +73,9 @@ class HMPMD_WORKER_EXPORT KernelArgs {
 /// A kernel: runs one task on one core lane and returns its outputs.
 ///
 /// `inputs` are the outputs of the task's producers, in the order of the
-/// task's `inputs` (each producer's outputs in its order). A kernel reports failure by throwing; the worker catches
-/// the exception, reports the task failed with `e.what()` and keeps
-/// serving. A kernel may run on several lanes at once, so it must be safe
-/// to call concurrently with itself.
+/// task's `inputs` (each producer's outputs in its order). A kernel reports failure by throwing;
+/// the worker catches the exception, reports the task failed with `e.what()` and keeps serving. A
+/// kernel may run on several lanes at once, so it must be safe to call concurrently with itself.
 using Kernel =
     std::function<std::vector<Buffer>(const KernelArgs& args, std::span<const Buffer> inputs)>;
 
