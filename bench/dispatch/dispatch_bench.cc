@@ -17,21 +17,18 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "bench_util.h"
 #include "local_cluster.h"
 
 namespace hmpmd {
 namespace {
 
+using bench::JobSeconds;
+using bench::NoopJob;
+using bench::Stats;
+using bench::Summarise;
+
 using Clock = std::chrono::steady_clock;
-
-struct Stats {
-  double median, min, max;
-};
-
-Stats Summarise(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
-}
 
 // Median round trip in microseconds, ROUTER echo in a child process. The
 // child binds a free port and tells it through a pipe; every receive has a
@@ -97,37 +94,6 @@ double RawRoundTripUs(int round_trips) {
   return median;
 }
 
-std::shared_ptr<const JobGraph> NoopJob(int n, bool chain) {
-  JobSpec spec;
-  spec.name = chain ? "chain" : "independent";
-  spec.tasks.resize(n);
-  for (int i = 0; i < n; ++i) {
-    spec.tasks[i].id = "t" + std::to_string(i);
-    spec.tasks[i].kernel = "noop";
-    if (chain && i > 0) spec.tasks[i].inputs.push_back("t" + std::to_string(i - 1));
-  }
-  auto g = JobGraph::Build(std::move(spec));
-  if (!g.ok()) {
-    std::fprintf(stderr, "bench: %s\n", g.status().ToString().c_str());
-    std::exit(1);
-  }
-  return *g;
-}
-
-// Seconds from submission to the end of the job, on the controller's clock.
-double RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
-  double seconds = -1;
-  Status st =
-      cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller&) {
-        if (job.state == JobState::kSucceeded) seconds = (job.finished - job.submitted) / 1e6;
-      });
-  if (!st.ok() || seconds < 0) {
-    std::fprintf(stderr, "bench: job failed: %s\n", st.ToString().c_str());
-    std::exit(1);
-  }
-  return seconds;
-}
-
 LocalClusterOptions ClusterOptions(int workers) {
   LocalClusterOptions o;
   o.workers = workers;
@@ -170,16 +136,16 @@ int main(int argc, char** argv) {
     if (Status st = one.Start(); !st.ok())
       return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
     auto g = NoopJob(chain, true);
-    RunOnce(one, NoopJob(std::min(chain, 1000), true));  // warm up
-    for (int r = 0; r < runs; ++r) chain_us.push_back(RunOnce(one, g) * 1e6 / chain);
+    JobSeconds(one, NoopJob(std::min(chain, 1000), true));  // warm up
+    for (int r = 0; r < runs; ++r) chain_us.push_back(JobSeconds(one, g) * 1e6 / chain);
   }
   {
     LocalCluster two(ClusterOptions(2));
     if (Status st = two.Start(); !st.ok())
       return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
     auto g = NoopJob(independent, false);
-    RunOnce(two, NoopJob(std::min(independent, 10'000), false));  // warm up
-    for (int r = 0; r < runs; ++r) tput.push_back(independent / RunOnce(two, g));
+    JobSeconds(two, NoopJob(std::min(independent, 10'000), false));  // warm up
+    for (int r = 0; r < runs; ++r) tput.push_back(independent / JobSeconds(two, g));
   }
   Stats a = Summarise(raw), b = Summarise(chain_us), c = Summarise(tput);
   std::printf("bench/dispatch: median of %d run(s) [min .. max]\n", runs);

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "event_feed.h"
 #include "http_client.h"
 #include "http_server.h"
@@ -27,39 +28,9 @@
 namespace hmpmd {
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-std::shared_ptr<const JobGraph> NoopJob(int n) {
-  JobSpec spec;
-  spec.name = "independent";
-  spec.tasks.resize(n);
-  for (int i = 0; i < n; ++i) {
-    spec.tasks[i].id = "t" + std::to_string(i);
-    spec.tasks[i].kernel = "noop";
-  }
-  auto g = JobGraph::Build(std::move(spec));
-  if (!g.ok()) {
-    std::fprintf(stderr, "bench: %s\n", g.status().ToString().c_str());
-    std::exit(1);
-  }
-  return *g;
-}
-
 // Tasks per second from submission to the end of the job.
-double RunOnce(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
-  double seconds = -1;
-  Status st =
-      cluster.RunJob(graph, std::chrono::minutes(5), [&](const JobRun& job, const Controller&) {
-        if (job.state == JobState::kSucceeded) seconds = (job.finished - job.submitted) / 1e6;
-      });
-  if (!st.ok() || seconds <= 0) {
-    std::fprintf(stderr, "bench: job failed: %s\n", st.ToString().c_str());
-    std::exit(1);
-  }
-  return graph->total_runs() / seconds;
+double TasksPerSecond(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph) {
+  return graph->total_runs() / bench::JobSeconds(cluster, graph);
 }
 
 // Client threads sending requests back to back until stopped.
@@ -178,18 +149,18 @@ int main(int argc, char** argv) {
   feed.Start();
   HttpUrl url = *ParseHttpUrl("127.0.0.1:" + std::to_string(server->port()));
 
-  auto g = NoopJob(tasks);
-  RunOnce(cluster, NoopJob(std::min(tasks, 10'000)));  // warm up
+  auto g = bench::NoopJob(tasks, false);
+  TasksPerSecond(cluster, bench::NoopJob(std::min(tasks, 10'000), false));  // warm up
   std::vector<double> quiet, loaded;
   uint64_t requests = 0, errors = 0, events = 0;
   double loaded_seconds = 0;
   for (int r = 0; r < runs; ++r) {
-    quiet.push_back(RunOnce(cluster, g));
+    quiet.push_back(TasksPerSecond(cluster, g));
     Hammer hammer(url, clients, idle, interval_ms, target);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them all connect
     uint64_t before = hammer.requests();
     auto t0 = std::chrono::steady_clock::now();
-    loaded.push_back(RunOnce(cluster, g));
+    loaded.push_back(TasksPerSecond(cluster, g));
     loaded_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     requests += hammer.requests() - before;
     errors += hammer.errors();
@@ -200,7 +171,7 @@ int main(int argc, char** argv) {
   cluster.Call([c] { c->SetObserver(nullptr); });
   cluster.Stop();
 
-  double q = Median(quiet), l = Median(loaded);
+  double q = bench::Summarise(quiet).median, l = bench::Summarise(loaded).median;
   std::printf("bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s)\n", tasks,
               runs);
   std::printf("  without HTTP clients           %9.0f tasks/s\n", q);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench_util.h"
 #include "job_spec_parser.h"
 #include "local_cluster.h"
 #include "sqlite_job_store.h"
@@ -22,14 +23,8 @@
 namespace hmpmd {
 namespace {
 
-struct Stats {
-  double median, min, max;
-};
-
-Stats Summarise(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
-}
+using bench::Stats;
+using bench::Summarise;
 
 std::string NoopSpec(int n) {
   nlohmann::json tasks = nlohmann::json::array();
