@@ -96,7 +96,10 @@ Status Communicator::RecvChunks(uint32_t peer, size_t size, Sink sink) {
   return Status::Ok();
 }
 
-Status Communicator::RingReduceScatter(std::span<float> data, int shift) {
+// One ring pass: p-1 steps, each sending one segment to the next rank and
+// receiving one from the previous; `reduce` adds what arrives into the
+// segment (reduce-scatter), otherwise it replaces it (all-gather).
+Status Communicator::RingPass(std::span<float> data, int shift, bool reduce) {
   const uint32_t p = size();
   const size_t n = data.size();
   for (uint32_t step = 0; step + 1 < p; ++step) {
@@ -108,25 +111,12 @@ Status Communicator::RingReduceScatter(std::span<float> data, int shift) {
     float* base = data.data() + rb;
     RETURN_IF_ERROR(
         RecvChunks(Peer(-1), (re - rb) * sizeof(float), [&](size_t off, const zmq::message_t& m) {
-          AddInto(base + off / sizeof(float), m.data(), m.size() / sizeof(float));
+          if (reduce) {
+            AddInto(base + off / sizeof(float), m.data(), m.size() / sizeof(float));
+          } else {
+            std::memcpy(reinterpret_cast<std::byte*>(base) + off, m.data(), m.size());
+          }
         }));
-  }
-  return Status::Ok();
-}
-
-Status Communicator::RingAllGather(std::span<float> data, int shift) {
-  const uint32_t p = size();
-  const size_t n = data.size();
-  for (uint32_t step = 0; step + 1 < p; ++step) {
-    const uint32_t send_seg = Mod(int64_t{gang_.rank} - step + shift, p);
-    const uint32_t recv_seg = Mod(int64_t{gang_.rank} - step - 1 + shift, p);
-    const size_t sb = SegBegin(n, p, send_seg), se = SegBegin(n, p, send_seg + 1);
-    RETURN_IF_ERROR(SendChunks(Peer(1), data.data() + sb, (se - sb) * sizeof(float)));
-    const size_t rb = SegBegin(n, p, recv_seg), re = SegBegin(n, p, recv_seg + 1);
-    auto* base = reinterpret_cast<std::byte*>(data.data() + rb);
-    RETURN_IF_ERROR(RecvChunks(
-        Peer(-1), (re - rb) * sizeof(float),
-        [&](size_t off, const zmq::message_t& m) { std::memcpy(base + off, m.data(), m.size()); }));
   }
   return Status::Ok();
 }
@@ -134,15 +124,15 @@ Status Communicator::RingAllGather(std::span<float> data, int shift) {
 Status Communicator::AllReduce(std::span<float> data) {
   if (size() < 2) return Status::Ok();
   // After the reduce-scatter rank r holds the sum of segment r + 1.
-  RETURN_IF_ERROR(RingReduceScatter(data, 0));
-  return RingAllGather(data, 1);
+  RETURN_IF_ERROR(RingPass(data, 0, /*reduce=*/true));
+  return RingPass(data, 1, /*reduce=*/false);
 }
 
 Status Communicator::ReduceScatter(std::span<const float> in, std::vector<float>* out) {
   std::vector<float> work(in.begin(), in.end());
   const uint32_t p = size();
   // Shifted by one so that rank r ends with segment r.
-  if (p > 1) RETURN_IF_ERROR(RingReduceScatter(work, -1));
+  if (p > 1) RETURN_IF_ERROR(RingPass(work, -1, /*reduce=*/true));
   const size_t b = SegBegin(work.size(), p, gang_.rank),
                e = SegBegin(work.size(), p, gang_.rank + 1);
   out->assign(work.begin() + static_cast<ptrdiff_t>(b), work.begin() + static_cast<ptrdiff_t>(e));

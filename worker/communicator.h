@@ -66,8 +66,9 @@ class Communicator {
   // Receives `size` bytes from `peer` in chunks; `sink(offset, chunk)`.
   template <typename Sink>
   Status RecvChunks(uint32_t peer, size_t size, Sink sink);
-  Status RingReduceScatter(std::span<float> data, int shift);
-  Status RingAllGather(std::span<float> data, int shift);
+  // One ring pass over `data`'s p segments: reduce-scatter when `reduce`,
+  // else all-gather. `shift` rotates which segment each rank starts with.
+  Status RingPass(std::span<float> data, int shift, bool reduce);
   uint32_t Peer(int offset) const;
 
   zmq::context_t* const ctx_;
