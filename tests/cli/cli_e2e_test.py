@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """End to end through the command line, as a user runs it: `hmpmd controller`,
-`hmpmd worker` x2, `hmpmd pool|submit --wait|status|cancel` as separate
+`hmpmd worker` x2, `hmpmd pool|submit --wait [--fetch]|status|cancel` as separate
 processes on loopback, and `hmpmd run --json --trace`. Every process started
 here is stopped here, by PID. Usage: cli_e2e_test.py BIN_DIR SOURCE_DIR"""
 import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,44 @@ class SeparateProcesses(unittest.TestCase):
         status = json.loads(run("status", job_id, "--json", env=self.env).stdout)
         self.assertEqual(status["state"], "cancelled")
         self.assertLess(status["done"], 200)
+
+    def test_submit_wait_fetch_writes_each_final_output(self):
+        # a and b (generated values, scaled) feed sum on whichever worker the
+        # scheduler picks, so at least one input may cross workers; sum and
+        # neg are the final outputs. The generator is FillDeterministic
+        # (worker/f32_util.cc): multiples of 1/8, exact in float32.
+        n = 65536
+        spec = os.path.join(self.tmp.name, "fetch.json")
+        with open(spec, "w") as f:
+            json.dump({"name": "fetch", "tasks": [
+                {"id": "a", "kernel": "scale", "args": {"n": n, "factor": 2.0}},
+                {"id": "b", "kernel": "scale", "args": {"n": n, "factor": 0.5}},
+                {"id": "sum", "kernel": "add", "inputs": ["a", "b"]},
+                {"id": "neg", "kernel": "scale", "core": "vector",
+                 "args": {"n": n, "factor": -1.0}}]}, f)
+        out = os.path.join(self.tmp.name, "out")
+        r = run("submit", spec, "--wait", "--fetch", out, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("outputs written to", r.stdout)
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = sorted(json.load(f), key=lambda e: e["task"])
+        self.assertEqual([(e["task"], e["index"], e["file"]) for e in manifest],
+                         [("neg", 0, "neg.0.bin"), ("sum", 0, "sum.0.bin")])
+        generated = [((i * 7 + 13) % 17 - 8) / 8.0 for i in range(n)]
+        want = {"sum": [2.5 * g for g in generated], "neg": [-g for g in generated]}
+        for e in manifest:
+            self.assertEqual((e["dtype"], e["shape"], e["bytes"]), ("f32", [n], 4 * n))
+            with open(os.path.join(out, e["file"]), "rb") as f:
+                data = f.read()
+            self.assertEqual(len(data), 4 * n, e["file"])
+            self.assertEqual(data, struct.pack(f"<{n}f", *want[e["task"]]), e["file"])
+        self.assertEqual(sorted(os.listdir(out)), ["manifest.json", "neg.0.bin", "sum.0.bin"])
+
+    def test_fetch_without_wait_is_refused(self):
+        r = run("submit", EXAMPLE, "--fetch", os.path.join(self.tmp.name, "never"), env=self.env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--fetch: needs --wait", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "never")))
 
     def test_unreachable_controller_is_one_line_and_exit_1(self):
         r = run("pool", "--url", f"http://127.0.0.1:{free_port()}")
