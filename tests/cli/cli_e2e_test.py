@@ -153,7 +153,10 @@ class SeparateProcesses(unittest.TestCase):
             with open(os.path.join(out, e["file"]), "rb") as f:
                 data = f.read()
             self.assertEqual(len(data), 4 * n, e["file"])
-            self.assertEqual(data, struct.pack(f"<{n}f", *want[e["task"]]), e["file"])
+            got = struct.unpack(f"<{n}f", data)
+            bad = [i for i in range(n) if got[i] != want[e["task"]][i]][:1]
+            self.assertEqual(bad, [], f"{e['file']}: first wrong element" +
+                             (f" [{bad[0]}] = {got[bad[0]]}" if bad else ""))
         self.assertEqual(sorted(os.listdir(out)), ["manifest.json", "neg.0.bin", "sum.0.bin"])
 
     def test_fetch_without_wait_is_refused(self):
