@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "clock.h"
 #include "data_frames.h"
 
 namespace hmpmd::worker {
@@ -22,7 +23,35 @@ void AddInto(float* dst, const void* src, size_t count) {
   }
 }
 
+// How long ZeroMQ may keep sending a closed socket's frames.
+constexpr int kLingerMs = 1000;
+
 }  // namespace
+
+void SendFence::Add() {
+  MutexLock lock(&mu_);
+  ++held_;
+}
+
+void SendFence::Release(void*, void* hint) {
+  auto* fence = static_cast<SendFence*>(hint);
+  {
+    MutexLock lock(&fence->mu_);
+    if (--fence->held_ > 0) return;
+  }
+  fence->cv_.SignalAll();
+}
+
+bool SendFence::Wait(int64_t timeout_us) {
+  const int64_t deadline = timeout_us < 0 ? INT64_MAX : NowUs() + timeout_us;
+  MutexLock lock(&mu_);
+  while (held_ > 0) {
+    const int64_t left = deadline - NowUs();
+    if (left <= 0) return false;
+    cv_.WaitForUs(&mu_, std::min<int64_t>(left, 1'000'000));
+  }
+  return true;
+}
 
 Communicator::Communicator(zmq::context_t* ctx, CollectiveInbox* inbox, GangView gang,
                            int64_t timeout_us)
@@ -31,8 +60,24 @@ Communicator::Communicator(zmq::context_t* ctx, CollectiveInbox* inbox, GangView
 }
 
 Communicator::~Communicator() {
+  // Closed sockets drop their frames within the linger time; the fence
+  // must outlive those releases.
+  sockets_.clear();
+  fence_.Wait(-1);
   // Whatever a failed collective left queued for us is of no further use.
   inbox_->Drop(gang_.tag);
+}
+
+Status Communicator::Finish(Status status) {
+  if (status.ok() && fence_.Wait(timeout_us_)) return status;
+  // A failed call, or a peer that stopped reading: ZeroMQ may still hold
+  // the caller's buffers. Closing the sockets makes it drop them after the
+  // linger time, which bounds this wait.
+  for (auto& socket : sockets_) socket.reset();
+  fence_.Wait(-1);
+  if (!status.ok()) return status;
+  return Status::Unavailable("collective: peers did not take this rank's data within " +
+                             std::to_string(timeout_us_ / 1000) + " ms");
 }
 
 uint32_t Communicator::Peer(int offset) const { return Mod(int64_t{gang_.rank} + offset, size()); }
@@ -42,7 +87,7 @@ Status Communicator::Send(uint32_t peer, const void* data, size_t size) {
     auto& s = sockets_[peer];
     if (!s) {
       s.emplace(*ctx_, zmq::socket_type::dealer);
-      s->set(zmq::sockopt::linger, 1000);
+      s->set(zmq::sockopt::linger, kLingerMs);
       s->set(zmq::sockopt::sndhwm, 0);
       s->connect(gang_.endpoints[peer]);
     }
@@ -51,7 +96,13 @@ Status Communicator::Send(uint32_t peer, const void* data, size_t size) {
     h.src = gang_.rank;
     h.key = gang_.tag;
     s->send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::sndmore);
-    s->send(zmq::message_t(data, size), zmq::send_flags::none);
+    if (size < kZeroCopyBytes) {
+      s->send(zmq::message_t(data, size), zmq::send_flags::none);
+    } else {
+      fence_.Add();
+      zmq::message_t m(const_cast<void*>(data), size, &SendFence::Release, &fence_);
+      s->send(m, zmq::send_flags::none);
+    }
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("collective: send to rank " + std::to_string(peer) + " (" +
                                gang_.endpoints[peer] + "): " + e.what());
@@ -123,16 +174,20 @@ Status Communicator::RingPass(std::span<float> data, int shift, bool reduce) {
 
 Status Communicator::AllReduce(std::span<float> data) {
   if (size() < 2) return Status::Ok();
-  // After the reduce-scatter rank r holds the sum of segment r + 1.
-  RETURN_IF_ERROR(RingPass(data, 0, /*reduce=*/true));
-  return RingPass(data, 1, /*reduce=*/false);
+  return Finish([&]() -> Status {
+    // After the reduce-scatter rank r holds the sum of segment r + 1. The
+    // all-gather overwrites a segment only after the sum it fed has come
+    // round the ring, so ZeroMQ has long sent that segment.
+    RETURN_IF_ERROR(RingPass(data, 0, /*reduce=*/true));
+    return RingPass(data, 1, /*reduce=*/false);
+  }());
 }
 
 Status Communicator::ReduceScatter(std::span<const float> in, std::vector<float>* out) {
   std::vector<float> work(in.begin(), in.end());
   const uint32_t p = size();
   // Shifted by one so that rank r ends with segment r.
-  if (p > 1) RETURN_IF_ERROR(RingPass(work, -1, /*reduce=*/true));
+  if (p > 1) RETURN_IF_ERROR(Finish(RingPass(work, -1, /*reduce=*/true)));
   const size_t b = SegBegin(work.size(), p, gang_.rank),
                e = SegBegin(work.size(), p, gang_.rank + 1);
   out->assign(work.begin() + static_cast<ptrdiff_t>(b), work.begin() + static_cast<ptrdiff_t>(e));
@@ -144,16 +199,18 @@ Status Communicator::AllGather(std::span<const std::byte> in, std::vector<std::b
   const size_t block = in.size();
   out->resize(block * p);
   std::memcpy(out->data() + block * gang_.rank, in.data(), block);
-  for (uint32_t step = 0; step + 1 < p; ++step) {
-    const uint32_t send_blk = Mod(int64_t{gang_.rank} - step, p);
-    const uint32_t recv_blk = Mod(int64_t{gang_.rank} - step - 1, p);
-    RETURN_IF_ERROR(SendChunks(Peer(1), out->data() + block * send_blk, block));
-    std::byte* base = out->data() + block * recv_blk;
-    RETURN_IF_ERROR(RecvChunks(Peer(-1), block, [&](size_t off, const zmq::message_t& m) {
-      std::memcpy(base + off, m.data(), m.size());
-    }));
-  }
-  return Status::Ok();
+  return Finish([&]() -> Status {
+    for (uint32_t step = 0; step + 1 < p; ++step) {
+      const uint32_t send_blk = Mod(int64_t{gang_.rank} - step, p);
+      const uint32_t recv_blk = Mod(int64_t{gang_.rank} - step - 1, p);
+      RETURN_IF_ERROR(SendChunks(Peer(1), out->data() + block * send_blk, block));
+      std::byte* base = out->data() + block * recv_blk;
+      RETURN_IF_ERROR(RecvChunks(Peer(-1), block, [&](size_t off, const zmq::message_t& m) {
+        std::memcpy(base + off, m.data(), m.size());
+      }));
+    }
+    return Status::Ok();
+  }());
 }
 
 Status Communicator::AllToAll(const std::vector<std::span<const std::byte>>& send,
@@ -163,8 +220,15 @@ Status Communicator::AllToAll(const std::vector<std::span<const std::byte>>& sen
     return Status::InvalidArgument("alltoall: " + std::to_string(send.size()) +
                                    " blocks for a gang of " + std::to_string(p));
   }
-  // Sizes first (one small frame per peer), then the blocks in chunks;
-  // peers are visited in a rotating order so no rank is everyone's first.
+  return Finish(AllToAllSteps(send, out, recv_sizes));
+}
+
+Status Communicator::AllToAllSteps(const std::vector<std::span<const std::byte>>& send,
+                                   std::vector<std::byte>* out, std::vector<size_t>* recv_sizes) {
+  const uint32_t p = size();
+  // Sizes first (one small frame per peer), then the blocks in chunks, all
+  // queued at once (zero-copy, so at no cost); peers are visited in a
+  // rotating order so no rank is everyone's first.
   for (uint32_t i = 1; i < p; ++i) {
     const uint32_t d = Peer(static_cast<int>(i));
     const uint64_t n = send[d].size();
@@ -204,6 +268,11 @@ Status Communicator::Broadcast(uint32_t root, std::vector<std::byte>* data) {
   const uint32_t p = size();
   if (root >= p)
     return Status::InvalidArgument("broadcast: root " + std::to_string(root) + " >= gang size");
+  return Finish(BroadcastSteps(root, data));
+}
+
+Status Communicator::BroadcastSteps(uint32_t root, std::vector<std::byte>* data) {
+  const uint32_t p = size();
   const uint32_t pos = Mod(int64_t{gang_.rank} - root, p);
   const bool last = pos + 1 == p;
   if (pos == 0) {
@@ -224,8 +293,9 @@ Status Communicator::Broadcast(uint32_t root, std::vector<std::byte>* data) {
   Status forward;
   RETURN_IF_ERROR(RecvChunks(Peer(-1), n, [&](size_t off, const zmq::message_t& m) {
     std::memcpy(data->data() + off, m.data(), m.size());
-    // Pass each chunk on at once: the chain is a pipeline.
-    if (!last && forward.ok()) forward = Send(Peer(1), m.data(), m.size());
+    // Pass each chunk on at once (from `data`, which outlives the send):
+    // the chain is a pipeline.
+    if (!last && forward.ok()) forward = Send(Peer(1), data->data() + off, m.size());
   }));
   return forward;
 }

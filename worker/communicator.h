@@ -12,8 +12,15 @@
 // chunk while the next is on the wire. Segment i of n elements over P
 // ranks is [i*n/P, (i+1)*n/P).
 //
+// Chunks are sent zero-copy: ZeroMQ reads them straight from the caller's
+// buffers, and every call returns only once ZeroMQ has let go of all of
+// them (the SendFence), so the caller may free or change its buffers
+// afterwards. Within a call a buffer is changed only after the peer it
+// went to has used it, which ZeroMQ cannot do before it has sent it.
+//
 // Thread-safety: not thread-safe; one lane thread uses it for one
-// collective (its sockets belong to that thread).
+// collective (its sockets belong to that thread). The fence is also
+// touched by ZeroMQ's I/O thread, under its own mutex.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +33,7 @@
 
 #include "collective_inbox.h"
 #include "hmpmd/protocol/status.h"
+#include "mutex.h"
 
 namespace hmpmd::worker {
 
@@ -35,9 +43,27 @@ struct GangView {
   uint64_t tag = 0;
 };
 
+// Counts the zero-copy frames ZeroMQ still holds. Thread-safe: ZeroMQ's
+// I/O thread releases, the lane waits.
+class SendFence {
+ public:
+  void Add() EXCLUDES(mu_);
+  // The free function of a zero-copy frame; `hint` is the fence.
+  static void Release(void* data, void* hint);
+  // True once nothing is held; false after `timeout_us` (<0: no limit).
+  bool Wait(int64_t timeout_us) EXCLUDES(mu_);
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  uint64_t held_ GUARDED_BY(mu_) = 0;
+};
+
 class Communicator {
  public:
   static constexpr size_t kChunkBytes = 1 << 20;
+  // Frames smaller than this are copied; larger ones go zero-copy.
+  static constexpr size_t kZeroCopyBytes = 64 << 10;
 
   // `ctx` and `inbox` (this worker's) must outlive it. A member that sends
   // nothing within `timeout_us` fails the call with Unavailable.
@@ -60,6 +86,9 @@ class Communicator {
   Status Broadcast(uint32_t root, std::vector<std::byte>* data);
 
  private:
+  // Every public call ends here: waits for the fence and, when that or the
+  // call failed, closes the sockets so ZeroMQ drops what it still holds.
+  Status Finish(Status status);
   Status Send(uint32_t peer, const void* data, size_t size);
   Status SendChunks(uint32_t peer, const void* data, size_t size);
   Result<zmq::message_t> Recv(uint32_t peer);
@@ -69,12 +98,16 @@ class Communicator {
   // One ring pass over `data`'s p segments: reduce-scatter when `reduce`,
   // else all-gather. `shift` rotates which segment each rank starts with.
   Status RingPass(std::span<float> data, int shift, bool reduce);
+  Status AllToAllSteps(const std::vector<std::span<const std::byte>>& send,
+                       std::vector<std::byte>* out, std::vector<size_t>* recv_sizes);
+  Status BroadcastSteps(uint32_t root, std::vector<std::byte>* data);
   uint32_t Peer(int offset) const;
 
   zmq::context_t* const ctx_;
   CollectiveInbox* const inbox_;
   const GangView gang_;
   const int64_t timeout_us_;
+  SendFence fence_;  // before sockets_: ZeroMQ releases into it on close
   std::vector<std::optional<zmq::socket_t>> sockets_;  // by rank, connected lazily
 };
 
