@@ -1,16 +1,24 @@
 // bench_collectives: bus bandwidth of all-reduce and all-to-all among 2 and
 // 4 loopback worker processes (the worker's data sockets and Communicator),
-// side by side with raw ZeroMQ point-to-point bandwidth measured in the
-// same run (DEALER -> ROUTER, acknowledged; as one message and in 1 MiB
-// messages; the ratio is against the faster).
+// side by side with raw ZeroMQ bandwidth measured in the same run:
+//
+//   raw p2p   one DEALER -> ROUTER pair, acknowledged, zero-copy sends, as
+//             one message and in 1 MiB messages; the faster of the two.
+//   raw ring  the same P processes, each sending the collective's per-rank
+//             volume to its ring neighbour at once (zero-copy 1 MiB
+//             messages): what plain ZeroMQ moves when P senders share the
+//             host's cores, as a collective's members do.
 //
 // Bus bandwidth follows the NCCL convention: all-reduce moves
-// 2(P-1)/P * S per rank, all-to-all (P-1)/P * S, for S bytes per rank.
-// Each figure is rank 0's median over several repetitions, each started
-// after a one-float all-reduce that lines the members up.
+// 2(P-1)/P * S per rank, all-to-all (P-1)/P * S, for S bytes per rank; the
+// raw ring moves that same volume. Each figure is rank 0's median over
+// several repetitions, each started after the members line up (a one-float
+// all-reduce; a token round for the raw ring). With --runs N the whole
+// sweep runs N times and every column is the median of the N runs.
 //
-//   bench_collectives            1 KB .. 64 MB on 2 and 4 members
-//   bench_collectives --smoke    1 KB and 1 MB only (CI)
+//   bench_collectives [--runs N] [--sizes 1K,64M] [--members 2,4]
+//                     [--ops allreduce,alltoall]
+//   bench_collectives --smoke    1 KB and 1 MB only, one run (CI)
 #include <spdlog/logger.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,8 +26,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "collective_kernels.h"
@@ -33,7 +44,7 @@ using Clock = std::chrono::steady_clock;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v.empty() ? -1 : v[v.size() / 2];
 }
 
 int Reps(size_t bytes) {
@@ -41,62 +52,118 @@ int Reps(size_t bytes) {
       std::clamp<size_t>((size_t{256} << 20) / std::max<size_t>(bytes, 1), 3, 30));
 }
 
-// One member: bind, swap endpoints through the pipes, run `op` Reps()
-// times; rank 0 writes the median seconds to `to_parent`.
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A zero-copy frame over `data`, which outlives the send (no free function).
+zmq::message_t View(const void* data, size_t n) {
+  return zmq::message_t(const_cast<void*>(data), n, nullptr, nullptr);
+}
+
+// Writes `mine` to the parent and reads every member's endpoint back.
+std::vector<std::string> SwapEndpoints(const std::string& mine, int to_parent, int from_parent) {
+  const std::string line = mine + "\n";
+  if (::write(to_parent, line.data(), line.size()) < 0) return {};
+  std::string all;
+  char buf[4096];
+  for (ssize_t got; (got = ::read(from_parent, buf, sizeof(buf))) > 0;) all.append(buf, got);
+  std::vector<std::string> eps;
+  for (size_t pos = 0; pos < all.size();) {
+    const size_t nl = all.find('\n', pos);
+    eps.push_back(all.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return eps;
+}
+
+int Report(int to_parent, const std::vector<double>& times) {
+  const std::string m = std::to_string(Median(times)) + "\n";
+  return ::write(to_parent, m.data(), m.size()) < 0 ? 13 : 0;
+}
+
+// A raw-ring member: `bytes` to the next rank, `bytes` from the previous.
+int RingMember(uint32_t rank, uint32_t p, size_t bytes, int to_parent, int from_parent) {
+  zmq::context_t ctx(1);
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::rcvhwm, 0);
+  router.bind("tcp://127.0.0.1:*");
+  const std::vector<std::string> eps =
+      SwapEndpoints(router.get(zmq::sockopt::last_endpoint), to_parent, from_parent);
+  if (eps.size() != p) return 11;
+  zmq::socket_t next(ctx, zmq::socket_type::dealer);
+  next.set(zmq::sockopt::sndhwm, 0);
+  next.set(zmq::sockopt::linger, 1000);
+  next.connect(eps[(rank + 1) % p]);
+  const std::vector<std::byte> payload(bytes, std::byte{1});
+  std::vector<double> times;
+  zmq::message_t id, body;
+  for (int rep = -1; rep < Reps(bytes); ++rep) {
+    next.send(zmq::str_buffer("t"), zmq::send_flags::none);
+    (void)router.recv(id);
+    (void)router.recv(body);
+    const auto start = Clock::now();
+    for (size_t off = 0; off < bytes; off += Communicator::kChunkBytes) {
+      next.send(View(payload.data() + off, std::min(Communicator::kChunkBytes, bytes - off)),
+                zmq::send_flags::none);
+    }
+    for (size_t got = 0; got < bytes; got += body.size()) {
+      (void)router.recv(id);
+      (void)router.recv(body);
+    }
+    if (rep >= 0) times.push_back(Seconds(start));
+  }
+  // Tell the previous rank we have all of its bytes, and wait for the next
+  // rank to say the same: exiting earlier would drop bytes still queued.
+  router.send(id, zmq::send_flags::sndmore);
+  router.send(zmq::str_buffer("done"), zmq::send_flags::none);
+  (void)next.recv(body);
+  const int rc = rank == 0 ? Report(to_parent, times) : 0;
+  ::usleep(100'000);  // let the previous rank read our "done"
+  return rc;
+}
+
+// A collective member: bind, swap endpoints, run `op` Reps() times.
 int Member(const std::string& op, uint32_t rank, uint32_t p, size_t bytes, int to_parent,
            int from_parent) {
+  if (op == "ring") return RingMember(rank, p, bytes, to_parent, from_parent);
   spdlog::logger log("bench");
   zmq::context_t ctx(1);
   ObjectStore store(0);
   CollectiveInbox inbox;
   DataServer server(&ctx, &store, &inbox, &log);
   if (!server.Bind("127.0.0.1").ok()) return 10;
-  std::string mine = server.endpoint() + "\n";
-  if (::write(to_parent, mine.data(), mine.size()) < 0) return 11;
-  std::string all;
-  char buf[4096];
-  for (ssize_t got; (got = ::read(from_parent, buf, sizeof(buf))) > 0;) all.append(buf, got);
-  GangView gang{rank, {}, 1};
-  for (size_t pos = 0; pos < all.size();) {
-    size_t nl = all.find('\n', pos);
-    gang.endpoints.push_back(all.substr(pos, nl - pos));
-    pos = nl + 1;
-  }
+  GangView gang{rank, SwapEndpoints(server.endpoint(), to_parent, from_parent), 1};
+  if (gang.endpoints.size() != p) return 11;
   Communicator comm(&ctx, &inbox, gang, 120'000'000);
   std::vector<float> data(bytes / sizeof(float), 1.0f);
   std::vector<double> times;
   std::vector<float> token(1, 1.0f);
   std::vector<std::byte> out;  // reused: a rep times the exchange, not page faults
   std::vector<size_t> sizes;
+  const auto whole = std::as_bytes(std::span<const float>(data));
+  std::vector<std::span<const std::byte>> blocks;
+  for (uint32_t d = 0; d < p; ++d) {
+    const size_t b = bytes * d / p, e = bytes * (d + 1) / p;
+    blocks.push_back(whole.subspan(b, e - b));
+  }
   for (int rep = -1; rep < Reps(bytes); ++rep) {
     // A one-float all-reduce lines the members up, so a rep does not time
     // a straggler still finishing the previous one.
     if (!comm.AllReduce(token).ok()) return 14;
     const auto start = Clock::now();
-    Status s;
-    if (op == "allreduce") {
-      s = comm.AllReduce(data);
-    } else {
-      const auto whole = std::as_bytes(std::span<const float>(data));
-      std::vector<std::span<const std::byte>> blocks;
-      for (uint32_t d = 0; d < p; ++d) {
-        const size_t b = bytes * d / p, e = bytes * (d + 1) / p;
-        blocks.push_back(whole.subspan(b, e - b));
-      }
-      s = comm.AllToAll(blocks, &out, &sizes);
-    }
+    Status s = op == "allreduce" ? comm.AllReduce(data) : comm.AllToAll(blocks, &out, &sizes);
     if (!s.ok()) {
       std::fprintf(stderr, "rank %u: %s\n", rank, s.ToString().c_str());
       return 12;
     }
-    if (rep >= 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    if (rep >= 0) times.push_back(Seconds(start));
   }
-  if (rank == 0) {
-    std::string m = std::to_string(Median(times)) + "\n";
-    if (::write(to_parent, m.data(), m.size()) < 0) return 13;
-  }
-  ::usleep(100'000);  // let peers finish reading from our socket
-  return 0;
+  // Every member is past its last rep once this returns.
+  if (!comm.AllReduce(token).ok()) return 14;
+  const int rc = rank == 0 ? Report(to_parent, times) : 0;
+  ::usleep(100'000);  // let peers read the last of the token from our socket
+  return rc;
 }
 
 // Forks `p` members and returns rank 0's median seconds (<0: failure).
@@ -144,7 +211,8 @@ double RunGang(const std::string& op, uint32_t p, size_t bytes) {
 
 // Raw ZeroMQ: `bytes` from one process to another over DEALER -> ROUTER,
 // acknowledged, as one message or (chunked) in messages of at most
-// Communicator::kChunkBytes, which pipelines the copies.
+// Communicator::kChunkBytes, which pipelines the two ends. Sends are
+// zero-copy, so this is ZeroMQ and the kernel's loopback alone.
 double RawPointToPoint(size_t bytes, bool chunked) {
   const size_t chunk = chunked ? Communicator::kChunkBytes : std::max<size_t>(bytes, 1);
   int up[2];
@@ -184,16 +252,16 @@ double RawPointToPoint(size_t bytes, bool chunked) {
     zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::sndhwm, 0);
     dealer.connect(ep);
-    std::vector<std::byte> payload(bytes, std::byte{1});
+    const std::vector<std::byte> payload(bytes, std::byte{1});
     for (int rep = -1; rep < Reps(bytes); ++rep) {
       const auto start = Clock::now();
       for (size_t off = 0; off < bytes; off += chunk) {
-        const size_t n = std::min(chunk, bytes - off);
-        dealer.send(zmq::message_t(payload.data() + off, n), zmq::send_flags::none);
+        dealer.send(View(payload.data() + off, std::min(chunk, bytes - off)),
+                    zmq::send_flags::none);
       }
       zmq::message_t ack;
       (void)dealer.recv(ack);
-      if (rep >= 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      if (rep >= 0) times.push_back(Seconds(start));
     }
     dealer.set(zmq::sockopt::linger, 0);
   }
@@ -206,43 +274,130 @@ std::string Size(size_t b) {
   return std::to_string(b >> 10) + " KB";
 }
 
+// "1K,64M" -> bytes; 0 entries on a bad token.
+std::vector<size_t> ParseList(const char* text) {
+  std::vector<size_t> out;
+  for (const char* c = text; *c != '\0';) {
+    char* end = nullptr;
+    size_t v = std::strtoull(c, &end, 10);
+    if (end == c) return {};
+    if (*end == 'K' || *end == 'k') v <<= 10, ++end;
+    if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+    out.push_back(v);
+    c = *end == ',' ? end + 1 : end;
+    if (*end != ',' && *end != '\0') return {};
+  }
+  return out;
+}
+
+struct Options {
+  int runs = 1;
+  std::vector<size_t> sizes;
+  std::vector<uint32_t> members = {2, 4};
+  std::vector<std::string> ops = {"allreduce", "alltoall"};
+};
+
+bool ParseOptions(int argc, char** argv, Options* o) {
+  for (size_t s = 1 << 10; s <= (size_t{64} << 20); s *= 8) o->sizes.push_back(s);
+  o->sizes.push_back(size_t{64} << 20);
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--smoke") {
+      o->sizes = {1 << 10, 1 << 20};
+      continue;
+    }
+    if (i + 1 >= argc) return false;
+    const char* value = argv[++i];
+    if (flag == "--runs") {
+      o->runs = std::max(1, std::atoi(value));
+    } else if (flag == "--sizes") {
+      o->sizes = ParseList(value);
+      if (o->sizes.empty()) return false;
+    } else if (flag == "--members") {
+      o->members.clear();
+      for (size_t m : ParseList(value)) {
+        if (m < 2 || m > 16) return false;
+        o->members.push_back(static_cast<uint32_t>(m));
+      }
+      if (o->members.empty()) return false;
+    } else if (flag == "--ops") {
+      o->ops.clear();
+      for (std::string rest = value; !rest.empty();) {
+        const size_t comma = rest.find(',');
+        o->ops.push_back(rest.substr(0, comma));
+        rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+        if (o->ops.back() != "allreduce" && o->ops.back() != "alltoall") return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 }  // namespace hmpmd::worker
 
 int main(int argc, char** argv) {
   using namespace hmpmd::worker;
-  const bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
-  std::vector<size_t> sizes;
-  if (smoke) {
-    sizes = {1 << 10, 1 << 20};
-  } else {
-    for (size_t s = 1 << 10; s <= (size_t{64} << 20); s *= 8) sizes.push_back(s);
-    if (sizes.back() != (size_t{64} << 20)) sizes.push_back(size_t{64} << 20);
+  Options o;
+  if (!ParseOptions(argc, argv, &o)) {
+    std::fprintf(stderr,
+                 "usage: bench_collectives [--smoke] [--runs N] [--sizes 1K,64M] "
+                 "[--members 2,4] [--ops allreduce,alltoall]\n");
+    return 2;
   }
-  std::printf("%-10s %3s %8s %11s %10s %12s %12s %7s\n", "op", "P", "size", "median ms", "bus GB/s",
-              "raw 1msg", "raw chunked", "ratio");
+  // Per (op, P, size): seconds of each run for the collective and the raw
+  // ring, and the raw p2p GB/s of each run.
+  using Key = std::tuple<std::string, uint32_t, size_t>;
+  std::map<Key, std::vector<double>> coll, ring, p2p;
   int failures = 0;
-  for (size_t bytes : sizes) {
-    // The ratio is against the faster of the two raw figures.
-    const double raw_one = bytes / RawPointToPoint(bytes, false) / 1e9;
-    const double raw_chunked = bytes / RawPointToPoint(bytes, true) / 1e9;
-    const double raw_gbs = std::max(raw_one, raw_chunked);
-    for (const char* op : {"allreduce", "alltoall"}) {
-      for (uint32_t p : {2u, 4u}) {
-        const double t = RunGang(op, p, bytes);
-        if (t <= 0) {
-          std::printf("%-10s %3u %8s  FAILED\n", op, p, Size(bytes).c_str());
-          ++failures;
-          continue;
+  for (int run = 0; run < o.runs; ++run) {
+    for (size_t bytes : o.sizes) {
+      // The p2p figure is the faster of one message and 1 MiB messages.
+      const double raw = std::max(bytes / RawPointToPoint(bytes, false),
+                                  bytes / RawPointToPoint(bytes, true)) /
+                         1e9;
+      for (const std::string& op : o.ops) {
+        for (uint32_t p : o.members) {
+          const double factor = op == "allreduce" ? 2.0 * (p - 1) / p : (p - 1.0) / p;
+          const size_t volume = static_cast<size_t>(bytes * factor) / 4 * 4;
+          const double t_ring = RunGang("ring", p, std::max<size_t>(volume, 4));
+          const double t = RunGang(op, p, bytes);
+          if (t <= 0 || t_ring <= 0) {
+            std::fprintf(stderr, "%s P=%u %s: a member failed\n", op.c_str(), p,
+                         Size(bytes).c_str());
+            ++failures;
+            continue;
+          }
+          coll[{op, p, bytes}].push_back(t);
+          ring[{op, p, bytes}].push_back(t_ring);
+          p2p[{op, p, bytes}].push_back(raw);
         }
-        const double factor =
-            std::string(op) == "allreduce" ? 2.0 * (p - 1) / p : static_cast<double>(p - 1) / p;
-        const double bus = bytes * factor / t / 1e9;
-        std::printf("%-10s %3u %8s %11.3f %10.3f %12.3f %12.3f %6.0f%%\n", op, p,
-                    Size(bytes).c_str(), t * 1e3, bus, raw_one, raw_chunked, 100 * bus / raw_gbs);
-        std::fflush(stdout);
       }
     }
   }
+  std::printf("%-10s %2s %6s %10s %9s %9s %9s %8s %8s\n", "op", "P", "size", "median ms",
+              "bus GB/s", "p2p GB/s", "ring GB/s", "vs p2p", "vs ring");
+  for (size_t bytes : o.sizes) {
+    for (const std::string& op : o.ops) {
+      for (uint32_t p : o.members) {
+        const Key k{op, p, bytes};
+        if (coll[k].empty()) continue;
+        const double factor = op == "allreduce" ? 2.0 * (p - 1) / p : (p - 1.0) / p;
+        std::vector<double> bus, ring_gbs, vs_p2p, vs_ring;
+        for (size_t r = 0; r < coll[k].size(); ++r) {
+          bus.push_back(bytes * factor / coll[k][r] / 1e9);
+          ring_gbs.push_back(bytes * factor / ring[k][r] / 1e9);
+          vs_p2p.push_back(bus.back() / p2p[k][r]);
+          vs_ring.push_back(ring[k][r] / coll[k][r]);
+        }
+        std::printf("%-10s %2u %6s %10.3f %9.3f %9.3f %9.3f %7.0f%% %7.0f%%\n", op.c_str(), p,
+                    Size(bytes).c_str(), Median(coll[k]) * 1e3, Median(bus), Median(p2p[k]),
+                    Median(ring_gbs), 100 * Median(vs_p2p), 100 * Median(vs_ring));
+      }
+    }
+  }
+  std::printf("medians of %d run(s); ratios are the median of each run's ratio\n", o.runs);
   return failures == 0 ? 0 : 1;
 }
