@@ -10,6 +10,7 @@
 
 #include "cli_options.h"
 #include "hmpmd/worker/worker.h"
+#include "tune_allocator.h"
 
 namespace {
 
@@ -41,6 +42,7 @@ int UsageError(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hmpmd::worker::TuneAllocatorForTensors();
   using hmpmd::worker::WorkerOptions;
   WorkerOptions options;
   std::string cores;
