@@ -19,6 +19,7 @@
 //   bench_collectives [--runs N] [--sizes 1K,64M] [--members 2,4]
 //                     [--ops allreduce,alltoall]
 //   bench_collectives --smoke    1 KB and 1 MB only, one run (CI)
+//   ... --default-malloc         (last) without hmpmd-worker's malloc settings
 #include <spdlog/logger.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include "collective_kernels.h"
 #include "communicator.h"
 #include "data_server.h"
+#include "tune_allocator.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -77,8 +79,17 @@ std::vector<std::string> SwapEndpoints(const std::string& mine, int to_parent, i
   return eps;
 }
 
-int Report(int to_parent, const std::vector<double>& times) {
-  const std::string m = std::to_string(Median(times)) + "\n";
+// CPU seconds of this process, all threads (ZeroMQ's I/O thread included).
+double CpuSeconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+// "median-wall-seconds cpu-seconds-per-rep" to the parent.
+int Report(int to_parent, const std::vector<double>& times, double cpu) {
+  const std::string m = std::to_string(Median(times)) + " " +
+                        std::to_string(cpu / static_cast<double>(times.size())) + "\n";
   return ::write(to_parent, m.data(), m.size()) < 0 ? 13 : 0;
 }
 
@@ -98,11 +109,13 @@ int RingMember(uint32_t rank, uint32_t p, size_t bytes, int to_parent, int from_
   const std::vector<std::byte> payload(bytes, std::byte{1});
   std::vector<double> times;
   zmq::message_t id, body;
+  double cpu = 0;
   for (int rep = -1; rep < Reps(bytes); ++rep) {
     next.send(zmq::str_buffer("t"), zmq::send_flags::none);
     (void)router.recv(id);
     (void)router.recv(body);
     const auto start = Clock::now();
+    const double cpu_start = CpuSeconds();
     for (size_t off = 0; off < bytes; off += Communicator::kChunkBytes) {
       next.send(View(payload.data() + off, std::min(Communicator::kChunkBytes, bytes - off)),
                 zmq::send_flags::none);
@@ -112,13 +125,14 @@ int RingMember(uint32_t rank, uint32_t p, size_t bytes, int to_parent, int from_
       (void)router.recv(body);
     }
     if (rep >= 0) times.push_back(Seconds(start));
+    if (rep >= 0) cpu += CpuSeconds() - cpu_start;
   }
   // Tell the previous rank we have all of its bytes, and wait for the next
   // rank to say the same: exiting earlier would drop bytes still queued.
   router.send(id, zmq::send_flags::sndmore);
   router.send(zmq::str_buffer("done"), zmq::send_flags::none);
   (void)next.recv(body);
-  const int rc = rank == 0 ? Report(to_parent, times) : 0;
+  const int rc = Report(to_parent, times, cpu);
   ::usleep(100'000);  // let the previous rank read our "done"
   return rc;
 }
@@ -147,32 +161,40 @@ int Member(const std::string& op, uint32_t rank, uint32_t p, size_t bytes, int t
     const size_t b = bytes * d / p, e = bytes * (d + 1) / p;
     blocks.push_back(whole.subspan(b, e - b));
   }
+  double cpu = 0;
   for (int rep = -1; rep < Reps(bytes); ++rep) {
     // A one-float all-reduce lines the members up, so a rep does not time
     // a straggler still finishing the previous one.
     if (!comm.AllReduce(token).ok()) return 14;
     const auto start = Clock::now();
+    const double cpu_start = CpuSeconds();
     Status s = op == "allreduce" ? comm.AllReduce(data) : comm.AllToAll(blocks, &out, &sizes);
     if (!s.ok()) {
       std::fprintf(stderr, "rank %u: %s\n", rank, s.ToString().c_str());
       return 12;
     }
     if (rep >= 0) times.push_back(Seconds(start));
+    if (rep >= 0) cpu += CpuSeconds() - cpu_start;
   }
   // Every member is past its last rep once this returns.
   if (!comm.AllReduce(token).ok()) return 14;
-  const int rc = rank == 0 ? Report(to_parent, times) : 0;
+  const int rc = Report(to_parent, times, cpu);
   ::usleep(100'000);  // let peers read the last of the token from our socket
   return rc;
 }
 
-// Forks `p` members and returns rank 0's median seconds (<0: failure).
-double RunGang(const std::string& op, uint32_t p, size_t bytes) {
+struct GangTime {
+  double wall = -1;  // rank 0's median seconds; <0: a member failed
+  double cpu = 0;    // CPU seconds per repetition, all members together
+};
+
+// Forks `p` members and collects their reports.
+GangTime RunGang(const std::string& op, uint32_t p, size_t bytes) {
   std::vector<pid_t> pids;
   std::vector<int> up_r, down_w;
   for (uint32_t rank = 0; rank < p; ++rank) {
     int up[2], down[2];
-    if (::pipe(up) != 0 || ::pipe(down) != 0) return -1;
+    if (::pipe(up) != 0 || ::pipe(down) != 0) return {};
     pid_t pid = ::fork();
     if (pid == 0) {
       ::close(up[0]);
@@ -195,18 +217,24 @@ double RunGang(const std::string& op, uint32_t p, size_t bytes) {
   std::string eps;
   for (int fd : up_r) eps += read_line(fd) + "\n";
   for (int fd : down_w) {
-    if (::write(fd, eps.data(), eps.size()) < 0) return -1;
+    if (::write(fd, eps.data(), eps.size()) < 0) return {};
     ::close(fd);
   }
-  std::string t = read_line(up_r[0]);
-  for (int fd : up_r) ::close(fd);
+  GangTime t;
   bool ok = true;
+  for (uint32_t rank = 0; rank < p; ++rank) {
+    double wall = -1, cpu = 0;
+    ok = std::sscanf(read_line(up_r[rank]).c_str(), "%lf %lf", &wall, &cpu) == 2 && ok;
+    if (rank == 0) t.wall = wall;
+    t.cpu += cpu;
+  }
+  for (int fd : up_r) ::close(fd);
   for (pid_t pid : pids) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
-  return ok && !t.empty() ? std::stod(t) : -1;
+  return ok ? t : GangTime{};
 }
 
 // Raw ZeroMQ: `bytes` from one process to another over DEALER -> ROUTER,
@@ -267,6 +295,11 @@ double RawPointToPoint(size_t bytes, bool chunked) {
   }
   ::waitpid(pid, nullptr, 0);
   return Median(times);
+}
+
+// Bytes each rank moves per byte of its buffer (NCCL bus bandwidth).
+double Factor(const std::string& op, uint32_t p) {
+  return op == "allreduce" ? 2.0 * (p - 1) / p : (p - 1.0) / p;
 }
 
 std::string Size(size_t b) {
@@ -340,6 +373,13 @@ bool ParseOptions(int argc, char** argv, Options* o) {
 
 int main(int argc, char** argv) {
   using namespace hmpmd::worker;
+  // Every process of the bench (forked from here) runs with hmpmd-worker's
+  // allocator settings, the raw baselines included; --default-malloc: not.
+  if (!(argc > 1 && std::strcmp(argv[argc - 1], "--default-malloc") == 0)) {
+    TuneAllocatorForTensors();
+  } else {
+    --argc;
+  }
   Options o;
   if (!ParseOptions(argc, argv, &o)) {
     std::fprintf(stderr,
@@ -347,57 +387,65 @@ int main(int argc, char** argv) {
                  "[--members 2,4] [--ops allreduce,alltoall]\n");
     return 2;
   }
-  // Per (op, P, size): seconds of each run for the collective and the raw
-  // ring, and the raw p2p GB/s of each run.
+  // Per (op, P, size), one entry per run: the collective's and the raw
+  // ring's times, and the raw p2p GB/s.
   using Key = std::tuple<std::string, uint32_t, size_t>;
-  std::map<Key, std::vector<double>> coll, ring, p2p;
+  std::map<Key, std::vector<GangTime>> coll, ring;
+  std::map<Key, std::vector<double>> p2p;
   int failures = 0;
   for (int run = 0; run < o.runs; ++run) {
     for (size_t bytes : o.sizes) {
       // The p2p figure is the faster of one message and 1 MiB messages.
-      const double raw = std::max(bytes / RawPointToPoint(bytes, false),
-                                  bytes / RawPointToPoint(bytes, true)) /
-                         1e9;
+      const double raw =
+          std::max(bytes / RawPointToPoint(bytes, false), bytes / RawPointToPoint(bytes, true)) /
+          1e9;
       for (const std::string& op : o.ops) {
         for (uint32_t p : o.members) {
-          const double factor = op == "allreduce" ? 2.0 * (p - 1) / p : (p - 1.0) / p;
-          const size_t volume = static_cast<size_t>(bytes * factor) / 4 * 4;
-          const double t_ring = RunGang("ring", p, std::max<size_t>(volume, 4));
-          const double t = RunGang(op, p, bytes);
-          if (t <= 0 || t_ring <= 0) {
+          const size_t volume = static_cast<size_t>(bytes * Factor(op, p)) / 4 * 4;
+          const GangTime r = RunGang("ring", p, std::max<size_t>(volume, 4));
+          const GangTime c = RunGang(op, p, bytes);
+          if (c.wall <= 0 || r.wall <= 0) {
             std::fprintf(stderr, "%s P=%u %s: a member failed\n", op.c_str(), p,
                          Size(bytes).c_str());
             ++failures;
             continue;
           }
-          coll[{op, p, bytes}].push_back(t);
-          ring[{op, p, bytes}].push_back(t_ring);
+          coll[{op, p, bytes}].push_back(c);
+          ring[{op, p, bytes}].push_back(r);
           p2p[{op, p, bytes}].push_back(raw);
         }
       }
     }
   }
-  std::printf("%-10s %2s %6s %10s %9s %9s %9s %8s %8s\n", "op", "P", "size", "median ms",
-              "bus GB/s", "p2p GB/s", "ring GB/s", "vs p2p", "vs ring");
+  // "cpu ms": CPU time of all members (all their threads) per collective;
+  // "cpu x": that over the raw ring's for the same bytes (1.0: no CPU
+  // beyond plain ZeroMQ's). CPU time, unlike wall time, hardly depends on
+  // what else runs on the host.
+  std::printf("%-10s %2s %6s %10s %9s %9s %9s %7s %7s %7s %6s\n", "op", "P", "size", "median ms",
+              "bus GB/s", "p2p GB/s", "ring GB/s", "vs p2p", "vs ring", "cpu ms", "cpu x");
   for (size_t bytes : o.sizes) {
     for (const std::string& op : o.ops) {
       for (uint32_t p : o.members) {
         const Key k{op, p, bytes};
         if (coll[k].empty()) continue;
-        const double factor = op == "allreduce" ? 2.0 * (p - 1) / p : (p - 1.0) / p;
-        std::vector<double> bus, ring_gbs, vs_p2p, vs_ring;
+        const double volume = bytes * Factor(op, p);
+        std::vector<double> ms, bus, ring_gbs, vs_p2p, vs_ring, cpu_ms, cpu_x;
         for (size_t r = 0; r < coll[k].size(); ++r) {
-          bus.push_back(bytes * factor / coll[k][r] / 1e9);
-          ring_gbs.push_back(bytes * factor / ring[k][r] / 1e9);
+          ms.push_back(coll[k][r].wall * 1e3);
+          bus.push_back(volume / coll[k][r].wall / 1e9);
+          ring_gbs.push_back(volume / ring[k][r].wall / 1e9);
           vs_p2p.push_back(bus.back() / p2p[k][r]);
-          vs_ring.push_back(ring[k][r] / coll[k][r]);
+          vs_ring.push_back(ring[k][r].wall / coll[k][r].wall);
+          cpu_ms.push_back(coll[k][r].cpu * 1e3);
+          cpu_x.push_back(coll[k][r].cpu / ring[k][r].cpu);
         }
-        std::printf("%-10s %2u %6s %10.3f %9.3f %9.3f %9.3f %7.0f%% %7.0f%%\n", op.c_str(), p,
-                    Size(bytes).c_str(), Median(coll[k]) * 1e3, Median(bus), Median(p2p[k]),
-                    Median(ring_gbs), 100 * Median(vs_p2p), 100 * Median(vs_ring));
+        std::printf("%-10s %2u %6s %10.3f %9.3f %9.3f %9.3f %6.0f%% %6.0f%% %7.1f %6.2f\n",
+                    op.c_str(), p, Size(bytes).c_str(), Median(ms), Median(bus), Median(p2p[k]),
+                    Median(ring_gbs), 100 * Median(vs_p2p), 100 * Median(vs_ring), Median(cpu_ms),
+                    Median(cpu_x));
       }
     }
   }
-  std::printf("medians of %d run(s); ratios are the median of each run's ratio\n", o.runs);
+  std::printf("medians of %d run(s); a ratio is the median of each run's ratio\n", o.runs);
   return failures == 0 ? 0 : 1;
 }
