@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -230,6 +231,28 @@ TEST(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
   Status s = comm.AllReduce(data);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+}
+
+TEST(CommunicatorTest, AFailedZeroCopyCallEndsAndCanBeRepeated) {
+  spdlog::logger log("t");
+  zmq::context_t ctx(1);
+  ObjectStore store(0);
+  CollectiveInbox inbox;
+  DataServer server(&ctx, &store, &inbox, &log);
+  ASSERT_TRUE(server.Bind("127.0.0.1").ok());
+  // 1 MiB chunks go zero-copy and stay queued for rank 1, which never
+  // connects: the call fails, closes its sockets and waits (bounded by the
+  // linger time) until ZeroMQ has dropped them; then the buffer may go.
+  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 8},
+                    200'000);
+  auto data = std::make_unique<std::vector<float>>(size_t{1} << 20, 1.0f);
+  ASSERT_GE(data->size() * sizeof(float) / 2, Communicator::kZeroCopyBytes);
+  Status s = comm.AllReduce(*data);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  data.reset();
+  // Sockets are opened again on demand: a second call fails the same way.
+  std::vector<float> again(size_t{1} << 18, 2.0f);
+  EXPECT_EQ(comm.AllReduce(again).code(), StatusCode::kUnavailable);
 }
 
 }  // namespace
