@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "../integration/process_cluster.h"
@@ -219,6 +220,20 @@ TEST_F(ClientTest, ActorTasksRunInTheirSession) {
     }
   }
   EXPECT_TRUE(found) << dag.dump();
+}
+
+// The CLI fetches through hmpmd::client (it no longer links the worker).
+TEST_F(ClientTest, CliSubmitFetchesOutputsThroughTheClientLibrary) {
+  const std::filesystem::path spec = dir_ / "spec.json";
+  std::ofstream(spec) << R"({"name": "f", "tasks": [{"id": "x", "kernel": "scale",
+                            "args": {"n": 4, "factor": 2.0}}]})";
+  const std::filesystem::path out = dir_ / "out";
+  const std::string cmd = std::string(HMPMD_CLI_BIN) + " submit " + spec.string() +
+                          " --wait --wait-timeout 30 --fetch " + out.string() + " --url " +
+                          cluster_->http_url() + " > " + (dir_ / "cli.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(std::filesystem::file_size(out / "x.0.bin"), 16u);
+  EXPECT_TRUE(std::filesystem::exists(out / "manifest.json"));
 }
 
 }  // namespace
