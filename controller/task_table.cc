@@ -161,7 +161,9 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
 
 TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q) {
   TaskPage page;
-  page.graph = job.graph;
+  // An open job's graph (a driver session) grows on the loop while the page
+  // renders elsewhere: the page gets a copy of it.
+  page.graph = job.open ? std::make_shared<const JobGraph>(*job.graph) : job.graph;
   page.id = job.id;
   page.offset = q.offset;
   page.limit = q.limit;

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "hmpmd/worker/fetch.h"
+#include "hmpmd/client/fetch.h"
 
 namespace hmpmd {
 
@@ -20,12 +20,12 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     if (task.empty() || task.find('/') != std::string::npos || endpoint.empty()) {
       return Status::Corruption("--fetch: malformed output entry " + o.dump());
     }
-    auto buffers = worker::FetchOutputs(endpoint, job, run, static_cast<int64_t>(timeout_s * 1000));
+    auto buffers = client::FetchOutputs(endpoint, job, run, static_cast<int64_t>(timeout_s * 1000));
     if (!buffers.ok())
       return Status(buffers.status().code(),
                     "--fetch: task '" + task + "': " + buffers.status().message());
     for (size_t i = 0; i < buffers->size(); ++i) {
-      const worker::Buffer& b = (*buffers)[i];
+      const Buffer& b = (*buffers)[i];
       const std::string name = task + "." + std::to_string(i) + ".bin";
       std::ofstream out(std::filesystem::path(dir) / name, std::ios::binary);
       out.write(reinterpret_cast<const char*>(b.data.data()),

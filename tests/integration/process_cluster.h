@@ -52,6 +52,7 @@ class ProcessCluster {
   std::vector<Exec> ReadExecLog() const;
   const std::string& db() const { return db_; }
   std::string zmq_endpoint() const { return "tcp://127.0.0.1:" + std::to_string(zmq_port_); }
+  std::string http_url() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
 
  private:
   static pid_t Spawn(const std::vector<std::string>& argv, const std::string& log);

@@ -158,6 +158,38 @@ std::vector<Message> SampleMessages() {
   out.push_back(CancelJob{.job = std::numeric_limits<uint32_t>::max()});
   out.push_back(Shutdown{.reason = "controller exiting"});
   out.push_back(FreeJob{.job = 12});
+  out.push_back(
+      SessionOpen{.name = "rl", .token = "s", .weight = 2, .heartbeat_ms = 500, .sent_us = 3});
+  out.push_back(SessionAck{.job = 4, .error = "", .permission = false});
+  out.push_back(SessionSubmit{
+      .job = 4,
+      .groups = {{.seq = 9,
+                  .submodels = {{.name = "learner", .kind = 6, .devices = 2}},
+                  .tasks = {{.id = "t0",
+                             .submodel = "learner",
+                             .kernel = "gemm",
+                             .core = CoreKind::kVector,
+                             .inputs = {"a", "b"},
+                             .args = {{"n", int64_t{8}}},
+                             .flops = 0.0,  // an integral double stays a float on the wire
+                             .bytes = 2.5,
+                             .group = "g",
+                             .op = "allreduce",
+                             .group_bytes = 1e6}}}}});
+  out.push_back(SessionControl{
+      .job = 4, .release = {1, 2}, .cancel = {3}, .close = SessionControl::kClose, .sent_us = 8});
+  out.push_back(SessionUpdate{.job = 4,
+                              .acks = {{.seq = 9, .first_task = 0, .error = ""}},
+                              .ended = {{.task = 0,
+                                         .state = TaskEnded::kDone,
+                                         .error = "",
+                                         .endpoint = "tcp://127.0.0.1:1",
+                                         .output_bytes = 64}},
+                              .closed = true,
+                              .job_state = "succeeded",
+                              .job_error = ""});
+  out.push_back(FreeRuns{.job = 4, .runs = {0, 7}});
+  out.push_back(CancelRuns{.job = 4, .runs = {3}});
   return out;
 }
 
@@ -263,6 +295,13 @@ TEST_F(CodecTest, TypeOfAndNamesFollowVariantOrder) {
       {MsgType::kCancelJob, "CancelJob"},
       {MsgType::kShutdown, "Shutdown"},
       {MsgType::kFreeJob, "FreeJob"},
+      {MsgType::kSessionOpen, "SessionOpen"},
+      {MsgType::kSessionAck, "SessionAck"},
+      {MsgType::kSessionSubmit, "SessionSubmit"},
+      {MsgType::kSessionControl, "SessionControl"},
+      {MsgType::kSessionUpdate, "SessionUpdate"},
+      {MsgType::kFreeRuns, "FreeRuns"},
+      {MsgType::kCancelRuns, "CancelRuns"},
   };
   for (const auto& [type, name] : names) EXPECT_EQ(MsgTypeName(type), name);
   EXPECT_EQ(MsgTypeName(static_cast<MsgType>(0)), "Unknown");
@@ -327,7 +366,7 @@ TEST_F(CodecTest, WrongVersionIsRejectedNamingTheVersion) {
 
 TEST_F(CodecTest, UnknownTypeByteIsRejected) {
   std::string body = Encode(Shutdown{}).body;
-  for (int type : {0, 11, 200, 255}) {
+  for (int type : {0, static_cast<int>(std::variant_size_v<Message>) + 1, 200, 255}) {
     ExpectCorruption(SafeDecode(Header(kProtocolVersion, static_cast<uint8_t>(type)), body),
                      "unknown message type " + std::to_string(type));
   }

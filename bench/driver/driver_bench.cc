@@ -1,0 +1,196 @@
+// bench/driver: what a task costs through the driver API (hmpmd::client),
+// against raw ZeroMQ measured in the same run.
+//
+//  (a) raw DEALER/ROUTER round trip on loopback, between two processes;
+//  (b) Submit -> Wait of one noop at a time, each after the one before
+//      (a chain the driver waits on task by task): the round trip;
+//  (c) a chain of noops submitted at once, then waited on: tasks/s;
+//  (d) independent noops submitted at once over two workers: tasks/s.
+// Each figure is the median of --runs runs, printed with min and max.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+#include <zmq.hpp>
+
+#include "bench_util.h"
+#include "hmpmd/client/client.h"
+#include "local_cluster.h"
+
+namespace hmpmd {
+namespace {
+
+using bench::Stats;
+using bench::Summarise;
+using client::Future;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Median round trip in microseconds to a ROUTER echo in a child process
+// (the same measurement as bench/dispatch's (a)).
+double RawRoundTripUs(int round_trips) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t child = fork();  // before any ZeroMQ context lives in this process
+  if (child == 0) {
+    close(fds[0]);
+    zmq::context_t cctx(1);
+    zmq::socket_t router(cctx, zmq::socket_type::router);
+    router.set(zmq::sockopt::linger, 0);
+    router.set(zmq::sockopt::rcvtimeo, 5000);
+    router.bind("tcp://127.0.0.1:*");
+    std::string ep = router.get(zmq::sockopt::last_endpoint);
+    if (write(fds[1], ep.data(), ep.size()) != static_cast<ssize_t>(ep.size())) _exit(1);
+    close(fds[1]);
+    while (true) {
+      zmq::message_t id, body;
+      if (!router.recv(id) || !router.recv(body)) break;
+      router.send(id, zmq::send_flags::sndmore);
+      router.send(body, zmq::send_flags::none);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[256];
+  ssize_t n = read(fds[0], buf, sizeof buf);
+  close(fds[0]);
+  if (n <= 0) {
+    waitpid(child, nullptr, 0);
+    return -1;
+  }
+  double median = -1;
+  {
+    zmq::context_t ctx(1);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvtimeo, 5000);
+    dealer.connect(std::string(buf, static_cast<size_t>(n)));
+    std::string payload(64, 'x');
+    bool ok = true;
+    auto ping = [&] {
+      dealer.send(zmq::buffer(payload), zmq::send_flags::none);
+      zmq::message_t reply;
+      ok = ok && dealer.recv(reply).has_value();
+    };
+    for (int i = 0; i < 100 && ok; ++i) ping();
+    std::vector<double> samples;
+    for (int b = 0; b < round_trips / 100 && ok; ++b) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < 100; ++i) ping();
+      samples.push_back(Seconds(t0) * 1e6 / 100);
+    }
+    if (ok && !samples.empty()) median = Summarise(samples).median;
+  }
+  kill(child, SIGTERM);
+  waitpid(child, nullptr, 0);
+  return median;
+}
+
+[[noreturn]] void Die(const Status& st) {
+  std::fprintf(stderr, "bench_driver: %s\n", st.ToString().c_str());
+  std::exit(1);
+}
+
+// Median Submit -> Wait in microseconds over `n` noops, each after the last.
+double RoundTripUs(client::Client& c, int n) {
+  std::vector<double> samples;
+  Future prev;
+  for (int i = 0; i < n; ++i) {
+    client::Call call{.kernel = "noop"};
+    if (prev.valid()) call.inputs = {prev};
+    auto t0 = Clock::now();
+    auto f = c.Submit(std::move(call));
+    if (!f.ok()) Die(f.status());
+    if (Status st = f->Wait(30000); !st.ok()) Die(st);
+    samples.push_back(Seconds(t0) * 1e6);
+    prev = *f;
+  }
+  return Summarise(samples).median;
+}
+
+// Tasks/s of `n` noops submitted at once (`chain`: each after the last).
+double Throughput(client::Client& c, int n, bool chain) {
+  std::vector<Future> fs;
+  fs.reserve(n);
+  auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    client::Call call{.kernel = "noop"};
+    if (chain && i > 0) call.inputs = {fs.back()};
+    auto f = c.Submit(std::move(call));
+    if (!f.ok()) Die(f.status());
+    fs.push_back(*f);
+  }
+  for (const Future& f : fs) {
+    if (Status st = f.Wait(120000); !st.ok()) Die(st);
+  }
+  return n / Seconds(t0);
+}
+
+}  // namespace
+}  // namespace hmpmd
+
+int main(int argc, char** argv) {
+  using namespace hmpmd;
+  CLI::App app{"bench/driver: the driver API's round trip and throughput against raw ZeroMQ"};
+  int runs = 3, round_trips = 2'000, chain = 10'000, independent = 50'000;
+  bool smoke = false;
+  app.add_option("--runs", runs, "Runs per figure (the median is reported)")->capture_default_str();
+  app.add_option("--round-trips", round_trips, "Submit -> Wait round trips per run")
+      ->capture_default_str();
+  app.add_option("--chain", chain, "Tasks in the pipelined chain")->capture_default_str();
+  app.add_option("--independent", independent, "Independent tasks")->capture_default_str();
+  app.add_flag("--smoke", smoke, "Small sizes, one run (for CI)");
+  CLI11_PARSE(app, argc, argv);
+  if (smoke) {
+    runs = 1;
+    round_trips = 200;
+    chain = 500;
+    independent = 2'000;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  std::vector<double> raw, rtt, chain_tps, tps;
+  for (int r = 0; r < runs; ++r) {
+    double us = RawRoundTripUs(round_trips * 5);
+    if (us <= 0) return std::fprintf(stderr, "bench_driver: the raw round trip failed\n"), 1;
+    raw.push_back(us);
+  }
+  LocalClusterOptions o;
+  o.workers = 2;
+  o.cores = "cube=1";
+  o.worker_binary = HMPMD_WORKER_BIN;
+  o.log_level = "error";
+  LocalCluster cluster(o);
+  if (Status st = cluster.Start(); !st.ok()) Die(st);
+  client::ClientOptions co;
+  co.controller = cluster.controller().endpoint();
+  co.session = "bench_driver";
+  auto c = client::Client::Connect(co);
+  if (!c.ok()) Die(c.status());
+  Throughput(**c, std::min(independent, 2000), false);  // warm up
+  for (int r = 0; r < runs; ++r) {
+    rtt.push_back(RoundTripUs(**c, round_trips));
+    chain_tps.push_back(Throughput(**c, chain, true));
+    tps.push_back(Throughput(**c, independent, false));
+  }
+  if (Status st = (*c)->Close(); !st.ok()) Die(st);
+  Stats a = Summarise(raw), b = Summarise(rtt), cc = Summarise(chain_tps), d = Summarise(tps);
+  std::printf("bench/driver: median of %d run(s) [min .. max]\n", runs);
+  std::printf("  (a) raw DEALER/ROUTER round trip        %9.1f us      [%.1f .. %.1f]\n", a.median,
+              a.min, a.max);
+  std::printf("  (b) Submit -> Wait of one noop           %9.1f us      [%.1f .. %.1f]\n", b.median,
+              b.min, b.max);
+  std::printf("  (c) chain of %6d noops, submitted at once %6.0f tasks/s [%.0f .. %.0f]\n", chain,
+              cc.median, cc.min, cc.max);
+  std::printf("  (d) %6d independent noops, 2 workers  %9.0f tasks/s [%.0f .. %.0f]\n", independent,
+              d.median, d.min, d.max);
+  std::printf("  ratio (b)/(a) = %.2f\n", b.median / a.median);
+  return 0;
+}
