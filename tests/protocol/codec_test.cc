@@ -134,6 +134,7 @@ std::vector<Message> SampleMessages() {
   member.inputs = {{.run = 4, .endpoint = "tcp://10.0.0.2:7000", .bytes = uint64_t{1} << 33}};
   member.reads = TaskAssign::kDropOutputs;
   member.gang = {.rank = 1, .endpoints = {"tcp://a:1", "tcp://b:2"}, .tag = ~uint64_t{0}};
+  member.submodel = "actor";
   out.push_back(AssignBatch{.tasks = {AssignWithEveryArgType(), plain, member}});
   out.push_back(AssignBatch{});
   out.push_back(DoneBatch{
