@@ -457,7 +457,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
   std::string assign = MsgpackWriter()
                            .Array(1)
                            .Array(1)
-                           .Array(10)
+                           .Array(11)
                            .Uint(1)
                            .Uint(0)
                            .Uint(0)
@@ -471,6 +471,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
                            .Uint(0)
                            .Array(0)
                            .Uint(0)
+                           .Str("")
                            .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kAssignBatch), assign), "core kind out of range");
 }
@@ -484,10 +485,11 @@ TEST_F(CodecTest, NonStringKernelNameIsRejected) {
 // An AssignBatch of one task whose single argument value is written by `value`.
 std::string AssignWithArgValue(const std::function<void(MsgpackWriter&)>& value) {
   MsgpackWriter w;
-  w.Array(1).Array(1).Array(10).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
+  w.Array(1).Array(1).Array(11).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
   w.Array(1).Array(2).Str("a");
   value(w);
   w.Array(0).Uint(0).Array(3).Uint(0).Array(0).Uint(0);  // inputs, reads, gang
+  w.Str("");                                             // submodel
   return w.bytes();
 }
 
@@ -562,7 +564,7 @@ TEST_F(CodecTest, BatchOverMaxBatchIsRejected) {
 
 TEST_F(CodecTest, BatchLimitSmallerThanFieldCountStillDecodesStructs) {
   // max_batch bounds batches, not the field arrays of a struct: a one-task
-  // limit must still admit a TaskAssign (10 fields) and a RegisterMsg (8).
+  // limit must still admit a TaskAssign (11 fields) and a RegisterMsg (8).
   DecodeLimits limits;
   limits.max_batch = 1;
   TaskAssign t;
