@@ -1,46 +1,15 @@
-// The frames of the data plane: what workers (and the fetching CLI) send to
-// each other's data sockets. Internal to the worker; the controller never
-// sees them.
-//
-//   fetch request   [DataHeader{kFetch, job, run}]
-//   fetch reply     [DataHeader{kFetchReply}, meta, bytes0, bytes1, ...]
-//   fetch error     [DataHeader{kFetchError}, message]
-//   collective data [DataHeader{kCollective, src rank, tag}, payload]
-//
-// `meta` lists each buffer's dtype and shape (EncodeMeta). Headers are a
-// fixed little-endian struct: both ends are this same code.
-//
-// Thread-safety: plain functions on values.
+// The data plane's frames live in the protocol (hmpmd/protocol/data_frames.h)
+// since drivers fetch outputs too; these names keep the worker's code as is.
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
-#include "hmpmd/protocol/status.h"
-#include "hmpmd/worker/buffer.h"
+#include "hmpmd/protocol/data_frames.h"
 
 namespace hmpmd::worker {
 
-enum class DataOp : uint8_t { kFetch = 1, kFetchReply = 2, kFetchError = 3, kCollective = 4 };
-
-struct DataHeader {
-  uint8_t op = 0;
-  uint8_t reserved[3] = {};
-  uint32_t src = 0;  // collective: sender's rank
-  uint64_t key = 0;  // fetch: job; collective: gang tag
-  uint64_t run = 0;  // fetch: producer run
-};
-static_assert(sizeof(DataHeader) == 24);
-
-// Reads a header frame; Corruption when it has the wrong size or op.
-Result<DataHeader> ParseDataHeader(const void* data, size_t size);
-
-// dtype and shape of each buffer, and its byte count.
-std::string EncodeMeta(const std::vector<Buffer>& buffers);
-// Fills `out` with one Buffer per meta entry (shape, dtype and the byte
-// count each must have, returned in `sizes`). Corruption when malformed.
-Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,
-                  std::vector<uint64_t>* sizes);
+using hmpmd::DataHeader;
+using hmpmd::DataOp;
+using hmpmd::DecodeMeta;
+using hmpmd::EncodeMeta;
+using hmpmd::ParseDataHeader;
 
 }  // namespace hmpmd::worker

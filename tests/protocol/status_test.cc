@@ -24,6 +24,9 @@ const std::vector<std::pair<StatusCode, std::string>>& AllCodes() {
       {StatusCode::kPermissionDenied, "PermissionDenied"},
       {StatusCode::kResourceExhausted, "ResourceExhausted"},
       {StatusCode::kInternal, "Internal"},
+      {StatusCode::kCancelled, "Cancelled"},
+      {StatusCode::kDeadlineExceeded, "DeadlineExceeded"},
+      {StatusCode::kAborted, "Aborted"},
   };
   return kCodes;
 }
@@ -72,6 +75,9 @@ TEST_F(StatusTest, FactoriesSetCodeAndMessage) {
       {Status::PermissionDenied("m"), StatusCode::kPermissionDenied},
       {Status::ResourceExhausted("m"), StatusCode::kResourceExhausted},
       {Status::Internal("m"), StatusCode::kInternal},
+      {Status::Cancelled("m"), StatusCode::kCancelled},
+      {Status::DeadlineExceeded("m"), StatusCode::kDeadlineExceeded},
+      {Status::Aborted("m"), StatusCode::kAborted},
   };
   for (const auto& [status, code] : cases) {
     EXPECT_FALSE(status.ok()) << StatusCodeName(code);

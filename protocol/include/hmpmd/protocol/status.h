@@ -23,6 +23,9 @@ enum class StatusCode {
   kPermissionDenied,  // missing or wrong credentials
   kResourceExhausted, // a configured limit was hit
   kInternal,          // a bug or an unexpected library error
+  kCancelled,         // someone cancelled the work
+  kDeadlineExceeded,  // a wait ran past its timeout
+  kAborted,           // the work ran and failed (a kernel threw)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -41,6 +44,9 @@ class [[nodiscard]] Status {
   static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
   static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+  static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -1,8 +1,8 @@
-#include "data_frames.h"
+#include "hmpmd/protocol/data_frames.h"
 
 #include <cstring>
 
-namespace hmpmd::worker {
+namespace hmpmd {
 namespace {
 
 template <typename T>
@@ -91,4 +91,4 @@ Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,
   return Status::Ok();
 }
 
-}  // namespace hmpmd::worker
+}  // namespace hmpmd

@@ -1,0 +1,60 @@
+#include "hmpmd/client/fetch.h"
+
+#include <chrono>
+#include <cstring>
+#include <zmq.hpp>
+
+#include "hmpmd/protocol/data_frames.h"
+
+namespace hmpmd::client {
+
+Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job, uint32_t run,
+                                         int64_t timeout_ms) {
+  // One context per process for fetches: cheap to share, costly to create.
+  static zmq::context_t* ctx = new zmq::context_t(1);
+  const std::string what =
+      "fetch of job " + std::to_string(job) + " run " + std::to_string(run) + " from " + endpoint;
+  try {
+    zmq::socket_t s(*ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvhwm, 0);
+    s.connect(endpoint);
+    DataHeader h;
+    h.op = static_cast<uint8_t>(DataOp::kFetch);
+    h.key = job;
+    h.run = run;
+    s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none);
+    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms < 0 ? -1 : timeout_ms)) == 0) {
+      return Status::Unavailable(what + ": no answer within " + std::to_string(timeout_ms) + " ms");
+    }
+    std::vector<zmq::message_t> parts;
+    do {
+      zmq::message_t m;
+      (void)s.recv(m);
+      parts.push_back(std::move(m));
+    } while (parts.back().more());
+    ASSIGN_OR_RETURN(DataHeader reply, ParseDataHeader(parts[0].data(), parts[0].size()));
+    if (reply.op == static_cast<uint8_t>(DataOp::kFetchError) && parts.size() == 2) {
+      return Status::NotFound(what + ": " + parts[1].to_string());
+    }
+    if (reply.op != static_cast<uint8_t>(DataOp::kFetchReply) || parts.size() < 2) {
+      return Status::Corruption(what + ": unexpected reply");
+    }
+    std::vector<Buffer> out;
+    std::vector<uint64_t> sizes;
+    RETURN_IF_ERROR(DecodeMeta(parts[1].data(), parts[1].size(), &out, &sizes));
+    if (parts.size() != 2 + out.size()) return Status::Corruption(what + ": frame count");
+    for (size_t i = 0; i < out.size(); ++i) {
+      const zmq::message_t& f = parts[2 + i];
+      if (f.size() != sizes[i]) return Status::Corruption(what + ": buffer size");
+      out[i].data.resize(f.size());
+      if (f.size() > 0) std::memcpy(out[i].data.data(), f.data(), f.size());
+    }
+    return out;
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable(what + ": " + e.what());
+  }
+}
+
+}  // namespace hmpmd::client

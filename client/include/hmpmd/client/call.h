@@ -1,0 +1,62 @@
+// Call and ActorOptions: what a driver asks its session to run.
+//
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hmpmd/client/future.h"
+#include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/types.h"
+
+namespace hmpmd::client {
+
+/// One task to append to the session: the same fields as a task of a job
+/// spec (DESIGN.md, "Job spec"), with Futures for inputs.
+///
+/// @code
+///   hmpmd::client::Call c;
+///   c.kernel = "scale";
+///   c.args = {{"factor", 2.0}};
+///   c.inputs = {x};  // a Future of the same session
+/// @endcode
+struct Call {
+  /// Kernel name; a worker of the pool must ship it. Required.
+  std::string kernel;
+  /// Kernel arguments, in order (KernelArgs on the worker).
+  Args args;
+  /// Core kind it runs on. Default: cube.
+  CoreKind core = CoreKind::kCube;
+  /// Hints for the cost model (flops on its core, bytes moved). Default: none.
+  CostHint cost;
+  /// Tasks whose outputs it reads, in order: Futures of this session. The
+  /// task starts when all of them are done and fails when one fails.
+  std::vector<Future> inputs;
+  /// The actor (sub-model, Client::CreateActor) it runs on. Default: empty,
+  /// the session's "default" sub-model (any device).
+  std::string actor;
+  /// Its id in the session, unique; must not contain '/'. Default: empty,
+  /// "t<N>" with N the session's submit count.
+  std::string label;
+  /// Member of a collective gang; all members of one group must be in one
+  /// SubmitGraph() call. Default: none.
+  std::optional<CollectiveSpec> collective;
+};
+
+/// A named, long-lived sub-model of the session (an actor in Ray's sense).
+struct ActorOptions {
+  /// Unique in the session; must not be "default". Required.
+  std::string name;
+  /// What it is (actor, reward, learner, ...); the policy may weigh it.
+  /// Default: actor.
+  SubmodelKind kind = SubmodelKind::kActor;
+  /// Devices it holds; its tasks run only on them and its workers keep its
+  /// state between tasks. The scheduler may move devices between actors of
+  /// the session as demand shifts. 0: any device. Default: 1.
+  uint32_t devices = 1;
+};
+
+}  // namespace hmpmd::client

@@ -1,0 +1,134 @@
+// Client: a single-controller driver. One program connects to the
+// controller, opens a session and drives every model from there: it submits
+// tasks one by one or as sub-graphs, passes Futures as inputs of later
+// tasks, waits on one or any of several Futures, cancels, and reads
+// results straight from the workers.
+//
+// A session is an open-ended job of the controller, named after the
+// session (listed by `hmpmd status` and REST like any job), to which every
+// Submit appends tasks. Close() ends it: the job succeeds when all its
+// tasks ended OK and fails otherwise; its outputs are freed on the workers.
+//
+// Calls are asynchronous: Submit() checks the call, returns a Future and
+// queues the task; the client's I/O thread sends everything queued in one
+// message, so a driver can keep thousands of tasks in flight.
+//
+// Thread-safety: every method is safe from any thread. Futures and Actors
+// are handles that stay usable (and fail with kUnavailable) after the
+// Client is destroyed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hmpmd/client/actor.h"
+#include "hmpmd/client/call.h"
+#include "hmpmd/client/fetch.h"
+#include "hmpmd/client/future.h"
+#include "hmpmd/protocol/status.h"
+#include "hmpmd/protocol/types.h"
+
+namespace hmpmd::client {
+
+struct ClientOptions {
+  /// The controller's ZeroMQ endpoint, as given to `hmpmd controller
+  /// --listen` (with a host instead of '*'). Default: tcp://127.0.0.1:5555.
+  std::string controller = "tcp://127.0.0.1:5555";
+  /// The controller's shared secret (`--token`); empty when it has none.
+  std::string token;
+  /// The session's name: the job name in `hmpmd status` and REST.
+  /// Default: "driver".
+  std::string session = "driver";
+  /// Share of the pool against other jobs (a job spec's `weight`). Default: 1.
+  uint32_t weight = 1;
+  /// How long Connect() waits for the controller to open the session.
+  /// Default: 10000.
+  int64_t connect_timeout_ms = 10000;
+  /// How long a fetch from a worker may take (Future::Get also stops at its
+  /// own timeout). Default: 30000.
+  int64_t fetch_timeout_ms = 30000;
+  /// How long Close() waits for the controller to confirm. Default: 30000.
+  int64_t close_timeout_ms = 30000;
+  /// How often the client tells the controller it is alive; a session not
+  /// heard from in 10 periods is failed with "driver session lost".
+  /// Default: 1000.
+  uint32_t heartbeat_ms = 1000;
+  /// Most tasks per submit message. Default: 4096.
+  uint32_t max_batch = 4096;
+  /// CurveZMQ keys (Z85; see `hmpmd keygen`), as for workers: all three set
+  /// when the controller runs with --curve-keys. Default: empty, plain TCP.
+  std::string curve_server_key;
+  std::string curve_public_key;
+  std::string curve_secret_key;
+};
+
+/// A connected driver session.
+///
+/// @code
+///   hmpmd::client::ClientOptions o;
+///   o.controller = "tcp://127.0.0.1:5555";
+///   o.session = "demo";
+///   auto client = hmpmd::client::Client::Connect(o).value();
+///   auto x = client->Submit({.kernel = "scale", .args = {{"n", int64_t{4}}, {"factor", 2.0}}});
+///   auto y = client->Submit({.kernel = "add", .inputs = {*x, *x}});
+///   auto out = y->Get(10000);  // [x*2 + x*2], fetched from y's worker
+///   (void)client->Close();
+/// @endcode
+class Client {
+ public:
+  /// Connects to the controller and opens a session. kUnavailable when no
+  /// controller answers within connect_timeout_ms, kPermissionDenied for a
+  /// wrong token, kInvalidArgument for bad options.
+  static Result<std::unique_ptr<Client>> Connect(ClientOptions options);
+  /// Ends the session if Close() was not called: tasks not yet ended are
+  /// cancelled and the job ends "cancelled: driver closed".
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// Appends one task. Fails at once (kInvalidArgument, one line naming the
+  /// task and field) for an empty kernel, a duplicate or malformed label,
+  /// an unknown actor, an input Future of another session or an empty one,
+  /// a collective member, or a closed session. Errors the controller finds
+  /// (e.g. no worker ships the kernel) fail the returned Future.
+  Result<Future> Submit(Call call);
+  /// Appends several tasks at once; each may take the earlier ones' Futures
+  /// as inputs (returned in the same order). All members of a collective
+  /// group must be in one call. All or nothing: one bad call fails them all.
+  Result<std::vector<Future>> SubmitGraph(std::vector<Call> calls);
+
+  /// Adds a named sub-model to the session (see ActorOptions).
+  /// kAlreadyExists for a name in use, kInvalidArgument for a bad one.
+  Result<Actor> CreateActor(ActorOptions options);
+
+  /// Blocks until one of `futures` is ready; returns the index of the first
+  /// ready one (lowest index when several are). kDeadlineExceeded on
+  /// timeout, kInvalidArgument for an empty list or an empty Future.
+  Result<size_t> WaitAny(std::span<const Future> futures, int64_t timeout_ms = kForever);
+  /// Cancels a task not yet ended: a queued one never runs, a running one
+  /// is told to stop (its kernel sees KernelArgs::cancelled()); its
+  /// dependents fail with "cancelled". OK (a no-op) when it had already
+  /// ended; the Future becomes ready once the controller confirms.
+  Status Cancel(const Future& future);
+
+  /// Waits for every task to end, then ends the session: OK when the job
+  /// succeeded, else kAborted with the job's error. Frees the session's
+  /// outputs on the workers; Futures then fail Get(). Idempotent.
+  Status Close();
+
+  /// The session's job id (REST /api/v1/jobs/{id}, `hmpmd status`).
+  JobId job() const;
+  /// The session's name (ClientOptions::session).
+  const std::string& session() const;
+  /// Tasks submitted and not yet ended.
+  uint64_t in_flight() const;
+
+ private:
+  explicit Client(std::shared_ptr<internal::Session> session);
+  std::shared_ptr<internal::Session> session_;
+};
+
+}  // namespace hmpmd::client
