@@ -77,7 +77,8 @@ class Run:
             inputs = [weights]
             for j in range(o.batch):
                 a = j % n_actors
-                r = actors[a].call("rl.rollout", args=self.rollout_args(), inputs=[loaded[a]])
+                r = actors[a].call("rl.rollout", args=self.rollout_args(),
+                                   inputs=[loaded[a], weights])
                 inputs.append(self.score(reward, r))
             weights = learner.call("rl.train", args=self.train_args(), inputs=inputs)
             loaded = [a.call("rl.load_weights", args=load, inputs=[weights]) for a in actors]

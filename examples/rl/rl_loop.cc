@@ -130,11 +130,14 @@ Result<RunStats> Runner::Sync() {
   }
   std::deque<Future> trains;
   for (uint32_t step = 0; step < o_.steps; ++step) {
-    // Generate and score; each actor's rollouts wait for its weights.
+    // Generate and score; each actor's rollouts wait for its weights. They
+    // also get the weights as an input, which a rollout loads only when its
+    // device lacks them (a device the scheduler moved into the actor's set).
     std::vector<Future> inputs = {weights};
     for (uint32_t j = 0; j < o_.batch; ++j) {
       const uint32_t a = j % n_actors;
-      ASSIGN_OR_RETURN(Future r, actors[a].Call("rl.rollout", Make(RolloutArgs(), {loaded[a]})));
+      ASSIGN_OR_RETURN(Future r,
+                       actors[a].Call("rl.rollout", Make(RolloutArgs(), {loaded[a], weights})));
       ASSIGN_OR_RETURN(Future s, Score(reward, r));
       inputs.push_back(std::move(s));
     }
