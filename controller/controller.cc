@@ -95,6 +95,7 @@ void Controller::Run() {
       next_liveness_check_ = now + options_.heartbeat_ms * 1000;
     }
     ScheduleAndSend(now);
+    if (!sessions_.empty()) FlushSessions(now);
     NotifyEndedJobs();
     if (writer_) writer_->Append(&store_pending_);
   }
@@ -108,6 +109,7 @@ Status Controller::RestoreFromStore(TimeUs now) {
   ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, options_.store->Load());
   size_t unfinished = 0;
   for (StoredJob& j : jobs) {
+    if (RestoreSession(j, now)) continue;
     // A job that cannot be rebuilt is reported and left out; the rest go on.
     auto spec = ParseJobSpec(j.spec_json, options_.spec_limits);
     if (!spec.ok()) {
@@ -158,6 +160,7 @@ const WorkerInfo* Controller::WorkerOfDevice(DeviceId d) const {
 }
 
 void Controller::Handle(Incoming in, TimeUs now) {
+  if (HandleSession(in, now)) return;
   if (auto* reg = std::get_if<RegisterMsg>(&in.message)) {
     OnRegister(in.identity, *reg, now);
     return;
@@ -256,6 +259,10 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
         ++counters_.tasks_finished;
         outputs_[{r.job, r.task}] = OutputLocation{w.id, r.output_bytes};
         scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes);
+        if (auto s = sessions_.find(r.job); s != sessions_.end()) {
+          s->second.update.ended.push_back(
+              {r.task, TaskEnded::kDone, "", w.data_endpoint, r.output_bytes});
+        }
         if (writer_) {
           store_pending_.push_back(TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device});
         }
@@ -418,6 +425,7 @@ void Controller::NotifyEndedJobs() {
       spdlog::warn("job {} '{}' {}: {}", id, job->graph->spec().name, JobStateName(job->state),
                    job->error);
     }
+    if (sessions_.count(id)) EndSession(id, *job);
     auto w = job_watchers_.find(id);
     if (w != job_watchers_.end()) {
       auto callbacks = std::move(w->second);
@@ -438,6 +446,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
   const uint32_t base = d.run - index;
   const GraphTask& gt = g.task(index);
   a.reads = static_cast<uint32_t>(gt.consumers.size());
+  if (g.open()) a.reads = 0;  // a session's outputs stay until released (FreeRuns)
   // Only the last step's sinks are the job's final outputs.
   if (a.reads == 0 && d.run / g.size() + 1 < g.steps()) a.reads = TaskAssign::kDropOutputs;
   for (uint32_t p : gt.inputs) {

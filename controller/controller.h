@@ -189,6 +189,28 @@ class Controller {
   WorkerInfo* FindByIdentity(const std::string& identity);
   Status RestoreFromStore(TimeUs now);
 
+  // --- driver sessions (sessions.cc) ---
+  // A driver (hmpmd::client) speaks to the same ROUTER as workers; its
+  // session is an open job (Scheduler::AppendTasks).
+  struct DriverSession {
+    std::string identity;
+    TimeUs last_seen = 0;
+    TimeUs timeout_us = 0;  // silent this long: "driver session lost"
+    SessionUpdate update;   // to send at the end of this iteration
+  };
+  // True when `in` was a driver's message (handled here).
+  bool HandleSession(Incoming& in, TimeUs now);
+  void OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now);
+  void OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, TimeUs now);
+  void OnSessionControl(DriverSession& s, JobId job, const SessionControl& m, TimeUs now);
+  // Sends what sessions must hear (ended tasks, acks) and what workers
+  // must do for them (cancel or free runs); checks driver liveness.
+  void FlushSessions(TimeUs now);
+  // A session's job ended: tells its driver and frees its outputs.
+  void EndSession(JobId job, const JobRun& run);
+  // Restores a session job read back from the store as failed.
+  bool RestoreSession(const StoredJob& j, TimeUs now);
+
   ControllerOptions options_;
   zmq::context_t ctx_;
   Transport transport_;
@@ -222,6 +244,8 @@ class Controller {
   std::unique_ptr<StoreWriter> writer_;     // null without a store
   std::vector<StoreRecord> store_pending_;  // this iteration's records
   TimeUs recovery_until_ = 0;               // no dispatch before this
+  std::map<JobId, DriverSession> sessions_;
+  std::unordered_map<std::string, JobId> session_of_;  // by driver identity
 };
 
 }  // namespace hmpmd

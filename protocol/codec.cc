@@ -37,6 +37,8 @@ class PackArchive {
       pk_->pack(static_cast<uint8_t>(v));
     } else if constexpr (std::is_same_v<T, ArgValue>) {
       std::visit([this](const auto& x) { this->PackArg(x); }, v);
+    } else if constexpr (std::is_same_v<T, double>) {
+      PackArg(v);  // always float64, as the decoder wants (see PackArg)
     } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
       pk_->pack(v);
     } else if constexpr (IsVector<T>::value) {
@@ -207,6 +209,20 @@ std::string_view MsgTypeName(MsgType t) {
       return "Shutdown";
     case MsgType::kFreeJob:
       return "FreeJob";
+    case MsgType::kSessionOpen:
+      return "SessionOpen";
+    case MsgType::kSessionAck:
+      return "SessionAck";
+    case MsgType::kSessionSubmit:
+      return "SessionSubmit";
+    case MsgType::kSessionControl:
+      return "SessionControl";
+    case MsgType::kSessionUpdate:
+      return "SessionUpdate";
+    case MsgType::kFreeRuns:
+      return "FreeRuns";
+    case MsgType::kCancelRuns:
+      return "CancelRuns";
   }
   return "Unknown";
 }

@@ -169,6 +169,7 @@ Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs no
   RETURN_IF_ERROR(CheckFeasible(*graph, job));
   job.id = next_job_++;
   job.submitted = now;
+  job.open = graph->open();
   job.graph = std::move(graph);
   JobId id = job.id;
   JobRun& stored = jobs_.emplace(id, std::move(job)).first->second;
@@ -228,6 +229,19 @@ void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64
   // Kept by the worker: outputs with readers, and the last step's sinks.
   const bool last_step = run / g.size() + 1 == g.steps();
   rec.held = bytes > 0 && (rec.reads_left > 0 || last_step);
+  if (it->second.open) {
+    // A consumer that ended without reading them counts as read.
+    rec.reads_left = 0;
+    for (uint32_t c : g.task(run).consumers) {
+      if (it->second.runs[c].state != TaskState::kFailed &&
+          it->second.runs[c].state != TaskState::kCancelled) {
+        ++rec.reads_left;
+      }
+    }
+    rec.held = bytes > 0 && (!rec.released || rec.reads_left > 0);
+    // The worker keeps them until told.
+    if (bytes > 0 && !rec.held) freed_.push_back({job_id, run, device});
+  }
   if (rec.held) pool_.AddHeldBytes(device, static_cast<int64_t>(bytes));
 }
 
@@ -283,7 +297,11 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   // Each input was read once more; the last read frees it on its worker.
   for (uint32_t in : g.task(index).inputs) {
     TaskRecord& p = job.runs[base + in];
-    if (p.held && p.reads_left > 0 && --p.reads_left == 0) ReleaseHeld(p);
+    if (job.open) {
+      OpenOutputRead(job, base + in);
+    } else if (p.held && p.reads_left > 0 && --p.reads_left == 0) {
+      ReleaseHeld(p);
+    }
   }
   for (uint32_t c : g.task(index).consumers) {
     TaskRecord& consumer = job.runs[base + c];
@@ -292,7 +310,10 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
       MakeReady(job, base + c, now);
     }
   }
-  if (--job.left_in_step == 0) {
+  if (job.open) {
+    --job.left_in_step;
+    MaybeFinishOpen(job, now);
+  } else if (--job.left_in_step == 0) {
     if (job.step + 1 < g.steps()) {
       StartStep(job, job.step + 1, now);
     } else {
@@ -319,6 +340,14 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
     ++rec.attempt;
     rec.core = kNoCore;
     MakeReady(job, run, now);
+    return true;
+  }
+  if (job.open) {  // fails its dependents, not the session
+    rec.state = TaskState::kBlocked;  // ended below, its core already released
+    std::string why = retryable ? "failed after " + std::to_string(rec.attempt + 1) +
+                                      " attempts: " + error
+                                : error;
+    EndOpenRun(job, run, TaskState::kFailed, std::move(why), now);
     return true;
   }
   rec.state = TaskState::kFailed;
@@ -509,6 +538,8 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       if (p.kind == Placement::Kind::kRetryLater) {
         deferred_.push_back(item);
         if (deferred_.size() >= options_.max_deferred) break;
+      } else if (p.kind == Placement::Kind::kInfeasible && job.open) {
+        EndOpenRun(job, item.run, TaskState::kFailed, p.reason, now);
       } else if (p.kind == Placement::Kind::kInfeasible) {
         FinishJob(job, JobState::kFailed, p.reason, now);
       }

@@ -69,6 +69,16 @@ size_t Lane::CancelJob(JobId job) {
   return std::erase_if(queue_, [job](const LaneTask& t) { return t.assign.job == job; });
 }
 
+size_t Lane::CancelRun(JobId job, uint32_t run) {
+  MutexLock lock(&mu_);
+  if (running_job_ == job && running_run_ == run) {
+    cancel_running_.store(true, std::memory_order_relaxed);
+  }
+  return std::erase_if(queue_, [&](const LaneTask& t) {
+    return t.assign.job == job && t.assign.task == run;
+  });
+}
+
 size_t Lane::Stop() {
   size_t dropped;
   {
@@ -93,6 +103,7 @@ void Lane::Loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       running_job_ = task.assign.job;
+      running_run_ = task.assign.task;
       cancel_running_.store(false, std::memory_order_relaxed);
     }
     TaskResult result = Execute(task);

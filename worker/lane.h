@@ -51,6 +51,9 @@ class Lane {
   // flag of its running one (KernelArgs::cancelled()); returns how many
   // queued tasks it dropped.
   size_t CancelJob(JobId job) EXCLUDES(mu_);
+  // The same for one run of `job` (a driver cancelled it): returns 1 when
+  // it was queued and is dropped, else 0.
+  size_t CancelRun(JobId job, uint32_t run) EXCLUDES(mu_);
 
   // Drops queued tasks, lets a running kernel finish and joins the thread.
   // Returns how many queued tasks it dropped. Idempotent.
@@ -72,6 +75,7 @@ class Lane {
   std::deque<LaneTask> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
   JobId running_job_ GUARDED_BY(mu_) = 0;    // 0: idle
+  uint32_t running_run_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> cancel_running_{false};  // the running task's cancel flag
 
   std::thread thread_;  // last: starts after the fields above exist

@@ -54,6 +54,16 @@ uint64_t ObjectStore::FreeJob(JobId job) {
   return freed;
 }
 
+uint64_t ObjectStore::FreeRun(JobId job, uint32_t run) {
+  MutexLock lock(&mu_);
+  auto it = entries_.find({job, run});
+  if (it == entries_.end()) return 0;
+  const uint64_t freed = it->second.bytes;
+  entries_.erase(it);
+  used_ -= freed;
+  return freed;
+}
+
 uint64_t ObjectStore::used_bytes() const {
   MutexLock lock(&mu_);
   return used_;

@@ -42,6 +42,8 @@ class ObjectStore {
 
   // Frees every entry of `job`; returns how many bytes that released.
   uint64_t FreeJob(JobId job) EXCLUDES(mu_);
+  // Frees the entry of (job, run) if there is one; returns its bytes.
+  uint64_t FreeRun(JobId job, uint32_t run) EXCLUDES(mu_);
 
   uint64_t used_bytes() const EXCLUDES(mu_);
   size_t entries() const EXCLUDES(mu_);

@@ -220,6 +220,23 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
       }
       break;
     }
+    case MsgType::kFreeRuns: {
+      const FreeRuns& f = std::get<FreeRuns>(message);
+      for (uint32_t run : f.runs) data_.store().FreeRun(f.job, run);
+      break;
+    }
+    case MsgType::kCancelRuns: {
+      const CancelRuns& c = std::get<CancelRuns>(message);
+      for (uint32_t run : c.runs) {
+        size_t dropped = 0;
+        for (auto& lanes : lanes_) {
+          for (auto& lane : lanes) dropped += lane->CancelRun(c.job, run);
+        }
+        in_flight_ -= static_cast<uint32_t>(dropped);
+        if (dropped > 0) held_.erase({c.job, run});
+      }
+      break;
+    }
     case MsgType::kShutdown:
       log_->info("the controller asks this worker to shut down: {}",
                  std::get<Shutdown>(message).reason);
@@ -228,7 +245,12 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
     case MsgType::kRegister:
     case MsgType::kHeartbeat:
     case MsgType::kDoneBatch:
-      // Well-formed, but only a worker sends these: count them as bad frames.
+    case MsgType::kSessionOpen:
+    case MsgType::kSessionAck:
+    case MsgType::kSessionSubmit:
+    case MsgType::kSessionControl:
+    case MsgType::kSessionUpdate:
+      // Well-formed, but not for a worker: count them as bad frames.
       ++dropped_frames_;
       log_->warn("dropped a {} message, which only workers send", MsgTypeName(TypeOf(message)));
       break;

@@ -17,6 +17,7 @@ namespace hmpmd::client {
 
 namespace internal {
 class FutureState;
+class Session;
 }  // namespace internal
 
 /// Wait forever (timeouts are in milliseconds; a negative one never ends).
@@ -68,6 +69,7 @@ class Future {
  private:
   friend class Client;
   friend class internal::FutureState;
+  friend class internal::Session;
   explicit Future(std::shared_ptr<internal::FutureState> state) : state_(std::move(state)) {}
   std::shared_ptr<internal::FutureState> state_;
 };

@@ -28,6 +28,14 @@ enum class MsgType : uint8_t {
   kCancelJob = 8,
   kShutdown = 9,
   kFreeJob = 10,
+  // Driver sessions (hmpmd::client) and what they need of workers.
+  kSessionOpen = 11,
+  kSessionAck = 12,
+  kSessionSubmit = 13,
+  kSessionControl = 14,
+  kSessionUpdate = 15,
+  kFreeRuns = 16,
+  kCancelRuns = 17,
 };
 
 struct CoreGroup {
@@ -236,9 +244,185 @@ struct FreeJob {
   friend bool operator==(const FreeJob&, const FreeJob&) = default;
 };
 
+// --- Driver sessions ------------------------------------------------------
+// A driver (hmpmd::client::Client) talks to the controller's ROUTER like a
+// worker, on its own DEALER: it opens a session (an open job that grows),
+// submits tasks to it, releases or cancels them and closes it; the
+// controller answers with SessionAck once and SessionUpdate batches after.
+
+// Driver -> controller: open a session job called `name`.
+struct SessionOpen {
+  std::string name;
+  std::string token;  // as RegisterMsg::token
+  uint32_t weight = 1;
+  uint32_t heartbeat_ms = 0;  // the driver sends SessionControl this often
+  int64_t sent_us = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(name, token, weight, heartbeat_ms, sent_us);
+  }
+  friend bool operator==(const SessionOpen&, const SessionOpen&) = default;
+};
+
+// Controller -> driver: the session's job, or why there is none.
+struct SessionAck {
+  JobId job = 0;       // 0 when refused
+  std::string error;   // empty when opened
+  bool permission = false;  // refused for a wrong token
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, error, permission);
+  }
+  friend bool operator==(const SessionAck&, const SessionAck&) = default;
+};
+
+// A sub-model added to a session (SubmodelSpec on the wire).
+struct WireSubmodel {
+  std::string name;
+  uint8_t kind = 0;  // SubmodelKind
+  uint32_t devices = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(name, kind, devices);
+  }
+  friend bool operator==(const WireSubmodel&, const WireSubmodel&) = default;
+};
+
+// A task appended to a session (TaskSpec on the wire). Inputs name earlier
+// tasks of the session by id.
+struct WireTask {
+  std::string id;
+  std::string submodel;
+  std::string kernel;
+  CoreKind core = CoreKind::kCube;
+  std::vector<std::string> inputs;
+  Args args;
+  double flops = 0;
+  double bytes = 0;
+  std::string group;  // collective group; empty: none
+  std::string op;     // collective op
+  double group_bytes = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(id, submodel, kernel, core, inputs, args, flops, bytes, group, op, group_bytes);
+  }
+  friend bool operator==(const WireTask&, const WireTask&) = default;
+};
+
+// One all-or-nothing append (a Submit or SubmitGraph call).
+struct SubmitGroup {
+  uint64_t seq = 0;  // the driver's number for it, echoed in GroupAck
+  std::vector<WireSubmodel> submodels;
+  std::vector<WireTask> tasks;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(seq, submodels, tasks);
+  }
+  friend bool operator==(const SubmitGroup&, const SubmitGroup&) = default;
+};
+
+// Driver -> controller: appends, applied in order.
+struct SessionSubmit {
+  JobId job = 0;
+  std::vector<SubmitGroup> groups;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, groups);
+  }
+  friend bool operator==(const SessionSubmit&, const SessionSubmit&) = default;
+};
+
+// Driver -> controller: outputs it no longer needs, tasks to cancel, and
+// whether to end the session. An empty one is a heartbeat.
+struct SessionControl {
+  JobId job = 0;
+  std::vector<uint32_t> release;  // task indices
+  std::vector<uint32_t> cancel;   // task indices
+  uint8_t close = 0;              // kKeepOpen, kClose or kAbort
+  static constexpr uint8_t kKeepOpen = 0;
+  static constexpr uint8_t kClose = 1;  // end once every task has ended
+  static constexpr uint8_t kAbort = 2;  // cancel what is left and end now
+  int64_t sent_us = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, release, cancel, close, sent_us);
+  }
+  friend bool operator==(const SessionControl&, const SessionControl&) = default;
+};
+
+// The controller's answer to one SubmitGroup: its tasks are indices
+// first_task.. in order, or it was refused with `error`.
+struct GroupAck {
+  uint64_t seq = 0;
+  uint32_t first_task = 0;
+  std::string error;  // empty: appended
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(seq, first_task, error);
+  }
+  friend bool operator==(const GroupAck&, const GroupAck&) = default;
+};
+
+// A session task that ended.
+struct TaskEnded {
+  uint32_t task = 0;
+  uint8_t state = 0;  // kDone, kFailed or kCancelled
+  static constexpr uint8_t kDone = 0;
+  static constexpr uint8_t kFailed = 1;
+  static constexpr uint8_t kCancelled = 2;
+  std::string error;     // failed or cancelled: why
+  std::string endpoint;  // done: the data endpoint of the worker holding its outputs
+  uint64_t output_bytes = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(task, state, error, endpoint, output_bytes);
+  }
+  friend bool operator==(const TaskEnded&, const TaskEnded&) = default;
+};
+
+// Controller -> driver: what happened since the last update.
+struct SessionUpdate {
+  JobId job = 0;
+  std::vector<GroupAck> acks;
+  std::vector<TaskEnded> ended;
+  bool closed = false;      // the session job has ended
+  std::string job_state;    // when closed: succeeded, failed or cancelled
+  std::string job_error;    // when closed and not succeeded
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, acks, ended, closed, job_state, job_error);
+  }
+  friend bool operator==(const SessionUpdate&, const SessionUpdate&) = default;
+};
+
+// Controller -> worker: free the outputs of these runs of `job` (a driver
+// released them).
+struct FreeRuns {
+  JobId job = 0;
+  std::vector<uint32_t> runs;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, runs);
+  }
+  friend bool operator==(const FreeRuns&, const FreeRuns&) = default;
+};
+
+// Controller -> worker: drop these runs of `job` if queued; a running one
+// sees its cancel flag (KernelArgs::cancelled()).
+struct CancelRuns {
+  JobId job = 0;
+  std::vector<uint32_t> runs;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, runs);
+  }
+  friend bool operator==(const CancelRuns&, const CancelRuns&) = default;
+};
+
 // The alternatives are in MsgType order, so index() + 1 is the type byte.
 using Message = std::variant<RegisterMsg, RegisterAck, Reject, Heartbeat, HeartbeatAck, AssignBatch,
-                             DoneBatch, CancelJob, Shutdown, FreeJob>;
+                             DoneBatch, CancelJob, Shutdown, FreeJob, SessionOpen, SessionAck,
+                             SessionSubmit, SessionControl, SessionUpdate, FreeRuns, CancelRuns>;
 
 MsgType TypeOf(const Message& m);
 std::string_view MsgTypeName(MsgType t);

@@ -4,12 +4,16 @@
 // inconsistent collectives, with one line naming the task and the field.
 // Kernel names are not checked here: which kernels exist depends on the
 // workers (live) or on the built-in set (simulation).
-// Thread-safety: immutable after Build(); share it freely.
+// Thread-safety: a graph from Build() is immutable; share it freely. An
+// open graph (BuildOpen(), a driver session) grows by Append() on the thread
+// that owns its Scheduler; other threads must read a copy of it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "hmpmd/protocol/job_spec.h"
@@ -37,6 +41,18 @@ class JobGraph {
  public:
   // Takes the spec; adds an implicit "default" submodel when a task uses it.
   static Result<std::shared_ptr<const JobGraph>> Build(JobSpec spec);
+  // An open graph: starts with `spec.submodels` (plus "default") and no
+  // tasks, and grows by Append(). repeat must be 1 and tasks empty.
+  static Result<std::shared_ptr<JobGraph>> BuildOpen(JobSpec spec);
+  // Appends sub-models and tasks to an open graph, all or nothing, in
+  // amortised time of the appended part. Tasks may only name inputs already
+  // in the graph or earlier in `tasks` (so no cycle can form); every
+  // collective group must be complete within one append. Errors are one
+  // line naming the task (its index in the whole graph) and the field.
+  Status Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks);
+  bool open() const { return open_; }
+  // Open graphs: the index of the task called `id`, or -1.
+  int64_t Find(std::string_view id) const;
 
   const JobSpec& spec() const { return spec_; }
   const TaskSpec& spec_task(uint32_t i) const { return spec_.tasks[i]; }
@@ -59,6 +75,11 @@ class JobGraph {
   std::vector<uint32_t> roots_;
   std::vector<uint32_t> topo_;
   std::vector<CollectiveGroup> groups_;
+  // Open graphs only: names to indices, for Append().
+  bool open_ = false;
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::unordered_map<std::string, uint32_t> submodel_ids_;
+  std::unordered_map<std::string, uint32_t> group_ids_;
 };
 
 }  // namespace hmpmd

@@ -59,6 +59,12 @@ class Policy {
   // policies fix its device sets here.
   virtual void OnJobAdded(const JobRun& /*job*/, const ResourcePool& /*pool*/) {}
   virtual void OnJobRemoved(JobId /*job*/) {}
+  // An open job (a driver session) got new sub-models or tasks
+  // (Scheduler::AppendTasks); its tables cover them already.
+  virtual void OnJobGrown(const JobRun& job, const ResourcePool& pool) {
+    (void)job;
+    (void)pool;
+  }
   // Ready tasks run in decreasing priority.
   virtual double Priority(const TaskView& task) const = 0;
   // Picks a core with capacity for `task`, or says why not. The core may

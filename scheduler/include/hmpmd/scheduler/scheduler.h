@@ -23,6 +23,7 @@
 #include <queue>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "hmpmd/scheduler/cost_model.h"
@@ -54,6 +55,9 @@ struct TaskRecord {
   uint64_t output_bytes = 0;
   uint32_t reads_left = 0;  // consumers that have not read them yet
   bool held = false;        // counted in the device's held bytes
+  // Open jobs: the driver released its outputs (ReleaseOutput); until then
+  // they are held whatever their consumers did.
+  bool released = false;
 };
 
 struct JobRun {
@@ -73,6 +77,32 @@ struct JobRun {
   TimeUs submitted = 0;
   TimeUs started = -1;  // first dispatch
   TimeUs finished = -1;
+  // Open jobs (driver sessions, JobGraph::BuildOpen): they grow by
+  // AppendTasks() and end only after CloseJob(); a failed or cancelled run
+  // fails its dependents, not the job.
+  bool open = false;
+  bool closing = false;     // CloseJob() called: ends once every run has ended
+  uint64_t not_ok = 0;      // runs that failed or were cancelled
+  std::string first_error;  // of the first of them
+};
+
+// An open job's run that ended other than done (open jobs only; see
+// Scheduler::TakeEnded). `device` is where it was running, UINT32_MAX if
+// it was not: a running one must be stopped there.
+struct RunEnded {
+  JobId job = 0;
+  uint32_t run = 0;
+  TaskState state = TaskState::kFailed;
+  std::string error;
+  DeviceId device = UINT32_MAX;
+};
+
+// Outputs of an open job's run its worker may now free (released by the
+// driver and read by every consumer).
+struct OutputFreed {
+  JobId job = 0;
+  uint32_t run = 0;
+  DeviceId device = 0;
 };
 
 // One placement decision for the caller to carry out.
@@ -114,6 +144,27 @@ class Scheduler {
   Status CancelJob(JobId id, std::string reason, TimeUs now);
   // Forgets an ended job's records.
   void EraseJob(JobId id);
+
+  // --- open jobs (driver sessions; scheduler_open.cc) ---
+  // Appends sub-models and tasks to an open job (JobGraph::Append's rules)
+  // and readies those whose inputs are done; one whose input already
+  // failed ends at once (TakeEnded). Checks the new tasks against the pool
+  // like AddJob. Calls Policy::OnJobGrown.
+  Status AppendTasks(JobId id, std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks,
+                     TimeUs now);
+  // Ends an open job: at once, cancelling what is left, when `cancel_rest`;
+  // else once every run has ended (succeeded when all were done).
+  Status CloseJob(JobId id, bool cancel_rest, std::string reason, TimeUs now);
+  // Cancels one run of an open job that has not ended; its dependents end
+  // cancelled too (TakeEnded). OK when it had already ended.
+  Status CancelRun(JobId id, uint32_t run, TimeUs now);
+  // The driver no longer needs run `run`'s outputs: they are freed once its
+  // known consumers have read them (TakeFreed).
+  void ReleaseOutput(JobId id, uint32_t run);
+  // Runs of open jobs that failed or were cancelled since the last call.
+  std::vector<RunEnded> TakeEnded() { return std::exchange(ended_, {}); }
+  // Outputs of open jobs to free since the last call.
+  std::vector<OutputFreed> TakeFreed() { return std::exchange(freed_, {}); }
   // Re-admits a job read back from a store after a restart, under its old
   // id: the runs in `done` are done (with their times), the rest of the
   // step being run is blocked or ready as its inputs say. A terminal `state`
@@ -197,6 +248,13 @@ class Scheduler {
   // Lineage: makes a done run whose output was lost run again, first
   // reviving its inputs that are gone too; its consumers wait for it.
   void Revive(JobRun& job, uint32_t run, TimeUs now);
+  // Open jobs: ends run `run` (not yet ended) as failed or cancelled with
+  // `error`, and with it every run that depends on it or shares its gang.
+  void EndOpenRun(JobRun& job, uint32_t run, TaskState state, std::string error, TimeUs now);
+  // Open jobs: one read of `run`'s outputs fewer to wait for.
+  void OpenOutputRead(JobRun& job, uint32_t run);
+  // Open jobs: finishes a closing job whose runs have all ended.
+  void MaybeFinishOpen(JobRun& job, TimeUs now);
 
   SchedulerOptions options_;
   std::unique_ptr<Policy> policy_;
@@ -209,6 +267,8 @@ class Scheduler {
   std::array<std::priority_queue<ReadyItem>, kNumCoreKinds> ready_;
   std::vector<ReadyItem> deferred_;
   std::vector<std::tuple<uint32_t, CoreId, double>> placed_;  // PlaceItem scratch
+  std::vector<RunEnded> ended_;
+  std::vector<OutputFreed> freed_;
 };
 
 }  // namespace hmpmd

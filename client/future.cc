@@ -1,0 +1,64 @@
+#include "hmpmd/client/future.h"
+
+#include <chrono>
+
+#include "hmpmd/client/fetch.h"
+#include "session.h"
+
+namespace hmpmd::client {
+namespace {
+
+Status Empty() { return Status::InvalidArgument("an empty Future"); }
+
+}  // namespace
+
+bool Future::ready() const { return state_ && state_->session->Ready(*state_); }
+
+Status Future::Wait(int64_t timeout_ms) const {
+  if (!state_) return Empty();
+  return state_->session->Wait(*state_, timeout_ms);
+}
+
+Result<std::vector<Buffer>> Future::Get(int64_t timeout_ms) const {
+  if (!state_) return Empty();
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(Wait(timeout_ms));
+  std::string endpoint;
+  uint64_t bytes = 0;
+  RETURN_IF_ERROR(state_->session->Outcome(*state_, &endpoint, &bytes));
+  if (endpoint.empty() || bytes == 0) return std::vector<Buffer>{};  // no outputs
+  int64_t left = state_->session->options().fetch_timeout_ms;
+  if (timeout_ms >= 0) {
+    const int64_t spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+    left = std::min(left, std::max<int64_t>(1, timeout_ms - spent));
+  }
+  int64_t index;
+  {
+    // Set once by the ack, before the task could end.
+    index = state_->index;
+  }
+  auto out = FetchOutputs(endpoint, state_->session->job(), static_cast<uint32_t>(index), left);
+  if (!out.ok()) {
+    return Status(out.status().code(), "task '" + state_->label + "': " + out.status().message());
+  }
+  return out;
+}
+
+const std::string& Future::label() const {
+  static const std::string kNone;
+  return state_ ? state_->label : kNone;
+}
+
+JobId Future::job() const { return state_ ? state_->session->job() : 0; }
+
+uint64_t Future::output_bytes() const {
+  if (!state_) return 0;
+  std::string endpoint;
+  uint64_t bytes = 0;
+  (void)state_->session->Outcome(*state_, &endpoint, &bytes);
+  return bytes;
+}
+
+}  // namespace hmpmd::client

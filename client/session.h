@@ -1,0 +1,113 @@
+// Session: the state behind a Client, its Futures and Actors: the DEALER to
+// the controller, the I/O thread that owns it, and every task's state.
+//
+// Thread-safety: public methods are safe from any thread; `mu_` guards the
+// task state, the socket belongs to the I/O thread after Start().
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+#include <zmq.hpp>
+
+#include "hmpmd/client/client.h"
+#include "hmpmd/protocol/messages.h"
+
+namespace hmpmd::client::internal {
+
+class Session;
+
+// One task's state; Futures share it. Its destructor (the last Future
+// dropped) releases the task's outputs.
+class FutureState {
+ public:
+  enum class Phase : uint8_t { kPending, kDone, kFailed, kCancelled, kRejected, kLost };
+  FutureState(std::shared_ptr<Session> owner, std::string id)
+      : session(std::move(owner)), label(std::move(id)) {}
+  ~FutureState();
+  FutureState(const FutureState&) = delete;
+  FutureState& operator=(const FutureState&) = delete;
+
+  const std::shared_ptr<Session> session;
+  const std::string label;
+  // Guarded by the session's mutex.
+  int64_t index = -1;  // the task's index in the session job, once acked
+  Phase phase = Phase::kPending;
+  std::string error;     // why, unless done
+  std::string endpoint;  // done: the worker holding its outputs
+  uint64_t bytes = 0;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  explicit Session(ClientOptions options);
+  ~Session();
+
+  // Connects, opens the session and starts the I/O thread.
+  Status Start();
+  // Closes the session (`abort`: cancel what is left) and stops the I/O
+  // thread; the session's final status.
+  Status Close(bool abort, int64_t timeout_ms);
+
+  Result<std::vector<Future>> Submit(std::vector<Call> calls);
+  Status AddActor(const ActorOptions& options);
+  Status Cancel(const FutureState& f);
+  Result<size_t> WaitAny(std::span<const Future> futures, int64_t timeout_ms);
+  Status Wait(const FutureState& f, int64_t timeout_ms);
+  bool Ready(const FutureState& f);
+  // Status of `f` and, when done, where its outputs are.
+  Status Outcome(const FutureState& f, std::string* endpoint, uint64_t* bytes);
+  void Dropped(FutureState& f);
+
+  JobId job() const { return job_; }
+  const ClientOptions& options() const { return options_; }
+  uint64_t in_flight();
+
+  // For Future::Get: the state of one Future (a friend's accessor).
+  static FutureState* StateOf(const Future& f);
+
+ private:
+  void Loop();
+  void Wake();
+  void HandleUpdate(SessionUpdate& u);
+  // Sends what is queued; true when something was sent.
+  bool Flush(int64_t now_us);
+  bool SendMessage(const Message& m);
+  static Status StatusOf(const FutureState& f);
+  bool Ended(const FutureState& f) const { return f.phase != FutureState::Phase::kPending; }
+
+  const ClientOptions options_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t socket_;
+  int wake_fd_ = -1;
+  std::thread io_;
+  std::atomic<bool> stop_{false};
+  JobId job_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Queued for the I/O thread.
+  std::vector<SubmitGroup> outbox_;
+  std::vector<uint32_t> release_, cancel_;
+  uint8_t close_ = SessionControl::kKeepOpen;
+  // Groups sent and not yet acknowledged: seq -> its tasks' states.
+  std::map<uint64_t, std::vector<std::weak_ptr<FutureState>>> unacked_;
+  uint64_t next_seq_ = 1;
+  std::vector<std::weak_ptr<FutureState>> tasks_;  // by task index
+  std::set<std::string> labels_;
+  std::set<std::string> actors_;
+  uint64_t submitted_ = 0, ended_ = 0;
+  bool closed_ = false;   // the controller ended the session
+  bool closing_ = false;  // Close() was called
+  Status final_;          // once closed
+  std::string lost_;      // the link failed: why
+};
+
+}  // namespace hmpmd::client::internal

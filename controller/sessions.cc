@@ -1,0 +1,238 @@
+// Controller: driver sessions (hmpmd::client). A session is an open job
+// that the driver grows task by task; see controller.h.
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "controller.h"
+
+namespace hmpmd {
+namespace {
+
+// Marks a stored spec as a driver session's (RestoreSession).
+constexpr char kSessionKey[] = "hmpmd_session";
+
+bool SameSecret(const std::string& want, const std::string& got) {
+  if (want.size() != got.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ got[i]);
+  return diff == 0;
+}
+
+TaskSpec ToSpec(WireTask&& w) {
+  TaskSpec t;
+  t.id = std::move(w.id);
+  t.submodel = w.submodel.empty() ? "default" : std::move(w.submodel);
+  t.kernel = std::move(w.kernel);
+  t.core = w.core;
+  t.inputs = std::move(w.inputs);
+  t.args = std::move(w.args);
+  t.cost.flops = w.flops;
+  t.cost.bytes = w.bytes;
+  if (!w.group.empty())
+    t.collective = CollectiveSpec{std::move(w.group), std::move(w.op), w.group_bytes};
+  return t;
+}
+
+}  // namespace
+
+bool Controller::HandleSession(Incoming& in, TimeUs now) {
+  const MsgType type = TypeOf(in.message);
+  if (type == MsgType::kSessionOpen) {
+    OnSessionOpen(in.identity, std::get<SessionOpen>(in.message), now);
+    return true;
+  }
+  if (type != MsgType::kSessionSubmit && type != MsgType::kSessionControl) return false;
+  auto id = session_of_.find(in.identity);
+  auto s = id == session_of_.end() ? sessions_.end() : sessions_.find(id->second);
+  if (s == sessions_.end()) {
+    ++counters_.unknown_peers;
+    transport_.Send(in.identity,
+                    SessionUpdate{0, {}, {}, true, "failed", "no such driver session"});
+    return true;
+  }
+  s->second.last_seen = now;
+  if (type == MsgType::kSessionSubmit) {
+    OnSessionSubmit(s->second, s->first, std::get<SessionSubmit>(in.message), now);
+  } else {
+    OnSessionControl(s->second, s->first, std::get<SessionControl>(in.message), now);
+  }
+  return true;
+}
+
+void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now) {
+  if (!options_.token.empty() && !SameSecret(options_.token, m.token)) {
+    spdlog::warn("refused driver session '{}': wrong or missing token", m.name);
+    transport_.Send(identity, SessionAck{0, "wrong or missing token", true});
+    return;
+  }
+  if (session_of_.count(identity)) {
+    transport_.Send(identity, SessionAck{0, "this connection already has a session", false});
+    return;
+  }
+  JobSpec spec;
+  spec.name = m.name.empty() ? "driver" : m.name;
+  spec.weight = std::max(1u, m.weight);
+  auto graph = JobGraph::BuildOpen(spec);
+  if (!graph.ok()) {
+    transport_.Send(identity, SessionAck{0, graph.status().message(), false});
+    return;
+  }
+  nlohmann::json stored = {{"name", spec.name}, {kSessionKey, true}};
+  auto job = SubmitGraph(std::move(graph).value(), stored.dump());
+  if (!job.ok()) {
+    transport_.Send(identity, SessionAck{0, job.status().message(), false});
+    return;
+  }
+  DriverSession& s = sessions_[*job];
+  s.identity = identity;
+  s.last_seen = now;
+  s.timeout_us = TimeUs{std::max(100u, m.heartbeat_ms)} * 10'000;
+  s.update.job = *job;
+  session_of_[identity] = *job;
+  transport_.Send(identity, SessionAck{*job, "", false});
+  spdlog::info("driver session '{}' opened as job {}", spec.name, *job);
+}
+
+void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, TimeUs now) {
+  const JobRun* run = scheduler_->job(job);
+  for (SubmitGroup& group : m.groups) {
+    GroupAck ack;
+    ack.seq = group.seq;
+    ack.first_task = run ? run->graph->size() : 0;
+    std::vector<SubmodelSpec> submodels;
+    for (WireSubmodel& w : group.submodels) {
+      SubmodelSpec sm;
+      sm.name = std::move(w.name);
+      sm.kind = w.kind <= static_cast<uint8_t>(SubmodelKind::kLearner)
+                    ? static_cast<SubmodelKind>(w.kind)
+                    : SubmodelKind::kGeneric;
+      sm.devices = w.devices;
+      submodels.push_back(std::move(sm));
+    }
+    std::vector<TaskSpec> tasks;
+    tasks.reserve(group.tasks.size());
+    for (WireTask& w : group.tasks) tasks.push_back(ToSpec(std::move(w)));
+    Status st = scheduler_->AppendTasks(job, std::move(submodels), std::move(tasks), now);
+    if (!st.ok()) ack.error = st.message();
+    s.update.acks.push_back(std::move(ack));
+  }
+}
+
+void Controller::OnSessionControl(DriverSession& s, JobId job, const SessionControl& m,
+                                  TimeUs now) {
+  (void)s;
+  for (uint32_t run : m.release) scheduler_->ReleaseOutput(job, run);
+  for (uint32_t run : m.cancel) {
+    Status st = scheduler_->CancelRun(job, run, now);
+    if (!st.ok()) spdlog::debug("session {}: cancel: {}", job, st.message());
+  }
+  if (m.close == SessionControl::kKeepOpen) return;
+  const bool abort = m.close == SessionControl::kAbort;
+  Status st = scheduler_->CloseJob(job, abort, "cancelled: the driver closed the session", now);
+  if (!st.ok()) spdlog::debug("session {}: close: {}", job, st.message());
+  const JobRun* run = scheduler_->job(job);
+  if (abort && run && run->state == JobState::kCancelled) {
+    for (const WorkerInfo& w : workers_) {
+      if (w.alive) transport_.Send(w.identity, CancelJob{job});
+    }
+  }
+}
+
+void Controller::FlushSessions(TimeUs now) {
+  // Runs that failed or were cancelled, and what workers must stop or free.
+  std::map<WorkerId, CancelRuns> cancels;
+  for (RunEnded& e : scheduler_->TakeEnded()) {
+    if (e.device != UINT32_MAX && e.device < device_worker_.size()) {
+      CancelRuns& c = cancels[device_worker_[e.device]];
+      c.job = e.job;
+      c.runs.push_back(e.run);
+    }
+    auto s = sessions_.find(e.job);
+    if (s == sessions_.end()) continue;
+    const uint8_t state =
+        e.state == TaskState::kCancelled ? TaskEnded::kCancelled : TaskEnded::kFailed;
+    s->second.update.ended.push_back({e.run, state, std::move(e.error), "", 0});
+  }
+  for (auto& [worker, c] : cancels) {
+    if (workers_[worker].alive) transport_.Send(workers_[worker].identity, c);
+  }
+  std::map<std::pair<WorkerId, JobId>, FreeRuns> frees;
+  for (const OutputFreed& f : scheduler_->TakeFreed()) {
+    if (f.device >= device_worker_.size()) continue;
+    FreeRuns& fr = frees[{device_worker_[f.device], f.job}];
+    fr.job = f.job;
+    fr.runs.push_back(f.run);
+    outputs_.erase({f.job, f.run});
+  }
+  for (auto& [key, fr] : frees) {
+    if (workers_[key.first].alive) transport_.Send(workers_[key.first].identity, fr);
+  }
+  std::vector<JobId> lost;
+  for (auto& [job, s] : sessions_) {
+    if (!s.update.acks.empty() || !s.update.ended.empty()) {
+      transport_.Send(s.identity, s.update);
+      s.update.acks.clear();
+      s.update.ended.clear();
+    }
+    if (now - s.last_seen > s.timeout_us) lost.push_back(job);
+  }
+  for (JobId job : lost) {
+    spdlog::warn("driver session {} lost: no message for {} ms", job,
+                 sessions_[job].timeout_us / 1000);
+    if (scheduler_->CloseJob(job, true, "driver session lost: no message from the driver", now)
+            .ok()) {
+      for (const WorkerInfo& w : workers_) {
+        if (w.alive) transport_.Send(w.identity, CancelJob{job});
+      }
+    }
+    sessions_[job].last_seen = now;  // EndSession removes it once the job has ended
+  }
+}
+
+void Controller::EndSession(JobId job, const JobRun& run) {
+  auto s = sessions_.find(job);
+  if (s == sessions_.end()) return;
+  SessionUpdate& u = s->second.update;
+  u.closed = true;
+  u.job_state = std::string(JobStateName(run.state));
+  u.job_error = run.error;
+  transport_.Send(s->second.identity, u);
+  // A session's outputs live as long as the session.
+  for (const WorkerInfo& w : workers_) {
+    if (w.alive) transport_.Send(w.identity, FreeJob{job});
+  }
+  outputs_.erase(outputs_.lower_bound({job, 0}), outputs_.lower_bound({job + 1, 0}));
+  session_of_.erase(s->second.identity);
+  sessions_.erase(s);
+}
+
+bool Controller::RestoreSession(const StoredJob& j, TimeUs now) {
+  auto spec = nlohmann::json::parse(j.spec_json, nullptr, false);
+  if (!spec.is_object() || !spec.value(kSessionKey, false)) return false;
+  JobSpec s;
+  s.name = j.name;
+  auto graph = JobGraph::BuildOpen(s);
+  if (!graph.ok()) return false;
+  // A session cannot resume: its driver's futures died with the connection.
+  const bool ended = IsTerminal(j.state);
+  const JobState state = ended ? j.state : JobState::kFailed;
+  const std::string error =
+      ended ? j.error : "driver session lost: the controller restarted while it was open";
+  const TimeUs finished = ended ? j.finished : now;
+  Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), {}, state, error, j.submitted,
+                                     finished, now);
+  if (!st.ok()) {
+    spdlog::error("job {} from the store: {}", j.id, st.message());
+    return true;
+  }
+  ++counters_.restored_jobs;
+  finished_order_.push_back(j.id);
+  if (!ended) {
+    store_pending_.push_back(JobEndedRecord{j.id, state, error, finished});
+    spdlog::warn("job {} '{}': {}", j.id, j.name, error);
+  }
+  return true;
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,205 @@
+// Scheduler: open jobs (driver sessions), which grow while they run.
+#include <algorithm>
+
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
+                              std::vector<TaskSpec> tasks, TimeUs now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Status::NotFound("job " + std::to_string(id) + ": no such job");
+  JobRun& job = it->second;
+  if (!job.open) return Status::InvalidArgument("job " + std::to_string(id) + ": not open");
+  if (IsTerminal(job.state) || job.closing) {
+    return Status::InvalidArgument("job " + std::to_string(id) + ": closed");
+  }
+  // The pool must be able to run them (as AddJob checks a whole job).
+  if (pool_.alive_device_count() > 0) {
+    const uint32_t first = job.graph->size();
+    for (uint32_t i = 0; i < tasks.size(); ++i) {
+      const TaskSpec& t = tasks[i];
+      const std::string where = "tasks[" + std::to_string(first + i) + "] '" + t.id + "'";
+      if (pool_.alive_cores(t.core) == 0) {
+        return Status::InvalidArgument(where + ": core: no worker has a '" +
+                                       std::string(CoreKindName(t.core)) + "' core");
+      }
+      if (!pool_.AnySupports(pool_.InternKernel(t.kernel), t.core)) {
+        return Status::InvalidArgument(where + ": kernel: no worker runs '" + t.kernel + "' on a " +
+                                       std::string(CoreKindName(t.core)) + " core");
+      }
+    }
+    const size_t first_sm = job.graph->spec().submodels.size();
+    for (size_t s = 0; s < submodels.size(); ++s) {
+      if (submodels[s].devices > pool_.alive_device_count()) {
+        return Status::InvalidArgument("submodels[" + std::to_string(first_sm + s) + "] '" +
+                                       submodels[s].name + "': devices: asks for " +
+                                       std::to_string(submodels[s].devices) + ", the pool has " +
+                                       std::to_string(pool_.alive_device_count()));
+      }
+    }
+  }
+  // The graph was made mutable by BuildOpen(); only this thread touches it.
+  JobGraph& g = const_cast<JobGraph&>(*job.graph);
+  const uint32_t first = g.size();
+  RETURN_IF_ERROR(g.Append(std::move(submodels), std::move(tasks)));
+  const uint32_t n = g.size();
+  job.kernel_ids.resize(n);
+  job.rank_us.resize(n);
+  job.est_us.resize(n);
+  job.runs.resize(n);
+  job.gang_ready.resize(g.groups().size(), 0);
+  job.left_in_step += n - first;
+  for (uint32_t i = first; i < n; ++i) {
+    const TaskSpec& t = g.spec_task(i);
+    job.kernel_ids[i] = pool_.InternKernel(t.kernel);
+    job.est_us[i] = cost_.Estimate(t, t.core);
+    job.rank_us[i] = job.est_us[i];  // a new task is a sink when it arrives
+  }
+  policy_->OnJobGrown(job, pool_);
+  for (uint32_t i = first; i < n; ++i) {
+    TaskRecord& rec = job.runs[i];
+    if (rec.state != TaskState::kBlocked) continue;  // ended with an input below
+    std::string bad_input;
+    TaskState bad_state = TaskState::kFailed;
+    rec.pending = 0;
+    for (uint32_t in : g.task(i).inputs) {
+      TaskRecord& p = job.runs[in];
+      if (p.state == TaskState::kFailed || p.state == TaskState::kCancelled) {
+        bad_input = g.spec_task(in).id;
+        bad_state = p.state;
+      } else if (p.state == TaskState::kDone) {
+        if (p.held) ++p.reads_left;  // one more reader of what it holds
+      } else {
+        ++rec.pending;
+      }
+    }
+    if (!bad_input.empty()) {
+      EndOpenRun(job, i, bad_state,
+                 "input '" + bad_input + "' " +
+                     (bad_state == TaskState::kCancelled ? "was cancelled" : "failed"),
+                 now);
+    } else if (rec.pending == 0) {
+      MakeReady(job, i, now);
+    }
+  }
+  return Status::Ok();
+}
+
+void Scheduler::EndOpenRun(JobRun& job, uint32_t run, TaskState state, std::string error,
+                           TimeUs now) {
+  const JobGraph& g = *job.graph;
+  struct Item {
+    uint32_t run;
+    TaskState state;
+    std::string error;
+  };
+  std::vector<Item> todo;
+  todo.push_back({run, state, std::move(error)});
+  while (!todo.empty()) {
+    Item item = std::move(todo.back());
+    todo.pop_back();
+    TaskRecord& rec = job.runs[item.run];
+    if (rec.state == TaskState::kDone || rec.state == TaskState::kFailed ||
+        rec.state == TaskState::kCancelled) {
+      continue;
+    }
+    DeviceId device = UINT32_MAX;
+    if (rec.state == TaskState::kRunning) {
+      device = pool_.core(rec.core).device;
+      ReleaseRun(job, rec, now);
+    }
+    // A ready one's heap entry is skipped as stale.
+    rec.state = item.state;
+    rec.end = now;
+    --job.left_in_step;
+    if (job.not_ok++ == 0)
+      job.first_error = "task '" + g.spec_task(item.run).id + "': " + item.error;
+    // It will never read its inputs.
+    for (uint32_t in : g.task(item.run).inputs) {
+      if (job.runs[in].state == TaskState::kDone) OpenOutputRead(job, in);
+    }
+    const std::string id = g.spec_task(item.run).id;
+    const bool cancelled = item.state == TaskState::kCancelled;
+    for (uint32_t c : g.task(item.run).consumers) {
+      todo.push_back(
+          {c, item.state, "input '" + id + "' " + (cancelled ? "was cancelled" : "failed")});
+    }
+    const uint32_t group = g.task(item.run).group;
+    if (group != kNoGroup) {
+      for (uint32_t m : g.groups()[group].members) {
+        if (m == item.run) continue;
+        todo.push_back({m, item.state,
+                        "member '" + id + "' of its collective group " +
+                            (cancelled ? "was cancelled" : "failed")});
+      }
+    }
+    ended_.push_back({job.id, item.run, item.state, std::move(item.error), device});
+  }
+  MaybeFinishOpen(job, now);
+}
+
+void Scheduler::OpenOutputRead(JobRun& job, uint32_t run) {
+  TaskRecord& p = job.runs[run];
+  if (!p.held || p.reads_left == 0) return;
+  if (--p.reads_left == 0 && p.released) {
+    freed_.push_back({job.id, run, p.output_device});
+    ReleaseHeld(p);
+  }
+}
+
+void Scheduler::ReleaseOutput(JobId id, uint32_t run) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !it->second.open || run >= it->second.runs.size()) return;
+  TaskRecord& rec = it->second.runs[run];
+  if (rec.released) return;
+  rec.released = true;
+  if (rec.state == TaskState::kDone && rec.held && rec.reads_left == 0) {
+    freed_.push_back({id, run, rec.output_device});
+    ReleaseHeld(rec);
+  }
+}
+
+Status Scheduler::CancelRun(JobId id, uint32_t run, TimeUs now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Status::NotFound("job " + std::to_string(id) + ": no such job");
+  JobRun& job = it->second;
+  if (!job.open) return Status::InvalidArgument("job " + std::to_string(id) + ": not open");
+  if (run >= job.runs.size()) {
+    return Status::InvalidArgument("job " + std::to_string(id) + ": no task " +
+                                   std::to_string(run));
+  }
+  if (IsTerminal(job.state)) return Status::Ok();
+  EndOpenRun(job, run, TaskState::kCancelled, "cancelled by the driver", now);
+  return Status::Ok();
+}
+
+Status Scheduler::CloseJob(JobId id, bool cancel_rest, std::string reason, TimeUs now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Status::NotFound("job " + std::to_string(id) + ": no such job");
+  JobRun& job = it->second;
+  if (!job.open) return Status::InvalidArgument("job " + std::to_string(id) + ": not open");
+  if (IsTerminal(job.state)) return Status::Ok();
+  job.closing = true;
+  if (cancel_rest && job.left_in_step > 0) {
+    FinishJob(job, JobState::kCancelled, std::move(reason), now);
+    return Status::Ok();
+  }
+  MaybeFinishOpen(job, now);
+  return Status::Ok();
+}
+
+void Scheduler::MaybeFinishOpen(JobRun& job, TimeUs now) {
+  if (!job.closing || job.left_in_step > 0 || IsTerminal(job.state)) return;
+  if (job.not_ok == 0) {
+    FinishJob(job, JobState::kSucceeded, "", now);
+  } else {
+    FinishJob(job, JobState::kFailed,
+              std::to_string(job.not_ok) + " task(s) did not succeed; first " + job.first_error,
+              now);
+  }
+  // The session's workers free all its outputs when it ends (FreeJob).
+  for (TaskRecord& rec : job.runs) ReleaseHeld(rec);
+}
+
+}  // namespace hmpmd
