@@ -59,6 +59,12 @@ class Policy {
   // policies fix its device sets here.
   virtual void OnJobAdded(const JobRun& /*job*/, const ResourcePool& /*pool*/) {}
   virtual void OnJobRemoved(JobId /*job*/) {}
+  // An open job (a driver session) got new sub-models or tasks
+  // (Scheduler::AppendTasks); its tables cover them already.
+  virtual void OnJobGrown(const JobRun& job, const ResourcePool& pool) {
+    (void)job;
+    (void)pool;
+  }
   // Ready tasks run in decreasing priority.
   virtual double Priority(const TaskView& task) const = 0;
   // Picks a core with capacity for `task`, or says why not. The core may
@@ -68,6 +74,14 @@ class Policy {
   // The engine committed a placement Place() proposed (a gang's members are
   // proposed one by one and may be taken back before this).
   virtual void OnPlaced(const TaskView& /*task*/, CoreId /*core*/) {}
+  // A run became ready (each gang member on its own; a retry again).
+  virtual void OnReady(const TaskView& /*task*/) {}
+  // A device joined the pool or died (after the pool counts it).
+  virtual void OnDeviceAdded(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
+  virtual void OnDeviceRemoved(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
+  // Whether `task` may run on `device`: the engine asks when it moves a gang
+  // member off a device another member took.
+  virtual bool Allows(const TaskView& /*task*/, DeviceId /*device*/) const { return true; }
 };
 
 // Names MakePolicy() accepts, the default first.
