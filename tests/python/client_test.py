@@ -37,17 +37,21 @@ class ClientTest(unittest.TestCase):
             b = c.create_actor("b", kind="actor", devices=1)
             self.assertEqual((a.name, a.kind, a.devices), ("a", "actor", 1))
             x = a.call("scale", args={"n": 8, "factor": 2.0}, label="x")
-            y = b.call("add", inputs=[x, x], label="y")  # runs where b lives, reads x from a's
+            w = a.call("scale", args={"n": 8, "factor": 3.0}, label="w")
+            y = b.call("add", inputs=[x, w], label="y")  # on b's device, reads x and w from a's
             z = c.submit("scale", args={"factor": 0.5}, inputs=[y], core="vector", label="z")
             self.assertEqual((x.label, y.label, z.label), ("x", "y", "z"))
             xs = memoryview(x.get(TIMEOUT_MS)[0]).tolist()
+            ws = memoryview(w.get(TIMEOUT_MS)[0]).tolist()
+            self.assertEqual(ws, [1.5 * v for v in xs])
             out = y.get(TIMEOUT_MS)
             self.assertEqual(len(out), 1)
             self.assertEqual(out[0].dtype, "f32")
             self.assertEqual(out[0].shape, [8])
             self.assertEqual(len(out[0].data), 32)
-            self.assertEqual(memoryview(out[0]).tolist(), [2 * v for v in xs])
-            self.assertEqual(memoryview(z.get(TIMEOUT_MS)[0]).tolist(), xs)
+            ys = [a + b for a, b in zip(xs, ws)]
+            self.assertEqual(memoryview(out[0]).tolist(), ys)
+            self.assertEqual(memoryview(z.get(TIMEOUT_MS)[0]).tolist(), [0.5 * v for v in ys])
             self.assertTrue(z.ready)
             self.assertEqual(y.output_bytes, 32)
             job = c.job
@@ -78,9 +82,11 @@ class ClientTest(unittest.TestCase):
         self.assertNotIn("\n", str(e.exception))
         with self.assertRaises(hmpmd.TaskFailed):
             after.get(TIMEOUT_MS)  # an input failed
-        with self.assertRaises(hmpmd.TaskFailed):
+        with self.assertRaises(hmpmd.TaskFailed) as e:
             c.close()  # the session's job failed
-        c.close()  # idempotent
+        self.assertIn("spin: argument 'us'", str(e.exception))
+        with self.assertRaises(hmpmd.TaskFailed):
+            c.close()  # idempotent: the same outcome
 
     def test_cancel_and_timeout(self):
         c = self.connect("cancel")
@@ -99,23 +105,21 @@ class ClientTest(unittest.TestCase):
             c.close()
 
     def test_wait_releases_the_gil(self):
-        with self.connect("gil") as c:
-            long = c.submit("sleep", args={"us": 20_000_000})
-            waiter = threading.Thread(target=lambda: self.assertRaises(hmpmd.Error, long.wait))
-            waiter.start()
-            # This thread runs Python while the other waits in C++; with the
-            # GIL held there, it could run only once the wait had ended.
-            total = sum(range(200_000))
-            self.assertTrue(waiter.is_alive())
-            self.assertFalse(long.ready)
-            self.assertEqual(total, 199_999 * 100_000)
-            c.cancel(long)
-            waiter.join(timeout=TIMEOUT_MS / 1000)
-            self.assertFalse(waiter.is_alive())
-            try:
-                c.close()
-            except hmpmd.Error:
-                pass  # the cancelled task fails the session's job
+        c = self.connect("gil")
+        long = c.submit("sleep", args={"us": 20_000_000})
+        waiter = threading.Thread(target=lambda: self.assertRaises(hmpmd.Error, long.wait))
+        waiter.start()
+        # This thread runs Python while the other waits in C++; with the GIL
+        # held there, it could run only once the wait had ended.
+        total = sum(range(200_000))
+        self.assertTrue(waiter.is_alive())
+        self.assertFalse(long.ready)
+        self.assertEqual(total, 199_999 * 100_000)
+        c.cancel(long)
+        waiter.join(timeout=TIMEOUT_MS / 1000)
+        self.assertFalse(waiter.is_alive())
+        with self.assertRaises(hmpmd.TaskFailed):
+            c.close()  # the cancelled task fails the session's job
 
     def test_bad_calls_raise_at_once(self):
         with self.connect("bad") as c:
