@@ -40,8 +40,9 @@ void Busy(const KernelArgs& args, int64_t us, bool spin, const char* kernel) {
   while (Clock::now() < end) {
     if (args.cancelled()) throw std::runtime_error(std::string(kernel) + ": cancelled");
     if (!spin) {
+      // Slices of 5 ms: few wake-ups, and a cancel is seen within one.
       std::this_thread::sleep_for(
-          std::min<Clock::duration>(end - Clock::now(), std::chrono::milliseconds(1)));
+          std::min<Clock::duration>(end - Clock::now(), std::chrono::milliseconds(5)));
     }
   }
 }

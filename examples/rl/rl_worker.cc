@@ -2,7 +2,7 @@
 // besides the built-in ones.
 //
 //   rl_worker --controller tcp://127.0.0.1:5555 [--cores cube=1,vector=1]
-//             [--name NAME] [--log-level debug|info|warn]
+//             [--name NAME] [--log-level debug|info|warn|error]
 #include <cstdio>
 #include <string>
 
@@ -42,9 +42,19 @@ int main(int argc, char** argv) {
     } else if (flag == "--name") {
       options.name = value;
     } else if (flag == "--log-level") {
-      options.log_level = value == "debug"  ? hmpmd::worker::LogLevel::kDebug
-                          : value == "warn" ? hmpmd::worker::LogLevel::kWarn
-                                            : hmpmd::worker::LogLevel::kInfo;
+      if (value == "debug") {
+        options.log_level = hmpmd::worker::LogLevel::kDebug;
+      } else if (value == "info") {
+        options.log_level = hmpmd::worker::LogLevel::kInfo;
+      } else if (value == "warn") {
+        options.log_level = hmpmd::worker::LogLevel::kWarn;
+      } else if (value == "error") {
+        options.log_level = hmpmd::worker::LogLevel::kError;
+      } else {
+        std::fprintf(stderr, "rl_worker: --log-level '%s' is not debug, info, warn or error\n",
+                     value.c_str());
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "rl_worker: unknown flag '%s'\n", flag.c_str());
       return 2;

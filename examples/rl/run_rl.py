@@ -42,7 +42,8 @@ def main():
                    help="folder of the hmpmd Python module (default: build/python)")
     p.add_argument("--workers", type=int, default=4, help="devices of the pool (default: 4)")
     p.add_argument("--driver", choices=["cpp", "python"], default="cpp")
-    p.add_argument("--log-level", default="warn")
+    p.add_argument("--log-level", default="error",
+                   help="of the controller and the workers (default: error)")
     p.add_argument("driver_args", nargs="*", help="after --: flags of the driver")
     a = p.parse_args()
     if a.workers < 2:
