@@ -384,6 +384,7 @@ void Controller::ScheduleAndSend(TimeUs now) {
     a.core = core.kind;
     a.lane = core.lane;
     a.args = t.args;
+    a.submodel = t.submodel;
     FillDataPlane(d, a);
     outbox_[device_worker_[d.device]].tasks.push_back(std::move(a));
   }

@@ -85,6 +85,13 @@ class ObjectReader {
     *out = static_cast<uint32_t>(v->get<uint64_t>());
     return Status::Ok();
   }
+  Status Bool(std::string_view field, bool* out) {
+    const json* v = Find(field);
+    if (!v) return Status::Ok();
+    if (!v->is_boolean()) return Error(field, "expected true or false, got " + TypeName(*v));
+    *out = v->get<bool>();
+    return Status::Ok();
+  }
   Status NonNegative(std::string_view field, double* out) {
     const json* v = Find(field);
     if (!v) return Status::Ok();
@@ -231,6 +238,7 @@ Result<JobSpec> ParseJobSpec(std::string_view text, const SpecLimits& limits) {
   RETURN_IF_ERROR(r.String("name", false, &spec.name));
   RETURN_IF_ERROR(r.Uint("repeat", 1, limits.max_repeat, &spec.repeat));
   RETURN_IF_ERROR(r.Uint("weight", 1, 1'000'000, &spec.weight));
+  RETURN_IF_ERROR(r.Bool("elastic", &spec.elastic));
   if (const json* sms = r.Find("submodels")) {
     if (!sms->is_array()) return r.Error("submodels", "expected an array, got " + TypeName(*sms));
     for (size_t i = 0; i < sms->size(); ++i) {
@@ -248,6 +256,7 @@ Result<JobSpec> ParseJobSpec(std::string_view text, const SpecLimits& limits) {
       }
       sm.kind = *k;
       RETURN_IF_ERROR(sr.Uint("devices", 0, 1'000'000, &sm.devices));
+      RETURN_IF_ERROR(sr.Bool("elastic", &sm.elastic));
       RETURN_IF_ERROR(sr.NoExtraFields());
       spec.submodels.push_back(std::move(sm));
     }

@@ -29,6 +29,11 @@ void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   double cores = 0;
   for (int k = 0; k < kNumCoreKinds; ++k) cores += pool.alive_cores(static_cast<CoreKind>(k));
   cores_ = std::max(1.0, cores);
+  share_.AddJob(job, pool);
+}
+
+void HmpmdPolicy::OnJobGrown(const JobRun& job, const ResourcePool& pool) {
+  share_.GrowJob(job, pool);
 }
 
 void HmpmdPolicy::OnJobRemoved(JobId job) {
@@ -36,9 +41,11 @@ void HmpmdPolicy::OnJobRemoved(JobId job) {
   if (it == shares_.end()) return;
   total_weight_ -= it->second.weight;
   shares_.erase(it);
+  share_.RemoveJob(job);
 }
 
 void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId /*core*/) {
+  share_.OnPlaced(task);
   auto it = shares_.find(task.job);
   if (it != shares_.end()) it->second.placed_us += task.est_us;
 }
@@ -49,6 +56,7 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
       pool.HasCapacity(CoreKind::kVector)) {
     kind = CoreKind::kVector;
   }
+  if (share_.Constrained(task)) return share_.Place(task, kind, pool, now);
   if (task.input_device != UINT32_MAX) {
     DeviceId near = task.input_device;
     const ResourcePool::Device& d = pool.device(near);

@@ -28,6 +28,7 @@ DeviceId ResourcePool::AddDevice(DeviceDesc desc) {
   d.desc = std::move(desc);
   devices_.push_back(std::move(d));
   ++alive_devices_;
+  ++changes_;
   return id;
 }
 
@@ -36,6 +37,7 @@ void ResourcePool::RemoveDevice(DeviceId id) {
   if (!d.alive) return;
   d.alive = false;
   --alive_devices_;
+  ++changes_;
   for (CoreId cid : d.cores) {
     Core& c = cores_[cid];
     available_[Index(c.kind)].erase({c.busy_until, cid});
@@ -96,6 +98,7 @@ void ResourcePool::Release(CoreId id, double est_us, TimeUs now) {
   Core& c = cores_[id];
   if (!devices_[c.device].alive || c.queued == 0) return;
   TimeUs old_key = c.busy_until;
+  ++changes_;
   --c.queued;
   c.queued_us = c.queued == 0 ? 0 : std::max(0.0, c.queued_us - est_us);
   // What is left in the queue starts now.

@@ -43,12 +43,17 @@ std::string_view JobStateName(JobState s) {
 Scheduler::Scheduler(SchedulerOptions options, std::unique_ptr<Policy> policy)
     : options_(options), policy_(std::move(policy)), pool_(options.pool), cost_(options.cost) {}
 
-DeviceId Scheduler::AddDevice(DeviceDesc desc) { return pool_.AddDevice(std::move(desc)); }
+DeviceId Scheduler::AddDevice(DeviceDesc desc) {
+  DeviceId id = pool_.AddDevice(std::move(desc));
+  policy_->OnDeviceAdded(id, pool_);
+  return id;
+}
 
 void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
   if (!pool_.device(id).alive) return;
   const std::vector<CoreId>& cores = pool_.device(id).cores;
   pool_.RemoveDevice(id);
+  policy_->OnDeviceRemoved(id, pool_);
   for (auto& [job_id, job] : jobs_) {
     if (IsTerminal(job.state)) continue;
     for (uint32_t r = 0; r < job.runs.size() && job.running > 0; ++r) {
@@ -255,6 +260,7 @@ void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
   TaskRecord& rec = job.runs[run];
   rec.state = TaskState::kReady;
   TaskView v = View(job, run);
+  policy_->OnReady(v);
   if (v.task->group != kNoGroup) {
     // A gang is queued once, under its first member, when all are ready; a
     // member made ready again (a retry) goes alone.
@@ -597,7 +603,8 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
                            [&](const auto& e) { return pool_.core(std::get<1>(e)).device == d; });
       };
       if (taken(pool_.core(p.core).device)) {
-        p = EarliestCore(v, pool_.core(p.core).kind, pool_, [&](DeviceId d) { return !taken(d); });
+        p = EarliestCore(v, pool_.core(p.core).kind, pool_,
+                         [&](DeviceId d) { return !taken(d) && policy_->Allows(v, d); });
       }
     }
     if (p.kind != Placement::Kind::kPlaced) {

@@ -14,7 +14,7 @@ presets=("$@")
 launcher=()
 if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 tsan_tests=(http_server_test http_client_test worker_test worker_tasks_test dag_run_test
-            worker_failure_test)
+            worker_failure_test worker_actor_state_test)
 for preset in "${presets[@]}"; do
   cmake --preset "$preset" "${launcher[@]}" >/dev/null
   case "$preset" in
@@ -22,7 +22,7 @@ for preset in "${presets[@]}"; do
       cmake --build --preset asan
       ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --preset asan --timeout 300 \
-        -E '^(cli_e2e|netns_|deploy_files|dashboard_browser|embedded_worker_install|bench_)'
+        -E '^(cli_e2e|netns_|deploy_files|dashboard_browser|embedded_worker_install|bench_|python_|rl_)'
       ;;
     tsan)
       cmake --build --preset tsan --target hmpmd-worker "${tsan_tests[@]}"

@@ -1,6 +1,7 @@
 // DataPlane: everything a worker needs to keep outputs and move tensors:
-// the object store, the data socket (DataServer), the collective inbox and
-// the ZeroMQ context that lanes open their peer sockets on.
+// the object store, the actor states, the data socket (DataServer), the
+// collective inbox and the ZeroMQ context that lanes open their peer
+// sockets on.
 //
 // A lane asks it for a task's inputs (read locally, or fetched from the
 // producing worker), runs collectives through a Communicator it makes, and
@@ -17,6 +18,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "actor_states.h"
 #include "collective_inbox.h"
 #include "communicator.h"
 #include "data_server.h"
@@ -43,6 +45,7 @@ class DataPlane {
   void Stop();
   const std::string& endpoint() const { return server_.endpoint(); }
   ObjectStore& store() { return store_; }
+  ActorStates& actor_states() { return actor_states_; }
 
   // The outputs of every input run, concatenated in input order.
   Result<BufferList> GatherInputs(JobId job, const std::vector<InputRef>& inputs);
@@ -54,6 +57,7 @@ class DataPlane {
   spdlog::logger* const log_;
   zmq::context_t ctx_;
   ObjectStore store_;
+  ActorStates actor_states_;
   CollectiveInbox inbox_;
   DataServer server_;  // last: its thread uses the fields above
 };

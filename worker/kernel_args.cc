@@ -1,9 +1,19 @@
 #include "hmpmd/worker/kernel_args.h"
 
 #include <cmath>
+#include <stdexcept>
 #include <variant>
 
 namespace hmpmd::worker {
+
+ActorState& KernelArgs::state() const {
+  if (state_ == nullptr) {
+    throw std::logic_error(
+        "KernelArgs::state(): no actor state here (the kernel was not run by a "
+        "Worker)");
+  }
+  return state_->Get();
+}
 
 const ArgValue* KernelArgs::Find(std::string_view name) const {
   for (const Arg& a : *args_) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <utility>
@@ -14,6 +16,26 @@
 #include "collective_kernels.h"
 
 namespace hmpmd::worker {
+namespace {
+
+// Looks the task's actor state up the first time its kernel asks, so tasks
+// that never use state cost nothing; holds it while the kernel runs.
+class LazyActorState final : public ActorStateProvider {
+ public:
+  LazyActorState(ActorStates* states, const TaskAssign& task) : states_(states), task_(task) {}
+  ActorState& Get() const override {
+    std::call_once(once_, [this] { held_ = states_->For(task_.job, task_.submodel); });
+    return *held_;
+  }
+
+ private:
+  ActorStates* const states_;
+  const TaskAssign& task_;
+  mutable std::once_flag once_;
+  mutable std::shared_ptr<ActorState> held_;
+};
+
+}  // namespace
 
 Lane::Lane(CoreKind kind, uint32_t index, CompletionQueue* done, DataPlane* data,
            spdlog::logger* log, int exec_log_fd)
@@ -137,7 +159,8 @@ BufferList Lane::RunKernel(const LaneTask& task) {
   const TaskAssign& a = task.assign;
   Result<BufferList> inputs = data_->GatherInputs(a.job, a.inputs);
   if (!inputs.ok()) throw std::runtime_error(inputs.status().ToString());
-  const KernelArgs args(a.args, &cancel_running_);
+  const LazyActorState state(&data_->actor_states(), a);
+  const KernelArgs args(a.args, &cancel_running_, &state);
   if (!a.gang.endpoints.empty() && IsCollectiveKernel(a.kernel)) {
     if (a.gang.rank >= a.gang.endpoints.size()) {
       throw std::invalid_argument("gang rank " + std::to_string(a.gang.rank) + " out of range");

@@ -213,7 +213,11 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
     case MsgType::kFreeJob: {
       const JobId job = std::get<FreeJob>(message).job;
       const uint64_t freed = data_.store().FreeJob(job);
-      if (freed > 0) log_->debug("job {} freed: {} bytes of outputs released", job, freed);
+      const size_t states = data_.actor_states().FreeJob(job);
+      if (freed > 0 || states > 0) {
+        log_->debug("job {} freed: {} bytes of outputs and {} actor state(s) released", job, freed,
+                    states);
+      }
       break;
     }
     case MsgType::kFreeRuns: {
@@ -311,6 +315,7 @@ void ServeLoop::DropJob(JobId job) {
   }
   in_flight_ -= static_cast<uint32_t>(dropped);
   const uint64_t freed = data_.store().FreeJob(job);
+  data_.actor_states().FreeJob(job);
   std::erase_if(held_, [job](const auto& entry) { return entry.first.first == job; });
   log_->info("job {} cancelled: dropped {} queued task(s), freed {} bytes of outputs", job, dropped,
              freed);

@@ -13,6 +13,7 @@
 #include "../job_report.h"
 #include "../job_spec_parser.h"
 #include "cli_common.h"
+#include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/simulator.h"
 #include "hmpmd/scheduler/workloads.h"
 
@@ -149,9 +150,9 @@ int SimMain(const SimArgs& a) {
   out["policies"] = json::object();
   std::string table;
   char line[256];
-  std::snprintf(line, sizeof line, "%-10s %-9s %9s %11s %11s %7s %7s %7s %6s %6s %7s\n", "policy",
-                "state", "tasks", "makespan_s", "bound_s", "gap", "bubble", "masking", "cube",
-                "vector", "wall_s");
+  std::snprintf(line, sizeof line, "%-10s %-9s %9s %11s %11s %7s %7s %7s %6s %6s %6s %7s\n",
+                "policy", "state", "tasks", "makespan_s", "bound_s", "gap", "bubble", "masking",
+                "cube", "vector", "moves", "wall_s");
   table += line;
   bool all_ok = true;
   for (const std::string& name : policies) {
@@ -176,14 +177,19 @@ int SimMain(const SimArgs& a) {
     if (!st.ok()) j["error"] = st.message();
     j["tasks"] = m.tasks;
     j["sim_wall_s"] = wall;
+    // Moves of devices between the job's sub-models (hmpmd's elastic sets).
+    const auto* hp = dynamic_cast<const HmpmdPolicy*>(&(*sim)->scheduler().policy());
+    const uint64_t moves = hp != nullptr ? hp->share().MoveCount(*id) : 0;
+    j["device_moves"] = moves;
     out["policies"][name] = std::move(j);
     double gap = m.lower_bound_s > 0 ? m.makespan_s / m.lower_bound_s - 1 : 0;
-    std::snprintf(line, sizeof line,
-                  "%-10s %-9s %9llu %11.6f %11.6f %6.1f%% %6.1f%% %6.1f%% %5.1f%% %5.1f%% %7.2f\n",
-                  name.c_str(), st.ok() ? std::string(JobStateName(job.state)).c_str() : "stuck",
-                  static_cast<unsigned long long>(m.tasks), m.makespan_s, m.lower_bound_s,
-                  gap * 100, m.bubble_ratio * 100, m.masking_ratio * 100,
-                  m.utilisation_by_kind[0] * 100, m.utilisation_by_kind[1] * 100, wall);
+    std::snprintf(
+        line, sizeof line,
+        "%-10s %-9s %9llu %11.6f %11.6f %6.1f%% %6.1f%% %6.1f%% %5.1f%% %5.1f%% %6llu %7.2f\n",
+        name.c_str(), st.ok() ? std::string(JobStateName(job.state)).c_str() : "stuck",
+        static_cast<unsigned long long>(m.tasks), m.makespan_s, m.lower_bound_s, gap * 100,
+        m.bubble_ratio * 100, m.masking_ratio * 100, m.utilisation_by_kind[0] * 100,
+        m.utilisation_by_kind[1] * 100, static_cast<unsigned long long>(moves), wall);
     table += line;
     if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
     if (!a.trace_file.empty()) {

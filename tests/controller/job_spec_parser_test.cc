@@ -223,6 +223,28 @@ TEST_F(JobSpecParserTest, SubmodelErrorsNameTheSubmodelAndField) {
              {"submodels[1]: devices: expected an integer, got a string"});
 }
 
+TEST_F(JobSpecParserTest, ElasticOnTheJobAndOnSubmodelsIsABoolean) {
+  JobSpec s =
+      ParseOk(SpecText()
+                  .Top(R"("elastic": false, "submodels": [{"name": "a", "devices": 2,)"
+                       R"( "elastic": false}, {"name": "b", "elastic": true}, {"name": "c"}])")
+                  .Task(R"({"id": "t", "kernel": "k", "submodel": "a"})")
+                  .Build());
+  EXPECT_FALSE(s.elastic);
+  ASSERT_EQ(s.submodels.size(), 3u);
+  EXPECT_FALSE(s.submodels[0].elastic);
+  EXPECT_TRUE(s.submodels[1].elastic);
+  EXPECT_TRUE(s.submodels[2].elastic) << "elastic by default";
+  EXPECT_TRUE(ParseOk(OneTask(R"({"id": "a", "kernel": "k"})")).elastic) << "elastic by default";
+  ParseFails(SpecText().Top(R"("elastic": "no")").Task(R"({"id": "a", "kernel": "k"})").Build(),
+             {"elastic: expected true or false, got a string"});
+  ParseFails(SpecText()
+                 .Top(R"("submodels": [{"name": "ok"}, {"name": "v", "elastic": 0}])")
+                 .Task(R"({"id": "a", "kernel": "k"})")
+                 .Build(),
+             {"submodels[1]: elastic: expected true or false, got an integer"});
+}
+
 TEST_F(JobSpecParserTest, TaskFieldErrorsNameTheTaskAndField) {
   struct Case {
     std::string task;

@@ -134,6 +134,7 @@ std::vector<Message> SampleMessages() {
   member.inputs = {{.run = 4, .endpoint = "tcp://10.0.0.2:7000", .bytes = uint64_t{1} << 33}};
   member.reads = TaskAssign::kDropOutputs;
   member.gang = {.rank = 1, .endpoints = {"tcp://a:1", "tcp://b:2"}, .tag = ~uint64_t{0}};
+  member.submodel = "actor";
   out.push_back(AssignBatch{.tasks = {AssignWithEveryArgType(), plain, member}});
   out.push_back(AssignBatch{});
   out.push_back(DoneBatch{
@@ -495,7 +496,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
   std::string assign = MsgpackWriter()
                            .Array(1)
                            .Array(1)
-                           .Array(10)
+                           .Array(11)
                            .Uint(1)
                            .Uint(0)
                            .Uint(0)
@@ -509,6 +510,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
                            .Uint(0)
                            .Array(0)
                            .Uint(0)
+                           .Str("")
                            .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kAssignBatch), assign), "core kind out of range");
 }
@@ -522,10 +524,11 @@ TEST_F(CodecTest, NonStringKernelNameIsRejected) {
 // An AssignBatch of one task whose single argument value is written by `value`.
 std::string AssignWithArgValue(const std::function<void(MsgpackWriter&)>& value) {
   MsgpackWriter w;
-  w.Array(1).Array(1).Array(10).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
+  w.Array(1).Array(1).Array(11).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
   w.Array(1).Array(2).Str("a");
   value(w);
   w.Array(0).Uint(0).Array(3).Uint(0).Array(0).Uint(0);  // inputs, reads, gang
+  w.Str("");                                             // submodel
   return w.bytes();
 }
 
@@ -600,7 +603,7 @@ TEST_F(CodecTest, BatchOverMaxBatchIsRejected) {
 
 TEST_F(CodecTest, BatchLimitSmallerThanFieldCountStillDecodesStructs) {
   // max_batch bounds batches, not the field arrays of a struct: a one-task
-  // limit must still admit a TaskAssign (10 fields) and a RegisterMsg (8).
+  // limit must still admit a TaskAssign (11 fields) and a RegisterMsg (8).
   DecodeLimits limits;
   limits.max_batch = 1;
   TaskAssign t;

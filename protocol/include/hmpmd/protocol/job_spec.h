@@ -29,6 +29,9 @@ struct SubmodelSpec {
   std::string name;
   SubmodelKind kind = SubmodelKind::kGeneric;
   uint32_t devices = 0;  // devices it asks for; 0 means "any"
+  // hmpmd may move devices between its set and other sub-models' as demand
+  // shifts; false pins the set it got at admission. Default: true.
+  bool elastic = true;
 };
 
 // Hints the cost model turns into a duration.
@@ -58,6 +61,7 @@ struct JobSpec {
   std::string name = "job";
   uint32_t repeat = 1;  // the task list is one step; steps run in order
   uint32_t weight = 1;  // share of the pool against other jobs
+  bool elastic = true;  // false pins every sub-model's device set
   std::vector<SubmodelSpec> submodels;
   std::vector<TaskSpec> tasks;
 };

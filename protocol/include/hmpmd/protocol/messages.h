@@ -168,9 +168,12 @@ struct TaskAssign {
   uint32_t reads = 0;
   static constexpr uint32_t kDropOutputs = UINT32_MAX;
   GangInfo gang;
+  // The task's sub-model: with `job`, the key of the worker's actor state
+  // (KernelArgs::state()).
+  std::string submodel;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang);
+    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang, submodel);
   }
   friend bool operator==(const TaskAssign&, const TaskAssign&) = default;
 };

@@ -15,8 +15,11 @@
 //    no later than the earliest one plus the time the input takes to fetch
 //    (at kFetchBytesPerUs); otherwise to the core of its kind that frees up
 //    earliest, so the task finishes earliest. Sub-models
-//    have no fixed devices: independent ones run side by side and each takes
-//    the share of the pool its ready work needs, moment by moment.
+//    without `devices` have no fixed devices: independent ones run side by
+//    side and each takes the share of the pool its ready work needs, moment
+//    by moment. A sub-model with `devices` = N runs on a device set of N
+//    that DeviceShare lays out at admission and rebalances between the
+//    job's elastic sub-models as demand shifts (device_share.h).
 // 4. Collectives are placed as a gang by the engine (all members or none).
 // 5. Several jobs share the pool by weight: while more than one job is
 //    active, a task's priority drops by its job's virtual time, the
@@ -27,6 +30,7 @@
 
 #include <unordered_map>
 
+#include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/policy.h"
 
 namespace hmpmd {
@@ -42,6 +46,20 @@ class HmpmdPolicy final : public Policy {
   void OnJobAdded(const JobRun& job, const ResourcePool& pool) override;
   void OnJobRemoved(JobId job) override;
   void OnPlaced(const TaskView& task, CoreId core) override;
+  void OnJobGrown(const JobRun& job, const ResourcePool& pool) override;
+  void OnReady(const TaskView& task) override { share_.OnReady(task); }
+  void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override {
+    share_.OnDeviceAdded(device, pool);
+  }
+  void OnDeviceRemoved(DeviceId device, const ResourcePool& pool) override {
+    share_.OnDeviceRemoved(device, pool);
+  }
+  bool Allows(const TaskView& task, DeviceId device) const override {
+    return share_.Allows(task, device);
+  }
+
+  // The sub-models' device sets and the moves between them.
+  const DeviceShare& share() const { return share_; }
 
  private:
   struct Share {
@@ -51,6 +69,7 @@ class HmpmdPolicy final : public Policy {
   std::unordered_map<JobId, Share> shares_;
   double total_weight_ = 0;
   double cores_ = 1;
+  DeviceShare share_;
 };
 
 }  // namespace hmpmd

@@ -74,6 +74,14 @@ class Policy {
   // The engine committed a placement Place() proposed (a gang's members are
   // proposed one by one and may be taken back before this).
   virtual void OnPlaced(const TaskView& /*task*/, CoreId /*core*/) {}
+  // A run became ready (each gang member on its own; a retry again).
+  virtual void OnReady(const TaskView& /*task*/) {}
+  // A device joined the pool or died (after the pool counts it).
+  virtual void OnDeviceAdded(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
+  virtual void OnDeviceRemoved(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
+  // Whether `task` may run on `device`: the engine asks when it moves a gang
+  // member off a device another member took.
+  virtual bool Allows(const TaskView& /*task*/, DeviceId /*device*/) const { return true; }
 };
 
 // Names MakePolicy() accepts, the default first.

@@ -94,6 +94,9 @@ class ResourcePool {
   bool HasCapacity(CoreKind kind) const { return !available_[Index(kind)].empty(); }
   bool HasCapacity(CoreId id) const;
   const PoolOptions& options() const { return options_; }
+  // Counts releases and devices joining or dying: a core that had no
+  // capacity can have some again only after this changed.
+  uint64_t changes() const { return changes_; }
 
   // Puts a task of `est_us` estimated work on `core`.
   void Assign(CoreId core, double est_us, TimeUs now);
@@ -115,6 +118,7 @@ class ResourcePool {
   std::array<Available, kNumCoreKinds> available_;
   std::array<uint32_t, kNumCoreKinds> alive_cores_{};
   size_t alive_devices_ = 0;
+  uint64_t changes_ = 0;
   std::unordered_map<std::string, uint32_t> kernel_ids_;
 };
 

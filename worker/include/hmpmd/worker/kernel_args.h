@@ -18,6 +18,21 @@
 
 namespace hmpmd::worker {
 
+class ActorState;
+
+/// Where KernelArgs::state() finds its task's ActorState. A Worker
+/// provides one per task run and looks the state up only when a kernel
+/// asks; a test may provide its own.
+class HMPMD_WORKER_EXPORT ActorStateProvider {
+ public:
+  /// The state of the task's (job, sub-model); it must stay valid while
+  /// the kernel runs. May throw (the task then fails).
+  virtual ActorState& Get() const = 0;
+
+ protected:
+  ~ActorStateProvider() = default;
+};
+
 /// Read-only, typed access to a task's arguments (the `args` object of the
 /// job spec).
 ///
@@ -39,6 +54,10 @@ class HMPMD_WORKER_EXPORT KernelArgs {
   /// Also sees the task's cancel flag (set by another thread when its job
   /// is cancelled), which must outlive this object.
   KernelArgs(const Args& args, const std::atomic<bool>* cancel) : args_(&args), cancel_(cancel) {}
+  /// Also reaches the task's actor state through `state`, which must
+  /// outlive this object.
+  KernelArgs(const Args& args, const std::atomic<bool>* cancel, const ActorStateProvider* state)
+      : args_(&args), cancel_(cancel), state_(state) {}
 
   /// True once the task's job has been cancelled. A long kernel should poll
   /// it and return or throw soon after; its result is ignored anyway.
@@ -47,6 +66,16 @@ class HMPMD_WORKER_EXPORT KernelArgs {
   ///   while (work_left()) { if (args.cancelled()) throw std::runtime_error("cancelled"); step(); }
   /// @endcode
   bool cancelled() const { return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed); }
+
+  /// The state this task's sub-model keeps on this worker between tasks
+  /// (see actor_state.h): what earlier tasks of the same job and sub-model
+  /// stored here, and what later ones will find. Thread-safe. Throws
+  /// std::logic_error when the KernelArgs was made without a provider
+  /// (a kernel called directly, not by a Worker).
+  /// @code
+  ///   std::shared_ptr<const hmpmd::worker::Buffer> w = args.state().Get("weights");
+  /// @endcode
+  ActorState& state() const;
 
   /// True when an argument called `name` is present, whatever its type.
   bool Has(std::string_view name) const;
@@ -68,6 +97,7 @@ class HMPMD_WORKER_EXPORT KernelArgs {
 
   const Args* args_;
   const std::atomic<bool>* cancel_ = nullptr;
+  const ActorStateProvider* state_ = nullptr;
 };
 
 /// A kernel: runs one task on one core lane and returns its outputs.

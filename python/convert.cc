@@ -1,0 +1,238 @@
+#include "convert.h"
+
+#include <pybind11/stl.h>
+
+#include <cstddef>
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace py = pybind11;
+
+namespace hmpmd::python {
+namespace {
+
+// The exception types, created at import and kept for the life of the
+// process (a py::object in static storage would be released after the
+// interpreter is gone).
+PyObject* g_error = nullptr;
+PyObject* g_task_failed = nullptr;
+PyObject* g_cancelled = nullptr;
+PyObject* g_timeout = nullptr;
+PyObject* g_invalid_argument = nullptr;
+PyObject* g_unavailable = nullptr;
+
+PyObject* NewException(py::module_& m, const char* name, const char* doc, PyObject* bases) {
+  const std::string qualified = std::string("hmpmd.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  m.attr(name) = py::reinterpret_borrow<py::object>(type);  // `type` keeps its own reference
+  return type;
+}
+
+PyObject* Subclass(py::module_& m, const char* name, const char* doc, PyObject* other) {
+  py::tuple bases = other == nullptr ? py::make_tuple(py::handle(g_error))
+                                     : py::make_tuple(py::handle(g_error), py::handle(other));
+  return NewException(m, name, doc, bases.ptr());
+}
+
+// Python's struct-module format of a dtype, and its item size; nullptr for
+// a dtype without one (exported as raw bytes).
+const char* FormatOf(const std::string& dtype, size_t* itemsize) {
+  struct Entry {
+    const char* dtype;
+    const char* format;
+    size_t size;
+  };
+  static constexpr Entry kTable[] = {
+      {"f32", "f", 4}, {"f64", "d", 8}, {"i64", "q", 8}, {"i32", "i", 4}, {"i16", "h", 2},
+      {"i8", "b", 1},  {"u8", "B", 1},  {"u64", "Q", 8}, {"u32", "I", 4}, {"bool", "?", 1}};
+  for (const Entry& e : kTable) {
+    if (dtype == e.dtype) {
+      *itemsize = e.size;
+      return e.format;
+    }
+  }
+  return nullptr;
+}
+
+py::buffer_info BufferInfo(Buffer& b) {
+  size_t itemsize = 0;
+  const char* format = FormatOf(b.dtype, &itemsize);
+  size_t elements = 1;
+  bool shape_ok = !b.shape.empty();
+  for (int64_t d : b.shape) {
+    if (d < 0) shape_ok = false;
+    elements *= static_cast<size_t>(d < 0 ? 0 : d);
+  }
+  if (format != nullptr && shape_ok && elements * itemsize == b.data.size()) {
+    std::vector<py::ssize_t> shape(b.shape.begin(), b.shape.end());
+    std::vector<py::ssize_t> strides(shape.size());
+    py::ssize_t stride = static_cast<py::ssize_t>(itemsize);
+    for (size_t i = shape.size(); i-- > 0;) {
+      strides[i] = stride;
+      stride *= shape[i];
+    }
+    return py::buffer_info(b.data.data(), static_cast<py::ssize_t>(itemsize), format,
+                           static_cast<py::ssize_t>(shape.size()), shape, strides,
+                           /*readonly=*/true);
+  }
+  // Unknown dtype or a shape that does not match the bytes: flat bytes.
+  return py::buffer_info(b.data.data(), 1, "B", 1, {static_cast<py::ssize_t>(b.data.size())},
+                         {py::ssize_t{1}}, /*readonly=*/true);
+}
+
+}  // namespace
+
+void RegisterExceptions(py::module_& m) {
+  g_error = NewException(m, "Error", "A failure reported by HyperMPMD (base of every hmpmd error).",
+                         PyExc_RuntimeError);
+  g_task_failed = Subclass(m, "TaskFailed",
+                           "A task failed: its kernel threw (the message is the kernel's) or one "
+                           "of its inputs failed; also a session that ended failed.",
+                           nullptr);
+  g_cancelled = Subclass(m, "Cancelled", "The task was cancelled.", nullptr);
+  g_timeout = Subclass(m, "Timeout", "A wait ran past its timeout.", PyExc_TimeoutError);
+  g_invalid_argument =
+      Subclass(m, "InvalidArgument", "A bad call: the message names the field.", PyExc_ValueError);
+  g_unavailable = Subclass(m, "Unavailable", "The controller, a worker or the session is gone.",
+                           PyExc_ConnectionError);
+}
+
+void Raise(const Status& status) {
+  PyObject* type = g_error;
+  switch (status.code()) {
+    case StatusCode::kAborted:
+      type = g_task_failed;
+      break;
+    case StatusCode::kCancelled:
+      type = g_cancelled;
+      break;
+    case StatusCode::kDeadlineExceeded:
+      type = g_timeout;
+      break;
+    case StatusCode::kInvalidArgument:
+      type = g_invalid_argument;
+      break;
+    case StatusCode::kUnavailable:
+      type = g_unavailable;
+      break;
+    default:
+      break;
+  }
+  std::string message = status.message();
+  if (message.empty()) message = status.ToString();
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+
+Args ArgsFromDict(const py::dict& args) {
+  Args out;
+  out.reserve(args.size());
+  for (auto [key, value] : args) {
+    if (!py::isinstance<py::str>(key)) Raise(Status::InvalidArgument("args: keys must be str"));
+    std::string name = key.cast<std::string>();
+    // bool before int: Python's bool is an int.
+    if (py::isinstance<py::bool_>(value)) {
+      out.push_back({std::move(name), value.cast<bool>()});
+    } else if (py::isinstance<py::int_>(value)) {
+      try {
+        out.push_back({std::move(name), value.cast<int64_t>()});
+      } catch (const py::cast_error&) {
+        Raise(Status::InvalidArgument("args['" + key.cast<std::string>() +
+                                      "']: integer out of the int64 range"));
+      }
+    } else if (py::isinstance<py::float_>(value)) {
+      out.push_back({std::move(name), value.cast<double>()});
+    } else if (py::isinstance<py::str>(value)) {
+      out.push_back({std::move(name), value.cast<std::string>()});
+    } else {
+      Raise(
+          Status::InvalidArgument("args['" + name + "']: must be int, float, bool or str, not " +
+                                  py::str(value.get_type().attr("__name__")).cast<std::string>()));
+    }
+  }
+  return out;
+}
+
+py::dict ArgsToDict(const Args& args) {
+  py::dict out;
+  for (const Arg& a : args) {
+    std::visit([&](const auto& v) { out[py::str(a.name)] = py::cast(v); }, a.value);
+  }
+  return out;
+}
+
+CoreKind CoreFromString(const std::string& core) {
+  std::optional<CoreKind> kind = ParseCoreKind(core);
+  if (!kind) Raise(Status::InvalidArgument("core: '" + core + "' is not cube or vector"));
+  return *kind;
+}
+
+SubmodelKind SubmodelKindFromString(const std::string& kind) {
+  std::optional<SubmodelKind> k = ParseSubmodelKind(kind);
+  if (!k) {
+    Raise(Status::InvalidArgument("kind: '" + kind +
+                                  "' is not one of encoder, pipeline_stage, expert, actor, "
+                                  "reward, learner, generic"));
+  }
+  return *k;
+}
+
+client::Call MakeCall(std::string kernel, const py::object& args,
+                      std::vector<client::Future> inputs, const std::string& core,
+                      std::string actor, std::string label, double flops, double bytes) {
+  client::Call call;
+  call.kernel = std::move(kernel);
+  if (!args.is_none()) {
+    if (!py::isinstance<py::dict>(args)) Raise(Status::InvalidArgument("args: must be a dict"));
+    call.args = ArgsFromDict(args.cast<py::dict>());
+  }
+  call.core = CoreFromString(core);
+  call.inputs = std::move(inputs);
+  call.actor = std::move(actor);
+  call.label = std::move(label);
+  call.cost.flops = flops;
+  call.cost.bytes = bytes;
+  return call;
+}
+
+void BindBuffer(py::module_& m) {
+  py::class_<Buffer>(m, "Buffer", py::buffer_protocol(),
+                     "A task output: raw bytes, a shape and a dtype ('f32', 'i64', ...).\n"
+                     "memoryview(b) reads it in place, typed by its dtype and shape "
+                     "(e.g. memoryview(b).tolist()).")
+      .def(py::init([](py::bytes data, std::vector<int64_t> shape, std::string dtype) {
+             Buffer b;
+             std::string bytes = data;
+             b.data.resize(bytes.size());
+             std::memcpy(b.data.data(), bytes.data(), bytes.size());
+             b.shape = std::move(shape);
+             b.dtype = std::move(dtype);
+             return b;
+           }),
+           py::arg("data"), py::arg("shape") = std::vector<int64_t>{},
+           py::arg("dtype") = std::string("u8"))
+      .def_buffer([](Buffer& b) { return BufferInfo(b); })
+      .def_property_readonly(
+          "data",
+          [](const Buffer& b) {
+            return py::bytes(reinterpret_cast<const char*>(b.data.data()), b.data.size());
+          },
+          "The bytes (a copy; memoryview(buffer) avoids it).")
+      .def_readonly("shape", &Buffer::shape)
+      .def_readonly("dtype", &Buffer::dtype)
+      .def("__len__", [](const Buffer& b) { return b.data.size(); })
+      .def("__repr__", [](const Buffer& b) {
+        std::string shape;
+        for (size_t i = 0; i < b.shape.size(); ++i) {
+          shape += (i ? ", " : "") + std::to_string(b.shape[i]);
+        }
+        return "Buffer(dtype='" + b.dtype + "', shape=[" + shape + "], " +
+               std::to_string(b.data.size()) + " bytes)";
+      });
+}
+
+}  // namespace hmpmd::python

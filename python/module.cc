@@ -1,0 +1,287 @@
+// The Python module `hmpmd`: bindings of the driver API (hmpmd::client).
+//
+//   import hmpmd
+//   with hmpmd.Client.connect("tcp://127.0.0.1:5555", session="demo") as c:
+//       x = c.submit("scale", args={"n": 4, "factor": 2.0})
+//       y = c.submit("add", inputs=[x, x])
+//       print(memoryview(y.get(timeout_ms=10000)[0]).tolist())
+//
+// Every call that may block (connect, wait, get, wait_any, close, cancel,
+// submit) releases the GIL while it waits, so other Python threads run.
+// Errors raise hmpmd.Error subclasses (see convert.h) with the one-line
+// message of the C++ Status.
+//
+// Thread-safety: the C++ objects are thread-safe (see client.h); the
+// bindings add no state of their own.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "convert.h"
+#include "hmpmd/client/client.h"
+
+namespace py = pybind11;
+
+namespace hmpmd::python {
+namespace {
+
+using client::Actor;
+using client::Call;
+using client::Client;
+using client::ClientOptions;
+using client::Future;
+
+// The keyword arguments every submit-like method takes, after `kernel`.
+#define HMPMD_CALL_KWARGS                                                                         \
+  py::arg("args") = py::none(), py::arg("inputs") = std::vector<Future>{},                        \
+  py::arg("core") = "cube", py::arg("actor") = "", py::arg("label") = "", py::arg("flops") = 0.0, \
+  py::arg("bytes") = 0.0
+
+void BindFuture(py::module_& m) {
+  py::class_<Future>(m, "Future",
+                     "The eventual outputs of one submitted task. Pass it in `inputs` of a "
+                     "later call to chain tasks (the data moves worker to worker).")
+      .def_property_readonly("ready", &Future::ready, "True once the task has ended.")
+      .def_property_readonly("label", &Future::label, "The task's id in its session.")
+      .def_property_readonly("job", &Future::job, "The session's job id.")
+      .def_property_readonly("output_bytes", &Future::output_bytes,
+                             "Size of its outputs; 0 until it is done.")
+      .def(
+          "wait",
+          [](const Future& f, int64_t timeout_ms) {
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = f.Wait(timeout_ms);
+            }
+            Check(s);
+          },
+          py::arg("timeout_ms") = client::kForever,
+          "Blocks until the task ends. Raises TaskFailed (with the kernel's message), "
+          "Cancelled, Timeout or Unavailable.")
+      .def(
+          "get",
+          [](const Future& f, int64_t timeout_ms) {
+            Result<std::vector<Buffer>> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              r = f.Get(timeout_ms);
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("timeout_ms") = client::kForever,
+          "Waits, then fetches the task's outputs (a list of Buffer) from its worker.")
+      .def("__eq__", [](const Future& a, const Future& b) { return a == b; })
+      .def("__hash__",
+           [](const Future& f) { return std::hash<std::string>()(f.label()) ^ f.job(); })
+      .def("__repr__", [](const Future& f) {
+        if (!f.valid()) return std::string("Future(empty)");
+        return "Future(job=" + std::to_string(f.job()) + ", label='" + f.label() + "', " +
+               (f.ready() ? "ready" : "pending") + ")";
+      });
+}
+
+void BindCall(py::module_& m) {
+  py::class_<Call>(m, "Call", "One task for Client.submit_graph (same fields as Client.submit).")
+      .def(py::init([](std::string kernel, const py::object& args, std::vector<Future> inputs,
+                       const std::string& core, std::string actor, std::string label, double flops,
+                       double bytes) {
+             return MakeCall(std::move(kernel), args, std::move(inputs), core, std::move(actor),
+                             std::move(label), flops, bytes);
+           }),
+           py::arg("kernel"), HMPMD_CALL_KWARGS)
+      .def_readwrite("kernel", &Call::kernel)
+      .def_property(
+          "args", [](const Call& c) { return ArgsToDict(c.args); },
+          [](Call& c, const py::dict& d) { c.args = ArgsFromDict(d); })
+      .def_readwrite("inputs", &Call::inputs)
+      .def_readwrite("actor", &Call::actor)
+      .def_readwrite("label", &Call::label)
+      .def_property_readonly("core",
+                             [](const Call& c) { return std::string(CoreKindName(c.core)); });
+}
+
+void BindActor(py::module_& m) {
+  py::class_<Actor>(m, "Actor",
+                    "A named sub-model of the session; its workers keep its state between "
+                    "tasks (KernelArgs::state() in kernels).")
+      .def_property_readonly("name", &Actor::name)
+      .def_property_readonly("kind",
+                             [](const Actor& a) { return std::string(SubmodelKindName(a.kind())); })
+      .def_property_readonly("devices", &Actor::devices)
+      .def(
+          "call",
+          [](const Actor& a, std::string method, const py::object& args, std::vector<Future> inputs,
+             const std::string& core, const std::string& actor, std::string label, double flops,
+             double bytes) {
+            if (!actor.empty() && actor != a.name()) {
+              Raise(Status::InvalidArgument("actor: Actor.call runs on '" + a.name() + "', not '" +
+                                            actor + "'"));
+            }
+            Call call = MakeCall(method, args, std::move(inputs), core, a.name(), std::move(label),
+                                 flops, bytes);
+            Result<Future> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              r = a.Call(std::move(method), std::move(call));
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("method"), HMPMD_CALL_KWARGS,
+          "Submits a task running kernel `method` on this actor; returns its Future.")
+      .def("__repr__", [](const Actor& a) {
+        return "Actor('" + a.name() + "', kind=" + std::string(SubmodelKindName(a.kind())) +
+               ", devices=" + std::to_string(a.devices()) + ")";
+      });
+}
+
+void BindClient(py::module_& m) {
+  py::class_<Client, std::unique_ptr<Client>>(
+      m, "Client",
+      "A driver session on a controller. Use Client.connect(...); a `with` block closes it.")
+      .def_static(
+          "connect",
+          [](std::string controller, std::string session, std::string token, uint32_t weight,
+             int64_t connect_timeout_ms, int64_t fetch_timeout_ms, int64_t close_timeout_ms,
+             uint32_t heartbeat_ms, uint32_t max_batch) {
+            ClientOptions o;
+            o.controller = std::move(controller);
+            o.session = std::move(session);
+            o.token = std::move(token);
+            o.weight = weight;
+            o.connect_timeout_ms = connect_timeout_ms;
+            o.fetch_timeout_ms = fetch_timeout_ms;
+            o.close_timeout_ms = close_timeout_ms;
+            o.heartbeat_ms = heartbeat_ms;
+            o.max_batch = max_batch;
+            Result<std::unique_ptr<Client>> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              r = Client::Connect(std::move(o));
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("controller") = ClientOptions{}.controller,
+          py::arg("session") = ClientOptions{}.session, py::arg("token") = "",
+          py::arg("weight") = ClientOptions{}.weight,
+          py::arg("connect_timeout_ms") = ClientOptions{}.connect_timeout_ms,
+          py::arg("fetch_timeout_ms") = ClientOptions{}.fetch_timeout_ms,
+          py::arg("close_timeout_ms") = ClientOptions{}.close_timeout_ms,
+          py::arg("heartbeat_ms") = ClientOptions{}.heartbeat_ms,
+          py::arg("max_batch") = ClientOptions{}.max_batch,
+          "Connects to the controller (its --listen endpoint) and opens a session.")
+      .def(
+          "submit",
+          [](Client& c, std::string kernel, const py::object& args, std::vector<Future> inputs,
+             const std::string& core, std::string actor, std::string label, double flops,
+             double bytes) {
+            Call call = MakeCall(std::move(kernel), args, std::move(inputs), core, std::move(actor),
+                                 std::move(label), flops, bytes);
+            Result<Future> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              r = c.Submit(std::move(call));
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("kernel"), HMPMD_CALL_KWARGS,
+          "Appends one task to the session; returns its Future at once.")
+      .def(
+          "submit_graph",
+          [](Client& c, std::vector<Call> calls) {
+            Result<std::vector<Future>> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              r = c.SubmitGraph(std::move(calls));
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("calls"), "Appends several tasks (a list of Call) at once, all or nothing.")
+      .def(
+          "create_actor",
+          [](Client& c, std::string name, const std::string& kind, uint32_t devices) {
+            client::ActorOptions o;
+            o.name = std::move(name);
+            o.kind = SubmodelKindFromString(kind);
+            o.devices = devices;
+            Result<Actor> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              r = c.CreateActor(std::move(o));
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("name"), py::arg("kind") = "actor", py::arg("devices") = 1,
+          "Adds a named sub-model holding `devices` devices (0: any).")
+      .def(
+          "wait_any",
+          [](Client& c, std::vector<Future> futures, int64_t timeout_ms) {
+            Result<size_t> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              r = c.WaitAny(futures, timeout_ms);
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("futures"), py::arg("timeout_ms") = client::kForever,
+          "Blocks until one of `futures` is ready; returns its index.")
+      .def(
+          "cancel",
+          [](Client& c, const Future& f) {
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = c.Cancel(f);
+            }
+            Check(s);
+          },
+          py::arg("future"), "Cancels a task not yet ended (a no-op once it has).")
+      .def(
+          "close",
+          [](Client& c) {
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = c.Close();
+            }
+            Check(s);
+          },
+          "Waits for every task, then ends the session; raises TaskFailed when the job failed.")
+      .def_property_readonly("job", &Client::job)
+      .def_property_readonly("session", &Client::session)
+      .def_property_readonly("in_flight", &Client::in_flight)
+      .def(
+          "__enter__", [](Client& c) -> Client& { return c; }, py::return_value_policy::reference)
+      .def("__exit__", [](Client& c, const py::object& type, const py::object&, const py::object&) {
+        Status s;
+        {
+          py::gil_scoped_release release;
+          s = c.Close();
+        }
+        // An exception already on its way wins over a failed close.
+        if (type.is_none()) Check(s);
+        return false;
+      });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(hmpmd, m) {
+  m.doc() =
+      "HyperMPMD driver API: connect to a controller, submit tasks, chain their futures, "
+      "wait, cancel, and read outputs.";
+  m.attr("FOREVER") = client::kForever;
+  RegisterExceptions(m);
+  BindBuffer(m);
+  BindFuture(m);
+  BindCall(m);
+  BindActor(m);
+  BindClient(m);
+}
+
+}  // namespace hmpmd::python

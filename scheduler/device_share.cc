@@ -1,0 +1,435 @@
+#include "hmpmd/scheduler/device_share.h"
+
+#include <algorithm>
+
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+namespace {
+
+constexpr DeviceId kNoDevice = UINT32_MAX;
+
+bool Usable(const TaskView& task, DeviceId d, const ResourcePool& pool) {
+  if (!pool.device(d).alive || !pool.Supports(d, task.kernel_id)) return false;
+  return task.input_bytes > 0 || !pool.MemoryFull(d);
+}
+
+// True when no task runs or waits on any core of the device.
+bool Idle(DeviceId d, const ResourcePool& pool) {
+  for (CoreId c : pool.device(d).cores) {
+    if (pool.core(c).queued > 0) return false;
+  }
+  return true;
+}
+
+// Free devices grouped by node, for choosing sets that span few nodes.
+struct NodeFree {
+  uint32_t node = 0;
+  std::vector<DeviceId> devices;  // fewest claims first
+  size_t next = 0;
+  size_t left() const { return devices.size() - next; }
+};
+
+// Takes `need` devices from `nodes`: among the nodes whose next device has
+// the fewest claims, the smallest one that fits, else the largest.
+std::vector<DeviceId> PickDevices(std::vector<NodeFree>& nodes, uint32_t need,
+                                  const std::vector<uint32_t>& claims) {
+  std::vector<DeviceId> out;
+  while (need > 0) {
+    NodeFree* best = nullptr;
+    uint32_t best_claim = 0;
+    for (NodeFree& n : nodes) {
+      if (n.left() == 0) continue;
+      uint32_t claim = claims[n.devices[n.next]];
+      if (best == nullptr || claim < best_claim) {
+        best = &n;
+        best_claim = claim;
+        continue;
+      }
+      if (claim > best_claim) continue;
+      bool fits = n.left() >= need, best_fits = best->left() >= need;
+      if ((fits && (!best_fits || n.left() < best->left())) ||
+          (!fits && !best_fits && n.left() > best->left())) {
+        best = &n;
+      }
+    }
+    if (best == nullptr) break;
+    while (need > 0 && best->left() > 0 && claims[best->devices[best->next]] == best_claim) {
+      out.push_back(best->devices[best->next++]);
+      --need;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || sm >= it->second.sets.size()) return nullptr;
+  return &it->second.sets[sm];
+}
+
+void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
+  JobShare& js = jobs_[job.id];
+  js = JobShare{};
+  js.run = &job;
+  GrowJob(job, pool);
+}
+
+void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
+  auto it = jobs_.find(job.id);
+  if (it == jobs_.end()) return;
+  JobShare& js = it->second;
+  js.run = &job;
+  const JobGraph& g = *job.graph;
+  const JobSpec& spec = g.spec();
+  const size_t first = js.sets.size();
+  js.sets.resize(spec.submodels.size());
+  js.moved_at.resize(pool.device_count(), kNever);
+  for (size_t s = first; s < js.sets.size(); ++s) {
+    js.sets[s].want = spec.submodels[s].devices;
+    js.sets[s].elastic = spec.elastic && spec.submodels[s].elastic;
+  }
+  // A collective group's members in one sub-model need distinct devices.
+  for (const CollectiveGroup& grp : g.groups()) {
+    std::unordered_map<uint32_t, uint32_t> per;
+    for (uint32_t m : grp.members) ++per[g.task(m).submodel];
+    for (const auto& [sm, n] : per) js.sets[sm].floor = std::max(js.sets[sm].floor, n);
+  }
+  CountTasks(js);
+  Layout(js, first, pool);
+}
+
+void DeviceShare::CountTasks(JobShare& js) {
+  const JobGraph& g = *js.run->graph;
+  for (uint32_t i = js.tasks_counted; i < g.size() && i < js.run->est_us.size(); ++i) {
+    js.sets[g.task(i).submodel].total_us += js.run->est_us[i] * g.steps();
+    js.tasks_counted = i + 1;
+  }
+}
+
+void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
+  claims_.resize(pool.device_count(), 0);
+  const uint32_t alive = static_cast<uint32_t>(pool.alive_device_count());
+  if (alive == 0) return;  // sets fill as devices join
+  std::vector<bool> held(pool.device_count(), false);
+  for (size_t s = 0; s < first; ++s) {
+    if (js.sets[s].spans) continue;
+    for (DeviceId d : js.sets[s].devices) held[d] = true;
+  }
+  auto free_nodes = [&](const Set* own) {
+    std::unordered_map<uint32_t, size_t> index;
+    std::vector<NodeFree> nodes;
+    for (DeviceId d = 0; d < pool.device_count(); ++d) {
+      if (!pool.device(d).alive || (own == nullptr && held[d])) continue;
+      if (own != nullptr && d < own->slot.size() && own->slot[d] != 0) continue;
+      uint32_t node = pool.device(d).desc.node;
+      auto [it, fresh] = index.emplace(node, nodes.size());
+      if (fresh) nodes.push_back({node, {}, 0});
+      nodes[it->second].devices.push_back(d);
+    }
+    for (NodeFree& n : nodes) {
+      std::stable_sort(n.devices.begin(), n.devices.end(),
+                       [&](DeviceId a, DeviceId b) { return claims_[a] < claims_[b]; });
+    }
+    return nodes;
+  };
+  // Largest sets first, so they find whole nodes.
+  std::vector<uint32_t> order;
+  for (size_t s = first; s < js.sets.size(); ++s) {
+    if (js.sets[s].want > 0) order.push_back(static_cast<uint32_t>(s));
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return js.sets[a].want > js.sets[b].want; });
+  const JobId id = js.run->id;
+  std::vector<NodeFree> nodes = free_nodes(nullptr);
+  for (uint32_t s : order) {
+    Set& set = js.sets[s];
+    uint32_t target = std::min(std::max(set.want, set.floor), alive);
+    if (set.want >= alive) {
+      set.spans = true;
+      for (DeviceId d = 0; d < pool.device_count(); ++d) {
+        if (pool.device(d).alive) Insert(id, js, s, d);
+      }
+      continue;
+    }
+    std::vector<DeviceId> got = PickDevices(nodes, target, claims_);
+    for (DeviceId d : got) Insert(id, js, s, d);
+    if (got.size() < target) {
+      // The pool is full: the rest overlaps other sets of the job.
+      std::vector<NodeFree> again = free_nodes(&set);
+      for (DeviceId d : PickDevices(again, target - static_cast<uint32_t>(got.size()), claims_)) {
+        Insert(id, js, s, d);
+      }
+    }
+  }
+}
+
+void DeviceShare::Insert(JobId /*job*/, JobShare& js, uint32_t sm, DeviceId d) {
+  Set& set = js.sets[sm];
+  if (set.slot.size() <= d) set.slot.resize(d + 1, 0);
+  if (set.slot[d] != 0) return;
+  set.devices.push_back(d);
+  set.slot[d] = static_cast<uint32_t>(set.devices.size());
+  if (claims_.size() <= d) claims_.resize(d + 1, 0);
+  ++claims_[d];
+  for (Set::Full& f : set.full) f.at = -1;
+}
+
+void DeviceShare::Erase(JobShare& js, uint32_t sm, DeviceId d) {
+  Set& set = js.sets[sm];
+  if (d >= set.slot.size() || set.slot[d] == 0) return;
+  uint32_t i = set.slot[d] - 1;
+  DeviceId last = set.devices.back();
+  set.devices[i] = last;
+  set.slot[last] = i + 1;
+  set.devices.pop_back();
+  set.slot[d] = 0;
+  --claims_[d];
+}
+
+void DeviceShare::Record(JobId job, DeviceId d, int32_t from, int32_t to) {
+  ++move_count_;
+  ++moves_by_job_[job];
+  if (moves_.size() < options_.max_recorded_moves) moves_.push_back({last_now_, job, d, from, to});
+}
+
+void DeviceShare::RemoveJob(JobId job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  for (uint32_t s = 0; s < it->second.sets.size(); ++s) {
+    for (DeviceId d : it->second.sets[s].devices) --claims_[d];
+  }
+  jobs_.erase(it);
+}
+
+void DeviceShare::OnReady(const TaskView& task) {
+  auto it = jobs_.find(task.job);
+  if (it == jobs_.end()) return;
+  JobShare& js = it->second;
+  if (task.task->submodel >= js.sets.size() || task.index >= js.run->est_us.size()) return;
+  Set& set = js.sets[task.task->submodel];
+  ++set.ready;
+  set.ready_us += js.run->est_us[task.index];
+}
+
+void DeviceShare::OnPlaced(const TaskView& task) {
+  auto it = jobs_.find(task.job);
+  if (it == jobs_.end()) return;
+  JobShare& js = it->second;
+  if (task.task->submodel >= js.sets.size() || task.index >= js.run->est_us.size()) return;
+  Set& set = js.sets[task.task->submodel];
+  const double est = js.run->est_us[task.index];
+  set.ready = std::max<int64_t>(0, set.ready - 1);
+  set.ready_us = std::max(0.0, set.ready_us - est);
+  set.placed_us += est;
+}
+
+DeviceId DeviceShare::SpareDevice(const JobShare& js, const ResourcePool& pool) const {
+  std::vector<uint32_t> held(pool.device_count(), 0);
+  for (const Set& s : js.sets) {
+    for (DeviceId d : s.devices) ++held[d];
+  }
+  DeviceId best = kNoDevice;
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (!pool.device(d).alive) continue;
+    if (best == kNoDevice || held[d] < held[best] ||
+        (held[d] == held[best] && claims_[d] < claims_[best])) {
+      best = d;
+    }
+  }
+  return best;
+}
+
+void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
+  claims_.resize(pool.device_count(), 0);
+  for (auto& [id, js] : jobs_) {
+    js.moved_at.resize(pool.device_count(), kNever);
+    // Spanning sets take every device up to their ask; of the others, the
+    // one furthest below its ask takes it.
+    int64_t best = -1;
+    uint32_t best_gap = 0;
+    for (uint32_t s = 0; s < js.sets.size(); ++s) {
+      Set& set = js.sets[s];
+      uint32_t target = std::max(set.want, set.floor);
+      if (set.want == 0 || set.devices.size() >= target) continue;
+      if (set.spans) {
+        Insert(id, js, s, device);
+        Record(id, device, kNoSubmodel, static_cast<int32_t>(s));
+        continue;
+      }
+      uint32_t gap = target - static_cast<uint32_t>(set.devices.size());
+      if (gap > best_gap) {
+        best = s;
+        best_gap = gap;
+      }
+    }
+    if (best >= 0) {
+      Insert(id, js, static_cast<uint32_t>(best), device);
+      Record(id, device, kNoSubmodel, static_cast<int32_t>(best));
+    }
+  }
+}
+
+void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
+  for (auto& [id, js] : jobs_) {
+    for (uint32_t s = 0; s < js.sets.size(); ++s) {
+      Set& set = js.sets[s];
+      if (device >= set.slot.size() || set.slot[device] == 0) continue;
+      Erase(js, s, device);
+      Record(id, device, static_cast<int32_t>(s), kNoSubmodel);
+      if (set.devices.empty() && set.Backlog() > 0 && pool.alive_device_count() > 0) {
+        DeviceId d = SpareDevice(js, pool);
+        Insert(id, js, s, d);
+        Record(id, d, kNoSubmodel, static_cast<int32_t>(s));
+      }
+    }
+  }
+}
+
+bool DeviceShare::Constrained(const TaskView& task) const {
+  const Set* set = Find(task.job, task.task->submodel);
+  return set != nullptr && set->want > 0;
+}
+
+bool DeviceShare::Allows(const TaskView& task, DeviceId device) const {
+  const Set* set = Find(task.job, task.task->submodel);
+  if (set == nullptr || set->want == 0) return true;
+  return device < set->slot.size() && set->slot[device] != 0;
+}
+
+const std::vector<DeviceId>& DeviceShare::DeviceSet(JobId job, uint32_t submodel) const {
+  static const std::vector<DeviceId> kEmpty;
+  const Set* set = Find(job, submodel);
+  return set == nullptr ? kEmpty : set->devices;
+}
+
+uint64_t DeviceShare::MoveCount(JobId job) const {
+  auto it = moves_by_job_.find(job);
+  return it == moves_by_job_.end() ? 0 : it->second;
+}
+
+Placement DeviceShare::Earliest(const Set& set, const TaskView& task, CoreKind kind,
+                                const ResourcePool& pool) const {
+  // The pool's available cores, earliest to drain first: the first member
+  // wins. Past scan_limit, the set's own devices are cheaper to look at.
+  uint32_t scanned = 0;
+  bool cut = false;
+  for (const auto& [busy_until, core] : pool.available(kind)) {
+    if (scanned++ == options_.scan_limit) {
+      cut = true;
+      break;
+    }
+    DeviceId d = pool.core(core).device;
+    if (d < set.slot.size() && set.slot[d] != 0 && Usable(task, d, pool)) {
+      return Placement::Placed(core);
+    }
+  }
+  if (!cut) return Placement::RetryLater();
+  CoreId best = kNoCore;
+  for (DeviceId d : set.devices) {
+    if (!Usable(task, d, pool)) continue;
+    for (CoreId c : pool.device(d).cores) {
+      if (pool.core(c).kind != kind || !pool.HasCapacity(c)) continue;
+      if (best == kNoCore || pool.core(c).busy_until < pool.core(best).busy_until) best = c;
+    }
+  }
+  return best == kNoCore ? Placement::RetryLater() : Placement::Placed(best);
+}
+
+Placement DeviceShare::Place(const TaskView& task, CoreKind kind, const ResourcePool& pool,
+                             TimeUs now) {
+  last_now_ = std::max(last_now_, now);
+  auto it = jobs_.find(task.job);
+  if (it == jobs_.end()) return Placement::RetryLater();
+  JobShare& js = it->second;
+  const uint32_t sm = task.task->submodel;
+  Set& set = js.sets[sm];
+  if (pool.alive_device_count() == 0) return Placement::RetryLater();
+  if (set.devices.empty()) {
+    // Every device it had died (or it gave them away with no work left):
+    // one comes back, from an idle sub-model or shared.
+    if (Rebalance(task.job, js, sm, kind, pool, now) == kNoDevice) {
+      DeviceId d = SpareDevice(js, pool);
+      Insert(task.job, js, sm, d);
+      Record(task.job, d, kNoSubmodel, static_cast<int32_t>(sm));
+    }
+  }
+  // Locality: the device of its largest input, when it is in the set and a
+  // core of the kind there is free now (communication: has room).
+  DeviceId near = task.input_device;
+  if (near != UINT32_MAX && near < set.slot.size() && set.slot[near] != 0 &&
+      Usable(task, near, pool)) {
+    for (CoreId c : pool.device(near).cores) {
+      const ResourcePool::Core& core = pool.core(c);
+      bool idle = core.queued == 0 && core.busy_until <= now;
+      if (core.kind == kind && (idle || task.task->is_comm) && pool.HasCapacity(c)) {
+        return Placement::Placed(c);
+      }
+    }
+  }
+  Set::Full& full = set.full[static_cast<size_t>(kind)];
+  if (full.at != now || full.changes != pool.changes()) {
+    Placement p = Earliest(set, task, kind, pool);
+    if (p.kind == Placement::Kind::kPlaced) return p;
+    full = {now, pool.changes(), false};
+  }
+  // The set is full: bring in a device if another sub-model idles.
+  if (full.tried || !pool.HasCapacity(kind)) return Placement::RetryLater();
+  DeviceId d = Rebalance(task.job, js, sm, kind, pool, now);
+  if (d == kNoDevice) {
+    full.tried = true;  // until a core is released or time moves on
+    return Placement::RetryLater();
+  }
+  for (CoreId c : pool.device(d).cores) {
+    if (pool.core(c).kind == kind && pool.HasCapacity(c)) return Placement::Placed(c);
+  }
+  return Placement::RetryLater();
+}
+
+DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind,
+                                const ResourcePool& pool, TimeUs now) {
+  Set& w = js.sets[sm];
+  const TimeUs dwell = options_.min_dwell_us;
+  if (!w.elastic || w.spans || now - w.gave_at < dwell) return kNoDevice;
+  // Donors: elastic sets with no ready work, above their floor; the one
+  // with the least backlog per device gives first.
+  std::vector<std::pair<double, uint32_t>> donors;
+  for (uint32_t s = 0; s < js.sets.size(); ++s) {
+    const Set& l = js.sets[s];
+    if (s == sm || l.want == 0 || !l.elastic || l.spans || l.ready > 0) continue;
+    if (now - l.received_at < dwell) continue;
+    const size_t keep = l.Backlog() > 0 ? l.floor : 0;
+    if (l.devices.size() <= keep) continue;
+    donors.push_back({l.Backlog() / static_cast<double>(l.devices.size()), s});
+  }
+  std::sort(donors.begin(), donors.end());
+  const uint32_t home = w.devices.empty() ? UINT32_MAX : pool.device(w.devices[0]).desc.node;
+  for (const auto& [pressure, s] : donors) {
+    Set& l = js.sets[s];
+    DeviceId pick = kNoDevice;
+    for (DeviceId d : l.devices) {
+      if (d < w.slot.size() && w.slot[d] != 0) continue;  // already shared with w
+      if (!pool.device(d).alive || pool.device(d).desc.cores[static_cast<size_t>(kind)] == 0) {
+        continue;
+      }
+      if (d < js.moved_at.size() && now - js.moved_at[d] < dwell) continue;
+      if (!Idle(d, pool)) continue;
+      pick = d;
+      if (pool.device(d).desc.node == home) break;  // stays near the set
+    }
+    if (pick == kNoDevice) continue;
+    Erase(js, s, pick);
+    Insert(job, js, sm, pick);
+    if (js.moved_at.size() <= pick) js.moved_at.resize(pick + 1, kNever);
+    js.moved_at[pick] = now;
+    l.gave_at = now;
+    w.received_at = now;
+    Record(job, pick, static_cast<int32_t>(s), static_cast<int32_t>(sm));
+    return pick;
+  }
+  return kNoDevice;
+}
+
+}  // namespace hmpmd

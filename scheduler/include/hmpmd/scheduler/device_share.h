@@ -1,0 +1,159 @@
+// DeviceShare: the hmpmd policy's elastic device sets (the driver API's
+// "actors": a sub-model whose tasks stay on its devices keeps its state,
+// e.g. weights, in those workers between tasks).
+//
+// 1. At admission every sub-model of a job with `devices` = N > 0 gets a set
+//    of N devices (at least its largest collective group), chosen to span
+//    as few nodes as possible and, across jobs, the devices fewest other
+//    sets hold. Sets of one job are disjoint while the pool has room; a
+//    sub-model that asks for the whole pool spans it (expert-parallel
+//    layout: the experts' sets then lie inside it). Its tasks run only on
+//    its set; sub-models with devices = 0 run anywhere.
+// 2. Rebalancing (elastic sub-models only): when a task of sub-model W finds
+//    no free core in its set, a device moves to W from sub-model L of the
+//    same job when L has no ready work, a device of L is idle (no task runs
+//    on it, so no task of L either), and W's backlog (estimated ready and
+//    blocked work not yet placed) per device after the move is still above
+//    L's. Hysteresis: a moved device stays min_dwell_us; a set that gave a
+//    device receives none for min_dwell_us and one that received gives none
+//    for as long; a set keeps its largest gang (at least 1 device) while it
+//    has work.
+// 3. Pool changes: a joining device fills the set furthest below its ask;
+//    a dead device leaves its sets, and a set left empty while it has work
+//    takes a free device (or shares one with another set).
+// Every change after admission is recorded as a DeviceMove.
+// Cost: O(1) per task event; placement scans at most scan_limit available
+// cores before scanning the set's own devices, and a set found full is not
+// scanned again until a core is released.
+// Thread-safety: not thread-safe; owned by the policy (scheduler thread).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include "hmpmd/scheduler/policy.h"
+
+namespace hmpmd {
+
+inline constexpr int32_t kNoSubmodel = -1;
+
+// A device changed hands: `from` and `to` are sub-model indices of `job`
+// (kNoSubmodel: the device joined, died or was free).
+struct DeviceMove {
+  TimeUs at = 0;
+  JobId job = 0;
+  DeviceId device = 0;
+  int32_t from = kNoSubmodel;
+  int32_t to = kNoSubmodel;
+};
+
+struct DeviceShareOptions {
+  // How long a moved device stays, and a set that gave (received) a device
+  // waits before it receives (gives) one. Default: 2000 us.
+  TimeUs min_dwell_us = 2000;
+  // Cores of the pool's available list Place() looks at for a member of the
+  // set before it scans the set's devices instead. Default: 64.
+  uint32_t scan_limit = 64;
+  // Moves kept for reports (the count goes on). Default: 100000.
+  size_t max_recorded_moves = 100000;
+};
+
+class DeviceShare {
+ public:
+  explicit DeviceShare(DeviceShareOptions options = {}) : options_(options) {}
+
+  // --- jobs ---
+  void AddJob(const JobRun& job, const ResourcePool& pool);
+  // The job gained sub-models or tasks (driver sessions): new sub-models
+  // with devices get a set, new tasks count in the backlog.
+  void GrowJob(const JobRun& job, const ResourcePool& pool);
+  void RemoveJob(JobId job);
+
+  // --- task events ---
+  void OnReady(const TaskView& task);
+  void OnPlaced(const TaskView& task);
+
+  // --- pool events ---
+  void OnDeviceAdded(DeviceId device, const ResourcePool& pool);
+  void OnDeviceRemoved(DeviceId device, const ResourcePool& pool);
+
+  // --- placement ---
+  // True when `task`'s sub-model runs on a device set.
+  bool Constrained(const TaskView& task) const;
+  // True when `task` may run on `device` (always, when unconstrained).
+  bool Allows(const TaskView& task, DeviceId device) const;
+  // Places a constrained task on its set: the device of its largest input
+  // when a core of `kind` there is idle, else the set's earliest-draining
+  // core of `kind`; when the set is full, moves a device in (rebalancing)
+  // and places it there, or asks to retry later.
+  Placement Place(const TaskView& task, CoreKind kind, const ResourcePool& pool, TimeUs now);
+
+  // --- queries ---
+  // The devices of `submodel` of `job` now (empty: unknown or unconstrained).
+  const std::vector<DeviceId>& DeviceSet(JobId job, uint32_t submodel) const;
+  const std::vector<DeviceMove>& moves() const { return moves_; }
+  uint64_t move_count() const { return move_count_; }
+  // Moves of one job so far (kept after it ends).
+  uint64_t MoveCount(JobId job) const;
+
+ private:
+  static constexpr TimeUs kNever = std::numeric_limits<TimeUs>::min() / 2;
+  struct Set {
+    uint32_t want = 0;   // devices asked for; 0: unconstrained
+    uint32_t floor = 1;  // fewest devices while it has work
+    bool elastic = true;
+    bool spans = false;  // asked for the whole pool: overlaps the others
+    std::vector<DeviceId> devices;
+    std::vector<uint32_t> slot;  // per device: index in devices + 1; 0: not in it
+    double total_us = 0;         // estimated work of all its runs
+    double placed_us = 0;
+    double ready_us = 0;
+    int64_t ready = 0;  // runs ready now
+    TimeUs received_at = kNever, gave_at = kNever;
+    // Per core kind: when Place() last found its cores of the kind full
+    // (now, pool changes), and whether a rebalance then failed: neither is
+    // tried again until either changes.
+    struct Full {
+      TimeUs at = -1;
+      uint64_t changes = 0;
+      bool tried = false;
+    };
+    std::array<Full, kNumCoreKinds> full{};
+    double Backlog() const { return total_us > placed_us ? total_us - placed_us : 0; }
+  };
+  struct JobShare {
+    const JobRun* run = nullptr;
+    std::vector<Set> sets;         // per sub-model
+    std::vector<TimeUs> moved_at;  // per device
+    uint32_t tasks_counted = 0;    // tasks of a step counted in totals
+  };
+
+  // Lays out sets [first, end) of `js` on the alive devices.
+  void Layout(JobShare& js, size_t first, const ResourcePool& pool);
+  void CountTasks(JobShare& js);
+  void Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d);
+  void Erase(JobShare& js, uint32_t sm, DeviceId d);
+  void Record(JobId job, DeviceId d, int32_t from, int32_t to);
+  // A device that no set of `js` holds, or the one fewest of its sets hold.
+  DeviceId SpareDevice(const JobShare& js, const ResourcePool& pool) const;
+  Placement Earliest(const Set& set, const TaskView& task, CoreKind kind,
+                     const ResourcePool& pool) const;
+  // Moves an idle device of another sub-model into `sm`; returns it or
+  // UINT32_MAX.
+  DeviceId Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
+                     TimeUs now);
+  const Set* Find(JobId job, uint32_t sm) const;
+
+  DeviceShareOptions options_;
+  std::unordered_map<JobId, JobShare> jobs_;
+  std::vector<uint32_t> claims_;  // per device: sets (of all jobs) holding it
+  std::vector<DeviceMove> moves_;
+  uint64_t move_count_ = 0;
+  std::unordered_map<JobId, uint64_t> moves_by_job_;
+  TimeUs last_now_ = 0;  // latest time seen (pool events carry none)
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The Python driver API (`import hmpmd`) against a real controller and two
+hmpmd-worker processes on loopback: futures chained across workers, wait-any,
+a failing kernel raising with its message, cancellation, timeouts, bad calls,
+and that waits release the GIL. Every process started here is stopped here,
+by PID. Usage: client_test.py BIN_DIR PYTHON_MODULE_DIR"""
+import os
+import sys
+import threading
+import unittest
+
+BIN, MODULE_DIR = sys.argv[1], sys.argv[2]
+sys.path.insert(0, MODULE_DIR)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hmpmd  # noqa: E402
+from cluster import Cluster  # noqa: E402
+
+TIMEOUT_MS = 30000
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = Cluster(BIN, workers=2).__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def connect(self, session):
+        return hmpmd.Client.connect(self.cluster.endpoint, session=session,
+                                    connect_timeout_ms=TIMEOUT_MS)
+
+    def test_futures_chain_across_workers(self):
+        with self.connect("chain") as c:
+            a = c.create_actor("a", kind="actor", devices=1)
+            b = c.create_actor("b", kind="actor", devices=1)
+            self.assertEqual((a.name, a.kind, a.devices), ("a", "actor", 1))
+            x = a.call("scale", args={"n": 8, "factor": 2.0}, label="x")
+            w = a.call("scale", args={"n": 8, "factor": 3.0}, label="w")
+            y = b.call("add", inputs=[x, w], label="y")  # on b's device, reads x and w from a's
+            z = c.submit("scale", args={"factor": 0.5}, inputs=[y], core="vector", label="z")
+            self.assertEqual((x.label, y.label, z.label), ("x", "y", "z"))
+            xs = memoryview(x.get(TIMEOUT_MS)[0]).tolist()
+            ws = memoryview(w.get(TIMEOUT_MS)[0]).tolist()
+            self.assertEqual(ws, [1.5 * v for v in xs])
+            out = y.get(TIMEOUT_MS)
+            self.assertEqual(len(out), 1)
+            self.assertEqual(out[0].dtype, "f32")
+            self.assertEqual(out[0].shape, [8])
+            self.assertEqual(len(out[0].data), 32)
+            ys = [a + b for a, b in zip(xs, ws)]
+            self.assertEqual(memoryview(out[0]).tolist(), ys)
+            self.assertEqual(memoryview(z.get(TIMEOUT_MS)[0]).tolist(), [0.5 * v for v in ys])
+            self.assertTrue(z.ready)
+            self.assertEqual(y.output_bytes, 32)
+            job = c.job
+            # Where each ran, as the controller recorded it.
+            tasks = self.cluster.get(f"/api/v1/jobs/{job}/tasks")["tasks"]
+            device = {t["id"]: t["device"] for t in tasks if "device" in t}
+            self.assertNotEqual(device["x"], device["y"], tasks)
+        self.assertEqual(self.cluster.get(f"/api/v1/jobs/{job}")["state"], "succeeded")
+
+    def test_submit_graph_and_wait_any(self):
+        with self.connect("graph") as c:
+            slow, fast = c.submit_graph([hmpmd.Call("sleep", args={"us": 3_000_000}),
+                                         hmpmd.Call("noop", label="fast")])
+            self.assertEqual(fast.label, "fast")
+            self.assertEqual(c.wait_any([slow, fast], timeout_ms=TIMEOUT_MS), 1)
+            self.assertFalse(slow.ready)
+            fast.wait(TIMEOUT_MS)
+            slow.wait(TIMEOUT_MS)
+            self.assertEqual(c.wait_any([slow, fast]), 0)  # both ready: the lowest index
+
+    def test_failing_kernel_raises_with_its_message(self):
+        c = self.connect("fails")
+        bad = c.submit("spin", args={"us": -1}, label="bad")
+        after = c.submit("noop", inputs=[bad], label="after")
+        with self.assertRaises(hmpmd.TaskFailed) as e:
+            bad.wait(TIMEOUT_MS)
+        self.assertIn("spin: argument 'us' must be a number", str(e.exception))
+        self.assertNotIn("\n", str(e.exception))
+        with self.assertRaises(hmpmd.TaskFailed):
+            after.get(TIMEOUT_MS)  # an input failed
+        with self.assertRaises(hmpmd.TaskFailed) as e:
+            c.close()  # the session's job failed
+        self.assertIn("spin: argument 'us'", str(e.exception))
+        with self.assertRaises(hmpmd.TaskFailed):
+            c.close()  # idempotent: the same outcome
+
+    def test_cancel_and_timeout(self):
+        c = self.connect("cancel")
+        long = c.submit("sleep", args={"us": 20_000_000}, label="long")
+        dependent = c.submit("noop", inputs=[long], label="dependent")
+        with self.assertRaises(hmpmd.Timeout) as e:
+            long.wait(timeout_ms=50)
+        self.assertIsInstance(e.exception, TimeoutError)
+        c.cancel(long)
+        with self.assertRaises(hmpmd.Cancelled):
+            long.wait(TIMEOUT_MS)
+        with self.assertRaises(hmpmd.Error):
+            dependent.wait(TIMEOUT_MS)
+        c.cancel(long)  # already ended: a no-op
+        with self.assertRaises(hmpmd.Error):
+            c.close()
+
+    def test_wait_releases_the_gil(self):
+        c = self.connect("gil")
+        long = c.submit("sleep", args={"us": 20_000_000})
+        waiter = threading.Thread(target=lambda: self.assertRaises(hmpmd.Error, long.wait))
+        waiter.start()
+        # This thread runs Python while the other waits in C++; with the GIL
+        # held there, it could run only once the wait had ended.
+        total = sum(range(200_000))
+        self.assertTrue(waiter.is_alive())
+        self.assertFalse(long.ready)
+        self.assertEqual(total, 199_999 * 100_000)
+        c.cancel(long)
+        waiter.join(timeout=TIMEOUT_MS / 1000)
+        self.assertFalse(waiter.is_alive())
+        with self.assertRaises(hmpmd.TaskFailed):
+            c.close()  # the cancelled task fails the session's job
+
+    def test_bad_calls_raise_at_once(self):
+        with self.connect("bad") as c:
+            with self.assertRaises(hmpmd.InvalidArgument) as e:
+                c.submit("noop", args={"x": [1, 2]})
+            self.assertIn("args['x']", str(e.exception))
+            self.assertIsInstance(e.exception, ValueError)
+            with self.assertRaises(hmpmd.InvalidArgument):
+                c.submit("noop", core="gpu")
+            with self.assertRaises(hmpmd.InvalidArgument):
+                c.submit("")
+            with self.assertRaises(hmpmd.InvalidArgument):
+                c.create_actor("x", kind="wizard")
+            c.create_actor("dup")
+            with self.assertRaises(hmpmd.Error):
+                c.create_actor("dup")
+            c.submit("noop").wait(TIMEOUT_MS)
+
+    def test_unreachable_controller_raises_unavailable(self):
+        with self.assertRaises(hmpmd.Unavailable):
+            hmpmd.Client.connect("tcp://127.0.0.1:1", connect_timeout_ms=300)
+
+    def test_buffer_is_bytes_and_memoryview(self):
+        b = hmpmd.Buffer(b"\x01\x00\x00\x00\x02\x00\x00\x00", [2], "i32")
+        self.assertEqual(b.data, b"\x01\x00\x00\x00\x02\x00\x00\x00")
+        self.assertEqual(memoryview(b).tolist(), [1, 2])
+        self.assertTrue(memoryview(b).readonly)
+        self.assertEqual(memoryview(hmpmd.Buffer(b"abc", [5], "f32")).tolist(), [97, 98, 99])
+        self.assertIn("i32", repr(b))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)

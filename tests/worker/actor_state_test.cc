@@ -1,0 +1,118 @@
+// ActorState (named buffers of one sub-model), ActorStates (a worker's
+// states by job and sub-model) and KernelArgs::state().
+#include "hmpmd/worker/actor_state.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "actor_states.h"
+#include "hmpmd/worker/kernel_args.h"
+
+namespace hmpmd::worker {
+namespace {
+
+Buffer Int64Buffer(int64_t v) {
+  Buffer b;
+  b.dtype = "i64";
+  b.shape = {1};
+  b.data.resize(sizeof v);
+  std::memcpy(b.data.data(), &v, sizeof v);
+  return b;
+}
+
+int64_t Int64Of(const Buffer& b) {
+  int64_t v = 0;
+  if (b.data.size() == sizeof v) std::memcpy(&v, b.data.data(), sizeof v);
+  return v;
+}
+
+TEST(ActorStateTest, PutGetEraseAndBytes) {
+  ActorState state;
+  EXPECT_EQ(state.Get("w"), nullptr);
+  state.Put("w", Int64Buffer(3));
+  state.Put("v", Int64Buffer(4));
+  ASSERT_NE(state.Get("w"), nullptr);
+  EXPECT_EQ(Int64Of(*state.Get("w")), 3);
+  EXPECT_EQ(state.Get("w")->dtype, "i64");
+  EXPECT_EQ(state.bytes(), 16u);
+  EXPECT_EQ(state.Names(), (std::vector<std::string>{"v", "w"}));
+
+  std::shared_ptr<const Buffer> before = state.Get("w");
+  state.Put("w", Int64Buffer(5));  // replaces; the old snapshot is unchanged
+  EXPECT_EQ(Int64Of(*before), 3);
+  EXPECT_EQ(Int64Of(*state.Get("w")), 5);
+  EXPECT_EQ(state.bytes(), 16u);
+
+  EXPECT_TRUE(state.Erase("w"));
+  EXPECT_FALSE(state.Erase("w"));
+  EXPECT_EQ(state.Get("w"), nullptr);
+  EXPECT_EQ(Int64Of(*before), 3);
+  EXPECT_EQ(state.bytes(), 8u);
+}
+
+TEST(ActorStateTest, UpdateIsAtomicAcrossThreads) {
+  ActorState state;
+  constexpr int kThreads = 4, kEach = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&state] {
+      for (int i = 0; i < kEach; ++i) {
+        state.Update("n", [](Buffer& b) { b = Int64Buffer(Int64Of(b) + 1); });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(Int64Of(*state.Get("n")), kThreads * kEach);
+}
+
+TEST(ActorStateTest, UpdateThatThrowsStoresNothing) {
+  ActorState state;
+  state.Put("n", Int64Buffer(1));
+  EXPECT_THROW(state.Update("n",
+                            [](Buffer& b) {
+                              b = Int64Buffer(99);
+                              throw std::runtime_error("no");
+                            }),
+               std::runtime_error);
+  EXPECT_EQ(Int64Of(*state.Get("n")), 1);
+  EXPECT_THROW(state.Update("m", [](Buffer&) { throw std::runtime_error("no"); }),
+               std::runtime_error);
+  EXPECT_EQ(state.Get("m"), nullptr);
+}
+
+TEST(ActorStatesTest, KeyedByJobAndSubmodelAndFreedWithTheJob) {
+  ActorStates states;
+  states.For(1, "actor")->Put("w", Int64Buffer(7));
+  EXPECT_EQ(Int64Of(*states.For(1, "actor")->Get("w")), 7);
+  EXPECT_EQ(states.For(1, "learner")->Get("w"), nullptr);
+  EXPECT_EQ(states.For(2, "actor")->Get("w"), nullptr);
+  EXPECT_EQ(states.size(), 3u);
+
+  std::shared_ptr<ActorState> held = states.For(1, "actor");
+  EXPECT_EQ(states.FreeJob(1), 2u);
+  EXPECT_EQ(states.FreeJob(1), 0u);
+  EXPECT_EQ(states.size(), 1u);
+  EXPECT_EQ(Int64Of(*held->Get("w")), 7);                // a holder keeps its snapshot
+  EXPECT_EQ(states.For(1, "actor")->Get("w"), nullptr);  // a fresh state afterwards
+}
+
+TEST(KernelArgsStateTest, ThrowsWithoutAProviderAndUsesOneWhenGiven) {
+  Args raw;
+  KernelArgs bare(raw);
+  EXPECT_THROW(bare.state(), std::logic_error);
+
+  struct Fixed final : ActorStateProvider {
+    ActorState& Get() const override { return state; }
+    mutable ActorState state;
+  } provider;
+  KernelArgs args(raw, nullptr, &provider);
+  args.state().Put("x", Int64Buffer(2));
+  EXPECT_EQ(Int64Of(*provider.state.Get("x")), 2);
+}
+
+}  // namespace
+}  // namespace hmpmd::worker

@@ -1,0 +1,85 @@
+// ActorState: named buffers a sub-model keeps on a worker between its tasks.
+//
+// Thread-safety: thread-safe; every member may be called from any lane at
+// once (one mutex guards the map). Buffers handed out by Get() are
+// immutable snapshots that stay valid after a later Put() or Erase().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hmpmd/worker/buffer.h"
+#include "hmpmd/worker/export.h"
+
+namespace hmpmd::worker {
+
+/// The state of one sub-model (an actor in Ray's sense) on one worker: a
+/// map from names to Buffers, e.g. the weights and their version.
+///
+/// A worker keeps one ActorState per (job, sub-model) it has run tasks of;
+/// a kernel reaches the one of its task through KernelArgs::state(). Later
+/// tasks of the same sub-model of the same job that run on this worker see
+/// what earlier ones stored, whatever lane they run on. The state is freed
+/// when the controller frees or cancels the job. It lives in the worker's
+/// memory and does not count against the object store's cap (memory_mb);
+/// it is not replicated: if the worker dies, its actor states are gone.
+///
+/// @code
+///   // A kernel that loads weights into its actor, and one that uses them.
+///   worker.RegisterKernel("load", [](const hmpmd::worker::KernelArgs& args,
+///                                    std::span<const hmpmd::worker::Buffer> inputs) {
+///     if (inputs.empty()) throw std::invalid_argument("load: needs the weights");
+///     args.state().Put("weights", inputs[0]);
+///     return std::vector<hmpmd::worker::Buffer>{};
+///   });
+///   worker.RegisterKernel("infer", [](const hmpmd::worker::KernelArgs& args,
+///                                     std::span<const hmpmd::worker::Buffer>) {
+///     std::shared_ptr<const hmpmd::worker::Buffer> w = args.state().Get("weights");
+///     if (w == nullptr) throw std::runtime_error("infer: no weights loaded on this worker");
+///     return std::vector<hmpmd::worker::Buffer>{*w};
+///   });
+///   // Read-modify-write under the state's lock, e.g. a version counter:
+///   //   args.state().Update("version", [](hmpmd::worker::Buffer& b) { ... });
+/// @endcode
+class HMPMD_WORKER_EXPORT ActorState {
+ public:
+  ActorState() = default;
+  ActorState(const ActorState&) = delete;
+  ActorState& operator=(const ActorState&) = delete;
+
+  /// Stores `value` under `name`, replacing what was there.
+  void Put(std::string name, Buffer value);
+
+  /// The buffer stored under `name`, or nullptr when there is none. The
+  /// snapshot stays valid (and unchanged) after a later Put() or Erase().
+  std::shared_ptr<const Buffer> Get(std::string_view name) const;
+
+  /// Removes `name`; returns false when it was absent.
+  bool Erase(std::string_view name);
+
+  /// Runs `fn` on the buffer under `name` (an empty Buffer, dtype "f32" and
+  /// no shape, when absent) while holding the state's lock, then stores the
+  /// result: a read-modify-write no other lane interleaves with. `fn` must
+  /// not call this ActorState. If `fn` throws, nothing is stored and the
+  /// exception propagates.
+  void Update(std::string name, const std::function<void(Buffer&)>& fn);
+
+  /// The names stored, sorted.
+  std::vector<std::string> Names() const;
+
+  /// Bytes of data held (the sum of the buffers' data sizes).
+  uint64_t bytes() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Buffer>, std::less<>> values_;  // guarded by mu_
+  uint64_t bytes_ = 0;                                                        // guarded by mu_
+};
+
+}  // namespace hmpmd::worker
