@@ -22,9 +22,10 @@
 //    a dead device leaves its sets, and a set left empty while it has work
 //    takes a free device (or shares one with another set).
 // Every change after admission is recorded as a DeviceMove.
-// Cost: O(1) per task event; placement scans at most scan_limit available
-// cores before scanning the set's own devices, and a set found full is not
-// scanned again until a core is released.
+// Cost: O(1) per task event and per placement: each set keeps a list of its
+// cores that may have capacity, fed by releases (OnReleased), so placement
+// never scans the pool or the set; rebalancing scans the donors' devices
+// once per core kind and set until a core is released or time moves on.
 // Thread-safety: not thread-safe; owned by the policy (scheduler thread).
 #pragma once
 
@@ -77,6 +78,8 @@ class DeviceShare {
   void OnPlaced(const TaskView& task);
 
   // --- pool events ---
+  // A task left `core`: the sets holding its device may use it again.
+  void OnReleased(CoreId core, const ResourcePool& pool);
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool);
   void OnDeviceRemoved(DeviceId device, const ResourcePool& pool);
 
@@ -108,7 +111,10 @@ class DeviceShare {
     bool spans = false;  // asked for the whole pool: overlaps the others
     std::vector<DeviceId> devices;
     std::vector<uint32_t> slot;  // per device: index in devices + 1; 0: not in it
-    double total_us = 0;         // estimated work of all its runs
+    // Per core kind: cores of its devices that may have capacity (every
+    // one that has is here; stale entries are dropped when looked at).
+    std::array<std::vector<CoreId>, kNumCoreKinds> free;
+    double total_us = 0;  // estimated work of all its runs
     double placed_us = 0;
     double ready_us = 0;
     int64_t ready = 0;  // runs ready now
@@ -134,13 +140,16 @@ class DeviceShare {
   // Lays out sets [first, end) of `js` on the alive devices.
   void Layout(JobShare& js, size_t first, const ResourcePool& pool);
   void CountTasks(JobShare& js);
-  void Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d);
-  void Erase(JobShare& js, uint32_t sm, DeviceId d);
+  void Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d, const ResourcePool& pool);
+  void Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d);
   void Record(JobId job, DeviceId d, int32_t from, int32_t to);
   // A device that no set of `js` holds, or the one fewest of its sets hold.
   DeviceId SpareDevice(const JobShare& js, const ResourcePool& pool) const;
-  Placement Earliest(const Set& set, const TaskView& task, CoreKind kind,
-                     const ResourcePool& pool) const;
+  // A core of `kind` with capacity on a device of the set that runs the
+  // task, from the set's free list.
+  Placement Earliest(Set& set, const TaskView& task, CoreKind kind, const ResourcePool& pool) const;
+  // Refills a set's free list of `kind` from its devices.
+  void RebuildFree(Set& set, CoreKind kind, const ResourcePool& pool) const;
   // Moves an idle device of another sub-model into `sm`; returns it or
   // UINT32_MAX.
   DeviceId Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
@@ -150,6 +159,8 @@ class DeviceShare {
   DeviceShareOptions options_;
   std::unordered_map<JobId, JobShare> jobs_;
   std::vector<uint32_t> claims_;  // per device: sets (of all jobs) holding it
+  // Per device: the (job, sub-model) sets holding it.
+  std::vector<std::vector<std::pair<JobId, uint32_t>>> holders_;
   std::vector<DeviceMove> moves_;
   uint64_t move_count_ = 0;
   std::unordered_map<JobId, uint64_t> moves_by_job_;

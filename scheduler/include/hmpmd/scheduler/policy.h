@@ -76,6 +76,8 @@ class Policy {
   virtual void OnPlaced(const TaskView& /*task*/, CoreId /*core*/) {}
   // A run became ready (each gang member on its own; a retry again).
   virtual void OnReady(const TaskView& /*task*/) {}
+  // A task left `core` (done, failed, cancelled, or a gang taken back).
+  virtual void OnReleased(CoreId /*core*/, const ResourcePool& /*pool*/) {}
   // A device joined the pool or died (after the pool counts it).
   virtual void OnDeviceAdded(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
   virtual void OnDeviceRemoved(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
