@@ -14,14 +14,6 @@ bool Usable(const TaskView& task, DeviceId d, const ResourcePool& pool) {
   return task.input_bytes > 0 || !pool.MemoryFull(d);
 }
 
-// True when no task runs or waits on any core of the device.
-bool Idle(DeviceId d, const ResourcePool& pool) {
-  for (CoreId c : pool.device(d).cores) {
-    if (pool.core(c).queued > 0) return false;
-  }
-  return true;
-}
-
 // Free devices grouped by node, for choosing sets that span few nodes.
 struct NodeFree {
   uint32_t node = 0;
@@ -71,6 +63,7 @@ const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {
 }
 
 void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
+  pool_ = &pool;
   JobShare& js = jobs_[job.id];
   js = JobShare{};
   js.run = &job;
@@ -196,8 +189,19 @@ void DeviceShare::Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d) {
   // Its cores stay in the free list until looked at.
 }
 
-void DeviceShare::OnReleased(CoreId core, const ResourcePool& pool) {
+void DeviceShare::OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) {
   const DeviceId d = pool.core(core).device;
+  if (run != kNoRun) {
+    auto it = jobs_.find(job);
+    if (it != jobs_.end()) {
+      const JobGraph& g = *it->second.run->graph;
+      const uint32_t sm = g.task(run % g.size()).submodel;
+      if (sm < it->second.sets.size()) {
+        Set& set = it->second.sets[sm];
+        if (d < set.running.size() && set.running[d] > 0) --set.running[d];
+      }
+    }
+  }
   if (d >= holders_.size()) return;
   const size_t kind = static_cast<size_t>(pool.core(core).kind);
   for (const auto& [job, sm] : holders_[d]) {
@@ -250,7 +254,7 @@ void DeviceShare::OnReady(const TaskView& task) {
   set.ready_us += js.run->est_us[task.index];
 }
 
-void DeviceShare::OnPlaced(const TaskView& task) {
+void DeviceShare::OnPlaced(const TaskView& task, CoreId core) {
   auto it = jobs_.find(task.job);
   if (it == jobs_.end()) return;
   JobShare& js = it->second;
@@ -260,6 +264,10 @@ void DeviceShare::OnPlaced(const TaskView& task) {
   set.ready = std::max<int64_t>(0, set.ready - 1);
   set.ready_us = std::max(0.0, set.ready_us - est);
   set.placed_us += est;
+  if (pool_ == nullptr || core >= pool_->core_count()) return;
+  const DeviceId d = pool_->core(core).device;
+  if (set.running.size() <= d) set.running.resize(d + 1, 0);
+  ++set.running[d];
 }
 
 DeviceId DeviceShare::SpareDevice(const JobShare& js, const ResourcePool& pool) const {
@@ -454,7 +462,7 @@ DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind k
         continue;
       }
       if (d < js.moved_at.size() && now - js.moved_at[d] < dwell) continue;
-      if (!Idle(d, pool)) continue;
+      if (d < l.running.size() && l.running[d] > 0) continue;  // a run of l is there
       pick = d;
       if (pool.device(d).desc.node == home) break;  // stays near the set
     }

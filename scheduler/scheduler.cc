@@ -266,7 +266,7 @@ void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
 
 void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
   pool_.Release(rec.core, rec.est_us, now);
-  policy_->OnReleased(rec.core, pool_);
+  policy_->OnReleased(job.id, static_cast<uint32_t>(&rec - job.runs.data()), rec.core, pool_);
   --job.running;
 }
 
@@ -580,7 +580,7 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
     if (p.kind != Placement::Kind::kPlaced) {
       for (const auto& [run, core, est] : placed_) {
         pool_.Release(core, est, now);
-        policy_->OnReleased(core, pool_);
+        policy_->OnReleased(job.id, kNoRun, core, pool_);
       }
       if (p.kind == Placement::Kind::kInfeasible) {
         p.reason = g.Describe(m) + ": cannot be placed: " + p.reason;

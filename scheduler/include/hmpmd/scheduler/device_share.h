@@ -11,8 +11,8 @@
 //    its set; sub-models with devices = 0 run anywhere.
 // 2. Rebalancing (elastic sub-models only): when a task of sub-model W finds
 //    no free core in its set, a device moves to W from sub-model L of the
-//    same job when L has no ready work, a device of L is idle (no task runs
-//    on it, so no task of L either), and W's backlog (estimated ready and
+//    same job when L has no ready work and no task of L runs on one of its
+//    devices, and W's backlog (estimated ready and
 //    blocked work not yet placed) per device after the move is still above
 //    L's. Hysteresis: a moved device stays min_dwell_us; a set that gave a
 //    device receives none for min_dwell_us and one that received gives none
@@ -75,11 +75,12 @@ class DeviceShare {
 
   // --- task events ---
   void OnReady(const TaskView& task);
-  void OnPlaced(const TaskView& task);
+  void OnPlaced(const TaskView& task, CoreId core);
 
   // --- pool events ---
-  // A task left `core`: the sets holding its device may use it again.
-  void OnReleased(CoreId core, const ResourcePool& pool);
+  // Run `run` of `job` (kNoRun: a gang member taken back) left `core`: the
+  // sets holding its device may use it again.
+  void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool);
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool);
   void OnDeviceRemoved(DeviceId device, const ResourcePool& pool);
 
@@ -114,7 +115,8 @@ class DeviceShare {
     // Per core kind: cores of its devices that may have capacity (every
     // one that has is here; stale entries are dropped when looked at).
     std::array<std::vector<CoreId>, kNumCoreKinds> free;
-    double total_us = 0;  // estimated work of all its runs
+    std::vector<uint32_t> running;  // per device: its runs there now
+    double total_us = 0;            // estimated work of all its runs
     double placed_us = 0;
     double ready_us = 0;
     int64_t ready = 0;  // runs ready now
@@ -164,7 +166,8 @@ class DeviceShare {
   std::vector<DeviceMove> moves_;
   uint64_t move_count_ = 0;
   std::unordered_map<JobId, uint64_t> moves_by_job_;
-  TimeUs last_now_ = 0;  // latest time seen (pool events carry none)
+  TimeUs last_now_ = 0;                 // latest time seen (pool events carry none)
+  const ResourcePool* pool_ = nullptr;  // the scheduler's, seen at AddJob
 };
 
 }  // namespace hmpmd
