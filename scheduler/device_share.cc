@@ -14,14 +14,6 @@ bool Usable(const TaskView& task, DeviceId d, const ResourcePool& pool) {
   return task.input_bytes > 0 || !pool.MemoryFull(d);
 }
 
-// True when no task runs or waits on any core of the device.
-bool Idle(DeviceId d, const ResourcePool& pool) {
-  for (CoreId c : pool.device(d).cores) {
-    if (pool.core(c).queued > 0) return false;
-  }
-  return true;
-}
-
 // Free devices grouped by node, for choosing sets that span few nodes.
 struct NodeFree {
   uint32_t node = 0;
@@ -71,6 +63,7 @@ const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {
 }
 
 void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
+  pool_ = &pool;
   JobShare& js = jobs_[job.id];
   js = JobShare{};
   js.run = &job;
@@ -150,23 +143,24 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
     if (set.want >= alive) {
       set.spans = true;
       for (DeviceId d = 0; d < pool.device_count(); ++d) {
-        if (pool.device(d).alive) Insert(id, js, s, d);
+        if (pool.device(d).alive) Insert(id, js, s, d, pool);
       }
       continue;
     }
     std::vector<DeviceId> got = PickDevices(nodes, target, claims_);
-    for (DeviceId d : got) Insert(id, js, s, d);
+    for (DeviceId d : got) Insert(id, js, s, d, pool);
     if (got.size() < target) {
       // The pool is full: the rest overlaps other sets of the job.
       std::vector<NodeFree> again = free_nodes(&set);
       for (DeviceId d : PickDevices(again, target - static_cast<uint32_t>(got.size()), claims_)) {
-        Insert(id, js, s, d);
+        Insert(id, js, s, d, pool);
       }
     }
   }
 }
 
-void DeviceShare::Insert(JobId /*job*/, JobShare& js, uint32_t sm, DeviceId d) {
+void DeviceShare::Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d,
+                         const ResourcePool& pool) {
   Set& set = js.sets[sm];
   if (set.slot.size() <= d) set.slot.resize(d + 1, 0);
   if (set.slot[d] != 0) return;
@@ -174,10 +168,14 @@ void DeviceShare::Insert(JobId /*job*/, JobShare& js, uint32_t sm, DeviceId d) {
   set.slot[d] = static_cast<uint32_t>(set.devices.size());
   if (claims_.size() <= d) claims_.resize(d + 1, 0);
   ++claims_[d];
-  for (Set::Full& f : set.full) f.at = -1;
+  if (holders_.size() <= d) holders_.resize(d + 1);
+  holders_[d].push_back({job, sm});
+  for (CoreId c : pool.device(d).cores) {
+    set.free[static_cast<size_t>(pool.core(c).kind)].push_back(c);
+  }
 }
 
-void DeviceShare::Erase(JobShare& js, uint32_t sm, DeviceId d) {
+void DeviceShare::Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d) {
   Set& set = js.sets[sm];
   if (d >= set.slot.size() || set.slot[d] == 0) return;
   uint32_t i = set.slot[d] - 1;
@@ -187,6 +185,45 @@ void DeviceShare::Erase(JobShare& js, uint32_t sm, DeviceId d) {
   set.devices.pop_back();
   set.slot[d] = 0;
   --claims_[d];
+  std::erase(holders_[d], std::pair<JobId, uint32_t>{job, sm});
+  // Its cores stay in the free list until looked at.
+}
+
+void DeviceShare::OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) {
+  const DeviceId d = pool.core(core).device;
+  if (run != kNoRun) {
+    auto it = jobs_.find(job);
+    if (it != jobs_.end()) {
+      const JobGraph& g = *it->second.run->graph;
+      const uint32_t sm = g.task(run % g.size()).submodel;
+      if (sm < it->second.sets.size()) {
+        Set& set = it->second.sets[sm];
+        if (d < set.running.size() && set.running[d] > 0) --set.running[d];
+      }
+    }
+  }
+  if (d >= holders_.size()) return;
+  const size_t kind = static_cast<size_t>(pool.core(core).kind);
+  for (const auto& [job, sm] : holders_[d]) {
+    auto it = jobs_.find(job);
+    if (it == jobs_.end() || sm >= it->second.sets.size()) continue;
+    Set& set = it->second.sets[sm];
+    set.free[kind].push_back(core);
+    // Releases of cores that stayed free pile up: compact now and then.
+    if (set.free[kind].size() > 4 * pool.device(d).cores.size() * set.devices.size() + 64) {
+      RebuildFree(set, static_cast<CoreKind>(kind), pool);
+    }
+  }
+}
+
+void DeviceShare::RebuildFree(Set& set, CoreKind kind, const ResourcePool& pool) const {
+  std::vector<CoreId>& list = set.free[static_cast<size_t>(kind)];
+  list.clear();
+  for (DeviceId d : set.devices) {
+    for (CoreId c : pool.device(d).cores) {
+      if (pool.core(c).kind == kind && pool.HasCapacity(c)) list.push_back(c);
+    }
+  }
 }
 
 void DeviceShare::Record(JobId job, DeviceId d, int32_t from, int32_t to) {
@@ -199,7 +236,10 @@ void DeviceShare::RemoveJob(JobId job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   for (uint32_t s = 0; s < it->second.sets.size(); ++s) {
-    for (DeviceId d : it->second.sets[s].devices) --claims_[d];
+    for (DeviceId d : it->second.sets[s].devices) {
+      --claims_[d];
+      std::erase(holders_[d], std::pair<JobId, uint32_t>{job, s});
+    }
   }
   jobs_.erase(it);
 }
@@ -214,7 +254,7 @@ void DeviceShare::OnReady(const TaskView& task) {
   set.ready_us += js.run->est_us[task.index];
 }
 
-void DeviceShare::OnPlaced(const TaskView& task) {
+void DeviceShare::OnPlaced(const TaskView& task, CoreId core) {
   auto it = jobs_.find(task.job);
   if (it == jobs_.end()) return;
   JobShare& js = it->second;
@@ -224,6 +264,10 @@ void DeviceShare::OnPlaced(const TaskView& task) {
   set.ready = std::max<int64_t>(0, set.ready - 1);
   set.ready_us = std::max(0.0, set.ready_us - est);
   set.placed_us += est;
+  if (pool_ == nullptr || core >= pool_->core_count()) return;
+  const DeviceId d = pool_->core(core).device;
+  if (set.running.size() <= d) set.running.resize(d + 1, 0);
+  ++set.running[d];
 }
 
 DeviceId DeviceShare::SpareDevice(const JobShare& js, const ResourcePool& pool) const {
@@ -255,7 +299,7 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
       uint32_t target = std::max(set.want, set.floor);
       if (set.want == 0 || set.devices.size() >= target) continue;
       if (set.spans) {
-        Insert(id, js, s, device);
+        Insert(id, js, s, device, pool);
         Record(id, device, kNoSubmodel, static_cast<int32_t>(s));
         continue;
       }
@@ -266,7 +310,7 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
       }
     }
     if (best >= 0) {
-      Insert(id, js, static_cast<uint32_t>(best), device);
+      Insert(id, js, static_cast<uint32_t>(best), device, pool);
       Record(id, device, kNoSubmodel, static_cast<int32_t>(best));
     }
   }
@@ -277,11 +321,11 @@ void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
     for (uint32_t s = 0; s < js.sets.size(); ++s) {
       Set& set = js.sets[s];
       if (device >= set.slot.size() || set.slot[device] == 0) continue;
-      Erase(js, s, device);
+      Erase(id, js, s, device);
       Record(id, device, static_cast<int32_t>(s), kNoSubmodel);
       if (set.devices.empty() && set.Backlog() > 0 && pool.alive_device_count() > 0) {
         DeviceId d = SpareDevice(js, pool);
-        Insert(id, js, s, d);
+        Insert(id, js, s, d, pool);
         Record(id, d, kNoSubmodel, static_cast<int32_t>(s));
       }
     }
@@ -310,23 +354,25 @@ uint64_t DeviceShare::MoveCount(JobId job) const {
   return it == moves_by_job_.end() ? 0 : it->second;
 }
 
-Placement DeviceShare::Earliest(const Set& set, const TaskView& task, CoreKind kind,
+Placement DeviceShare::Earliest(Set& set, const TaskView& task, CoreKind kind,
                                 const ResourcePool& pool) const {
-  // The pool's available cores, earliest to drain first: the first member
-  // wins. Past scan_limit, the set's own devices are cheaper to look at.
-  uint32_t scanned = 0;
-  bool cut = false;
-  for (const auto& [busy_until, core] : pool.available(kind)) {
-    if (scanned++ == options_.scan_limit) {
-      cut = true;
-      break;
+  // The most recently freed core first; entries that lost capacity or left
+  // the set go. Cores the task cannot use (kernel, full store) are skipped
+  // for scan_limit entries, then the set's devices are looked at directly.
+  std::vector<CoreId>& list = set.free[static_cast<size_t>(kind)];
+  uint32_t skipped = 0;
+  for (size_t i = list.size(); i-- > 0;) {
+    const CoreId c = list[i];
+    const DeviceId d = pool.core(c).device;
+    if (d >= set.slot.size() || set.slot[d] == 0 || !pool.HasCapacity(c)) {
+      list[i] = list.back();
+      list.pop_back();
+      continue;
     }
-    DeviceId d = pool.core(core).device;
-    if (d < set.slot.size() && set.slot[d] != 0 && Usable(task, d, pool)) {
-      return Placement::Placed(core);
-    }
+    if (Usable(task, d, pool)) return Placement::Placed(c);
+    if (++skipped == options_.scan_limit) break;
   }
-  if (!cut) return Placement::RetryLater();
+  if (skipped < options_.scan_limit) return Placement::RetryLater();
   CoreId best = kNoCore;
   for (DeviceId d : set.devices) {
     if (!Usable(task, d, pool)) continue;
@@ -352,9 +398,10 @@ Placement DeviceShare::Place(const TaskView& task, CoreKind kind, const Resource
     // one comes back, from an idle sub-model or shared.
     if (Rebalance(task.job, js, sm, kind, pool, now) == kNoDevice) {
       DeviceId d = SpareDevice(js, pool);
-      Insert(task.job, js, sm, d);
+      Insert(task.job, js, sm, d, pool);
       Record(task.job, d, kNoSubmodel, static_cast<int32_t>(sm));
     }
+    for (Set::Full& f : set.full) f.at = -1;
   }
   // Locality: the device of its largest input, when it is in the set and a
   // core of the kind there is free now (communication: has room).
@@ -415,13 +462,13 @@ DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind k
         continue;
       }
       if (d < js.moved_at.size() && now - js.moved_at[d] < dwell) continue;
-      if (!Idle(d, pool)) continue;
+      if (d < l.running.size() && l.running[d] > 0) continue;  // a run of l is there
       pick = d;
       if (pool.device(d).desc.node == home) break;  // stays near the set
     }
     if (pick == kNoDevice) continue;
-    Erase(js, s, pick);
-    Insert(job, js, sm, pick);
+    Erase(job, js, s, pick);
+    Insert(job, js, sm, pick, pool);
     if (js.moved_at.size() <= pick) js.moved_at.resize(pick + 1, kNever);
     js.moved_at[pick] = now;
     l.gave_at = now;

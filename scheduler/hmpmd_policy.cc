@@ -44,8 +44,8 @@ void HmpmdPolicy::OnJobRemoved(JobId job) {
   share_.RemoveJob(job);
 }
 
-void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId /*core*/) {
-  share_.OnPlaced(task);
+void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId core) {
+  share_.OnPlaced(task, core);
   auto it = shares_.find(task.job);
   if (it != shares_.end()) it->second.placed_us += task.est_us;
 }

@@ -280,6 +280,7 @@ void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
 
 void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
   pool_.Release(rec.core, rec.est_us, now);
+  policy_->OnReleased(job.id, static_cast<uint32_t>(&rec - job.runs.data()), rec.core, pool_);
   --job.running;
 }
 
@@ -608,7 +609,10 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
       }
     }
     if (p.kind != Placement::Kind::kPlaced) {
-      for (const auto& [run, core, est] : placed_) pool_.Release(core, est, now);
+      for (const auto& [run, core, est] : placed_) {
+        pool_.Release(core, est, now);
+        policy_->OnReleased(job.id, kNoRun, core, pool_);
+      }
       if (p.kind == Placement::Kind::kInfeasible) {
         p.reason = g.Describe(m) + ": cannot be placed: " + p.reason;
       }

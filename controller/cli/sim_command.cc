@@ -30,6 +30,7 @@ struct SimArgs {
   bool json = false;
   std::string trace_file;
   uint64_t seed = 1;
+  bool pinned = false;  // elastic: false on the job
 };
 
 // Reads `obj[key]` as a number into `out` when present; names the field.
@@ -116,6 +117,7 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
     spec = ParseJobSpec(*text);
   }
   if (!spec.ok()) return Status::InvalidArgument(a.workload + ": " + spec.status().message());
+  if (a.pinned) spec->elastic = false;
   auto graph = JobGraph::Build(std::move(spec).value());
   if (!graph.ok()) return Status::InvalidArgument(a.workload + ": " + graph.status().message());
   return graph;
@@ -224,6 +226,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--pool", args->pool_file, "Pool spec (JSON)")->excludes(devices);
   sub->add_option("--policy", args->policy, "One policy (hmpmd, fifo, spmd-1f1b); default all");
   sub->add_flag("--json", args->json, "Print one JSON object, one entry per policy");
+  sub->add_flag("--pinned", args->pinned,
+                "Pin every sub-model's device set (as \"elastic\": false on the job)");
   sub->add_option("--trace", args->trace_file,
                   "Write the simulated schedule as a Chrome trace (FILE.POLICY.json for several)");
   sub->add_option("--seed", args->seed, "Seed of the built-in generators")->capture_default_str();

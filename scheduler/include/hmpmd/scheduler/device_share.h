@@ -11,8 +11,8 @@
 //    its set; sub-models with devices = 0 run anywhere.
 // 2. Rebalancing (elastic sub-models only): when a task of sub-model W finds
 //    no free core in its set, a device moves to W from sub-model L of the
-//    same job when L has no ready work, a device of L is idle (no task runs
-//    on it, so no task of L either), and W's backlog (estimated ready and
+//    same job when L has no ready work and no task of L runs on one of its
+//    devices, and W's backlog (estimated ready and
 //    blocked work not yet placed) per device after the move is still above
 //    L's. Hysteresis: a moved device stays min_dwell_us; a set that gave a
 //    device receives none for min_dwell_us and one that received gives none
@@ -22,9 +22,10 @@
 //    a dead device leaves its sets, and a set left empty while it has work
 //    takes a free device (or shares one with another set).
 // Every change after admission is recorded as a DeviceMove.
-// Cost: O(1) per task event; placement scans at most scan_limit available
-// cores before scanning the set's own devices, and a set found full is not
-// scanned again until a core is released.
+// Cost: O(1) per task event and per placement: each set keeps a list of its
+// cores that may have capacity, fed by releases (OnReleased), so placement
+// never scans the pool or the set; rebalancing scans the donors' devices
+// once per core kind and set until a core is released or time moves on.
 // Thread-safety: not thread-safe; owned by the policy (scheduler thread).
 #pragma once
 
@@ -74,9 +75,12 @@ class DeviceShare {
 
   // --- task events ---
   void OnReady(const TaskView& task);
-  void OnPlaced(const TaskView& task);
+  void OnPlaced(const TaskView& task, CoreId core);
 
   // --- pool events ---
+  // Run `run` of `job` (kNoRun: a gang member taken back) left `core`: the
+  // sets holding its device may use it again.
+  void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool);
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool);
   void OnDeviceRemoved(DeviceId device, const ResourcePool& pool);
 
@@ -108,7 +112,11 @@ class DeviceShare {
     bool spans = false;  // asked for the whole pool: overlaps the others
     std::vector<DeviceId> devices;
     std::vector<uint32_t> slot;  // per device: index in devices + 1; 0: not in it
-    double total_us = 0;         // estimated work of all its runs
+    // Per core kind: cores of its devices that may have capacity (every
+    // one that has is here; stale entries are dropped when looked at).
+    std::array<std::vector<CoreId>, kNumCoreKinds> free;
+    std::vector<uint32_t> running;  // per device: its runs there now
+    double total_us = 0;            // estimated work of all its runs
     double placed_us = 0;
     double ready_us = 0;
     int64_t ready = 0;  // runs ready now
@@ -134,13 +142,16 @@ class DeviceShare {
   // Lays out sets [first, end) of `js` on the alive devices.
   void Layout(JobShare& js, size_t first, const ResourcePool& pool);
   void CountTasks(JobShare& js);
-  void Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d);
-  void Erase(JobShare& js, uint32_t sm, DeviceId d);
+  void Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d, const ResourcePool& pool);
+  void Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d);
   void Record(JobId job, DeviceId d, int32_t from, int32_t to);
   // A device that no set of `js` holds, or the one fewest of its sets hold.
   DeviceId SpareDevice(const JobShare& js, const ResourcePool& pool) const;
-  Placement Earliest(const Set& set, const TaskView& task, CoreKind kind,
-                     const ResourcePool& pool) const;
+  // A core of `kind` with capacity on a device of the set that runs the
+  // task, from the set's free list.
+  Placement Earliest(Set& set, const TaskView& task, CoreKind kind, const ResourcePool& pool) const;
+  // Refills a set's free list of `kind` from its devices.
+  void RebuildFree(Set& set, CoreKind kind, const ResourcePool& pool) const;
   // Moves an idle device of another sub-model into `sm`; returns it or
   // UINT32_MAX.
   DeviceId Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
@@ -150,10 +161,13 @@ class DeviceShare {
   DeviceShareOptions options_;
   std::unordered_map<JobId, JobShare> jobs_;
   std::vector<uint32_t> claims_;  // per device: sets (of all jobs) holding it
+  // Per device: the (job, sub-model) sets holding it.
+  std::vector<std::vector<std::pair<JobId, uint32_t>>> holders_;
   std::vector<DeviceMove> moves_;
   uint64_t move_count_ = 0;
   std::unordered_map<JobId, uint64_t> moves_by_job_;
-  TimeUs last_now_ = 0;  // latest time seen (pool events carry none)
+  TimeUs last_now_ = 0;                 // latest time seen (pool events carry none)
+  const ResourcePool* pool_ = nullptr;  // the scheduler's, seen at AddJob
 };
 
 }  // namespace hmpmd

@@ -48,6 +48,9 @@ class HmpmdPolicy final : public Policy {
   void OnPlaced(const TaskView& task, CoreId core) override;
   void OnJobGrown(const JobRun& job, const ResourcePool& pool) override;
   void OnReady(const TaskView& task) override { share_.OnReady(task); }
+  void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) override {
+    share_.OnReleased(job, run, core, pool);
+  }
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override {
     share_.OnDeviceAdded(device, pool);
   }

@@ -39,6 +39,8 @@ struct TaskView {
 
 struct JobRun;
 
+inline constexpr uint32_t kNoRun = UINT32_MAX;
+
 // The outcome of one placement attempt: a value, not an error.
 struct Placement {
   enum class Kind { kPlaced, kRetryLater, kInfeasible };
@@ -76,6 +78,10 @@ class Policy {
   virtual void OnPlaced(const TaskView& /*task*/, CoreId /*core*/) {}
   // A run became ready (each gang member on its own; a retry again).
   virtual void OnReady(const TaskView& /*task*/) {}
+  // Run `run` of `job` left `core` (done, failed, cancelled); kNoRun: a
+  // gang member proposed and taken back before OnPlaced.
+  virtual void OnReleased(JobId /*job*/, uint32_t /*run*/, CoreId /*core*/,
+                          const ResourcePool& /*pool*/) {}
   // A device joined the pool or died (after the pool counts it).
   virtual void OnDeviceAdded(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
   virtual void OnDeviceRemoved(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
