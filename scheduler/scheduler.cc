@@ -568,6 +568,12 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
       if (taken(pool_.core(p.core).device)) {
         p = EarliestCore(v, pool_.core(p.core).kind, pool_, [&](DeviceId d) { return !taken(d); });
       }
+      // Members start together: none waits in a queue that drains later
+      // than the lookahead, holding the others' lanes in the collective.
+      if (p.kind == Placement::Kind::kPlaced && pool_.core(p.core).queued > 0 &&
+          pool_.core(p.core).busy_until > now + static_cast<TimeUs>(pool_.options().lookahead_us)) {
+        p = Placement::RetryLater();
+      }
     }
     if (p.kind != Placement::Kind::kPlaced) {
       for (const auto& [run, core, est] : placed_) pool_.Release(core, est, now);
