@@ -1,6 +1,7 @@
 #include "hmpmd/scheduler/hmpmd_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "hmpmd/scheduler/scheduler.h"
 
@@ -12,7 +13,16 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
   // Pure rank starves shallow work that became ready earlier (later MoE
   // layers' all-to-alls pile up at the end); pure arrival order ignores the
   // critical path.
-  double p = task.rank_us - static_cast<double>(task.ready_at);
+  double p = std::floor(task.rank_us - static_cast<double>(task.ready_at));
+  // Ties (within 1 us) go to the producers of one gang together, by the
+  // gang's index: a gang starts when its last input is done, so producers
+  // of several gangs (the shards before each MoE chunk's all-to-all) that
+  // run interleaved would make every gang wait for the slowest chunk.
+  uint32_t gang = kNoGroup;
+  if (task.task != nullptr && task.graph != nullptr) {
+    for (uint32_t c : task.task->consumers) gang = std::min(gang, task.graph->task(c).group);
+  }
+  if (gang != kNoGroup) p -= static_cast<double>(gang % 1024 + 1) / 1025.0;
   if (shares_.size() > 1) {
     auto it = shares_.find(task.job);
     if (it != shares_.end()) {
