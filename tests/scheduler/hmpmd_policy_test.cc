@@ -226,6 +226,27 @@ TEST_F(HmpmdPolicyTest, GangMembersShareTheLongestTail) {
   EXPECT_DOUBLE_EQ(job.rank_us[0], 10 + job.est_us[2] + 1000);
 }
 
+TEST_F(HmpmdPolicyTest, ComputeGoesBesideRunningCommunication) {
+  // The send runs on d1's vector core; the compute task, free to go
+  // anywhere, takes d1's cube core so the two overlap there, not d0's.
+  Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
+  s.AddDevice(Device("d0", 1, 0));
+  s.AddDevice(Device("d1", 1, 1));
+  auto comm =
+      test::BuildGraph(SpecBuilder().Add(TaskBuilder("send", "send").Vector().Bytes(8 << 20)));
+  auto compute = test::BuildGraph(SpecBuilder().Add(TaskBuilder("x").Us(100)));
+  ASSERT_TRUE(s.AddJob(comm, 0).ok());
+  std::vector<Dispatch> out;
+  s.Schedule(0, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].device, 1u);
+  ASSERT_TRUE(s.AddJob(compute, 10).ok());
+  out.clear();
+  s.Schedule(10, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].device, 1u) << "beside the send, though d0's cube core is free too";
+}
+
 TEST_F(HmpmdPolicyTest, HigherRankAcrossJobsGoesFirst) {
   Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
   s.AddDevice(Device("one", 1));
