@@ -297,7 +297,8 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   ++job.done;
   const JobGraph& g = *job.graph;
   uint32_t index = run % g.size();
-  cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start));
+  cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start),
+                pool_.core(rec.core).device);
   uint32_t base = run - index;
   // Each input was read once more; the last read frees it on its worker.
   for (uint32_t in : g.task(index).inputs) {
@@ -473,7 +474,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   rec.state = TaskState::kRunning;
   rec.attempt = attempt;
   rec.core = core;
-  rec.est_us = static_cast<float>(cost_.Estimate(*v.spec, kind));
+  rec.est_us = static_cast<float>(cost_.Estimate(*v.spec, kind, device));
   rec.dispatched = now;
   pool_.Assign(core, rec.est_us, now);
   ++job.running;
@@ -602,7 +603,8 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
       return p;
     }
     // Release() later gets the same estimate back.
-    double est = static_cast<float>(cost_.Estimate(*v.spec, pool_.core(p.core).kind));
+    double est = static_cast<float>(
+        cost_.Estimate(*v.spec, pool_.core(p.core).kind, pool_.core(p.core).device));
     pool_.Assign(p.core, est, now);
     placed_.push_back({base + m, p.core, est});
   }

@@ -279,6 +279,36 @@ TEST_F(SchedulerTest, AGangMemberDoesNotQueueBehindALongTask) {
       << ids.size();
 }
 
+TEST_F(SchedulerTest, LearnsEachDevicesSpeedFromTheDurationsItSees) {
+  Make();
+  sched_->AddDevice(Device("fast", 1, 0));
+  sched_->AddDevice(Device("slow", 1, 0));
+  SpecBuilder b;
+  for (int i = 0; i < 40; ++i) b.Add(TaskBuilder("g" + std::to_string(i), "gemm").Flops(2e7));
+  JobId job = Add(b);
+  // The slow device takes 2.5x as long as the fast one for the same gemm.
+  VirtualLoop loop(sched_.get(), [&](JobId j, uint32_t run) -> TimeUs {
+    DeviceId d = sched_->pool().core(Job(j).runs[run].core).device;
+    return d == 0 ? 1000 : 2500;
+  });
+  loop.RunToIdle();
+  ASSERT_EQ(Job(job).state, JobState::kSucceeded);
+  const CostModel& cost = sched_->cost_model();
+  EXPECT_NEAR(cost.DeviceFactor(1) / cost.DeviceFactor(0), 2.5, 0.1);
+  // The next placement on the slow device carries the longer estimate, so
+  // the pool sees it drain later.
+  JobId next = Add(SpecBuilder()
+                       .Add(TaskBuilder("x", "gemm").Flops(2e7))
+                       .Add(TaskBuilder("y", "gemm").Flops(2e7)));
+  std::vector<Dispatch> out = ScheduleAt(loop.now());
+  ASSERT_EQ(out.size(), 2u);
+  for (const Dispatch& d : out) {
+    double est = Job(next).runs[d.run].est_us;
+    EXPECT_NEAR(est, d.device == 0 ? 1000 : 2500, d.device == 0 ? 60 : 150)
+        << "device " << d.device;
+  }
+}
+
 TEST_F(SchedulerTest, AddJobRejectsACoreKindNoDeviceHas) {
   Make();
   sched_->AddDevice(Device("cube-only", 2, 0));
