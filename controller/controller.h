@@ -47,13 +47,15 @@ struct ControllerOptions {
   uint32_t worker_timeout_ms = 5000;
   // Scheduling policy (PolicyNames()). Default: hmpmd.
   std::string policy = "hmpmd";
-  // Live defaults: up to 64 tasks queued per core while the queued
-  // estimated work stays under 200 us, which hides the dispatch round trip
-  // for tiny tasks and leaves long ones to the scheduler's judgement.
+  // Live defaults: up to 64 tasks queued per core while the estimated work
+  // waiting behind the running task stays under 200 us, which hides the
+  // dispatch round trip: for tiny tasks, and for a long task's successor,
+  // which starts as soon as the long one ends.
   SchedulerOptions scheduler = [] {
     SchedulerOptions o;
     o.pool.max_queue_per_core = 64;
     o.pool.lookahead_us = 200;
+    o.pool.lookahead_waiting_only = true;
     return o;
   }();
   SpecLimits spec_limits;

@@ -18,6 +18,12 @@ double SizeOf(const TaskSpec& t) {
   return t.cost.flops + bytes + ArgNumber(t.args, "n", 0);
 }
 
+// Compute whose time follows the device's speed: not a timer (spin,
+// sleep), not communication (its time follows the links).
+bool ScalesWithDevice(const TaskSpec& t) {
+  return t.kernel != "spin" && t.kernel != "sleep" && !IsCommKernel(t.kernel) && !t.collective;
+}
+
 }  // namespace
 
 uint64_t CostModel::BucketKey(const TaskSpec& task) {
@@ -51,14 +57,44 @@ double CostModel::Estimate(const TaskSpec& t, CoreKind kind) const {
 void CostModel::Observe(const TaskSpec& t, double duration_us) {
   if (!(duration_us >= 0)) return;  // also rejects NaN
   Ewma& e = calibrated_[BucketKey(t)];
-  e.mean = e.samples == 0 ? duration_us
-                          : e.mean + options_.ewma_alpha * (duration_us - e.mean);
+  e.mean = e.samples == 0 ? duration_us : e.mean + options_.ewma_alpha * (duration_us - e.mean);
   ++e.samples;
 }
 
 uint64_t CostModel::Samples(const TaskSpec& t) const {
   auto it = calibrated_.find(BucketKey(t));
   return it == calibrated_.end() ? 0 : it->second.samples;
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+double CostModel::DeviceFactor(uint32_t device) const {
+  return device < device_factor_.size() ? device_factor_[device] : 1.0;
+}
+
+double CostModel::Estimate(const TaskSpec& t, CoreKind kind, uint32_t device) const {
+  double us = Estimate(t, kind);
+  return ScalesWithDevice(t) ? std::max(1.0, us * DeviceFactor(device)) : us;
+}
+
+void CostModel::Observe(const TaskSpec& t, double duration_us, uint32_t device) {
+  if (!(duration_us >= 0)) return;  // also rejects NaN
+  if (!ScalesWithDevice(t)) {
+    Observe(t, duration_us);
+    return;
+  }
+  if (device >= device_factor_.size()) device_factor_.resize(device + 1, 1.0);
+  double& factor = device_factor_[device];
+  auto it = calibrated_.find(BucketKey(t));
+  if (it != calibrated_.end() && it->second.mean > 0) {
+    // This device against the calibrated mean (other devices' samples
+    // divided by their factors).
+    factor += options_.ewma_alpha * (duration_us / it->second.mean - factor);
+    factor = std::max(factor, 1e-3);
+  }
+  Observe(t, duration_us / factor);
 }
 
 }  // namespace hmpmd

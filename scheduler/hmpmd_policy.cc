@@ -1,6 +1,7 @@
 #include "hmpmd/scheduler/hmpmd_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "hmpmd/scheduler/scheduler.h"
 
@@ -12,7 +13,16 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
   // Pure rank starves shallow work that became ready earlier (later MoE
   // layers' all-to-alls pile up at the end); pure arrival order ignores the
   // critical path.
-  double p = task.rank_us - static_cast<double>(task.ready_at);
+  double p = std::floor(task.rank_us - static_cast<double>(task.ready_at));
+  // Ties (within 1 us) go to the producers of one gang together, by the
+  // gang's index: a gang starts when its last input is done, so producers
+  // of several gangs (the shards before each MoE chunk's all-to-all) that
+  // run interleaved would make every gang wait for the slowest chunk.
+  uint32_t gang = kNoGroup;
+  if (task.task != nullptr && task.graph != nullptr) {
+    for (uint32_t c : task.task->consumers) gang = std::min(gang, task.graph->task(c).group);
+  }
+  if (gang != kNoGroup) p -= static_cast<double>(gang % 1024 + 1) / 1025.0;
   if (shares_.size() > 1) {
     auto it = shares_.find(task.job);
     if (it != shares_.end()) {
@@ -46,8 +56,33 @@ void HmpmdPolicy::OnJobRemoved(JobId job) {
 
 void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId core) {
   share_.OnPlaced(task, core);
+  if (task.task != nullptr && task.task->is_comm) comm_cores_.insert(core);
   auto it = shares_.find(task.job);
   if (it != shares_.end()) it->second.placed_us += task.est_us;
+}
+
+// A core of `kind` free now on a device whose vector core runs
+// communication placed earlier (comm_cores_, pruned here as it drains), or
+// UINT32_MAX. Looks at kOverlapLook such devices at most.
+CoreId HmpmdPolicy::FreeCoreBesideComm(const TaskView& task, CoreKind kind,
+                                       const ResourcePool& pool, TimeUs now) {
+  int looked = 0;
+  for (auto it = comm_cores_.begin(); it != comm_cores_.end() && looked < kOverlapLook;) {
+    const ResourcePool::Core& comm = pool.core(*it);
+    const ResourcePool::Device& d = pool.device(comm.device);
+    if (!d.alive || comm.queued == 0 || comm.busy_until <= now) {
+      it = comm_cores_.erase(it);
+      continue;
+    }
+    ++looked;
+    ++it;
+    if (!pool.Supports(comm.device, task.kernel_id) || pool.MemoryFull(comm.device)) continue;
+    for (CoreId c : d.cores) {
+      const ResourcePool::Core& core = pool.core(c);
+      if (core.kind == kind && core.queued == 0 && core.busy_until <= now) return c;
+    }
+  }
+  return UINT32_MAX;
 }
 
 Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs now) {
@@ -57,6 +92,12 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
     kind = CoreKind::kVector;
   }
   if (share_.Constrained(task)) return share_.Place(task, kind, pool, now);
+  // Compute with no input data to fetch goes beside running communication
+  // when a core there is free: the two overlap on that device.
+  if (!task.task->is_comm && task.input_bytes == 0 && !comm_cores_.empty()) {
+    CoreId c = FreeCoreBesideComm(task, kind, pool, now);
+    if (c != UINT32_MAX) return Placement::Placed(c);
+  }
   if (task.input_device != UINT32_MAX) {
     DeviceId near = task.input_device;
     const ResourcePool::Device& d = pool.device(near);
@@ -83,13 +124,21 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
   // Locality: the device that holds the largest input wins while its core
   // drains no later than the earliest one plus the time fetching that
   // input would take.
-  Placement local =
-      EarliestCore(task, kind, pool, [&](DeviceId d) { return d == task.input_device; });
-  if (local.kind != Placement::Kind::kPlaced) return best;
+  // (The input device's own cores, not a scan of every available core.)
+  CoreId local = UINT32_MAX;
+  const DeviceId near = task.input_device;
+  if (pool.device(near).alive && pool.Supports(near, task.kernel_id) &&
+      !(task.input_bytes == 0 && pool.MemoryFull(near))) {
+    for (CoreId c : pool.device(near).cores) {
+      if (pool.core(c).kind != kind || !pool.HasCapacity(c)) continue;
+      if (local == UINT32_MAX || pool.core(c).busy_until < pool.core(local).busy_until) local = c;
+    }
+  }
+  if (local == UINT32_MAX) return best;
   const double fetch_us = static_cast<double>(task.input_bytes) / kFetchBytesPerUs;
-  if (static_cast<double>(pool.core(local.core).busy_until) <=
+  if (static_cast<double>(pool.core(local).busy_until) <=
       static_cast<double>(pool.core(best.core).busy_until) + fetch_us) {
-    return local;
+    return Placement::Placed(local);
   }
   return best;
 }

@@ -44,6 +44,7 @@ void ResourcePool::RemoveDevice(DeviceId id) {
     --alive_cores_[Index(c.kind)];
     c.queued = 0;
     c.queued_us = 0;
+    c.queue_us.clear();
   }
 }
 
@@ -74,7 +75,8 @@ bool ResourcePool::HasCapacity(CoreId id) const {
   const Core& c = cores_[id];
   if (!devices_[c.device].alive) return false;
   if (c.queued == 0) return true;
-  return c.queued < options_.max_queue_per_core && c.queued_us < options_.lookahead_us;
+  const double queued_us = options_.lookahead_waiting_only ? c.waiting_us() : c.queued_us;
+  return c.queued < options_.max_queue_per_core && queued_us < options_.lookahead_us;
 }
 
 void ResourcePool::Reindex(CoreId id, TimeUs old_key) {
@@ -89,6 +91,7 @@ void ResourcePool::Assign(CoreId id, double est_us, TimeUs now) {
   TimeUs old_key = c.busy_until;
   ++c.queued;
   c.queued_us += est_us;
+  c.queue_us.push_back(est_us);
   c.busy_us += est_us;
   c.busy_until = std::max(c.busy_until, now) + static_cast<TimeUs>(est_us);
   Reindex(id, old_key);
@@ -101,6 +104,11 @@ void ResourcePool::Release(CoreId id, double est_us, TimeUs now) {
   ++changes_;
   --c.queued;
   c.queued_us = c.queued == 0 ? 0 : std::max(0.0, c.queued_us - est_us);
+  // Tasks end in queue order; a cancelled one may leave from the middle.
+  auto it = std::find(c.queue_us.begin(), c.queue_us.end(), est_us);
+  if (it == c.queue_us.end()) it = c.queue_us.begin();
+  if (it != c.queue_us.end()) c.queue_us.erase(it);
+  if (c.queued == 0) c.queue_us.clear();
   // What is left in the queue starts now.
   c.busy_until = now + static_cast<TimeUs>(c.queued_us);
   Reindex(id, old_key);

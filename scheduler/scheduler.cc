@@ -158,13 +158,30 @@ void Scheduler::Prepare(const JobGraph& graph, JobRun* job) {
   // end of its step.
   job->rank_us.assign(graph.size(), 0);
   job->est_us.assign(graph.size(), 0);
+  // A gang's members start and end together, so each takes the longest
+  // tail among all members' consumers (else the members of one gang get
+  // different priorities and the gang waits for its lowest one). A pass
+  // sees the tails of members not yet reached from the pass before, so
+  // passes repeat until no rank moves (one pass without groups).
   const auto& topo = graph.topo_order();
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    double tail = 0;
-    for (uint32_t c : graph.task(*it).consumers) tail = std::max(tail, job->rank_us[c]);
-    const TaskSpec& t = graph.spec_task(*it);
-    job->est_us[*it] = cost_.Estimate(t, t.core);
-    job->rank_us[*it] = job->est_us[*it] + tail;
+  std::vector<double> group_tail(graph.groups().size(), 0);
+  for (int pass = 0; pass < 16; ++pass) {
+    bool moved = false;
+    for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+      double tail = 0;
+      for (uint32_t c : graph.task(*it).consumers) tail = std::max(tail, job->rank_us[c]);
+      const uint32_t group = graph.task(*it).group;
+      if (group != kNoGroup) {
+        group_tail[group] = std::max(group_tail[group], tail);
+        tail = group_tail[group];
+      }
+      const TaskSpec& t = graph.spec_task(*it);
+      job->est_us[*it] = cost_.Estimate(t, t.core);
+      double rank = job->est_us[*it] + tail;
+      moved = moved || rank != job->rank_us[*it];
+      job->rank_us[*it] = rank;
+    }
+    if (!moved || graph.groups().empty()) break;
   }
 }
 
@@ -211,11 +228,13 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
   v.rank_us = job.rank_us[v.index];
   v.kernel_id = job.kernel_ids[v.index];
   v.weight = g.spec().weight;
-  // Locality: the producer whose outputs are largest.
+  // Locality: the producer whose outputs are largest; where none has
+  // bytes, the first whose outputs' device is known.
   const uint32_t base = run - v.index;
   for (uint32_t in : v.task->inputs) {
     const TaskRecord& p = job.runs[base + in];
-    if (p.output_device != UINT32_MAX && p.output_bytes > v.input_bytes) {
+    if (p.output_device != UINT32_MAX &&
+        (p.output_bytes > v.input_bytes || v.input_device == UINT32_MAX)) {
       v.input_device = p.output_device;
       v.input_bytes = p.output_bytes;
     }
@@ -299,7 +318,8 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   ++job.done;
   const JobGraph& g = *job.graph;
   uint32_t index = run % g.size();
-  cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start));
+  cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start),
+                pool_.core(rec.core).device);
   uint32_t base = run - index;
   // Each input was read once more; the last read frees it on its worker.
   for (uint32_t in : g.task(index).inputs) {
@@ -490,7 +510,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   rec.state = TaskState::kRunning;
   rec.attempt = attempt;
   rec.core = core;
-  rec.est_us = static_cast<float>(cost_.Estimate(*v.spec, kind));
+  rec.est_us = static_cast<float>(cost_.Estimate(*v.spec, kind, device));
   rec.dispatched = now;
   pool_.Assign(core, rec.est_us, now);
   ++job.running;
@@ -607,6 +627,12 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
         p = EarliestCore(v, pool_.core(p.core).kind, pool_,
                          [&](DeviceId d) { return !taken(d) && policy_->Allows(v, d); });
       }
+      // Members start together: none waits in a queue that drains later
+      // than the lookahead, holding the others' lanes in the collective.
+      if (p.kind == Placement::Kind::kPlaced && pool_.core(p.core).queued > 0 &&
+          pool_.core(p.core).busy_until > now + static_cast<TimeUs>(pool_.options().lookahead_us)) {
+        p = Placement::RetryLater();
+      }
     }
     if (p.kind != Placement::Kind::kPlaced) {
       for (const auto& [run, core, est] : placed_) {
@@ -619,7 +645,8 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
       return p;
     }
     // Release() later gets the same estimate back.
-    double est = static_cast<float>(cost_.Estimate(*v.spec, pool_.core(p.core).kind));
+    double est = static_cast<float>(
+        cost_.Estimate(*v.spec, pool_.core(p.core).kind, pool_.core(p.core).device));
     pool_.Assign(p.core, est, now);
     placed_.push_back({base + m, p.core, est});
   }

@@ -131,7 +131,11 @@ Status Simulator::Run() {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
       Event ev = heap_.back();
       heap_.pop_back();
-      scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_);
+      // Its outputs stay on its device (no bytes: the simulation moves no
+      // data), where the policy may place their consumers.
+      if (scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_)) {
+        scheduler_->RecordOutput(ev.d.job, ev.d.run, ev.d.device, 0);
+      }
       ++events_;
     }
   }

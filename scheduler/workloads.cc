@@ -231,6 +231,7 @@ JobSpec RlWorkload(const RlOptions& o) {
       if (t >= o.staleness + 1) {
         r.inputs = {"bc" + std::to_string(t - o.staleness - 1) + "_" + std::to_string(a)};
       }
+      if (t > 0) r.inputs.push_back("roll" + std::to_string(t - 1) + "_" + std::to_string(a));
       job.tasks.push_back(Ordered(std::move(r), 2 * t));
       TaskSpec w = Compute("rw" + it + "_" + std::to_string(a), "reward", o.reward_us, a);
       w.inputs = {"roll" + it + "_" + std::to_string(a)};

@@ -182,5 +182,49 @@ TEST_F(CostModelTest, EstimateTracksAShiftInTheMachine) {
   EXPECT_NEAR(m.Estimate(t, CoreKind::kVector), 2000, 100);
 }
 
+TEST_F(CostModelTest, PerDeviceEstimatesConvergeOnEachDevicesSpeed) {
+  constexpr uint64_t kSeed = 7;
+  test::LogSeed("cost_devices", kSeed);
+  std::mt19937_64 rng(kSeed);
+  std::uniform_real_distribution<double> noise(-0.05, 0.05);
+  // Device 0 runs the gemm in 1000 us, device 1 (an older machine) in 2500;
+  // a second kernel only ever runs on device 0 at first.
+  TaskSpec gemm = TaskBuilder("g", "gemm").Flops(1e7);
+  TaskSpec add = TaskBuilder("a", "add").Flops(4e6);
+  const double kTrue[2] = {1000, 2500};
+  CostModel m = Model();
+  constexpr int kWarmup = 40, kRounds = 300;
+  for (int i = 0; i < kRounds; ++i) {
+    for (uint32_t d : {0u, 1u}) m.Observe(gemm, kTrue[d] * (1 + noise(rng)), d);
+    m.Observe(add, 400 * (1 + noise(rng)), 0);
+    if (i + 1 < kWarmup) continue;
+    for (uint32_t d : {0u, 1u}) {
+      double err = std::abs(m.Estimate(gemm, CoreKind::kCube, d) - kTrue[d]) / kTrue[d];
+      ASSERT_LT(err, 0.06) << "device " << d << " after " << i + 1 << " rounds";
+    }
+  }
+  EXPECT_NEAR(m.DeviceFactor(1) / m.DeviceFactor(0), 2.5, 0.15);
+  // What device 1 learnt from the gemm carries over to the other kernel.
+  EXPECT_NEAR(m.Estimate(add, CoreKind::kCube, 0), 400, 25);
+  EXPECT_NEAR(m.Estimate(add, CoreKind::kCube, 1), 1000, 80);
+  // A device that never reported keeps factor 1 (the per-kernel means).
+  EXPECT_DOUBLE_EQ(m.DeviceFactor(9), 1.0);
+}
+
+TEST_F(CostModelTest, TimersAndCommunicationDoNotMoveADevicesFactor) {
+  CostModel m = Model();
+  TaskSpec spin = TaskBuilder("s", "spin").Us(100);
+  TaskSpec send = TaskBuilder("x", "send").Bytes(1e6);
+  for (int i = 0; i < 50; ++i) {
+    m.Observe(spin, 100, 0);
+    m.Observe(spin, 300, 1);  // a loaded machine stretches timers; not its speed
+    m.Observe(send, 500, 0);
+    m.Observe(send, 900, 1);
+  }
+  EXPECT_DOUBLE_EQ(m.DeviceFactor(0), 1.0);
+  EXPECT_DOUBLE_EQ(m.DeviceFactor(1), 1.0);
+  EXPECT_DOUBLE_EQ(m.Estimate(spin, CoreKind::kCube, 1), m.Estimate(spin, CoreKind::kCube));
+}
+
 }  // namespace
 }  // namespace hmpmd

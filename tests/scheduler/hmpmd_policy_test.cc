@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,95 @@ TEST_F(HmpmdPolicyTest, CriticalPathFirstShortensTheMakespan) {
   Run("fifo", spec, {Device("d", 2)}, &fifo);
   EXPECT_EQ(hmpmd, 1010) << "head at 0, tail at 10";
   EXPECT_EQ(fifo, 1110) << "s1 and s2 first, head at 100, tail at 110";
+}
+
+TEST_F(HmpmdPolicyTest, ProducersOfOneGangGoTogetherWhateverTheListingOrder) {
+  // Two all-reduce gangs of 2, each fed by 2 shards of equal rank; the spec
+  // lists the shards interleaved. Running one gang's shards first lets that
+  // gang start while the other's shards compute.
+  JobSpec spec = SpecBuilder()
+                     .Add(TaskBuilder("a0").Us(100))
+                     .Add(TaskBuilder("b0").Us(100))
+                     .Add(TaskBuilder("a1").Us(100))
+                     .Add(TaskBuilder("b1").Us(100))
+                     .Add(TaskBuilder("ar_a0", "allreduce")
+                              .Vector()
+                              .Us(80)
+                              .Inputs({"a0"})
+                              .Collective("ga", "allreduce"))
+                     .Add(TaskBuilder("ar_a1", "allreduce")
+                              .Vector()
+                              .Us(80)
+                              .Inputs({"a1"})
+                              .Collective("ga", "allreduce"))
+                     .Add(TaskBuilder("ar_b0", "allreduce")
+                              .Vector()
+                              .Us(80)
+                              .Inputs({"b0"})
+                              .Collective("gb", "allreduce"))
+                     .Add(TaskBuilder("ar_b1", "allreduce")
+                              .Vector()
+                              .Us(80)
+                              .Inputs({"b1"})
+                              .Collective("gb", "allreduce"));
+  const std::vector<DeviceDesc> pool = {Device("d0", 1, 1), Device("d1", 1, 1)};
+  TimeUs hmpmd = 0, fifo = 0;
+  Run("hmpmd", spec, pool, &hmpmd);
+  ASSERT_GE(ids_.size(), 2u);
+  EXPECT_EQ(std::set<std::string>(ids_.begin(), ids_.begin() + 2),
+            (std::set<std::string>{"a0", "a1"}));
+  Run("fifo", spec, pool, &fifo);
+  EXPECT_EQ(hmpmd, 280) << "ga runs 100-180 under b0 and b1, gb 200-280";
+  EXPECT_EQ(fifo, 360) << "both gangs wait for the second pair of shards";
+}
+
+TEST_F(HmpmdPolicyTest, GangMembersShareTheLongestTail) {
+  // m0 feeds a 1000 us task, m1 a 10 us one; the gang ends together, so
+  // both members (and their producers) carry the longer tail.
+  Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
+  s.AddDevice(Device("d0", 1, 1));
+  s.AddDevice(Device("d1", 1, 1));
+  auto g = test::BuildGraph(SpecBuilder()
+                                .Add(TaskBuilder("p0").Us(10))
+                                .Add(TaskBuilder("p1").Us(10))
+                                .Add(TaskBuilder("m0", "allreduce")
+                                         .Vector()
+                                         .Us(5)
+                                         .Inputs({"p0"})
+                                         .Collective("g", "allreduce"))
+                                .Add(TaskBuilder("m1", "allreduce")
+                                         .Vector()
+                                         .Us(5)
+                                         .Inputs({"p1"})
+                                         .Collective("g", "allreduce"))
+                                .Add(TaskBuilder("long").Us(1000).Inputs({"m0"}))
+                                .Add(TaskBuilder("short").Us(10).Inputs({"m1"})));
+  JobId id = *s.AddJob(g, 0);
+  const JobRun& job = *s.job(id);
+  EXPECT_DOUBLE_EQ(job.rank_us[2], job.rank_us[3]);
+  EXPECT_DOUBLE_EQ(job.rank_us[0], job.rank_us[1]);
+  EXPECT_DOUBLE_EQ(job.rank_us[0], 10 + job.est_us[2] + 1000);
+}
+
+TEST_F(HmpmdPolicyTest, ComputeGoesBesideRunningCommunication) {
+  // The send runs on d1's vector core; the compute task, free to go
+  // anywhere, takes d1's cube core so the two overlap there, not d0's.
+  Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
+  s.AddDevice(Device("d0", 1, 0));
+  s.AddDevice(Device("d1", 1, 1));
+  auto comm =
+      test::BuildGraph(SpecBuilder().Add(TaskBuilder("send", "send").Vector().Bytes(8 << 20)));
+  auto compute = test::BuildGraph(SpecBuilder().Add(TaskBuilder("x").Us(100)));
+  ASSERT_TRUE(s.AddJob(comm, 0).ok());
+  std::vector<Dispatch> out;
+  s.Schedule(0, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].device, 1u);
+  ASSERT_TRUE(s.AddJob(compute, 10).ok());
+  out.clear();
+  s.Schedule(10, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].device, 1u) << "beside the send, though d0's cube core is free too";
 }
 
 TEST_F(HmpmdPolicyTest, HigherRankAcrossJobsGoesFirst) {

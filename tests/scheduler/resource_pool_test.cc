@@ -115,6 +115,48 @@ TEST_F(ResourcePoolTest, FirstTaskAlwaysFitsWhateverItsSize) {
   EXPECT_FALSE(pool.HasCapacity(CoreId{0})) << "no room beyond a task longer than the lookahead";
 }
 
+TEST_F(ResourcePoolTest, WaitingOnlyLookaheadQueuesOneTaskBehindALongOne) {
+  PoolOptions o = Deep(8, 150);
+  o.lookahead_waiting_only = true;
+  ResourcePool pool(o);
+  pool.AddDevice(Device("d", 1, 0));
+  pool.Assign(0, 1e6, 0);
+  EXPECT_DOUBLE_EQ(pool.core(0).waiting_us(), 0);
+  EXPECT_TRUE(pool.HasCapacity(CoreId{0})) << "nothing waits behind the running task";
+  pool.Assign(0, 100, 0);
+  EXPECT_DOUBLE_EQ(pool.core(0).waiting_us(), 100);
+  EXPECT_TRUE(pool.HasCapacity(CoreId{0})) << "100 us waiting, under 150";
+  pool.Assign(0, 100, 0);
+  EXPECT_FALSE(pool.HasCapacity(CoreId{0})) << "200 us waiting, over 150";
+  EXPECT_EQ(pool.core(0).busy_until, 1'000'200);
+  // The long task ends: the first 100 us task runs, the other one waits.
+  pool.Release(0, 1e6, 900'000);
+  EXPECT_DOUBLE_EQ(pool.core(0).waiting_us(), 100);
+  EXPECT_TRUE(pool.HasCapacity(CoreId{0}));
+  EXPECT_EQ(pool.core(0).busy_until, 900'200);
+}
+
+TEST_F(ResourcePoolTest, WaitingOnlyTracksTheRunningTaskWhenOneLeavesFromTheMiddle) {
+  PoolOptions o = Deep(8, 150);
+  o.lookahead_waiting_only = true;
+  ResourcePool pool(o);
+  pool.AddDevice(Device("d", 1, 0));
+  pool.Assign(0, 500, 0);
+  pool.Assign(0, 120, 0);
+  pool.Assign(0, 40, 0);
+  EXPECT_FALSE(pool.HasCapacity(CoreId{0})) << "160 us waiting";
+  // The 120 us task is cancelled from the middle: the 500 us one still runs.
+  pool.Release(0, 120, 10);
+  EXPECT_DOUBLE_EQ(pool.core(0).waiting_us(), 40);
+  EXPECT_TRUE(pool.HasCapacity(CoreId{0}));
+  pool.Release(0, 500, 500);
+  EXPECT_EQ(pool.core(0).queued, 1u);
+  EXPECT_DOUBLE_EQ(pool.core(0).waiting_us(), 0) << "the 40 us task runs now";
+  pool.Release(0, 40, 540);
+  EXPECT_EQ(pool.core(0).queued, 0u);
+  EXPECT_TRUE(pool.core(0).queue_us.empty());
+}
+
 TEST_F(ResourcePoolTest, AvailableIsOrderedByWhenCoresDrain) {
   ResourcePool pool(Deep(2, 1e9));
   pool.AddDevice(Device("d", 3, 0));

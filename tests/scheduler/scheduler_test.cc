@@ -232,6 +232,83 @@ TEST_F(SchedulerTest, DeeperQueuesPutSeveralTasksOnOneCore) {
   EXPECT_EQ(sched_->pool().core(out[0].core).queued, 3u);
 }
 
+TEST_F(SchedulerTest, WaitingOnlyLookaheadQueuesTheNextTaskBehindALongOne) {
+  opts_.pool.max_queue_per_core = 64;
+  opts_.pool.lookahead_us = 200;
+  opts_.pool.lookahead_waiting_only = true;
+  Make();
+  sched_->AddDevice(Device("d", 1, 0));
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("long").Us(3000))
+                      .Add(TaskBuilder("next").Us(1000))
+                      .Add(TaskBuilder("third").Us(1000)));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  ASSERT_EQ(out.size(), 2u) << "one task runs, one waits behind it; the third waits here";
+  EXPECT_EQ(TaskOf(job, out[0].run), "long");
+  EXPECT_EQ(sched_->pool().core(out[0].core).busy_until, 4000);
+  // The long one ends: the queued one runs, and the third queues behind it.
+  ASSERT_TRUE(sched_->OnTaskDone(job, out[0].run, 0, 0, 3000, 3000));
+  std::vector<Dispatch> next = ScheduleAt(3000);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(sched_->pool().core(next[0].core).queued, 2u);
+}
+
+TEST_F(SchedulerTest, AGangMemberDoesNotQueueBehindALongTask) {
+  opts_.pool.max_queue_per_core = 64;
+  opts_.pool.lookahead_us = 200;
+  opts_.pool.lookahead_waiting_only = true;
+  Make();
+  sched_->AddDevice(Device("d0", 0, 1));
+  sched_->AddDevice(Device("d1", 0, 1));
+  JobId job = Add(SpecBuilder()
+                      .Add(TaskBuilder("long").Vector().Us(5000))
+                      .Add(TaskBuilder("m0", "allreduce").Vector().Collective("g", "allreduce"))
+                      .Add(TaskBuilder("m1", "allreduce").Vector().Collective("g", "allreduce")));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  // Either the long task or the gang goes first; never a member queued
+  // behind the long task while its peer waits in the collective.
+  for (const Dispatch& d : out) {
+    if (TaskOf(job, d.run) == "long") continue;
+    EXPECT_EQ(sched_->pool().core(d.core).queued, 1u) << TaskOf(job, d.run) << " queued behind";
+  }
+  std::set<std::string> ids;
+  for (const Dispatch& d : out) ids.insert(TaskOf(job, d.run));
+  EXPECT_TRUE(ids == (std::set<std::string>{"long"}) ||
+              ids == (std::set<std::string>{"m0", "m1"}) ||
+              ids == (std::set<std::string>{"m0", "m1", "long"}))
+      << ids.size();
+}
+
+TEST_F(SchedulerTest, LearnsEachDevicesSpeedFromTheDurationsItSees) {
+  Make();
+  sched_->AddDevice(Device("fast", 1, 0));
+  sched_->AddDevice(Device("slow", 1, 0));
+  SpecBuilder b;
+  for (int i = 0; i < 40; ++i) b.Add(TaskBuilder("g" + std::to_string(i), "gemm").Flops(2e7));
+  JobId job = Add(b);
+  // The slow device takes 2.5x as long as the fast one for the same gemm.
+  VirtualLoop loop(sched_.get(), [&](JobId j, uint32_t run) -> TimeUs {
+    DeviceId d = sched_->pool().core(Job(j).runs[run].core).device;
+    return d == 0 ? 1000 : 2500;
+  });
+  loop.RunToIdle();
+  ASSERT_EQ(Job(job).state, JobState::kSucceeded);
+  const CostModel& cost = sched_->cost_model();
+  EXPECT_NEAR(cost.DeviceFactor(1) / cost.DeviceFactor(0), 2.5, 0.1);
+  // The next placement on the slow device carries the longer estimate, so
+  // the pool sees it drain later.
+  JobId next = Add(SpecBuilder()
+                       .Add(TaskBuilder("x", "gemm").Flops(2e7))
+                       .Add(TaskBuilder("y", "gemm").Flops(2e7)));
+  std::vector<Dispatch> out = ScheduleAt(loop.now());
+  ASSERT_EQ(out.size(), 2u);
+  for (const Dispatch& d : out) {
+    double est = Job(next).runs[d.run].est_us;
+    EXPECT_NEAR(est, d.device == 0 ? 1000 : 2500, d.device == 0 ? 60 : 150)
+        << "device " << d.device;
+  }
+}
+
 TEST_F(SchedulerTest, AddJobRejectsACoreKindNoDeviceHas) {
   Make();
   sched_->AddDevice(Device("cube-only", 2, 0));

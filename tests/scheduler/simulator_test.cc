@@ -123,6 +123,36 @@ TEST(Simulator, HmpmdOverlapsCommunicationSpmdDoesNot) {
   EXPECT_LT(h.metrics.makespan_s, s.metrics.makespan_s);
 }
 
+TEST(Simulator, CommunicationRunsOnTheDeviceThatProducedItsData) {
+  // c0 takes device 0's cube core, c1 device 1's; c1's send is ready first
+  // and belongs on device 1's vector core (its data is there), not on the
+  // lowest-numbered free one.
+  JobSpec spec = SpecBuilder()
+                     .Add(TaskBuilder("c0").Us(100))
+                     .Add(TaskBuilder("c1").Us(50))
+                     .Add(TaskBuilder("s0", "send").Vector().Bytes(1 << 20).Inputs({"c0"}))
+                     .Add(TaskBuilder("s1", "send").Vector().Bytes(1 << 20).Inputs({"c1"}));
+  {
+    const std::string policy = "hmpmd";
+    SimOptions o;
+    o.policy = policy;
+    o.pool = MakePoolSpec(2);
+    auto sim = Simulator::Create(o);
+    ASSERT_TRUE(sim.ok());
+    auto id = (*sim)->Submit(BuildGraph(spec));
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE((*sim)->Run().ok());
+    const JobRun& job = *(*sim)->scheduler().job(*id);
+    const ResourcePool& pool = (*sim)->scheduler().pool();
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(pool.core(job.runs[2 + i].core).device, pool.core(job.runs[i].core).device)
+          << "s" << i;
+      EXPECT_EQ(pool.core(job.runs[2 + i].core).kind, CoreKind::kVector);
+    }
+    EXPECT_NE(pool.core(job.runs[0].core).device, pool.core(job.runs[1].core).device);
+  }
+}
+
 TEST(Simulator, GangMembersStartAndEndTogether) {
   SpecBuilder b;
   b.Add(TaskBuilder("a", "spin").Us(100));

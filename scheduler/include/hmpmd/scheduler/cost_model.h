@@ -7,12 +7,19 @@
 // 2. Live, Observe() folds each measured duration into an exponentially
 //    weighted mean per (kernel, size bucket); once a bucket has a sample the
 //    estimate is that mean, so decisions follow the machine we run on.
+// 3. Per device, compute durations (not spin/sleep timers, not
+//    communication) over the calibrated mean of their bucket give the
+//    device's speed factor (an exponentially weighted mean, starting at 1):
+//    a worker on a slower machine gets longer estimates on every compute
+//    kernel, and its samples enter the per-kernel means divided by its
+//    factor, so they do not skew the estimates for the other devices.
 // Thread-safety: not thread-safe; owned by the scheduler's single thread.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/types.h"
@@ -49,6 +56,16 @@ class CostModel {
   // Samples seen for the task's bucket.
   uint64_t Samples(const TaskSpec& task) const;
 
+  // The estimate on `device`: Estimate() times the device's speed factor
+  // for compute kernels.
+  double Estimate(const TaskSpec& task, CoreKind kind, uint32_t device) const;
+  // Folds a duration measured on `device` into its speed factor and the
+  // task's bucket (see 3. above).
+  void Observe(const TaskSpec& task, double duration_us, uint32_t device);
+  // The device's speed factor: its compute durations over the calibrated
+  // means (1 until it has reported one).
+  double DeviceFactor(uint32_t device) const;
+
   const CostModelOptions& options() const { return options_; }
 
  private:
@@ -60,6 +77,7 @@ class CostModel {
 
   CostModelOptions options_;
   std::unordered_map<uint64_t, Ewma> calibrated_;
+  std::vector<double> device_factor_;  // by device id; 1 where unknown
 };
 
 }  // namespace hmpmd

@@ -6,7 +6,9 @@
 //    device run at the same time.
 // Algorithm:
 // 1. Order ready tasks by upward rank (own estimate plus the longest
-//    estimated path to a sink): the critical path goes first.
+//    estimated path to a sink): the critical path goes first. Members of a
+//    collective gang share the longest tail among them (they end
+//    together); ties go to the producers of one gang together.
 // 2. Communication kernels go to vector cores (where the pool has them), so
 //    they overlap compute on the cube cores; chunked MoE dispatch/combine
 //    then pipelines under the experts' compute.
@@ -20,6 +22,8 @@
 //    by moment. A sub-model with `devices` = N runs on a device set of N
 //    that DeviceShare lays out at admission and rebalances between the
 //    job's elastic sub-models as demand shifts (device_share.h).
+//    Compute with no input bytes to fetch first looks for a free core on
+//    a device whose vector core runs communication, so the two overlap.
 // 4. Collectives are placed as a gang by the engine (all members or none).
 // 5. Several jobs share the pool by weight: while more than one job is
 //    active, a task's priority drops by its job's virtual time, the
@@ -28,6 +32,7 @@
 // Thread-safety: not thread-safe; owned by the scheduler's thread.
 #pragma once
 
+#include <set>
 #include <unordered_map>
 
 #include "hmpmd/scheduler/device_share.h"
@@ -39,6 +44,8 @@ class HmpmdPolicy final : public Policy {
  public:
   // Peer-to-peer fetch bandwidth the locality rule assumes: 1 GB/s.
   static constexpr double kFetchBytesPerUs = 1000.0;
+  // Cores running communication that Place() looks beside for a free core.
+  static constexpr int kOverlapLook = 16;
 
   std::string_view Name() const override { return "hmpmd"; }
   double Priority(const TaskView& task) const override;
@@ -69,7 +76,12 @@ class HmpmdPolicy final : public Policy {
     double weight = 1;
     double placed_us = 0;  // estimated core time placed so far
   };
+  CoreId FreeCoreBesideComm(const TaskView& task, CoreKind kind, const ResourcePool& pool,
+                            TimeUs now);
   std::unordered_map<JobId, Share> shares_;
+  // Cores communication was placed on and may still run on (pruned lazily
+  // in Place).
+  std::set<CoreId> comm_cores_;
   double total_weight_ = 0;
   double cores_ = 1;
   DeviceShare share_;

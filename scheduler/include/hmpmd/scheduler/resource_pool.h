@@ -3,7 +3,8 @@
 // This is the mechanism: only the pool allocates (Assign) and frees
 // (Release) core time. Policies read it through const references.
 // A core "has capacity" while it is alive and its queue holds fewer than
-// max_queue_per_core tasks and less than lookahead_us of estimated work;
+// max_queue_per_core tasks and less than lookahead_us of estimated work
+// (with lookahead_waiting_only, work waiting behind the running task);
 // the pool keeps such cores of each kind ordered by when they drain, so the
 // earliest-free core is found in O(log cores).
 // Thread-safety: not thread-safe; owned by the scheduler's single thread.
@@ -49,6 +50,12 @@ struct PoolOptions {
   // (the running task's included) is below this, in us. Keeps deep queues
   // for tiny tasks only. Default: 0 (one task per core).
   double lookahead_us = 0;
+  // Count only the work waiting behind the running (oldest) task against
+  // lookahead_us, so a core running a long task still takes the next one
+  // and starts it without a dispatch round trip; the cost is that the next
+  // task is bound to that core before it frees. Default: false (the
+  // running task counts too; the simulator has no round trip to hide).
+  bool lookahead_waiting_only = false;
 };
 
 class ResourcePool {
@@ -61,6 +68,11 @@ class ResourcePool {
     double queued_us = 0;   // their estimated work
     TimeUs busy_until = 0;  // estimate of when the queue drains
     double busy_us = 0;     // estimated work assigned so far
+    // Estimates of the queued tasks in assignment order; the front one
+    // runs (a worker's lane runs its queue in order).
+    std::vector<double> queue_us;
+    // Estimated work waiting behind the running task.
+    double waiting_us() const { return queue_us.empty() ? 0 : queued_us - queue_us.front(); }
   };
   struct Device {
     DeviceDesc desc;

@@ -59,7 +59,9 @@ JobSpec MoeWorkload(const MoeOptions& o);
 // Asynchronous RL over `iterations`: actors produce rollouts of variable
 // length, a reward model scores them, learner shards update and all-reduce
 // gradients, weights are broadcast to the actors; a rollout of iteration t
-// uses weights of iteration t - 1 - staleness at the latest.
+// uses weights of iteration t - 1 - staleness at the latest, and follows
+// the same actor's rollout of iteration t - 1 (an actor steps its
+// environments in order).
 struct RlOptions {
   uint32_t devices = 384;
   uint32_t iterations = 4;
