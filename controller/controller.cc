@@ -95,6 +95,7 @@ void Controller::Run() {
       next_liveness_check_ = now + options_.heartbeat_ms * 1000;
     }
     ScheduleAndSend(now);
+    if (iteration_hook_) iteration_hook_(now);
     NotifyEndedJobs();
     if (writer_) writer_->Append(&store_pending_);
   }

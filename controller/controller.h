@@ -159,6 +159,10 @@ class Controller {
   void WhenWorkers(size_t n, std::function<void()> cb);
   // Sets (or clears, with nullptr) the one observer; it outlives its use.
   void SetObserver(ControllerObserver* o) { observer_ = o; }
+  // Sets (or clears) the function the loop calls once per iteration, after
+  // the scheduler ran and before ended jobs are reported (e.g. to publish
+  // snapshots for other threads). It must be cheap.
+  void SetIterationHook(std::function<void(TimeUs now)> hook) { iteration_hook_ = std::move(hook); }
   // Sends Shutdown to every live worker.
   void ShutdownWorkers(const std::string& reason);
 
@@ -217,6 +221,7 @@ class Controller {
   std::string body_scratch_;
   ControllerCounters counters_;
   ControllerObserver* observer_ = nullptr;
+  std::function<void(TimeUs)> iteration_hook_;
   TimeUs started_at_ = 0;
   TimeUs next_liveness_check_ = 0;
   std::unique_ptr<StoreWriter> writer_;     // null without a store

@@ -110,6 +110,14 @@ int main(int argc, char** argv) {
   app.add_option("--target", target,
                  "Send only this request target (e.g. /dashboard/style.css, which never reaches "
                  "the loop) instead of the mix");
+  HttpServerOptions ho;
+  app.add_option("--http-nice", ho.nice,
+                 "Nice value of the HTTP server threads (0: the process's priority)")
+      ->capture_default_str();
+  int snapshot_ms = 100;
+  app.add_option("--snapshot-ms", snapshot_ms,
+                 "Most the served pool, jobs and metrics lag behind the loop")
+      ->capture_default_str();
   std::string worker = HMPMD_WORKER_BIN;
   app.add_option("--worker", worker, "hmpmd-worker binary")->capture_default_str();
   app.add_flag("--smoke", smoke, "Small sizes, one run (for CI)");
@@ -131,13 +139,15 @@ int main(int argc, char** argv) {
     return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
   }
   Controller* c = &cluster.controller();
-  RestApi api(c, "", SpecLimits{});
+  RestApiOptions api_options;
+  api_options.snapshots.period = std::chrono::milliseconds(snapshot_ms);
+  api_options.formatter_nice = ho.nice;
+  RestApi api(c, "", SpecLimits{}, api_options);
   std::unique_ptr<HttpServer> server;
   EventFeed feed(
       c, EventFeedOptions{}, [&server](std::string chunk) { server->Broadcast(std::move(chunk)); },
       [&server] { return server->sse_client_count(); });
   api.SetEventFeed(&feed);
-  HttpServerOptions ho;
   ho.bind = "127.0.0.1:0";
   server = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
     api.Handle(std::move(req), std::move(reply));
@@ -172,8 +182,10 @@ int main(int argc, char** argv) {
   cluster.Stop();
 
   double q = bench::Summarise(quiet).median, l = bench::Summarise(loaded).median;
-  std::printf("bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s)\n", tasks,
-              runs);
+  std::printf(
+      "bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s); HTTP threads "
+      "at nice %d\n",
+      tasks, runs, ho.nice);
   std::printf("  without HTTP clients           %9.0f tasks/s\n", q);
   if (interval_ms > 0) std::printf("  each client pauses %d ms between requests\n", interval_ms);
   std::printf(
