@@ -48,10 +48,6 @@ json PoolJson(const Controller& c) {
           {"policy", std::string(c.scheduler().policy().Name())}};
 }
 
-// Snapshots at least this old are re-rendered while read, even with no
-// progress, for the slow counters (e.g. workers' dropped frames).
-constexpr int kMaxAgePeriods = 10;
-
 }  // namespace
 
 const std::shared_ptr<const std::string>* ApiSnapshot::Find(JobId id) const {
@@ -103,8 +99,10 @@ bool ApiSnapshots::LiveJobsChanged() const {
 uint64_t ApiSnapshots::Progress() const {
   const ControllerCounters& k = controller_->counters();
   // Monotonic counters: any change moves the sum.
-  return k.tasks_dispatched + k.tasks_finished + k.tasks_failed + k.stale_results +
-         controller_->dropped_frames();
+  uint64_t sum = k.tasks_dispatched + k.tasks_finished + k.tasks_failed + k.stale_results +
+                 controller_->dropped_frames();
+  for (const WorkerInfo& w : controller_->workers()) sum += w.dropped_frames;
+  return sum;
 }
 
 void ApiSnapshots::Observe(TimeUs now) {
@@ -134,9 +132,7 @@ void ApiSnapshots::Tick(TimeUs now) {
   const TimeUs period_us = options_.period.count() * 1000;
   const bool stale = published_epoch_ != epoch_.load(std::memory_order_relaxed);
   const bool dirty = dirty_since_.load(std::memory_order_relaxed) != 0;
-  const TimeUs age = now - published_at_;
-  if (stale || updated_full_ > 0 || (dirty && age >= period_us) ||
-      age >= kMaxAgePeriods * period_us) {
+  if (stale || updated_full_ > 0 || (dirty && now - published_at_ >= period_us)) {
     Publish(now);
   }
 }

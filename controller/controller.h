@@ -176,6 +176,8 @@ class Controller {
   const ControllerCounters& counters() const { return counters_; }
   uint64_t dropped_frames() const { return transport_.dropped(); }
   TimeUs started_at() const { return started_at_; }
+  // The store's writer thread; null without a store. Valid after Start().
+  const StoreWriter* store_writer() const { return writer_.get(); }
   const ControllerOptions& options() const { return options_; }
   // Monotonic microseconds; the time base of every record.
   static TimeUs NowUs();
