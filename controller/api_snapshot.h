@@ -12,7 +12,7 @@
 //  - Progress (counters, done/running, metrics) may be up to `period` old:
 //    the loop marks the snapshot dirty when progress moves, and a snapshot
 //    dirty for longer than `period` is not served either.
-//  - The loop renders only while someone reads (a read in the last period):
+//  - The loop renders only while someone reads (a read since it last rendered):
 //    an unwatched controller renders nothing but the cheap change checks.
 // Ended jobs never change, so their entries are rendered once and reused.
 //

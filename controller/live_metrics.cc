@@ -168,7 +168,10 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
       JobRun step_only = job;
       const uint64_t size = job.graph->size();
       for (uint64_t i = 0; i < step_only.runs.size(); ++i) {
-        if (i / size != job.step) step_only.runs[i].state = TaskState::kBlocked;
+        // Runs reloaded from a job store after a restart keep no core, so
+        // placement-based ratios cannot cover them: leave them out.
+        TaskRecord& rec = step_only.runs[i];
+        if (i / size != job.step || rec.core == kNoCore) rec.state = TaskState::kBlocked;
       }
       ScheduleMetrics m = ComputeMetrics(step_only, pool);
       // Spend at most ~2% of the loop on this: wait 50x what it cost.
