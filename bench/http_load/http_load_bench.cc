@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -182,6 +183,14 @@ int main(int argc, char** argv) {
   cluster.Stop();
 
   double q = bench::Summarise(quiet).median, l = bench::Summarise(loaded).median;
+  // Each run's pair, in order: on a shared machine the spread says how far
+  // to trust the medians.
+  std::string pairs;
+  for (size_t r = 0; r < quiet.size(); ++r) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%.0f/%.0f", r ? ", " : "", quiet[r], loaded[r]);
+    pairs += buf;
+  }
   std::printf(
       "bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s); HTTP threads "
       "at nice %d\n",
@@ -194,5 +203,6 @@ int main(int argc, char** argv) {
       clients, idle ? " (SCHED_IDLE)" : "", l, loaded_seconds > 0 ? requests / loaded_seconds : 0.0,
       static_cast<unsigned long long>(errors), static_cast<unsigned long long>(events));
   std::printf("  ratio loaded / quiet = %.3f   (goal >= 0.90)\n", l / q);
+  std::printf("  runs (quiet/loaded tasks/s): %s\n", pairs.c_str());
   return 0;
 }
