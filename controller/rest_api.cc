@@ -272,6 +272,8 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
       OffLoop([page, reply] { reply(Json(200, RenderTaskPage(*page))); });
       return;
     }
+    // The DAG walks the running step only: cheaper than copying the job.
+    if (rest == "dag") return reply(Json(200, SubmodelDagJson(*job).dump()));
     JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool)};
     return RenderOffLoop(std::move(copy), rest, req.query, reply);
   }

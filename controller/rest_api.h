@@ -10,8 +10,9 @@
 // loop renders at a bounded rate, without posting to the loop at all.
 // Whatever changes controller state, or reads a running job's tasks, is
 // posted to the loop, which answers through `reply`. Heavy bodies (task
-// pages, traces, DAGs) are copied out on the loop (an ended job once: it
-// never changes) and formatted on the RestApi's own formatting thread.
+// pages, traces; an ended job's DAG) are copied out on the loop (an ended
+// job once: it never changes) and formatted on the RestApi's own formatting
+// thread; a running job's DAG covers one step and is rendered on the loop.
 // Thread-safety: Handle() may be called from any thread.
 #pragma once
 
