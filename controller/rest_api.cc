@@ -35,6 +35,11 @@ bool IsRenderedOffLoop(const std::string& rest) {
   return rest == "tasks" || rest == "trace" || rest == "dag";
 }
 
+// Key of an ended job's rendered answer.
+std::string RenderedKey(uint64_t id, const std::string& rest, const std::string& query) {
+  return std::to_string(id) + "/" + rest + "?" + query;
+}
+
 // Sets the calling thread's nice value (Linux: per thread); best effort.
 void SetThreadNice(int nice) {
   if (nice != 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
@@ -197,10 +202,38 @@ bool RestApi::FromSnapshot(const ApiSnapshot& s, const HttpRequest& req, HttpRep
     return true;
   }
   if (!IsRenderedOffLoop(rest)) return false;
+  if (auto body = FindRendered(RenderedKey(id, rest, req.query))) {
+    reply(Json(200, *body));
+    return true;
+  }
   auto copy = FindEndedCopy(static_cast<JobId>(id));
   if (!copy) return false;
-  RenderOffLoop(std::move(*copy), rest, req.query, std::move(reply));
+  RenderOffLoop(std::move(*copy), true, rest, req.query, std::move(reply));
   return true;
+}
+
+std::shared_ptr<const std::string> RestApi::FindRendered(const std::string& key) {
+  std::lock_guard<std::mutex> lock(rendered_mu_);
+  for (auto it = rendered_.begin(); it != rendered_.end(); ++it) {
+    if (it->first != key) continue;
+    rendered_.splice(rendered_.begin(), rendered_, it);
+    return rendered_.front().second;
+  }
+  return nullptr;
+}
+
+void RestApi::KeepRendered(const std::string& key, std::shared_ptr<const std::string> body) {
+  if (body->size() > options_.rendered_cache_bytes / 4) return;
+  std::lock_guard<std::mutex> lock(rendered_mu_);
+  for (const auto& e : rendered_) {
+    if (e.first == key) return;  // rendered twice meanwhile
+  }
+  rendered_bytes_ += body->size();
+  rendered_.emplace_front(key, std::move(body));
+  while (rendered_bytes_ > options_.rendered_cache_bytes) {
+    rendered_bytes_ -= rendered_.back().second->size();
+    rendered_.pop_back();
+  }
 }
 
 std::optional<RestApi::JobCopy> RestApi::FindEndedCopy(JobId id) {
@@ -226,14 +259,27 @@ RestApi::JobCopy RestApi::EndedCopy(const JobRun& job) {
   return copy;
 }
 
-void RestApi::RenderOffLoop(JobCopy copy, const std::string& rest, const std::string& query,
-                            HttpReply reply) {
-  OffLoop([copy = std::move(copy), rest, query, reply = std::move(reply)] {
-    if (rest == "trace") return reply(Json(200, TraceJson(*copy.job, *copy.pool).dump()));
-    if (rest == "dag") return reply(Json(200, SubmodelDagJson(*copy.job).dump()));
-    auto q = ParseTaskQuery(query);
-    if (!q.ok()) return reply(Error(400, q.status().message()));
-    reply(Json(200, RenderTaskPage(SnapshotTaskPage(*copy.job, *copy.pool, *q))));
+void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
+                            const std::string& query, HttpReply reply) {
+  OffLoop([this, copy = std::move(copy), ended, rest, query, reply = std::move(reply)] {
+    const std::string key = ended ? RenderedKey(copy.job->id, rest, query) : std::string();
+    if (ended) {
+      if (auto body = FindRendered(key)) return reply(Json(200, *body));
+    }
+    std::string body;
+    if (rest == "trace") {
+      body = TraceJson(*copy.job, *copy.pool).dump();
+    } else if (rest == "dag") {
+      body = SubmodelDagJson(*copy.job).dump();
+    } else {
+      auto q = ParseTaskQuery(query);
+      if (!q.ok()) return reply(Error(400, q.status().message()));
+      body = RenderTaskPage(SnapshotTaskPage(*copy.job, *copy.pool, *q));
+    }
+    if (!ended) return reply(Json(200, body));
+    auto kept = std::make_shared<const std::string>(std::move(body));
+    KeepRendered(key, kept);
+    reply(Json(200, *kept));
   });
 }
 
@@ -263,7 +309,9 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
   }
   if (IsRenderedOffLoop(rest) && m == "GET") {
-    if (IsTerminal(job->state)) return RenderOffLoop(EndedCopy(*job), rest, req.query, reply);
+    if (IsTerminal(job->state)) {
+      return RenderOffLoop(EndedCopy(*job), true, rest, req.query, reply);
+    }
     if (rest == "tasks") {
       // A page of a running job: copy the page only.
       auto q = ParseTaskQuery(req.query);
@@ -275,7 +323,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     // The DAG walks the running step only: cheaper than copying the job.
     if (rest == "dag") return reply(Json(200, SubmodelDagJson(*job).dump()));
     JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool)};
-    return RenderOffLoop(std::move(copy), rest, req.query, reply);
+    return RenderOffLoop(std::move(copy), false, rest, req.query, reply);
   }
   if (rest == "outputs" && m == "GET") {
     // The job's final outputs (sinks of its last step): where each lives,

@@ -41,6 +41,10 @@ struct RestApiOptions {
   // Ended jobs whose copy is kept for their task pages, trace and DAG (each
   // costs about 80 bytes per task run). Default: 4.
   size_t ended_job_copies = 4;
+  // Answers rendered from ended jobs (task pages, traces, DAGs) kept to be
+  // sent again, by route and query; they never change. Bodies over a
+  // quarter of this are not kept. Default: 8 MiB.
+  size_t rendered_cache_bytes = size_t{8} << 20;
 };
 
 class RestApi {
@@ -75,9 +79,12 @@ class RestApi {
   // Answers from `s` when it can; false: ask the loop.
   bool FromSnapshot(const ApiSnapshot& s, const HttpRequest& req, HttpReply& reply);
   void OnLoop(const HttpRequest& req, HttpReply reply);  // runs on the loop
-  // Renders tasks/trace/dag of `copy` on the formatting thread. Any thread.
-  void RenderOffLoop(JobCopy copy, const std::string& rest, const std::string& query,
+  // Renders tasks/trace/dag of `copy` on the formatting thread; keeps the
+  // answer when `ended`. Any thread.
+  void RenderOffLoop(JobCopy copy, bool ended, const std::string& rest, const std::string& query,
                      HttpReply reply);
+  std::shared_ptr<const std::string> FindRendered(const std::string& key);  // any thread
+  void KeepRendered(const std::string& key, std::shared_ptr<const std::string> body);
   std::optional<JobCopy> FindEndedCopy(JobId id);  // any thread
   JobCopy EndedCopy(const JobRun& job);            // loop: finds or makes
   // Runs `fn` on the formatting thread: large answers are copied out on the
@@ -94,6 +101,10 @@ class RestApi {
 
   std::mutex copies_mu_;
   std::list<std::pair<JobId, JobCopy>> ended_copies_;  // most recent first; guarded by copies_mu_
+  std::mutex rendered_mu_;
+  // Most recent first; guarded by rendered_mu_, as is rendered_bytes_.
+  std::list<std::pair<std::string, std::shared_ptr<const std::string>>> rendered_;
+  size_t rendered_bytes_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

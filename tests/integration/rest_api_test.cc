@@ -257,6 +257,32 @@ TEST_F(RestApiTest, ReadsAreAnsweredWhileTheLoopIsBusy) {
   EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 1u);
 }
 
+TEST_F(RestApiTest, AnEndedJobsTasksTraceAndDagAreServedWithoutTheLoop) {
+  uint64_t id = SubmitOk(Chain(6));
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  // The first request has the loop copy the ended job; then it is not needed.
+  json page = GetJson(base + "/tasks?limit=4");
+  ASSERT_EQ(page["tasks"].size(), 4u);
+  json trace = GetJson(base + "/trace");
+  json dag = GetJson(base + "/dag");
+  std::promise<void> blocked, release;
+  std::shared_future<void> released = release.get_future().share();
+  cluster_->controller().Post([&blocked, released] {
+    blocked.set_value();
+    released.wait_for(std::chrono::seconds(30));  // bounded, should the test fail
+  });
+  blocked.get_future().wait();
+  EXPECT_EQ(GetJson(base + "/tasks?limit=4"), page);       // kept as rendered
+  json other = GetJson(base + "/tasks?offset=4&limit=4");  // rendered from the copy
+  ASSERT_EQ(other["tasks"].size(), 2u);
+  EXPECT_EQ(other["tasks"][0]["run"], 4);
+  EXPECT_EQ(GetJson(base + "/trace"), trace);
+  EXPECT_EQ(GetJson(base + "/dag"), dag);
+  EXPECT_EQ(Call("GET", base + "/tasks?limit=x").status, 400);
+  release.set_value();
+}
+
 TEST_F(RestApiTest, MetricsArePrometheusText) {
   uint64_t id = SubmitOk(Chain(9));
   WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
