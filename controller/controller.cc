@@ -96,6 +96,7 @@ void Controller::Run() {
     }
     ScheduleAndSend(now);
     if (!sessions_.empty()) FlushSessions(now);
+    if (iteration_hook_) iteration_hook_(now);
     NotifyEndedJobs();
     if (writer_) writer_->Append(&store_pending_);
   }

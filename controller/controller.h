@@ -161,6 +161,10 @@ class Controller {
   void WhenWorkers(size_t n, std::function<void()> cb);
   // Sets (or clears, with nullptr) the one observer; it outlives its use.
   void SetObserver(ControllerObserver* o) { observer_ = o; }
+  // Sets (or clears) the function the loop calls once per iteration, after
+  // the scheduler ran and before ended jobs are reported (e.g. to publish
+  // snapshots for other threads). It must be cheap.
+  void SetIterationHook(std::function<void(TimeUs now)> hook) { iteration_hook_ = std::move(hook); }
   // Sends Shutdown to every live worker.
   void ShutdownWorkers(const std::string& reason);
 
@@ -174,6 +178,8 @@ class Controller {
   const ControllerCounters& counters() const { return counters_; }
   uint64_t dropped_frames() const { return transport_.dropped(); }
   TimeUs started_at() const { return started_at_; }
+  // The store's writer thread; null without a store. Valid after Start().
+  const StoreWriter* store_writer() const { return writer_.get(); }
   const ControllerOptions& options() const { return options_; }
   // Monotonic microseconds; the time base of every record.
   static TimeUs NowUs();
@@ -241,6 +247,7 @@ class Controller {
   std::string body_scratch_;
   ControllerCounters counters_;
   ControllerObserver* observer_ = nullptr;
+  std::function<void(TimeUs)> iteration_hook_;
   TimeUs started_at_ = 0;
   TimeUs next_liveness_check_ = 0;
   std::unique_ptr<StoreWriter> writer_;     // null without a store

@@ -139,6 +139,7 @@ std::string EventFeed::JobsEvent(TimeUs now) {
 }
 
 void EventFeed::Flush(bool active, TimeUs now) {
+  if (before_flush_) before_flush_(now);
   if (!active) {
     active_ = false;
     buffer_.clear();

@@ -71,6 +71,9 @@ class EventFeed : public ControllerObserver {
   EventFeed(const EventFeed&) = delete;
   EventFeed& operator=(const EventFeed&) = delete;
 
+  // Sets a function Flush() calls first, on the loop (e.g. to publish what
+  // readers see before they hear of it). Call before Start().
+  void SetBeforeFlush(std::function<void(TimeUs now)> fn) { before_flush_ = std::move(fn); }
   // Installs the feed as the controller's observer (posted to the loop) and
   // starts the ticker.
   void Start();
@@ -116,6 +119,7 @@ class EventFeed : public ControllerObserver {
   BroadcastFn broadcast_;
   ClientCountFn clients_;
   LiveMetrics metrics_;
+  std::function<void(TimeUs)> before_flush_;
 
   // Loop thread state.
   bool active_ = false;

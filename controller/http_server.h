@@ -71,6 +71,13 @@ struct HttpServerOptions {
   // handler's reply has no deadline. Lower frees stuck sockets sooner; too
   // low cuts off slow clients and uploads. Default: 30 s.
   std::chrono::milliseconds idle_timeout{30000};
+  // Nice value of the server threads (Linux: per thread; raising it needs
+  // no privilege). On a small machine these threads compete for CPU with the
+  // controller loop and the workers; a positive value lets requests have
+  // what dispatch leaves over (requests are served more slowly, never
+  // dropped, while dispatch is busy). 0 keeps the process's priority.
+  // Default: 10.
+  int nice = 10;
   // SSE streams beyond this get 503. Default: 256.
   size_t max_sse_clients = 256;
   // Back-pressure: chunks queued for one SSE client (not yet handed to its

@@ -37,6 +37,27 @@ constexpr TimeUs kRatioPeriodUs = 1'000'000;
 
 }  // namespace
 
+void AppendStoreMetrics(std::string* out, const StoreWriteLatency& latency, uint64_t batches,
+                        uint64_t errors) {
+  Header(out, "hmpmd_store_write_latency_seconds", "histogram",
+         "Time the job store took to write one batch (one transaction), failed ones included.");
+  uint64_t cum = 0;
+  for (size_t b = 0; b < StoreWriteLatency::kBuckets.size(); ++b) {
+    cum += latency.counts[b];
+    *out += "hmpmd_store_write_latency_seconds_bucket{le=\"" + Num(StoreWriteLatency::kBuckets[b]) +
+            "\"} " + std::to_string(cum) + "\n";
+  }
+  cum += latency.counts.back();
+  *out += "hmpmd_store_write_latency_seconds_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
+  *out += "hmpmd_store_write_latency_seconds_sum " + Num(latency.sum_s) + "\n";
+  *out += "hmpmd_store_write_latency_seconds_count " + std::to_string(latency.count) + "\n";
+  Header(out, "hmpmd_store_batches_written_total", "counter", "Batches the job store wrote.");
+  *out += "hmpmd_store_batches_written_total " + std::to_string(batches) + "\n";
+  Header(out, "hmpmd_store_write_errors_total", "counter",
+         "Failed job store writes (retried with the next batch).");
+  *out += "hmpmd_store_write_errors_total " + std::to_string(errors) + "\n";
+}
+
 void LiveMetrics::OnTaskEnded(JobId job_id, uint32_t run, TimeUs start, TimeUs end) {
   const JobRun* job = controller_->scheduler().job(job_id);
   if (job == nullptr || run >= job->runs.size()) return;
@@ -147,7 +168,10 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
       JobRun step_only = job;
       const uint64_t size = job.graph->size();
       for (uint64_t i = 0; i < step_only.runs.size(); ++i) {
-        if (i / size != job.step) step_only.runs[i].state = TaskState::kBlocked;
+        // Runs reloaded from a job store after a restart keep no core, so
+        // placement-based ratios cannot cover them: leave them out.
+        TaskRecord& rec = step_only.runs[i];
+        if (i / size != job.step || rec.core == kNoCore) rec.state = TaskState::kBlocked;
       }
       ScheduleMetrics m = ComputeMetrics(step_only, pool);
       // Spend at most ~2% of the loop on this: wait 50x what it cost.
@@ -177,6 +201,9 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   out += bubble;
   Header(&out, "hmpmd_step_utilisation", "gauge", "Running step: busy core-time / (cores x span).");
   out += util;
+  if (const StoreWriter* w = c.store_writer()) {
+    AppendStoreMetrics(&out, w->write_latency(), w->batches_written(), w->write_errors());
+  }
   out += extra;
   return out;
 }

@@ -17,6 +17,11 @@
 
 namespace hmpmd {
 
+// Appends the job store's write latency histogram and counters (shown only
+// when the controller has a store). Any thread.
+void AppendStoreMetrics(std::string* out, const StoreWriteLatency& latency, uint64_t batches,
+                        uint64_t errors);
+
 class LiveMetrics {
  public:
   // Upper bounds of the dispatch latency buckets, in seconds.

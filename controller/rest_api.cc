@@ -1,5 +1,9 @@
 #include "rest_api.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "dashboard_assets.h"
@@ -27,58 +31,50 @@ bool ParseJobPath(const std::string& path, uint64_t* id, std::string* rest) {
   return true;
 }
 
-json PoolJson(const Controller& c) {
-  const ResourcePool& pool = c.scheduler().pool();
-  json devices = json::array();
-  for (DeviceId d = 0; d < pool.device_count(); ++d) {
-    const auto& dev = pool.device(d);
-    const WorkerInfo* w = c.WorkerOfDevice(d);
-    json cores = json::array();
-    for (CoreId cid : dev.cores) {
-      const auto& core = pool.core(cid);
-      cores.push_back({{"id", cid},
-                       {"name", CoreName(core)},
-                       {"kind", std::string(CoreKindName(core.kind))},
-                       {"lane", core.lane},
-                       {"queued", core.queued}});
-    }
-    json e = {{"id", d},
-              {"name", dev.desc.name},
-              {"alive", dev.alive},
-              {"memory_mb", dev.desc.memory_mb},
-              {"kernels", dev.desc.kernels},
-              {"cores", std::move(cores)}};
-    if (w) {
-      e["worker"] = w->id;
-      e["pid"] = w->pid;
-      e["tasks_done"] = w->tasks_done;
-      e["dropped_frames"] = w->dropped_frames;
-      if (!w->alive) e["left_reason"] = w->left_reason;
-    }
-    devices.push_back(std::move(e));
-  }
-  return {{"devices", std::move(devices)},
-          {"alive_devices", pool.alive_device_count()},
-          {"cores",
-           {{"cube", pool.alive_cores(CoreKind::kCube)},
-            {"vector", pool.alive_cores(CoreKind::kVector)}}},
-          {"policy", std::string(c.scheduler().policy().Name())}};
+bool IsRenderedOffLoop(const std::string& rest) {
+  return rest == "tasks" || rest == "trace" || rest == "dag";
+}
+
+// Key of an ended job's rendered answer.
+std::string RenderedKey(uint64_t id, const std::string& rest, const std::string& query) {
+  return std::to_string(id) + "/" + rest + "?" + query;
+}
+
+// Sets the calling thread's nice value (Linux: per thread); best effort.
+void SetThreadNice(int nice) {
+  if (nice != 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
 }
 
 }  // namespace
 
-RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits)
-    : controller_(controller), token_(std::move(token)), limits_(limits) {
-  formatter_ = std::thread([this] { FormatterLoop(); });
+RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits,
+                 RestApiOptions options)
+    : controller_(controller), token_(std::move(token)), limits_(limits), options_(options) {
+  snapshots_ = std::make_shared<ApiSnapshots>(controller_, options_.snapshots, [this](TimeUs now) {
+    return feed_ ? feed_->PrometheusText(now) : LiveMetrics(controller_).PrometheusText(now, "");
+  });
+  controller_->Post([c = controller_, snaps = snapshots_] {
+    c->SetIterationHook([snaps](TimeUs now) { snaps->Tick(now); });
+  });
+  formatter_ = std::thread([this] {
+    SetThreadNice(options_.formatter_nice);
+    FormatterLoop();
+  });
 }
 
 RestApi::~RestApi() {
+  snapshots_->Detach();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   formatter_.join();
+}
+
+void RestApi::SetEventFeed(EventFeed* feed) {
+  feed_ = feed;
+  feed_->SetBeforeFlush([snaps = snapshots_](TimeUs now) { snaps->Tick(now); });
 }
 
 void RestApi::OffLoop(std::function<void()> fn) {
@@ -160,9 +156,10 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
       reply(Error(400, graph.status().message()));
       return;
     }
-    controller_->Post([c = controller_, g = std::move(graph).value(), body = std::move(req.body),
-                       reply]() mutable {
+    controller_->Post([c = controller_, snaps = snapshots_, g = std::move(graph).value(),
+                       body = std::move(req.body), reply]() mutable {
       auto id = c->SubmitGraph(std::move(g), std::move(body));
+      snaps->MarkChanged();  // a read after the 201 sees the job
       if (!id.ok()) {
         reply(Error(400, id.status().message()));
         return;
@@ -173,31 +170,127 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
     });
     return;
   }
+  if (req.method == "GET") {
+    // Served without the loop when a fresh snapshot (and, for an ended
+    // job's heavy routes, a copy of the job) is at hand.
+    if (auto snap = snapshots_->Fresh(); snap && FromSnapshot(*snap, req, reply)) return;
+  }
   controller_->Post([this, req = std::move(req), reply]() { OnLoop(req, reply); });
+}
+
+bool RestApi::FromSnapshot(const ApiSnapshot& s, const HttpRequest& req, HttpReply& reply) {
+  if (req.path == "/api/v1/pool") return reply(Json(200, s.pool)), true;
+  if (req.path == "/api/v1/jobs") return reply(Json(200, s.jobs)), true;
+  if (req.path == "/metrics") {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = s.metrics;
+    reply(std::move(r));
+    return true;
+  }
+  uint64_t id = 0;
+  std::string rest;
+  if (!ParseJobPath(req.path, &id, &rest)) return false;
+  const auto* entry = id <= UINT32_MAX ? s.Find(static_cast<JobId>(id)) : nullptr;
+  if (entry == nullptr) {
+    reply(Error(404, "job " + std::to_string(id) + ": no such job"));
+    return true;
+  }
+  if (rest.empty()) {
+    if (!*entry) return false;  // an ended job's summary, not rendered yet
+    reply(Json(200, **entry));
+    return true;
+  }
+  if (!IsRenderedOffLoop(rest)) return false;
+  if (auto body = FindRendered(RenderedKey(id, rest, req.query))) {
+    reply(Json(200, *body));
+    return true;
+  }
+  auto copy = FindEndedCopy(static_cast<JobId>(id));
+  if (!copy) return false;
+  RenderOffLoop(std::move(*copy), true, rest, req.query, std::move(reply));
+  return true;
+}
+
+std::shared_ptr<const std::string> RestApi::FindRendered(const std::string& key) {
+  std::lock_guard<std::mutex> lock(rendered_mu_);
+  for (auto it = rendered_.begin(); it != rendered_.end(); ++it) {
+    if (it->first != key) continue;
+    rendered_.splice(rendered_.begin(), rendered_, it);
+    return rendered_.front().second;
+  }
+  return nullptr;
+}
+
+void RestApi::KeepRendered(const std::string& key, std::shared_ptr<const std::string> body) {
+  if (body->size() > options_.rendered_cache_bytes / 4) return;
+  std::lock_guard<std::mutex> lock(rendered_mu_);
+  for (const auto& e : rendered_) {
+    if (e.first == key) return;  // rendered twice meanwhile
+  }
+  rendered_bytes_ += body->size();
+  rendered_.emplace_front(key, std::move(body));
+  while (rendered_bytes_ > options_.rendered_cache_bytes) {
+    rendered_bytes_ -= rendered_.back().second->size();
+    rendered_.pop_back();
+  }
+}
+
+std::optional<RestApi::JobCopy> RestApi::FindEndedCopy(JobId id) {
+  std::lock_guard<std::mutex> lock(copies_mu_);
+  for (auto it = ended_copies_.begin(); it != ended_copies_.end(); ++it) {
+    if (it->first != id) continue;
+    ended_copies_.splice(ended_copies_.begin(), ended_copies_, it);
+    return ended_copies_.front().second;
+  }
+  return std::nullopt;
+}
+
+RestApi::JobCopy RestApi::EndedCopy(const JobRun& job) {
+  if (auto copy = FindEndedCopy(job.id)) return *copy;
+  // Copying costs a memcpy of the runs; formatting them is what is slow.
+  JobCopy copy{std::make_shared<const JobRun>(job),
+               std::make_shared<const ResourcePool>(controller_->scheduler().pool())};
+  std::lock_guard<std::mutex> lock(copies_mu_);
+  ended_copies_.emplace_front(job.id, copy);
+  while (ended_copies_.size() > std::max<size_t>(1, options_.ended_job_copies)) {
+    ended_copies_.pop_back();
+  }
+  return copy;
+}
+
+void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
+                            const std::string& query, HttpReply reply) {
+  OffLoop([this, copy = std::move(copy), ended, rest, query, reply = std::move(reply)] {
+    const std::string key = ended ? RenderedKey(copy.job->id, rest, query) : std::string();
+    if (ended) {
+      if (auto body = FindRendered(key)) return reply(Json(200, *body));
+    }
+    std::string body;
+    if (rest == "trace") {
+      body = TraceJson(*copy.job, *copy.pool).dump();
+    } else if (rest == "dag") {
+      body = SubmodelDagJson(*copy.job).dump();
+    } else {
+      auto q = ParseTaskQuery(query);
+      if (!q.ok()) return reply(Error(400, q.status().message()));
+      body = RenderTaskPage(SnapshotTaskPage(*copy.job, *copy.pool, *q));
+    }
+    if (!ended) return reply(Json(200, body));
+    auto kept = std::make_shared<const std::string>(std::move(body));
+    KeepRendered(key, kept);
+    reply(Json(200, *kept));
+  });
 }
 
 void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   const Controller& c = *controller_;
   const std::string& m = req.method;
-  if (req.path == "/api/v1/pool") {
+  if (req.path == "/api/v1/pool" || req.path == "/api/v1/jobs" || req.path == "/metrics") {
     if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
-    return reply(Json(200, PoolJson(c).dump()));
-  }
-  if (req.path == "/api/v1/jobs") {
-    if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
-    json jobs = json::array();
-    for (const auto& [id, job] : c.scheduler().jobs()) {
-      jobs.push_back(JobSummaryJson(job, c.scheduler().pool(), false));
-    }
-    return reply(Json(200, json{{"jobs", std::move(jobs)}}.dump()));
-  }
-  if (req.path == "/metrics") {
-    if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
-    HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = feed_ ? feed_->PrometheusText(Controller::NowUs())
-                   : LiveMetrics(&c).PrometheusText(Controller::NowUs(), "");
-    return reply(std::move(r));
+    auto snap = snapshots_->RefreshOnLoop(Controller::NowUs());
+    if (snap && FromSnapshot(*snap, req, reply)) return;
+    return reply(Error(503, "no snapshot of the controller's state"));  // only once detached
   }
   uint64_t id = 0;
   std::string rest;
@@ -207,30 +300,31 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   const ResourcePool& pool = c.scheduler().pool();
   if (rest.empty() && m == "GET") {
     if (!IsTerminal(job->state)) return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
-    auto it = ended_summaries_.find(job->id);
-    if (it == ended_summaries_.end()) {
-      if (ended_summaries_.size() >= 2 * c.options().keep_finished_jobs + 16) {
-        std::erase_if(ended_summaries_,
-                      [&c](const auto& e) { return !c.scheduler().job(e.first); });
-      }
-      it = ended_summaries_.emplace(job->id, JobSummaryJson(*job, pool, true).dump()).first;
-    }
-    return reply(Json(200, it->second));
+    return reply(Json(200, *snapshots_->EndedSummary(*job)));
   }
   if (rest.empty() && m == "DELETE") {
     Status st = controller_->Cancel(job->id);
     if (!st.ok()) return reply(Error(409, st.message()));
+    snapshots_->MarkChanged();  // a read after this answer sees the cancel
     return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
   }
-  if (rest == "tasks" && m == "GET") {
-    auto q = ParseTaskQuery(req.query);
-    if (!q.ok()) return reply(Error(400, q.status().message()));
-    auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q));
-    OffLoop([page, reply] { reply(Json(200, RenderTaskPage(*page))); });
-    return;
+  if (IsRenderedOffLoop(rest) && m == "GET") {
+    if (IsTerminal(job->state)) {
+      return RenderOffLoop(EndedCopy(*job), true, rest, req.query, reply);
+    }
+    if (rest == "tasks") {
+      // A page of a running job: copy the page only.
+      auto q = ParseTaskQuery(req.query);
+      if (!q.ok()) return reply(Error(400, q.status().message()));
+      auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q));
+      OffLoop([page, reply] { reply(Json(200, RenderTaskPage(*page))); });
+      return;
+    }
+    // The DAG walks the running step only: cheaper than copying the job.
+    if (rest == "dag") return reply(Json(200, SubmodelDagJson(*job).dump()));
+    JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool)};
+    return RenderOffLoop(std::move(copy), false, rest, req.query, reply);
   }
-  if (rest == "trace" && m == "GET") return reply(Json(200, TraceJson(*job, pool).dump()));
-  if (rest == "dag" && m == "GET") return reply(Json(200, SubmodelDagJson(*job).dump()));
   if (rest == "outputs" && m == "GET") {
     // The job's final outputs (sinks of its last step): where each lives,
     // for a client to fetch peer to peer from that worker.

@@ -5,39 +5,64 @@
 //
 // Handle() is called on the HTTP server's thread. Work that is pure (parsing
 // and checking a submitted spec) stays there, so a large spec never stalls
-// the scheduler; anything that reads or changes controller state is posted
-// to the controller loop, which answers through `reply`.
-// Large answers (task pages) are copied out on the loop and formatted on the
-// RestApi's own formatting thread.
+// the scheduler. The read routes the dashboard and scrapers hammer (pool,
+// jobs, a job's summary, /metrics) are served from ApiSnapshots, which the
+// loop renders at a bounded rate, without posting to the loop at all.
+// Whatever changes controller state, or reads a running job's tasks, is
+// posted to the loop, which answers through `reply`. Heavy bodies (task
+// pages, traces; an ended job's DAG) are copied out on the loop (an ended
+// job once: it never changes) and formatted on the RestApi's own formatting
+// thread; a running job's DAG covers one step and is rendered on the loop.
 // Thread-safety: Handle() may be called from any thread.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <map>
+#include <list>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "api_snapshot.h"
 #include "controller.h"
 #include "event_feed.h"
 #include "http_types.h"
 
 namespace hmpmd {
 
+struct RestApiOptions {
+  ApiSnapshotOptions snapshots;
+  // Nice value of the formatting thread (Linux: per thread), so rendering
+  // big answers takes CPU the loop and workers leave over. Default: 10.
+  int formatter_nice = 10;
+  // Ended jobs whose copy is kept for their task pages, trace and DAG (each
+  // costs about 80 bytes per task run). Default: 4.
+  size_t ended_job_copies = 4;
+  // Answers rendered from ended jobs (task pages, traces, DAGs) kept to be
+  // sent again, by route and query; they never change. Bodies over a
+  // quarter of this are not kept. Default: 8 MiB.
+  size_t rendered_cache_bytes = size_t{8} << 20;
+};
+
 class RestApi {
  public:
-  // `controller` outlives this object. `token` empty: no auth.
-  RestApi(Controller* controller, std::string token, SpecLimits limits);
-  // Finishes queued formatting work and joins the formatting thread.
+  // `controller` outlives this object and its loop is running (or will
+  // run): the snapshot publisher hooks into it. `token` empty: no auth.
+  RestApi(Controller* controller, std::string token, SpecLimits limits,
+          RestApiOptions options = {});
+  // Detaches from the loop, finishes queued formatting work and joins the
+  // formatting thread.
   ~RestApi();
   RestApi(const RestApi&) = delete;
   RestApi& operator=(const RestApi&) = delete;
 
   // Serves /metrics from `feed` (live metrics) instead of the basic
-  // counters. Call before serving; `feed` outlives this object.
-  void SetEventFeed(EventFeed* feed) { feed_ = feed; }
+  // counters, and publishes a fresh snapshot before each of its broadcasts.
+  // Call before serving and before feed->Start(); `feed` outlives this object.
+  void SetEventFeed(EventFeed* feed);
 
   void Handle(HttpRequest req, HttpReply reply);
 
@@ -46,8 +71,22 @@ class RestApi {
   static HttpResponse Json(int status, const std::string& body);
 
  private:
+  struct JobCopy {
+    std::shared_ptr<const JobRun> job;
+    std::shared_ptr<const ResourcePool> pool;
+  };
   bool Authorised(const HttpRequest& req) const;
+  // Answers from `s` when it can; false: ask the loop.
+  bool FromSnapshot(const ApiSnapshot& s, const HttpRequest& req, HttpReply& reply);
   void OnLoop(const HttpRequest& req, HttpReply reply);  // runs on the loop
+  // Renders tasks/trace/dag of `copy` on the formatting thread; keeps the
+  // answer when `ended`. Any thread.
+  void RenderOffLoop(JobCopy copy, bool ended, const std::string& rest, const std::string& query,
+                     HttpReply reply);
+  std::shared_ptr<const std::string> FindRendered(const std::string& key);  // any thread
+  void KeepRendered(const std::string& key, std::shared_ptr<const std::string> body);
+  std::optional<JobCopy> FindEndedCopy(JobId id);  // any thread
+  JobCopy EndedCopy(const JobRun& job);            // loop: finds or makes
   // Runs `fn` on the formatting thread: large answers are copied out on the
   // loop and turned into JSON there, so they cost the loop a copy only.
   void OffLoop(std::function<void()> fn);
@@ -56,10 +95,16 @@ class RestApi {
   Controller* controller_;
   std::string token_;
   SpecLimits limits_;
+  RestApiOptions options_;
   EventFeed* feed_ = nullptr;
-  // Ended jobs never change: their summary (with metrics, which walk every
-  // run) is rendered once. Loop thread only; entries of forgotten jobs go.
-  std::map<JobId, std::string> ended_summaries_;
+  std::shared_ptr<ApiSnapshots> snapshots_;
+
+  std::mutex copies_mu_;
+  std::list<std::pair<JobId, JobCopy>> ended_copies_;  // most recent first; guarded by copies_mu_
+  std::mutex rendered_mu_;
+  // Most recent first; guarded by rendered_mu_, as is rendered_bytes_.
+  std::list<std::pair<std::string, std::shared_ptr<const std::string>>> rendered_;
+  size_t rendered_bytes_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

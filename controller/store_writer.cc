@@ -44,6 +44,19 @@ Status StoreWriter::Flush() {
   return last_;
 }
 
+void StoreWriteLatency::Add(double seconds) {
+  size_t b = 0;
+  while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
+  ++counts[b];
+  sum_s += seconds;
+  ++count;
+}
+
+StoreWriteLatency StoreWriter::write_latency() const {
+  std::lock_guard lock(mu_);
+  return latency_;
+}
+
 uint64_t StoreWriter::batches_written() const {
   std::lock_guard lock(mu_);
   return batches_;
@@ -71,8 +84,11 @@ void StoreWriter::Loop() {
     }
     if (!batch.empty()) {
       lock.unlock();
+      auto t0 = std::chrono::steady_clock::now();
       Status st = store_->Write(batch);
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       lock.lock();
+      latency_.Add(seconds);
       if (st.ok()) {
         ++batches_;
         batch.clear();

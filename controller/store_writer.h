@@ -11,6 +11,7 @@
 // JobStore is used by the writer thread only.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,19 @@ struct StoreWriterOptions {
   size_t max_batch = 8192;
 };
 
+// How long JobStore::Write() took per batch (failed ones included), as a
+// Prometheus-style histogram.
+struct StoreWriteLatency {
+  // Upper bounds of the buckets, in seconds.
+  static constexpr std::array<double, 12> kBuckets = {100e-6, 250e-6, 500e-6, 1e-3,   2.5e-3, 5e-3,
+                                                      10e-3,  25e-3,  50e-3,  100e-3, 250e-3, 1.0};
+  std::array<uint64_t, kBuckets.size() + 1> counts{};  // per bucket, not cumulative; last: +Inf
+  double sum_s = 0;
+  uint64_t count = 0;
+
+  void Add(double seconds);
+};
+
 class StoreWriter {
  public:
   // `store` must outlive the writer. Starts the thread.
@@ -47,6 +61,8 @@ class StoreWriter {
 
   uint64_t batches_written() const;
   uint64_t write_errors() const;
+  // A copy of the write latency histogram. Thread-safe.
+  StoreWriteLatency write_latency() const;
 
  private:
   void Loop();
@@ -64,6 +80,7 @@ class StoreWriter {
   bool flush_now_ = false;            // guarded by mu_
   bool stop_ = false;                 // guarded by mu_
   Status last_{};                     // guarded by mu_
+  StoreWriteLatency latency_;         // guarded by mu_
   std::thread thread_;                // last: starts after the fields above
 };
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -110,6 +111,14 @@ int main(int argc, char** argv) {
   app.add_option("--target", target,
                  "Send only this request target (e.g. /dashboard/style.css, which never reaches "
                  "the loop) instead of the mix");
+  HttpServerOptions ho;
+  app.add_option("--http-nice", ho.nice,
+                 "Nice value of the HTTP server threads (0: the process's priority)")
+      ->capture_default_str();
+  int snapshot_ms = 100;
+  app.add_option("--snapshot-ms", snapshot_ms,
+                 "Most the served pool, jobs and metrics lag behind the loop")
+      ->capture_default_str();
   std::string worker = HMPMD_WORKER_BIN;
   app.add_option("--worker", worker, "hmpmd-worker binary")->capture_default_str();
   app.add_flag("--smoke", smoke, "Small sizes, one run (for CI)");
@@ -131,13 +140,15 @@ int main(int argc, char** argv) {
     return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
   }
   Controller* c = &cluster.controller();
-  RestApi api(c, "", SpecLimits{});
+  RestApiOptions api_options;
+  api_options.snapshots.period = std::chrono::milliseconds(snapshot_ms);
+  api_options.formatter_nice = ho.nice;
+  RestApi api(c, "", SpecLimits{}, api_options);
   std::unique_ptr<HttpServer> server;
   EventFeed feed(
       c, EventFeedOptions{}, [&server](std::string chunk) { server->Broadcast(std::move(chunk)); },
       [&server] { return server->sse_client_count(); });
   api.SetEventFeed(&feed);
-  HttpServerOptions ho;
   ho.bind = "127.0.0.1:0";
   server = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
     api.Handle(std::move(req), std::move(reply));
@@ -172,8 +183,18 @@ int main(int argc, char** argv) {
   cluster.Stop();
 
   double q = bench::Summarise(quiet).median, l = bench::Summarise(loaded).median;
-  std::printf("bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s)\n", tasks,
-              runs);
+  // Each run's pair, in order: on a shared machine the spread says how far
+  // to trust the medians.
+  std::string pairs;
+  for (size_t r = 0; r < quiet.size(); ++r) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%.0f/%.0f", r ? ", " : "", quiet[r], loaded[r]);
+    pairs += buf;
+  }
+  std::printf(
+      "bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s); HTTP threads "
+      "at nice %d\n",
+      tasks, runs, ho.nice);
   std::printf("  without HTTP clients           %9.0f tasks/s\n", q);
   if (interval_ms > 0) std::printf("  each client pauses %d ms between requests\n", interval_ms);
   std::printf(
@@ -182,5 +203,6 @@ int main(int argc, char** argv) {
       clients, idle ? " (SCHED_IDLE)" : "", l, loaded_seconds > 0 ? requests / loaded_seconds : 0.0,
       static_cast<unsigned long long>(errors), static_cast<unsigned long long>(events));
   std::printf("  ratio loaded / quiet = %.3f   (goal >= 0.90)\n", l / q);
+  std::printf("  runs (quiet/loaded tasks/s): %s\n", pairs.c_str());
   return 0;
 }

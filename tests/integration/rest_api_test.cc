@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -229,6 +230,57 @@ TEST_F(RestApiTest, ErrorsAreJsonWithTheExpectedStatus) {
   EXPECT_EQ(Call("DELETE", "/api/v1/jobs/99").status, 404);
   EXPECT_EQ(Call("PUT", "/api/v1/jobs").status, 405);
   EXPECT_EQ(Call("POST", "/metrics").status, 405);
+}
+
+TEST_F(RestApiTest, ReadsAreAnsweredWhileTheLoopIsBusy) {
+  // The first read has the loop render a snapshot; later ones are served
+  // from it by the HTTP thread, without the loop.
+  json pool = GetJson("/api/v1/pool");
+  ASSERT_EQ(pool["alive_devices"], 2);
+  std::promise<void> blocked, release;
+  std::shared_future<void> released = release.get_future().share();
+  cluster_->controller().Post([&blocked, released] {
+    blocked.set_value();
+    released.wait_for(std::chrono::seconds(30));  // bounded, should the test fail
+  });
+  blocked.get_future().wait();
+  // Were these posted to the loop, they would wait for the release and the
+  // client's 10 s timeout would fail them.
+  EXPECT_EQ(GetJson("/api/v1/pool"), pool);
+  EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 0u);
+  EXPECT_EQ(Call("GET", "/metrics").status, 200);
+  EXPECT_EQ(GetJson("/api/v1/jobs/7", 404)["error"], "job 7: no such job");
+  release.set_value();
+  // A job submitted now is seen at once by the next read.
+  uint64_t id = SubmitOk(Chain(3));
+  EXPECT_EQ(GetJson("/api/v1/jobs/" + std::to_string(id))["id"], id);
+  EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 1u);
+}
+
+TEST_F(RestApiTest, AnEndedJobsTasksTraceAndDagAreServedWithoutTheLoop) {
+  uint64_t id = SubmitOk(Chain(6));
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  // The first request has the loop copy the ended job; then it is not needed.
+  json page = GetJson(base + "/tasks?limit=4");
+  ASSERT_EQ(page["tasks"].size(), 4u);
+  json trace = GetJson(base + "/trace");
+  json dag = GetJson(base + "/dag");
+  std::promise<void> blocked, release;
+  std::shared_future<void> released = release.get_future().share();
+  cluster_->controller().Post([&blocked, released] {
+    blocked.set_value();
+    released.wait_for(std::chrono::seconds(30));  // bounded, should the test fail
+  });
+  blocked.get_future().wait();
+  EXPECT_EQ(GetJson(base + "/tasks?limit=4"), page);       // kept as rendered
+  json other = GetJson(base + "/tasks?offset=4&limit=4");  // rendered from the copy
+  ASSERT_EQ(other["tasks"].size(), 2u);
+  EXPECT_EQ(other["tasks"][0]["run"], 4);
+  EXPECT_EQ(GetJson(base + "/trace"), trace);
+  EXPECT_EQ(GetJson(base + "/dag"), dag);
+  EXPECT_EQ(Call("GET", base + "/tasks?limit=x").status, 400);
+  release.set_value();
 }
 
 TEST_F(RestApiTest, MetricsArePrometheusText) {

@@ -1,0 +1,354 @@
+#include "http_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/write.hpp>
+#include <cctype>
+#include <cstdio>
+#include <exception>
+#include <utility>
+
+namespace hmpmd {
+namespace http_internal {
+namespace {
+
+constexpr char kSseHead[] =
+    "HTTP/1.1 200 OK\r\n"
+    "Server: hmpmd\r\n"
+    "Content-Type: text/event-stream\r\n"
+    "Cache-Control: no-cache\r\n"
+    "X-Accel-Buffering: no\r\n"
+    "\r\n";
+// How long a connection closed after an error keeps draining what the
+// client still sends, so that the client reads our error instead of a reset.
+constexpr std::chrono::milliseconds kLinger{2000};
+
+std::string EscapeJson(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string_view Sv(beast::string_view s) { return {s.data(), s.size()}; }
+
+std::string ToLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool HasCrLf(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
+
+bool IsHttpParseError(const beast::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_method).category();
+}
+
+HttpRequest ToHttpRequest(http::request<http::string_body>&& req) {
+  HttpRequest out;
+  out.method = std::string(Sv(req.method_string()));
+  out.target = std::string(Sv(req.target()));
+  size_t q = out.target.find('?');
+  out.path = out.target.substr(0, q);
+  if (q != std::string::npos) out.query = out.target.substr(q + 1);
+  for (const auto& field : req) {
+    auto [it, inserted] =
+        out.headers.emplace(ToLower(Sv(field.name_string())), std::string(Sv(field.value())));
+    if (!inserted) {
+      it->second += ", ";
+      it->second += Sv(field.value());
+    }
+  }
+  out.body = std::move(req.body());
+  return out;
+}
+
+}  // namespace
+
+HttpResponse ErrorResponse(int status, std::string_view message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = "{\"error\": \"" + EscapeJson(message) + "\"}";
+  return r;
+}
+
+void Session::Start() {
+  net::post(strand_, [self = shared_from_this()] { self->DoRead(); });
+}
+
+void Session::Reject() {
+  net::post(strand_,
+            [self = shared_from_this()] { self->WriteError(503, "too many connections"); });
+}
+
+void Session::PostClose() {
+  net::post(strand_, [self = shared_from_this()] { self->Close(); });
+}
+
+void Session::PostResponse(HttpResponse response) {
+  core_->PostIfRunning(strand_, [self = shared_from_this(), r = std::move(response)]() mutable {
+    self->WriteResponse(std::move(r));
+  });
+}
+
+bool Session::EnqueueLocked(Chunk chunk) {
+  if (sse_queue_.size() >= core_->options.sse_max_queued_chunks) return false;
+  sse_queue_.push_back(std::move(chunk));
+  if (sse_ready_ && !sse_flush_posted_) {
+    sse_flush_posted_ = true;
+    net::post(strand_, [self = shared_from_this()] { self->FlushSse(); });
+  }
+  return true;
+}
+
+void Session::DoRead() {
+  if (closed_) return;
+  parser_.emplace();
+  parser_->body_limit(core_->options.max_body_bytes);
+  stream_.expires_after(core_->options.idle_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) return self->OnRead(ec);
+                            self->OnHeader();
+                          });
+}
+
+void Session::OnHeader() {
+  if (closed_) return;
+  bool expects_continue =
+      !parser_->is_done() && beast::iequals(parser_->get()[http::field::expect], "100-continue");
+  if (!expects_continue) return ReadBody();
+  static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+  net::async_write(stream_, net::buffer(kContinue, sizeof kContinue - 1),
+                   [self = shared_from_this()](beast::error_code ec, size_t) {
+                     if (ec) return self->Close();
+                     self->ReadBody();
+                   });
+}
+
+void Session::ReadBody() {
+  if (closed_) return;
+  stream_.expires_after(core_->options.idle_timeout);
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+}
+
+void Session::OnRead(beast::error_code ec) {
+  if (closed_) return;
+  if (ec == http::error::body_limit) {
+    return WriteError(
+        413, "request body exceeds " + std::to_string(core_->options.max_body_bytes) + " bytes");
+  }
+  if (ec == http::error::header_limit) return WriteError(431, "request headers too large");
+  // end_of_stream is a clean close between requests; partial_message is
+  // a peer that vanished mid-request: neither gets an answer.
+  if (ec && IsHttpParseError(ec) && ec != http::error::end_of_stream &&
+      ec != http::error::partial_message) {
+    return WriteError(400, "bad request: " + ec.message());
+  }
+  if (ec) {
+    if (ec != http::error::end_of_stream && ec != beast::error::timeout) {
+      spdlog::debug("http: connection {} read: {}", id_, ec.message());
+    }
+    return Close();
+  }
+  auto req = parser_->release();
+  version_ = req.version();
+  keep_alive_ = req.keep_alive();
+  head_ = req.method() == http::verb::head;
+  HttpRequest request = ToHttpRequest(std::move(req));
+  if (request.method == "GET" && request.path == kHttpEventsPath) return StartSse();
+
+  auto state = std::make_shared<ReplyState>(shared_from_this());
+  HttpReply reply = [state](HttpResponse r) { state->Send(std::move(r)); };
+  try {
+    core_->handler(std::move(request), reply);
+  } catch (const std::exception& e) {
+    spdlog::error("http: handler threw: {}", e.what());
+    reply(ErrorResponse(500, std::string("internal error: ") + e.what()));
+  } catch (...) {
+    spdlog::error("http: handler threw a non-exception");
+    reply(ErrorResponse(500, "internal error"));
+  }
+}
+
+void Session::WriteResponse(HttpResponse r) {
+  if (closed_) return;
+  if (r.status < 200 || r.status > 599) {
+    spdlog::error("http: handler answered with status {}", r.status);
+    r = ErrorResponse(500, "handler answered with an invalid status");
+  }
+  if (r.status == 204 || r.status == 304) r.body.clear();  // they have no body
+  bool keep_alive = keep_alive_ && !core_->Stopping();
+  res_.emplace();
+  try {
+    res_->version(version_);
+    res_->result(static_cast<unsigned>(r.status));
+    res_->set(http::field::server, "hmpmd");
+    if (!r.content_type.empty() && !HasCrLf(r.content_type)) {
+      res_->set(http::field::content_type, r.content_type);
+    }
+    for (const auto& [name, value] : r.headers) {
+      if (name.empty() || HasCrLf(name) || HasCrLf(value)) continue;
+      res_->set(name, value);
+    }
+    res_->keep_alive(keep_alive);
+    if (head_) {  // the length the GET would have, and no body
+      res_->content_length(r.body.size());
+    } else {
+      res_->body() = std::move(r.body);
+      res_->prepare_payload();
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("http: cannot build response: {}", e.what());
+    return Close();
+  }
+  stream_.expires_after(core_->options.idle_timeout);
+  http::async_write(stream_, *res_,
+                    [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                      self->res_.reset();
+                      if (ec || !keep_alive) return self->Close();
+                      self->DoRead();
+                    });
+}
+
+void Session::WriteError(int status, std::string message) {
+  if (closed_) return;
+  keep_alive_ = false;
+  res_.emplace(static_cast<http::status>(status), version_ ? version_ : 11);
+  res_->set(http::field::server, "hmpmd");
+  res_->set(http::field::content_type, "application/json");
+  res_->body() = ErrorResponse(status, message).body;
+  res_->keep_alive(false);
+  res_->prepare_payload();
+  stream_.expires_after(core_->options.idle_timeout);
+  http::async_write(stream_, *res_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->res_.reset();
+    if (ec) return self->Close();
+    beast::error_code ignored;
+    self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    self->stream_.expires_after(std::min(kLinger, self->core_->options.idle_timeout));
+    self->Drain();
+  });
+}
+
+void Session::Drain() {
+  if (closed_) return;
+  stream_.async_read_some(net::buffer(scratch_),
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) return self->Close();
+                            self->Drain();
+                          });
+}
+
+void Session::StartSse() {
+  SseHello hello;
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    full = core_->sse_clients.size() >= core_->options.max_sse_clients;
+    if (!full) {
+      core_->sse_clients[id_] = shared_from_this();
+      hello = core_->hello;
+    }
+  }
+  if (full) return WriteError(503, "too many event-stream clients");
+  // The client is registered before the hello runs, so an event broadcast
+  // meanwhile is queued behind the snapshot: seen twice at worst, never
+  // missed.
+  std::string first = kSseHead;
+  if (hello) {
+    try {
+      first += hello();
+    } catch (const std::exception& e) {
+      spdlog::error("http: SSE hello threw: {}", e.what());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    sse_queue_.push_front(std::make_shared<const std::string>(std::move(first)));
+    sse_ready_ = true;
+  }
+  WatchSse();
+  FlushSse();
+}
+
+void Session::WatchSse() {
+  if (closed_) return;
+  stream_.expires_never();  // only the write deadline applies to SSE
+  stream_.async_read_some(net::buffer(scratch_),
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) return self->Close();
+                            self->WatchSse();
+                          });
+}
+
+void Session::FlushSse() {
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    sse_flush_posted_ = false;
+    if (closed_ || sse_writing_ || !sse_ready_ || sse_queue_.empty()) return;
+    sse_inflight_.assign(std::make_move_iterator(sse_queue_.begin()),
+                         std::make_move_iterator(sse_queue_.end()));
+    sse_queue_.clear();
+  }
+  sse_buffers_.clear();
+  for (const Chunk& c : sse_inflight_) sse_buffers_.push_back(net::buffer(*c));
+  sse_writing_ = true;
+  // A read is pending, so this deadline applies to the write alone.
+  stream_.expires_after(core_->options.idle_timeout);
+  net::async_write(stream_, sse_buffers_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) {
+                     self->sse_writing_ = false;
+                     self->sse_inflight_.clear();
+                     self->sse_buffers_.clear();
+                     if (ec) return self->Close();
+                     self->FlushSse();
+                   });
+}
+
+void Session::Close() {
+  if (closed_) return;
+  closed_ = true;
+  auto self = shared_from_this();
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->sessions.erase(id_);
+    core_->sse_clients.erase(id_);
+    sse_queue_.clear();
+  }
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_.close();
+}
+
+void ServerCore::Broadcast(Chunk chunk) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (stopped) return;
+  for (auto it = sse_clients.begin(); it != sse_clients.end();) {
+    if (it->second->EnqueueLocked(chunk)) {
+      ++it;
+      continue;
+    }
+    spdlog::warn("http: SSE client {} is {} chunks behind; disconnecting it", it->first,
+                 options.sse_max_queued_chunks);
+    it->second->PostClose();  // safe under mu: Stop() has not begun
+    it = sse_clients.erase(it);
+  }
+}
+
+}  // namespace http_internal
+}  // namespace hmpmd

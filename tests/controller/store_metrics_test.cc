@@ -1,0 +1,95 @@
+// The job store's write latency: StoreWriter times every batch it writes,
+// and /metrics (LiveMetrics) shows it as a Prometheus histogram when the
+// controller has a store.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "in_memory_job_store.h"
+#include "live_metrics.h"
+#include "store_writer.h"
+
+namespace hmpmd {
+namespace {
+
+constexpr char kSpec[] = R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})";
+
+std::vector<StoreRecord> OneRecord(JobId id) {
+  std::vector<StoreRecord> r;
+  r.push_back(JobSubmittedRecord{id, "j", kSpec, 1});
+  return r;
+}
+
+TEST(StoreMetricsTest, EveryWrittenBatchIsTimedFailedOnesIncluded) {
+  InMemoryJobStore store;
+  StoreWriter writer(&store, StoreWriterOptions{1, 8192});
+  EXPECT_EQ(writer.write_latency().count, 0u);
+  for (JobId id = 1; id <= 3; ++id) {
+    auto records = OneRecord(id);
+    writer.Append(&records);
+    ASSERT_TRUE(writer.Flush().ok());
+  }
+  store.FailWrites(true);
+  auto records = OneRecord(4);
+  writer.Append(&records);
+  EXPECT_FALSE(writer.Flush().ok());
+  StoreWriteLatency l = writer.write_latency();
+  EXPECT_EQ(l.count, 4u);
+  uint64_t in_buckets = 0;
+  for (uint64_t c : l.counts) in_buckets += c;
+  EXPECT_EQ(in_buckets, 4u);
+  EXPECT_GE(l.sum_s, 0.0);
+  EXPECT_EQ(writer.batches_written(), 3u);
+  EXPECT_EQ(writer.write_errors(), 1u);
+
+  std::string text;
+  AppendStoreMetrics(&text, l, writer.batches_written(), writer.write_errors());
+  for (const char* want :
+       {"# TYPE hmpmd_store_write_latency_seconds histogram\n",
+        "hmpmd_store_write_latency_seconds_bucket{le=\"0.0001\"} ",
+        "hmpmd_store_write_latency_seconds_bucket{le=\"+Inf\"} 4\n",
+        "hmpmd_store_write_latency_seconds_count 4\n", "hmpmd_store_write_latency_seconds_sum ",
+        "hmpmd_store_batches_written_total 3\n", "hmpmd_store_write_errors_total 1\n"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  }
+  store.FailWrites(false);  // the failed batch is written on the way out
+}
+
+TEST(StoreMetricsTest, MetricsShowTheControllersStoreWrites) {
+  ControllerOptions o;
+  o.listen = "tcp://127.0.0.1:0";
+  o.store = std::make_shared<InMemoryJobStore>();
+  o.store_writer.flush_ms = 1;
+  Controller c(o);
+  ASSERT_TRUE(c.Start().ok());
+  std::thread loop([&c] { c.Run(); });
+  // The loop hands the submitted job to the writer; poll (bounded) until a
+  // batch is written, then read the metrics on the loop.
+  std::promise<Status> submitted;
+  c.Post([&] { submitted.set_value(c.SubmitJson(kSpec).status()); });
+  ASSERT_TRUE(submitted.get_future().get().ok());
+  for (int i = 0; i < 500 && c.store_writer()->batches_written() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::promise<std::string> text;
+  c.Post([&] { text.set_value(LiveMetrics(&c).PrometheusText(Controller::NowUs(), "")); });
+  std::string m = text.get_future().get();
+  c.Stop();
+  loop.join();
+  EXPECT_NE(m.find("hmpmd_store_write_latency_seconds_count 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("hmpmd_store_batches_written_total 1\n"), std::string::npos) << m;
+}
+
+TEST(StoreMetricsTest, NoStoreNoStoreMetrics) {
+  ControllerOptions o;
+  o.listen = "tcp://127.0.0.1:0";
+  Controller c(o);
+  std::string m = LiveMetrics(&c).PrometheusText(Controller::NowUs(), "");
+  EXPECT_NE(m.find("hmpmd_tasks_dispatched_total"), std::string::npos);
+  EXPECT_EQ(m.find("hmpmd_store_"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hmpmd
