@@ -204,8 +204,8 @@ void DeviceShare::OnReleased(JobId job, uint32_t run, CoreId core, const Resourc
   }
   if (d >= holders_.size()) return;
   const size_t kind = static_cast<size_t>(pool.core(core).kind);
-  for (const auto& [job, sm] : holders_[d]) {
-    auto it = jobs_.find(job);
+  for (const auto& [holder, sm] : holders_[d]) {
+    auto it = jobs_.find(holder);
     if (it == jobs_.end() || sm >= it->second.sets.size()) continue;
     Set& set = it->second.sets[sm];
     set.free[kind].push_back(core);

@@ -277,7 +277,9 @@ TEST_F(DeviceShareTest, SetsFillAsDevicesJoinAndShrinkWhenOneDies) {
   for (const DeviceMove& m : share().moves()) left |= m.device == dead && m.to == kNoSubmodel;
   EXPECT_TRUE(left) << "the dead device's leaving is recorded";
   for (const auto& st : loop.log()) {
-    if (st.dispatched > 0) EXPECT_NE(st.d.device, dead);
+    if (st.dispatched > 0) {
+      EXPECT_NE(st.d.device, dead);
+    }
   }
 }
 
