@@ -56,6 +56,12 @@ std::vector<DeviceId> PickDevices(std::vector<NodeFree>& nodes, uint32_t need,
 
 }  // namespace
 
+bool DeviceShare::KeepsState(const SubmodelSpec& sm, bool open_job) {
+  if (open_job) return true;  // a driver's actor: its state lives on its devices
+  return sm.kind == SubmodelKind::kActor || sm.kind == SubmodelKind::kReward ||
+         sm.kind == SubmodelKind::kLearner;
+}
+
 const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {
   auto it = jobs_.find(job);
   if (it == jobs_.end() || sm >= it->second.sets.size()) return nullptr;
@@ -81,7 +87,7 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
   js.sets.resize(spec.submodels.size());
   js.moved_at.resize(pool.device_count(), kNever);
   for (size_t s = first; s < js.sets.size(); ++s) {
-    js.sets[s].want = spec.submodels[s].devices;
+    js.sets[s].want = KeepsState(spec.submodels[s], job.open) ? spec.submodels[s].devices : 0;
     js.sets[s].elastic = spec.elastic && spec.submodels[s].elastic;
   }
   // A collective group's members in one sub-model need distinct devices.

@@ -2,7 +2,13 @@
 // "actors": a sub-model whose tasks stay on its devices keeps its state,
 // e.g. weights, in those workers between tasks).
 //
-// 1. At admission every sub-model of a job with `devices` = N > 0 gets a set
+// 0. Which sub-models get a set: those that keep state between tasks, i.e.
+//    the model-level kinds `actor`, `reward` and `learner`, and every actor
+//    of a driver session (an open job). Encoders, pipeline stages, experts
+//    and generic sub-models keep floating over the pool (their `devices` is
+//    a hint for the spmd-1f1b baseline): the sub-model level is balanced
+//    moment by moment, which beats any device set (see README, Simulation).
+// 1. At admission every such sub-model with `devices` = N > 0 gets a set
 //    of N devices (at least its largest collective group), chosen to span
 //    as few nodes as possible and, across jobs, the devices fewest other
 //    sets hold. Sets of one job are disjoint while the pool has room; a
@@ -157,6 +163,8 @@ class DeviceShare {
   DeviceId Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
                      TimeUs now);
   const Set* Find(JobId job, uint32_t sm) const;
+  // Rule 0: whether `sm` gets a device set.
+  static bool KeepsState(const SubmodelSpec& sm, bool open_job);
 
   DeviceShareOptions options_;
   std::unordered_map<JobId, JobShare> jobs_;
