@@ -34,6 +34,13 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             it->second.state = r.state;
             it->second.error = r.error;
             it->second.finished = r.finished;
+            it->second.finished_unix_ms = r.finished_unix_ms;
+          } else if constexpr (std::is_same_v<T, WorkerRecord>) {
+            if (r.alive) {
+              live_workers_.insert(r.key);
+            } else {
+              live_workers_.erase(r.key);
+            }
           } else {
             jobs_.erase(r.job);
           }
@@ -50,6 +57,15 @@ Result<std::vector<StoredJob>> InMemoryJobStore::Load() {
   out.reserve(jobs_.size());
   for (const auto& [id, job] : jobs_) out.push_back(job);
   return out;
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+Result<std::optional<std::vector<std::string>>> InMemoryJobStore::LoadLiveWorkers() {
+  return std::optional<std::vector<std::string>>(
+      std::vector<std::string>(live_workers_.begin(), live_workers_.end()));
 }
 
 }  // namespace hmpmd

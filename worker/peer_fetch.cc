@@ -1,5 +1,6 @@
 #include "peer_fetch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -7,6 +8,12 @@
 #include "hmpmd/worker/fetch.h"
 
 namespace hmpmd::worker {
+namespace {
+
+// How long a fetch waits to connect to the peer (loopback or LAN: far less).
+constexpr int64_t kConnectTimeoutMs = 3000;
+
+}  // namespace
 
 Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoint, JobId job,
                                  uint32_t run, int64_t timeout_us) {
@@ -16,12 +23,21 @@ Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoin
     zmq::socket_t s(*ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);
     s.set(zmq::sockopt::rcvhwm, 0);
+    // The request waits for a connection, not for the whole timeout: a dead
+    // peer (connection refused, retried forever by ZeroMQ) fails the fetch
+    // within kConnectTimeoutMs, and the controller rebuilds the input.
+    s.set(zmq::sockopt::immediate, 1);
+    s.set(zmq::sockopt::sndtimeo,
+          static_cast<int>(std::min<int64_t>(kConnectTimeoutMs, (timeout_us + 999) / 1000)));
     s.connect(endpoint);
     DataHeader h;
     h.op = static_cast<uint8_t>(DataOp::kFetch);
     h.key = job;
     h.run = run;
-    s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none);
+    if (!s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none)) {
+      return Status::Unavailable(what + ": cannot connect within " +
+                                 std::to_string(kConnectTimeoutMs) + " ms");
+    }
     zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
     if (zmq::poll(&item, 1, std::chrono::milliseconds((timeout_us + 999) / 1000)) == 0) {
       return Status::Unavailable(what + ": no answer within " + std::to_string(timeout_us / 1000) +
