@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -200,17 +201,51 @@ TEST_F(RecoveryDataTest, KilledControllerResumesTensorChainsWithTheRightValues) 
 TEST_F(RecoveryDataTest, OutputsLostWithAWorkerWhileTheControllerWasDownAreRebuilt) {
   ASSERT_TRUE(cluster_->StartController().ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cluster_->StartWorker().ok());
-  const TensorJob t = TensorChains(4, 6, 40000, /*seed=*/9);
+  constexpr int kLen = 6;
+  const TensorJob t = TensorChains(4, kLen, 200000, /*seed=*/9);
   auto id = cluster_->Submit(t.spec);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   WaitDone(*id, 14);
+  // The victim: the worker holding the most outputs c<k>_<i> that are still
+  // to be read (neither reader s<k>_<i+1>, a 200 ms sleep, nor c<k>_<i+1>
+  // is done, so they stay unread until well after the kills below).
+  auto tasks = cluster_->Get("/api/v1/jobs/" + std::to_string(*id) + "/tasks");
+  auto pool = cluster_->Get("/api/v1/pool");
+  ASSERT_TRUE(tasks.is_object() && pool.is_object());
+  std::map<std::string, nlohmann::json> by_id;
+  for (const auto& e : tasks["tasks"]) by_id[e["id"].get<std::string>()] = e;
+  std::map<int, int> needed;  // device -> outputs still to be read
+  for (int c = 0; c < 4; ++c) {
+    for (int i = 0; i + 1 < kLen; ++i) {
+      const std::string k = std::to_string(c) + "_";
+      const auto& out = by_id["c" + k + std::to_string(i)];
+      if (out["state"] != "done") continue;
+      if (by_id["s" + k + std::to_string(i + 1)]["state"] == "done") continue;
+      if (by_id["c" + k + std::to_string(i + 1)]["state"] == "done") continue;
+      ++needed[out["device"].get<int>()];
+    }
+  }
+  ASSERT_FALSE(needed.empty()) << tasks.dump();
+  auto most = std::max_element(needed.begin(), needed.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  pid_t pid = -1;
+  for (const auto& d : pool["devices"]) {
+    if (d["id"].get<int>() == most->first) pid = d["pid"].get<pid_t>();
+  }
+  size_t victim = 0;
+  while (victim < 3 && cluster_->worker_pid(victim) != pid) ++victim;
+  ASSERT_LT(victim, 3u) << "device " << most->first << " has no worker of ours";
   cluster_->KillController();
-  cluster_->KillWorker(0);
+  cluster_->KillWorker(victim);
   ASSERT_TRUE(cluster_->StartController().ok());
   auto j = cluster_->WaitJob(*id, 60000);
   ASSERT_EQ(j.value("state", ""), "succeeded") << j.dump();
   const std::string metrics = Metrics();
   EXPECT_NE(metrics.find("hmpmd_recovery{state=\"grace_expired\"} 1"), std::string::npos)
+      << metrics;
+  // Rebuilt when the grace ended, or when a reader found the output gone.
+  EXPECT_GE(
+      Metric(metrics, "hmpmd_rebuilt_runs_total") + Metric(metrics, "hmpmd_lost_inputs_total"), 1)
       << metrics;
   auto runs = Runs(*id);
   EXPECT_EQ(runs.size(), static_cast<size_t>(t.tasks));
