@@ -476,7 +476,9 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
     // restart); an empty endpoint then fails the task, naming the input.
     in.bytes = job.runs[in.run].output_bytes;
     const OutputLocation* loc = OutputOf(d.job, in.run);
-    if (loc != nullptr && in.bytes > 0) in.endpoint = workers_[loc->worker].data_endpoint;
+    if (loc != nullptr && in.bytes > 0 && workers_[loc->worker].alive) {
+      in.endpoint = workers_[loc->worker].data_endpoint;
+    }
     a.inputs.push_back(std::move(in));
   }
   if (gt.group == kNoGroup) return;
