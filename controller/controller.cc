@@ -143,6 +143,9 @@ Status Controller::RestoreFromStore(TimeUs now) {
                    scheduler_->job(j.id)->runs.size());
     }
   }
+  // Ids of forgotten jobs are not given out again.
+  ASSIGN_OR_RETURN(JobId max_id, options_.store->LoadMaxJobId());
+  scheduler_->ReserveJobIds(max_id);
   ASSIGN_OR_RETURN(auto live, options_.store->LoadLiveWorkers());
   if (unfinished > 0) {
     recovery_.Open(live, now + TimeUs{options_.recovery_grace_ms} * 1000);

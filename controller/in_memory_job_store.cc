@@ -16,6 +16,7 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             j.name = r.name;
             j.spec_json = r.spec_json;
             j.submitted = r.submitted;
+            max_job_ = std::max(max_job_, r.job);
           } else if constexpr (std::is_same_v<T, TaskDoneRecord>) {
             auto it = jobs_.find(r.job);
             if (it == jobs_.end()) return;

@@ -94,6 +94,9 @@ class JobStore {
   virtual Result<std::optional<std::vector<std::string>>> LoadLiveWorkers() {
     return std::optional<std::vector<std::string>>();
   }
+  // The largest job id ever written (JobSubmittedRecord), forgotten jobs
+  // included, so that new ids never reuse one; 0 when none.
+  virtual Result<JobId> LoadMaxJobId() { return JobId{0}; }
 };
 
 }  // namespace hmpmd

@@ -27,6 +27,8 @@ CREATE TABLE IF NOT EXISTS task_runs (
   bytes INTEGER NOT NULL DEFAULT -1,
   PRIMARY KEY (job, run)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS workers (key TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta(key, value) SELECT 'max_job', coalesce(max(id), 0) FROM jobs;
 )sql";
 
 // Columns added after the first release, for files an older version made
@@ -92,14 +94,16 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
   RETURN_IF_ERROR(
       store->Prepare("INSERT OR REPLACE INTO workers(key) VALUES (?)", &store->add_worker_));
   RETURN_IF_ERROR(store->Prepare("DELETE FROM workers WHERE key = ?", &store->drop_worker_));
+  RETURN_IF_ERROR(store->Prepare("UPDATE meta SET value = max(value, ?) WHERE key = 'max_job'",
+                                 &store->max_job_));
   RETURN_IF_ERROR(store->Prepare("DELETE FROM jobs WHERE id = ?", &store->forget_job_));
   RETURN_IF_ERROR(store->Prepare("DELETE FROM task_runs WHERE job = ?", &store->forget_runs_));
   return store;
 }
 
 SqliteJobStore::~SqliteJobStore() {
-  for (sqlite3_stmt* s :
-       {insert_job_, insert_run_, end_job_, forget_job_, forget_runs_, add_worker_, drop_worker_}) {
+  for (sqlite3_stmt* s : {insert_job_, insert_run_, end_job_, forget_job_, forget_runs_,
+                          add_worker_, drop_worker_, max_job_}) {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
@@ -142,6 +146,10 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
       [&](const auto& r) {
         using T = std::decay_t<decltype(r)>;
         if constexpr (std::is_same_v<T, JobSubmittedRecord>) {
+          sqlite3_bind_int64(max_job_, 1, static_cast<sqlite3_int64>(r.job));
+          const int rc = sqlite3_step(max_job_);
+          sqlite3_reset(max_job_);
+          if (rc != SQLITE_DONE) return;  // s stays null: an error
           s = insert_job_;
           sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(r.job));
           BindText(s, 2, r.name);
@@ -180,7 +188,7 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
         }
       },
       record);
-  if (s == nullptr) return Error("delete");
+  if (s == nullptr) return Error("write");
   int rc = sqlite3_step(s);
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
@@ -267,6 +275,15 @@ Result<std::optional<std::vector<std::string>>> SqliteJobStore::LoadLiveWorkers(
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return Error("read workers");
   return std::optional<std::vector<std::string>>(std::move(keys));
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+Result<JobId> SqliteJobStore::LoadMaxJobId() {
+  ASSIGN_OR_RETURN(int64_t max_id, QueryInt("SELECT value FROM meta WHERE key = 'max_job'"));
+  return static_cast<JobId>(max_id);
 }
 
 }  // namespace hmpmd

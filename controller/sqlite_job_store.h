@@ -2,7 +2,8 @@
 //
 // Schema: jobs(id, name, spec, state, error, submitted, finished,
 // finished_unix_ms), task_runs(job, run, attempt, start, end, device, bytes),
-// one row per finished run, and workers(key), the workers alive. Files of an
+// one row per finished run, workers(key), the workers alive, and
+// meta(key, value) with the largest job id ever written ('max_job'). Files of an
 // older version get the new columns on Open(). Write() is one transaction; with synchronous=NORMAL
 // a power loss may drop the last transactions but never corrupts the file, and a process crash
 // (kill -9) loses nothing that Write() returned for. This is an adapter: SQLite errors become
@@ -30,6 +31,7 @@ class SqliteJobStore : public JobStore {
   Status Write(std::span<const StoreRecord> batch) override;
   Result<std::vector<StoredJob>> Load() override;
   Result<std::optional<std::vector<std::string>>> LoadLiveWorkers() override;
+  Result<JobId> LoadMaxJobId() override;
 
  private:
   explicit SqliteJobStore(std::string path) : path_(std::move(path)) {}
@@ -49,6 +51,7 @@ class SqliteJobStore : public JobStore {
   sqlite3_stmt* forget_runs_ = nullptr;
   sqlite3_stmt* add_worker_ = nullptr;
   sqlite3_stmt* drop_worker_ = nullptr;
+  sqlite3_stmt* max_job_ = nullptr;
   bool workers_known_ = true;  // false: an older version wrote the file
 };
 

@@ -101,6 +101,13 @@ TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
   EXPECT_EQ((*jobs)[0].id, 2u);
+  // Forgetting every job keeps the largest id, so ids are never reused.
+  std::vector<StoreRecord> all = {JobForgottenRecord{2}};
+  ASSERT_TRUE(this->store_->Write(all).ok());
+  this->Reopen();
+  auto max_id = this->store_->LoadMaxJobId();
+  ASSERT_TRUE(max_id.ok());
+  EXPECT_EQ(*max_id, 2u);
 }
 
 TYPED_TEST(JobStoreTest, OutputSizesEndTimesAndLiveWorkersAreKept) {

@@ -209,6 +209,10 @@ TEST_F(RecoveryTest, RetentionByCountAndAgeHoldsAcrossRestarts) {
   ASSERT_TRUE(cluster_->StartController({"--keep-hours", "1000"}).ok());
   EXPECT_FALSE(kept(ids[2]));
   EXPECT_FALSE(kept(ids[3]));
+  // Their ids are not given out again.
+  auto next = cluster_->Submit(DagSpec(2, 2, 1000, 9));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(*next, ids[3]);
 }
 
 }  // namespace

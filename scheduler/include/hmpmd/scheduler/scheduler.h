@@ -16,6 +16,7 @@
 // simulator) owns it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -132,6 +133,8 @@ class Scheduler {
   Status RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
                     const std::vector<RestoredRun>& done, JobState state, std::string error,
                     TimeUs submitted, TimeUs finished, TimeUs now);
+  // Later AddJob() ids are above `id` (e.g. the largest a store ever saw).
+  void ReserveJobIds(JobId id) { next_job_ = std::max(next_job_, id + 1); }
   // A re-registered worker reports it still runs `run` (attempt `attempt`)
   // on its core (`kind`, `lane`): a ready run becomes running there instead
   // of being started twice. Returns false (changing nothing) otherwise.
