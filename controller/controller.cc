@@ -92,6 +92,7 @@ void Controller::Run() {
     now = NowUs();
     if (now >= next_liveness_check_) {
       CheckLiveness(now);
+      ForgetExpiredJobs();
       next_liveness_check_ = now + options_.heartbeat_ms * 1000;
     }
     ScheduleAndSend(now);
@@ -124,7 +125,9 @@ Status Controller::RestoreFromStore(TimeUs now) {
     }
     std::vector<Scheduler::RestoredRun> done;
     done.reserve(j.done.size());
-    for (const TaskDoneRecord& r : j.done) done.push_back({r.run, r.attempt, r.start, r.end});
+    for (const TaskDoneRecord& r : j.done) {
+      done.push_back({r.run, r.attempt, r.start, r.end, r.bytes});
+    }
     Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
                                        j.submitted, j.finished, now);
     if (!st.ok()) {
@@ -134,6 +137,8 @@ Status Controller::RestoreFromStore(TimeUs now) {
     ++counters_.restored_jobs;
     if (IsTerminal(j.state)) {
       finished_order_.push_back(j.id);
+      // Not known (an older file): its age counts from now.
+      finished_unix_ms_[j.id] = j.finished_unix_ms > 0 ? j.finished_unix_ms : UnixMs();
     } else {
       live_jobs_.insert(j.id);
       ++unfinished;
@@ -141,7 +146,18 @@ Status Controller::RestoreFromStore(TimeUs now) {
                    scheduler_->job(j.id)->runs.size());
     }
   }
-  if (unfinished > 0) recovery_until_ = now + TimeUs{options_.recovery_grace_ms} * 1000;
+  // Ids of forgotten jobs are not given out again.
+  ASSIGN_OR_RETURN(JobId max_id, options_.store->LoadMaxJobId());
+  scheduler_->ReserveJobIds(max_id);
+  ASSIGN_OR_RETURN(auto live, options_.store->LoadLiveWorkers());
+  if (unfinished > 0) {
+    recovery_.Open(live, now + TimeUs{options_.recovery_grace_ms} * 1000);
+    spdlog::info("recovery: waiting for {} workers to register again (at most {} ms)",
+                 live ? std::to_string(live->size()) : "the", options_.recovery_grace_ms);
+  } else if (live) {
+    // Nothing to resume: forget them; those alive register again.
+    for (std::string& key : *live) store_pending_.push_back(WorkerRecord{std::move(key), false});
+  }
   spdlog::info("job store: {} jobs reloaded, {} unfinished", counters_.restored_jobs, unfinished);
   return Status::Ok();
 }
@@ -215,6 +231,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   w.id = static_cast<WorkerId>(workers_.size());
   desc.worker = w.id;
   w.identity = identity;
+  w.key = WorkerKey(m);
   w.name = m.name;
   w.data_endpoint = m.data_endpoint;
   w.pid = m.pid;
@@ -228,12 +245,10 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   workers_.push_back(w);
   outbox_.resize(workers_.size());
   ++alive_workers_;
+  recovery_.OnRegistered(w.key);
+  if (writer_) store_pending_.push_back(WorkerRecord{w.key, true});
   // Tasks it still holds run (or ran) there: do not start them again.
-  for (const HeldTask& h : m.held) {
-    if (scheduler_->AdoptRun(h.job, h.task, h.attempt, w.device, h.core, h.lane, now)) {
-      ++counters_.adopted_runs;
-    }
-  }
+  AdoptReported(workers_.back(), m, now);
   transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms});
   spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", w.id, m.name,
                scheduler_->pool().device(w.device).desc.cores[0],
@@ -265,8 +280,18 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
               {r.task, TaskEnded::kDone, "", w.data_endpoint, r.output_bytes});
         }
         if (writer_) {
-          store_pending_.push_back(TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device});
+          store_pending_.push_back(
+              TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device, r.output_bytes});
         }
+      }
+    } else if (!r.lost_inputs.empty()) {
+      // An input is gone: rebuild it (lineage) and run this task again.
+      applied = scheduler_->OnInputsLost(r.job, r.task, r.attempt, r.lost_inputs, r.error, now);
+      if (applied) {
+        ++counters_.tasks_failed;
+        ++counters_.lost_inputs;
+        spdlog::info("job {} run {}: input run {} lost ({}); rebuilding it", r.job, r.task,
+                     r.lost_inputs.front(), r.error);
       }
     } else {
       applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, r.error, false, now);
@@ -295,6 +320,7 @@ void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
   if (!w.alive) return;
   w.alive = false;
   w.left_reason = why;
+  if (writer_) store_pending_.push_back(WorkerRecord{w.key, false});
   --alive_workers_;
   by_identity_.erase(w.identity);
   spdlog::warn("worker {} '{}' declared dead: {}", w.id, w.name, why);
@@ -364,7 +390,7 @@ void Controller::ShutdownWorkers(const std::string& reason) {
 }
 
 void Controller::ScheduleAndSend(TimeUs now) {
-  if (now < recovery_until_) return;  // workers are still re-registering
+  if (RecoveryHoldsDispatch(now)) return;  // workers are still re-registering
   dispatch_scratch_.clear();
   scheduler_->Schedule(now, &dispatch_scratch_);
   if (dispatch_scratch_.empty()) return;
@@ -417,8 +443,10 @@ void Controller::NotifyEndedJobs() {
     JobId id = *it;
     it = live_jobs_.erase(it);
     finished_order_.push_back(id);
-    if (writer_)
-      store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished});
+    const int64_t ended_ms = finished_unix_ms_[id] = UnixMs();
+    if (writer_) {
+      store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished, ended_ms});
+    }
     if (job->state == JobState::kSucceeded) {
       spdlog::info("job {} '{}' succeeded in {:.3f} s", id, job->graph->spec().name,
                    (job->finished - job->started) / 1e6);
@@ -442,20 +470,31 @@ void Controller::NotifyEndedJobs() {
 // Gang: every member's data endpoint; the scheduler placed the whole gang
 // in this round (gang start), so every member's device is known here.
 void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
-  const JobGraph& g = *scheduler_->job(d.job)->graph;
+  const JobRun& job = *scheduler_->job(d.job);
+  const JobGraph& g = *job.graph;
   const uint32_t index = d.run % g.size();
   const uint32_t base = d.run - index;
   const GraphTask& gt = g.task(index);
-  a.reads = static_cast<uint32_t>(gt.consumers.size());
-  if (g.open()) a.reads = 0;  // a session's outputs stay until released (FreeRuns)
-  // Only the last step's sinks are the job's final outputs.
-  if (a.reads == 0 && d.run / g.size() + 1 < g.steps()) a.reads = TaskAssign::kDropOutputs;
+  if (g.open()) {
+    a.reads = 0;  // a session's outputs stay until released (FreeRuns)
+  } else {
+    // Consumers already done (of a rebuilt run) do not read it again.
+    a.reads = 0;
+    for (uint32_t c : gt.consumers) a.reads += job.runs[base + c].state != TaskState::kDone;
+    // Only the last step's sinks are the job's final outputs.
+    if (a.reads == 0 && (!gt.consumers.empty() || d.run / g.size() + 1 < g.steps())) {
+      a.reads = TaskAssign::kDropOutputs;
+    }
+  }
   for (uint32_t p : gt.inputs) {
     InputRef in;
     in.run = base + p;
-    if (const OutputLocation* loc = OutputOf(d.job, in.run)) {
+    // The size is known even where no worker holds the output (after a
+    // restart); an empty endpoint then fails the task, naming the input.
+    in.bytes = job.runs[in.run].output_bytes;
+    const OutputLocation* loc = OutputOf(d.job, in.run);
+    if (loc != nullptr && in.bytes > 0 && workers_[loc->worker].alive) {
       in.endpoint = workers_[loc->worker].data_endpoint;
-      in.bytes = loc->bytes;
     }
     a.inputs.push_back(std::move(in));
   }
@@ -479,14 +518,21 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
 }
 
 void Controller::ForgetOldJobs() {
-  while (finished_order_.size() > options_.keep_finished_jobs) {
+  if (finished_order_.size() > options_.keep_finished_jobs) {
+    ForgetOldest(finished_order_.size() - options_.keep_finished_jobs);
+  }
+}
+
+void Controller::ForgetOldest(size_t n) {
+  for (; n > 0 && !finished_order_.empty(); --n) {
     const JobId gone = finished_order_.front();
     for (const WorkerInfo& w : workers_) {
       if (w.alive) transport_.Send(w.identity, FreeJob{gone});
     }
     outputs_.erase(outputs_.lower_bound({gone, 0}), outputs_.lower_bound({gone + 1, 0}));
-    scheduler_->EraseJob(finished_order_.front());
-    if (writer_) store_pending_.push_back(JobForgottenRecord{finished_order_.front()});
+    scheduler_->EraseJob(gone);
+    finished_unix_ms_.erase(gone);
+    if (writer_) store_pending_.push_back(JobForgottenRecord{gone});
     finished_order_.erase(finished_order_.begin());
   }
 }

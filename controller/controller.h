@@ -27,6 +27,7 @@
 #include "job_spec_parser.h"
 #include "job_store.h"
 #include "mailbox.h"
+#include "recovery.h"
 #include "store_writer.h"
 #include "transport.h"
 #include "zap_handler.h"
@@ -62,14 +63,19 @@ struct ControllerOptions {
   // Finished jobs kept for queries; the oldest are forgotten beyond this.
   // Default: 1000.
   size_t keep_finished_jobs = 1000;
+  // Finished jobs are also forgotten this many hours after they ended (wall
+  // clock, kept in the store across restarts); checked every heartbeat
+  // period. 0: no age limit. Default: 0.
+  double keep_finished_hours = 0;
   // Durable job store (e.g. SqliteJobStore); null keeps jobs in memory only.
   // Start() reloads it: unfinished jobs resume, finished ones (within
   // keep_finished_jobs) stay queryable. Default: null.
   std::shared_ptr<JobStore> store;
   StoreWriterOptions store_writer;
-  // After reloading unfinished jobs, nothing is dispatched for this long so
-  // that live workers re-register first and report the tasks they still
-  // hold, which are then not started twice. Default: 2000 ms (workers
+  // After reloading unfinished jobs, nothing is dispatched until the workers
+  // that were alive when the last controller died (the store knows them)
+  // have re-registered and reported the tasks and outputs they hold, or for
+  // at most this long (RecoveryWindow). Default: 2000 ms (workers
   // re-register within a heartbeat period of the restart).
   uint32_t recovery_grace_ms = 2000;
   // CurveZMQ (see curve_keys.h): with a secret key, the ROUTER socket is a
@@ -82,6 +88,7 @@ struct ControllerOptions {
 struct WorkerInfo {
   WorkerId id = 0;
   std::string identity;  // ZeroMQ routing id
+  std::string key;       // WorkerKey(): the same across controller restarts
   std::string name;
   std::string data_endpoint;  // where peers fetch its outputs
   uint32_t pid = 0;
@@ -121,10 +128,13 @@ struct ControllerCounters {
   uint64_t tasks_finished = 0;
   uint64_t tasks_failed = 0;
   uint64_t batches_sent = 0;
-  uint64_t stale_results = 0;  // results of old attempts or ended jobs
-  uint64_t unknown_peers = 0;  // messages from workers we do not know
-  uint64_t restored_jobs = 0;  // reloaded from the store at start
-  uint64_t adopted_runs = 0;   // runs re-registered workers still held
+  uint64_t stale_results = 0;    // results of old attempts or ended jobs
+  uint64_t unknown_peers = 0;    // messages from workers we do not know
+  uint64_t restored_jobs = 0;    // reloaded from the store at start
+  uint64_t adopted_runs = 0;     // runs re-registered workers still held
+  uint64_t adopted_outputs = 0;  // stored outputs re-registered workers reported
+  uint64_t rebuilt_runs = 0;     // done runs run again for outputs held nowhere
+  uint64_t lost_inputs = 0;      // task runs that could not read an input
 };
 
 class Controller {
@@ -175,6 +185,8 @@ class Controller {
   // yet, or the job is forgotten).
   const OutputLocation* OutputOf(JobId job, uint32_t run) const;
   size_t alive_workers() const { return alive_workers_; }
+  // The wait for workers after a restart (open() while it lasts).
+  const RecoveryWindow& recovery() const { return recovery_; }
   const ControllerCounters& counters() const { return counters_; }
   uint64_t dropped_frames() const { return transport_.dropped(); }
   TimeUs started_at() const { return started_at_; }
@@ -193,9 +205,21 @@ class Controller {
   void ScheduleAndSend(TimeUs now);
   void NotifyEndedJobs();
   void ForgetOldJobs();
+  // Forgets the first `n` finished jobs of finished_order_.
+  void ForgetOldest(size_t n);
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
   WorkerInfo* FindByIdentity(const std::string& identity);
   Status RestoreFromStore(TimeUs now);
+  // controller_recovery.cc:
+  // Records what a (re-)registering worker holds: tasks it runs, outputs
+  // it stores.
+  void AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now);
+  // True while the recovery window holds dispatch back; when it ends,
+  // rebuilds outputs no worker reported (lineage).
+  bool RecoveryHoldsDispatch(TimeUs now);
+  // Forgets finished jobs older than keep_finished_hours.
+  void ForgetExpiredJobs();
+  static int64_t UnixMs();
 
   // --- driver sessions (sessions.cc) ---
   // A driver (hmpmd::client) speaks to the same ROUTER as workers; its
@@ -235,6 +259,7 @@ class Controller {
   std::map<JobId, std::vector<JobCallback>> job_watchers_;
   std::set<JobId> live_jobs_;
   std::vector<JobId> finished_order_;
+  std::unordered_map<JobId, int64_t> finished_unix_ms_;  // when each ended
 
   std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
   // Gangs of the current dispatch round: (job, first run of step, group)
@@ -252,7 +277,7 @@ class Controller {
   TimeUs next_liveness_check_ = 0;
   std::unique_ptr<StoreWriter> writer_;     // null without a store
   std::vector<StoreRecord> store_pending_;  // this iteration's records
-  TimeUs recovery_until_ = 0;               // no dispatch before this
+  RecoveryWindow recovery_;                 // after a restart
   std::map<JobId, DriverSession> sessions_;
   std::unordered_map<std::string, JobId> session_of_;  // by driver identity
 };

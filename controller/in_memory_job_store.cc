@@ -16,6 +16,7 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             j.name = r.name;
             j.spec_json = r.spec_json;
             j.submitted = r.submitted;
+            max_job_ = std::max(max_job_, r.job);
           } else if constexpr (std::is_same_v<T, TaskDoneRecord>) {
             auto it = jobs_.find(r.job);
             if (it == jobs_.end()) return;
@@ -34,6 +35,13 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             it->second.state = r.state;
             it->second.error = r.error;
             it->second.finished = r.finished;
+            it->second.finished_unix_ms = r.finished_unix_ms;
+          } else if constexpr (std::is_same_v<T, WorkerRecord>) {
+            if (r.alive) {
+              live_workers_.insert(r.key);
+            } else {
+              live_workers_.erase(r.key);
+            }
           } else {
             jobs_.erase(r.job);
           }
@@ -50,6 +58,15 @@ Result<std::vector<StoredJob>> InMemoryJobStore::Load() {
   out.reserve(jobs_.size());
   for (const auto& [id, job] : jobs_) out.push_back(job);
   return out;
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+Result<std::optional<std::vector<std::string>>> InMemoryJobStore::LoadLiveWorkers() {
+  return std::optional<std::vector<std::string>>(
+      std::vector<std::string>(live_workers_.begin(), live_workers_.end()));
 }
 
 }  // namespace hmpmd

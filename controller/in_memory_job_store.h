@@ -5,6 +5,8 @@
 #pragma once
 
 #include <map>
+#include <set>
+#include <string>
 
 #include "job_store.h"
 
@@ -14,6 +16,8 @@ class InMemoryJobStore : public JobStore {
  public:
   Status Write(std::span<const StoreRecord> batch) override;
   Result<std::vector<StoredJob>> Load() override;
+  Result<std::optional<std::vector<std::string>>> LoadLiveWorkers() override;
+  Result<JobId> LoadMaxJobId() override { return max_job_; }
 
   // Makes every later Write() fail with Unavailable (true) or work (false).
   void FailWrites(bool fail) { fail_writes_ = fail; }
@@ -22,6 +26,8 @@ class InMemoryJobStore : public JobStore {
 
  private:
   std::map<JobId, StoredJob> jobs_;
+  std::set<std::string> live_workers_;
+  JobId max_job_ = 0;
   bool fail_writes_ = false;
   size_t batches_ = 0;
   size_t records_ = 0;

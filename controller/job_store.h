@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -38,6 +39,7 @@ struct TaskDoneRecord {
   TimeUs start = 0;
   TimeUs end = 0;
   DeviceId device = 0;
+  uint64_t bytes = 0;  // its outputs' size; 0: none (nothing to rebuild)
 };
 
 struct JobEndedRecord {
@@ -45,6 +47,7 @@ struct JobEndedRecord {
   JobState state = JobState::kSucceeded;
   std::string error;
   TimeUs finished = 0;
+  int64_t finished_unix_ms = 0;  // wall clock, for age-based retention
 };
 
 // The job left the retention window: the store drops it and its runs.
@@ -52,8 +55,17 @@ struct JobForgottenRecord {
   JobId job = 0;
 };
 
-using StoreRecord =
-    std::variant<JobSubmittedRecord, TaskDoneRecord, JobEndedRecord, JobForgottenRecord>;
+// A worker registered (alive) or left: declared dead, or it did not come
+// back after a restart. `key` names the worker process (Controller's
+// WorkerKey). The workers alive when a controller died are the ones a
+// restarted controller waits for.
+struct WorkerRecord {
+  std::string key;
+  bool alive = true;
+};
+
+using StoreRecord = std::variant<JobSubmittedRecord, TaskDoneRecord, JobEndedRecord,
+                                 JobForgottenRecord, WorkerRecord>;
 
 // A job as Load() gives it back.
 struct StoredJob {
@@ -64,6 +76,7 @@ struct StoredJob {
   std::string error;
   TimeUs submitted = 0;
   TimeUs finished = -1;
+  int64_t finished_unix_ms = 0;      // wall clock; 0: not known
   std::vector<TaskDoneRecord> done;  // by run
 };
 
@@ -75,6 +88,15 @@ class JobStore {
   virtual Status Write(std::span<const StoreRecord> batch) = 0;
   // Every job held, by ascending id, with its finished runs.
   virtual Result<std::vector<StoredJob>> Load() = 0;
+  // The keys of the workers alive when the store was last written
+  // (WorkerRecord); nullopt when the store does not know (written by an
+  // older version).
+  virtual Result<std::optional<std::vector<std::string>>> LoadLiveWorkers() {
+    return std::optional<std::vector<std::string>>();
+  }
+  // The largest job id ever written (JobSubmittedRecord), forgotten jobs
+  // included, so that new ids never reuse one; 0 when none.
+  virtual Result<JobId> LoadMaxJobId() { return JobId{0}; }
 };
 
 }  // namespace hmpmd

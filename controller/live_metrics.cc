@@ -98,6 +98,28 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
          static_cast<double>(k.stale_results));
   metric("hmpmd_batches_sent_total", "counter", "AssignBatch messages sent.",
          static_cast<double>(k.batches_sent));
+  metric("hmpmd_adopted_runs_total", "counter",
+         "Task runs re-registering workers still held (after a restart).",
+         static_cast<double>(k.adopted_runs));
+  metric("hmpmd_adopted_outputs_total", "counter",
+         "Stored outputs re-registering workers reported (after a restart).",
+         static_cast<double>(k.adopted_outputs));
+  metric("hmpmd_lost_inputs_total", "counter",
+         "Task runs that could not read an input, which was then rebuilt.",
+         static_cast<double>(k.lost_inputs));
+  metric("hmpmd_rebuilt_runs_total", "counter",
+         "Done task runs run again at the end of a restart for outputs no worker held.",
+         static_cast<double>(k.rebuilt_runs));
+  {
+    const RecoveryWindow& r = c.recovery();
+    const char* state = r.open()                                       ? "waiting"
+                        : r.how() == RecoveryWindow::End::kWorkersBack ? "workers_back"
+                        : r.how() == RecoveryWindow::End::kDeadline    ? "grace_expired"
+                                                                       : "none";
+    Header(&out, "hmpmd_recovery", "gauge",
+           "After a restart: 1 for the state of the wait for workers (none without one).");
+    out += std::string("hmpmd_recovery{state=\"") + state + "\"} 1\n";
+  }
 
   // Running (dispatched, not ended) and queued (ready, waiting for a core)
   // runs by core kind; O(cores), never O(tasks), since scrapes may be many.

@@ -15,7 +15,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   state INTEGER NOT NULL DEFAULT 0,
   error TEXT NOT NULL DEFAULT '',
   submitted INTEGER NOT NULL,
-  finished INTEGER NOT NULL DEFAULT -1);
+  finished INTEGER NOT NULL DEFAULT -1,
+  finished_unix_ms INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS task_runs (
   job INTEGER NOT NULL,
   run INTEGER NOT NULL,
@@ -23,8 +24,22 @@ CREATE TABLE IF NOT EXISTS task_runs (
   start INTEGER NOT NULL,
   end INTEGER NOT NULL,
   device INTEGER NOT NULL,
+  bytes INTEGER NOT NULL DEFAULT -1,
   PRIMARY KEY (job, run)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workers (key TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta(key, value) SELECT 'max_job', coalesce(max(id), 0) FROM jobs;
 )sql";
+
+// Columns added after the first release, for files an older version made
+// (-1 bytes: not known, so such an output counts as held nowhere).
+constexpr const char* kAddedColumns[][3] = {
+    {"jobs", "finished_unix_ms", "INTEGER NOT NULL DEFAULT 0"},
+    {"task_runs", "bytes", "INTEGER NOT NULL DEFAULT -1"},
+};
+
+// PRAGMA user_version of a file whose `workers` table is kept up to date.
+constexpr int kVersionWithWorkers = 1;
 
 // Binds a std::string as text that SQLite copies.
 int BindText(sqlite3_stmt* s, int i, const std::string& v) {
@@ -49,23 +64,46 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
   sqlite3_busy_timeout(store->db_, 5000);
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
+  // A file with jobs but an older version did not record its workers.
+  ASSIGN_OR_RETURN(int64_t version, store->QueryInt("PRAGMA user_version"));
+  ASSIGN_OR_RETURN(int64_t had_jobs,
+                   store->QueryInt("SELECT count(*) FROM sqlite_master WHERE name = 'jobs'"));
+  store->workers_known_ = version >= kVersionWithWorkers || had_jobs == 0;
   RETURN_IF_ERROR(store->Exec(kSchema));
+  for (const auto& [table, column, decl] : kAddedColumns) {
+    ASSIGN_OR_RETURN(int64_t has,
+                     store->QueryInt("SELECT count(*) FROM pragma_table_info('" +
+                                     std::string(table) + "') WHERE name = '" + column + "'"));
+    if (has == 0) {
+      RETURN_IF_ERROR(store->Exec(
+          ("ALTER TABLE " + std::string(table) + " ADD COLUMN " + column + " " + decl).c_str()));
+    }
+  }
+  RETURN_IF_ERROR(
+      store->Exec(("PRAGMA user_version = " + std::to_string(kVersionWithWorkers)).c_str()));
   RETURN_IF_ERROR(
       store->Prepare("INSERT OR REPLACE INTO jobs(id, name, spec, submitted) VALUES (?, ?, ?, ?)",
                      &store->insert_job_));
   RETURN_IF_ERROR(
-      store->Prepare("INSERT OR REPLACE INTO task_runs(job, run, attempt, start, end, device) "
-                     "VALUES (?, ?, ?, ?, ?, ?)",
+      store->Prepare("INSERT OR REPLACE INTO task_runs(job, run, attempt, start, end, device, "
+                     "bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
                      &store->insert_run_));
-  RETURN_IF_ERROR(store->Prepare("UPDATE jobs SET state = ?, error = ?, finished = ? WHERE id = ?",
-                                 &store->end_job_));
+  RETURN_IF_ERROR(store->Prepare(
+      "UPDATE jobs SET state = ?, error = ?, finished = ?, finished_unix_ms = ? WHERE id = ?",
+      &store->end_job_));
+  RETURN_IF_ERROR(
+      store->Prepare("INSERT OR REPLACE INTO workers(key) VALUES (?)", &store->add_worker_));
+  RETURN_IF_ERROR(store->Prepare("DELETE FROM workers WHERE key = ?", &store->drop_worker_));
+  RETURN_IF_ERROR(store->Prepare("UPDATE meta SET value = max(value, ?) WHERE key = 'max_job'",
+                                 &store->max_job_));
   RETURN_IF_ERROR(store->Prepare("DELETE FROM jobs WHERE id = ?", &store->forget_job_));
   RETURN_IF_ERROR(store->Prepare("DELETE FROM task_runs WHERE job = ?", &store->forget_runs_));
   return store;
 }
 
 SqliteJobStore::~SqliteJobStore() {
-  for (sqlite3_stmt* s : {insert_job_, insert_run_, end_job_, forget_job_, forget_runs_}) {
+  for (sqlite3_stmt* s : {insert_job_, insert_run_, end_job_, forget_job_, forget_runs_,
+                          add_worker_, drop_worker_, max_job_}) {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
@@ -85,6 +123,16 @@ Status SqliteJobStore::Exec(const char* sql) {
   return Status::Unavailable("job store " + path_ + ": " + text);
 }
 
+Result<int64_t> SqliteJobStore::QueryInt(const std::string& sql) {
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) return Error("prepare");
+  int rc = sqlite3_step(s);
+  int64_t v = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("query");
+  return v;
+}
+
 Status SqliteJobStore::Prepare(const char* sql, sqlite3_stmt** out) {
   if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, out, nullptr) != SQLITE_OK) {
     return Error("prepare");
@@ -98,6 +146,10 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
       [&](const auto& r) {
         using T = std::decay_t<decltype(r)>;
         if constexpr (std::is_same_v<T, JobSubmittedRecord>) {
+          sqlite3_bind_int64(max_job_, 1, static_cast<sqlite3_int64>(r.job));
+          const int rc = sqlite3_step(max_job_);
+          sqlite3_reset(max_job_);
+          if (rc != SQLITE_DONE) return;  // s stays null: an error
           s = insert_job_;
           sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(r.job));
           BindText(s, 2, r.name);
@@ -111,12 +163,17 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
           sqlite3_bind_int64(s, 4, r.start);
           sqlite3_bind_int64(s, 5, r.end);
           sqlite3_bind_int64(s, 6, r.device);
+          sqlite3_bind_int64(s, 7, static_cast<sqlite3_int64>(r.bytes));
         } else if constexpr (std::is_same_v<T, JobEndedRecord>) {
           s = end_job_;
           sqlite3_bind_int(s, 1, static_cast<int>(r.state));
           BindText(s, 2, r.error);
           sqlite3_bind_int64(s, 3, r.finished);
-          sqlite3_bind_int64(s, 4, static_cast<sqlite3_int64>(r.job));
+          sqlite3_bind_int64(s, 4, r.finished_unix_ms);
+          sqlite3_bind_int64(s, 5, static_cast<sqlite3_int64>(r.job));
+        } else if constexpr (std::is_same_v<T, WorkerRecord>) {
+          s = r.alive ? add_worker_ : drop_worker_;
+          BindText(s, 1, r.key);
         } else {
           s = forget_runs_;
           sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(r.job));
@@ -131,7 +188,7 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
         }
       },
       record);
-  if (s == nullptr) return Error("delete");
+  if (s == nullptr) return Error("write");
   int rc = sqlite3_step(s);
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
@@ -159,7 +216,9 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   std::map<JobId, size_t> index;
   sqlite3_stmt* s = nullptr;
   RETURN_IF_ERROR(Prepare(
-      "SELECT id, name, spec, state, error, submitted, finished FROM jobs ORDER BY id", &s));
+      "SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms FROM jobs "
+      "ORDER BY id",
+      &s));
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     StoredJob j;
@@ -176,13 +235,14 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
     j.error = ColumnText(s, 4);
     j.submitted = sqlite3_column_int64(s, 5);
     j.finished = sqlite3_column_int64(s, 6);
+    j.finished_unix_ms = sqlite3_column_int64(s, 7);
     index[j.id] = jobs.size();
     jobs.push_back(std::move(j));
   }
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return Error("read jobs");
-  RETURN_IF_ERROR(
-      Prepare("SELECT job, run, attempt, start, end, device FROM task_runs ORDER BY job, run", &s));
+  RETURN_IF_ERROR(Prepare(
+      "SELECT job, run, attempt, start, end, device, bytes FROM task_runs ORDER BY job, run", &s));
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     TaskDoneRecord r;
     r.job = static_cast<JobId>(sqlite3_column_int64(s, 0));
@@ -191,12 +251,39 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
     r.start = sqlite3_column_int64(s, 3);
     r.end = sqlite3_column_int64(s, 4);
     r.device = static_cast<DeviceId>(sqlite3_column_int64(s, 5));
+    // -1 (written by an older version): size not known, taken as not empty.
+    r.bytes = static_cast<uint64_t>(sqlite3_column_int64(s, 6));
     auto it = index.find(r.job);
     if (it != index.end()) jobs[it->second].done.push_back(r);
   }
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return Error("read task runs");
   return jobs;
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+Result<std::optional<std::vector<std::string>>> SqliteJobStore::LoadLiveWorkers() {
+  if (!workers_known_) return std::optional<std::vector<std::string>>();
+  sqlite3_stmt* s = nullptr;
+  RETURN_IF_ERROR(Prepare("SELECT key FROM workers ORDER BY key", &s));
+  std::vector<std::string> keys;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) keys.push_back(ColumnText(s, 0));
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return Error("read workers");
+  return std::optional<std::vector<std::string>>(std::move(keys));
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+Result<JobId> SqliteJobStore::LoadMaxJobId() {
+  ASSIGN_OR_RETURN(int64_t max_id, QueryInt("SELECT value FROM meta WHERE key = 'max_job'"));
+  return static_cast<JobId>(max_id);
 }
 
 }  // namespace hmpmd

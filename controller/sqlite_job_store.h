@@ -1,12 +1,13 @@
 // SqliteJobStore: the JobStore on an SQLite file in WAL mode.
 //
-// Schema: jobs(id, name, spec, state, error, submitted, finished) and
-// task_runs(job, run, attempt, start, end, device), one row per finished
-// run. Write() is one transaction; with synchronous=NORMAL a power loss may
-// drop the last transactions but never corrupts the file, and a process
-// crash (kill -9) loses nothing that Write() returned for.
-// This is an adapter: SQLite errors become Status, naming the file.
-// Thread-safety: one thread at a time (SQLITE_OPEN_NOMUTEX).
+// Schema: jobs(id, name, spec, state, error, submitted, finished,
+// finished_unix_ms), task_runs(job, run, attempt, start, end, device, bytes),
+// one row per finished run, workers(key), the workers alive, and
+// meta(key, value) with the largest job id ever written ('max_job'). Files of an
+// older version get the new columns on Open(). Write() is one transaction; with synchronous=NORMAL
+// a power loss may drop the last transactions but never corrupts the file, and a process crash
+// (kill -9) loses nothing that Write() returned for. This is an adapter: SQLite errors become
+// Status, naming the file. Thread-safety: one thread at a time (SQLITE_OPEN_NOMUTEX).
 #pragma once
 
 #include <memory>
@@ -29,11 +30,15 @@ class SqliteJobStore : public JobStore {
 
   Status Write(std::span<const StoreRecord> batch) override;
   Result<std::vector<StoredJob>> Load() override;
+  Result<std::optional<std::vector<std::string>>> LoadLiveWorkers() override;
+  Result<JobId> LoadMaxJobId() override;
 
  private:
   explicit SqliteJobStore(std::string path) : path_(std::move(path)) {}
   Status Exec(const char* sql);
   Status Prepare(const char* sql, sqlite3_stmt** out);
+  // The first column of the first row of `sql` (0 without rows).
+  Result<int64_t> QueryInt(const std::string& sql);
   Status Error(const std::string& what) const;
   Status Apply(const StoreRecord& record);
 
@@ -44,6 +49,10 @@ class SqliteJobStore : public JobStore {
   sqlite3_stmt* end_job_ = nullptr;
   sqlite3_stmt* forget_job_ = nullptr;
   sqlite3_stmt* forget_runs_ = nullptr;
+  sqlite3_stmt* add_worker_ = nullptr;
+  sqlite3_stmt* drop_worker_ = nullptr;
+  sqlite3_stmt* max_job_ = nullptr;
+  bool workers_known_ = true;  // false: an older version wrote the file
 };
 
 }  // namespace hmpmd

@@ -85,9 +85,10 @@ bool Scheduler::OutputAvailable(const TaskRecord& rec) const {
   return rec.held && rec.output_device != UINT32_MAX && pool_.device(rec.output_device).alive;
 }
 
-void Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now) {
+size_t Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_readers) {
   TaskRecord& rec = job.runs[run];
-  if (rec.state != TaskState::kDone) return;
+  if (rec.state != TaskState::kDone) return 0;
+  size_t revived = 1;
   const JobGraph& g = *job.graph;
   const uint32_t index = run % g.size(), base = run - index;
   ReleaseHeld(rec);
@@ -100,7 +101,7 @@ void Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now) {
   // starts over (its late result is stale by attempt).
   for (uint32_t c : g.task(index).consumers) {
     TaskRecord& cr = job.runs[base + c];
-    if (cr.state == TaskState::kRunning) {
+    if (cr.state == TaskState::kRunning && restart_readers) {
       ReleaseRun(job, cr, now);
       ++cr.attempt;
       cr.core = kNoCore;
@@ -115,11 +116,21 @@ void Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now) {
   // Inputs it needs that are gone too are rebuilt first.
   rec.pending = 0;
   for (uint32_t in : g.task(index).inputs) {
-    if (OutputAvailable(job.runs[base + in])) continue;
-    Revive(job, base + in, now);
-    ++rec.pending;
+    TaskRecord& p = job.runs[base + in];
+    if (OutputAvailable(p)) {
+      if (p.held) ++p.reads_left;  // read once more
+      continue;
+    }
+    // Revive() counts this run as pending when it makes `p` wait; an input
+    // already waiting is counted here.
+    if (p.state == TaskState::kDone) {
+      revived += Revive(job, base + in, now, restart_readers);
+    } else {
+      ++rec.pending;
+    }
   }
   if (rec.pending == 0) MakeReady(job, run, now);
+  return revived;
 }
 
 Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job) const {
@@ -247,9 +258,16 @@ void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64
   if (it == jobs_.end() || run >= it->second.runs.size()) return;
   const JobGraph& g = *it->second.graph;
   TaskRecord& rec = it->second.runs[run];
+  if (rec.state != TaskState::kDone) return;
+  ReleaseHeld(rec);  // reported again, or by another worker
   rec.output_device = device;
   rec.output_bytes = bytes;
-  rec.reads_left = static_cast<uint32_t>(g.task(run % g.size()).consumers.size());
+  // Consumers already done (before a restart, or before a rebuild) have read.
+  const uint32_t base = run - run % g.size();
+  rec.reads_left = 0;
+  for (uint32_t c : g.task(run % g.size()).consumers) {
+    if (it->second.runs[base + c].state != TaskState::kDone) ++rec.reads_left;
+  }
   // Kept by the worker: outputs with readers, and the last step's sinks.
   const bool last_step = run / g.size() + 1 == g.steps();
   rec.held = bytes > 0 && (rec.reads_left > 0 || last_step);
@@ -438,6 +456,7 @@ Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
     rec.attempt = r.attempt;
     rec.start = r.start;
     rec.end = std::max(r.start, r.end);
+    rec.output_bytes = r.bytes;  // held nowhere until a worker reports it
     ++job.done;
     if (job.started < 0 || r.start < job.started) job.started = r.start;
   }

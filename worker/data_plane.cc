@@ -21,28 +21,36 @@ Status DataPlane::Start() {
 
 void DataPlane::Stop() { server_.Stop(); }
 
-Result<BufferList> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>& inputs) {
+Result<BufferList> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>& inputs,
+                                           uint32_t* lost_run) {
   BufferList all;
   for (const InputRef& in : inputs) {
     // A producer that made 0 bytes (no outputs, like noop or spin) kept
     // nothing: there is nothing to read.
     if (in.bytes == 0) continue;
+    Status failed;
     if (in.endpoint.empty()) {
-      return Status::NotFound("input: the controller knows no location of job " +
-                              std::to_string(job) + " run " + std::to_string(in.run));
-    }
-    if (in.endpoint == server_.endpoint()) {
+      failed = Status::NotFound("input: the controller knows no location of job " +
+                                std::to_string(job) + " run " + std::to_string(in.run));
+    } else if (in.endpoint == server_.endpoint()) {
       std::shared_ptr<const BufferList> local = store_.Read(job, in.run);
-      if (local == nullptr) {
-        return Status::NotFound("input: no outputs of job " + std::to_string(job) + " run " +
-                                std::to_string(in.run) + " in this worker's store");
+      if (local != nullptr) {
+        all.insert(all.end(), local->begin(), local->end());
+        continue;
       }
-      all.insert(all.end(), local->begin(), local->end());
-      continue;
+      failed = Status::NotFound("input: no outputs of job " + std::to_string(job) + " run " +
+                                std::to_string(in.run) + " in this worker's store");
+    } else {
+      Result<BufferList> got = FetchFromPeer(&ctx_, in.endpoint, job, in.run, options_.timeout_us);
+      if (got.ok()) {
+        for (Buffer& b : *got) all.push_back(std::move(b));
+        continue;
+      }
+      failed = got.status();
     }
-    ASSIGN_OR_RETURN(BufferList got,
-                     FetchFromPeer(&ctx_, in.endpoint, job, in.run, options_.timeout_us));
-    for (Buffer& b : got) all.push_back(std::move(b));
+    // Never run a kernel on a missing input: the caller fails the task.
+    if (lost_run != nullptr) *lost_run = in.run;
+    return failed;
   }
   return all;
 }

@@ -47,8 +47,11 @@ class DataPlane {
   ObjectStore& store() { return store_; }
   ActorStates& actor_states() { return actor_states_; }
 
-  // The outputs of every input run, concatenated in input order.
-  Result<BufferList> GatherInputs(JobId job, const std::vector<InputRef>& inputs);
+  // The outputs of every input run, concatenated in input order. When one
+  // cannot be read (not in the store, no location, the peer failed or did
+  // not answer), the error names it and `*lost_run` (if given) is its run.
+  Result<BufferList> GatherInputs(JobId job, const std::vector<InputRef>& inputs,
+                                  uint32_t* lost_run = nullptr);
   // A communicator for `gang`, to be used by the calling lane only.
   std::unique_ptr<Communicator> MakeCommunicator(const GangInfo& gang);
 

@@ -123,8 +123,21 @@ TaskResult Lane::Execute(const LaneTask& task) {
   r.start_us = NowUs();
   // Kernels are user code that reports failure by throwing: this is the
   // adapter where those exceptions stop.
+  // Inputs first: one that cannot be read fails the task, naming it
+  // (lost_inputs), and the kernel does not run on a partial input list.
+  uint32_t lost = 0;
+  Result<BufferList> inputs = data_->GatherInputs(r.job, task.assign.inputs, &lost);
+  if (!inputs.ok()) {
+    r.ok = false;
+    r.error = inputs.status().message();
+    r.lost_inputs.push_back(lost);
+    r.end_us = NowUs();
+    log_->debug("{}: job {} task {} attempt {}: input run {} lost: {}", name_, r.job, r.task,
+                r.attempt, lost, r.error);
+    return r;
+  }
   try {
-    BufferList outputs = RunKernel(task);
+    BufferList outputs = RunKernel(task, *inputs);
     r.output_bytes = ObjectStore::BytesOf(outputs);
     // No buffers: nothing to keep (consumers skip a producer of 0 bytes).
     if (!outputs.empty() && task.assign.reads != TaskAssign::kDropOutputs) {
@@ -155,10 +168,8 @@ TaskResult Lane::Execute(const LaneTask& task) {
   return r;
 }
 
-BufferList Lane::RunKernel(const LaneTask& task) {
+BufferList Lane::RunKernel(const LaneTask& task, const BufferList& inputs) {
   const TaskAssign& a = task.assign;
-  Result<BufferList> inputs = data_->GatherInputs(a.job, a.inputs);
-  if (!inputs.ok()) throw std::runtime_error(inputs.status().ToString());
   const LazyActorState state(&data_->actor_states(), a);
   const KernelArgs args(a.args, &cancel_running_, &state);
   if (!a.gang.endpoints.empty() && IsCollectiveKernel(a.kernel)) {
@@ -166,9 +177,9 @@ BufferList Lane::RunKernel(const LaneTask& task) {
       throw std::invalid_argument("gang rank " + std::to_string(a.gang.rank) + " out of range");
     }
     std::unique_ptr<Communicator> comm = data_->MakeCommunicator(a.gang);
-    return RunCollective(a.kernel, args, *inputs, *comm);
+    return RunCollective(a.kernel, args, inputs, *comm);
   }
-  return (*task.kernel)(args, *inputs);
+  return (*task.kernel)(args, inputs);
 }
 
 }  // namespace hmpmd::worker

@@ -62,7 +62,7 @@ class Lane {
  private:
   void Loop() EXCLUDES(mu_);
   TaskResult Execute(const LaneTask& task);
-  BufferList RunKernel(const LaneTask& task);
+  BufferList RunKernel(const LaneTask& task, const BufferList& inputs);
 
   const std::string name_;  // "cube0", "vector1"
   CompletionQueue* const done_;

@@ -1,5 +1,6 @@
 #include "object_store.h"
 
+#include <algorithm>
 #include <string>
 
 namespace hmpmd::worker {
@@ -38,6 +39,17 @@ std::shared_ptr<const BufferList> ObjectStore::Read(JobId job, uint32_t run) {
   if (it->second.reads_left > 0 && --it->second.reads_left == 0) {
     used_ -= it->second.bytes;
     entries_.erase(it);
+  }
+  return out;
+}
+
+std::vector<HeldOutput> ObjectStore::List(size_t max) const {
+  MutexLock lock(&mu_);
+  std::vector<HeldOutput> out;
+  out.reserve(std::min(max, entries_.size()));
+  for (const auto& [key, e] : entries_) {
+    if (out.size() >= max) break;
+    out.push_back(HeldOutput{key.first, key.second, e.bytes});
   }
   return out;
 }

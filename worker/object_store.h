@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "hmpmd/protocol/messages.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
 #include "hmpmd/worker/buffer.h"
@@ -39,6 +40,10 @@ class ObjectStore {
   // The outputs of (job, run), counting one read; nullptr when absent. The
   // returned list stays valid after the entry is freed.
   std::shared_ptr<const BufferList> Read(JobId job, uint32_t run) EXCLUDES(mu_);
+
+  // The entries held, as (job, run, bytes), at most `max` of them (the
+  // lowest keys first): what a re-registration reports.
+  std::vector<HeldOutput> List(size_t max) const EXCLUDES(mu_);
 
   // Frees every entry of `job`; returns how many bytes that released.
   uint64_t FreeJob(JobId job) EXCLUDES(mu_);

@@ -24,6 +24,9 @@ constexpr int64_t kDefaultHeartbeatUs = 1'000'000;
 // Finished tasks a re-registration reports and re-sends. It covers results
 // a controller got but had not yet written to its store when it died.
 constexpr size_t kMaxRecent = 4096;
+// Outputs a re-registration reports, below the decoder's batch limit; a
+// restarted controller rebuilds any beyond (lineage).
+constexpr size_t kMaxReportedOutputs = 60000;
 
 // True for 1, 2, 4, 8, ...: log the first of a kind loudly, then rarely.
 bool IsPowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
@@ -145,6 +148,8 @@ Status ServeLoop::OnTimers(int64_t now) {
     register_.held.clear();
     for (const auto& [key, task] : held_) register_.held.push_back(task);
     for (const auto& [task, result] : recent_) register_.held.push_back(task);
+    // Where a restarted controller finds the outputs of done runs.
+    register_.outputs = data_.store().List(kMaxReportedOutputs);
     Status sent = link_.Send(register_);
     if (sent.code() == StatusCode::kInternal) return sent;
     if (!sent.ok()) log_->warn("register: {}", sent.ToString());

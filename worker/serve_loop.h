@@ -103,7 +103,8 @@ class ServeLoop {
   uint32_t in_flight_ = 0;  // pushed to lanes, result not yet taken
   // What a re-registration reports (RegisterMsg::held): tasks pushed to
   // lanes, keyed by (job, task), and the last kMaxRecent finished ones,
-  // whose results are sent again after the RegisterAck.
+  // whose results are sent again after the RegisterAck; and the outputs in
+  // the object store (RegisterMsg::outputs).
   std::map<std::pair<JobId, uint32_t>, HeldTask> held_;
   std::deque<std::pair<HeldTask, TaskResult>> recent_;
   bool registered_once_ = false;

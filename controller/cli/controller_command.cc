@@ -26,6 +26,7 @@ struct ControllerArgs {
   size_t max_tasks = SpecLimits{}.max_tasks;
   size_t max_spec_mb = SpecLimits{}.max_bytes >> 20;
   size_t keep_jobs = 1000;
+  double keep_hours = 0;
   uint32_t recovery_grace_ms = 2000;
   std::string policy = "hmpmd";
   std::string log_level = "info";
@@ -41,6 +42,7 @@ int ControllerMain(const ControllerArgs& a) {
   opts.heartbeat_ms = a.heartbeat_ms;
   opts.worker_timeout_ms = a.worker_timeout_ms;
   opts.keep_finished_jobs = a.keep_jobs;
+  opts.keep_finished_hours = a.keep_hours;
   opts.spec_limits.max_tasks = a.max_tasks;
   opts.spec_limits.max_bytes = a.max_spec_mb << 20;
   opts.recovery_grace_ms = a.recovery_grace_ms;
@@ -153,8 +155,13 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--keep-jobs", args->keep_jobs,
                   "Finished jobs kept for queries (in memory and in --db)")
       ->capture_default_str();
+  sub->add_option("--keep-hours", args->keep_hours,
+                  "Also forget finished jobs this many hours after they ended (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--recovery-grace-ms", args->recovery_grace_ms,
-                  "After a restart, time for workers to re-register before dispatch resumes")
+                  "After a restart, longest wait for the workers to re-register before "
+                  "dispatch resumes (it resumes once all of them are back)")
       ->capture_default_str();
   sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo, spmd-1f1b)")
       ->capture_default_str();

@@ -2,6 +2,7 @@
 // the same answers (typed test), StoreWriter batches and retries, and the
 // Scheduler resumes a reloaded job (RestoreJob, AdoptRun).
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -100,6 +101,87 @@ TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
   EXPECT_EQ((*jobs)[0].id, 2u);
+  // Forgetting every job keeps the largest id, so ids are never reused.
+  std::vector<StoreRecord> all = {JobForgottenRecord{2}};
+  ASSERT_TRUE(this->store_->Write(all).ok());
+  this->Reopen();
+  auto max_id = this->store_->LoadMaxJobId();
+  ASSERT_TRUE(max_id.ok());
+  EXPECT_EQ(*max_id, 2u);
+}
+
+TYPED_TEST(JobStoreTest, OutputSizesEndTimesAndLiveWorkersAreKept) {
+  std::vector<StoreRecord> batch = {
+      JobSubmittedRecord{1, "a", "{}", 1},
+      TaskDoneRecord{1, 0, 0, 1, 2, 0, uint64_t{5} << 32},
+      TaskDoneRecord{1, 1, 0, 2, 3, 1, 0},
+      JobEndedRecord{1, JobState::kSucceeded, "", 3, 1'700'000'000'123},
+      WorkerRecord{"w1|10|tcp://127.0.0.1:7001", true},
+      WorkerRecord{"w2|11|tcp://127.0.0.1:7002", true},
+      WorkerRecord{"w3|12|tcp://127.0.0.1:7003", true},
+  };
+  ASSERT_TRUE(this->store_->Write(batch).ok());
+  std::vector<StoreRecord> left = {WorkerRecord{"w2|11|tcp://127.0.0.1:7002", false}};
+  ASSERT_TRUE(this->store_->Write(left).ok());
+  this->Reopen();
+  auto jobs = this->store_->Load();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  ASSERT_EQ((*jobs)[0].done.size(), 2u);
+  EXPECT_EQ((*jobs)[0].done[0].bytes, uint64_t{5} << 32);
+  EXPECT_EQ((*jobs)[0].done[1].bytes, 0u);
+  EXPECT_EQ((*jobs)[0].finished_unix_ms, 1'700'000'000'123);
+  auto live = this->store_->LoadLiveWorkers();
+  ASSERT_TRUE(live.ok());
+  ASSERT_TRUE(live->has_value());
+  EXPECT_EQ(**live,
+            (std::vector<std::string>{"w1|10|tcp://127.0.0.1:7001", "w3|12|tcp://127.0.0.1:7003"}));
+}
+
+// A file an older version wrote (no output sizes, no workers table) opens:
+// its runs' sizes are unknown (taken as not empty) and so are its workers.
+TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
+  std::string path = TempPath("old-version");
+  std::filesystem::remove(path);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, R"sql(
+    CREATE TABLE jobs (id INTEGER PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL,
+      state INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '',
+      submitted INTEGER NOT NULL, finished INTEGER NOT NULL DEFAULT -1);
+    CREATE TABLE task_runs (job INTEGER NOT NULL, run INTEGER NOT NULL,
+      attempt INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL,
+      device INTEGER NOT NULL, PRIMARY KEY (job, run)) WITHOUT ROWID;
+    INSERT INTO jobs(id, name, spec, submitted) VALUES (4, 'old', '{}', 10);
+    INSERT INTO task_runs VALUES (4, 0, 0, 11, 12, 0);)sql",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  {
+    auto s = SqliteJobStore::Open(path);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto jobs = (*s)->Load();
+    ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+    ASSERT_EQ(jobs->size(), 1u);
+    ASSERT_EQ((*jobs)[0].done.size(), 1u);
+    EXPECT_EQ((*jobs)[0].done[0].bytes, UINT64_MAX);
+    EXPECT_EQ((*jobs)[0].finished_unix_ms, 0);
+    auto live = (*s)->LoadLiveWorkers();
+    ASSERT_TRUE(live.ok());
+    EXPECT_FALSE(live->has_value()) << "an older version did not record its workers";
+    std::vector<StoreRecord> batch = {TaskDoneRecord{4, 1, 0, 12, 13, 0, 64}};
+    ASSERT_TRUE((*s)->Write(batch).ok());
+  }
+  // From now on the file records its workers.
+  auto s = SqliteJobStore::Open(path);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto live = (*s)->LoadLiveWorkers();
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(live->has_value());
+  auto jobs = (*s)->Load();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ((*jobs)[0].done[1].bytes, 64u);
+  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(path + ext);
 }
 
 TEST(SqliteJobStoreTest, NotADatabaseIsAnErrorNamingTheFile) {

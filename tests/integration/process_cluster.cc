@@ -81,7 +81,7 @@ Status ProcessCluster::StartController(const std::vector<std::string>& extra) {
                                    "--worker-timeout-ms",
                                    "1000",
                                    "--recovery-grace-ms",
-                                   "600",
+                                   std::to_string(recovery_grace_ms_),
                                    "--log-level",
                                    log_level_};
   argv.insert(argv.end(), extra.begin(), extra.end());
@@ -104,11 +104,17 @@ void ProcessCluster::KillController() {
   controller_ = -1;
 }
 
-Status ProcessCluster::StartWorker(const std::vector<std::string>& extra) {
+void ProcessCluster::StopController() {
+  KillAndReap(controller_, SIGTERM);
+  controller_ = -1;
+}
+
+Status ProcessCluster::StartWorker(const std::vector<std::string>& extra,
+                                   const std::string& cores) {
   std::vector<std::string> argv = {
-      HMPMD_WORKER_BIN, "--controller",    "tcp://127.0.0.1:" + std::to_string(zmq_port_),
-      "--cores",        "cube=1,vector=1", "--exec-log",
-      exec_log_,        "--log-level",     log_level_};
+      HMPMD_WORKER_BIN, "--controller", "tcp://127.0.0.1:" + std::to_string(zmq_port_),
+      "--cores",        cores,          "--exec-log",
+      exec_log_,        "--log-level",  log_level_};
   argv.insert(argv.end(), extra.begin(), extra.end());
   pid_t pid = Spawn(argv, dir_ + "/worker.log");
   if (pid < 0) return Status::Internal("cannot start " + std::string(HMPMD_WORKER_BIN));

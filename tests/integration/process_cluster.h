@@ -26,9 +26,13 @@ class ProcessCluster {
   // waits until its REST API answers.
   // Processes log to DIR/controller.log and DIR/worker.log at this level.
   void set_log_level(std::string level) { log_level_ = std::move(level); }
+  // --recovery-grace-ms of the controllers it starts. Default: 600.
+  void set_recovery_grace_ms(int ms) { recovery_grace_ms_ = ms; }
   Status StartController(const std::vector<std::string>& extra = {});
   void KillController();  // SIGKILL, then reaps it
-  Status StartWorker(const std::vector<std::string>& extra = {});
+  void StopController();  // SIGTERM (a clean exit), then reaps it
+  Status StartWorker(const std::vector<std::string>& extra = {},
+                     const std::string& cores = "cube=1,vector=1");
   // True while worker `i` has not exited.
   bool WorkerRunning(size_t i);
   void KillWorker(size_t i);  // SIGKILL, then reaps it
@@ -60,6 +64,7 @@ class ProcessCluster {
 
   std::string dir_, db_, exec_log_;
   std::string log_level_ = "warn";
+  int recovery_grace_ms_ = 600;
   int zmq_port_ = 0, http_port_ = 0;
   pid_t controller_ = -1;
   std::vector<pid_t> workers_;

@@ -170,5 +170,50 @@ TEST_F(RecoveryTest, RepeatedControllerAndWorkerKillsWithFixedSeed) {
   for (const auto& [task, count] : survivors) EXPECT_EQ(count, 1) << "task run " << task;
 }
 
+// History retention holds across restarts: --keep-jobs bounds the finished
+// jobs kept (in memory and in the file), --keep-hours drops older ones.
+TEST_F(RecoveryTest, RetentionByCountAndAgeHoldsAcrossRestarts) {
+  ASSERT_TRUE(cluster_->StartController({"--keep-jobs", "3"}).ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto id = cluster_->Submit(DagSpec(2, 2, 1000, i));
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ASSERT_EQ(cluster_->WaitJob(*id, 30000).value("state", ""), "succeeded");
+    ids.push_back(*id);
+  }
+  auto kept = [&](uint32_t id) {
+    return cluster_->Get("/api/v1/jobs/" + std::to_string(id)).is_object();
+  };
+  EXPECT_FALSE(kept(ids[0])) << "beyond --keep-jobs 3";
+  for (int i = 1; i < 4; ++i) EXPECT_TRUE(kept(ids[i])) << "job " << ids[i];
+  // A restart with a smaller count forgets the oldest at once.
+  cluster_->KillController();
+  ASSERT_TRUE(cluster_->StartController({"--keep-jobs", "2"}).ok());
+  EXPECT_FALSE(kept(ids[1]));
+  EXPECT_TRUE(kept(ids[2]));
+  EXPECT_TRUE(kept(ids[3]));
+  EXPECT_EQ(cluster_->Get("/api/v1/jobs/" + std::to_string(ids[3])).value("state", ""),
+            "succeeded");
+  // Every job ended more than 0.36 ms ago: a restart with that age limit
+  // forgets them all at its first check (each heartbeat period).
+  cluster_->KillController();
+  ASSERT_TRUE(cluster_->StartController({"--keep-hours", "0.0000001"}).ok());
+  for (int i = 0; i < 500 && kept(ids[3]); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(kept(ids[3])) << "older than --keep-hours";
+  EXPECT_FALSE(kept(ids[2]));
+  // And the file forgot them too (a clean stop writes what is pending).
+  cluster_->StopController();
+  ASSERT_TRUE(cluster_->StartController({"--keep-hours", "1000"}).ok());
+  EXPECT_FALSE(kept(ids[2]));
+  EXPECT_FALSE(kept(ids[3]));
+  // Their ids are not given out again.
+  auto next = cluster_->Submit(DagSpec(2, 2, 1000, 9));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(*next, ids[3]);
+}
+
 }  // namespace
 }  // namespace hmpmd::testing

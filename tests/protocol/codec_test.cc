@@ -114,6 +114,7 @@ std::vector<Message> SampleMessages() {
       .data_endpoint = "tcp://10.0.0.1:6000",
       .sent_us = -123456789012,
       .held = {{7, 3, 1, CoreKind::kVector, 2}, {9, 0, 0, CoreKind::kCube, 0}},
+      .outputs = {{7, 2, uint64_t{1} << 33}, {9, 0, 0}},
   });
   out.push_back(RegisterMsg{});  // every field at its zero value
   out.push_back(
@@ -153,7 +154,13 @@ std::vector<Message> SampleMessages() {
                              .start_us = -5,
                              .end_us = 7,
                              .error = "kernel 'gemm': m must be > 0",
-                             .output_bytes = 4096}},
+                             .output_bytes = 4096},
+                  TaskResult{.job = 2,
+                             .task = 5,
+                             .attempt = 2,
+                             .ok = false,
+                             .error = "input: no outputs of job 2 run 4 in this worker's store",
+                             .lost_inputs = {4, std::numeric_limits<uint32_t>::max()}}},
       .sent_us = 999,
   });
   out.push_back(CancelJob{.job = std::numeric_limits<uint32_t>::max()});
@@ -402,7 +409,7 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                          .Int(2)
                          .Int(0)
                          .bytes();
-  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 8 fields");
+  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 9 fields");
   // HeartbeatAck has no fields; one is too many.
   ExpectCorruption(
       SafeDecode(Header(MsgType::kHeartbeatAck), MsgpackWriter().Array(1).Nil().bytes()),
@@ -454,11 +461,11 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
 std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
                          const std::function<void(MsgpackWriter&)>& kernels) {
   MsgpackWriter w;
-  w.Array(9).Str("n").Str("").Uint(1);
+  w.Array(10).Str("n").Str("").Uint(1);
   cores(w);
   w.Uint(0);
   kernels(w);
-  w.Str("").Int(0).Array(0);  // held: none
+  w.Str("").Int(0).Array(0).Array(0);  // held, outputs: none
   return w.bytes();
 }
 

@@ -63,6 +63,19 @@ struct HeldTask {
   friend bool operator==(const HeldTask&, const HeldTask&) = default;
 };
 
+// An output a re-registering worker keeps in its object store: every
+// output of task run `run` of `job`, `bytes` in all.
+struct HeldOutput {
+  JobId job = 0;
+  uint32_t run = 0;
+  uint64_t bytes = 0;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, run, bytes);
+  }
+  friend bool operator==(const HeldOutput&, const HeldOutput&) = default;
+};
+
 // Worker -> controller, first message and after a controller restart.
 struct RegisterMsg {
   std::string name;   // human-readable, e.g. "host:pid"
@@ -77,9 +90,12 @@ struct RegisterMsg {
   // A restarted controller marks them running here instead of starting them
   // again, and the results the worker then re-sends complete them.
   std::vector<HeldTask> held;
+  // Outputs in this worker's object store (see HeldOutput); a restarted
+  // controller fetches consumers' inputs from here instead of rebuilding them.
+  std::vector<HeldOutput> outputs;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held);
+    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held, outputs);
   }
   friend bool operator==(const RegisterMsg&, const RegisterMsg&) = default;
 };
@@ -196,9 +212,13 @@ struct TaskResult {
   int64_t end_us = 0;
   std::string error;          // the kernel's message when !ok
   uint64_t output_bytes = 0;  // kept in the worker's object store
+  // With !ok: the producer runs whose outputs could not be read (freed, or
+  // their worker unreachable). The controller rebuilds them (lineage) and
+  // runs this task again instead of failing the job.
+  std::vector<uint32_t> lost_inputs;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, ok, start_us, end_us, error, output_bytes);
+    ar(job, task, attempt, ok, start_us, end_us, error, output_bytes, lost_inputs);
   }
   friend bool operator==(const TaskResult&, const TaskResult&) = default;
 };

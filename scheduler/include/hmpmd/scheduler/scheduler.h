@@ -16,6 +16,7 @@
 // simulator) owns it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -171,14 +172,20 @@ class Scheduler {
   // restores a finished job for queries only. Later AddJob() ids continue
   // above the largest restored id. Skips the feasibility check (the pool
   // is empty while workers re-register).
+  // `bytes`: its outputs' size (0: none). Where they live is not known
+  // until a worker reports them (RecordOutput); until then a consumer cannot
+  // read them (see RebuildUnheldOutputs).
   struct RestoredRun {
     uint32_t run = 0;
     uint32_t attempt = 0;
     TimeUs start = 0, end = 0;
+    uint64_t bytes = 0;
   };
   Status RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
                     const std::vector<RestoredRun>& done, JobState state, std::string error,
                     TimeUs submitted, TimeUs finished, TimeUs now);
+  // Later AddJob() ids are above `id` (e.g. the largest a store ever saw).
+  void ReserveJobIds(JobId id) { next_job_ = std::max(next_job_, id + 1); }
   // A re-registered worker reports it still runs `run` (attempt `attempt`)
   // on its core (`kind`, `lane`): a ready run becomes running there instead
   // of being started twice. Returns false (changing nothing) otherwise.
@@ -194,9 +201,25 @@ class Scheduler {
   bool OnTaskFailed(JobId job, uint32_t run, uint32_t attempt, const std::string& error,
                     bool retryable, TimeUs now);
 
+  // A run could not read the outputs of the producer runs in `lost` (freed
+  // on their worker, or it did not answer): those that are done are rebuilt
+  // by running them again (lineage) and this run waits for them, then runs
+  // again. Counts as an attempt; out of attempts, the job fails with `error`.
+  // Stale results return false and change nothing.
+  bool OnInputsLost(JobId job, uint32_t run, uint32_t attempt, const std::vector<uint32_t>& lost,
+                    const std::string& error, TimeUs now);
+
   // A done run's outputs stay on `device` (its worker's object store); the
-  // policy may prefer placing its consumers there.
+  // policy may prefer placing its consumers there. They are read once by
+  // each consumer not yet done. Ignored unless the run is done.
   void RecordOutput(JobId job, uint32_t run, DeviceId device, uint64_t bytes);
+
+  // After a restart, once workers have reported what they hold: done runs
+  // of the step being run whose outputs no worker holds but that a waiting
+  // (blocked or ready) run still has to read run again (lineage). Running
+  // readers are left alone (they have read, or they report the loss).
+  // Returns how many runs it revived, inputs they need included.
+  size_t RebuildUnheldOutputs(JobId job, TimeUs now);
 
   // --- decisions ---
   // Places ready runs on cores with capacity and appends them to `out`.
@@ -246,8 +269,10 @@ class Scheduler {
   // True when a done run's output can still be read (or it has none).
   bool OutputAvailable(const TaskRecord& rec) const;
   // Lineage: makes a done run whose output was lost run again, first
-  // reviving its inputs that are gone too; its consumers wait for it.
-  void Revive(JobRun& job, uint32_t run, TimeUs now);
+  // reviving its inputs that are gone too; its consumers wait for it. With
+  // `restart_readers`, consumers running now start over too (they may be
+  // stuck reading the lost output). Returns how many runs it revived.
+  size_t Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_readers = true);
   // Open jobs: ends run `run` (not yet ended) as failed or cancelled with
   // `error`, and with it every run that depends on it or shares its gang.
   void EndOpenRun(JobRun& job, uint32_t run, TaskState state, std::string error, TimeUs now);

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""How soon a controller killed with SIGKILL dispatches again after a restart.
+
+Each run: a controller with --db and two workers run a job of sleep chains;
+the controller is killed mid-job and restarted with the same --db. Its log
+says when dispatch resumed ("dispatch resumes after N ms", from its start):
+as soon as every worker alive at the kill has registered again, or when the
+grace (--recovery-grace-ms) ends. The baseline is the grace itself, which
+every restart used to wait in full. Prints the median over the runs.
+
+  bench/recovery/resume_bench.py --bin build/bin [--runs 5] [--grace-ms 2000]
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+def one_run(args, workdir):
+    zmq, http = free_port(), free_port()
+    db = os.path.join(workdir, "jobs.db")
+    log = os.path.join(workdir, "controller.log")
+    base = f"http://127.0.0.1:{http}"
+    ctl_argv = [os.path.join(args.bin, "hmpmd"), "controller",
+                "--listen", f"tcp://127.0.0.1:{zmq}", "--http", f"127.0.0.1:{http}",
+                "--db", db, "--recovery-grace-ms", str(args.grace_ms),
+                "--heartbeat-ms", str(args.heartbeat_ms), "--log-level", "info"]
+    procs = []
+
+    def start_controller():
+        p = subprocess.Popen(ctl_argv, stdout=open(log, "a"), stderr=subprocess.STDOUT)
+        for _ in range(500):
+            if get(base + "/api/v1/pool") is not None:
+                return p
+            time.sleep(0.01)
+        raise RuntimeError("controller did not start")
+
+    try:
+        ctl = start_controller()
+        for _ in range(2):
+            procs.append(subprocess.Popen(
+                [os.path.join(args.bin, "hmpmd-worker"), "--controller",
+                 f"tcp://127.0.0.1:{zmq}", "--cores", "cube=1,vector=1", "--log-level", "warn"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        tasks = []
+        for c in range(2):
+            for i in range(40):
+                t = {"id": f"c{c}_{i}", "kernel": "sleep", "args": {"us": 20000}}
+                if i:
+                    t["inputs"] = [f"c{c}_{i - 1}"]
+                tasks.append(t)
+        req = urllib.request.Request(base + "/api/v1/jobs", data=json.dumps(
+            {"name": "chains", "tasks": tasks}).encode(), method="POST")
+        job = json.loads(urllib.request.urlopen(req, timeout=5).read())["id"]
+        for _ in range(3000):
+            j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")
+            if j.get("done", 0) >= 10:
+                break
+            time.sleep(0.01)
+        ctl.send_signal(signal.SIGKILL)
+        ctl.wait()
+        open(log, "a").write("--- restart ---\n")
+        ctl = start_controller()
+        for _ in range(6000):
+            j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")
+            if j.get("state") in ("succeeded", "failed", "cancelled"):
+                break
+            time.sleep(0.01)
+        if j.get("state") != "succeeded":
+            raise RuntimeError(f"job ended {j.get('state')}")
+        text = open(log).read().split("--- restart ---")[-1]
+        m = re.search(r"dispatch resumes after (\d+) ms: (all workers back|grace expired)", text)
+        if not m:
+            raise RuntimeError("no 'dispatch resumes' line in " + log)
+        return int(m.group(1)), m.group(2)
+    finally:
+        for p in procs + [locals().get("ctl")]:
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", required=True, help="directory with hmpmd and hmpmd-worker")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--grace-ms", type=int, default=2000)
+    ap.add_argument("--heartbeat-ms", type=int, default=500)
+    args = ap.parse_args()
+    resumed, how = [], []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="hmpmd-resume-") as d:
+            ms, why = one_run(args, d)
+        resumed.append(ms)
+        how.append(why)
+    med = statistics.median(resumed)
+    print(f"bench/recovery: restart after kill -9, 2 workers, heartbeat {args.heartbeat_ms} ms, "
+          f"median of {args.runs} run(s) [min .. max]")
+    print(f"  dispatch resumes after     {med:7.0f} ms [{min(resumed)} .. {max(resumed)}]  "
+          f"({how.count('all workers back')} of {args.runs}: all workers back)")
+    print(f"  fixed grace (baseline)     {args.grace_ms:7d} ms")
+    print(f"  ratio resume/grace = {med / args.grace_ms:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+// Controller: what a restart needs beyond reloading the store (see
+// RestoreFromStore in controller.cc): adopting what re-registering workers
+// report, ending the recovery window, and retention by age.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "controller.h"
+
+// See controller.cc: GCC 12's false -Wmaybe-uninitialized when a vector of
+// StoreRecord grows.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace hmpmd {
+
+int64_t Controller::UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now) {
+  for (const HeldTask& h : m.held) {
+    if (scheduler_->AdoptRun(h.job, h.task, h.attempt, w.device, h.core, h.lane, now)) {
+      ++counters_.adopted_runs;
+    }
+  }
+  // Outputs of done runs: consumers fetch them from this worker. Outputs of
+  // jobs nobody knows any more are freed.
+  std::set<JobId> unknown;
+  for (const HeldOutput& o : m.outputs) {
+    const JobRun* job = scheduler_->job(o.job);
+    if (job == nullptr) {
+      unknown.insert(o.job);
+      continue;
+    }
+    if (o.run >= job->runs.size() || job->runs[o.run].state != TaskState::kDone) continue;
+    outputs_[{o.job, o.run}] = OutputLocation{w.id, o.bytes};
+    scheduler_->RecordOutput(o.job, o.run, w.device, o.bytes);
+    ++counters_.adopted_outputs;
+  }
+  for (JobId job : unknown) transport_.Send(w.identity, FreeJob{job});
+  if (!m.held.empty() || !m.outputs.empty()) {
+    spdlog::info("worker '{}' holds {} task(s) and {} output(s)", m.name, m.held.size(),
+                 m.outputs.size());
+  }
+}
+
+bool Controller::RecoveryHoldsDispatch(TimeUs now) {
+  if (!recovery_.open()) return false;
+  if (!recovery_.Close(now)) return true;
+  // Outputs that waiting runs need and no worker reported are rebuilt now,
+  // before anything reads them.
+  size_t rebuilt = 0;
+  for (JobId id : live_jobs_) rebuilt += scheduler_->RebuildUnheldOutputs(id, now);
+  counters_.rebuilt_runs += rebuilt;
+  if (writer_) {
+    for (const std::string& key : recovery_.missing()) {
+      store_pending_.push_back(WorkerRecord{key, false});
+    }
+  }
+  const bool back = recovery_.how() == RecoveryWindow::End::kWorkersBack;
+  spdlog::info(
+      "recovery: dispatch resumes after {} ms: {} ({} of {} expected workers back); {} task "
+      "run(s) rebuilt for outputs no worker holds",
+      (now - started_at_) / 1000, back ? "all workers back" : "grace expired",
+      recovery_.returned_count(), recovery_.expected_count(), rebuilt);
+  return false;
+}
+
+void Controller::ForgetExpiredJobs() {
+  if (options_.keep_finished_hours <= 0 || finished_order_.empty()) return;
+  const int64_t cutoff = UnixMs() - static_cast<int64_t>(options_.keep_finished_hours * 3.6e6);
+  // Oldest first: move the expired ones to the front and forget them there.
+  auto expired = [&](JobId id) {
+    auto it = finished_unix_ms_.find(id);
+    return it != finished_unix_ms_.end() && it->second < cutoff;
+  };
+  auto keep = std::stable_partition(finished_order_.begin(), finished_order_.end(), expired);
+  ForgetOldest(static_cast<size_t>(keep - finished_order_.begin()));
+}
+
+}  // namespace hmpmd

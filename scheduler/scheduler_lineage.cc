@@ -1,0 +1,69 @@
+// Scheduler: rebuilding outputs that are gone (lineage), after a consumer
+// could not read them or after a restart that no worker reported them to.
+// The rest of the class is in scheduler.cc.
+#include <algorithm>
+
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+bool Scheduler::OnInputsLost(JobId job_id, uint32_t run, uint32_t attempt,
+                             const std::vector<uint32_t>& lost, const std::string& error,
+                             TimeUs now) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return false;
+  JobRun& job = it->second;
+  if (IsTerminal(job.state) || run >= job.runs.size()) return false;
+  TaskRecord& rec = job.runs[run];
+  if (rec.state != TaskState::kRunning || rec.attempt != attempt) return false;
+  const JobGraph& g = *job.graph;
+  const uint32_t index = run % g.size(), base = run - index;
+  const std::vector<uint32_t>& inputs = g.task(index).inputs;
+  // Only this run's own inputs count; a worker cannot name others.
+  std::vector<uint32_t> producers;
+  std::string why = error;
+  for (uint32_t p : lost) {
+    if (p < base || p - base >= g.size()) continue;
+    if (std::find(inputs.begin(), inputs.end(), p - base) == inputs.end()) continue;
+    producers.push_back(p);
+    why = "input " + g.Describe(p - base) + " lost: " + error;
+  }
+  if (producers.empty() || rec.attempt + 1 >= options_.max_attempts) {
+    return OnTaskFailed(job_id, run, attempt, why, /*retryable=*/!producers.empty(), now);
+  }
+  ReleaseRun(job, rec, now);
+  ++rec.attempt;
+  rec.core = kNoCore;
+  rec.state = TaskState::kBlocked;
+  // Other readers of these outputs that are running now have read them, or
+  // report the loss themselves.
+  for (uint32_t p : producers) Revive(job, p, now, /*restart_readers=*/false);
+  rec.pending = 0;
+  for (uint32_t in : inputs) {
+    if (job.runs[base + in].state != TaskState::kDone) ++rec.pending;
+  }
+  if (rec.pending == 0) MakeReady(job, run, now);
+  return true;
+}
+
+size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || IsTerminal(it->second.state)) return 0;
+  JobRun& job = it->second;
+  const JobGraph& g = *job.graph;
+  const uint32_t n = g.size(), base = job.step * n;
+  size_t revived = 0;
+  for (uint32_t r = base; r < base + n; ++r) {
+    const TaskRecord& rec = job.runs[r];
+    if (rec.state != TaskState::kDone || rec.output_bytes == 0 || rec.held) continue;
+    const std::vector<uint32_t>& consumers = g.task(r - base).consumers;
+    const bool awaited = std::any_of(consumers.begin(), consumers.end(), [&](uint32_t c) {
+      const TaskState s = job.runs[base + c].state;
+      return s == TaskState::kBlocked || s == TaskState::kReady;
+    });
+    if (awaited) revived += Revive(job, r, now, /*restart_readers=*/false);
+  }
+  return revived;
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,203 @@
+// Lineage in the engine: outputs that a reader could not read, or that no
+// worker reported after a restart, are rebuilt by running their producers
+// again; readers wait for them; attempts stay bounded.
+#include <gtest/gtest.h>
+
+#include "hmpmd/scheduler/scheduler.h"
+#include "test_builders.h"
+
+namespace hmpmd::test {
+namespace {
+
+std::unique_ptr<Scheduler> Make() {
+  return std::make_unique<Scheduler>(SchedulerOptions{}, std::move(MakePolicy("fifo")).value());
+}
+
+// Schedules at `now` and returns the runs dispatched.
+std::vector<Dispatch> Step(Scheduler& s, TimeUs now) {
+  std::vector<Dispatch> out;
+  s.Schedule(now, &out);
+  return out;
+}
+
+// Runs `d` to completion with an output of `bytes`.
+void Finish(Scheduler& s, const Dispatch& d, TimeUs now, uint64_t bytes) {
+  ASSERT_TRUE(s.OnTaskDone(d.job, d.run, d.attempt, now - 10, now, now));
+  s.RecordOutput(d.job, d.run, d.device, bytes);
+}
+
+TaskState StateOf(const Scheduler& s, JobId job, uint32_t run) {
+  return s.job(job)->runs[run].state;
+}
+
+TEST(LineageTest, ALostInputIsRebuiltAndItsReaderRunsAgain) {
+  auto s = Make();
+  s->AddDevice(Device("d0", 2));
+  auto id = s->AddJob(BuildGraph(SpecBuilder().Chain({"p", "c"}, 100)), 0);
+  ASSERT_TRUE(id.ok());
+  auto out = Step(*s, 0);
+  ASSERT_EQ(out.size(), 1u);
+  Finish(*s, out[0], 100, 4096);
+  out = Step(*s, 100);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].run, 1u);
+  // The worker running c found p's output gone.
+  ASSERT_TRUE(s->OnInputsLost(*id, 1, 0, {0}, "input: no outputs of job 1 run 0", 200));
+  EXPECT_EQ(StateOf(*s, *id, 0), TaskState::kReady);
+  EXPECT_EQ(StateOf(*s, *id, 1), TaskState::kBlocked);
+  EXPECT_EQ(s->job(*id)->runs[1].attempt, 1u);
+  EXPECT_EQ(s->job(*id)->done, 0u);
+  // A second report of the same attempt is stale.
+  EXPECT_FALSE(s->OnInputsLost(*id, 1, 0, {0}, "again", 200));
+  out = Step(*s, 200);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].run, 0u) << "the producer runs again first";
+  Finish(*s, out[0], 300, 4096);
+  out = Step(*s, 300);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].run, 1u);
+  EXPECT_EQ(out[0].attempt, 1u);
+  Finish(*s, out[0], 400, 0);
+  EXPECT_EQ(s->job(*id)->state, JobState::kSucceeded);
+}
+
+TEST(LineageTest, InputsLostOutOfAttemptsFailTheJobNamingTheInput) {
+  auto s = Make();
+  s->AddDevice(Device("d0", 1));
+  auto id = s->AddJob(BuildGraph(SpecBuilder().Chain({"p", "c"}, 100)), 0);
+  ASSERT_TRUE(id.ok());
+  TimeUs now = 0;
+  for (uint32_t attempt = 0;; ++attempt) {
+    auto out = Step(*s, now += 100);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].run, 0u);
+    Finish(*s, out[0], now += 100, 64);
+    out = Step(*s, now += 100);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].attempt, attempt);
+    ASSERT_TRUE(s->OnInputsLost(*id, 1, attempt, {0}, "fetch timed out", now += 100));
+    if (IsTerminal(s->job(*id)->state)) break;
+    ASSERT_LT(attempt, 5u) << "attempts must be bounded";
+  }
+  EXPECT_EQ(s->job(*id)->state, JobState::kFailed);
+  EXPECT_NE(s->job(*id)->error.find("task 'c'"), std::string::npos) << s->job(*id)->error;
+  EXPECT_NE(s->job(*id)->error.find("input tasks[0] 'p' lost: fetch timed out"), std::string::npos)
+      << s->job(*id)->error;
+}
+
+TEST(LineageTest, ALostRunThatIsNotAnInputFailsTheTaskAsItIs) {
+  auto s = Make();
+  s->AddDevice(Device("d0", 2));
+  JobSpec spec = SpecBuilder()
+                     .Add(TaskBuilder("p").Us(100))
+                     .Add(TaskBuilder("q").Us(100))
+                     .Add(TaskBuilder("c").Us(100).Inputs({"p"}))
+                     .Build();
+  auto id = s->AddJob(BuildGraph(spec), 0);
+  ASSERT_TRUE(id.ok());
+  auto out = Step(*s, 0);
+  ASSERT_EQ(out.size(), 2u);
+  for (const Dispatch& d : out) Finish(*s, d, 100, 64);
+  out = Step(*s, 100);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(s->OnInputsLost(*id, 2, 0, {1}, "bogus", 200));
+  EXPECT_EQ(s->job(*id)->state, JobState::kFailed);
+  EXPECT_EQ(StateOf(*s, *id, 1), TaskState::kDone) << "q is not rebuilt for c";
+}
+
+// After a restart: p and q are done (from the store); no worker reported
+// p's output, a worker reported q's. c reads both.
+class RestoredLineageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    s_ = Make();
+    JobSpec spec = SpecBuilder()
+                       .Add(TaskBuilder("a").Us(100))
+                       .Add(TaskBuilder("p").Us(100).Inputs({"a"}))
+                       .Add(TaskBuilder("q").Us(100))
+                       .Add(TaskBuilder("c").Us(100).Inputs({"p", "q"}))
+                       .Build();
+    std::vector<Scheduler::RestoredRun> done = {
+        {0, 0, 10, 20, 512}, {1, 0, 20, 30, 1024}, {2, 0, 20, 30, 2048}};
+    ASSERT_TRUE(
+        s_->RestoreJob(kJob, BuildGraph(spec), done, JobState::kQueued, "", 0, -1, 1000).ok());
+    dev_ = s_->AddDevice(Device("d0", 2));
+  }
+  static constexpr JobId kJob = 7;
+  std::unique_ptr<Scheduler> s_;
+  DeviceId dev_ = 0;
+};
+
+TEST_F(RestoredLineageTest, OutputsNoWorkerReportedAreRebuiltWithTheirLostInputs) {
+  s_->RecordOutput(kJob, 2, dev_, 2048);  // q's is on d0
+  // a's output was read by p before the restart and is gone too.
+  EXPECT_EQ(s_->RebuildUnheldOutputs(kJob, 1000), 2u);
+  EXPECT_EQ(StateOf(*s_, kJob, 0), TaskState::kReady);
+  EXPECT_EQ(StateOf(*s_, kJob, 1), TaskState::kBlocked);
+  EXPECT_EQ(StateOf(*s_, kJob, 2), TaskState::kDone);
+  EXPECT_EQ(StateOf(*s_, kJob, 3), TaskState::kBlocked);
+  TimeUs now = 1000;
+  for (uint32_t want : {0u, 1u, 3u}) {
+    auto out = Step(*s_, now += 100);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].run, want);
+    Finish(*s_, out[0], now += 100, want == 3 ? 0 : 64);
+  }
+  EXPECT_EQ(s_->job(kJob)->state, JobState::kSucceeded);
+  EXPECT_EQ(s_->pool().device(dev_).held_bytes, 0u) << "every read released its output";
+}
+
+TEST_F(RestoredLineageTest, ReportedOutputsAreNotRebuilt) {
+  s_->RecordOutput(kJob, 1, dev_, 1024);
+  s_->RecordOutput(kJob, 2, dev_, 2048);
+  // a's output is needed by nobody (p is done): no rebuild.
+  EXPECT_EQ(s_->RebuildUnheldOutputs(kJob, 1000), 0u);
+  auto out = Step(*s_, 1100);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].run, 3u);
+  EXPECT_EQ(s_->job(kJob)->runs[1].reads_left, 1u);
+}
+
+TEST_F(RestoredLineageTest, ARunningReaderIsLeftAlone) {
+  // A worker still runs c (it had read its inputs before the restart).
+  ASSERT_TRUE(s_->AdoptRun(kJob, 3, 0, dev_, CoreKind::kCube, 0, 1000));
+  EXPECT_EQ(s_->RebuildUnheldOutputs(kJob, 1000), 0u);
+  EXPECT_TRUE(Step(*s_, 1100).empty());
+  ASSERT_TRUE(s_->OnTaskDone(kJob, 3, 0, 1000, 1200, 1200));
+  EXPECT_EQ(s_->job(kJob)->state, JobState::kSucceeded);
+}
+
+TEST(RestoredOutputsTest, RunsWithoutOutputsNeedNoWorker) {
+  auto s = Make();
+  std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 0}};
+  ASSERT_TRUE(s->RestoreJob(3, BuildGraph(SpecBuilder().Chain({"p", "c"}, 100)), done,
+                            JobState::kQueued, "", 0, -1, 1000)
+                  .ok());
+  s->AddDevice(Device("d0", 1));
+  EXPECT_EQ(s->RebuildUnheldOutputs(3, 1000), 0u);
+  auto out = Step(*s, 1100);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].run, 1u);
+}
+
+TEST(RecordOutputTest, CountsOnlyReadersNotDoneAndIgnoresRunsNotDone) {
+  auto s = Make();
+  DeviceId d = s->AddDevice(Device("d0", 2));
+  JobSpec spec = SpecBuilder()
+                     .Add(TaskBuilder("p").Us(100))
+                     .Add(TaskBuilder("b").Us(100).Inputs({"p"}))
+                     .Add(TaskBuilder("c").Us(100).Inputs({"p"}))
+                     .Build();
+  std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 100}, {1, 0, 20, 30, 0}};
+  ASSERT_TRUE(s->RestoreJob(4, BuildGraph(spec), done, JobState::kQueued, "", 0, -1, 1000).ok());
+  s->RecordOutput(4, 2, d, 999);  // c is not done: ignored
+  EXPECT_EQ(s->pool().device(d).held_bytes, 0u);
+  s->RecordOutput(4, 0, d, 100);
+  EXPECT_EQ(s->job(4)->runs[0].reads_left, 1u) << "b read it before the restart";
+  EXPECT_EQ(s->pool().device(d).held_bytes, 100u);
+  s->RecordOutput(4, 0, d, 100);  // reported twice: counted once
+  EXPECT_EQ(s->pool().device(d).held_bytes, 100u);
+}
+
+}  // namespace
+}  // namespace hmpmd::test
