@@ -55,7 +55,7 @@ def main():
     try:
         procs.append(subprocess.Popen(
             [os.path.join(a.bin, "hmpmd"), "controller", "--listen", endpoint,
-             "--http", f"127.0.0.1:{http_port}", "--log-level", a.log_level]))
+             "--http", f"127.0.0.1:{http_port}", "--db", "", "--log-level", a.log_level]))
         for i in range(a.workers):
             procs.append(subprocess.Popen(
                 [os.path.join(a.bin, "rl_worker"), "--controller", endpoint,

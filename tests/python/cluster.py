@@ -50,7 +50,7 @@ class Cluster:
         hmpmd = os.path.join(self.bin_dir, "hmpmd")
         self.procs.append(subprocess.Popen(
             [hmpmd, "controller", "--listen", self.endpoint, "--http", f"127.0.0.1:{http_port}",
-             "--log-level", self.log_level],
+             "--db", "", "--log-level", self.log_level],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for i in range(self.workers):
             if self.worker_binary:
