@@ -202,6 +202,10 @@ void Session::HandleUpdate(SessionUpdate& u) {
   {
     std::lock_guard lock(mu_);
     for (GroupAck& ack : u.acks) {
+      if (auto actor = actor_seq_.find(ack.seq); actor != actor_seq_.end()) {
+        if (!ack.error.empty()) refused_[actor->second] = ack.error;
+        actor_seq_.erase(actor);
+      }
       auto it = unacked_.find(ack.seq);
       if (it == unacked_.end()) continue;
       std::vector<std::weak_ptr<FutureState>> members = std::move(it->second);
@@ -297,6 +301,10 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
         return Status::InvalidArgument(where + ": actor: unknown actor '" + c.actor +
                                        "' (CreateActor first)");
       }
+      if (auto bad = refused_.find(c.actor); bad != refused_.end()) {
+        return Status::InvalidArgument(where + ": actor: '" + c.actor +
+                                       "' was refused by the controller: " + bad->second);
+      }
       for (size_t k = 0; k < c.inputs.size(); ++k) {
         const FutureState* in = StateOf(c.inputs[k]);
         if (in == nullptr) {
@@ -358,7 +366,7 @@ Status Session::AddActor(const ActorOptions& options) {
     SubmitGroup group;
     group.seq = next_seq_++;
     group.submodels.push_back({options.name, static_cast<uint8_t>(options.kind), options.devices});
-    unacked_[group.seq];  // no tasks; the ack only reports errors
+    actor_seq_[group.seq] = options.name;  // the ack only reports errors
     outbox_.push_back(std::move(group));
   }
   Wake();

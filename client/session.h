@@ -103,6 +103,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::weak_ptr<FutureState>> tasks_;  // by task index
   std::set<std::string> labels_;
   std::set<std::string> actors_;
+  std::map<uint64_t, std::string> actor_seq_;             // unacked CreateActor by seq
+  std::unordered_map<std::string, std::string> refused_;  // actor -> why the controller refused it
   uint64_t submitted_ = 0, ended_ = 0;
   bool closed_ = false;   // the controller ended the session
   bool closing_ = false;  // Close() was called

@@ -387,11 +387,11 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
     MakeReady(job, run, now);
     return true;
   }
-  if (job.open) {  // fails its dependents, not the session
+  if (job.open) {                     // fails its dependents, not the session
     rec.state = TaskState::kBlocked;  // ended below, its core already released
-    std::string why = retryable ? "failed after " + std::to_string(rec.attempt + 1) +
-                                      " attempts: " + error
-                                : error;
+    std::string why =
+        retryable ? "failed after " + std::to_string(rec.attempt + 1) + " attempts: " + error
+                  : error;
     EndOpenRun(job, run, TaskState::kFailed, std::move(why), now);
     return true;
   }

@@ -74,9 +74,8 @@ size_t Lane::CancelRun(JobId job, uint32_t run) {
   if (running_job_ == job && running_run_ == run) {
     cancel_running_.store(true, std::memory_order_relaxed);
   }
-  return std::erase_if(queue_, [&](const LaneTask& t) {
-    return t.assign.job == job && t.assign.task == run;
-  });
+  return std::erase_if(
+      queue_, [&](const LaneTask& t) { return t.assign.job == job && t.assign.task == run; });
 }
 
 size_t Lane::Stop() {

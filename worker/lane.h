@@ -74,7 +74,7 @@ class Lane {
   CondVar cv_;
   std::deque<LaneTask> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
-  JobId running_job_ GUARDED_BY(mu_) = 0;    // 0: idle
+  JobId running_job_ GUARDED_BY(mu_) = 0;  // 0: idle
   uint32_t running_run_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> cancel_running_{false};  // the running task's cancel flag
 

@@ -286,8 +286,8 @@ struct SessionOpen {
 
 // Controller -> driver: the session's job, or why there is none.
 struct SessionAck {
-  JobId job = 0;       // 0 when refused
-  std::string error;   // empty when opened
+  JobId job = 0;            // 0 when refused
+  std::string error;        // empty when opened
   bool permission = false;  // refused for a wrong token
   template <typename Ar>
   void Serialize(Ar& ar) {
@@ -405,9 +405,9 @@ struct SessionUpdate {
   JobId job = 0;
   std::vector<GroupAck> acks;
   std::vector<TaskEnded> ended;
-  bool closed = false;      // the session job has ended
-  std::string job_state;    // when closed: succeeded, failed or cancelled
-  std::string job_error;    // when closed and not succeeded
+  bool closed = false;    // the session job has ended
+  std::string job_state;  // when closed: succeeded, failed or cancelled
+  std::string job_error;  // when closed and not succeeded
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(job, acks, ended, closed, job_state, job_error);
