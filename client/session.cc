@@ -365,7 +365,8 @@ Status Session::AddActor(const ActorOptions& options) {
     }
     SubmitGroup group;
     group.seq = next_seq_++;
-    group.submodels.push_back({options.name, static_cast<uint8_t>(options.kind), options.devices});
+    group.submodels.push_back(
+        {options.name, static_cast<uint8_t>(options.kind), options.devices, options.elastic});
     actor_seq_[group.seq] = options.name;  // the ack only reports errors
     outbox_.push_back(std::move(group));
   }

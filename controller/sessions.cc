@@ -108,6 +108,7 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
                     ? static_cast<SubmodelKind>(w.kind)
                     : SubmodelKind::kGeneric;
       sm.devices = w.devices;
+      sm.elastic = w.elastic;
       submodels.push_back(std::move(sm));
     }
     std::vector<TaskSpec> tasks;

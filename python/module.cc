@@ -204,11 +204,13 @@ void BindClient(py::module_& m) {
           py::arg("calls"), "Appends several tasks (a list of Call) at once, all or nothing.")
       .def(
           "create_actor",
-          [](Client& c, std::string name, const std::string& kind, uint32_t devices) {
+          [](Client& c, std::string name, const std::string& kind, uint32_t devices,
+             bool elastic) {
             client::ActorOptions o;
             o.name = std::move(name);
             o.kind = SubmodelKindFromString(kind);
             o.devices = devices;
+            o.elastic = elastic;
             Result<Actor> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
@@ -217,7 +219,8 @@ void BindClient(py::module_& m) {
             return Unwrap(std::move(r));
           },
           py::arg("name"), py::arg("kind") = "actor", py::arg("devices") = 1,
-          "Adds a named sub-model holding `devices` devices (0: any).")
+          py::arg("elastic") = true,
+          "Adds a named sub-model holding `devices` devices (0: any); elastic=False pins them.")
       .def(
           "wait_any",
           [](Client& c, std::vector<Future> futures, int64_t timeout_ms) {

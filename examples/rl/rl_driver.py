@@ -65,8 +65,9 @@ class Run:
     def sync(self):
         o, c = self.o, self.c
         n_actors = max(1, o.devices - 1)
-        actors = [c.create_actor(f"actor{i}", kind="actor", devices=1) for i in range(n_actors)]
-        learner = c.create_actor("learner", kind="learner", devices=1)
+        actors = [c.create_actor(f"actor{i}", kind="actor", devices=1, elastic=False)
+                  for i in range(n_actors)]
+        learner = c.create_actor("learner", kind="learner", devices=1, elastic=False)
         reward = c.create_actor("reward", kind="reward", devices=0)
         t0 = time.monotonic()
         weights = learner.call("rl.init", args={"params": o.params, "seed": o.seed})

@@ -110,12 +110,14 @@ Result<RunStats> Runner::Sync() {
   for (uint32_t i = 0; i < n_actors; ++i) {
     ASSIGN_OR_RETURN(Actor a, client_.CreateActor({.name = "actor" + std::to_string(i),
                                                    .kind = SubmodelKind::kActor,
-                                                   .devices = 1}));
+                                                   .devices = 1,
+                                                   .elastic = false}));
     actors.push_back(std::move(a));
   }
   ASSIGN_OR_RETURN(
       Actor learner,
-      client_.CreateActor({.name = "learner", .kind = SubmodelKind::kLearner, .devices = 1}));
+      client_.CreateActor(
+          {.name = "learner", .kind = SubmodelKind::kLearner, .devices = 1, .elastic = false}));
   ASSIGN_OR_RETURN(
       Actor reward,
       client_.CreateActor({.name = "reward", .kind = SubmodelKind::kReward, .devices = 0}));

@@ -277,9 +277,9 @@ TEST_F(ClientTest, ASessionOpenAcrossAControllerRestartFailsAsLost) {
   EXPECT_FALSE(c->Close().ok());
 }
 
-// Needs the elastic device sets of the hmpmd policy (branch `share`): enable
-// once both are merged.
-TEST_F(ClientTest, DISABLED_ActorTasksWithOneDeviceRunOnOneWorker) {
+// An actor's tasks stay on its device set (DeviceShare): with no other
+// actor in the session to trade with, its one device never changes.
+TEST_F(ClientTest, ActorTasksWithOneDeviceRunOnOneWorker) {
   auto c = Connect("pinned");
   ASSERT_NE(c, nullptr);
   auto actor = c->CreateActor({.name = "actor", .devices = 1});

@@ -131,6 +131,32 @@ TEST_F(DeviceShareTest, TasksOfASetRunOnlyOnItsDevicesOnFewNodes) {
   EXPECT_EQ(share().MoveCount(job), 0u);
 }
 
+// Rule 0: sub-models that keep no state between tasks (encoders, stages,
+// experts, generic) float over the pool whatever their `devices` says; an
+// actor's set still holds its tasks.
+TEST_F(DeviceShareTest, StatelessSubmodelsFloatOverThePool) {
+  AddDevices(8);
+  SpecBuilder b;
+  b.Submodel("enc", SubmodelKind::kEncoder, 2)
+      .Submodel("exp", SubmodelKind::kExpert, 2)
+      .Submodel("act", SubmodelKind::kActor, 2);
+  AddMany(b, "enc", 16, 100);
+  AddMany(b, "exp", 16, 100);
+  AddMany(b, "act", 16, 100);
+  JobId job = Add(b.Build());
+  EXPECT_TRUE(share().DeviceSet(job, 0).empty());
+  EXPECT_TRUE(share().DeviceSet(job, 1).empty());
+  EXPECT_EQ(share().DeviceSet(job, 2).size(), 2u);
+  VirtualLoop loop(sched_.get());
+  loop.RunToIdle();
+  ASSERT_EQ(sched_->job(job)->state, JobState::kSucceeded);
+  std::map<uint32_t, std::set<DeviceId>> used;
+  for (const auto& st : loop.log()) used[SubmodelOf(st.d)].insert(st.d.device);
+  EXPECT_GT(used[0].size(), 2u) << "an encoder's devices = 2 is no set";
+  EXPECT_GT(used[1].size(), 2u) << "an expert's devices = 2 is no set";
+  EXPECT_LE(used[2].size(), 2u) << "an actor's tasks stay on its set";
+}
+
 TEST_F(DeviceShareTest, IdleDeviceMovesToTheBackloggedSubmodelNeverUnderARun) {
   AddDevices(4);
   SpecBuilder b;
@@ -222,7 +248,7 @@ TEST_F(DeviceShareTest, SteadyWorkloadDoesNotThrash) {
 TEST_F(DeviceShareTest, GangMembersTakeDistinctDevicesOfTheSet) {
   AddDevices(6, 8, /*vector=*/2);
   SpecBuilder b;
-  b.Submodel("tp", SubmodelKind::kGeneric, 2).Submodel("other");
+  b.Submodel("tp", SubmodelKind::kLearner, 2).Submodel("other");
   b.Add(TaskBuilder("c0").Us(100).Submodel("tp"));
   b.Add(TaskBuilder("c1").Us(100).Submodel("tp").Inputs({"c0"}));
   for (const char* in : {"c0", "c1"}) {
@@ -286,9 +312,9 @@ TEST_F(DeviceShareTest, SetsFillAsDevicesJoinAndShrinkWhenOneDies) {
 TEST_F(DeviceShareTest, SubmodelAskingForThePoolSpansItAndOthersPartitionIt) {
   AddDevices(8);
   SpecBuilder b;
-  b.Submodel("dense", SubmodelKind::kGeneric, 8)
-      .Submodel("e0", SubmodelKind::kExpert, 4)
-      .Submodel("e1", SubmodelKind::kExpert, 4);
+  b.Submodel("dense", SubmodelKind::kLearner, 8)
+      .Submodel("e0", SubmodelKind::kActor, 4)
+      .Submodel("e1", SubmodelKind::kActor, 4);
   AddMany(b, "dense", 8, 100);
   AddMany(b, "e0", 4, 100);
   AddMany(b, "e1", 4, 100);

@@ -57,6 +57,9 @@ struct ActorOptions {
   /// state between tasks. The scheduler may move devices between actors of
   /// the session as demand shifts. 0: any device. Default: 1.
   uint32_t devices = 1;
+  /// Whether the scheduler may move its devices to other actors as demand
+  /// shifts (job spec `elastic`); false pins the set it got. Default: true.
+  bool elastic = true;
 };
 
 }  // namespace hmpmd::client

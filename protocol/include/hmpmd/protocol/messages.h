@@ -301,9 +301,10 @@ struct WireSubmodel {
   std::string name;
   uint8_t kind = 0;  // SubmodelKind
   uint32_t devices = 0;
+  bool elastic = true;  // false: its device set is pinned
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(name, kind, devices);
+    ar(name, kind, devices, elastic);
   }
   friend bool operator==(const WireSubmodel&, const WireSubmodel&) = default;
 };
