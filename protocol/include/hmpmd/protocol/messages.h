@@ -15,7 +15,9 @@
 namespace hmpmd {
 
 // Wire version; a frame of another version is dropped and counted.
-inline constexpr uint8_t kProtocolVersion = 2;  // 2: data plane and re-registration reports
+// 2: data plane and re-registration reports; 3: driver sessions, stored
+// outputs on re-registration, lost inputs, TaskAssign.submodel.
+inline constexpr uint8_t kProtocolVersion = 3;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
