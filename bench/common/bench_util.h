@@ -22,4 +22,10 @@ std::shared_ptr<const JobGraph> NoopJob(int n, bool chain);
 // Exits the benchmark with a one-line error if the job fails.
 double JobSeconds(LocalCluster& cluster, std::shared_ptr<const JobGraph> graph);
 
+// Median round trip in microseconds of `round_trips` 64-byte messages
+// between a DEALER here and a ROUTER echo in a forked child: the raw
+// transport baseline benchmarks compare against. -1 when it cannot run.
+// Call it before any ZeroMQ context lives in this process (it forks).
+double RawRoundTripUs(int round_trips);
+
 }  // namespace hmpmd::bench

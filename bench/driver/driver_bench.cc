@@ -25,6 +25,7 @@
 namespace hmpmd {
 namespace {
 
+using bench::RawRoundTripUs;
 using bench::Stats;
 using bench::Summarise;
 using client::Future;
@@ -32,66 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Median round trip in microseconds to a ROUTER echo in a child process
-// (the same measurement as bench/dispatch's (a)).
-double RawRoundTripUs(int round_trips) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  pid_t child = fork();  // before any ZeroMQ context lives in this process
-  if (child == 0) {
-    close(fds[0]);
-    zmq::context_t cctx(1);
-    zmq::socket_t router(cctx, zmq::socket_type::router);
-    router.set(zmq::sockopt::linger, 0);
-    router.set(zmq::sockopt::rcvtimeo, 5000);
-    router.bind("tcp://127.0.0.1:*");
-    std::string ep = router.get(zmq::sockopt::last_endpoint);
-    if (write(fds[1], ep.data(), ep.size()) != static_cast<ssize_t>(ep.size())) _exit(1);
-    close(fds[1]);
-    while (true) {
-      zmq::message_t id, body;
-      if (!router.recv(id) || !router.recv(body)) break;
-      router.send(id, zmq::send_flags::sndmore);
-      router.send(body, zmq::send_flags::none);
-    }
-    _exit(0);
-  }
-  close(fds[1]);
-  char buf[256];
-  ssize_t n = read(fds[0], buf, sizeof buf);
-  close(fds[0]);
-  if (n <= 0) {
-    waitpid(child, nullptr, 0);
-    return -1;
-  }
-  double median = -1;
-  {
-    zmq::context_t ctx(1);
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.set(zmq::sockopt::rcvtimeo, 5000);
-    dealer.connect(std::string(buf, static_cast<size_t>(n)));
-    std::string payload(64, 'x');
-    bool ok = true;
-    auto ping = [&] {
-      dealer.send(zmq::buffer(payload), zmq::send_flags::none);
-      zmq::message_t reply;
-      ok = ok && dealer.recv(reply).has_value();
-    };
-    for (int i = 0; i < 100 && ok; ++i) ping();
-    std::vector<double> samples;
-    for (int b = 0; b < round_trips / 100 && ok; ++b) {
-      auto t0 = Clock::now();
-      for (int i = 0; i < 100; ++i) ping();
-      samples.push_back(Seconds(t0) * 1e6 / 100);
-    }
-    if (ok && !samples.empty()) median = Summarise(samples).median;
-  }
-  kill(child, SIGTERM);
-  waitpid(child, nullptr, 0);
-  return median;
 }
 
 [[noreturn]] void Die(const Status& st) {
