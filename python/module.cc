@@ -204,8 +204,7 @@ void BindClient(py::module_& m) {
           py::arg("calls"), "Appends several tasks (a list of Call) at once, all or nothing.")
       .def(
           "create_actor",
-          [](Client& c, std::string name, const std::string& kind, uint32_t devices,
-             bool elastic) {
+          [](Client& c, std::string name, const std::string& kind, uint32_t devices, bool elastic) {
             client::ActorOptions o;
             o.name = std::move(name);
             o.kind = SubmodelKindFromString(kind);

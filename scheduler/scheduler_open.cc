@@ -94,11 +94,11 @@ void Scheduler::EndOpenRun(JobRun& job, uint32_t run, TaskState state, std::stri
     TaskState state;
     std::string error;
   };
-  std::vector<Item> todo;
-  todo.push_back({run, state, std::move(error)});
-  while (!todo.empty()) {
-    Item item = std::move(todo.back());
-    todo.pop_back();
+  std::vector<Item> worklist;
+  worklist.push_back({run, state, std::move(error)});
+  while (!worklist.empty()) {
+    Item item = std::move(worklist.back());
+    worklist.pop_back();
     TaskRecord& rec = job.runs[item.run];
     if (rec.state == TaskState::kDone || rec.state == TaskState::kFailed ||
         rec.state == TaskState::kCancelled) {
@@ -122,16 +122,16 @@ void Scheduler::EndOpenRun(JobRun& job, uint32_t run, TaskState state, std::stri
     const std::string id = g.spec_task(item.run).id;
     const bool cancelled = item.state == TaskState::kCancelled;
     for (uint32_t c : g.task(item.run).consumers) {
-      todo.push_back(
+      worklist.push_back(
           {c, item.state, "input '" + id + "' " + (cancelled ? "was cancelled" : "failed")});
     }
     const uint32_t group = g.task(item.run).group;
     if (group != kNoGroup) {
       for (uint32_t m : g.groups()[group].members) {
         if (m == item.run) continue;
-        todo.push_back({m, item.state,
-                        "member '" + id + "' of its collective group " +
-                            (cancelled ? "was cancelled" : "failed")});
+        worklist.push_back({m, item.state,
+                            "member '" + id + "' of its collective group " +
+                                (cancelled ? "was cancelled" : "failed")});
       }
     }
     ended_.push_back({job.id, item.run, item.state, std::move(item.error), device});

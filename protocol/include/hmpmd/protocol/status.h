@@ -15,17 +15,17 @@ namespace hmpmd {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is wrong (spec, flag, request)
-  kNotFound,          // a named thing does not exist
-  kAlreadyExists,     // a thing that must be unique is not
-  kUnavailable,       // try again later (peer gone, queue full)
-  kCorruption,        // bytes from outside do not decode
-  kPermissionDenied,  // missing or wrong credentials
-  kResourceExhausted, // a configured limit was hit
-  kInternal,          // a bug or an unexpected library error
-  kCancelled,         // someone cancelled the work
-  kDeadlineExceeded,  // a wait ran past its timeout
-  kAborted,           // the work ran and failed (a kernel threw)
+  kInvalidArgument,    // the caller's input is wrong (spec, flag, request)
+  kNotFound,           // a named thing does not exist
+  kAlreadyExists,      // a thing that must be unique is not
+  kUnavailable,        // try again later (peer gone, queue full)
+  kCorruption,         // bytes from outside do not decode
+  kPermissionDenied,   // missing or wrong credentials
+  kResourceExhausted,  // a configured limit was hit
+  kInternal,           // a bug or an unexpected library error
+  kCancelled,          // someone cancelled the work
+  kDeadlineExceeded,   // a wait ran past its timeout
+  kAborted,            // the work ran and failed (a kernel threw)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -36,16 +36,24 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
-  static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
-  static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
-  static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) {
+    return {StatusCode::kDeadlineExceeded, std::move(m)};
+  }
   static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
@@ -63,7 +71,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok() && "Result built from an OK Status");
   }
@@ -91,10 +99,10 @@ class [[nodiscard]] Result {
 #define HMPMD_CONCAT(a, b) HMPMD_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                   \
-  do {                                          \
-    ::hmpmd::Status _st = (expr);               \
-    if (!_st.ok()) return _st;                  \
+#define RETURN_IF_ERROR(expr)     \
+  do {                            \
+    ::hmpmd::Status _st = (expr); \
+    if (!_st.ok()) return _st;    \
   } while (0)
 
 // `lhs = value of expr` or return its Status. Expands into several statements.
