@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -20,17 +22,37 @@ extern char** environ;
 namespace hmpmd::testing {
 namespace {
 
-// A port the kernel reports free on 127.0.0.1 (closed again at once).
-int FreePort() {
+// True when `port` can be bound on 127.0.0.1 now (closed again at once).
+bool Bindable(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(fd);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+// A free port on 127.0.0.1 *below the kernel's ephemeral range*. A cluster
+// keeps its ports across controller restarts, and a port from the
+// ephemeral range, free while its controller is down, could be handed to
+// another test running beside this one (whose controller then answers our
+// requests). Ports below the range are only ever taken by name.
+int FreePort() {
+  int lo = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  range >> lo;
+  const int first = 10000, span = std::max(1000, lo - first);
+  std::mt19937 rng(
+      static_cast<uint32_t>(::getpid()) * 7919u +
+      static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (int i = 0; i < 200; ++i) {
+    const int port = first + static_cast<int>(rng() % static_cast<uint32_t>(span));
+    if (Bindable(port)) return port;
+  }
+  return 0;  // the controller then fails to bind, naming the port
 }
 
 }  // namespace
@@ -170,6 +192,15 @@ nlohmann::json ProcessCluster::WaitJob(uint32_t id, int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return j;
+}
+
+bool ProcessCluster::WaitWorkers(size_t n, int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms; waited += 20) {
+    nlohmann::json pool = Get("/api/v1/pool");
+    if (pool.is_object() && pool.value("alive_devices", size_t{0}) >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 std::vector<ProcessCluster::Exec> ProcessCluster::ReadExecLog() const {

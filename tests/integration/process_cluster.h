@@ -47,6 +47,9 @@ class ProcessCluster {
   Result<uint32_t> Submit(const std::string& spec_json);
   // Polls the job until it ends or `timeout_ms` passes; returns its summary.
   nlohmann::json WaitJob(uint32_t id, int timeout_ms);
+  // Polls the pool until at least `n` devices are alive (workers started
+  // with StartWorker() register asynchronously); false on timeout.
+  bool WaitWorkers(size_t n, int timeout_ms);
 
   // The exec log's lines as (job, task, attempt, pid).
   struct Exec {

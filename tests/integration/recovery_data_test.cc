@@ -288,6 +288,7 @@ TEST_F(RecoveryDataTest, InputsFreedByAConsumerThatMustRunAgainAreRebuilt) {
   ASSERT_TRUE(cluster_->StartController().ok());
   ASSERT_TRUE(cluster_->StartWorker({}, "cube=2").ok());    // producers
   ASSERT_TRUE(cluster_->StartWorker({}, "vector=2").ok());  // readers; dies
+  ASSERT_TRUE(cluster_->WaitWorkers(2, 30000)) << "both kinds registered before the submit";
   // p2 -> c2: c2 is p2's only reader. p -> c, p -> f: c and f read p; f
   // runs after c (its input). The sleeps hold c and c2 on the doomed worker.
   const std::string spec = R"({"name": "freed", "tasks": [
