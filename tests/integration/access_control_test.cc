@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "process_cluster.h"
+#include "process_cluster_fixture.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -18,20 +18,9 @@ namespace {
 constexpr const char* kToken = "tok-3f9a1c77e2b84d5e";
 constexpr const char* kSpec = R"({"tasks":[{"id":"a","kernel":"noop"}]})";
 
-class AccessControlTest : public ::testing::Test {
+class AccessControlTest : public ProcessClusterFixture {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("hmpmd-access-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    cluster_ = std::make_unique<ProcessCluster>(dir_.string());
-  }
-  void TearDown() override {
-    cluster_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  AccessControlTest() : ProcessClusterFixture("hmpmd-access") {}
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string Slurp(const std::string& name) const {
     std::ifstream in(Path(name));
@@ -59,9 +48,6 @@ class AccessControlTest : public ::testing::Test {
     std::string cmd = std::string(HMPMD_CLI_BIN) + " keygen " + dir + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<ProcessCluster> cluster_;
 };
 
 TEST_F(AccessControlTest, TokenGuardsWorkersAndMutatingCallsAndIsNeverLogged) {

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "hmpmd/worker/fetch.h"
-#include "process_cluster.h"
+#include "process_cluster_fixture.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -73,30 +73,9 @@ TensorJob TensorChains(int chains, int len, int sleep_us, uint32_t seed) {
   return job;
 }
 
-class RecoveryDataTest : public ::testing::Test {
+class RecoveryDataTest : public ProcessClusterFixture {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("hmpmd-recovery-data-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    cluster_ = std::make_unique<ProcessCluster>(dir_.string());
-  }
-  void TearDown() override {
-    cluster_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  // Waits until the job has at least `done` finished runs.
-  void WaitDone(uint32_t job, uint64_t done) {
-    for (int i = 0; i < 3000; ++i) {
-      auto j = cluster_->Get("/api/v1/jobs/" + std::to_string(job));
-      if (j.is_object() && j.value("done", uint64_t{0}) >= done) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL() << "job " << job << " never reached " << done << " done runs";
-  }
+  RecoveryDataTest() : ProcessClusterFixture("hmpmd-recovery-data") {}
 
   // The floats of final output `task` of `job`, fetched from its worker.
   std::vector<float> FetchOutput(uint32_t job, const std::string& task) {
@@ -161,9 +140,6 @@ class RecoveryDataTest : public ::testing::Test {
     auto r = cluster_->Call("GET", "/metrics", "");
     return r.ok() ? r->body : std::string();
   }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<ProcessCluster> cluster_;
 };
 
 // Gaps closed: a restarted controller knows where the workers' outputs are

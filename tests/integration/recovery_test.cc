@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "process_cluster.h"
+#include "process_cluster_fixture.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -37,30 +37,9 @@ std::string DagSpec(int n, int width, int sleep_us, uint32_t seed) {
   return nlohmann::json{{"name", "chaos"}, {"tasks", tasks}}.dump();
 }
 
-class RecoveryTest : public ::testing::Test {
+class RecoveryTest : public ProcessClusterFixture {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("hmpmd-recovery-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    cluster_ = std::make_unique<ProcessCluster>(dir_.string());
-  }
-  void TearDown() override {
-    cluster_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  // Waits until the job has at least `done` finished runs.
-  void WaitDone(uint32_t job, uint64_t done) {
-    for (int i = 0; i < 3000; ++i) {
-      auto j = cluster_->Get("/api/v1/jobs/" + std::to_string(job));
-      if (j.is_object() && j.value("done", uint64_t{0}) >= done) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL() << "job " << job << " never reached " << done << " done runs";
-  }
+  RecoveryTest() : ProcessClusterFixture("hmpmd-recovery") {}
 
   // Every run of the job's final record is done.
   void ExpectAllDone(uint32_t job, int n) {
@@ -69,9 +48,6 @@ class RecoveryTest : public ::testing::Test {
     ASSERT_EQ(t["tasks"].size(), static_cast<size_t>(n));
     for (const auto& e : t["tasks"]) EXPECT_EQ(e["state"], "done") << e.dump();
   }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<ProcessCluster> cluster_;
 };
 
 TEST_F(RecoveryTest, KilledControllerResumesWithoutRunningDoneTasksAgain) {
