@@ -34,24 +34,10 @@ Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job,
       (void)s.recv(m);
       parts.push_back(std::move(m));
     } while (parts.back().more());
-    ASSIGN_OR_RETURN(DataHeader reply, ParseDataHeader(parts[0].data(), parts[0].size()));
-    if (reply.op == static_cast<uint8_t>(DataOp::kFetchError) && parts.size() == 2) {
-      return Status::NotFound(what + ": " + parts[1].to_string());
-    }
-    if (reply.op != static_cast<uint8_t>(DataOp::kFetchReply) || parts.size() < 2) {
-      return Status::Corruption(what + ": unexpected reply");
-    }
-    std::vector<Buffer> out;
-    std::vector<uint64_t> sizes;
-    RETURN_IF_ERROR(DecodeMeta(parts[1].data(), parts[1].size(), &out, &sizes));
-    if (parts.size() != 2 + out.size()) return Status::Corruption(what + ": frame count");
-    for (size_t i = 0; i < out.size(); ++i) {
-      const zmq::message_t& f = parts[2 + i];
-      if (f.size() != sizes[i]) return Status::Corruption(what + ": buffer size");
-      out[i].data.resize(f.size());
-      if (f.size() > 0) std::memcpy(out[i].data.data(), f.data(), f.size());
-    }
-    return out;
+    std::vector<FrameView> frames;
+    frames.reserve(parts.size());
+    for (const zmq::message_t& m : parts) frames.push_back({m.data(), m.size()});
+    return DecodeFetchReply(frames, what);
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(what + ": " + e.what());
   }

@@ -91,4 +91,28 @@ Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,
   return Status::Ok();
 }
 
+Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frames,
+                                             const std::string& what) {
+  if (frames.empty()) return Status::Corruption(what + ": empty reply");
+  ASSIGN_OR_RETURN(DataHeader reply, ParseDataHeader(frames[0].data, frames[0].size));
+  if (reply.op == static_cast<uint8_t>(DataOp::kFetchError) && frames.size() == 2) {
+    return Status::NotFound(what + ": " +
+                            std::string(static_cast<const char*>(frames[1].data), frames[1].size));
+  }
+  if (reply.op != static_cast<uint8_t>(DataOp::kFetchReply) || frames.size() < 2) {
+    return Status::Corruption(what + ": unexpected reply");
+  }
+  std::vector<Buffer> out;
+  std::vector<uint64_t> sizes;
+  RETURN_IF_ERROR(DecodeMeta(frames[1].data, frames[1].size, &out, &sizes));
+  if (frames.size() != 2 + out.size()) return Status::Corruption(what + ": frame count");
+  for (size_t i = 0; i < out.size(); ++i) {
+    const FrameView& f = frames[2 + i];
+    if (f.size != sizes[i]) return Status::Corruption(what + ": buffer size");
+    out[i].data.resize(f.size);
+    if (f.size > 0) std::memcpy(out[i].data.data(), f.data, f.size);
+  }
+  return out;
+}
+
 }  // namespace hmpmd

@@ -43,4 +43,15 @@ std::string EncodeMeta(const std::vector<Buffer>& buffers);
 Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,
                   std::vector<uint64_t>* sizes);
 
+// One received frame, viewed.
+struct FrameView {
+  const void* data;
+  size_t size;
+};
+// The buffers of a fetch reply (header, meta, one frame per buffer), copied
+// out of `frames`. NotFound for a fetch error (its message after `what`),
+// Corruption for anything malformed; `what` prefixes every message.
+Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frames,
+                                             const std::string& what);
+
 }  // namespace hmpmd
