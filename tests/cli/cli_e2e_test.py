@@ -6,7 +6,6 @@ here is stopped here, by PID. Usage: cli_e2e_test.py BIN_DIR SOURCE_DIR"""
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -15,14 +14,10 @@ import time
 import unittest
 
 BIN, SRC = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from ports import free_port  # noqa: E402
 HMPMD = os.path.join(BIN, "hmpmd")
 EXAMPLE = os.path.join(SRC, "examples", "multimodal.json")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(*args, timeout=60, env=None):

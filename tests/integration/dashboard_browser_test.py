@@ -13,18 +13,15 @@ usage: dashboard_browser_test.py --hmpmd build/bin/hmpmd --spec JOB.json --out D
 import argparse, base64, json, os, shutil, signal, socket, struct, subprocess, sys, tempfile
 import time, urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from ports import free_port  # noqa: E402
+
 DEADLINE_S = 45
 
 
 def fail(msg):
     print("FAIL: " + msg, file=sys.stderr)
     sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(url, method="GET", body=None):

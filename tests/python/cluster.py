@@ -8,16 +8,11 @@ tests and the RL example's runner: started here, stopped here by PID.
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_port
 
 
 class Cluster:
