@@ -5,7 +5,6 @@ processes on loopback, and `hmpmd run --json --trace`. Every process started
 here is stopped here, by PID. Usage: cli_e2e_test.py BIN_DIR SOURCE_DIR"""
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import unittest
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from cluster import Cluster  # noqa: E402
 from ports import free_port  # noqa: E402
 HMPMD = os.path.join(BIN, "hmpmd")
 EXAMPLE = os.path.join(SRC, "examples", "multimodal.json")
@@ -28,41 +28,16 @@ def run(*args, timeout=60, env=None):
 class SeparateProcesses(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.procs = []
         cls.tmp = tempfile.TemporaryDirectory()
-        zmq_port, http_port = free_port(), free_port()
-        cls.url = f"http://127.0.0.1:{http_port}"
+        cls.cluster = Cluster(BIN, workers=2, cores=["cube=1,vector=1", "cube=2,vector=1"],
+                              start_timeout_s=20)
+        cls.cluster.__enter__()
+        cls.url = cls.cluster.url
         cls.env = dict(os.environ, HMPMD_URL=cls.url)
-        cls.procs.append(subprocess.Popen(
-            [HMPMD, "controller", "--listen", f"tcp://127.0.0.1:{zmq_port}",
-             "--http", f"127.0.0.1:{http_port}", "--log-level", "warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for cores in ("cube=1,vector=1", "cube=2,vector=1"):
-            cls.procs.append(subprocess.Popen(
-                [HMPMD, "worker", "--controller", f"tcp://127.0.0.1:{zmq_port}",
-                 "--cores", cores, "--log-level", "warn"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            r = run("pool", "--json", env=cls.env, timeout=5)
-            if r.returncode == 0 and json.loads(r.stdout)["alive_devices"] == 2:
-                return
-            time.sleep(0.05)
-        cls.tearDownClass()
-        raise RuntimeError("controller and 2 workers did not come up: " + r.stderr.strip())
 
     @classmethod
     def tearDownClass(cls):
-        for p in reversed(cls.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in cls.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        cls.procs = []
+        cls.cluster.stop()
         cls.tmp.cleanup()
 
     def test_pool_lists_both_workers_and_their_cores(self):

@@ -48,12 +48,11 @@ class Cluster:
              "--db", "", "--log-level", self.log_level],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for i in range(self.workers):
-            if self.worker_binary:
-                cmd = [self.worker_binary, "--controller", self.endpoint, "--cores", self.cores,
-                       "--name", f"w{i}", "--log-level", self.log_level]
-            else:
-                cmd = [hmpmd, "worker", "--controller", self.endpoint, "--cores", self.cores,
-                       "--name", f"w{i}", "--log-level", self.log_level]
+            # One core list for every worker, or one per worker.
+            cores = self.cores if isinstance(self.cores, str) else self.cores[i]
+            binary = [self.worker_binary] if self.worker_binary else [hmpmd, "worker"]
+            cmd = binary + ["--controller", self.endpoint, "--cores", cores, "--name", f"w{i}",
+                            "--log-level", self.log_level]
             self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))
         deadline = time.time() + self.start_timeout_s
