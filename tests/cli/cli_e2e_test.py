@@ -9,7 +9,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 BIN, SRC = sys.argv[1], sys.argv[2]
