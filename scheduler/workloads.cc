@@ -242,6 +242,8 @@ JobSpec RlWorkload(const RlOptions& o) {
   stateful("reward", SubmodelKind::kReward, sh.rewards, o.weight_bytes);
   stateful("learner", SubmodelKind::kLearner, sh.learners,
            o.weight_bytes * std::max(1.0, o.learner_state_factor));
+  // Forming micro-batches from scored rollouts: bookkeeping, no state.
+  job.submodels.push_back(Submodel("data", SubmodelKind::kGeneric));
   const uint32_t actor_slots = per_actor + 1;            // a broadcast, then its rollouts
   const uint32_t learner_slots = mbs * 2 * buckets + 1;  // chunk, bucket, ..., optimizer
   auto suffix = [](uint32_t t, uint32_t i) { return std::to_string(t) + "_" + std::to_string(i); };
@@ -261,23 +263,31 @@ JobSpec RlWorkload(const RlOptions& o) {
       w.inputs = {"roll" + suffix(t, k)};
       job.tasks.push_back(std::move(w));
     }
-    // Learner: micro-batch j on shard l takes the rollouts k = j*L + l
-    // (mod M*L); its backward yields `buckets` gradient buckets in order,
-    // each all-reduced over the shards as soon as it is ready (overlapping
-    // the next bucket's compute), then an optimizer step per shard.
+    // Learner: micro-batch j forms when its rollouts (k = j*L .. j*L+L-1,
+    // mod M*L) are scored and is split over the L shards, which start its
+    // forward together, as a DDP step does; its backward yields `buckets`
+    // gradient buckets in order, each all-reduced over the shards as soon
+    // as it is ready (overlapping the next bucket's compute); then an
+    // optimizer step per shard.
     const std::string it = std::to_string(t);
     for (uint32_t j = 0; j < mbs; ++j) {
+      TaskSpec batch;
+      batch.id = "mb" + suffix(t, j);
+      batch.submodel = "data";
+      batch.kernel = "noop";
+      for (uint32_t k = 0; k < sh.rollouts; ++k) {
+        if ((k % groups) / sh.learners == j) batch.inputs.push_back("rw" + suffix(t, k));
+      }
+      if (batch.inputs.empty()) batch.inputs.push_back("rw" + suffix(t, j % sh.rollouts));
+      job.tasks.push_back(std::move(batch));
       for (uint32_t l = 0; l < sh.learners; ++l) {
-        const uint32_t g = j * sh.learners + l;
         for (uint32_t b = 0; b < buckets; ++b) {
           std::string id = "ln" + it + "_" + suffix(j, l) + "_" + std::to_string(b);
           TaskSpec c = Compute(id, "learner", o.learn_us / buckets, l);
           if (b > 0) {
             c.inputs = {"ln" + it + "_" + suffix(j, l) + "_" + std::to_string(b - 1)};
           } else {
-            for (uint32_t k = g; k < sh.rollouts; k += groups)
-              c.inputs.push_back("rw" + suffix(t, k));
-            if (c.inputs.empty()) c.inputs.push_back("rw" + suffix(t, g % sh.rollouts));
+            c.inputs = {"mb" + suffix(t, j)};
             // Update t starts from the weights of update t - 1.
             if (t > 0) c.inputs.push_back("opt" + suffix(t - 1, l));
           }
