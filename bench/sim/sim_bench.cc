@@ -1,6 +1,7 @@
 // bench_sim: the simulator's figures and its cost.
 //
-//   bench_sim --table [--devices N]   the three built-in workloads, every
+//   bench_sim --table [--devices N] [--rl-iterations N]
+//                                     the three built-in workloads, every
 //                                     policy side by side, against the targets
 //   bench_sim --scale [--tasks N] [--devices N]
 //                                     one job of N task runs (default 1e6) on
@@ -117,12 +118,21 @@ BENCHMARK(BM_DecisionCostPerTask)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 
-int Table(uint32_t devices) {
+// A built-in workload; `rl_iterations` > 0 sets the RL workload's updates.
+Result<JobSpec> Workload(const std::string& name, uint32_t devices, uint32_t rl_iterations) {
+  if (name != "rl" || rl_iterations == 0) return MakeWorkload(name, devices, 1);
+  RlOptions o;
+  o.devices = devices;
+  o.iterations = rl_iterations;
+  return RlWorkload(o);
+}
+
+int Table(uint32_t devices, uint32_t rl_iterations) {
   std::printf("%-11s %-10s %10s %10s %7s %7s %8s %8s %6s %6s %6s\n", "workload", "policy",
               "makespan_s", "bound_s", "gap", "bubble", "masking", "vs_spmd", "moves", "loads",
               "wall_s");
   for (const std::string& w : {std::string("multimodal"), std::string("moe"), std::string("rl")}) {
-    auto spec = MakeWorkload(w, devices, 1);
+    auto spec = Workload(w, devices, rl_iterations);
     if (!spec.ok()) return 1;
     PoolSpec pool = MakePoolSpec(devices);
     RunResult spmd = RunOnce(*spec, "spmd-1f1b", pool, true);
@@ -151,7 +161,7 @@ int Table(uint32_t devices) {
               "loads", "load_s");
   for (bool pinned : {false, true}) {
     for (bool charge : {true, false}) {
-      auto spec = MakeWorkload("rl", devices, 1);
+      auto spec = Workload("rl", devices, rl_iterations);
       if (!spec.ok()) return 1;
       spec->elastic = !pinned;
       RunResult r = RunOnce(*spec, "hmpmd", MakePoolSpec(devices), true, charge);
@@ -175,7 +185,7 @@ int Table(uint32_t devices) {
     for (const std::string& p : {std::string("hmpmd"), std::string("fifo")}) {
       std::printf("%-11s %-10s", w.c_str(), p.c_str());
       for (uint64_t seed = 1; seed <= 3; ++seed) {
-        auto spec = MakeWorkload(w, devices, 1);
+        auto spec = Workload(w, devices, rl_iterations);
         if (!spec.ok()) return 1;
         std::mt19937_64 rng(seed);
         std::shuffle(spec->tasks.begin(), spec->tasks.end(), rng);
@@ -215,14 +225,18 @@ int Scale(uint64_t tasks, uint32_t devices) {
 int main(int argc, char** argv) {
   uint32_t devices = 0;
   uint64_t tasks = 1'000'000;
+  uint32_t rl_iterations = 0;  // 0: the RL workload's default
   bool table = false, scale = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--table")) table = true;
     if (!std::strcmp(argv[i], "--scale")) scale = true;
     if (!std::strcmp(argv[i], "--devices") && i + 1 < argc) devices = std::stoul(argv[++i]);
     if (!std::strcmp(argv[i], "--tasks") && i + 1 < argc) tasks = std::stoull(argv[++i]);
+    if (!std::strcmp(argv[i], "--rl-iterations") && i + 1 < argc) {
+      rl_iterations = std::stoul(argv[++i]);
+    }
   }
-  if (table) return hmpmd::Table(devices ? devices : 384);
+  if (table) return hmpmd::Table(devices ? devices : 384, rl_iterations);
   if (scale) return hmpmd::Scale(tasks, devices ? devices : 4096);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
