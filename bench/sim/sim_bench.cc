@@ -1,6 +1,6 @@
 // bench_sim: the simulator's figures and its cost.
 //
-//   bench_sim --table [--devices N] [--rl-iterations N]
+//   bench_sim --table [--devices N] [--rl-iterations N] [--rl-staleness S]
 //                                     the three built-in workloads, every
 //                                     policy side by side, against the targets
 //   bench_sim --scale [--tasks N] [--devices N]
@@ -118,21 +118,27 @@ BENCHMARK(BM_DecisionCostPerTask)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 
-// A built-in workload; `rl_iterations` > 0 sets the RL workload's updates.
-Result<JobSpec> Workload(const std::string& name, uint32_t devices, uint32_t rl_iterations) {
-  if (name != "rl" || rl_iterations == 0) return MakeWorkload(name, devices, 1);
+// The RL workload's options the command line may change (< 0: default).
+struct RlArgs {
+  int64_t iterations = -1;
+  int64_t staleness = -1;
+};
+
+Result<JobSpec> Workload(const std::string& name, uint32_t devices, const RlArgs& rl) {
+  if (name != "rl") return MakeWorkload(name, devices, 1);
   RlOptions o;
   o.devices = devices;
-  o.iterations = rl_iterations;
+  if (rl.iterations > 0) o.iterations = static_cast<uint32_t>(rl.iterations);
+  if (rl.staleness >= 0) o.staleness = static_cast<uint32_t>(rl.staleness);
   return RlWorkload(o);
 }
 
-int Table(uint32_t devices, uint32_t rl_iterations) {
+int Table(uint32_t devices, const RlArgs& rl) {
   std::printf("%-11s %-10s %10s %10s %7s %7s %8s %8s %6s %6s %6s\n", "workload", "policy",
               "makespan_s", "bound_s", "gap", "bubble", "masking", "vs_spmd", "moves", "loads",
               "wall_s");
   for (const std::string& w : {std::string("multimodal"), std::string("moe"), std::string("rl")}) {
-    auto spec = Workload(w, devices, rl_iterations);
+    auto spec = Workload(w, devices, rl);
     if (!spec.ok()) return 1;
     PoolSpec pool = MakePoolSpec(devices);
     RunResult spmd = RunOnce(*spec, "spmd-1f1b", pool, true);
@@ -161,7 +167,7 @@ int Table(uint32_t devices, uint32_t rl_iterations) {
               "loads", "load_s");
   for (bool pinned : {false, true}) {
     for (bool charge : {true, false}) {
-      auto spec = Workload("rl", devices, rl_iterations);
+      auto spec = Workload("rl", devices, rl);
       if (!spec.ok()) return 1;
       spec->elastic = !pinned;
       RunResult r = RunOnce(*spec, "hmpmd", MakePoolSpec(devices), true, charge);
@@ -185,7 +191,7 @@ int Table(uint32_t devices, uint32_t rl_iterations) {
     for (const std::string& p : {std::string("hmpmd"), std::string("fifo")}) {
       std::printf("%-11s %-10s", w.c_str(), p.c_str());
       for (uint64_t seed = 1; seed <= 3; ++seed) {
-        auto spec = Workload(w, devices, rl_iterations);
+        auto spec = Workload(w, devices, rl);
         if (!spec.ok()) return 1;
         std::mt19937_64 rng(seed);
         std::shuffle(spec->tasks.begin(), spec->tasks.end(), rng);
@@ -225,7 +231,7 @@ int Scale(uint64_t tasks, uint32_t devices) {
 int main(int argc, char** argv) {
   uint32_t devices = 0;
   uint64_t tasks = 1'000'000;
-  uint32_t rl_iterations = 0;  // 0: the RL workload's default
+  hmpmd::RlArgs rl;
   bool table = false, scale = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--table")) table = true;
@@ -233,10 +239,13 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--devices") && i + 1 < argc) devices = std::stoul(argv[++i]);
     if (!std::strcmp(argv[i], "--tasks") && i + 1 < argc) tasks = std::stoull(argv[++i]);
     if (!std::strcmp(argv[i], "--rl-iterations") && i + 1 < argc) {
-      rl_iterations = std::stoul(argv[++i]);
+      rl.iterations = std::stol(argv[++i]);
+    }
+    if (!std::strcmp(argv[i], "--rl-staleness") && i + 1 < argc) {
+      rl.staleness = std::stol(argv[++i]);
     }
   }
-  if (table) return hmpmd::Table(devices ? devices : 384, rl_iterations);
+  if (table) return hmpmd::Table(devices ? devices : 384, rl);
   if (scale) return hmpmd::Scale(tasks, devices ? devices : 4096);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
