@@ -257,6 +257,7 @@ Result<JobSpec> ParseJobSpec(std::string_view text, const SpecLimits& limits) {
       sm.kind = *k;
       RETURN_IF_ERROR(sr.Uint("devices", 0, 1'000'000, &sm.devices));
       RETURN_IF_ERROR(sr.Bool("elastic", &sm.elastic));
+      RETURN_IF_ERROR(sr.NonNegative("state_bytes", &sm.state_bytes));
       RETURN_IF_ERROR(sr.NoExtraFields());
       spec.submodels.push_back(std::move(sm));
     }

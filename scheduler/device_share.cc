@@ -455,6 +455,11 @@ DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind k
     if (now - l.received_at < dwell) continue;
     const size_t keep = l.Backlog() > 0 ? l.floor : 0;
     if (l.devices.size() <= keep) continue;
+    // Only when W's backlog per device after the move is still above L's:
+    // a set that idles for a moment but has as much work ahead keeps its
+    // devices (each move costs a state load).
+    const double after = l.devices.size() > 1 ? l.Backlog() / (l.devices.size() - 1.0) : 0;
+    if (l.Backlog() > 0 && w.Backlog() / (w.devices.size() + 1.0) <= after) continue;
     donors.push_back({l.Backlog() / static_cast<double>(l.devices.size()), s});
   }
   std::sort(donors.begin(), donors.end());

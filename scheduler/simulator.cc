@@ -4,6 +4,8 @@
 #include <functional>
 #include <unordered_map>
 
+#include "hmpmd/scheduler/device_share.h"
+
 namespace hmpmd {
 
 Result<std::unique_ptr<Simulator>> Simulator::Create(SimOptions options) {
@@ -47,6 +49,35 @@ double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
   return std::max(1.0, us);
 }
 
+uint64_t Simulator::state_loads_on(DeviceId device) const {
+  return device < loads_on_.size() ? loads_on_[device] : 0;
+}
+
+double Simulator::LoadStateUs(const Dispatch& d, const TaskSpec& t) {
+  if (!options_.charge_state) return 0;
+  const JobRun& job = *scheduler_->job(d.job);
+  const JobGraph& g = *job.graph;
+  const GraphTask& task = g.task(d.run % g.size());
+  if (task.is_comm || task.group != kNoGroup || IsCommKernel(t.kernel)) return 0;
+  const auto& submodels = g.spec().submodels;
+  if (task.submodel >= submodels.size()) return 0;
+  const SubmodelSpec& sm = submodels[task.submodel];
+  if (sm.state_bytes <= 0 || !DeviceShare::KeepsState(sm, job.open)) return 0;
+  if (resident_.size() <= d.device) {
+    resident_.resize(d.device + 1, {0, -1});
+    loads_on_.resize(d.device + 1, 0);
+  }
+  const std::pair<JobId, int64_t> key{d.job, task.submodel};
+  if (resident_[d.device] == key) return 0;
+  resident_[d.device] = key;
+  const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
+  const double us = TransferUs(sm.state_bytes, link);
+  ++loads_on_[d.device];
+  ++state_loads_;
+  state_load_us_ += us;
+  return us;
+}
+
 void Simulator::Start(const std::vector<Dispatch>& batch) {
   const ResourcePool& pool = scheduler_->pool();
   // Gangs: members placed in this batch, keyed by (job, step base, group).
@@ -73,7 +104,7 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
     const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
     keys[i] = key_of(d, job);
     if (keys[i] < 0) {
-      own[i] = TaskUs(t, d.core);
+      own[i] = TaskUs(t, d.core) + LoadStateUs(d, t);
       continue;
     }
     // A member's own compute part (flops) plus the collective below.

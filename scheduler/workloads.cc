@@ -210,52 +210,118 @@ JobSpec MoeWorkload(const MoeOptions& o) {
   return job;
 }
 
+constexpr uint32_t kActorsPerReceiver = 8;
+
+RlShape RlShapeFor(const RlOptions& o) {
+  RlShape sh;
+  const uint32_t d = std::max(1u, o.devices);
+  sh.actors = std::max(1u, d * 5 / 8);
+  sh.rewards = std::max(1u, d / 4);
+  sh.learners = d > sh.actors + sh.rewards ? d - sh.actors - sh.rewards : 1;
+  sh.rollouts = sh.actors * std::max(1u, o.rollouts_per_actor);
+  return sh;
+}
+
 JobSpec RlWorkload(const RlOptions& o) {
   JobSpec job;
   job.name = "rl";
-  const uint32_t actors = std::max(1u, o.devices / 2);
-  const uint32_t learners = std::max(1u, o.devices / 8);
+  const RlShape sh = RlShapeFor(o);
+  const uint32_t per_actor = std::max(1u, o.rollouts_per_actor);
+  const uint32_t mbs = std::max(1u, o.micro_batches), buckets = std::max(1u, o.buckets);
+  const uint32_t groups = mbs * sh.learners;  // (micro-batch, learner shard) pairs
   std::mt19937_64 rng(o.seed);
-  std::lognormal_distribution<double> len(0.0, 0.6);
-  // Static deployment: a device per actor and per learner shard, the rest
-  // score rewards.
-  job.submodels.push_back(Submodel("actor", SubmodelKind::kActor, actors));
-  job.submodels.push_back(
-      Submodel("reward", SubmodelKind::kReward, std::max(1u, o.devices - actors - learners)));
-  job.submodels.push_back(Submodel("learner", SubmodelKind::kLearner, learners));
+  std::lognormal_distribution<double> len(0.0, o.length_sigma);
+  // The static deployment a user would write, proportional to each
+  // sub-model's compute per iteration (RlShapeFor).
+  auto stateful = [&](std::string name, SubmodelKind kind, uint32_t devices, double bytes) {
+    SubmodelSpec sm = Submodel(std::move(name), kind, devices);
+    sm.state_bytes = bytes;
+    job.submodels.push_back(std::move(sm));
+  };
+  stateful("actor", SubmodelKind::kActor, sh.actors, o.weight_bytes);
+  stateful("reward", SubmodelKind::kReward, sh.rewards, o.weight_bytes);
+  stateful("learner", SubmodelKind::kLearner, sh.learners,
+           o.weight_bytes * std::max(1.0, o.learner_state_factor));
+  // Forming micro-batches from scored rollouts: bookkeeping, no state.
+  job.submodels.push_back(Submodel("data", SubmodelKind::kGeneric));
+  const uint32_t actor_slots = per_actor + 1;            // a broadcast, then its rollouts
+  const uint32_t learner_slots = mbs * 2 * buckets + 1;  // chunk, bucket, ..., optimizer
+  auto suffix = [](uint32_t t, uint32_t i) { return std::to_string(t) + "_" + std::to_string(i); };
   for (uint32_t t = 0; t < o.iterations; ++t) {
-    std::string it = std::to_string(t);
-    for (uint32_t a = 0; a < actors; ++a) {
+    // Rollouts: independent generation tasks of lognormal length, each with
+    // weights of version t - staleness at the oldest (broadcast t-s-1).
+    const bool needs_weights = t >= o.staleness + 1;
+    const uint32_t version = needs_weights ? t - o.staleness - 1 : 0;
+    for (uint32_t k = 0; k < sh.rollouts; ++k) {
+      const uint32_t a = k % sh.actors;
       double f = std::clamp(len(rng), 0.25, 4.0);
-      TaskSpec r = Compute("roll" + it + "_" + std::to_string(a), "actor", o.rollout_us * f, a);
-      if (t >= o.staleness + 1) {
-        r.inputs = {"bc" + std::to_string(t - o.staleness - 1) + "_" + std::to_string(a)};
+      TaskSpec r = Compute("roll" + suffix(t, k), "actor", o.rollout_us * f, a);
+      if (needs_weights) r.inputs = {"bc" + suffix(version, a / kActorsPerReceiver)};
+      job.tasks.push_back(Ordered(std::move(r), t * actor_slots + 1 + k / sh.actors));
+      // Scored as soon as it ends, on any reward device (no program order).
+      TaskSpec w = Compute("rw" + suffix(t, k), "reward", o.reward_us, k % sh.rewards);
+      w.inputs = {"roll" + suffix(t, k)};
+      job.tasks.push_back(std::move(w));
+    }
+    // Learner: micro-batch j forms when its rollouts (k = j*L .. j*L+L-1,
+    // mod M*L) are scored and is split over the L shards, which start its
+    // forward together, as a DDP step does; its backward yields `buckets`
+    // gradient buckets in order, each all-reduced over the shards as soon
+    // as it is ready (overlapping the next bucket's compute); then an
+    // optimizer step per shard.
+    const std::string it = std::to_string(t);
+    for (uint32_t j = 0; j < mbs; ++j) {
+      TaskSpec batch;
+      batch.id = "mb" + suffix(t, j);
+      batch.submodel = "data";
+      batch.kernel = "noop";
+      for (uint32_t k = 0; k < sh.rollouts; ++k) {
+        if ((k % groups) / sh.learners == j) batch.inputs.push_back("rw" + suffix(t, k));
       }
-      if (t > 0) r.inputs.push_back("roll" + std::to_string(t - 1) + "_" + std::to_string(a));
-      job.tasks.push_back(Ordered(std::move(r), 2 * t));
-      TaskSpec w = Compute("rw" + it + "_" + std::to_string(a), "reward", o.reward_us, a);
-      w.inputs = {"roll" + it + "_" + std::to_string(a)};
-      job.tasks.push_back(Ordered(std::move(w), t));
+      if (batch.inputs.empty()) batch.inputs.push_back("rw" + suffix(t, j % sh.rollouts));
+      job.tasks.push_back(std::move(batch));
+      for (uint32_t l = 0; l < sh.learners; ++l) {
+        for (uint32_t b = 0; b < buckets; ++b) {
+          std::string id = "ln" + it + "_" + suffix(j, l) + "_" + std::to_string(b);
+          TaskSpec c = Compute(id, "learner", o.learn_us / buckets, l);
+          if (b > 0) {
+            c.inputs = {"ln" + it + "_" + suffix(j, l) + "_" + std::to_string(b - 1)};
+          } else {
+            c.inputs = {"mb" + suffix(t, j)};
+            // Update t starts from the weights of update t - 1.
+            if (t > 0) c.inputs.push_back("opt" + suffix(t - 1, l));
+          }
+          const uint32_t slot = t * learner_slots + j * 2 * buckets + 2 * b;
+          job.tasks.push_back(Ordered(std::move(c), slot));
+          TaskSpec ar =
+              Comm("ar" + it + "_" + suffix(j, l) + "_" + std::to_string(b), "learner", "allreduce",
+                   o.gradient_bytes / buckets, l, "ar" + it + "_" + suffix(j, b));
+          ar.inputs = {id};
+          job.tasks.push_back(Ordered(std::move(ar), slot + 1));
+        }
+      }
     }
-    for (uint32_t l = 0; l < learners; ++l) {
-      TaskSpec ln = Compute("ln" + it + "_" + std::to_string(l), "learner", o.learn_us, l);
-      for (uint32_t a = l; a < actors; a += learners)
-        ln.inputs.push_back("rw" + it + "_" + std::to_string(a));
-      job.tasks.push_back(Ordered(std::move(ln), 2 * t));
-    }
-    for (uint32_t l = 0; l < learners; ++l) {
-      TaskSpec ar = Comm("ar" + it + "_" + std::to_string(l), "learner", "allreduce",
-                         o.allreduce_bytes, l, "ar" + it);
-      ar.inputs = {"ln" + it + "_" + std::to_string(l)};
-      job.tasks.push_back(Ordered(std::move(ar), 2 * t + 1));
+    for (uint32_t l = 0; l < sh.learners; ++l) {
+      TaskSpec opt = Compute("opt" + suffix(t, l), "learner", o.optimizer_us, l);
+      for (uint32_t j = 0; j < mbs; ++j) {
+        for (uint32_t b = 0; b < buckets; ++b) {
+          opt.inputs.push_back("ar" + it + "_" + suffix(j, l) + "_" + std::to_string(b));
+        }
+      }
+      job.tasks.push_back(Ordered(std::move(opt), t * learner_slots + mbs * 2 * buckets));
     }
     if (t + o.staleness + 1 >= o.iterations) continue;  // no rollout would use it
-    for (uint32_t a = 0; a < actors; ++a) {
-      TaskSpec bc = Comm("bc" + it + "_" + std::to_string(a), "actor", "broadcast",
-                         o.broadcast_bytes, a, "bc" + it);
-      bc.inputs = {"ar" + it + "_" + std::to_string(a % learners)};
-      // Received just before the rollout that needs these weights.
-      job.tasks.push_back(Ordered(std::move(bc), 2 * (t + o.staleness + 1) - 1));
+    // The new weights go to every actor device while its rollouts of later
+    // iterations (older weights, within the bound) are still generating.
+    // One receiver per group of kActorsPerReceiver actor devices (a node's
+    // inference group), which hands the weights on inside its node.
+    const uint32_t receivers = (sh.actors + kActorsPerReceiver - 1) / kActorsPerReceiver;
+    for (uint32_t r = 0; r < receivers; ++r) {
+      TaskSpec bc = Comm("bc" + suffix(t, r), "actor", "broadcast", o.weight_bytes,
+                         r * kActorsPerReceiver, "bc" + it);
+      bc.inputs = {"opt" + suffix(t, r % sh.learners)};
+      // Received just before the rollouts that need these weights.
+      job.tasks.push_back(Ordered(std::move(bc), (t + o.staleness + 1) * actor_slots));
     }
   }
   return job;

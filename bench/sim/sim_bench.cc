@@ -1,6 +1,7 @@
 // bench_sim: the simulator's figures and its cost.
 //
-//   bench_sim --table [--devices N]   the three built-in workloads, every
+//   bench_sim --table [--devices N] [--rl-iterations N] [--rl-staleness S]
+//                                     the three built-in workloads, every
 //                                     policy side by side, against the targets
 //   bench_sim --scale [--tasks N] [--devices N]
 //                                     one job of N task runs (default 1e6) on
@@ -18,6 +19,7 @@
 #include <random>
 #include <string>
 
+#include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/simulator.h"
 #include "hmpmd/scheduler/workloads.h"
 
@@ -61,14 +63,18 @@ struct RunResult {
   uint64_t tasks = 0;
   double wall_s = 0;
   ScheduleMetrics metrics;
+  uint64_t moves = 0;        // device moves between sub-models (hmpmd)
+  uint64_t state_loads = 0;  // state loads the simulator charged
+  double state_load_s = 0;   // their device time
 };
 
 RunResult RunOnce(const JobSpec& spec, const std::string& policy, const PoolSpec& pool,
-                  bool metrics) {
+                  bool metrics, bool charge_state = true) {
   RunResult r;
   SimOptions o;
   o.policy = policy;
   o.pool = pool;
+  o.charge_state = charge_state;
   auto graph = JobGraph::Build(spec);
   if (!graph.ok()) return {graph.status()};
   auto t0 = std::chrono::steady_clock::now();
@@ -81,6 +87,10 @@ RunResult RunOnce(const JobSpec& spec, const std::string& policy, const PoolSpec
   const JobRun& job = *(*sim)->scheduler().job(*id);
   r.tasks = job.done;
   if (metrics) r.metrics = ComputeMetrics(job, (*sim)->scheduler().pool());
+  const auto* hp = dynamic_cast<const HmpmdPolicy*>(&(*sim)->scheduler().policy());
+  r.moves = hp != nullptr ? hp->share().MoveCount(*id) : 0;
+  r.state_loads = (*sim)->state_loads();
+  r.state_load_s = (*sim)->state_load_us() / 1e6;
   return r;
 }
 
@@ -108,11 +118,27 @@ BENCHMARK(BM_DecisionCostPerTask)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 
-int Table(uint32_t devices) {
-  std::printf("%-11s %-10s %10s %10s %7s %7s %8s %8s %6s\n", "workload", "policy", "makespan_s",
-              "bound_s", "gap", "bubble", "masking", "vs_spmd", "wall_s");
+// The RL workload's options the command line may change (< 0: default).
+struct RlArgs {
+  int64_t iterations = -1;
+  int64_t staleness = -1;
+};
+
+Result<JobSpec> Workload(const std::string& name, uint32_t devices, const RlArgs& rl) {
+  if (name != "rl") return MakeWorkload(name, devices, 1);
+  RlOptions o;
+  o.devices = devices;
+  if (rl.iterations > 0) o.iterations = static_cast<uint32_t>(rl.iterations);
+  if (rl.staleness >= 0) o.staleness = static_cast<uint32_t>(rl.staleness);
+  return RlWorkload(o);
+}
+
+int Table(uint32_t devices, const RlArgs& rl) {
+  std::printf("%-11s %-10s %10s %10s %7s %7s %8s %8s %6s %6s %6s\n", "workload", "policy",
+              "makespan_s", "bound_s", "gap", "bubble", "masking", "vs_spmd", "moves", "loads",
+              "wall_s");
   for (const std::string& w : {std::string("multimodal"), std::string("moe"), std::string("rl")}) {
-    auto spec = MakeWorkload(w, devices, 1);
+    auto spec = Workload(w, devices, rl);
     if (!spec.ok()) return 1;
     PoolSpec pool = MakePoolSpec(devices);
     RunResult spmd = RunOnce(*spec, "spmd-1f1b", pool, true);
@@ -123,16 +149,40 @@ int Table(uint32_t devices) {
         continue;
       }
       const ScheduleMetrics& m = r.metrics;
-      std::printf("%-11s %-10s %10.4f %10.4f %6.1f%% %6.1f%% %7.1f%% %7.1f%% %6.2f\n", w.c_str(),
-                  p.c_str(), m.makespan_s, m.lower_bound_s,
+      std::printf("%-11s %-10s %10.4f %10.4f %6.1f%% %6.1f%% %7.1f%% %7.1f%% %6llu %6llu %6.2f\n",
+                  w.c_str(), p.c_str(), m.makespan_s, m.lower_bound_s,
                   100 * (m.makespan_s / m.lower_bound_s - 1), 100 * m.bubble_ratio,
                   100 * m.masking_ratio, 100 * (m.makespan_s / spmd.metrics.makespan_s - 1),
-                  r.wall_s);
+                  static_cast<unsigned long long>(r.moves),
+                  static_cast<unsigned long long>(r.state_loads), r.wall_s);
     }
   }
   std::printf(
       "targets (hmpmd): masking >= 90%%, bubble <= 1/2 of spmd-1f1b, "
       "step time <= -15%% vs spmd-1f1b, gap to bound <= 10%%\n");
+  // What moving devices between RL's stateful sub-models buys once each
+  // move pays its state load, against pinned sets and against free moves.
+  std::printf("\nrl, hmpmd: device moves with and without the state-load cost:\n");
+  std::printf("%-8s %-12s %10s %7s %6s %6s %8s\n", "sets", "state", "makespan_s", "gap", "moves",
+              "loads", "load_s");
+  for (bool pinned : {false, true}) {
+    for (bool charge : {true, false}) {
+      auto spec = Workload("rl", devices, rl);
+      if (!spec.ok()) return 1;
+      spec->elastic = !pinned;
+      RunResult r = RunOnce(*spec, "hmpmd", MakePoolSpec(devices), true, charge);
+      if (!r.status.ok()) {
+        std::printf("%-8s %-12s failed: %s\n", pinned ? "pinned" : "elastic",
+                    charge ? "loads cost" : "loads free", r.status.message().c_str());
+        continue;
+      }
+      std::printf("%-8s %-12s %10.4f %6.1f%% %6llu %6llu %8.4f\n", pinned ? "pinned" : "elastic",
+                  charge ? "loads cost" : "loads free", r.metrics.makespan_s,
+                  100 * (r.metrics.makespan_s / r.metrics.lower_bound_s - 1),
+                  static_cast<unsigned long long>(r.moves),
+                  static_cast<unsigned long long>(r.state_loads), r.state_load_s);
+    }
+  }
   // fifo follows the order the spec lists tasks in, which the generators
   // write in a good order; hmpmd orders by the DAG and must not depend on it.
   std::printf("\nthe same jobs with the task list shuffled (seeds 1-3), gap to the bound:\n");
@@ -141,7 +191,7 @@ int Table(uint32_t devices) {
     for (const std::string& p : {std::string("hmpmd"), std::string("fifo")}) {
       std::printf("%-11s %-10s", w.c_str(), p.c_str());
       for (uint64_t seed = 1; seed <= 3; ++seed) {
-        auto spec = MakeWorkload(w, devices, 1);
+        auto spec = Workload(w, devices, rl);
         if (!spec.ok()) return 1;
         std::mt19937_64 rng(seed);
         std::shuffle(spec->tasks.begin(), spec->tasks.end(), rng);
@@ -181,14 +231,21 @@ int Scale(uint64_t tasks, uint32_t devices) {
 int main(int argc, char** argv) {
   uint32_t devices = 0;
   uint64_t tasks = 1'000'000;
+  hmpmd::RlArgs rl;
   bool table = false, scale = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--table")) table = true;
     if (!std::strcmp(argv[i], "--scale")) scale = true;
     if (!std::strcmp(argv[i], "--devices") && i + 1 < argc) devices = std::stoul(argv[++i]);
     if (!std::strcmp(argv[i], "--tasks") && i + 1 < argc) tasks = std::stoull(argv[++i]);
+    if (!std::strcmp(argv[i], "--rl-iterations") && i + 1 < argc) {
+      rl.iterations = std::stol(argv[++i]);
+    }
+    if (!std::strcmp(argv[i], "--rl-staleness") && i + 1 < argc) {
+      rl.staleness = std::stol(argv[++i]);
+    }
   }
-  if (table) return hmpmd::Table(devices ? devices : 384);
+  if (table) return hmpmd::Table(devices ? devices : 384, rl);
   if (scale) return hmpmd::Scale(tasks, devices ? devices : 4096);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

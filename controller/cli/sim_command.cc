@@ -183,6 +183,9 @@ int SimMain(const SimArgs& a) {
     const auto* hp = dynamic_cast<const HmpmdPolicy*>(&(*sim)->scheduler().policy());
     const uint64_t moves = hp != nullptr ? hp->share().MoveCount(*id) : 0;
     j["device_moves"] = moves;
+    // State loads the simulator charged (stateful sub-models, state_bytes).
+    j["state_loads"] = (*sim)->state_loads();
+    j["state_load_s"] = (*sim)->state_load_us() / 1e6;
     out["policies"][name] = std::move(j);
     double gap = m.lower_bound_s > 0 ? m.makespan_s / m.lower_bound_s - 1 : 0;
     std::snprintf(

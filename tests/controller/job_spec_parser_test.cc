@@ -223,6 +223,23 @@ TEST_F(JobSpecParserTest, SubmodelErrorsNameTheSubmodelAndField) {
              {"submodels[1]: devices: expected an integer, got a string"});
 }
 
+TEST_F(JobSpecParserTest, SubmodelStateBytesIsANonNegativeNumber) {
+  JobSpec s =
+      ParseOk(SpecText()
+                  .Top(R"("submodels": [{"name": "a", "kind": "actor", "state_bytes": 3.5e7},)"
+                       R"( {"name": "b"}])")
+                  .Task(R"({"id": "t", "kernel": "k", "submodel": "a"})")
+                  .Build());
+  ASSERT_EQ(s.submodels.size(), 2u);
+  EXPECT_EQ(s.submodels[0].state_bytes, 3.5e7);
+  EXPECT_EQ(s.submodels[1].state_bytes, 0) << "none by default";
+  ParseFails(SpecText()
+                 .Top(R"("submodels": [{"name": "v", "state_bytes": -1}])")
+                 .Task(R"({"id": "a", "kernel": "k"})")
+                 .Build(),
+             {"submodels[0]: state_bytes: must be a finite number >= 0"});
+}
+
 TEST_F(JobSpecParserTest, ElasticOnTheJobAndOnSubmodelsIsABoolean) {
   JobSpec s =
       ParseOk(SpecText()

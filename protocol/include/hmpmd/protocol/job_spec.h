@@ -32,6 +32,11 @@ struct SubmodelSpec {
   // hmpmd may move devices between its set and other sub-models' as demand
   // shifts; false pins the set it got at admission. Default: true.
   bool elastic = true;
+  // Bytes of state (weights, optimizer state) a device must hold to run the
+  // sub-model's tasks when it keeps state (kinds actor, reward, learner):
+  // the simulator charges loading it on a device that does not hold it.
+  // Default: 0 (free).
+  double state_bytes = 0;
 };
 
 // Hints the cost model turns into a duration.

@@ -108,6 +108,9 @@ class DeviceShare {
   uint64_t move_count() const { return move_count_; }
   // Moves of one job so far (kept after it ends).
   uint64_t MoveCount(JobId job) const;
+  // Rule 0: whether `sm` keeps state between its tasks (and gets a set);
+  // the simulator charges loading that state (SubmodelSpec::state_bytes).
+  static bool KeepsState(const SubmodelSpec& sm, bool open_job);
 
  private:
   static constexpr TimeUs kNever = std::numeric_limits<TimeUs>::min() / 2;
@@ -163,8 +166,6 @@ class DeviceShare {
   DeviceId Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
                      TimeUs now);
   const Set* Find(JobId job, uint32_t sm) const;
-  // Rule 0: whether `sm` gets a device set.
-  static bool KeepsState(const SubmodelSpec& sm, bool open_job);
 
   DeviceShareOptions options_;
   std::unordered_map<JobId, JobShare> jobs_;

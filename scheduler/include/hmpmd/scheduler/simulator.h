@@ -7,6 +7,16 @@
 // collective's time for the group size and the slowest link tier among the
 // members (node when all share a node, else the fabric). Every built-in
 // kernel of DESIGN.md is accepted. It does no I/O and reads no clock.
+//
+// State: a device holds the state of one stateful sub-model at a time
+// (DeviceShare::KeepsState; its SubmodelSpec::state_bytes). A compute task
+// of such a sub-model on a device that does not hold its state first loads
+// it over the fabric (the node tier on a one-node pool): the load's time is
+// added to the task's, and the device then holds that state instead of any
+// other. No device holds any state when the simulation starts, so the first
+// task of a sub-model on each device pays once under every policy; after
+// that, a load is what a device moving between sub-models costs.
+// Communication and gang members load nothing (they move their own bytes).
 // Thread-safety: not thread-safe; one thread runs a Simulator.
 #pragma once
 
@@ -31,6 +41,8 @@ struct SimOptions {
   uint32_t max_deferred = 1u << 20;
   // Gives up when virtual time passes this many us. Default: one day.
   TimeUs max_time_us = 86'400'000'000LL;
+  // Charge loading a stateful sub-model's state (see above). Default: true.
+  bool charge_state = true;
 };
 
 class Simulator {
@@ -51,10 +63,18 @@ class Simulator {
   Scheduler& mutable_scheduler() { return *scheduler_; }
   TimeUs now() const { return now_; }
   uint64_t events() const { return events_; }
+  // State loads charged so far and their total time.
+  uint64_t state_loads() const { return state_loads_; }
+  double state_load_us() const { return state_load_us_; }
+  // Loads charged on `device` so far (0 when out of range).
+  uint64_t state_loads_on(DeviceId device) const;
 
  private:
   explicit Simulator(SimOptions options, std::unique_ptr<Scheduler> scheduler);
   void Start(const std::vector<Dispatch>& batch);
+  // Time to load the state `t`'s sub-model needs on `device` (0 when it
+  // holds it or keeps none); records the device as its holder.
+  double LoadStateUs(const Dispatch& d, const TaskSpec& t);
 
   struct Event {
     TimeUs end;
@@ -70,6 +90,11 @@ class Simulator {
   TimeUs now_ = 0;
   uint64_t seq_ = 0;
   uint64_t events_ = 0;
+  // Per device: the (job, sub-model index) whose state it holds.
+  std::vector<std::pair<JobId, int64_t>> resident_;
+  std::vector<uint64_t> loads_on_;
+  uint64_t state_loads_ = 0;
+  double state_load_us_ = 0;
 };
 
 }  // namespace hmpmd

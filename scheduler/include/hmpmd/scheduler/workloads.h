@@ -56,23 +56,53 @@ struct MoeOptions {
 };
 JobSpec MoeWorkload(const MoeOptions& o);
 
-// Asynchronous RL over `iterations`: actors produce rollouts of variable
-// length, a reward model scores them, learner shards update and all-reduce
-// gradients, weights are broadcast to the actors; a rollout of iteration t
-// uses weights of iteration t - 1 - staleness at the latest, and follows
-// the same actor's rollout of iteration t - 1 (an actor steps its
-// environments in order).
+// Asynchronous RL with bounded staleness over `iterations` learner updates.
+// Per iteration t:
+//  - rollouts: `rollouts_per_actor` independent generation tasks per actor
+//    device, lengths lognormal (median `rollout_us`, sigma `length_sigma`,
+//    clamped to 0.25x..4x); a rollout of iteration t >= staleness + 1 takes
+//    the weight broadcast of update t - staleness - 1 as input (weights at
+//    most `staleness` versions older than the learner's), earlier ones use
+//    the initial weights; rollouts of later iterations run while the
+//    learner trains (no barrier but that bound);
+//  - a reward task per rollout, as soon as that rollout ends;
+//  - the learner, data parallel over its shards: micro-batch j of shard l
+//    takes a fixed slice of the iteration's rewards; its backward yields
+//    `buckets` gradient buckets in order, each all-reduced over the shards
+//    (a gang) while the next bucket (or micro-batch) computes, as DDP does;
+//    then an optimizer step per shard;
+//  - a broadcast of the new weights to every actor device (a gang), which
+//    overlaps rollouts still generating with older weights.
+// Sub-models actor, reward and learner keep state (`state_bytes`: the
+// weights; the learner's times `learner_state_factor` for optimizer state).
+// Static deployment (`devices` of each sub-model, see RlShapeFor): devices
+// proportional to each one's compute per iteration with the defaults.
+// Static program order (arg `order`): per actor device, a broadcast then its
+// rollouts of the iteration; per learner shard, chunk, bucket all-reduce,
+// ..., optimizer step. Rewards carry only `shard` (scored in arrival order).
 struct RlOptions {
   uint32_t devices = 384;
-  uint32_t iterations = 4;
-  uint32_t staleness = 1;
-  double rollout_us = 4000;  // mean rollout (lengths from 0.25x to 4x)
-  double reward_us = 800;
-  double learn_us = 3000;
-  double allreduce_bytes = 64 << 20;
-  double broadcast_bytes = 32 << 20;
+  uint32_t iterations = 4;           // learner updates
+  uint32_t staleness = 1;            // versions a rollout's weights may lag
+  uint32_t rollouts_per_actor = 4;   // generation tasks per actor device per iteration
+  double rollout_us = 4000;          // median rollout (mean about 1.2x)
+  double length_sigma = 0.6;         // lognormal sigma of rollout lengths
+  double reward_us = 1920;           // scoring one rollout
+  uint32_t micro_batches = 4;        // learner micro-batches per iteration
+  uint32_t buckets = 4;              // gradient buckets per micro-batch
+  double learn_us = 4400;            // one micro-batch on one shard (forward + backward)
+  double optimizer_us = 1600;        // optimizer step per shard
+  double gradient_bytes = 16 << 20;  // per shard per micro-batch (all buckets)
+  double weight_bytes = 32 << 20;    // the broadcast; actor and reward state
+  double learner_state_factor = 4;   // learner state: weights x this (master, moments)
   uint64_t seed = 1;
 };
+// Devices per sub-model in the static deployment: actors 5/8 of `devices`,
+// reward 1/4, learner the rest (each at least 1); rollouts per iteration.
+struct RlShape {
+  uint32_t actors = 0, rewards = 0, learners = 0, rollouts = 0;
+};
+RlShape RlShapeFor(const RlOptions& o);
 JobSpec RlWorkload(const RlOptions& o);
 
 // `stages` uniform pipeline stages, one device each, over `micro_batches`
