@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "hmpmd/protocol/tensor_bytes.h"
+
 namespace hmpmd::worker {
 namespace {
 
@@ -98,7 +100,7 @@ std::span<const std::byte> CollectiveBytes(const KernelArgs& args, std::span<con
   const size_t whole = bytes / sizeof(float) * sizeof(float);  // a partial float is dropped
   if (filled == 1) return std::span<const std::byte>(only->data).first(whole);
   if (!inputs.empty()) {
-    scratch->resize(bytes);
+    ResizeTensorBytes(scratch, bytes);
     size_t off = 0;
     for (const Buffer& b : inputs) {
       if (b.data.empty()) continue;
@@ -109,7 +111,7 @@ std::span<const std::byte> CollectiveBytes(const KernelArgs& args, std::span<con
     return *scratch;
   }
   const size_t n = GeneratedCount(args);
-  scratch->resize(n * sizeof(float));
+  ResizeTensorBytes(scratch, n * sizeof(float));
   for (size_t i = 0; i < n; ++i) {
     const float v = Generated(i, rank);
     std::memcpy(scratch->data() + i * sizeof(float), &v, sizeof(float));
@@ -133,7 +135,7 @@ BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
     if (in_scratch) {
       sum = std::move(scratch);
     } else {
-      sum.resize(bytes.size());
+      ResizeTensorBytes(&sum, bytes.size());
     }
     Check(comm.AllReduce(in_scratch ? std::span<const std::byte>(sum) : bytes, sum));
     out.push_back(ByteBufferAsF32(std::move(sum)));

@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "data_frames.h"
+#include "hmpmd/protocol/tensor_bytes.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -212,18 +213,19 @@ Status Communicator::ReduceScatter(std::span<const std::byte> in, std::vector<st
     out->assign(in.begin(), in.begin() + static_cast<ptrdiff_t>(n * sizeof(float)));
     return Status::Ok();
   }
-  // Partial sums land in `work`, which the pass writes before it reads (no
-  // copy of `in` first). Shifted by one so that rank r ends with segment r.
-  std::unique_ptr<std::byte[]> work = std::make_unique_for_overwrite<std::byte[]>(in.size());
-  RETURN_IF_ERROR(Finish(RingPass(in.data(), work.get(), n, -1, /*reduce=*/true)));
-  out->assign(work.get() + b * sizeof(float), work.get() + e * sizeof(float));
+  // Partial sums land in `work` (no copy of `in` first). Shifted by one so that rank r ends with
+  // segment r.
+  std::vector<std::byte> work;
+  ResizeTensorBytes(&work, in.size());
+  RETURN_IF_ERROR(Finish(RingPass(in.data(), work.data(), n, -1, /*reduce=*/true)));
+  out->assign(work.data() + b * sizeof(float), work.data() + e * sizeof(float));
   return Status::Ok();
 }
 
 Status Communicator::AllGather(std::span<const std::byte> in, std::vector<std::byte>* out) {
   const uint32_t p = size();
   const size_t block = in.size();
-  out->resize(block * p);
+  ResizeTensorBytes(out, block * p);
   std::memcpy(out->data() + block * gang_.rank, in.data(), block);
   return Finish([&]() -> Status {
     for (uint32_t step = 0; step + 1 < p; ++step) {
@@ -277,7 +279,7 @@ Status Communicator::AllToAllSteps(const std::vector<std::span<const std::byte>>
   }
   std::vector<size_t> offset(p + 1, 0);
   for (uint32_t s = 0; s < p; ++s) offset[s + 1] = offset[s] + (*recv_sizes)[s];
-  out->resize(offset[p]);
+  ResizeTensorBytes(out, offset[p]);
   if (!send[gang_.rank].empty()) {
     std::memcpy(out->data() + offset[gang_.rank], send[gang_.rank].data(), send[gang_.rank].size());
   }
@@ -312,7 +314,9 @@ Status Communicator::BroadcastSteps(uint32_t root, std::span<const std::byte> in
       if (n > 0) RETURN_IF_ERROR(SendChunks(Peer(1), in.data(), n));
     }
     // The root's own copy, made while its chunks are on the wire.
-    data->assign(in.begin(), in.end());
+    data->clear();
+    ResizeTensorBytes(data, in.size());
+    if (!in.empty()) std::memcpy(data->data(), in.data(), in.size());
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(zmq::message_t head, Recv(Peer(-1)));
@@ -320,7 +324,7 @@ Status Communicator::BroadcastSteps(uint32_t root, std::span<const std::byte> in
   if (head.size() != sizeof(n)) return Status::Corruption("broadcast: bad size frame");
   std::memcpy(&n, head.data(), sizeof(n));
   if (!last) RETURN_IF_ERROR(Send(Peer(1), &n, sizeof(n)));
-  data->resize(n);
+  ResizeTensorBytes(data, n);
   if (n == 0) return Status::Ok();
   Status forward;
   RETURN_IF_ERROR(RecvChunks(Peer(-1), n, [&](size_t off, const zmq::message_t& m) {

@@ -4,6 +4,8 @@
 #include <optional>
 #include <utility>
 
+#include "peer_fetch.h"
+
 namespace hmpmd::worker {
 
 DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
@@ -73,7 +75,20 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
       failed[i] = Status::Internal("input " + std::to_string(i) + " of job " + std::to_string(job) +
                                    " was not fetched");
     } else if (!got->ok()) {
-      failed[i] = got->status();
+      Status why = got->status();
+      if (why.code() == StatusCode::kNotFound) {
+        // The producer answered that it holds no such outputs: the fetch
+        // may have gone out ahead, before an early-dispatched task's
+        // producer finished. Once more, now that the task runs.
+        Result<BufferList> again =
+            FetchFromPeer(&ctx_, in.endpoint, job, in.run, options_.timeout_us);
+        if (again.ok()) {
+          fetched[i] = std::move(again).value();
+          continue;
+        }
+        why = again.status();
+      }
+      failed[i] = std::move(why);
     } else {
       fetched[i] = std::move(got->value());
     }

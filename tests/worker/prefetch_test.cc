@@ -286,6 +286,21 @@ TEST_F(DataPlaneInputsTest, InputsComeInInputOrderAndOneLocalListIsNotCopied) {
   EXPECT_EQ(plane_.store().entries(), 0u) << "both runs read to the end and freed";
 }
 
+TEST_F(DataPlaneInputsTest, AnInputFetchedBeforeItsProducerFinishedIsFetchedAgain) {
+  // Fetched ahead while the producer held nothing yet (a task dispatched
+  // early): the producer answers "no outputs"; by the time the task runs
+  // it has them.
+  const InputRef in{6, producer_.server.endpoint(), 64 * sizeof(float)};
+  PrefetchedInputs ahead = plane_.PrefetchInputs(Consumer(2, {in}));
+  ASSERT_TRUE(WaitUntil([&] { return plane_.fetcher().fetches_done() == 1; }));
+  producer_.Keep(6, 64, 6);
+  std::vector<uint32_t> lost;
+  Result<InputSet> got = plane_.GatherInputs(kJob, {in}, &ahead, nullptr, &lost);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(lost.empty());
+  EXPECT_TRUE(SameValues(got->buffers()[0], 64, 6));
+}
+
 TEST_F(DataPlaneInputsTest, EveryLostInputIsNamedAndLocalOnesAreNotRead) {
   ASSERT_TRUE(plane_.store().Put(kJob, 7, {Values(10, 7)}, 1).ok());
   const InputRef dead{1, "tcp://127.0.0.1:1", 64}, nowhere{2, "", 64},
