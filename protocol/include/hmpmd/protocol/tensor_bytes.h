@@ -5,9 +5,7 @@
 // A large buffer comes from a fresh mmap() (glibc serves anything over
 // its mmap threshold, at most 32 MiB, that way), and writing it faults in
 // one page at a time: 16,384 faults for 64 MB. Asked for huge pages
-// first, the same buffer takes 32. On the 2-core development VM a 64 MB
-// allocate-zero-free took about 270 ms with 4 KiB pages and 20 ms with
-// huge pages.
+// first, the same buffer takes 32 (README: bench_collectives --as-task).
 //
 // Thread-safety: a free function over the caller's vector.
 #pragma once
