@@ -4,8 +4,8 @@
 // hmpmd-worker) gets that many tasks at once, each reading one of them and
 // then busy for `--kernel-ms` (spinning on a host core, or with --sleep
 // sleeping, as an accelerator kernel leaves the host free). Prefetch off
-// (--prefetch-mb 0: each input is fetched when its task starts) and on
-// (the default 256 MiB) alternate; medians of --runs runs.
+// (as hmpmd-worker --prefetch-mb 0: each input is fetched when its task
+// starts) and on (the default 256 MiB) alternate; medians of --runs runs.
 //
 //   bench_prefetch [--runs N] [--tasks K] [--mb S] [--kernel-ms X] [--sleep]
 #include <spdlog/logger.h>
