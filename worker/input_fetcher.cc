@@ -124,28 +124,30 @@ void InputFetcher::StartThreadsLocked() {
   }
 }
 
+std::optional<InputFetcher::Job> InputFetcher::StartLocked(const std::shared_ptr<Batch>& b,
+                                                           bool ahead) {
+  for (size_t i = 0; i < b->parts.size(); ++i) {
+    Part& p = b->parts[i];
+    if (p.state != PartState::kQueued) continue;
+    p.state = PartState::kRunning;
+    p.ahead = ahead;
+    p.held = p.ref.bytes;
+    held_ += p.held;
+    --b->queued;
+    if (ahead) {
+      ++running_ahead_;
+      ++fetched_ahead_;
+    }
+    return Job{b, i};
+  }
+  return std::nullopt;
+}
+
 std::optional<InputFetcher::Job> InputFetcher::NextLocked() {
   std::erase_if(pending_, [](const auto& b) { return b->queued == 0 || b->abandoned; });
-  auto take = [&](const std::shared_ptr<Batch>& b, bool ahead) -> std::optional<Job> {
-    for (size_t i = 0; i < b->parts.size(); ++i) {
-      Part& p = b->parts[i];
-      if (p.state != PartState::kQueued) continue;
-      p.state = PartState::kRunning;
-      p.ahead = ahead;
-      p.held = p.ref.bytes;
-      held_ += p.held;
-      --b->queued;
-      if (ahead) {
-        ++running_ahead_;
-        ++fetched_ahead_;
-      }
-      return Job{b, i};
-    }
-    return std::nullopt;
-  };
   // A task a lane waits for first, whatever the budget.
   for (const auto& b : pending_) {
-    if (b->demanded && b->queued > 0) return take(b, false);
+    if (b->demanded && b->queued > 0) return StartLocked(b, false);
   }
   // Then ahead, in push order; a fetch that does not fit holds back the
   // ones behind it, so a large input is not starved by small ones.
@@ -164,7 +166,7 @@ std::optional<InputFetcher::Job> InputFetcher::NextLocked() {
     if (options_.cap_bytes != 0 && store_->used_bytes() + held_ + bytes > options_.cap_bytes) {
       return std::nullopt;
     }
-    return take(b, true);
+    return StartLocked(b, true);
   }
   return std::nullopt;
 }

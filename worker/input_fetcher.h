@@ -131,6 +131,9 @@ class InputFetcher {
   void Loop() EXCLUDES(mu_);
   // The next fetch allowed to start, or nullopt.
   std::optional<Job> NextLocked() REQUIRES(mu_);
+  // Marks the first queued fetch of `batch` running and counts its bytes.
+  std::optional<Job> StartLocked(const std::shared_ptr<fetch_detail::Batch>& batch, bool ahead)
+      REQUIRES(mu_);
   void StartThreadsLocked() REQUIRES(mu_);
   void Demand(const std::shared_ptr<fetch_detail::Batch>& batch) EXCLUDES(mu_);
   bool WaitAll(const std::shared_ptr<fetch_detail::Batch>& batch,
