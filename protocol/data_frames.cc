@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "hmpmd/protocol/tensor_bytes.h"
+
 namespace hmpmd {
 namespace {
 
@@ -109,7 +111,7 @@ Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frame
   for (size_t i = 0; i < out.size(); ++i) {
     const FrameView& f = frames[2 + i];
     if (f.size != sizes[i]) return Status::Corruption(what + ": buffer size");
-    out[i].data.resize(f.size);
+    ResizeTensorBytes(&out[i].data, f.size);
     if (f.size > 0) std::memcpy(out[i].data.data(), f.data, f.size);
   }
   return out;

@@ -5,20 +5,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "hmpmd/protocol/tensor_bytes.h"
+
 namespace hmpmd::worker {
 namespace {
 
 // 1 GiB of floats bounds a typo, not a real collective.
 constexpr int64_t kMaxElements = int64_t{1} << 28;
-
-Buffer F32Buffer(std::span<const float> v) {
-  Buffer b;
-  b.dtype = "f32";
-  b.shape = {static_cast<int64_t>(v.size())};
-  b.data.resize(v.size_bytes());
-  if (!v.empty()) std::memcpy(b.data.data(), v.data(), v.size_bytes());
-  return b;
-}
 
 Buffer ByteBufferAsF32(std::vector<std::byte> bytes) {
   Buffer b;
@@ -59,9 +52,21 @@ std::vector<size_t> Sizes(const KernelArgs& args, size_t n, uint32_t p) {
   return sizes;
 }
 
+// Elements of a member without inputs: argument `n`, or `bytes` / 4.
+size_t GeneratedCount(const KernelArgs& args) {
+  int64_t n = args.Int("n", -1);
+  if (n < 0) n = args.Int("bytes", 4096) / 4;
+  if (n < 0 || n > kMaxElements) {
+    throw std::invalid_argument("collective: argument 'n' must be in [0, 2^28]");
+  }
+  return static_cast<size_t>(n);
+}
+
+float Generated(size_t i, uint32_t rank) { return static_cast<float>(i % 251) * 0.5f + rank; }
+
 }  // namespace
 
-std::vector<float> CollectiveInput(const KernelArgs& args, const BufferList& inputs,
+std::vector<float> CollectiveInput(const KernelArgs& args, std::span<const Buffer> inputs,
                                    uint32_t rank) {
   std::vector<float> v;
   if (!inputs.empty()) {
@@ -77,34 +82,73 @@ std::vector<float> CollectiveInput(const KernelArgs& args, const BufferList& inp
     }
     return v;
   }
-  int64_t n = args.Int("n", -1);
-  if (n < 0) n = args.Int("bytes", 4096) / 4;
-  if (n < 0 || n > kMaxElements) {
-    throw std::invalid_argument("collective: argument 'n' must be in [0, 2^28]");
-  }
-  v.resize(static_cast<size_t>(n));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 251) * 0.5f + rank;
+  v.resize(GeneratedCount(args));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = Generated(i, rank);
   return v;
 }
 
-BufferList RunCollective(std::string_view kernel, const KernelArgs& args, const BufferList& inputs,
-                         Communicator& comm) {
-  std::vector<float> data = CollectiveInput(args, inputs, comm.rank());
-  const std::span<const std::byte> bytes = std::as_bytes(std::span<const float>(data));
+std::span<const std::byte> CollectiveBytes(const KernelArgs& args, std::span<const Buffer> inputs,
+                                           uint32_t rank, std::vector<std::byte>* scratch) {
+  const Buffer* only = nullptr;
+  size_t filled = 0, bytes = 0;
+  for (const Buffer& b : inputs) {
+    if (b.data.empty()) continue;
+    only = &b;
+    ++filled;
+    bytes += b.data.size();
+  }
+  const size_t whole = bytes / sizeof(float) * sizeof(float);  // a partial float is dropped
+  if (filled == 1) return std::span<const std::byte>(only->data).first(whole);
+  if (!inputs.empty()) {
+    ResizeTensorBytes(scratch, bytes);
+    size_t off = 0;
+    for (const Buffer& b : inputs) {
+      if (b.data.empty()) continue;
+      std::memcpy(scratch->data() + off, b.data.data(), b.data.size());
+      off += b.data.size();
+    }
+    scratch->resize(whole);
+    return *scratch;
+  }
+  const size_t n = GeneratedCount(args);
+  ResizeTensorBytes(scratch, n * sizeof(float));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = Generated(i, rank);
+    std::memcpy(scratch->data() + i * sizeof(float), &v, sizeof(float));
+  }
+  return *scratch;
+}
+
+BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
+                         std::span<const Buffer> inputs, Communicator& comm) {
+  // The members' data is read where it lies: a single input buffer (the
+  // usual case) is sent from and reduced from in place; several are
+  // joined once, and generated data is made once, into `scratch`.
+  std::vector<std::byte> scratch;
+  const std::span<const std::byte> bytes = CollectiveBytes(args, inputs, comm.rank(), &scratch);
+  const bool in_scratch = !scratch.empty() && bytes.data() == scratch.data();
   BufferList out;
   if (kernel == "allreduce") {
-    Check(comm.AllReduce(data));
-    out.push_back(F32Buffer(data));
+    // Reduced straight into the output buffer; data of our own (scratch)
+    // becomes the output and is reduced in place.
+    std::vector<std::byte> sum;
+    if (in_scratch) {
+      sum = std::move(scratch);
+    } else {
+      ResizeTensorBytes(&sum, bytes.size());
+    }
+    Check(comm.AllReduce(in_scratch ? std::span<const std::byte>(sum) : bytes, sum));
+    out.push_back(ByteBufferAsF32(std::move(sum)));
   } else if (kernel == "reduce_scatter") {
-    std::vector<float> seg;
-    Check(comm.ReduceScatter(data, &seg));
-    out.push_back(F32Buffer(seg));
+    std::vector<std::byte> seg;
+    Check(comm.ReduceScatter(bytes, &seg));
+    out.push_back(ByteBufferAsF32(std::move(seg)));
   } else if (kernel == "allgather") {
     std::vector<std::byte> all;
     Check(comm.AllGather(bytes, &all));
     out.push_back(ByteBufferAsF32(std::move(all)));
   } else if (kernel == "alltoall") {
-    const std::vector<size_t> sizes = Sizes(args, data.size(), comm.size());
+    const std::vector<size_t> sizes = Sizes(args, bytes.size() / sizeof(float), comm.size());
     std::vector<std::span<const std::byte>> blocks;
     size_t off = 0;
     for (size_t s : sizes) {
@@ -120,8 +164,8 @@ BufferList RunCollective(std::string_view kernel, const KernelArgs& args, const 
     if (root < 0 || root >= comm.size()) {
       throw std::invalid_argument("broadcast: argument 'root' must be a rank of the gang");
     }
-    std::vector<std::byte> buf(bytes.begin(), bytes.end());
-    Check(comm.Broadcast(static_cast<uint32_t>(root), &buf));
+    std::vector<std::byte> buf;
+    Check(comm.Broadcast(static_cast<uint32_t>(root), bytes, &buf));
     out.push_back(ByteBufferAsF32(std::move(buf)));
   } else {
     throw std::invalid_argument("'" + std::string(kernel) + "' is not a collective kernel");

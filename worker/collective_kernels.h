@@ -13,7 +13,10 @@
 // Thread-safety: stateless functions.
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "communicator.h"
 #include "hmpmd/worker/kernel_args.h"
@@ -22,11 +25,20 @@
 namespace hmpmd::worker {
 
 // Runs collective `kernel`; throws std::invalid_argument for bad
-// arguments and std::runtime_error when the communication fails.
-BufferList RunCollective(std::string_view kernel, const KernelArgs& args, const BufferList& inputs,
-                         Communicator& comm);
+// arguments and std::runtime_error when the communication fails. A single
+// input buffer is used where it lies (sent from, reduced from); the one
+// output buffer is the only whole-size allocation.
+BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
+                         std::span<const Buffer> inputs, Communicator& comm);
 
-// Generated float32 data of a collective member without inputs.
-std::vector<float> CollectiveInput(const KernelArgs& args, const BufferList& inputs, uint32_t rank);
+// The float32 data of a collective member (inputs joined, or generated) as
+// a vector: the serial reference of tests.
+std::vector<float> CollectiveInput(const KernelArgs& args, std::span<const Buffer> inputs,
+                                   uint32_t rank);
+
+// The same data as bytes (whole floats only): the single non-empty input
+// buffer itself, or else joined or generated into `*scratch`.
+std::span<const std::byte> CollectiveBytes(const KernelArgs& args, std::span<const Buffer> inputs,
+                                           uint32_t rank, std::vector<std::byte>* scratch);
 
 }  // namespace hmpmd::worker

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "clock.h"
 #include "data_frames.h"
+#include "hmpmd/protocol/tensor_bytes.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -13,13 +15,15 @@ size_t SegBegin(size_t n, uint32_t p, uint32_t i) { return n * i / p; }
 
 uint32_t Mod(int64_t v, uint32_t p) { return static_cast<uint32_t>(((v % p) + p) % p); }
 
-// dst[i] += src[i], src unaligned bytes.
-void AddInto(float* dst, const void* src, size_t count) {
-  const auto* s = static_cast<const unsigned char*>(src);
+// dst[i] = a[i] + b[i] over float32 bytes, any alignment; dst may be a.
+void AddInto(std::byte* dst, const std::byte* a, const void* b, size_t count) {
+  const auto* s = static_cast<const std::byte*>(b);
   for (size_t i = 0; i < count; ++i) {
-    float v;
-    std::memcpy(&v, s + i * sizeof(float), sizeof(float));
-    dst[i] += v;
+    float x, y;
+    std::memcpy(&x, a + i * sizeof(float), sizeof(float));
+    std::memcpy(&y, s + i * sizeof(float), sizeof(float));
+    x += y;
+    std::memcpy(dst + i * sizeof(float), &x, sizeof(float));
   }
 }
 
@@ -148,62 +152,88 @@ Status Communicator::RecvChunks(uint32_t peer, size_t size, Sink sink) {
 }
 
 // One ring pass: p-1 steps, each sending one segment to the next rank and
-// receiving one from the previous; `reduce` adds what arrives into the
-// segment (reduce-scatter), otherwise it replaces it (all-gather).
-Status Communicator::RingPass(std::span<float> data, int shift, bool reduce) {
+// receiving one from the previous; `reduce` adds what arrives to `in`'s
+// segment into `out` (reduce-scatter), otherwise it replaces `out`'s
+// segment (all-gather). In a reduce pass the segment sent at step s > 0 is
+// the one received at step s-1, so only step 0 sends from `in`.
+Status Communicator::RingPass(const std::byte* in, std::byte* out, size_t n, int shift,
+                              bool reduce) {
   const uint32_t p = size();
-  const size_t n = data.size();
+  constexpr size_t kF = sizeof(float);
   for (uint32_t step = 0; step + 1 < p; ++step) {
     const uint32_t send_seg = Mod(int64_t{gang_.rank} - step + shift, p);
     const uint32_t recv_seg = Mod(int64_t{gang_.rank} - step - 1 + shift, p);
     const size_t sb = SegBegin(n, p, send_seg), se = SegBegin(n, p, send_seg + 1);
-    RETURN_IF_ERROR(SendChunks(Peer(1), data.data() + sb, (se - sb) * sizeof(float)));
+    const std::byte* from = reduce && step == 0 ? in : out;
+    RETURN_IF_ERROR(SendChunks(Peer(1), from + sb * kF, (se - sb) * kF));
     const size_t rb = SegBegin(n, p, recv_seg), re = SegBegin(n, p, recv_seg + 1);
-    float* base = data.data() + rb;
-    RETURN_IF_ERROR(
-        RecvChunks(Peer(-1), (re - rb) * sizeof(float), [&](size_t off, const zmq::message_t& m) {
-          if (reduce) {
-            AddInto(base + off / sizeof(float), m.data(), m.size() / sizeof(float));
-          } else {
-            std::memcpy(reinterpret_cast<std::byte*>(base) + off, m.data(), m.size());
-          }
-        }));
+    std::byte* base = out + rb * kF;
+    const std::byte* mine = in + rb * kF;
+    RETURN_IF_ERROR(RecvChunks(Peer(-1), (re - rb) * kF, [&](size_t off, const zmq::message_t& m) {
+      if (reduce) {
+        AddInto(base + off, mine + off, m.data(), m.size() / kF);
+      } else {
+        std::memcpy(base + off, m.data(), m.size());
+      }
+    }));
   }
   return Status::Ok();
 }
 
 Status Communicator::AllReduce(std::span<float> data) {
-  if (size() < 2) return Status::Ok();
+  return AllReduce(std::as_bytes(data), std::as_writable_bytes(data));
+}
+
+Status Communicator::AllReduce(std::span<const std::byte> in, std::span<std::byte> out) {
+  if (in.size() != out.size() || in.size() % sizeof(float) != 0) {
+    return Status::InvalidArgument("allreduce: " + std::to_string(in.size()) + " bytes in, " +
+                                   std::to_string(out.size()) + " out (float32, equal sizes)");
+  }
+  if (size() < 2) {
+    if (out.data() != in.data() && !in.empty()) std::memcpy(out.data(), in.data(), in.size());
+    return Status::Ok();
+  }
+  const size_t n = in.size() / sizeof(float);
   return Finish([&]() -> Status {
-    // After the reduce-scatter rank r holds the sum of segment r + 1. The
-    // all-gather overwrites a segment only after the sum it fed has come
-    // round the ring, so ZeroMQ has long sent that segment.
-    RETURN_IF_ERROR(RingPass(data, 0, /*reduce=*/true));
-    return RingPass(data, 1, /*reduce=*/false);
+    // After the reduce-scatter rank r holds the sum of segment r + 1 in
+    // `out`; segment r it sent from `in` and never wrote. The all-gather
+    // overwrites a segment only after the sum it fed has come round the
+    // ring, so ZeroMQ has long sent that segment; every segment of `out`
+    // but r + 1 is written by it, segment r + 1 by the reduce-scatter.
+    RETURN_IF_ERROR(RingPass(in.data(), out.data(), n, 0, /*reduce=*/true));
+    return RingPass(in.data(), out.data(), n, 1, /*reduce=*/false);
   }());
 }
 
-Status Communicator::ReduceScatter(std::span<const float> in, std::vector<float>* out) {
-  std::vector<float> work(in.begin(), in.end());
+Status Communicator::ReduceScatter(std::span<const std::byte> in, std::vector<std::byte>* out) {
   const uint32_t p = size();
-  // Shifted by one so that rank r ends with segment r.
-  if (p > 1) RETURN_IF_ERROR(Finish(RingPass(work, -1, /*reduce=*/true)));
-  const size_t b = SegBegin(work.size(), p, gang_.rank),
-               e = SegBegin(work.size(), p, gang_.rank + 1);
-  out->assign(work.begin() + static_cast<ptrdiff_t>(b), work.begin() + static_cast<ptrdiff_t>(e));
+  const size_t n = in.size() / sizeof(float);
+  const size_t b = SegBegin(n, p, gang_.rank), e = SegBegin(n, p, gang_.rank + 1);
+  if (p < 2) {
+    out->assign(in.begin(), in.begin() + static_cast<ptrdiff_t>(n * sizeof(float)));
+    return Status::Ok();
+  }
+  // Partial sums land in `work` (no copy of `in` first). Shifted by one so that rank r ends with
+  // segment r.
+  std::vector<std::byte> work;
+  ResizeTensorBytes(&work, in.size());
+  RETURN_IF_ERROR(Finish(RingPass(in.data(), work.data(), n, -1, /*reduce=*/true)));
+  out->assign(work.data() + b * sizeof(float), work.data() + e * sizeof(float));
   return Status::Ok();
 }
 
 Status Communicator::AllGather(std::span<const std::byte> in, std::vector<std::byte>* out) {
   const uint32_t p = size();
   const size_t block = in.size();
-  out->resize(block * p);
+  ResizeTensorBytes(out, block * p);
   std::memcpy(out->data() + block * gang_.rank, in.data(), block);
   return Finish([&]() -> Status {
     for (uint32_t step = 0; step + 1 < p; ++step) {
       const uint32_t send_blk = Mod(int64_t{gang_.rank} - step, p);
       const uint32_t recv_blk = Mod(int64_t{gang_.rank} - step - 1, p);
-      RETURN_IF_ERROR(SendChunks(Peer(1), out->data() + block * send_blk, block));
+      // Step 0 sends this rank's block straight from `in`.
+      const std::byte* from = step == 0 ? in.data() : out->data() + block * send_blk;
+      RETURN_IF_ERROR(SendChunks(Peer(1), from, block));
       std::byte* base = out->data() + block * recv_blk;
       RETURN_IF_ERROR(RecvChunks(Peer(-1), block, [&](size_t off, const zmq::message_t& m) {
         std::memcpy(base + off, m.data(), m.size());
@@ -249,7 +279,7 @@ Status Communicator::AllToAllSteps(const std::vector<std::span<const std::byte>>
   }
   std::vector<size_t> offset(p + 1, 0);
   for (uint32_t s = 0; s < p; ++s) offset[s + 1] = offset[s] + (*recv_sizes)[s];
-  out->resize(offset[p]);
+  ResizeTensorBytes(out, offset[p]);
   if (!send[gang_.rank].empty()) {
     std::memcpy(out->data() + offset[gang_.rank], send[gang_.rank].data(), send[gang_.rank].size());
   }
@@ -264,23 +294,29 @@ Status Communicator::AllToAllSteps(const std::vector<std::span<const std::byte>>
   return Status::Ok();
 }
 
-Status Communicator::Broadcast(uint32_t root, std::vector<std::byte>* data) {
+Status Communicator::Broadcast(uint32_t root, std::span<const std::byte> in,
+                               std::vector<std::byte>* out) {
   const uint32_t p = size();
   if (root >= p)
     return Status::InvalidArgument("broadcast: root " + std::to_string(root) + " >= gang size");
-  return Finish(BroadcastSteps(root, data));
+  return Finish(BroadcastSteps(root, in, out));
 }
 
-Status Communicator::BroadcastSteps(uint32_t root, std::vector<std::byte>* data) {
+Status Communicator::BroadcastSteps(uint32_t root, std::span<const std::byte> in,
+                                    std::vector<std::byte>* data) {
   const uint32_t p = size();
   const uint32_t pos = Mod(int64_t{gang_.rank} - root, p);
   const bool last = pos + 1 == p;
   if (pos == 0) {
-    const uint64_t n = data->size();
+    const uint64_t n = in.size();
     if (p > 1) {
       RETURN_IF_ERROR(Send(Peer(1), &n, sizeof(n)));
-      if (n > 0) RETURN_IF_ERROR(SendChunks(Peer(1), data->data(), n));
+      if (n > 0) RETURN_IF_ERROR(SendChunks(Peer(1), in.data(), n));
     }
+    // The root's own copy, made while its chunks are on the wire.
+    data->clear();
+    ResizeTensorBytes(data, in.size());
+    if (!in.empty()) std::memcpy(data->data(), in.data(), in.size());
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(zmq::message_t head, Recv(Peer(-1)));
@@ -288,7 +324,7 @@ Status Communicator::BroadcastSteps(uint32_t root, std::vector<std::byte>* data)
   if (head.size() != sizeof(n)) return Status::Corruption("broadcast: bad size frame");
   std::memcpy(&n, head.data(), sizeof(n));
   if (!last) RETURN_IF_ERROR(Send(Peer(1), &n, sizeof(n)));
-  data->resize(n);
+  ResizeTensorBytes(data, n);
   if (n == 0) return Status::Ok();
   Status forward;
   RETURN_IF_ERROR(RecvChunks(Peer(-1), n, [&](size_t off, const zmq::message_t& m) {

@@ -3,7 +3,8 @@
 // straight between members (DEALER -> the peer's data ROUTER -> its
 // CollectiveInbox), never through the controller.
 //
-//   AllReduce      ring reduce-scatter + ring all-gather, float32 sum
+//   AllReduce      ring reduce-scatter + ring all-gather, float32 sum,
+//                  reduced from the input straight into the output
 //   ReduceScatter  ring; rank r keeps segment r of the sum
 //   AllGather      ring; blocks in rank order
 //   AllToAll       every pair directly; per-destination sizes
@@ -73,17 +74,24 @@ class Communicator {
   uint32_t rank() const { return gang_.rank; }
   uint32_t size() const { return static_cast<uint32_t>(gang_.endpoints.size()); }
 
+  // In place: `data` becomes the element-wise sum over the ranks.
   Status AllReduce(std::span<float> data);
-  // `in` holds n elements on every rank; `out` gets segment rank().
-  Status ReduceScatter(std::span<const float> in, std::vector<float>* out);
+  // float32 bytes: `out` (as large as `in`; may be `in` itself) gets the
+  // sum of every rank's `in`. `in` is read where it lies (sent from, and
+  // added to what arrives), so the caller copies nothing in.
+  Status AllReduce(std::span<const std::byte> in, std::span<std::byte> out);
+  // `in` holds n float32 elements on every rank (as bytes); `out` gets
+  // segment rank() of the sum.
+  Status ReduceScatter(std::span<const std::byte> in, std::vector<std::byte>* out);
   // Every rank gives a block of the same size; `out` gets size() blocks.
   Status AllGather(std::span<const std::byte> in, std::vector<std::byte>* out);
   // `send[d]` goes to rank d; `out` gets what each rank sent here, in rank
   // order, and `recv_sizes` their sizes.
   Status AllToAll(const std::vector<std::span<const std::byte>>& send, std::vector<std::byte>* out,
                   std::vector<size_t>* recv_sizes);
-  // `data` of the root reaches every rank (resized to fit).
-  Status Broadcast(uint32_t root, std::vector<std::byte>* data);
+  // `in` of the root (ignored elsewhere) reaches every rank's `out`
+  // (resized to fit); the root sends straight from `in`.
+  Status Broadcast(uint32_t root, std::span<const std::byte> in, std::vector<std::byte>* out);
 
  private:
   // Every public call ends here: waits for the fence and, when that or the
@@ -95,12 +103,14 @@ class Communicator {
   // Receives `size` bytes from `peer` in chunks; `sink(offset, chunk)`.
   template <typename Sink>
   Status RecvChunks(uint32_t peer, size_t size, Sink sink);
-  // One ring pass over `data`'s p segments: reduce-scatter when `reduce`,
-  // else all-gather. `shift` rotates which segment each rank starts with.
-  Status RingPass(std::span<float> data, int shift, bool reduce);
+  // One ring pass over the p segments of `n` float32 elements in `out`:
+  // reduce-scatter when `reduce` (the first step sends from `in`, and a
+  // segment that arrives is added to `in`'s into `out`), else all-gather
+  // within `out`. `shift` rotates which segment each rank starts with.
+  Status RingPass(const std::byte* in, std::byte* out, size_t n, int shift, bool reduce);
   Status AllToAllSteps(const std::vector<std::span<const std::byte>>& send,
                        std::vector<std::byte>* out, std::vector<size_t>* recv_sizes);
-  Status BroadcastSteps(uint32_t root, std::vector<std::byte>* data);
+  Status BroadcastSteps(uint32_t root, std::span<const std::byte> in, std::vector<std::byte>* out);
   uint32_t Peer(int offset) const;
 
   zmq::context_t* const ctx_;

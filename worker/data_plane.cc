@@ -1,5 +1,9 @@
 #include "data_plane.h"
 
+#include <map>
+#include <optional>
+#include <utility>
+
 #include "peer_fetch.h"
 
 namespace hmpmd::worker {
@@ -9,7 +13,10 @@ DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
       log_(log),
       ctx_(1),
       store_(options_.cap_bytes),
-      server_(&ctx_, &store_, &inbox_, log) {}
+      server_(&ctx_, &store_, &inbox_, log),
+      fetcher_(
+          &ctx_, &store_,
+          InputFetcherOptions{options_.cap_bytes, options_.prefetch_bytes, options_.timeout_us}) {}
 
 DataPlane::~DataPlane() { Stop(); }
 
@@ -19,40 +26,115 @@ Status DataPlane::Start() {
   return Status::Ok();
 }
 
-void DataPlane::Stop() { server_.Stop(); }
+void DataPlane::Stop() {
+  fetcher_.Stop();
+  server_.Stop();
+}
 
-Result<BufferList> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>& inputs,
-                                           uint32_t* lost_run) {
-  BufferList all;
-  for (const InputRef& in : inputs) {
+PrefetchedInputs DataPlane::PrefetchInputs(const TaskAssign& task) {
+  return fetcher_.Begin(task.job, task.inputs, server_.endpoint());
+}
+
+Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>& inputs,
+                                         const PrefetchedInputs* ahead,
+                                         const std::atomic<bool>* cancelled,
+                                         std::vector<uint32_t>* lost_runs) {
+  PrefetchedInputs own;
+  if (ahead == nullptr || !*ahead) {
+    own = fetcher_.Begin(job, inputs, server_.endpoint());
+    ahead = &own;
+  }
+  // Every remote input is fetched at once, by the fetcher's threads.
+  // Whatever this call does not take is freed when it returns.
+  struct ReleaseOnReturn {
+    const PrefetchedInputs* p;
+    ~ReleaseOnReturn() { p->Release(); }
+  } release{ahead};
+  if (!ahead->WaitAll(cancelled)) {
+    return Status::Cancelled("job " + std::to_string(job) +
+                             ": the task was cancelled while its inputs were fetched");
+  }
+  const size_t n = inputs.size();
+  std::vector<std::shared_ptr<const BufferList>> local(n);
+  std::vector<BufferList> fetched(n);
+  std::map<size_t, Status> failed;  // by input index
+  // Fetched and unlocated inputs first: when one of them is lost, the
+  // task takes no read of its local inputs (their other readers keep them).
+  for (size_t i = 0; i < n; ++i) {
+    const InputRef& in = inputs[i];
     // A producer that made 0 bytes (no outputs, like noop or spin) kept
     // nothing: there is nothing to read.
-    if (in.bytes == 0) continue;
-    Status failed;
+    if (in.bytes == 0 || in.endpoint == server_.endpoint()) continue;
     if (in.endpoint.empty()) {
-      failed = Status::NotFound("input: the controller knows no location of job " +
-                                std::to_string(job) + " run " + std::to_string(in.run));
-    } else if (in.endpoint == server_.endpoint()) {
-      std::shared_ptr<const BufferList> local = store_.Read(job, in.run);
-      if (local != nullptr) {
-        all.insert(all.end(), local->begin(), local->end());
-        continue;
-      }
-      failed = Status::NotFound("input: no outputs of job " + std::to_string(job) + " run " +
-                                std::to_string(in.run) + " in this worker's store");
-    } else {
-      Result<BufferList> got = FetchFromPeer(&ctx_, in.endpoint, job, in.run, options_.timeout_us);
-      if (got.ok()) {
-        for (Buffer& b : *got) all.push_back(std::move(b));
-        continue;
-      }
-      failed = got.status();
+      failed[i] = Status::NotFound("input: the controller knows no location of job " +
+                                   std::to_string(job) + " run " + std::to_string(in.run));
+      continue;
     }
-    // Never run a kernel on a missing input: the caller fails the task.
-    if (lost_run != nullptr) *lost_run = in.run;
-    return failed;
+    std::optional<Result<BufferList>> got = ahead->Take(i);
+    if (!got) {
+      failed[i] = Status::Internal("input " + std::to_string(i) + " of job " + std::to_string(job) +
+                                   " was not fetched");
+    } else if (!got->ok()) {
+      Status why = got->status();
+      if (why.code() == StatusCode::kNotFound) {
+        // The producer answered that it holds no such outputs: the fetch
+        // may have gone out ahead, before an early-dispatched task's
+        // producer finished. Once more, now that the task runs.
+        Result<BufferList> again =
+            FetchFromPeer(&ctx_, in.endpoint, job, in.run, options_.timeout_us);
+        if (again.ok()) {
+          fetched[i] = std::move(again).value();
+          continue;
+        }
+        why = again.status();
+      }
+      failed[i] = std::move(why);
+    } else {
+      fetched[i] = std::move(got->value());
+    }
   }
-  return all;
+  for (size_t i = 0; i < n && failed.empty(); ++i) {
+    const InputRef& in = inputs[i];
+    if (in.bytes == 0 || in.endpoint != server_.endpoint()) continue;
+    local[i] = store_.Read(job, in.run);
+    if (local[i] == nullptr) {
+      failed[i] = Status::NotFound("input: no outputs of job " + std::to_string(job) + " run " +
+                                   std::to_string(in.run) + " in this worker's store");
+    }
+  }
+  if (!failed.empty()) {
+    // Never run a kernel on a missing input: the caller fails the task.
+    if (lost_runs != nullptr) {
+      for (const auto& [i, status] : failed) lost_runs->push_back(inputs[i].run);
+    }
+    Status first = failed.begin()->second;
+    if (failed.size() == 1) return first;
+    return Status(first.code(), first.message() + " (and " + std::to_string(failed.size() - 1) +
+                                    " more input(s) lost)");
+  }
+  InputSet set;
+  size_t sources = 0, last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if ((local[i] != nullptr && !local[i]->empty()) || !fetched[i].empty()) ++sources, last = i;
+  }
+  if (sources == 1 && local[last] != nullptr) {
+    set.shared_ = std::move(local[last]);  // the stored list itself
+    return set;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (local[i] != nullptr) {
+      // The last holder of a list the store has freed may take its buffers
+      // (the store makes its lists non-const); otherwise copy them.
+      if (local[i].use_count() == 1) {
+        auto& mine = const_cast<BufferList&>(*local[i]);
+        for (Buffer& b : mine) set.owned_.push_back(std::move(b));
+      } else {
+        set.owned_.insert(set.owned_.end(), local[i]->begin(), local[i]->end());
+      }
+    }
+    for (Buffer& b : fetched[i]) set.owned_.push_back(std::move(b));
+  }
+  return set;
 }
 
 std::unique_ptr<Communicator> DataPlane::MakeCommunicator(const GangInfo& gang) {

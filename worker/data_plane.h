@@ -3,9 +3,12 @@
 // collective inbox and the ZeroMQ context that lanes open their peer
 // sockets on.
 //
-// A lane asks it for a task's inputs (read locally, or fetched from the
-// producing worker), runs collectives through a Communicator it makes, and
-// stores the outputs.
+// The I/O thread starts fetching a task's remote inputs when it pushes the
+// task (PrefetchInputs: every producer at once, ahead of the task while it
+// waits in its lane's queue; see InputFetcher). A lane then gathers the
+// inputs (the fetched ones, and local ones read from the store, without
+// copying them where it can), runs collectives through a Communicator it
+// makes, and stores the outputs.
 //
 // Thread-safety: Start() and Stop() belong to the I/O thread; the rest is
 // safe from any lane.
@@ -13,7 +16,9 @@
 
 #include <spdlog/logger.h>
 
+#include <atomic>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -23,6 +28,7 @@
 #include "communicator.h"
 #include "data_server.h"
 #include "hmpmd/protocol/messages.h"
+#include "input_fetcher.h"
 #include "object_store.h"
 
 namespace hmpmd::worker {
@@ -34,6 +40,25 @@ struct DataPlaneOptions {
   // out by the controller, which runs the work again; this only bounds how
   // long a lane stays stuck on the dead peer.
   int64_t timeout_us = 10'000'000;
+  // Most bytes of queued tasks' inputs fetched ahead (also kept under
+  // cap_bytes with the stored outputs); 0: fetch when a task starts.
+  uint64_t prefetch_bytes = 256ull << 20;
+};
+
+// A task's inputs as its kernel gets them: the buffers of every input run,
+// in input order. A single input run read from the local store is passed
+// as the stored list itself (no copy); fetched buffers are moved, and a
+// local list is copied only while someone else still holds it.
+class InputSet {
+ public:
+  std::span<const Buffer> buffers() const {
+    return shared_ != nullptr ? std::span<const Buffer>(*shared_) : std::span<const Buffer>(owned_);
+  }
+
+ private:
+  friend class DataPlane;
+  std::shared_ptr<const BufferList> shared_;  // set: the kernel reads this list
+  BufferList owned_;
 };
 
 class DataPlane {
@@ -46,12 +71,23 @@ class DataPlane {
   const std::string& endpoint() const { return server_.endpoint(); }
   ObjectStore& store() { return store_; }
   ActorStates& actor_states() { return actor_states_; }
+  InputFetcher& fetcher() { return fetcher_; }
 
-  // The outputs of every input run, concatenated in input order. When one
-  // cannot be read (not in the store, no location, the peer failed or did
-  // not answer), the error names it and `*lost_run` (if given) is its run.
-  Result<BufferList> GatherInputs(JobId job, const std::vector<InputRef>& inputs,
-                                  uint32_t* lost_run = nullptr);
+  // Starts fetching the remote inputs of `task` (the I/O thread, when it
+  // pushes the task to a lane). Dropping the handle abandons the fetches.
+  PrefetchedInputs PrefetchInputs(const TaskAssign& task);
+
+  // The outputs of every input run, concatenated in input order. `ahead`
+  // (may be null or empty) holds what PrefetchInputs started; fetches not
+  // started yet start now. When inputs cannot be read (not in the store, no
+  // location, the peer failed or did not answer), the error names the
+  // first and `*lost_runs` (if given) gets all their runs. When
+  // `*cancelled` (may be null) becomes true while fetches are out, the
+  // call fails with Cancelled and no lost run.
+  Result<InputSet> GatherInputs(JobId job, const std::vector<InputRef>& inputs,
+                                const PrefetchedInputs* ahead = nullptr,
+                                const std::atomic<bool>* cancelled = nullptr,
+                                std::vector<uint32_t>* lost_runs = nullptr);
   // A communicator for `gang`, to be used by the calling lane only.
   std::unique_ptr<Communicator> MakeCommunicator(const GangInfo& gang);
 
@@ -62,7 +98,8 @@ class DataPlane {
   ObjectStore store_;
   ActorStates actor_states_;
   CollectiveInbox inbox_;
-  DataServer server_;  // last: its thread uses the fields above
+  DataServer server_;     // its thread uses the fields above
+  InputFetcher fetcher_;  // last: its threads use ctx_ and store_
 };
 
 }  // namespace hmpmd::worker

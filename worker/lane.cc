@@ -124,19 +124,18 @@ TaskResult Lane::Execute(const LaneTask& task) {
   // adapter where those exceptions stop.
   // Inputs first: one that cannot be read fails the task, naming it
   // (lost_inputs), and the kernel does not run on a partial input list.
-  uint32_t lost = 0;
-  Result<BufferList> inputs = data_->GatherInputs(r.job, task.assign.inputs, &lost);
+  Result<InputSet> inputs = data_->GatherInputs(r.job, task.assign.inputs, &task.inputs_ahead,
+                                                &cancel_running_, &r.lost_inputs);
   if (!inputs.ok()) {
     r.ok = false;
     r.error = inputs.status().message();
-    r.lost_inputs.push_back(lost);
     r.end_us = NowUs();
-    log_->debug("{}: job {} task {} attempt {}: input run {} lost: {}", name_, r.job, r.task,
-                r.attempt, lost, r.error);
+    log_->debug("{}: job {} task {} attempt {}: {} input(s) lost: {}", name_, r.job, r.task,
+                r.attempt, r.lost_inputs.size(), r.error);
     return r;
   }
   try {
-    BufferList outputs = RunKernel(task, *inputs);
+    BufferList outputs = RunKernel(task, inputs->buffers());
     r.output_bytes = ObjectStore::BytesOf(outputs);
     // No buffers: nothing to keep (consumers skip a producer of 0 bytes).
     if (!outputs.empty() && task.assign.reads != TaskAssign::kDropOutputs) {
@@ -167,7 +166,7 @@ TaskResult Lane::Execute(const LaneTask& task) {
   return r;
 }
 
-BufferList Lane::RunKernel(const LaneTask& task, const BufferList& inputs) {
+BufferList Lane::RunKernel(const LaneTask& task, std::span<const Buffer> inputs) {
   const TaskAssign& a = task.assign;
   const LazyActorState state(&data_->actor_states(), a);
   const KernelArgs args(a.args, &cancel_running_, &state);

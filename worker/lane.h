@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -30,6 +31,9 @@ namespace hmpmd::worker {
 struct LaneTask {
   TaskAssign assign;
   const Kernel* kernel = nullptr;  // owned by the Worker; outlives the lane
+  // Its remote inputs, fetched while it waits in the queue (may be empty).
+  // Dropping the task drops them.
+  PrefetchedInputs inputs_ahead;
 };
 
 class Lane {
@@ -62,7 +66,7 @@ class Lane {
  private:
   void Loop() EXCLUDES(mu_);
   TaskResult Execute(const LaneTask& task);
-  BufferList RunKernel(const LaneTask& task, const BufferList& inputs);
+  BufferList RunKernel(const LaneTask& task, std::span<const Buffer> inputs);
 
   const std::string name_;  // "cube0", "vector1"
   CompletionQueue* const done_;

@@ -67,6 +67,11 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_file,
                  "JSON device description {\"name\", \"cores\": {\"cube\", \"vector\"}, "
                  "\"memory_mb\"}; flags given beside it win");
+  app.add_option("--prefetch-mb", options.prefetch_mb,
+                 "Most MiB of queued tasks' inputs fetched ahead, within --memory-mb too "
+                 "(0: fetch when a task starts)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
+      ->capture_default_str();
   app.add_option("--data-host", options.data_host,
                  "Interface of the data socket peers fetch from (default: the one that "
                  "reaches the controller)");

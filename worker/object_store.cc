@@ -25,7 +25,9 @@ Status ObjectStore::Put(JobId job, uint32_t run, BufferList outputs, uint32_t re
   }
   used_ = used_ - replaced + bytes;
   Entry& e = entries_[key];
-  e.outputs = std::make_shared<const BufferList>(std::move(outputs));
+  // Not a const object: the last holder of a freed list may move its
+  // buffers out (DataPlane::GatherInputs).
+  e.outputs = std::make_shared<BufferList>(std::move(outputs));
   e.bytes = bytes;
   e.reads_left = reads;
   return Status::Ok();

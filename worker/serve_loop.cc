@@ -42,7 +42,9 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
       log_(log),
       link_(options.controller_endpoint),
       completions_(wake),
-      data_(DataPlaneOptions{options.data_host, options.memory_mb << 20, 60'000'000}, log),
+      data_(DataPlaneOptions{options.data_host, options.memory_mb << 20, 60'000'000,
+                             options.prefetch_mb << 20},
+            log),
       backoff_(int64_t{options.reconnect_backoff_min_ms} * 1000,
                int64_t{options.reconnect_backoff_max_ms} * 1000) {
   if (!options.curve_server_key.empty()) {
@@ -295,7 +297,9 @@ void ServeLoop::Dispatch(AssignBatch& batch) {
     }
     held_[{task.job, task.task}] =
         HeldTask{task.job, task.task, task.attempt, task.core, task.lane};
-    lanes[task.lane]->Push(LaneTask{std::move(task), &kernel->second});
+    // Its remote inputs are fetched from now on, while it waits its turn.
+    PrefetchedInputs ahead = data_.PrefetchInputs(task);
+    lanes[task.lane]->Push(LaneTask{std::move(task), &kernel->second, std::move(ahead)});
     ++in_flight_;
   }
 }

@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <span>
 
+#include "collective_kernels.h"
 #include "communicator.h"
 #include "data_server.h"
 
@@ -107,8 +110,8 @@ int RingMember(uint32_t rank, uint32_t p, size_t bytes, int to_parent, int from_
 }
 
 // A collective member: bind, swap endpoints, run `op` Reps() times.
-int Member(const std::string& op, uint32_t rank, uint32_t p, size_t bytes, int to_parent,
-           int from_parent) {
+int Member(const std::string& op, uint32_t rank, uint32_t p, size_t bytes, bool as_task,
+           int to_parent, int from_parent) {
   if (op == "ring") return RingMember(rank, p, bytes, to_parent, from_parent);
   spdlog::logger log("bench");
   zmq::context_t ctx(1);
@@ -130,6 +133,12 @@ int Member(const std::string& op, uint32_t rank, uint32_t p, size_t bytes, int t
     const size_t b = bytes * d / p, e = bytes * (d + 1) / p;
     blocks.push_back(whole.subspan(b, e - b));
   }
+  // The task path: one input buffer as a lane passes it to the kernel.
+  BufferList inputs(1);
+  inputs[0].shape = {static_cast<int64_t>(data.size())};
+  inputs[0].data.resize(data.size() * sizeof(float));
+  if (!data.empty()) std::memcpy(inputs[0].data.data(), data.data(), inputs[0].data.size());
+  const Args no_args;
   double cpu = 0;
   for (int rep = -1; rep < Reps(bytes); ++rep) {
     // A one-float all-reduce lines the members up, so a rep does not time
@@ -137,7 +146,17 @@ int Member(const std::string& op, uint32_t rank, uint32_t p, size_t bytes, int t
     if (!comm.AllReduce(token).ok()) return 14;
     const auto start = Clock::now();
     const double cpu_start = CpuSeconds();
-    Status s = op == "allreduce" ? comm.AllReduce(data) : comm.AllToAll(blocks, &out, &sizes);
+    Status s;
+    if (as_task) {
+      try {
+        // Its output goes to the store in a worker; here it is freed.
+        BufferList got = RunCollective(op, KernelArgs(no_args), inputs, comm);
+      } catch (const std::exception& e) {
+        s = Status::Unavailable(e.what());
+      }
+    } else {
+      s = op == "allreduce" ? comm.AllReduce(data) : comm.AllToAll(blocks, &out, &sizes);
+    }
     if (!s.ok()) {
       std::fprintf(stderr, "rank %u: %s\n", rank, s.ToString().c_str());
       return 12;
@@ -159,7 +178,7 @@ double Median(std::vector<double> v) {
   return v.empty() ? -1 : v[v.size() / 2];
 }
 
-GangTime RunGang(const std::string& op, uint32_t p, size_t bytes) {
+GangTime RunGang(const std::string& op, uint32_t p, size_t bytes, bool as_task) {
   std::vector<pid_t> pids;
   std::vector<int> up_r, down_w;
   for (uint32_t rank = 0; rank < p; ++rank) {
@@ -170,7 +189,7 @@ GangTime RunGang(const std::string& op, uint32_t p, size_t bytes) {
       ::close(up[0]);
       ::close(down[1]);
       for (int fd : down_w) ::close(fd);
-      ::_exit(Member(op, rank, p, bytes, up[1], down[0]));
+      ::_exit(Member(op, rank, p, bytes, as_task, up[1], down[0]));
     }
     ::close(up[1]);
     ::close(down[0]);

@@ -23,7 +23,10 @@ struct GangTime {
 
 // Forks `p` members running `op` ("allreduce", "alltoall", or "ring": the
 // raw ring moving `bytes` per rank) on `bytes` and collects their reports.
-GangTime RunGang(const std::string& op, uint32_t p, size_t bytes);
+// `as_task`: members run the collective as a lane runs a task's kernel
+// (RunCollective: an input buffer in, a new output buffer out, as the task
+// path allocates and copies), not the Communicator call in place.
+GangTime RunGang(const std::string& op, uint32_t p, size_t bytes, bool as_task = false);
 
 // Raw ZeroMQ: median seconds to move `bytes` from one process to another
 // over DEALER -> ROUTER, acknowledged, as one message or (chunked) in

@@ -79,6 +79,13 @@ struct WorkerOptions {
   std::string curve_server_key;
   std::string curve_public_key;
   std::string curve_secret_key;
+
+  /// Most MiB of the inputs of tasks waiting in a lane's queue that the
+  /// worker fetches from their producers ahead, while earlier tasks run.
+  /// Fetches ahead also stay within `memory_mb` together with the stored
+  /// outputs. Default: 256. 0: a task's inputs are fetched when it starts
+  /// (still from all its producers at once).
+  uint64_t prefetch_mb = 256;
 };
 
 }  // namespace hmpmd::worker
