@@ -70,11 +70,18 @@ function renderPool() {
 }
 
 // --- jobs ---
+// A job only moves forward (queued, running, ended). A REST snapshot asked
+// for before an event arrived can answer after it, with an older state:
+// it must not undo the event.
+const JOB_STATE_RANK = { queued: 0, running: 1, succeeded: 2, failed: 2, cancelled: 2 };
+// Returns false when `j` is older than what the page knows.
 function upsertJob(j) {
   const old = state.jobs.get(j.id);
+  if (old && (JOB_STATE_RANK[j.state] ?? 0) < (JOB_STATE_RANK[old.state] ?? 0)) return false;
   state.jobs.set(j.id, Object.assign(old || {}, j));
   const ended = j.state === 'succeeded' || j.state === 'failed' || j.state === 'cancelled';
   if (ended) timeline.endJob(j.id);
+  return true;
 }
 
 function shownJob() {
@@ -119,7 +126,8 @@ async function renderJobPage() {
     getJson('/api/v1/jobs/' + id + '/tasks?state=ready&limit=50'),
     getJson('/api/v1/jobs/' + id + '/tasks?state=blocked&limit=50'),
     fetch('/metrics').then((r) => r.text())]);
-  upsertJob(job);
+  // A stale answer: render again shortly, from a fresher one.
+  if (!upsertJob(job)) jobDirty = true;
   $('job-title').textContent = id + ' ' + job.name + ' (' + job.state + ')';
   // Step metrics: final ones when ended, else the running step's from /metrics.
   const live = (name) => {
