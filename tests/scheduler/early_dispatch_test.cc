@@ -251,6 +251,19 @@ TEST_F(EarlyDispatchTest, InAnOpenJobAFailedProducerEndsItsEarlyConsumerOnItsWor
   EXPECT_EQ(b->device, 0u) << "dispatched: the controller stops it on its worker";
 }
 
+TEST_F(EarlyDispatchTest, CancellingTheJobEndsTheRunsQueuedAheadAndFreesTheCore) {
+  Make();
+  s_->AddDevice(Device("d0", 1));
+  Add(SpecBuilder().Chain({"a", "b", "c"}, 1000));
+  ASSERT_EQ(Step(0).size(), 2u);
+  ASSERT_TRUE(Rec("c").early);
+  ASSERT_TRUE(s_->CancelJob(job_, "by the user", 10).ok());
+  for (const char* id : {"a", "b", "c"}) EXPECT_EQ(Rec(id).state, TaskState::kCancelled) << id;
+  EXPECT_EQ(s_->pool().core(0).queued, 0u);
+  EXPECT_TRUE(Step(20).empty()) << "the parked entry is stale";
+  EXPECT_FALSE(Done("a", 0, 1000)) << "a late result is ignored";
+}
+
 TEST_F(EarlyDispatchTest, WorkerDeathRequeuesBothAndTheEarlyRunKeepsItsAttempts) {
   Make(/*early=*/true, /*max_attempts=*/2);
   const DeviceId d0 = s_->AddDevice(Device("d0", 1));
