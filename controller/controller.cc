@@ -486,9 +486,19 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
       a.reads = TaskAssign::kDropOutputs;
     }
   }
+  bool ahead = false;
   for (uint32_t p : gt.inputs) {
     InputRef in;
     in.run = base + p;
+    if (job.runs[in.run].state != TaskState::kDone) {
+      // Dispatched early, behind its producer on the same lane: the worker
+      // reads what that run left there, once it ran and succeeded.
+      in.bytes = InputRef::kAhead;
+      in.endpoint = workers_[device_worker_[d.device]].data_endpoint;
+      a.inputs.push_back(std::move(in));
+      ahead = true;
+      continue;
+    }
     // The size is known even where no worker holds the output (after a
     // restart); an empty endpoint then fails the task, naming the input.
     in.bytes = job.runs[in.run].output_bytes;
@@ -498,6 +508,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
     }
     a.inputs.push_back(std::move(in));
   }
+  counters_.early_runs += ahead;
   if (gt.group == kNoGroup) return;
   auto [tag, fresh] = round_gangs_.try_emplace({d.job, base, gt.group}, 0);
   if (fresh) tag->second = (static_cast<uint64_t>(started_at_) << 24) ^ ++next_gang_;

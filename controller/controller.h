@@ -51,12 +51,15 @@ struct ControllerOptions {
   // Live defaults: up to 64 tasks queued per core while the estimated work
   // waiting behind the running task stays under 200 us, which hides the
   // dispatch round trip: for tiny tasks, and for a long task's successor,
-  // which starts as soon as the long one ends.
+  // which starts as soon as the long one ends. Early dispatch on: a task
+  // whose producers all run on one core queues behind them there, so a
+  // dependency on that core costs no round trip either.
   SchedulerOptions scheduler = [] {
     SchedulerOptions o;
     o.pool.max_queue_per_core = 64;
     o.pool.lookahead_us = 200;
     o.pool.lookahead_waiting_only = true;
+    o.early_dispatch = true;
     return o;
   }();
   SpecLimits spec_limits;
@@ -135,6 +138,7 @@ struct ControllerCounters {
   uint64_t adopted_outputs = 0;  // stored outputs re-registered workers reported
   uint64_t rebuilt_runs = 0;     // done runs run again for outputs held nowhere
   uint64_t lost_inputs = 0;      // task runs that could not read an input
+  uint64_t early_runs = 0;       // runs dispatched behind a producer not yet done
 };
 
 class Controller {

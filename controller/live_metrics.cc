@@ -107,6 +107,9 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   metric("hmpmd_lost_inputs_total", "counter",
          "Task runs that could not read an input, which was then rebuilt.",
          static_cast<double>(k.lost_inputs));
+  metric("hmpmd_early_dispatched_total", "counter",
+         "Task runs dispatched behind a producer on the same core before it finished.",
+         static_cast<double>(k.early_runs));
   metric("hmpmd_rebuilt_runs_total", "counter",
          "Done task runs run again at the end of a restart for outputs no worker held.",
          static_cast<double>(k.rebuilt_runs));

@@ -90,9 +90,11 @@ void CostModel::Observe(const TaskSpec& t, double duration_us, uint32_t device) 
   auto it = calibrated_.find(BucketKey(t));
   if (it != calibrated_.end() && it->second.mean > 0) {
     // This device against the calibrated mean (other devices' samples
-    // divided by their factors).
-    factor += options_.ewma_alpha * (duration_us / it->second.mean - factor);
-    factor = std::max(factor, 1e-3);
+    // divided by their factors), floored at 1 us as Estimate() is: against
+    // a mean below that, sub-microsecond kernels (noop) fed the factor and
+    // the mean into each other until estimates overflowed.
+    factor += options_.ewma_alpha * (duration_us / std::max(1.0, it->second.mean) - factor);
+    factor = std::clamp(factor, 1e-3, 1e3);
   }
   Observe(t, duration_us / factor);
 }

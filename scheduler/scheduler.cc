@@ -53,6 +53,7 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
   if (!pool_.device(id).alive) return;
   const std::vector<CoreId>& cores = pool_.device(id).cores;
   pool_.RemoveDevice(id);
+  for (CoreId c : cores) parked_.erase(c);  // their runs are recalled below
   policy_->OnDeviceRemoved(id, pool_);
   for (auto& [job_id, job] : jobs_) {
     if (IsTerminal(job.state)) continue;
@@ -98,7 +99,8 @@ size_t Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_rea
   --job.done;
   ++job.left_in_step;
   // Its consumers wait for it again; one that was reading the lost output
-  // starts over (its late result is stale by attempt).
+  // starts over (its late result is stale by attempt), and so do those
+  // dispatched ahead of that one (early dispatch).
   for (uint32_t c : g.task(index).consumers) {
     TaskRecord& cr = job.runs[base + c];
     if (cr.state == TaskState::kRunning && restart_readers) {
@@ -106,29 +108,27 @@ size_t Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_rea
       ++cr.attempt;
       cr.core = kNoCore;
       cr.state = TaskState::kBlocked;
-      cr.pending = 0;
+      RecallEarly(job, base + c, now);
     } else if (cr.state == TaskState::kReady) {
       cr.state = TaskState::kBlocked;  // its heap entry is skipped as stale
-      cr.pending = 0;
+      cr.early = false;
     }
-    if (cr.state == TaskState::kBlocked) ++cr.pending;
+    // Counted afresh (one ready early or adopted may wait for others too);
+    // a reader left running is now ahead of this input.
+    if (cr.state == TaskState::kBlocked || cr.state == TaskState::kRunning) {
+      cr.pending = CountPending(job, base + c);
+    }
   }
   // Inputs it needs that are gone too are rebuilt first.
-  rec.pending = 0;
   for (uint32_t in : g.task(index).inputs) {
     TaskRecord& p = job.runs[base + in];
     if (OutputAvailable(p)) {
       if (p.held) ++p.reads_left;  // read once more
       continue;
     }
-    // Revive() counts this run as pending when it makes `p` wait; an input
-    // already waiting is counted here.
-    if (p.state == TaskState::kDone) {
-      revived += Revive(job, base + in, now, restart_readers);
-    } else {
-      ++rec.pending;
-    }
+    if (p.state == TaskState::kDone) revived += Revive(job, base + in, now, restart_readers);
   }
+  rec.pending = CountPending(job, run);
   if (rec.pending == 0) MakeReady(job, run, now);
   return revived;
 }
@@ -296,6 +296,7 @@ void Scheduler::ReleaseHeld(TaskRecord& rec) {
 void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
   TaskRecord& rec = job.runs[run];
   rec.state = TaskState::kReady;
+  rec.early = rec.pending > 0;  // ReadyEarlyConsumers: placed on its inputs' core only
   TaskView v = View(job, run);
   policy_->OnReady(v);
   if (v.task->group != kNoGroup) {
@@ -319,6 +320,7 @@ void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
   pool_.Release(rec.core, rec.est_us, now);
   policy_->OnReleased(job.id, static_cast<uint32_t>(&rec - job.runs.data()), rec.core, pool_);
   --job.running;
+  if (!parked_.empty()) Unpark(rec.core);
 }
 
 bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs start, TimeUs end,
@@ -350,9 +352,22 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   }
   for (uint32_t c : g.task(index).consumers) {
     TaskRecord& consumer = job.runs[base + c];
-    // An adopted run (AdoptRun) may already be running.
-    if (--consumer.pending == 0 && consumer.state == TaskState::kBlocked) {
+    // An adopted or early-dispatched run may already be running; one ready
+    // early (parked on this run's core, put back in the heap just above)
+    // may now go anywhere.
+    if (consumer.pending == 0) continue;
+    if (--consumer.pending > 0) {
+      // The inputs still to come may now all run on one core.
+      if (options_.early_dispatch && consumer.state == TaskState::kBlocked &&
+          EarlyCore(job, base + c) != kNoCore) {
+        MakeReady(job, base + c, now);
+      }
+      continue;
+    }
+    if (consumer.state == TaskState::kBlocked) {
       MakeReady(job, base + c, now);
+    } else if (consumer.state == TaskState::kReady) {
+      consumer.early = false;
     }
   }
   if (job.open) {
@@ -381,9 +396,20 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
   uint32_t index = run % g.size();
   std::string where = "task '" + g.spec_task(index).id + "'";
   if (g.steps() > 1) where += " (step " + std::to_string(run / g.size()) + ")";
-  if (retryable && rec.attempt + 1 < options_.max_attempts) {
+  if (retryable && rec.pending > 0) {
+    // Dispatched ahead of an input that is not done (its worker died with
+    // both): it waits for that input again, without losing an attempt.
+    ++rec.attempt;
+    if (rec.recalled < UINT16_MAX) ++rec.recalled;
+    rec.core = kNoCore;
+    rec.state = TaskState::kBlocked;
+    RecallEarly(job, run, now);
+    return true;
+  }
+  if (retryable && AttemptsUsed(rec) + 1 < options_.max_attempts) {
     ++rec.attempt;
     rec.core = kNoCore;
+    RecallEarly(job, run, now);  // before it is ready: its consumers are blocked again
     MakeReady(job, run, now);
     return true;
   }
@@ -516,7 +542,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   // A blocked run counts too: the worker had its inputs, but the store had
   // not yet recorded them done (their results come back from the worker).
   if ((rec.state != TaskState::kReady && rec.state != TaskState::kBlocked) ||
-      attempt < rec.attempt || attempt >= options_.max_attempts) {
+      attempt < rec.attempt || attempt >= options_.max_attempts + rec.recalled) {
     return false;
   }
   CoreId core = kNoCore;
@@ -527,6 +553,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   // Its heap entry is skipped lazily, as for a cancelled run.
   TaskView v = View(job, run);
   rec.state = TaskState::kRunning;
+  rec.early = false;
   rec.attempt = attempt;
   rec.core = core;
   rec.est_us = static_cast<float>(cost_.Estimate(*v.spec, kind, device));
@@ -554,128 +581,6 @@ size_t Scheduler::ready_count() const {
   size_t n = 0;
   for (const auto& q : ready_) n += q.size();
   return n;
-}
-
-void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
-  for (int k = 0; k < kNumCoreKinds; ++k) {
-    CoreKind kind = static_cast<CoreKind>(k);
-    auto& heap = ready_[k];
-    deferred_.clear();
-    while (!heap.empty() && pool_.HasCapacity(kind)) {
-      ReadyItem item = heap.top();
-      heap.pop();
-      auto it = jobs_.find(item.job);
-      if (it == jobs_.end()) continue;
-      JobRun& job = it->second;
-      TaskRecord& rec = job.runs[item.run];
-      if (IsTerminal(job.state) || rec.state != TaskState::kReady) continue;  // stale entry
-      // Priorities may fall while a task waits (a policy's fair share):
-      // re-key lazily when the fresh value drops below the next in line.
-      TaskView fresh = View(job, item.run);
-      fresh.ready_seq = item.seq;
-      fresh.ready_at = item.ready_at;
-      double now_priority = policy_->Priority(fresh);
-      if (now_priority < item.priority && !heap.empty() && now_priority < heap.top().priority) {
-        item.priority = now_priority;
-        heap.push(item);
-        continue;
-      }
-      Placement p = PlaceItem(job, item, now, out);
-      if (p.kind == Placement::Kind::kRetryLater) {
-        deferred_.push_back(item);
-        if (deferred_.size() >= options_.max_deferred) break;
-      } else if (p.kind == Placement::Kind::kInfeasible && job.open) {
-        EndOpenRun(job, item.run, TaskState::kFailed, p.reason, now);
-      } else if (p.kind == Placement::Kind::kInfeasible) {
-        FinishJob(job, JobState::kFailed, p.reason, now);
-      }
-    }
-    for (const ReadyItem& d : deferred_) heap.push(d);
-  }
-}
-
-}  // namespace hmpmd
-
-namespace hmpmd {
-
-void Scheduler::Commit(JobRun& job, uint32_t run, CoreId core, double est_us, TimeUs now,
-                       std::vector<Dispatch>* out) {
-  TaskRecord& rec = job.runs[run];
-  rec.state = TaskState::kRunning;
-  rec.core = core;
-  rec.est_us = static_cast<float>(est_us);
-  rec.dispatched = now;
-  ++job.running;
-  if (job.started < 0) {
-    job.started = now;
-    job.state = JobState::kRunning;
-  }
-  out->push_back({job.id, run, rec.attempt, core, pool_.core(core).device});
-}
-
-Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
-                               std::vector<Dispatch>* out) {
-  const JobGraph& g = *job.graph;
-  uint32_t index = item.run % g.size(), base = item.run - index;
-  uint32_t solo[1] = {index};
-  std::span<const uint32_t> members(solo);
-  uint32_t group = g.task(index).group;
-  if (group != kNoGroup && g.groups()[group].members.front() == index) {
-    const std::vector<uint32_t>& all = g.groups()[group].members;
-    bool gang = std::all_of(all.begin(), all.end(), [&](uint32_t m) {
-      return job.runs[base + m].state == TaskState::kReady;
-    });
-    if (gang) members = all;
-  }
-  // Tentatively assign member by member (so each sees the cores taken by
-  // the ones before it); undo all if one cannot be placed.
-  placed_.clear();
-  for (uint32_t m : members) {
-    TaskView v = View(job, base + m);
-    v.ready_seq = item.seq;
-    v.est_us = cost_.Estimate(*v.spec, v.spec->core);
-    Placement p = policy_->Place(v, pool_, now);
-    if (p.kind == Placement::Kind::kPlaced && members.size() > 1) {
-      // Members of a gang need distinct devices: two on one device could
-      // queue on one lane and wait for each other forever.
-      auto taken = [&](DeviceId d) {
-        return std::any_of(placed_.begin(), placed_.end(),
-                           [&](const auto& e) { return pool_.core(std::get<1>(e)).device == d; });
-      };
-      if (taken(pool_.core(p.core).device)) {
-        p = EarliestCore(v, pool_.core(p.core).kind, pool_,
-                         [&](DeviceId d) { return !taken(d) && policy_->Allows(v, d); });
-      }
-      // Members start together: none waits in a queue that drains later
-      // than the lookahead, holding the others' lanes in the collective.
-      if (p.kind == Placement::Kind::kPlaced && pool_.core(p.core).queued > 0 &&
-          pool_.core(p.core).busy_until > now + static_cast<TimeUs>(pool_.options().lookahead_us)) {
-        p = Placement::RetryLater();
-      }
-    }
-    if (p.kind != Placement::Kind::kPlaced) {
-      for (const auto& [run, core, est] : placed_) {
-        pool_.Release(core, est, now);
-        policy_->OnReleased(job.id, kNoRun, core, pool_);
-      }
-      if (p.kind == Placement::Kind::kInfeasible) {
-        p.reason = g.Describe(m) + ": cannot be placed: " + p.reason;
-      }
-      return p;
-    }
-    // Release() later gets the same estimate back.
-    double est = static_cast<float>(
-        cost_.Estimate(*v.spec, pool_.core(p.core).kind, pool_.core(p.core).device));
-    pool_.Assign(p.core, est, now);
-    placed_.push_back({base + m, p.core, est});
-  }
-  for (const auto& [run, core, est] : placed_) {
-    Commit(job, run, core, est, now, out);
-    TaskView v = View(job, run);
-    v.est_us = est;
-    policy_->OnPlaced(v, core);
-  }
-  return Placement::Placed(placed_.empty() ? 0 : std::get<1>(placed_.front()));
 }
 
 }  // namespace hmpmd

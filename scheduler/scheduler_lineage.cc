@@ -28,20 +28,27 @@ bool Scheduler::OnInputsLost(JobId job_id, uint32_t run, uint32_t attempt,
     producers.push_back(p);
     why = "input " + g.Describe(p - base) + " lost: " + error;
   }
-  if (producers.empty() || rec.attempt + 1 >= options_.max_attempts) {
+  // Lost inputs that are not done: it ran ahead of them (early dispatch,
+  // or adopted after a restart) and they did not finish there. It waits
+  // for them again without losing an attempt.
+  const bool ahead =
+      !producers.empty() && std::none_of(producers.begin(), producers.end(), [&](uint32_t p) {
+        return job.runs[p].state == TaskState::kDone;
+      });
+  if (producers.empty() || (!ahead && AttemptsUsed(rec) + 1 >= options_.max_attempts)) {
     return OnTaskFailed(job_id, run, attempt, why, /*retryable=*/!producers.empty(), now);
   }
   ReleaseRun(job, rec, now);
   ++rec.attempt;
+  if (ahead && rec.recalled < UINT16_MAX) ++rec.recalled;
   rec.core = kNoCore;
   rec.state = TaskState::kBlocked;
+  // Consumers dispatched ahead of this run wait for it again.
+  RecallEarly(job, run, now);
   // Other readers of these outputs that are running now have read them, or
   // report the loss themselves.
   for (uint32_t p : producers) Revive(job, p, now, /*restart_readers=*/false);
-  rec.pending = 0;
-  for (uint32_t in : inputs) {
-    if (job.runs[base + in].state != TaskState::kDone) ++rec.pending;
-  }
+  rec.pending = CountPending(job, run);
   if (rec.pending == 0) MakeReady(job, run, now);
   return true;
 }

@@ -79,8 +79,8 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
                  "input '" + bad_input + "' " +
                      (bad_state == TaskState::kCancelled ? "was cancelled" : "failed"),
                  now);
-    } else if (rec.pending == 0) {
-      MakeReady(job, i, now);
+    } else if (rec.pending == 0 || (options_.early_dispatch && EarlyCore(job, i) != kNoCore)) {
+      MakeReady(job, i, now);  // early when its inputs run on one core
     }
   }
   return Status::Ok();

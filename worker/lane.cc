@@ -110,6 +110,8 @@ void Lane::Loop() {
       MutexLock lock(&mu_);
       running_job_ = 0;
     }
+    if (ran_.size() == kRanKept) ran_.pop_front();
+    ran_.push_back({result.job, result.task, result.ok, result.output_bytes});
     done_->Push(std::move(result));
   }
 }
@@ -124,8 +126,25 @@ TaskResult Lane::Execute(const LaneTask& task) {
   // adapter where those exceptions stop.
   // Inputs first: one that cannot be read fails the task, naming it
   // (lost_inputs), and the kernel does not run on a partial input list.
-  Result<InputSet> inputs = data_->GatherInputs(r.job, task.assign.inputs, &task.inputs_ahead,
-                                                &cancel_running_, &r.lost_inputs);
+  uint32_t lost = 0;
+  std::vector<InputRef> resolved;  // a copy only where some input was produced ahead
+  const bool any_ahead =
+      std::any_of(task.assign.inputs.begin(), task.assign.inputs.end(),
+                  [](const InputRef& in) { return in.bytes == InputRef::kAhead; });
+  if (any_ahead && !ResolveAhead(task.assign, &resolved, &lost)) {
+    r.ok = false;
+    r.error = "input: run " + std::to_string(lost) + ", queued ahead of this task on " + name_ +
+              ", did not succeed there";
+    r.lost_inputs.push_back(lost);
+    r.end_us = NowUs();
+    log_->debug("{}: job {} task {} attempt {}: {}", name_, r.job, r.task, r.attempt, r.error);
+    return r;
+  }
+  // Inputs produced ahead resolve to this worker's own endpoint, which the
+  // fetcher skips, so their positions in task.inputs_ahead still match.
+  Result<InputSet> inputs =
+      data_->GatherInputs(r.job, any_ahead ? resolved : task.assign.inputs, &task.inputs_ahead,
+                          &cancel_running_, &r.lost_inputs);
   if (!inputs.ok()) {
     r.ok = false;
     r.error = inputs.status().message();
@@ -164,6 +183,23 @@ TaskResult Lane::Execute(const LaneTask& task) {
                 task.assign.kernel, r.error);
   }
   return r;
+}
+
+bool Lane::ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint32_t* lost) const {
+  *inputs = a.inputs;
+  for (InputRef& in : *inputs) {
+    if (in.bytes != InputRef::kAhead) continue;
+    // The latest run of it here (a stale attempt may have run before).
+    auto it = std::find_if(ran_.rbegin(), ran_.rend(),
+                           [&](const Ran& r) { return r.job == a.job && r.run == in.run; });
+    if (it == ran_.rend() || !it->ok) {
+      *lost = in.run;
+      return false;
+    }
+    in.bytes = it->bytes;  // 0: nothing kept, nothing to read
+    in.endpoint = data_->endpoint();
+  }
+  return true;
 }
 
 BufferList Lane::RunKernel(const LaneTask& task, std::span<const Buffer> inputs) {

@@ -4,8 +4,13 @@
 // leaves each result in the CompletionQueue. Lanes of different cores run
 // at the same time; that is the core-level MPMD of DESIGN.md.
 //
+// A task dispatched early (InputRef::kAhead) runs only when each producer
+// queued ahead of it on this lane ran here and succeeded; otherwise it
+// reports those inputs lost and runs no kernel.
+//
 // Thread-safety: Push(), CancelJob() and Stop() belong to the I/O thread;
-// the lane thread only pops its queue. The queue is guarded by mu_.
+// the lane thread only pops its queue. The queue is guarded by mu_; ran_
+// belongs to the lane thread.
 #pragma once
 
 #include <spdlog/logger.h>
@@ -17,6 +22,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "completion_queue.h"
 #include "data_plane.h"
@@ -66,6 +72,10 @@ class Lane {
  private:
   void Loop() EXCLUDES(mu_);
   TaskResult Execute(const LaneTask& task);
+  // Resolves inputs produced ahead on this lane (InputRef::kAhead) to the
+  // local store, from ran_; false (and the run in `*lost`) when one did not
+  // run here or failed.
+  bool ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint32_t* lost) const;
   BufferList RunKernel(const LaneTask& task, std::span<const Buffer> inputs);
 
   const std::string name_;  // "cube0", "vector1"
@@ -81,6 +91,17 @@ class Lane {
   JobId running_job_ GUARDED_BY(mu_) = 0;  // 0: idle
   uint32_t running_run_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> cancel_running_{false};  // the running task's cancel flag
+
+  // The last kRanKept tasks this lane ran, oldest first: what a task
+  // dispatched behind its producer checks. Lane thread only.
+  struct Ran {
+    JobId job = 0;
+    uint32_t run = 0;
+    bool ok = false;
+    uint64_t bytes = 0;
+  };
+  static constexpr size_t kRanKept = 4096;  // well above a core's queue
+  std::deque<Ran> ran_;
 
   std::thread thread_;  // last: starts after the fields above exist
 };

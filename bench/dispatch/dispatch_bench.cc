@@ -2,7 +2,9 @@
 //
 //  (a) raw DEALER/ROUTER round trip on loopback, between two processes;
 //  (b) a chain of dependent noop tasks through the controller and one
-//      worker: per-task latency, and its ratio to (a);
+//      worker: per-task latency, and its ratio to (a) (with early dispatch,
+//      the controller's default, a link queues behind its running producer
+//      and pays no round trip; --no-early-dispatch measures the round trip);
 //  (c) independent noop tasks over two workers: tasks per second.
 // Each figure is the median of --runs runs, printed with min and max.
 #include <signal.h>
@@ -31,8 +33,9 @@ using bench::Summarise;
 
 using Clock = std::chrono::steady_clock;
 
-LocalClusterOptions ClusterOptions(int workers) {
+LocalClusterOptions ClusterOptions(int workers, bool early) {
   LocalClusterOptions o;
+  o.controller.scheduler.early_dispatch = early;
   o.workers = workers;
   o.cores = "cube=1";
   o.worker_binary = HMPMD_WORKER_BIN;
@@ -47,12 +50,14 @@ int main(int argc, char** argv) {
   using namespace hmpmd;
   CLI::App app{"bench/dispatch: dispatch latency and throughput against raw ZeroMQ"};
   int runs = 3, chain = 10'000, independent = 200'000, round_trips = 20'000;
-  bool smoke = false;
+  bool smoke = false, no_early = false;
   app.add_option("--runs", runs, "Runs per figure (the median is reported)")->capture_default_str();
   app.add_option("--chain", chain, "Tasks in the dependent chain")->capture_default_str();
   app.add_option("--independent", independent, "Independent tasks")->capture_default_str();
   app.add_option("--round-trips", round_trips, "Raw round trips per run")->capture_default_str();
   app.add_flag("--smoke", smoke, "Small sizes, one run (for CI)");
+  app.add_flag("--no-early-dispatch", no_early,
+               "Dispatch a task only once its input's result reached the controller");
   CLI11_PARSE(app, argc, argv);
   if (smoke) {
     runs = 1;
@@ -69,7 +74,7 @@ int main(int argc, char** argv) {
     raw.push_back(us);
   }
   {
-    LocalCluster one(ClusterOptions(1));
+    LocalCluster one(ClusterOptions(1, !no_early));
     if (Status st = one.Start(); !st.ok())
       return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
     auto g = NoopJob(chain, true);
@@ -77,7 +82,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < runs; ++r) chain_us.push_back(JobSeconds(one, g) * 1e6 / chain);
   }
   {
-    LocalCluster two(ClusterOptions(2));
+    LocalCluster two(ClusterOptions(2, !no_early));
     if (Status st = two.Start(); !st.ok())
       return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
     auto g = NoopJob(independent, false);
@@ -85,7 +90,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < runs; ++r) tput.push_back(independent / JobSeconds(two, g));
   }
   Stats a = Summarise(raw), b = Summarise(chain_us), c = Summarise(tput);
-  std::printf("bench/dispatch: median of %d run(s) [min .. max]\n", runs);
+  std::printf("bench/dispatch: median of %d run(s) [min .. max]; early dispatch %s\n", runs,
+              no_early ? "off" : "on");
   std::printf("  (a) raw DEALER/ROUTER round trip       %9.1f us      [%.1f .. %.1f]\n", a.median,
               a.min, a.max);
   std::printf("  (b) chain of %6d noop tasks          %9.1f us/task [%.1f .. %.1f]\n", chain,

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   int raw_batch = 64, raw_window = 2;
   int lookahead_us = -1;
   std::string multimodal, csv_path;
-  bool smoke = false, no_raw = false, count_running = false;
+  bool smoke = false, no_raw = false, count_running = false, no_early = false;
   app.add_option("--runs", runs, "Timed runs per figure")->capture_default_str();
   app.add_option("--independent", independent, "Workload 1: independent noop tasks")
       ->capture_default_str();
@@ -177,6 +177,10 @@ int main(int argc, char** argv) {
   app.add_flag("--count-running", count_running,
                "The lookahead counts the running task's work too (the old rule: no task queues "
                "behind a task longer than the lookahead)");
+  app.add_flag("--no-early-dispatch", no_early,
+               "Place a task only once its inputs' results reached the controller (the "
+               "controller's default dispatches a task early, queued behind producers that run "
+               "on one core)");
   app.add_flag("--no-raw", no_raw, "Skip the raw ZeroMQ baseline");
   app.add_flag("--smoke", smoke, "Small sizes, one run (for CI)");
   CLI11_PARSE(app, argc, argv);
@@ -236,6 +240,7 @@ int main(int argc, char** argv) {
   opts.log_level = "error";
   if (lookahead_us >= 0) opts.controller.scheduler.pool.lookahead_us = lookahead_us;
   if (count_running) opts.controller.scheduler.pool.lookahead_waiting_only = false;
+  if (no_early) opts.controller.scheduler.early_dispatch = false;
   LocalCluster cluster(opts);
   if (Status st = cluster.Start(); !st.ok()) {
     cluster.Stop();

@@ -32,6 +32,7 @@ struct ControllerArgs {
   std::string log_level = "info";
   uint32_t heartbeat_ms = 500;
   uint32_t worker_timeout_ms = 5000;
+  bool no_early_dispatch = false;
 };
 
 int ControllerMain(const ControllerArgs& a) {
@@ -46,6 +47,7 @@ int ControllerMain(const ControllerArgs& a) {
   opts.spec_limits.max_tasks = a.max_tasks;
   opts.spec_limits.max_bytes = a.max_spec_mb << 20;
   opts.recovery_grace_ms = a.recovery_grace_ms;
+  if (a.no_early_dispatch) opts.scheduler.early_dispatch = false;
   if (!a.curve_keys.empty()) {
     auto keys = LoadCurveServerKeys(a.curve_keys);
     if (!keys.ok()) return Fail(keys.status());
@@ -172,6 +174,9 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--log-level", args->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
+  sub->add_flag("--no-early-dispatch", args->no_early_dispatch,
+                "Send a task only once its inputs' results are back (by default a task whose "
+                "producers all run on one core is queued behind them there)");
   sub->callback([args, exit_code] { *exit_code = ControllerMain(*args); });
 }
 

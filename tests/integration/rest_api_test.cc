@@ -165,7 +165,10 @@ TEST_F(RestApiTest, WaitingTasksSayWhatTheyWaitFor) {
                            {"kernel", "sleep"},
                            {"args", {{"us", 3000000}}},
                            {"cost", {{"flops", 1e15}}}});
-  spec["tasks"].push_back({{"id", "b0"}, {"kernel", "noop"}, {"inputs", {"a0"}}});
+  // b0 on the vector core: on a0's cube core it would be dispatched early,
+  // queued behind a0, and not wait at the controller.
+  spec["tasks"].push_back(
+      {{"id", "b0"}, {"kernel", "noop"}, {"core", "vector"}, {"inputs", {"a0"}}});
   for (int i = 0; i < 4; ++i) {
     spec["tasks"].push_back({{"id", "c" + std::to_string(i)},
                              {"kernel", "sleep"},

@@ -226,5 +226,21 @@ TEST_F(CostModelTest, TimersAndCommunicationDoNotMoveADevicesFactor) {
   EXPECT_DOUBLE_EQ(m.Estimate(spin, CoreKind::kCube, 1), m.Estimate(spin, CoreKind::kCube));
 }
 
+// Sub-microsecond kernels (noop) measured as 0 or 1 us: the device factor
+// and the mean once fed each other until the estimate overflowed, and the
+// live lookahead (estimated work queued on a core) stopped queueing them.
+TEST_F(CostModelTest, SubMicrosecondKernelsKeepASmallEstimate) {
+  constexpr uint64_t kSeed = 11;
+  test::LogSeed("cost_noop", kSeed);
+  std::mt19937_64 rng(kSeed);
+  CostModel m = Model();
+  TaskSpec noop = TaskBuilder("n", "noop");
+  for (int i = 0; i < 20000; ++i) {
+    m.Observe(noop, static_cast<double>(rng() % 3 == 0), static_cast<uint32_t>(rng() % 2));
+    ASSERT_LE(m.Estimate(noop, CoreKind::kCube, 0), 5.0) << "after " << i + 1 << " samples";
+    ASSERT_LE(m.Estimate(noop, CoreKind::kCube, 1), 5.0) << "after " << i + 1 << " samples";
+  }
+}
+
 }  // namespace
 }  // namespace hmpmd

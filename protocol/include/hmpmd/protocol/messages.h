@@ -147,9 +147,14 @@ struct HeartbeatAck {
 // Where one input of a task lives: every output of producer run `run` of
 // the same job, held by the worker whose data socket is `endpoint`.
 struct InputRef {
+  // `bytes` of an input produced ahead on the same lane (early dispatch):
+  // its producer was queued on this lane before this task and has not
+  // finished yet; the lane reads what it left in the local store once it
+  // ran and succeeded there, else it reports the input lost.
+  static constexpr uint64_t kAhead = UINT64_MAX;
   uint32_t run = 0;
   std::string endpoint;
-  uint64_t bytes = 0;  // total size of that run's outputs
+  uint64_t bytes = 0;  // total size of that run's outputs; kAhead: not known yet
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(run, endpoint, bytes);

@@ -7,7 +7,9 @@
 // virtual time.
 //
 // Life of a task run: blocked -> ready (inputs done) -> running (placed on a
-// core; for the controller, dispatched) -> done | failed. Steps of a job
+// core; for the controller, dispatched) -> done | failed. With
+// SchedulerOptions::early_dispatch a run may also be ready, and running,
+// before its inputs are done (see scheduler_early.cc). Steps of a job
 // (spec.repeat) run in order: step k+1's tasks are released when step k is
 // done. The members of a collective group (JobGraph::groups()) are a gang:
 // they become schedulable when all are ready and are placed together, a
@@ -44,6 +46,13 @@ inline constexpr CoreId kNoCore = UINT32_MAX;
 
 struct TaskRecord {
   TaskState state = TaskState::kBlocked;
+  // Ready ahead of its inputs (early dispatch): every input not yet done
+  // is running on one core, and it may go only there (pending > 0).
+  bool early = false;
+  // Attempts it was given back without running (recalled because an input
+  // it was dispatched ahead of did not finish); they do not count against
+  // SchedulerOptions::max_attempts.
+  uint16_t recalled = 0;
   uint32_t attempt = 0;
   uint32_t pending = 0;  // inputs not yet done
   CoreId core = kNoCore;
@@ -123,6 +132,17 @@ struct SchedulerOptions {
   // Ready tasks a Schedule() call may set aside as RetryLater per core kind
   // before it stops looking. Bounds the work of one call. Default: 64.
   uint32_t max_deferred = 64;
+  // Early (asynchronous) dispatch: a run whose unfinished inputs are all
+  // produced by runs placed on one core C becomes ready at once and may
+  // be placed on C only (within C's lookahead), queued behind its
+  // producers; the worker's lane runs in order, so its inputs are in the
+  // local store when it starts, and the worker->controller->worker round
+  // trip leaves the dependency. Not for collective members nor consumers
+  // of one. A run dispatched ahead whose producer does not finish is
+  // recalled without losing an attempt. Default: false (the simulator has
+  // no round trip to hide and does not model lane queues); the controller
+  // turns it on.
+  bool early_dispatch = false;
 };
 
 class Scheduler {
@@ -263,6 +283,28 @@ class Scheduler {
   // Places one ready item (a gang when it leads one); the outcome of the
   // first member that could not be placed, or kPlaced.
   Placement PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now, std::vector<Dispatch>* out);
+  // Early dispatch (scheduler_early.cc). The core every input of `run`
+  // not yet done runs on, or kNoCore when they are not all on one core (or
+  // one is a collective member, or `run` is one).
+  CoreId EarlyCore(const JobRun& job, uint32_t run) const;
+  // After `run` was placed: readies its blocked consumers that may now be
+  // dispatched ahead of their inputs.
+  void ReadyEarlyConsumers(JobRun& job, uint32_t run, TimeUs now);
+  // Places an early-ready item on its producers' core, parks it there when
+  // that core has no room (it is looked at again when the core frees), or
+  // leaves it when it is stale. Returns true when it placed it.
+  bool PlaceEarly(JobRun& job, const ReadyItem& item, TimeUs now, std::vector<Dispatch>* out);
+  // `run` stopped running (requeued, restarted, waiting for a rebuilt
+  // input): consumers dispatched or readied ahead of it go back to blocked,
+  // recursively; a running one gets a new attempt that does not count.
+  void RecallEarly(JobRun& job, uint32_t run, TimeUs now);
+  // Puts the items parked on `core` back in the ready heap (it released a
+  // run, so it may have room).
+  void Unpark(CoreId core);
+  // Inputs of `run` not done.
+  uint32_t CountPending(const JobRun& job, uint32_t run) const;
+  // Attempts that count against max_attempts.
+  static uint32_t AttemptsUsed(const TaskRecord& rec) { return rec.attempt - rec.recalled; }
   Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
   // Takes a run's outputs off its device's held bytes (read or freed).
   void ReleaseHeld(TaskRecord& rec);
@@ -291,6 +333,9 @@ class Scheduler {
   uint64_t ready_seq_ = 0;
   std::array<std::priority_queue<ReadyItem>, kNumCoreKinds> ready_;
   std::vector<ReadyItem> deferred_;
+  // Early-ready items waiting for room on their producers' core, by core;
+  // put back in the ready heap when that core releases a run.
+  std::map<CoreId, std::vector<ReadyItem>> parked_;
   std::vector<std::tuple<uint32_t, CoreId, double>> placed_;  // PlaceItem scratch
   std::vector<RunEnded> ended_;
   std::vector<OutputFreed> freed_;

@@ -1,0 +1,139 @@
+// Scheduler: placement. Schedule() walks the ready heaps in priority order
+// and places each item through the policy (PlaceItem, a gang at a time) or,
+// for a run ready ahead of its inputs, on its producers' core (PlaceEarly,
+// scheduler_early.cc). The rest of the class is in scheduler.cc.
+#include <algorithm>
+#include <span>
+#include <tuple>
+
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
+  for (int k = 0; k < kNumCoreKinds; ++k) {
+    CoreKind kind = static_cast<CoreKind>(k);
+    auto& heap = ready_[k];
+    deferred_.clear();
+    while (!heap.empty() && pool_.HasCapacity(kind)) {
+      ReadyItem item = heap.top();
+      heap.pop();
+      auto it = jobs_.find(item.job);
+      if (it == jobs_.end()) continue;
+      JobRun& job = it->second;
+      TaskRecord& rec = job.runs[item.run];
+      if (IsTerminal(job.state) || rec.state != TaskState::kReady) continue;  // stale entry
+      // Priorities may fall while a task waits (a policy's fair share):
+      // re-key lazily when the fresh value drops below the next in line.
+      TaskView fresh = View(job, item.run);
+      fresh.ready_seq = item.seq;
+      fresh.ready_at = item.ready_at;
+      double now_priority = policy_->Priority(fresh);
+      if (now_priority < item.priority && !heap.empty() && now_priority < heap.top().priority) {
+        item.priority = now_priority;
+        heap.push(item);
+        continue;
+      }
+      if (rec.early) {  // its core or nothing: never deferred
+        PlaceEarly(job, item, now, out);
+        continue;
+      }
+      Placement p = PlaceItem(job, item, now, out);
+      if (p.kind == Placement::Kind::kRetryLater) {
+        deferred_.push_back(item);
+        if (deferred_.size() >= options_.max_deferred) break;
+      } else if (p.kind == Placement::Kind::kInfeasible && job.open) {
+        EndOpenRun(job, item.run, TaskState::kFailed, p.reason, now);
+      } else if (p.kind == Placement::Kind::kInfeasible) {
+        FinishJob(job, JobState::kFailed, p.reason, now);
+      }
+    }
+    for (const ReadyItem& d : deferred_) heap.push(d);
+  }
+}
+
+void Scheduler::Commit(JobRun& job, uint32_t run, CoreId core, double est_us, TimeUs now,
+                       std::vector<Dispatch>* out) {
+  TaskRecord& rec = job.runs[run];
+  rec.state = TaskState::kRunning;
+  rec.early = false;  // placed ahead of its inputs when pending > 0
+  rec.core = core;
+  rec.est_us = static_cast<float>(est_us);
+  rec.dispatched = now;
+  ++job.running;
+  if (job.started < 0) {
+    job.started = now;
+    job.state = JobState::kRunning;
+  }
+  out->push_back({job.id, run, rec.attempt, core, pool_.core(core).device});
+}
+
+Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
+                               std::vector<Dispatch>* out) {
+  const JobGraph& g = *job.graph;
+  uint32_t index = item.run % g.size(), base = item.run - index;
+  uint32_t solo[1] = {index};
+  std::span<const uint32_t> members(solo);
+  uint32_t group = g.task(index).group;
+  if (group != kNoGroup && g.groups()[group].members.front() == index) {
+    const std::vector<uint32_t>& all = g.groups()[group].members;
+    bool gang = std::all_of(all.begin(), all.end(), [&](uint32_t m) {
+      return job.runs[base + m].state == TaskState::kReady;
+    });
+    if (gang) members = all;
+  }
+  // Tentatively assign member by member (so each sees the cores taken by
+  // the ones before it); undo all if one cannot be placed.
+  placed_.clear();
+  for (uint32_t m : members) {
+    TaskView v = View(job, base + m);
+    v.ready_seq = item.seq;
+    v.est_us = cost_.Estimate(*v.spec, v.spec->core);
+    Placement p = policy_->Place(v, pool_, now);
+    if (p.kind == Placement::Kind::kPlaced && members.size() > 1) {
+      // Members of a gang need distinct devices: two on one device could
+      // queue on one lane and wait for each other forever.
+      auto taken = [&](DeviceId d) {
+        return std::any_of(placed_.begin(), placed_.end(),
+                           [&](const auto& e) { return pool_.core(std::get<1>(e)).device == d; });
+      };
+      if (taken(pool_.core(p.core).device)) {
+        p = EarliestCore(v, pool_.core(p.core).kind, pool_,
+                         [&](DeviceId d) { return !taken(d) && policy_->Allows(v, d); });
+      }
+      // Members start together: none waits in a queue that drains later
+      // than the lookahead, holding the others' lanes in the collective.
+      if (p.kind == Placement::Kind::kPlaced && pool_.core(p.core).queued > 0 &&
+          pool_.core(p.core).busy_until > now + static_cast<TimeUs>(pool_.options().lookahead_us)) {
+        p = Placement::RetryLater();
+      }
+    }
+    if (p.kind != Placement::Kind::kPlaced) {
+      for (const auto& [run, core, est] : placed_) {
+        pool_.Release(core, est, now);
+        policy_->OnReleased(job.id, kNoRun, core, pool_);
+      }
+      if (p.kind == Placement::Kind::kInfeasible) {
+        p.reason = g.Describe(m) + ": cannot be placed: " + p.reason;
+      }
+      return p;
+    }
+    // Release() later gets the same estimate back.
+    double est = static_cast<float>(
+        cost_.Estimate(*v.spec, pool_.core(p.core).kind, pool_.core(p.core).device));
+    pool_.Assign(p.core, est, now);
+    placed_.push_back({base + m, p.core, est});
+  }
+  for (const auto& [run, core, est] : placed_) {
+    Commit(job, run, core, est, now, out);
+    TaskView v = View(job, run);
+    v.est_us = est;
+    policy_->OnPlaced(v, core);
+  }
+  if (options_.early_dispatch) {
+    for (const auto& [run, core, est] : placed_) ReadyEarlyConsumers(job, run, now);
+  }
+  return Placement::Placed(placed_.empty() ? 0 : std::get<1>(placed_.front()));
+}
+
+}  // namespace hmpmd
