@@ -213,7 +213,9 @@ TEST(SimulatorState, NoPolicyBeatsTheBoundWithLoadsChargedOrFree) {
       SimRun r = Simulate(spec, policy, MakePoolSpec(64), charge);
       ASSERT_TRUE(r.status.ok()) << policy << ": " << r.status.message();
       EXPECT_GE(r.metrics.makespan_s, r.metrics.lower_bound_s * (1 - 1e-9)) << policy;
-      if (!charge) EXPECT_EQ(r.loads, 0u);
+      if (!charge) {
+        EXPECT_EQ(r.loads, 0u);
+      }
     }
   }
 }
