@@ -2,7 +2,7 @@
 // from the loop's task events: the dispatch latency histogram (controller
 // send to worker-reported start), busy time per device, and the masking and
 // bubble ratios of each running job's step (recomputed at most once a
-// second per job, and no more than 2% of the loop's time, since that walks
+// second per job, and no more than 0.5% of the loop's CPU, since that walks
 // the job's runs).
 // Thread-safety: loop thread only (it reads the controller's scheduler).
 #pragma once
