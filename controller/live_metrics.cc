@@ -36,6 +36,9 @@ std::string Escape(const std::string& s) {
 // Ratios are recomputed at most this often per job (and less often for big
 // jobs): they walk its runs.
 constexpr TimeUs kRatioPeriodUs = 1'000'000;
+// Jobs with at most this many runs get their step ratios at once (the copy
+// and walk take well under a millisecond); larger ones after a period.
+constexpr size_t kEagerRatioRuns = 20'000;
 
 // CPU time of the calling thread (the loop), in microseconds.
 TimeUs ThreadCpuUs() {
@@ -193,7 +196,21 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   for (const auto& [id, job] : s.jobs()) {
     if (job.state != JobState::kRunning) continue;
     StepRatios& r = ratios_[id];
-    if (r.computed == 0 || r.step != job.step || now - r.computed >= r.period) {
+    if (r.since == 0 || r.step != job.step) {  // a new step: nothing known yet
+      r = StepRatios{};
+      r.since = now;
+      r.step = job.step;
+    }
+    // A large step's first figures wait a period (NaN until then): each
+    // computation copies the job's runs, and a controller running one large
+    // job after another would otherwise pay it for every job.
+    // Large ones also share one budget: after one costs C, no large one
+    // runs for 200 C, however many jobs start meanwhile.
+    const bool large = job.runs.size() > kEagerRatioRuns;
+    const bool due = (r.computed != 0 ? now - r.computed >= r.period
+                                      : !large || now - r.since >= kRatioPeriodUs) &&
+                     (!large || now >= next_large_);
+    if (due) {
       const TimeUs cpu0 = ThreadCpuUs();
       // The job with only this step's runs done (ComputeMetrics walks every
       // step's records, so the copy keeps them all).
@@ -210,18 +227,19 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
       // cost (a 200,000-task step costs ~20 ms here, so its ratios are
       // recomputed every ~4 s while /metrics is read; small steps every 1 s).
       const TimeUs cost = ThreadCpuUs() - cpu0;
-      r = StepRatios{now,
-                     std::max(kRatioPeriodUs, 200 * cost),
-                     job.step,
-                     m.masking_ratio,
-                     m.bubble_ratio,
-                     m.utilisation};
+      r.computed = now;
+      r.period = std::max(kRatioPeriodUs, 200 * cost);
+      if (large) next_large_ = now + 200 * cost;
+      r.masking = m.masking_ratio;
+      r.bubble = m.bubble_ratio;
+      r.utilisation = m.utilisation;
     }
+    auto value = [&r](double v) { return r.computed != 0 ? Num(v) : std::string("NaN"); };
     std::string labels =
         "{job=\"" + std::to_string(id) + "\",step=\"" + std::to_string(r.step) + "\"} ";
-    masking += "hmpmd_step_masking_ratio" + labels + Num(r.masking) + "\n";
-    bubble += "hmpmd_step_bubble_ratio" + labels + Num(r.bubble) + "\n";
-    util += "hmpmd_step_utilisation" + labels + Num(r.utilisation) + "\n";
+    masking += "hmpmd_step_masking_ratio" + labels + value(r.masking) + "\n";
+    bubble += "hmpmd_step_bubble_ratio" + labels + value(r.bubble) + "\n";
+    util += "hmpmd_step_utilisation" + labels + value(r.utilisation) + "\n";
   }
   for (auto it = ratios_.begin(); it != ratios_.end();) {
     const JobRun* j = s.job(it->first);
