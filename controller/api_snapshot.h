@@ -57,6 +57,12 @@ struct ApiSnapshotOptions {
   std::chrono::milliseconds period{100};
 };
 
+// What publishing has cost the loop so far (for benchmarks and tuning).
+struct ApiSnapshotStats {
+  uint64_t publishes = 0;  // snapshots rendered
+  uint64_t render_us = 0;  // loop CPU time spent rendering them
+};
+
 class ApiSnapshots {
  public:
   using MetricsFn = std::function<std::string(TimeUs now)>;  // runs on the loop
@@ -67,6 +73,10 @@ class ApiSnapshots {
   // Any thread: the current snapshot if it may be served, else null (ask
   // the loop: RefreshOnLoop()). Records that someone reads.
   std::shared_ptr<const ApiSnapshot> Fresh();
+  // Any thread.
+  ApiSnapshotStats stats() const {
+    return {publishes_.load(std::memory_order_relaxed), render_us_.load(std::memory_order_relaxed)};
+  }
   // Any thread: after it returns, the loop renders nothing more (Tick and
   // Publish do nothing), so what `metrics` uses may go.
   void Detach();
@@ -107,6 +117,7 @@ class ApiSnapshots {
   std::atomic<uint64_t> epoch_{1};
   std::atomic<TimeUs> dirty_since_{0};  // 0: the snapshot is up to date
   std::atomic<bool> demand_{false};     // read since the last publish
+  std::atomic<uint64_t> publishes_{0}, render_us_{0};
 
   std::mutex render_mu_;   // held by Tick and RefreshOnLoop, so Detach() waits for them
   bool detached_ = false;  // guarded by render_mu_

@@ -1,5 +1,7 @@
 #include "event_feed.h"
 
+#include <pthread.h>
+
 #include <nlohmann/json.hpp>
 
 namespace hmpmd {
@@ -43,6 +45,7 @@ std::string EventFeed::Hello() {
 }
 
 void EventFeed::TickerLoop() {
+  pthread_setname_np(pthread_self(), "hmpmd-feed");
   bool was_active = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, options_.flush_period, [this] { return stop_; })) {

@@ -3,10 +3,8 @@
 // (http_server_core.h, which explains the ownership).
 #include "http_server.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -18,6 +16,7 @@
 
 #include "http_server_core.h"
 #include "http_session.h"
+#include "thread_priority.h"
 
 namespace hmpmd {
 namespace http_internal {
@@ -71,9 +70,12 @@ void ArmKeepalive(ServerCore* core) {
 }
 
 void RunLoop(ServerCore* core) {
-  if (core->options.nice != 0) {
-    // Best effort: a failure leaves the thread at the process's priority.
-    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), core->options.nice);
+  pthread_setname_np(pthread_self(), "hmpmd-http");  // for top -H and the load bench
+  // Best effort: a failure leaves the thread at the process's priority.
+  if (!SetThisThreadPriority(core->options.nice, core->options.idle_priority)) {
+    spdlog::warn("http: cannot set the server thread's priority ({}); it keeps the process's",
+                 core->options.idle_priority ? std::string("SCHED_IDLE")
+                                             : "nice " + std::to_string(core->options.nice));
   }
   for (;;) {
     try {

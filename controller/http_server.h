@@ -78,6 +78,11 @@ struct HttpServerOptions {
   // dropped, while dispatch is busy). 0 keeps the process's priority.
   // Default: 10.
   int nice = 10;
+  // Run the server threads at SCHED_IDLE instead (nice is then ignored):
+  // they get only CPU time that dispatch and the workers leave idle, and a
+  // waking loop or worker preempts them at once, so on a machine that
+  // dispatch keeps busy, requests wait longer. Default: false.
+  bool idle_priority = false;
   // SSE streams beyond this get 503. Default: 256.
   size_t max_sse_clients = 256;
   // Back-pressure: chunks queued for one SSE client (not yet handed to its

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/asio/write.hpp>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <exception>
 #include <utility>
@@ -52,6 +53,34 @@ std::string ToLower(std::string_view s) {
 }
 
 bool HasCrLf(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
+
+// A header name of token characters (RFC 9110), so that it cannot break
+// the head.
+bool IsHeaderName(std::string_view s) {
+  if (s.empty()) return false;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c >= 0x7f || ch == ':' || ch == '(' || ch == ')' || ch == ',' || ch == '"' ||
+        ch == '/' || ch == ';' || ch == '<' || ch == '>' || ch == '=' || ch == '?' || ch == '@' ||
+        ch == '[' || ch == '\\' || ch == ']' || ch == '{' || ch == '}') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Headers the server sets itself from the body and the connection.
+bool IsFramingHeader(std::string_view name) {
+  const beast::string_view n(name.data(), name.size());
+  return beast::iequals(n, "content-length") || beast::iequals(n, "connection") ||
+         beast::iequals(n, "transfer-encoding");
+}
+
+void AppendNumber(std::string& out, uint64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
 
 bool IsHttpParseError(const beast::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category();
@@ -174,6 +203,7 @@ void Session::OnRead(beast::error_code ec) {
 
   auto state = std::make_shared<ReplyState>(shared_from_this());
   HttpReply reply = [state](HttpResponse r) { state->Send(std::move(r)); };
+  handler_thread_.store(std::this_thread::get_id(), std::memory_order_release);
   try {
     core_->handler(std::move(request), reply);
   } catch (const std::exception& e) {
@@ -183,6 +213,17 @@ void Session::OnRead(beast::error_code ec) {
     spdlog::error("http: handler threw a non-exception");
     reply(ErrorResponse(500, "internal error"));
   }
+  handler_thread_.store(std::thread::id(), std::memory_order_release);
+}
+
+void Session::Deliver(HttpResponse r) {
+  // Answered from inside the handler on this session's strand (a snapshot
+  // read): write now instead of posting, which saves a lock, a queued
+  // handler and a wake-up per request.
+  if (handler_thread_.load(std::memory_order_acquire) == std::this_thread::get_id()) {
+    return WriteResponse(std::move(r));
+  }
+  PostResponse(std::move(r));
 }
 
 void Session::WriteResponse(HttpResponse r) {
@@ -191,38 +232,52 @@ void Session::WriteResponse(HttpResponse r) {
     spdlog::error("http: handler answered with status {}", r.status);
     r = ErrorResponse(500, "handler answered with an invalid status");
   }
-  if (r.status == 204 || r.status == 304) r.body.clear();  // they have no body
-  bool keep_alive = keep_alive_ && !core_->Stopping();
-  res_.emplace();
-  try {
-    res_->version(version_);
-    res_->result(static_cast<unsigned>(r.status));
-    res_->set(http::field::server, "hmpmd");
-    if (!r.content_type.empty() && !HasCrLf(r.content_type)) {
-      res_->set(http::field::content_type, r.content_type);
-    }
-    for (const auto& [name, value] : r.headers) {
-      if (name.empty() || HasCrLf(name) || HasCrLf(value)) continue;
-      res_->set(name, value);
-    }
-    res_->keep_alive(keep_alive);
-    if (head_) {  // the length the GET would have, and no body
-      res_->content_length(r.body.size());
-    } else {
-      res_->body() = std::move(r.body);
-      res_->prepare_payload();
-    }
-  } catch (const std::exception& e) {
-    spdlog::error("http: cannot build response: {}", e.what());
-    return Close();
+  if (r.status == 204 || r.status == 304) {  // they have no body
+    r.body.clear();
+    r.shared_body.reset();
   }
+  const bool keep_alive = keep_alive_ && !core_->Stopping();
+  // The head is formatted into a buffer the session keeps, and sent with the
+  // body (owned by out_, or shared with other replies) in one gathered
+  // write: no copy of the body and, once the buffer has grown, no
+  // allocation per response.
+  out_ = std::move(r);
+  const std::string_view body = out_.payload();
+  std::string& h = head_buf_;
+  h.clear();
+  h += version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  AppendNumber(h, static_cast<uint64_t>(out_.status));
+  h += ' ';
+  h += Sv(http::obsolete_reason(static_cast<http::status>(out_.status)));
+  h += "\r\nServer: hmpmd\r\n";
+  if (!out_.content_type.empty() && !HasCrLf(out_.content_type)) {
+    h += "Content-Type: ";
+    h += out_.content_type;
+    h += "\r\n";
+  }
+  for (const auto& [name, value] : out_.headers) {
+    if (!IsHeaderName(name) || HasCrLf(value) || IsFramingHeader(name)) continue;
+    h += name;
+    h += ": ";
+    h += value;
+    h += "\r\n";
+  }
+  h += "Content-Length: ";
+  AppendNumber(h, body.size());
+  h += "\r\n";
+  if (version_ == 10 && keep_alive) h += "Connection: keep-alive\r\n";
+  if (version_ != 10 && !keep_alive) h += "Connection: close\r\n";
+  h += "\r\n";
+  out_buffers_[0] = net::buffer(h);
+  out_buffers_[1] = head_ ? net::const_buffer() : net::buffer(body.data(), body.size());
   stream_.expires_after(core_->options.idle_timeout);
-  http::async_write(stream_, *res_,
-                    [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
-                      self->res_.reset();
-                      if (ec || !keep_alive) return self->Close();
-                      self->DoRead();
-                    });
+  net::async_write(stream_, out_buffers_,
+                   [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                     self->out_.body.clear();  // keeps its capacity for the next answer
+                     self->out_.shared_body.reset();
+                     if (ec || !keep_alive) return self->Close();
+                     self->DoRead();
+                   });
 }
 
 void Session::WriteError(int status, std::string message) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "http_server_core.h"
@@ -56,7 +57,7 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     void Send(HttpResponse r) {
-      if (!replied.exchange(true)) session->PostResponse(std::move(r));
+      if (!replied.exchange(true)) session->Deliver(std::move(r));
     }
     std::shared_ptr<Session> session;
     std::atomic<bool> replied{false};
@@ -68,6 +69,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnHeader();
   void ReadBody();
   void OnRead(beast::error_code ec);
+  // Any thread: writes `r` at once when called from the handler on this
+  // strand, else posts it (PostResponse).
+  void Deliver(HttpResponse r);
   void WriteResponse(HttpResponse r);
   // Answers with a JSON error, then closes after draining the rest of the
   // request for up to kLinger.
@@ -86,8 +90,16 @@ class Session : public std::enable_shared_from_this<Session> {
   const uint64_t id_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::optional<http::response<http::string_body>> res_;  // the one being written
-  std::array<char, 4096> scratch_{};                      // drained or ignored input
+  std::optional<http::response<http::string_body>> res_;  // an error being written
+  // The response being written: out_ owns (or shares) the body, head_buf_
+  // holds the formatted head; both are reused across keep-alive requests.
+  HttpResponse out_;
+  std::string head_buf_;
+  std::array<net::const_buffer, 2> out_buffers_;
+  // The server thread running the handler for this session's request, while
+  // it runs (else a default id): a reply from that thread is written at once.
+  std::atomic<std::thread::id> handler_thread_{};
+  std::array<char, 4096> scratch_{};  // drained or ignored input
   unsigned version_ = 11;
   bool keep_alive_ = false;
   bool head_ = false;  // the request is HEAD

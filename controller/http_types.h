@@ -5,15 +5,17 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace hmpmd {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", "DELETE", ...
-  std::string target;  // path and query, e.g. "/api/v1/jobs/3?x=1"
-  std::string path;    // target without the query
-  std::string query;   // after '?', may be empty
+  std::string method;                          // "GET", "POST", "DELETE", ...
+  std::string target;                          // path and query, e.g. "/api/v1/jobs/3?x=1"
+  std::string path;                            // target without the query
+  std::string query;                           // after '?', may be empty
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
 };
@@ -22,7 +24,12 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // When set, sent instead of `body` and never copied: one rendered body
+  // (e.g. a snapshot's) shared by every reply that sends it.
+  std::shared_ptr<const std::string> shared_body;
   std::map<std::string, std::string> headers;  // extra headers
+
+  std::string_view payload() const { return shared_body ? *shared_body : body; }
 };
 
 // Answers one request by calling `reply` exactly once, from any thread.

@@ -2,8 +2,9 @@
 // from the loop's task events: the dispatch latency histogram (controller
 // send to worker-reported start), busy time per device, and the masking and
 // bubble ratios of each running job's step (recomputed at most once a
-// second per job, and no more than 2% of the loop's time, since that walks
-// the job's runs).
+// second per job, and no more than 0.5% of the loop's CPU, since that walks
+// the job's runs; steps of more than 20,000 runs show NaN for at least their
+// first second, and their recomputations together stay within that 0.5%).
 // Thread-safety: loop thread only (it reads the controller's scheduler).
 #pragma once
 
@@ -39,8 +40,9 @@ class LiveMetrics {
 
  private:
   struct StepRatios {
-    TimeUs computed = 0;
-    TimeUs period = 0;  // until the next recomputation
+    TimeUs since = 0;     // when this step was first seen running
+    TimeUs computed = 0;  // 0: not yet (exported as NaN)
+    TimeUs period = 0;    // until the next recomputation
     uint32_t step = 0;
     double masking = 0, bubble = 0, utilisation = 0;
   };
@@ -51,6 +53,7 @@ class LiveMetrics {
   uint64_t latency_count_ = 0;
   std::vector<double> device_busy_s_;  // by DeviceId
   std::map<JobId, StepRatios> ratios_;
+  TimeUs next_large_ = 0;  // no step of > 20,000 runs is recomputed before this
 };
 
 }  // namespace hmpmd

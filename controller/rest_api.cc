@@ -1,8 +1,6 @@
 #include "rest_api.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <pthread.h>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +8,7 @@
 #include "job_report.h"
 #include "live_metrics.h"
 #include "task_table.h"
+#include "thread_priority.h"
 
 namespace hmpmd {
 namespace {
@@ -40,11 +39,6 @@ std::string RenderedKey(uint64_t id, const std::string& rest, const std::string&
   return std::to_string(id) + "/" + rest + "?" + query;
 }
 
-// Sets the calling thread's nice value (Linux: per thread); best effort.
-void SetThreadNice(int nice) {
-  if (nice != 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
-}
-
 }  // namespace
 
 RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits,
@@ -57,7 +51,8 @@ RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits,
     c->SetIterationHook([snaps](TimeUs now) { snaps->Tick(now); });
   });
   formatter_ = std::thread([this] {
-    SetThreadNice(options_.formatter_nice);
+    pthread_setname_np(pthread_self(), "hmpmd-format");
+    (void)SetThisThreadPriority(options_.formatter_nice, options_.formatter_idle);
     FormatterLoop();
   });
 }
@@ -109,6 +104,21 @@ HttpResponse RestApi::Json(int status, const std::string& body) {
   return r;
 }
 
+HttpResponse RestApi::SharedJson(std::shared_ptr<const std::string> body) {
+  HttpResponse r;
+  r.shared_body = std::move(body);
+  return r;
+}
+
+std::shared_ptr<const std::string> RestApi::AssetBody(const EmbeddedAsset& a) {
+  std::lock_guard<std::mutex> lock(assets_mu_);
+  auto& body = assets_[a.path];
+  if (!body) {
+    body = std::make_shared<const std::string>(reinterpret_cast<const char*>(a.data), a.size);
+  }
+  return body;
+}
+
 bool RestApi::Authorised(const HttpRequest& req) const {
   if (token_.empty()) return true;
   auto it = req.headers.find("authorization");
@@ -138,7 +148,7 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
     }
     HttpResponse r;
     r.content_type = a->content_type;
-    r.body.assign(reinterpret_cast<const char*>(a->data), a->size);
+    r.shared_body = AssetBody(*a);  // one copy of the file, shared by every answer
     r.headers["Cache-Control"] = "no-cache";
     reply(std::move(r));
     return;
@@ -173,18 +183,21 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
   if (req.method == "GET") {
     // Served without the loop when a fresh snapshot (and, for an ended
     // job's heavy routes, a copy of the job) is at hand.
-    if (auto snap = snapshots_->Fresh(); snap && FromSnapshot(*snap, req, reply)) return;
+    if (auto snap = snapshots_->Fresh(); snap && FromSnapshot(snap, req, reply)) return;
   }
   controller_->Post([this, req = std::move(req), reply]() { OnLoop(req, reply); });
 }
 
-bool RestApi::FromSnapshot(const ApiSnapshot& s, const HttpRequest& req, HttpReply& reply) {
-  if (req.path == "/api/v1/pool") return reply(Json(200, s.pool)), true;
-  if (req.path == "/api/v1/jobs") return reply(Json(200, s.jobs)), true;
+bool RestApi::FromSnapshot(const std::shared_ptr<const ApiSnapshot>& snap, const HttpRequest& req,
+                           HttpReply& reply) {
+  // The bodies are sent as they are in the snapshot, shared by every answer
+  // (aliasing pointers keep the snapshot alive while they are written).
+  const ApiSnapshot& s = *snap;
+  if (req.path == "/api/v1/pool") return reply(SharedJson({snap, &s.pool})), true;
+  if (req.path == "/api/v1/jobs") return reply(SharedJson({snap, &s.jobs})), true;
   if (req.path == "/metrics") {
-    HttpResponse r;
+    HttpResponse r = SharedJson({snap, &s.metrics});
     r.content_type = "text/plain; version=0.0.4";
-    r.body = s.metrics;
     reply(std::move(r));
     return true;
   }
@@ -198,12 +211,12 @@ bool RestApi::FromSnapshot(const ApiSnapshot& s, const HttpRequest& req, HttpRep
   }
   if (rest.empty()) {
     if (!*entry) return false;  // an ended job's summary, not rendered yet
-    reply(Json(200, **entry));
+    reply(SharedJson(*entry));
     return true;
   }
   if (!IsRenderedOffLoop(rest)) return false;
   if (auto body = FindRendered(RenderedKey(id, rest, req.query))) {
-    reply(Json(200, *body));
+    reply(SharedJson(std::move(body)));
     return true;
   }
   auto copy = FindEndedCopy(static_cast<JobId>(id));
@@ -264,7 +277,7 @@ void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
   OffLoop([this, copy = std::move(copy), ended, rest, query, reply = std::move(reply)] {
     const std::string key = ended ? RenderedKey(copy.job->id, rest, query) : std::string();
     if (ended) {
-      if (auto body = FindRendered(key)) return reply(Json(200, *body));
+      if (auto body = FindRendered(key)) return reply(SharedJson(std::move(body)));
     }
     std::string body;
     if (rest == "trace") {
@@ -279,7 +292,7 @@ void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
     if (!ended) return reply(Json(200, body));
     auto kept = std::make_shared<const std::string>(std::move(body));
     KeepRendered(key, kept);
-    reply(Json(200, *kept));
+    reply(SharedJson(std::move(kept)));
   });
 }
 
@@ -289,7 +302,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   if (req.path == "/api/v1/pool" || req.path == "/api/v1/jobs" || req.path == "/metrics") {
     if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
     auto snap = snapshots_->RefreshOnLoop(Controller::NowUs());
-    if (snap && FromSnapshot(*snap, req, reply)) return;
+    if (snap && FromSnapshot(snap, req, reply)) return;
     return reply(Error(503, "no snapshot of the controller's state"));  // only once detached
   }
   uint64_t id = 0;
@@ -300,7 +313,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   const ResourcePool& pool = c.scheduler().pool();
   if (rest.empty() && m == "GET") {
     if (!IsTerminal(job->state)) return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
-    return reply(Json(200, *snapshots_->EndedSummary(*job)));
+    return reply(SharedJson(snapshots_->EndedSummary(*job)));
   }
   if (rest.empty() && m == "DELETE") {
     Status st = controller_->Cancel(job->id);

@@ -20,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,7 @@
 
 #include "api_snapshot.h"
 #include "controller.h"
+#include "dashboard_assets.h"
 #include "event_feed.h"
 #include "http_types.h"
 
@@ -38,6 +40,9 @@ struct RestApiOptions {
   // Nice value of the formatting thread (Linux: per thread), so rendering
   // big answers takes CPU the loop and workers leave over. Default: 10.
   int formatter_nice = 10;
+  // SCHED_IDLE for the formatting thread instead (see
+  // HttpServerOptions::idle_priority). Default: false.
+  bool formatter_idle = false;
   // Ended jobs whose copy is kept for their task pages, trace and DAG (each
   // costs about 80 bytes per task run). Default: 4.
   size_t ended_job_copies = 4;
@@ -65,10 +70,14 @@ class RestApi {
   void SetEventFeed(EventFeed* feed);
 
   void Handle(HttpRequest req, HttpReply reply);
+  // What rendering the snapshots has cost the loop. Thread-safe.
+  ApiSnapshotStats snapshot_stats() const { return snapshots_->stats(); }
 
   // One-line JSON error body: {"error": "..."}.
   static HttpResponse Error(int status, const std::string& message);
   static HttpResponse Json(int status, const std::string& body);
+  // 200 with `body` shared, not copied (a snapshot's or a kept rendering).
+  static HttpResponse SharedJson(std::shared_ptr<const std::string> body);
 
  private:
   struct JobCopy {
@@ -77,7 +86,10 @@ class RestApi {
   };
   bool Authorised(const HttpRequest& req) const;
   // Answers from `s` when it can; false: ask the loop.
-  bool FromSnapshot(const ApiSnapshot& s, const HttpRequest& req, HttpReply& reply);
+  bool FromSnapshot(const std::shared_ptr<const ApiSnapshot>& snap, const HttpRequest& req,
+                    HttpReply& reply);
+  // One copy of a compiled-in file's bytes, made on first use. Any thread.
+  std::shared_ptr<const std::string> AssetBody(const EmbeddedAsset& a);
   void OnLoop(const HttpRequest& req, HttpReply reply);  // runs on the loop
   // Renders tasks/trace/dag of `copy` on the formatting thread; keeps the
   // answer when `ended`. Any thread.
@@ -98,6 +110,9 @@ class RestApi {
   RestApiOptions options_;
   EventFeed* feed_ = nullptr;
   std::shared_ptr<ApiSnapshots> snapshots_;
+
+  std::mutex assets_mu_;
+  std::map<std::string, std::shared_ptr<const std::string>> assets_;  // guarded by assets_mu_
 
   std::mutex copies_mu_;
   std::list<std::pair<JobId, JobCopy>> ended_copies_;  // most recent first; guarded by copies_mu_

@@ -6,10 +6,14 @@
 // running job, a page of its tasks, /metrics), plus one SSE client reading
 // /api/v1/events (--interval-ms paces the clients). Each figure is the median of --runs runs; the
 // ratio loaded / quiet is the goal (>= 0.90): the HTTP server and the event feed must not block the
-// scheduler loop.
+// scheduler loop. Clients keep their connection open between requests, as browsers and scrapers do
+// (--new-connections: one connection per request). The requests served per second while loaded
+// are printed beside the ratio, with the CPU each role took (from /proc), and the load average.
 #include <pthread.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -23,8 +27,10 @@
 #include "event_feed.h"
 #include "http_client.h"
 #include "http_server.h"
+#include "keepalive_client.h"
 #include "local_cluster.h"
 #include "rest_api.h"
+#include "thread_cpu.h"
 
 namespace hmpmd {
 namespace {
@@ -37,10 +43,16 @@ double TasksPerSecond(LocalCluster& cluster, std::shared_ptr<const JobGraph> gra
 // Client threads sending requests back to back until stopped.
 class Hammer {
  public:
-  Hammer(HttpUrl url, int clients, bool idle, int interval_ms, std::string target)
-      : url_(std::move(url)), idle_(idle), interval_(interval_ms), target_(std::move(target)) {
+  Hammer(HttpUrl url, int clients, bool idle, bool new_connections, int interval_ms,
+         std::string target)
+      : url_(std::move(url)),
+        idle_(idle),
+        new_connections_(new_connections),
+        interval_(interval_ms),
+        target_(std::move(target)) {
     for (int i = 0; i < clients; ++i) threads_.emplace_back([this, i] { Client(i); });
     sse_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "http-sse");
       while (!stop_) {
         (void)StreamSse(
             url_, kHttpEventsPath, {},
@@ -63,6 +75,7 @@ class Hammer {
 
  private:
   void Client(int i) {
+    pthread_setname_np(pthread_self(), "http-client");
     if (idle_) {
       // Clients only take CPU the controller and workers leave over.
       sched_param p{};
@@ -70,17 +83,26 @@ class Hammer {
     }
     static const char* kTargets[] = {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/1",
                                      "/api/v1/jobs/2/tasks?limit=100", "/metrics"};
+    bench::KeepAliveClient keep(url_.host, static_cast<uint16_t>(std::stoi(url_.port)),
+                                std::chrono::seconds(10));
     for (uint64_t n = i; !stop_; ++n) {
-      const std::string target = target_.empty() ? kTargets[n % 5] : target_;
-      auto r = HttpCall(url_, "GET", target, "", {}, std::chrono::seconds(10));
+      const std::string_view target = target_.empty() ? kTargets[n % 5] : target_;
+      int status = -1;
+      if (new_connections_) {
+        auto r = HttpCall(url_, "GET", target, "", {}, std::chrono::seconds(10));
+        status = r.ok() ? r->status : -1;
+      } else {
+        status = keep.Get(target);
+      }
       ++requests_;
-      if (!r.ok() || r->status >= 500) ++errors_;
+      if (status < 200 || status >= 500) ++errors_;
       if (interval_.count() > 0) std::this_thread::sleep_for(interval_);
     }
   }
 
   HttpUrl url_;
   bool idle_;
+  bool new_connections_;  // one connection per request instead of keep-alive
   std::chrono::milliseconds interval_;
   std::string target_;  // empty: the mix
   std::atomic<bool> stop_{false};
@@ -100,6 +122,10 @@ int main(int argc, char** argv) {
   app.add_flag("--idle-clients", idle,
                "Run client threads at SCHED_IDLE, so they cannot take CPU from the controller "
                "(isolates blocking from CPU contention on small machines)");
+  bool new_connections = false;
+  app.add_flag("--new-connections", new_connections,
+               "Open a new connection for every request (HttpCall), instead of keeping one "
+               "connection per client open as browsers and scrapers do");
   app.add_option("--runs", runs, "Runs per figure (the median is reported)")->capture_default_str();
   app.add_option("--tasks", tasks, "Independent noop tasks per job")->capture_default_str();
   app.add_option("--clients", clients, "Concurrent HTTP clients")->capture_default_str();
@@ -115,6 +141,9 @@ int main(int argc, char** argv) {
   app.add_option("--http-nice", ho.nice,
                  "Nice value of the HTTP server threads (0: the process's priority)")
       ->capture_default_str();
+  app.add_flag("--http-idle", ho.idle_priority,
+               "Run the HTTP server and formatting threads at SCHED_IDLE (--http-nice is then "
+               "ignored)");
   int snapshot_ms = 100;
   app.add_option("--snapshot-ms", snapshot_ms,
                  "Most the served pool, jobs and metrics lag behind the loop")
@@ -143,6 +172,7 @@ int main(int argc, char** argv) {
   RestApiOptions api_options;
   api_options.snapshots.period = std::chrono::milliseconds(snapshot_ms);
   api_options.formatter_nice = ho.nice;
+  api_options.formatter_idle = ho.idle_priority;
   RestApi api(c, "", SpecLimits{}, api_options);
   std::unique_ptr<HttpServer> server;
   EventFeed feed(
@@ -162,21 +192,40 @@ int main(int argc, char** argv) {
 
   auto g = bench::NoopJob(tasks, false);
   TasksPerSecond(cluster, bench::NoopJob(std::min(tasks, 10'000), false));  // warm up
+  const pid_t loop_tid = cluster.Call([] { return static_cast<pid_t>(syscall(SYS_gettid)); });
+  bench::ThreadCpu cpu(loop_tid, cluster.workers().pids());
+  double load_before[3] = {0, 0, 0}, load_after[3] = {0, 0, 0};
+  (void)getloadavg(load_before, 3);
   std::vector<double> quiet, loaded;
-  uint64_t requests = 0, errors = 0, events = 0;
-  double loaded_seconds = 0;
+  uint64_t requests = 0, errors = 0, events = 0, publishes = 0, publish_us = 0;
+  double quiet_seconds = 0, loaded_seconds = 0;
+  bench::CpuSample quiet_cpu, loaded_cpu;  // summed over the runs
+  auto add = [](bench::CpuSample& sum, const bench::CpuSample& d) {
+    for (const auto& [role, seconds] : d.seconds) sum.seconds[role] += seconds;
+  };
   for (int r = 0; r < runs; ++r) {
+    auto c0 = cpu.Sample();
+    auto t0 = std::chrono::steady_clock::now();
     quiet.push_back(TasksPerSecond(cluster, g));
-    Hammer hammer(url, clients, idle, interval_ms, target);
+    quiet_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    add(quiet_cpu, bench::ThreadCpu::Diff(c0, cpu.Sample()));
+    Hammer hammer(url, clients, idle, new_connections, interval_ms, target);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them all connect
     uint64_t before = hammer.requests();
-    auto t0 = std::chrono::steady_clock::now();
+    const ApiSnapshotStats s0 = api.snapshot_stats();
+    c0 = cpu.Sample();
+    t0 = std::chrono::steady_clock::now();
     loaded.push_back(TasksPerSecond(cluster, g));
     loaded_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    add(loaded_cpu, bench::ThreadCpu::Diff(c0, cpu.Sample()));
+    const ApiSnapshotStats s1 = api.snapshot_stats();
+    publishes += s1.publishes - s0.publishes;
+    publish_us += s1.render_us - s0.render_us;
     requests += hammer.requests() - before;
     errors += hammer.errors();
     events += hammer.events();
   }
+  (void)getloadavg(load_after, 3);
   feed.Stop();
   server->Stop();
   cluster.Call([c] { c->SetObserver(nullptr); });
@@ -191,18 +240,48 @@ int main(int argc, char** argv) {
     std::snprintf(buf, sizeof buf, "%s%.0f/%.0f", r ? ", " : "", quiet[r], loaded[r]);
     pairs += buf;
   }
+  const double rps = loaded_seconds > 0 ? requests / loaded_seconds : 0.0;
+  const std::string priority =
+      ho.idle_priority ? std::string("SCHED_IDLE") : "nice " + std::to_string(ho.nice);
   std::printf(
       "bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s); HTTP threads "
-      "at nice %d\n",
-      tasks, runs, ho.nice);
+      "at %s\n",
+      tasks, runs, priority.c_str());
   std::printf("  without HTTP clients           %9.0f tasks/s\n", q);
   if (interval_ms > 0) std::printf("  each client pauses %d ms between requests\n", interval_ms);
   std::printf(
       "  with %3d HTTP clients%s + 1 SSE  %9.0f tasks/s  (%.0f requests/s served, %llu errors, "
-      "%llu SSE events)\n",
-      clients, idle ? " (SCHED_IDLE)" : "", l, loaded_seconds > 0 ? requests / loaded_seconds : 0.0,
-      static_cast<unsigned long long>(errors), static_cast<unsigned long long>(events));
-  std::printf("  ratio loaded / quiet = %.3f   (goal >= 0.90)\n", l / q);
+      "%llu SSE events; %s)\n",
+      clients, idle ? " (SCHED_IDLE)" : "", l, rps, static_cast<unsigned long long>(errors),
+      static_cast<unsigned long long>(events),
+      new_connections ? "a new connection per request" : "keep-alive connections");
+  std::printf("  ratio loaded / quiet = %.3f   (goal >= 0.90) at %.0f requests/s\n", l / q, rps);
   std::printf("  runs (quiet/loaded tasks/s): %s\n", pairs.c_str());
+  // Where the CPU went: cores busy per role (CPU seconds / wall seconds),
+  // and CPU per served request for the HTTP side.
+  std::printf("  CPU by role, cores busy (quiet / loaded)%s:\n",
+              requests > 0 ? ", and CPU us per request while loaded" : "");
+  for (const auto& [role, seconds] : loaded_cpu.seconds) {
+    auto it = quiet_cpu.seconds.find(role);
+    const double qs = it == quiet_cpu.seconds.end() ? 0.0 : it->second;
+    if (qs < 0.005 && seconds < 0.005) continue;
+    std::printf("    %-16s %5.2f / %5.2f", role.c_str(), qs / quiet_seconds,
+                seconds / loaded_seconds);
+    if (requests > 0 && role != "loop" && role != "workers") {
+      std::printf("   %7.1f us/request", seconds * 1e6 / static_cast<double>(requests));
+    }
+    std::printf("\n");
+  }
+  const double loop_cpu = loaded_cpu.seconds["loop"];
+  std::printf(
+      "  snapshots rendered on the loop while loaded: %.1f/s, %.0f us CPU each (%.2f%% of "
+      "the loop's CPU)\n",
+      loaded_seconds > 0 ? publishes / loaded_seconds : 0.0,
+      publishes ? static_cast<double>(publish_us) / publishes : 0.0,
+      loop_cpu > 0 ? publish_us / 1e4 / loop_cpu : 0.0);
+  std::printf(
+      "  load average before %.2f, after %.2f (1 min; 2-core machine: above ~1 the "
+      "figures are noisy)\n",
+      load_before[0], load_after[0]);
   return 0;
 }

@@ -20,6 +20,8 @@ namespace {
 struct ControllerArgs {
   std::string listen = "tcp://*:5555";
   std::string http = "127.0.0.1:8080";
+  int http_nice = HttpServerOptions{}.nice;
+  bool http_idle = false;
   std::string token_file;
   std::string db = "hmpmd.db";
   std::string curve_keys;
@@ -82,7 +84,10 @@ int ControllerMain(const ControllerArgs& a) {
 
   Controller controller(opts);
   if (Status st = controller.Start(); !st.ok()) return Fail(st);
-  RestApi api(&controller, opts.token, opts.spec_limits);
+  RestApiOptions api_options;
+  api_options.formatter_nice = a.http_nice;
+  api_options.formatter_idle = a.http_idle;
+  RestApi api(&controller, opts.token, opts.spec_limits, api_options);
   std::unique_ptr<HttpServer> http;
   // Live events (SSE) and the /metrics additions; batched off the task path.
   // Its callbacks run only after Start(), once `http` is set.
@@ -96,6 +101,8 @@ int ControllerMain(const ControllerArgs& a) {
   if (!a.http.empty()) {
     HttpServerOptions ho;
     ho.bind = a.http;
+    ho.nice = a.http_nice;
+    ho.idle_priority = a.http_idle;
     http = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
       api.Handle(std::move(req), std::move(reply));
     });
@@ -143,6 +150,14 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--listen", args->listen, "ZeroMQ endpoint for workers")->capture_default_str();
   sub->add_option("--http", args->http, "host:port of the REST API and dashboard ('' = off)")
       ->capture_default_str();
+  sub->add_option("--http-nice", args->http_nice,
+                  "Nice value of the HTTP server and formatting threads: higher gives dispatch "
+                  "the CPU first on a busy machine (0 = the process's priority)")
+      ->check(CLI::Range(-20, 19))
+      ->capture_default_str();
+  sub->add_flag("--http-idle", args->http_idle,
+                "Run the HTTP server and formatting threads at SCHED_IDLE: only on CPU time "
+                "dispatch and local workers leave over (requests wait while they are busy)");
   sub->add_option("--token-file", args->token_file,
                   "File holding the token workers and mutating REST calls must present");
   sub->add_option("--curve-keys", args->curve_keys,

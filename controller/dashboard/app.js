@@ -132,7 +132,8 @@ async function renderJobPage() {
   // Step metrics: final ones when ended, else the running step's from /metrics.
   const live = (name) => {
     const m = metrics.match(new RegExp(name + '\\{job="' + id + '",step="(\\d+)"\\} (\\S+)'));
-    return m ? Number(m[2]) : null;
+    const v = m ? Number(m[2]) : NaN;  // NaN: not computed yet (a large step's first second)
+    return Number.isFinite(v) ? v : null;
   };
   const pct = (v) => v == null ? '–' : (v * 100).toFixed(1) + '%';
   const ended = job.makespan_s != null;

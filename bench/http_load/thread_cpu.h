@@ -1,0 +1,40 @@
+// ThreadCpu: CPU time of this process's threads (by role) and of other
+// processes, read from /proc, so the HTTP load bench can say where the CPU
+// goes while clients hammer the API (perf is not available on every VM).
+// Thread-safety: Sample() reads /proc and may run on any thread; a
+// CpuSample is a plain value. Times come from the per-task CPU clocks
+// (precise), names from /proc.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hmpmd::bench {
+
+// CPU seconds (user + system) by role at one instant.
+struct CpuSample {
+  std::map<std::string, double> seconds;
+};
+
+class ThreadCpu {
+ public:
+  // `loop_tid`: the controller loop's thread; `workers`: worker processes.
+  // Threads of this process are grouped by name: "loop" (loop_tid), then
+  // their comm name ("hmpmd-http", "http-client", ...); each worker process
+  // counts under "workers".
+  ThreadCpu(pid_t loop_tid, std::vector<pid_t> workers)
+      : loop_tid_(loop_tid), workers_(std::move(workers)) {}
+
+  CpuSample Sample() const;
+  // after - before, per role (roles missing in `before` count from 0).
+  static CpuSample Diff(const CpuSample& before, const CpuSample& after);
+
+ private:
+  pid_t loop_tid_;
+  std::vector<pid_t> workers_;
+};
+
+}  // namespace hmpmd::bench

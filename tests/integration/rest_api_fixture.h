@@ -1,0 +1,102 @@
+// RestApiTest: a cluster of two real workers with the REST API, the event
+// feed and an HTTP server on a free loopback port, plus helpers to call it.
+// Shared by the REST API tests. Thread-safety: the helpers may be called
+// from several test threads at once (each call opens its own connection).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "cluster_fixture.h"
+#include "event_feed.h"
+#include "http_client.h"
+#include "http_server.h"
+#include "rest_api.h"
+
+namespace hmpmd::testing {
+
+using json = nlohmann::json;
+constexpr char kToken[] = "s3cret";
+
+class RestApiTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartCluster(2));
+    Controller* c = &cluster_->controller();
+    api_ = std::make_unique<RestApi>(c, kToken, SpecLimits{});
+    feed_ = std::make_unique<EventFeed>(
+        c, EventFeedOptions{}, [this](std::string chunk) { server_->Broadcast(std::move(chunk)); },
+        [this] { return server_->sse_client_count(); });
+    api_->SetEventFeed(feed_.get());
+    HttpServerOptions o;
+    o.bind = "127.0.0.1:0";
+    server_ = std::make_unique<HttpServer>(o, [this](HttpRequest req, HttpReply reply) {
+      api_->Handle(std::move(req), std::move(reply));
+    });
+    server_->SetSseHello([this] { return feed_->Hello(); });
+    ASSERT_TRUE(server_->Start().ok());
+    feed_->Start();
+    url_ = *ParseHttpUrl("127.0.0.1:" + std::to_string(server_->port()));
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (feed_) feed_->Stop();
+    if (cluster_) cluster_->Call([this] { cluster_->controller().SetObserver(nullptr); });
+    ClusterTest::TearDown();
+  }
+
+  HttpResponse Call(const std::string& method, const std::string& target,
+                    const std::string& body = "", const std::string& token = kToken) {
+    std::map<std::string, std::string> h;
+    if (!token.empty()) h["Authorization"] = "Bearer " + token;
+    auto r = HttpCall(url_, method, target, body, h, std::chrono::seconds(10));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpResponse{599, "", "", {}};
+  }
+  json GetJson(const std::string& target, int want = 200) {
+    HttpResponse r = Call("GET", target);
+    EXPECT_EQ(r.status, want) << target << ": " << r.body;
+    return json::parse(r.body, nullptr, false);
+  }
+  uint64_t SubmitOk(const std::string& spec) {
+    HttpResponse r = Call("POST", "/api/v1/jobs", spec);
+    EXPECT_EQ(r.status, 201) << r.body;
+    EXPECT_EQ(r.headers["location"].rfind("/api/v1/jobs/", 0), 0u);
+    return json::parse(r.body)["id"].get<uint64_t>();
+  }
+  // Polls the job (bounded) until `pred` holds on its summary.
+  json WaitJob(uint64_t id, const std::function<bool(const json&)>& pred) {
+    json j;
+    for (int i = 0; i < 600; ++i) {
+      j = GetJson("/api/v1/jobs/" + std::to_string(id));
+      if (pred(j)) return j;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << id << " never reached the state wanted: " << j.dump();
+    return j;
+  }
+  static std::string Chain(int n, const std::string& kernel = "noop") {
+    json tasks = json::array();
+    for (int i = 0; i < n; ++i) {
+      json t = {{"id", "t" + std::to_string(i)}, {"kernel", kernel}};
+      if (i % 3 != 0) t["inputs"] = {"t" + std::to_string(i - 1)};
+      if (i % 2) t["core"] = "vector";
+      tasks.push_back(t);
+    }
+    return json{{"name", "chain"}, {"tasks", tasks}}.dump();
+  }
+
+  std::unique_ptr<RestApi> api_;
+  std::unique_ptr<EventFeed> feed_;
+  std::unique_ptr<HttpServer> server_;
+  HttpUrl url_;
+};
+
+}  // namespace hmpmd::testing
