@@ -16,8 +16,10 @@ namespace hmpmd {
 
 // Wire version; a frame of another version is dropped and counted.
 // 2: data plane and re-registration reports; 3: driver sessions, stored
-// outputs on re-registration, lost inputs, TaskAssign.submodel.
-inline constexpr uint8_t kProtocolVersion = 3;
+// outputs on re-registration, lost inputs, TaskAssign.submodel; 4: inputs
+// produced ahead on the lane (InputRef::kAhead), which a version-3 worker
+// would take for a remote input.
+inline constexpr uint8_t kProtocolVersion = 4;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
