@@ -1,7 +1,11 @@
 #include "cluster_fixture.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
+
+#include "hmpmd/worker/builtin_kernels.h"
+#include "hmpmd/worker/fetch.h"
 
 namespace hmpmd::testing {
 
@@ -100,6 +104,33 @@ void ClusterTest::ExpectValidSchedule(const JobResult& r) {
       EXPECT_GE(iv[i].first, iv[i - 1].second) << "core " << core << " ran two tasks at once";
     }
   }
+}
+
+std::vector<worker::Buffer> ClusterTest::FetchOutputs(JobId job, uint32_t run) {
+  std::string endpoint = cluster_->Call([&]() -> std::string {
+    const OutputLocation* loc = cluster_->controller().OutputOf(job, run);
+    return loc ? cluster_->controller().workers()[loc->worker].data_endpoint : "";
+  });
+  EXPECT_FALSE(endpoint.empty()) << "no location for run " << run;
+  if (endpoint.empty()) return {};
+  auto got = worker::FetchOutputs(endpoint, job, run, 10000);
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  return got.ok() ? std::move(got).value() : std::vector<worker::Buffer>{};
+}
+
+std::vector<float> Floats(const worker::Buffer& b) {
+  std::vector<float> v(b.data.size() / sizeof(float));
+  if (!v.empty()) std::memcpy(v.data(), b.data.data(), v.size() * sizeof(float));
+  return v;
+}
+
+std::vector<float> ScaleGenerated(int64_t n, double factor) {
+  for (const auto& k : worker::BuiltinKernels()) {
+    if (k.name != "scale") continue;
+    Args raw = {{"n", n}, {"factor", factor}};
+    return Floats(k.kernel(worker::KernelArgs(raw), {})[0]);
+  }
+  return {};
 }
 
 }  // namespace hmpmd::testing

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hmpmd/worker/buffer.h"
 #include "job_spec_parser.h"
 #include "local_cluster.h"
 
@@ -45,7 +46,17 @@ class ClusterTest : public ::testing::Test {
   // Every edge respected, steps in order, no core running two runs at once.
   static void ExpectValidSchedule(const JobResult& r);
 
+  // The outputs of (job, run), fetched from the worker that holds them;
+  // empty (and the test failed) when none does.
+  std::vector<worker::Buffer> FetchOutputs(JobId job, uint32_t run);
+
   std::unique_ptr<LocalCluster> cluster_;
 };
+
+// The float32 elements of `b`.
+std::vector<float> Floats(const worker::Buffer& b);
+// What the built-in `scale` kernel makes with no input: `n` elements
+// generated and multiplied by `factor`.
+std::vector<float> ScaleGenerated(int64_t n, double factor);
 
 }  // namespace hmpmd::testing

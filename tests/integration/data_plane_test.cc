@@ -15,36 +15,7 @@ namespace {
 
 using json = nlohmann::json;
 
-std::vector<float> Floats(const worker::Buffer& b) {
-  std::vector<float> v(b.data.size() / sizeof(float));
-  if (!v.empty()) std::memcpy(v.data(), b.data.data(), v.size() * sizeof(float));
-  return v;
-}
-
-class DataPlaneTest : public ClusterTest {
- protected:
-  // The outputs of (job, run), fetched from the worker that holds them.
-  std::vector<worker::Buffer> Fetch(JobId job, uint32_t run) {
-    std::string endpoint = cluster_->Call([&]() -> std::string {
-      const OutputLocation* loc = cluster_->controller().OutputOf(job, run);
-      return loc ? cluster_->controller().workers()[loc->worker].data_endpoint : "";
-    });
-    EXPECT_FALSE(endpoint.empty()) << "no location for run " << run;
-    if (endpoint.empty()) return {};
-    auto got = worker::FetchOutputs(endpoint, job, run, 10000);
-    EXPECT_TRUE(got.ok()) << got.status().ToString();
-    return got.ok() ? std::move(got).value() : std::vector<worker::Buffer>{};
-  }
-};
-
-std::vector<float> Generated(int64_t n, double factor) {
-  for (const auto& k : worker::BuiltinKernels()) {
-    if (k.name != "scale") continue;
-    Args raw = {{"n", n}, {"factor", factor}};
-    return Floats(k.kernel(worker::KernelArgs(raw), {})[0]);
-  }
-  return {};
-}
+using DataPlaneTest = ClusterTest;
 
 TEST_F(DataPlaneTest, TensorsFlowFromProducersOnTwoWorkersIntoAnAdd) {
   StartCluster(2);
@@ -56,11 +27,11 @@ TEST_F(DataPlaneTest, TensorsFlowFromProducersOnTwoWorkersIntoAnAdd) {
   JobResult r = RunSpec(json{{"name", "flow"}, {"tasks", tasks}}.dump());
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
   EXPECT_NE(r.runs[0].device, r.runs[1].device) << "the producers should be on two workers";
-  std::vector<worker::Buffer> out = Fetch(r.id, 2);
+  std::vector<worker::Buffer> out = FetchOutputs(r.id, 2);
   ASSERT_EQ(out.size(), 1u);
   // No `n` on the add: it can only have added its inputs, 2g + 6g = 8g.
   const std::vector<float> got = Floats(out[0]);
-  const std::vector<float> want = Generated(4096, 8.0);
+  const std::vector<float> want = ScaleGenerated(4096, 8.0);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i])));
@@ -89,7 +60,7 @@ TEST_F(DataPlaneTest, AllreduceGangSpansThreeWorkers) {
   for (const RunRecord& run : r.runs) devices.insert(run.device);
   EXPECT_EQ(devices.size(), 3u) << "gang members go to distinct devices";
   for (uint32_t run = 0; run < 3; ++run) {
-    std::vector<worker::Buffer> out = Fetch(r.id, run);
+    std::vector<worker::Buffer> out = FetchOutputs(r.id, run);
     ASSERT_EQ(out.size(), 1u);
     const std::vector<float> got = Floats(out[0]);
     ASSERT_EQ(got.size(), 1000u);

@@ -3,33 +3,14 @@
 // and compute the right result, for a chain and a fan-in; with the switch
 // off nothing is dispatched ahead.
 #include <cmath>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "cluster_fixture.h"
-#include "hmpmd/worker/builtin_kernels.h"
-#include "hmpmd/worker/fetch.h"
 
 namespace hmpmd::testing {
 namespace {
 
 using json = nlohmann::json;
-
-std::vector<float> Floats(const worker::Buffer& b) {
-  std::vector<float> v(b.data.size() / sizeof(float));
-  if (!v.empty()) std::memcpy(v.data(), b.data.data(), v.size() * sizeof(float));
-  return v;
-}
-
-// What `scale` generates for n elements times `factor`.
-std::vector<float> Generated(int64_t n, double factor) {
-  for (const auto& k : worker::BuiltinKernels()) {
-    if (k.name != "scale") continue;
-    Args raw = {{"n", n}, {"factor", factor}};
-    return Floats(k.kernel(worker::KernelArgs(raw), {})[0]);
-  }
-  return {};
-}
 
 class EarlyDispatchClusterTest : public ClusterTest {
  protected:
@@ -44,18 +25,11 @@ class EarlyDispatchClusterTest : public ClusterTest {
   uint64_t LostInputs() {
     return cluster_->Call([&] { return cluster_->controller().counters().lost_inputs; });
   }
-  // The outputs of (job, run), fetched from the worker that holds them.
+  // The tensor run `run` of `job` made.
   std::vector<float> Output(JobId job, uint32_t run) {
-    std::string endpoint = cluster_->Call([&]() -> std::string {
-      const OutputLocation* loc = cluster_->controller().OutputOf(job, run);
-      return loc ? cluster_->controller().workers()[loc->worker].data_endpoint : "";
-    });
-    EXPECT_FALSE(endpoint.empty()) << "no location for run " << run;
-    if (endpoint.empty()) return {};
-    auto got = worker::FetchOutputs(endpoint, job, run, 10000);
-    EXPECT_TRUE(got.ok()) << got.status().ToString();
-    if (!got.ok() || got->size() != 1) return {};
-    return Floats((*got)[0]);
+    std::vector<worker::Buffer> got = FetchOutputs(job, run);
+    EXPECT_EQ(got.size(), 1u) << "run " << run;
+    return got.size() == 1 ? Floats(got[0]) : std::vector<float>{};
   }
   static void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
     ASSERT_EQ(got.size(), want.size());
@@ -89,7 +63,7 @@ TEST_F(EarlyDispatchClusterTest, AChainReadsEachTensorItsProducerLeftOnTheLane) 
   ExpectValidSchedule(r);
   EXPECT_GT(EarlyDispatched(), 0u) << "some link went behind its running producer";
   EXPECT_EQ(LostInputs(), 0u);
-  ExpectNear(Output(r.id, 15), Generated(8192, product));
+  ExpectNear(Output(r.id, 15), ScaleGenerated(8192, product));
 }
 
 TEST_F(EarlyDispatchClusterTest, AFanInReadsBothProducersTensors) {
@@ -105,7 +79,7 @@ TEST_F(EarlyDispatchClusterTest, AFanInReadsBothProducersTensors) {
     ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
     ExpectValidSchedule(r);
     // (2g + 6g) / 2 = 4g.
-    ExpectNear(Output(r.id, 3), Generated(8192, 4.0));
+    ExpectNear(Output(r.id, 3), ScaleGenerated(8192, 4.0));
   }
   EXPECT_GT(EarlyDispatched(), 0u);
   EXPECT_EQ(LostInputs(), 0u);
@@ -117,7 +91,7 @@ TEST_F(EarlyDispatchClusterTest, OffNothingGoesAheadAndTheResultIsTheSame) {
   JobResult r = RunSpec(ChainSpec(6, 8192, &product));
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
   EXPECT_EQ(EarlyDispatched(), 0u);
-  ExpectNear(Output(r.id, 5), Generated(8192, product));
+  ExpectNear(Output(r.id, 5), ScaleGenerated(8192, product));
 }
 
 }  // namespace
