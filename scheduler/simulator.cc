@@ -134,6 +134,17 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
       }
       us = g.us;
     }
+    // Past the time limit (or not a number, from absurd cost hints): end
+    // it just past the limit, where Run() stops and names it, instead of
+    // an out-of-range conversion to TimeUs.
+    const double limit = static_cast<double>(options_.max_time_us - now_) + 1;
+    if (!(us < limit)) {
+      if (too_long_.empty()) {
+        const JobRun& job = *scheduler_->job(d.job);
+        too_long_ = job.graph->spec_task(d.run % job.graph->size()).id;
+      }
+      us = limit;
+    }
     TimeUs dur = std::max<TimeUs>(1, static_cast<TimeUs>(us + 0.5));
     heap_.push_back({now_ + dur, seq_++, d, now_});
     std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
@@ -155,7 +166,13 @@ Status Simulator::Run() {
     // Complete every run that ends at the next event time.
     TimeUs t = heap_.front().end;
     if (t > options_.max_time_us) {
-      return Status::ResourceExhausted("simulation passed max_time_us");
+      std::string why = "simulation passed its time limit of " +
+                        std::to_string(options_.max_time_us / 1'000'000) + " s";
+      if (!too_long_.empty()) {
+        why += ": task '" + too_long_ + "' alone would run past it (check its cost hints and " +
+               "its sub-model's state_bytes)";
+      }
+      return Status::ResourceExhausted(why);
     }
     now_ = t;
     while (!heap_.empty() && heap_.front().end == t) {

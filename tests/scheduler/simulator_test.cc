@@ -223,6 +223,18 @@ TEST(Simulator, TaskTimesFollowThePool) {
             static_cast<TimeUs>(std::lround(pool.links[1].latency_us + 10)));
 }
 
+TEST(Simulator, ATaskLongerThanTheTimeLimitFailsTheRunNamingIt) {
+  // 1e40 flops: ~1e32 us, far past any TimeUs; the run must fail, not wrap.
+  SpecBuilder b;
+  b.Add(TaskBuilder("short", "gemm").Flops(2e9));
+  b.Add(TaskBuilder("huge", "gemm").Flops(1e40).Inputs({"short"}));
+  for (const std::string& policy : PolicyNames()) {
+    Outcome o = Simulate(b.Build(), policy, MakePoolSpec(2));
+    EXPECT_EQ(o.status.code(), StatusCode::kResourceExhausted) << policy;
+    EXPECT_NE(o.status.message().find("'huge'"), std::string::npos) << o.status.message();
+  }
+}
+
 TEST(Simulator, RejectsBadPoolAndPolicy) {
   SimOptions o;
   o.pool.nodes = 0;

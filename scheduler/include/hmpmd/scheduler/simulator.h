@@ -95,6 +95,7 @@ class Simulator {
   std::vector<uint64_t> loads_on_;
   uint64_t state_loads_ = 0;
   double state_load_us_ = 0;
+  std::string too_long_;  // the first task that would end past max_time_us
 };
 
 }  // namespace hmpmd
