@@ -191,7 +191,7 @@ int SimMain(const SimArgs& a) {
     std::snprintf(
         line, sizeof line,
         "%-10s %-9s %9llu %11.6f %11.6f %6.1f%% %6.1f%% %6.1f%% %5.1f%% %5.1f%% %6llu %7.2f\n",
-        name.c_str(), st.ok() ? std::string(JobStateName(job.state)).c_str() : "stuck",
+        name.c_str(), st.ok() ? std::string(JobStateName(job.state)).c_str() : "failed",
         static_cast<unsigned long long>(m.tasks), m.makespan_s, m.lower_bound_s, gap * 100,
         m.bubble_ratio * 100, m.masking_ratio * 100, m.utilisation_by_kind[0] * 100,
         m.utilisation_by_kind[1] * 100, static_cast<unsigned long long>(moves), wall);
