@@ -323,14 +323,22 @@ void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
   if (!parked_.empty()) Unpark(rec.core);
 }
 
+JobRun* Scheduler::RunningAttempt(JobId job_id, uint32_t run, uint32_t attempt) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return nullptr;
+  JobRun& job = it->second;
+  if (IsTerminal(job.state) || run >= job.runs.size()) return nullptr;
+  const TaskRecord& rec = job.runs[run];
+  if (rec.state != TaskState::kRunning || rec.attempt != attempt) return nullptr;
+  return &job;
+}
+
 bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs start, TimeUs end,
                            TimeUs now) {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return false;
-  JobRun& job = it->second;
-  if (IsTerminal(job.state) || run >= job.runs.size()) return false;
+  JobRun* found = RunningAttempt(job_id, run, attempt);
+  if (found == nullptr) return false;
+  JobRun& job = *found;
   TaskRecord& rec = job.runs[run];
-  if (rec.state != TaskState::kRunning || rec.attempt != attempt) return false;
   ReleaseRun(job, rec, now);
   rec.state = TaskState::kDone;
   rec.start = start;
@@ -385,12 +393,10 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
 
 bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const std::string& error,
                              bool retryable, TimeUs now) {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return false;
-  JobRun& job = it->second;
-  if (IsTerminal(job.state) || run >= job.runs.size()) return false;
+  JobRun* found = RunningAttempt(job_id, run, attempt);
+  if (found == nullptr) return false;
+  JobRun& job = *found;
   TaskRecord& rec = job.runs[run];
-  if (rec.state != TaskState::kRunning || rec.attempt != attempt) return false;
   ReleaseRun(job, rec, now);
   const JobGraph& g = *job.graph;
   uint32_t index = run % g.size();

@@ -10,12 +10,10 @@ namespace hmpmd {
 bool Scheduler::OnInputsLost(JobId job_id, uint32_t run, uint32_t attempt,
                              const std::vector<uint32_t>& lost, const std::string& error,
                              TimeUs now) {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return false;
-  JobRun& job = it->second;
-  if (IsTerminal(job.state) || run >= job.runs.size()) return false;
+  JobRun* found = RunningAttempt(job_id, run, attempt);
+  if (found == nullptr) return false;
+  JobRun& job = *found;
   TaskRecord& rec = job.runs[run];
-  if (rec.state != TaskState::kRunning || rec.attempt != attempt) return false;
   const JobGraph& g = *job.graph;
   const uint32_t index = run % g.size(), base = run - index;
   const std::vector<uint32_t>& inputs = g.task(index).inputs;

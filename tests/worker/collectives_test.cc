@@ -261,13 +261,18 @@ std::vector<Case> Cases() {
 INSTANTIATE_TEST_SUITE_P(Loopback, CollectivesTest, ::testing::ValuesIn(Cases()),
                          [](const auto& p) { return Name(p.param); });
 
-TEST(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
-  spdlog::logger log("t");
-  zmq::context_t ctx(1);
-  ObjectStore store(0);
+// Rank 0 of a gang whose rank 1 never runs: its own data server only.
+class CommunicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server.Bind("127.0.0.1").ok()); }
+  spdlog::logger log{"t"};
+  zmq::context_t ctx{1};
+  ObjectStore store{0};
   CollectiveInbox inbox;
-  DataServer server(&ctx, &store, &inbox, &log);
-  ASSERT_TRUE(server.Bind("127.0.0.1").ok());
+  DataServer server{&ctx, &store, &inbox, &log};
+};
+
+TEST_F(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
   // Rank 1 never runs: rank 0's first receive times out.
   Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 7},
                     200'000);
@@ -277,13 +282,7 @@ TEST(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
   EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
 }
 
-TEST(CommunicatorTest, AFailedZeroCopyCallEndsAndCanBeRepeated) {
-  spdlog::logger log("t");
-  zmq::context_t ctx(1);
-  ObjectStore store(0);
-  CollectiveInbox inbox;
-  DataServer server(&ctx, &store, &inbox, &log);
-  ASSERT_TRUE(server.Bind("127.0.0.1").ok());
+TEST_F(CommunicatorTest, AFailedZeroCopyCallEndsAndCanBeRepeated) {
   // 1 MiB chunks go zero-copy and stay queued for rank 1, which never
   // connects: the call fails, closes its sockets and waits (bounded by the
   // linger time) until ZeroMQ has dropped them; then the buffer may go.

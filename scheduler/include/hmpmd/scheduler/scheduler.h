@@ -276,6 +276,9 @@ class Scheduler {
   void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   void StartStep(JobRun& job, uint32_t step, TimeUs now);
   void FinishJob(JobRun& job, JobState state, std::string error, TimeUs now);
+  // The job of (job, run) when that run is running as `attempt`; null for
+  // a stale or unknown report (ended job, another attempt, not running).
+  JobRun* RunningAttempt(JobId job_id, uint32_t run, uint32_t attempt);
   void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
   // Records run `run` as placed on `core` and reports it in `out`.
   void Commit(JobRun& job, uint32_t run, CoreId core, double est_us, TimeUs now,
