@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -97,6 +98,31 @@ class RestApiTest : public ClusterTest {
   std::unique_ptr<EventFeed> feed_;
   std::unique_ptr<HttpServer> server_;
   HttpUrl url_;
+
+  // Holds the controller loop busy until Release() or the end of scope
+  // (bounded to 30 s, should the test fail): reads served meanwhile come
+  // from the HTTP side alone.
+  class LoopBlocker {
+   public:
+    explicit LoopBlocker(Controller& controller) {
+      std::promise<void> blocked;
+      std::shared_future<void> released = release_.get_future().share();
+      controller.Post([&blocked, released] {
+        blocked.set_value();
+        released.wait_for(std::chrono::seconds(30));
+      });
+      blocked.get_future().wait();
+    }
+    ~LoopBlocker() { Release(); }
+    void Release() {
+      if (!done_) release_.set_value();
+      done_ = true;
+    }
+
+   private:
+    std::promise<void> release_;
+    bool done_ = false;
+  };
 };
 
 }  // namespace hmpmd::testing

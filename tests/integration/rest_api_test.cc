@@ -160,20 +160,14 @@ TEST_F(RestApiTest, ReadsAreAnsweredWhileTheLoopIsBusy) {
   // from it by the HTTP thread, without the loop.
   json pool = GetJson("/api/v1/pool");
   ASSERT_EQ(pool["alive_devices"], 2);
-  std::promise<void> blocked, release;
-  std::shared_future<void> released = release.get_future().share();
-  cluster_->controller().Post([&blocked, released] {
-    blocked.set_value();
-    released.wait_for(std::chrono::seconds(30));  // bounded, should the test fail
-  });
-  blocked.get_future().wait();
+  LoopBlocker loop(cluster_->controller());
   // Were these posted to the loop, they would wait for the release and the
   // client's 10 s timeout would fail them.
   EXPECT_EQ(GetJson("/api/v1/pool"), pool);
   EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 0u);
   EXPECT_EQ(Call("GET", "/metrics").status, 200);
   EXPECT_EQ(GetJson("/api/v1/jobs/7", 404)["error"], "job 7: no such job");
-  release.set_value();
+  loop.Release();
   // A job submitted now is seen at once by the next read.
   uint64_t id = SubmitOk(Chain(3));
   EXPECT_EQ(GetJson("/api/v1/jobs/" + std::to_string(id))["id"], id);
@@ -189,13 +183,7 @@ TEST_F(RestApiTest, AnEndedJobsTasksTraceAndDagAreServedWithoutTheLoop) {
   ASSERT_EQ(page["tasks"].size(), 4u);
   json trace = GetJson(base + "/trace");
   json dag = GetJson(base + "/dag");
-  std::promise<void> blocked, release;
-  std::shared_future<void> released = release.get_future().share();
-  cluster_->controller().Post([&blocked, released] {
-    blocked.set_value();
-    released.wait_for(std::chrono::seconds(30));  // bounded, should the test fail
-  });
-  blocked.get_future().wait();
+  LoopBlocker loop(cluster_->controller());
   EXPECT_EQ(GetJson(base + "/tasks?limit=4"), page);       // kept as rendered
   json other = GetJson(base + "/tasks?offset=4&limit=4");  // rendered from the copy
   ASSERT_EQ(other["tasks"].size(), 2u);
@@ -203,7 +191,7 @@ TEST_F(RestApiTest, AnEndedJobsTasksTraceAndDagAreServedWithoutTheLoop) {
   EXPECT_EQ(GetJson(base + "/trace"), trace);
   EXPECT_EQ(GetJson(base + "/dag"), dag);
   EXPECT_EQ(Call("GET", base + "/tasks?limit=x").status, 400);
-  release.set_value();
+  loop.Release();
 }
 
 TEST_F(RestApiTest, MetricsArePrometheusText) {
