@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "hmpmd/protocol/builtin_args.h"
+
 namespace hmpmd {
 namespace {
 
@@ -69,6 +71,9 @@ Result<std::shared_ptr<const JobGraph>> JobGraph::Build(JobSpec spec) {
                                      std::to_string(it->second) + "]");
     }
     if (t.kernel.empty()) return Status::InvalidArgument(Where(spec, i) + ": kernel: empty");
+    if (Status s = CheckBuiltinArgs(t.kernel, t.args); !s.ok()) {
+      return Status::InvalidArgument(Where(spec, i) + ": " + s.message());
+    }
   }
 
   g->tasks_.resize(spec.tasks.size());

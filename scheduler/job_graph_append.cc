@@ -1,6 +1,7 @@
 // JobGraph's open form: a driver session's graph that grows by Append().
 #include <algorithm>
 
+#include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/scheduler/job_graph.h"
 
 namespace hmpmd {
@@ -70,6 +71,9 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
                                      std::to_string(dup) + "]");
     }
     if (t.kernel.empty()) return Status::InvalidArgument(Where(index, t.id) + ": kernel: empty");
+    if (Status s = CheckBuiltinArgs(t.kernel, t.args); !s.ok()) {
+      return Status::InvalidArgument(Where(index, t.id) + ": " + s.message());
+    }
     if (submodel_of(t.submodel) < 0) {
       return Status::InvalidArgument(Where(index, t.id) + ": submodel: unknown submodel '" +
                                      t.submodel + "'");

@@ -18,7 +18,8 @@ std::vector<Buffer> NoopKernel(const KernelArgs&, std::span<const Buffer>) { ret
 
 // Argument `us` as a duration; absent means 0.
 std::chrono::microseconds DurationArg(const KernelArgs& args, const char* kernel) {
-  const double us = args.Number("us", 0.0);
+  // Present but not a number reads as NaN, so it fails below, not as 0.
+  const double us = args.Has("us") ? args.Number("us", NAN) : 0.0;
   // One day bounds a typo without limiting any real benchmark.
   constexpr double kMaxUs = 86400e6;
   if (!std::isfinite(us) || us < 0 || us > kMaxUs) {
@@ -55,7 +56,7 @@ std::vector<Buffer> SleepKernel(const KernelArgs& args, std::span<const Buffer>)
 // from this worker), or, without inputs, `bytes` bytes (default 4096).
 std::vector<Buffer> SendKernel(const KernelArgs& args, std::span<const Buffer> inputs) {
   if (!inputs.empty()) return std::vector<Buffer>(inputs.begin(), inputs.end());
-  const int64_t bytes = args.Int("bytes", 4096);
+  const int64_t bytes = args.Has("bytes") ? args.Int("bytes", -1) : 4096;
   if (bytes < 0 || bytes > (int64_t{1} << 30)) {
     throw std::invalid_argument("send: argument 'bytes' must be in [0, 2^30]");
   }

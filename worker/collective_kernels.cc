@@ -54,8 +54,10 @@ std::vector<size_t> Sizes(const KernelArgs& args, size_t n, uint32_t p) {
 
 // Elements of a member without inputs: argument `n`, or `bytes` / 4.
 size_t GeneratedCount(const KernelArgs& args) {
-  int64_t n = args.Int("n", -1);
-  if (n < 0) n = args.Int("bytes", 4096) / 4;
+  // A present argument of the wrong type reads as -1 and fails below.
+  int64_t n = args.Has("n")       ? args.Int("n", -1)
+              : args.Has("bytes") ? args.Int("bytes", -4) / 4
+                                  : 4096 / 4;
   if (n < 0 || n > kMaxElements) {
     throw std::invalid_argument("collective: argument 'n' must be in [0, 2^28]");
   }
@@ -160,7 +162,7 @@ BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
     Check(comm.AllToAll(blocks, &got, &recv_sizes));
     out.push_back(ByteBufferAsF32(std::move(got)));
   } else if (kernel == "broadcast") {
-    const int64_t root = args.Int("root", 0);
+    const int64_t root = args.Has("root") ? args.Int("root", -1) : 0;
     if (root < 0 || root >= comm.size()) {
       throw std::invalid_argument("broadcast: argument 'root' must be a rank of the gang");
     }

@@ -130,15 +130,25 @@ TEST_F(ClientTest, CancelStopsASpinAndFailsItsDependents) {
 TEST_F(ClientTest, AFailingKernelsMessageReachesTheDriver) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);
-  Future bad =
-      c->Submit({.kernel = "scale", .args = {{"factor", std::string("x")}}, .label = "t3"}).value();
+  // Arguments in range, so accepted; gemm refuses an output this large.
+  Future bad = c->Submit({.kernel = "gemm",
+                          .args = {{"m", int64_t{65536}}, {"n", int64_t{65536}}, {"k", int64_t{1}}},
+                          .label = "t3"})
+                   .value();
   Future dep = c->Submit({.kernel = "noop", .inputs = {bad}}).value();
   Status s = bad.Wait(20000);
   EXPECT_EQ(s.code(), StatusCode::kAborted);
-  EXPECT_EQ(s.message(), "task 't3' failed: scale: argument 'factor' must be a finite number");
+  EXPECT_EQ(s.message(), "task 't3' failed: gemm: C (m x n) has more than 268435456 elements");
   Status d = dep.Wait(20000);
   EXPECT_EQ(d.code(), StatusCode::kAborted);
   EXPECT_NE(d.message().find("input 't3' failed"), std::string::npos) << d.message();
+  // A built-in's argument of the wrong type is refused, naming it.
+  Status refused =
+      c->Submit({.kernel = "scale", .args = {{"factor", std::string("x")}}}).value().Wait(20000);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("args.factor: expected a number, got a string"),
+            std::string::npos)
+      << refused.message();
   // The session goes on.
   EXPECT_TRUE(c->Submit({.kernel = "noop"}).value().Wait(20000).ok());
   Status closed = c->Close();

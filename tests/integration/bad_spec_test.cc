@@ -27,6 +27,15 @@ const BadSpec kBadSpecs[] = {
      "cycle"},
     {"wrong type", R"({"tasks":[{"id":"a","kernel":"spin","args":{"us":[1]}}]})",
      "tasks[0] 'a': args.us: expected a number, string or bool"},
+    {"built-in kernel argument of the wrong type",
+     R"({"tasks":[{"id":"a","kernel":"spin","args":{"us":"10"}}]})",
+     "tasks[0] 'a': args.us: expected a number, got a string"},
+    {"built-in kernel argument out of range",
+     R"({"tasks":[{"id":"a","kernel":"gemm","args":{"m":-4,"n":2,"k":2}}]})",
+     "tasks[0] 'a': args.m: must be an integer in [1, 268435456]"},
+    {"built-in kernel argument misspelt",
+     R"({"tasks":[{"id":"a","kernel":"scale","args":{"factr":2}}]})",
+     "tasks[0] 'a': args.factr: 'scale' takes no such argument (n, factor)"},
     {"extra field", R"({"tasks":[{"id":"a","kernel":"noop","colour":"red"}]})",
      "tasks[0] 'a': unknown field 'colour'"},
     {"too many devices",
@@ -55,10 +64,13 @@ TEST_F(BadSpecTest, EachBadSpecGetsOneLineAndTheControllerKeepsServing) {
 
 TEST_F(BadSpecTest, KernelErrorFailsTheJobWithItsMessage) {
   StartCluster(1);
-  // gemm refuses a negative size; the job fails naming the task.
-  JobResult r = RunSpec(R"({"tasks":[{"id":"bad","kernel":"gemm","args":{"m":-4,"n":2,"k":2}}]})");
+  // Each size is in range, so the spec is accepted, but gemm refuses an
+  // output this large when it runs; the job fails naming the task.
+  JobResult r =
+      RunSpec(R"({"tasks":[{"id":"bad","kernel":"gemm","args":{"m":65536,"n":65536,"k":1}}]})");
   EXPECT_EQ(r.state, JobState::kFailed);
-  EXPECT_NE(r.error.find("task 'bad' failed"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("task 'bad' failed: gemm: C (m x n) has more than"), std::string::npos)
+      << r.error;
   // The worker is still there for the next job.
   JobResult ok = RunSpec(R"({"tasks":[{"id":"fine","kernel":"noop"}]})");
   EXPECT_EQ(ok.state, JobState::kSucceeded) << ok.error;

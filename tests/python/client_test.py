@@ -74,17 +74,18 @@ class ClientTest(unittest.TestCase):
 
     def test_failing_kernel_raises_with_its_message(self):
         c = self.connect("fails")
-        bad = c.submit("spin", args={"us": -1}, label="bad")
+        # Passes the submission-time argument check; fails in the kernel.
+        bad = c.submit("gemm", args={"m": 65536, "n": 65536, "k": 1}, label="bad")
         after = c.submit("noop", inputs=[bad], label="after")
         with self.assertRaises(hmpmd.TaskFailed) as e:
             bad.wait(TIMEOUT_MS)
-        self.assertIn("spin: argument 'us' must be a number", str(e.exception))
+        self.assertIn("gemm: C (m x n) has more than", str(e.exception))
         self.assertNotIn("\n", str(e.exception))
         with self.assertRaises(hmpmd.TaskFailed):
             after.get(TIMEOUT_MS)  # an input failed
         with self.assertRaises(hmpmd.TaskFailed) as e:
             c.close()  # the session's job failed
-        self.assertIn("spin: argument 'us'", str(e.exception))
+        self.assertIn("gemm: C (m x n)", str(e.exception))
         with self.assertRaises(hmpmd.TaskFailed):
             c.close()  # idempotent: the same outcome
 
@@ -136,6 +137,11 @@ class ClientTest(unittest.TestCase):
             c.create_actor("dup")
             with self.assertRaises(hmpmd.Error):
                 c.create_actor("dup")
+            # A built-in kernel's argument of the wrong type is rejected by
+            # the controller, naming it; the session goes on.
+            with self.assertRaises(hmpmd.InvalidArgument) as e:
+                c.submit("spin", args={"us": "10"}).wait(TIMEOUT_MS)
+            self.assertIn("args.us: expected a number, got a string", str(e.exception))
             c.submit("noop").wait(TIMEOUT_MS)
 
     def test_unreachable_controller_raises_unavailable(self):

@@ -159,34 +159,19 @@ TEST_F(HmpmdPolicyTest, CriticalPathFirstShortensTheMakespan) {
 }
 
 TEST_F(HmpmdPolicyTest, ProducersOfOneGangGoTogetherWhateverTheListingOrder) {
-  // Two all-reduce gangs of 2, each fed by 2 shards of equal rank; the spec
-  // lists the shards interleaved. Running one gang's shards first lets that
-  // gang start while the other's shards compute.
-  JobSpec spec = SpecBuilder()
-                     .Add(TaskBuilder("a0").Us(100))
-                     .Add(TaskBuilder("b0").Us(100))
-                     .Add(TaskBuilder("a1").Us(100))
-                     .Add(TaskBuilder("b1").Us(100))
-                     .Add(TaskBuilder("ar_a0", "allreduce")
-                              .Vector()
-                              .Us(80)
-                              .Inputs({"a0"})
-                              .Collective("ga", "allreduce"))
-                     .Add(TaskBuilder("ar_a1", "allreduce")
-                              .Vector()
-                              .Us(80)
-                              .Inputs({"a1"})
-                              .Collective("ga", "allreduce"))
-                     .Add(TaskBuilder("ar_b0", "allreduce")
-                              .Vector()
-                              .Us(80)
-                              .Inputs({"b0"})
-                              .Collective("gb", "allreduce"))
-                     .Add(TaskBuilder("ar_b1", "allreduce")
-                              .Vector()
-                              .Us(80)
-                              .Inputs({"b1"})
-                              .Collective("gb", "allreduce"));
+  // Two all-reduce gangs of 2 (timed stand-ins: spin members), each fed by
+  // 2 shards of equal rank; the spec lists the shards interleaved. Running one gang's shards first
+  // lets that gang start while the other's shards compute.
+  JobSpec spec =
+      SpecBuilder()
+          .Add(TaskBuilder("a0").Us(100))
+          .Add(TaskBuilder("b0").Us(100))
+          .Add(TaskBuilder("a1").Us(100))
+          .Add(TaskBuilder("b1").Us(100))
+          .Add(TaskBuilder("ar_a0").Vector().Us(80).Inputs({"a0"}).Collective("ga", "allreduce"))
+          .Add(TaskBuilder("ar_a1").Vector().Us(80).Inputs({"a1"}).Collective("ga", "allreduce"))
+          .Add(TaskBuilder("ar_b0").Vector().Us(80).Inputs({"b0"}).Collective("gb", "allreduce"))
+          .Add(TaskBuilder("ar_b1").Vector().Us(80).Inputs({"b1"}).Collective("gb", "allreduce"));
   const std::vector<DeviceDesc> pool = {Device("d0", 1, 1), Device("d1", 1, 1)};
   TimeUs hmpmd = 0, fifo = 0;
   Run("hmpmd", spec, pool, &hmpmd);
@@ -199,26 +184,20 @@ TEST_F(HmpmdPolicyTest, ProducersOfOneGangGoTogetherWhateverTheListingOrder) {
 }
 
 TEST_F(HmpmdPolicyTest, GangMembersShareTheLongestTail) {
-  // m0 feeds a 1000 us task, m1 a 10 us one; the gang ends together, so
+  // m0 feeds a 1000 us task, m1 a 10 us one (spin members of one all-reduce
+  // gang); the gang ends together, so
   // both members (and their producers) carry the longer tail.
   Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
   s.AddDevice(Device("d0", 1, 1));
   s.AddDevice(Device("d1", 1, 1));
-  auto g = test::BuildGraph(SpecBuilder()
-                                .Add(TaskBuilder("p0").Us(10))
-                                .Add(TaskBuilder("p1").Us(10))
-                                .Add(TaskBuilder("m0", "allreduce")
-                                         .Vector()
-                                         .Us(5)
-                                         .Inputs({"p0"})
-                                         .Collective("g", "allreduce"))
-                                .Add(TaskBuilder("m1", "allreduce")
-                                         .Vector()
-                                         .Us(5)
-                                         .Inputs({"p1"})
-                                         .Collective("g", "allreduce"))
-                                .Add(TaskBuilder("long").Us(1000).Inputs({"m0"}))
-                                .Add(TaskBuilder("short").Us(10).Inputs({"m1"})));
+  auto g = test::BuildGraph(
+      SpecBuilder()
+          .Add(TaskBuilder("p0").Us(10))
+          .Add(TaskBuilder("p1").Us(10))
+          .Add(TaskBuilder("m0").Vector().Us(5).Inputs({"p0"}).Collective("g", "allreduce"))
+          .Add(TaskBuilder("m1").Vector().Us(5).Inputs({"p1"}).Collective("g", "allreduce"))
+          .Add(TaskBuilder("long").Us(1000).Inputs({"m0"}))
+          .Add(TaskBuilder("short").Us(10).Inputs({"m1"})));
   JobId id = *s.AddJob(g, 0);
   const JobRun& job = *s.job(id);
   EXPECT_DOUBLE_EQ(job.rank_us[2], job.rank_us[3]);

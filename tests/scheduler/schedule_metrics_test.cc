@@ -246,10 +246,13 @@ TEST_F(ScheduleMetricsTest, MetricsOfAScheduledRunMatchItsTimeline) {
   s.AddDevice(Device("d", 1, 1));
   auto g = test::BuildGraph(SpecBuilder()
                                 .Add(TaskBuilder("c0").Us(100))
-                                .Add(TaskBuilder("x0", "send").Vector().Us(60).Inputs({"c0"}))
+                                .Add(TaskBuilder("x0", "send").Vector().Inputs({"c0"}))
                                 .Add(TaskBuilder("c1").Us(100).Inputs({"c0"})));
   JobId job = *s.AddJob(g, 0);
-  test::VirtualLoop loop(&s);
+  // The spins last their `us`; the send (run 1) 60 us.
+  test::VirtualLoop loop(&s, [&](JobId, uint32_t run) -> TimeUs {
+    return run == 1 ? 60 : static_cast<TimeUs>(ArgNumber(g->spec_task(run).args, "us", 1));
+  });
   loop.RunToIdle();
   ScheduleMetrics m = ComputeMetrics(*s.job(job), s.pool());
   EXPECT_DOUBLE_EQ(m.makespan_s, 200 * kUs);

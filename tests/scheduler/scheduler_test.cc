@@ -516,7 +516,7 @@ TEST_F(SchedulerTest, KernelFailureFailsTheJobWithItsMessage) {
   sched_->AddDevice(Device("w", 2));
   JobId job = Add(SpecBuilder()
                       .Add(TaskBuilder("a").Us(100))
-                      .Add(TaskBuilder("b", "gemm").Us(10))
+                      .Add(TaskBuilder("b", "gemm"))
                       .Add(TaskBuilder("c").Inputs({"a"})));
   std::vector<Dispatch> out = ScheduleAt(0);
   ASSERT_EQ(out.size(), 2u);

@@ -207,5 +207,17 @@ TEST(BuiltinKernelsTest, SpinAndSleepTakeAtLeastTheirTime) {
   EXPECT_TRUE(Call("noop", {}).empty());
 }
 
+// A worker may run a task the controller did not check (an embedding
+// program calling a built-in itself): a wrong-typed argument still fails,
+// naming it, instead of reading as the default.
+TEST(BuiltinKernelsTest, WrongTypedArgumentsFailInsteadOfReadingAsDefaults) {
+  const std::string text("10");
+  EXPECT_THROW(Call("spin", {{"us", text}}), std::invalid_argument);
+  EXPECT_THROW(Call("sleep", {{"us", true}}), std::invalid_argument);
+  EXPECT_THROW(Call("send", {{"bytes", text}}), std::invalid_argument);
+  EXPECT_THROW(Call("gemm", {{"m", text}, {"n", int64_t{2}}, {"k", int64_t{2}}}),
+               std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace hmpmd::worker

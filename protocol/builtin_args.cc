@@ -1,0 +1,137 @@
+#include "hmpmd/protocol/builtin_args.h"
+
+#include <cmath>
+#include <span>
+#include <string>
+
+namespace hmpmd {
+namespace {
+
+enum class ArgType { kInteger, kNumber, kString };
+
+struct ArgRule {
+  std::string_view name;
+  ArgType type;
+  double min = 0;  // inclusive range for numbers
+  double max = 0;
+};
+
+// Limits the workers enforce (worker/f32_util.h, builtin_kernels.cc).
+constexpr double kMaxElements = 268435456.0;  // 2^28
+constexpr double kMaxBytes = 1073741824.0;    // 2^30
+constexpr double kMaxUs = 86400e6;            // one day
+
+constexpr ArgRule kDuration[] = {{"us", ArgType::kNumber, 0, kMaxUs}};
+// Required by the worker's gemm, but not here: a simulated gemm may give
+// its time by cost.flops alone.
+constexpr ArgRule kGemm[] = {{"m", ArgType::kInteger, 1, kMaxElements},
+                             {"n", ArgType::kInteger, 1, kMaxElements},
+                             {"k", ArgType::kInteger, 1, kMaxElements}};
+constexpr ArgRule kAdd[] = {{"n", ArgType::kInteger, 1, kMaxElements}};
+constexpr ArgRule kScale[] = {{"n", ArgType::kInteger, 1, kMaxElements},
+                              {"factor", ArgType::kNumber, -HUGE_VAL, HUGE_VAL}};
+constexpr ArgRule kSend[] = {{"bytes", ArgType::kInteger, 0, kMaxBytes}};
+constexpr ArgRule kCollective[] = {{"n", ArgType::kInteger, 0, kMaxElements},
+                                   {"bytes", ArgType::kInteger, 0, kMaxBytes}};
+constexpr ArgRule kAllToAll[] = {{"n", ArgType::kInteger, 0, kMaxElements},
+                                 {"bytes", ArgType::kInteger, 0, kMaxBytes},
+                                 {"sizes", ArgType::kString}};
+constexpr ArgRule kBroadcast[] = {{"n", ArgType::kInteger, 0, kMaxElements},
+                                  {"bytes", ArgType::kInteger, 0, kMaxBytes},
+                                  {"root", ArgType::kInteger, 0, kMaxElements}};
+
+// Hints the spmd-1f1b policy reads from any task (README, "Policies"):
+// the shard of its sub-model's set, micro-batch, pass and program order.
+constexpr ArgRule kHints[] = {{"shard", ArgType::kInteger, 0, kMaxElements},
+                              {"mb", ArgType::kInteger, 0, kMaxElements},
+                              {"order", ArgType::kInteger, 0, kMaxElements},
+                              {"pass", ArgType::kString}};
+
+struct KernelRules {
+  std::string_view kernel;
+  std::span<const ArgRule> rules;
+};
+
+constexpr KernelRules kKernels[] = {{"noop", {}},
+                                    {"spin", kDuration},
+                                    {"sleep", kDuration},
+                                    {"gemm", kGemm},
+                                    {"add", kAdd},
+                                    {"scale", kScale},
+                                    {"send", kSend},
+                                    {"allreduce", kCollective},
+                                    {"allgather", kCollective},
+                                    {"reduce_scatter", kCollective},
+                                    {"alltoall", kAllToAll},
+                                    {"broadcast", kBroadcast}};
+
+std::string TypeOf(const ArgValue& v) {
+  if (std::holds_alternative<bool>(v)) return "a bool";
+  if (std::holds_alternative<std::string>(v)) return "a string";
+  if (std::holds_alternative<int64_t>(v)) return "an integer";
+  return "a number";
+}
+
+std::string Num(double v) {
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  std::string s = std::to_string(static_cast<long long>(v));
+  return s;
+}
+
+Status CheckOne(const ArgRule& rule, const ArgValue& v) {
+  const std::string field = "args." + std::string(rule.name);
+  if (rule.type == ArgType::kString) {
+    if (std::holds_alternative<std::string>(v)) return Status::Ok();
+    return Status::InvalidArgument(field + ": expected a string, got " + TypeOf(v));
+  }
+  double x = 0;
+  if (const auto* i = std::get_if<int64_t>(&v)) {
+    x = static_cast<double>(*i);
+  } else if (const auto* d = std::get_if<double>(&v)) {
+    x = *d;
+  } else {
+    return Status::InvalidArgument(field + ": expected " +
+                                   (rule.type == ArgType::kInteger ? "an integer" : "a number") +
+                                   ", got " + TypeOf(v));
+  }
+  const bool integral = std::isfinite(x) && std::trunc(x) == x;
+  if (!std::isfinite(x) || (rule.type == ArgType::kInteger && !integral) || x < rule.min ||
+      x > rule.max) {
+    std::string range = std::isinf(rule.max)
+                            ? "a finite number"
+                            : (rule.type == ArgType::kInteger ? "an integer" : "a number") +
+                                  std::string(" in [") + Num(rule.min) + ", " + Num(rule.max) + "]";
+    return Status::InvalidArgument(field + ": must be " + range);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckBuiltinArgs(std::string_view kernel, const Args& args) {
+  const KernelRules* k = nullptr;
+  for (const KernelRules& r : kKernels) {
+    if (r.kernel == kernel) k = &r;
+  }
+  if (k == nullptr) return Status::Ok();
+  for (const Arg& a : args) {
+    const ArgRule* rule = nullptr;
+    for (const ArgRule& r : k->rules) {
+      if (r.name == a.name) rule = &r;
+    }
+    for (const ArgRule& r : kHints) {
+      if (r.name == a.name) rule = &r;
+    }
+    if (rule == nullptr) {
+      std::string known;
+      for (const ArgRule& r : k->rules) known += (known.empty() ? "" : ", ") + std::string(r.name);
+      return Status::InvalidArgument("args." + a.name + ": '" + std::string(kernel) +
+                                     "' takes no such argument (" +
+                                     (known.empty() ? "it takes none" : known) + ")");
+    }
+    RETURN_IF_ERROR(CheckOne(*rule, a.value));
+  }
+  return Status::Ok();
+}
+
+}  // namespace hmpmd

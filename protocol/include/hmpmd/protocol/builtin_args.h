@@ -1,0 +1,23 @@
+// The arguments each built-in kernel takes (DESIGN.md, "Worker library"),
+// checked when a job is submitted so that a typo or a wrong type is a
+// one-line error then, not a silent default or a failure minutes later.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string_view>
+
+#include "hmpmd/protocol/status.h"
+#include "hmpmd/protocol/types.h"
+
+namespace hmpmd {
+
+// Ok when `kernel` is not built in (a worker's own kernel reads its
+// arguments itself), or when every argument is one the built-in takes, of
+// the right type and in range. Otherwise
+// InvalidArgument "args.NAME: what is wrong" (the caller prefixes the task).
+// A worker that registers its own kernel under a built-in name keeps these
+// rules for it.
+Status CheckBuiltinArgs(std::string_view kernel, const Args& args);
+
+}  // namespace hmpmd

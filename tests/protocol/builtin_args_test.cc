@@ -1,0 +1,68 @@
+#include "hmpmd/protocol/builtin_args.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace hmpmd {
+namespace {
+
+std::string Check(std::string_view kernel, Args args) {
+  Status s = CheckBuiltinArgs(kernel, args);
+  return s.ok() ? "ok" : s.message();
+}
+
+TEST(BuiltinArgsTest, AcceptsWhatTheKernelsTake) {
+  EXPECT_EQ(Check("noop", {}), "ok");
+  EXPECT_EQ(Check("spin", {{"us", int64_t{250}}}), "ok");
+  EXPECT_EQ(Check("sleep", {{"us", 2.5}}), "ok");
+  EXPECT_EQ(Check("gemm", {{"m", int64_t{4}}, {"n", 8.0}, {"k", int64_t{2}}}), "ok");
+  EXPECT_EQ(Check("scale", {{"factor", -0.5}, {"n", int64_t{16}}}), "ok");
+  EXPECT_EQ(Check("send", {{"bytes", int64_t{0}}}), "ok");
+  EXPECT_EQ(Check("alltoall", {{"n", int64_t{6}}, {"sizes", std::string("1,2,3")}}), "ok");
+  EXPECT_EQ(Check("broadcast", {{"root", int64_t{1}}, {"bytes", int64_t{64}}}), "ok");
+  // The spmd-1f1b policy's placement hints go on any kernel.
+  EXPECT_EQ(Check("gemm", {{"m", int64_t{4}},
+                           {"n", int64_t{4}},
+                           {"k", int64_t{4}},
+                           {"shard", int64_t{3}},
+                           {"mb", int64_t{0}},
+                           {"pass", std::string("bwd")},
+                           {"order", int64_t{7}}}),
+            "ok");
+  EXPECT_EQ(Check("noop", {{"shard", std::string("a")}}),
+            "args.shard: expected an integer, got a string");
+}
+
+TEST(BuiltinArgsTest, KnowsEveryBuiltinKernel) {
+  for (std::string_view kernel : kBuiltinKernels) {
+    EXPECT_NE(Check(kernel, {{"no_such_arg", int64_t{1}}}).find("takes no such argument"),
+              std::string::npos)
+        << kernel;
+  }
+}
+
+TEST(BuiltinArgsTest, LeavesAWorkersOwnKernelsAlone) {
+  EXPECT_EQ(Check("rollout", {{"us", std::string("anything")}, {"x", true}}), "ok");
+}
+
+TEST(BuiltinArgsTest, NamesTheArgumentAndWhatIsWrong) {
+  EXPECT_EQ(Check("spin", {{"us", std::string("10")}}), "args.us: expected a number, got a string");
+  EXPECT_EQ(Check("spin", {{"us", -1.0}}), "args.us: must be a number in [0, 86400000000]");
+  EXPECT_EQ(Check("gemm", {{"m", 2.5}, {"n", int64_t{1}}, {"k", int64_t{1}}}),
+            "args.m: must be an integer in [1, 268435456]");
+  EXPECT_EQ(Check("scale", {{"factr", 2.0}}),
+            "args.factr: 'scale' takes no such argument (n, factor)");
+  EXPECT_EQ(Check("noop", {{"us", int64_t{1}}}),
+            "args.us: 'noop' takes no such argument (it takes none)");
+  EXPECT_EQ(Check("send", {{"bytes", true}}), "args.bytes: expected an integer, got a bool");
+  EXPECT_EQ(Check("send", {{"bytes", int64_t{1} << 31}}),
+            "args.bytes: must be an integer in [0, 1073741824]");
+  EXPECT_EQ(Check("alltoall", {{"sizes", int64_t{3}}}),
+            "args.sizes: expected a string, got an integer");
+  EXPECT_EQ(Check("scale", {{"factor", std::numeric_limits<double>::infinity()}}),
+            "args.factor: must be a finite number");
+}
+
+}  // namespace
+}  // namespace hmpmd
