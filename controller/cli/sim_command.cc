@@ -4,6 +4,7 @@
 // WORKLOAD is a job spec file or a built-in generator name. The figures come
 // from the same ScheduleMetrics and job_report code a live run uses.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -140,11 +141,21 @@ int SimMain(const SimArgs& a) {
     pool = *parsed;
   } else if (a.devices == 0) {
     return Fail(Status::InvalidArgument("--devices: must be at least 1"));
+  } else if (a.devices > 1'000'000) {
+    return Fail(Status::InvalidArgument("--devices: more than 1000000"));
+  }
+  std::vector<std::string> policies = PolicyNames();
+  if (!a.policy.empty()) {
+    if (std::find(policies.begin(), policies.end(), a.policy) == policies.end()) {
+      std::string known;
+      for (const std::string& p : policies) known += (known.empty() ? "" : ", ") + p;
+      return Fail(Status::InvalidArgument("--policy: unknown policy '" + a.policy +
+                                          "' (known: " + known + ")"));
+    }
+    policies = {a.policy};
   }
   auto graph = LoadWorkload(a, pool.devices());
   if (!graph.ok()) return Fail(graph.status());
-  std::vector<std::string> policies = PolicyNames();
-  if (!a.policy.empty()) policies = {a.policy};
   json out;
   out["workload"] = (*graph)->spec().name;
   out["tasks_per_step"] = (*graph)->size();
@@ -162,7 +173,7 @@ int SimMain(const SimArgs& a) {
     so.policy = name;
     so.pool = pool;
     auto sim = Simulator::Create(so);
-    if (!sim.ok()) return Fail(Status::InvalidArgument("--policy: " + sim.status().message()));
+    if (!sim.ok()) return Fail(sim.status());
     auto wall0 = std::chrono::steady_clock::now();
     auto id = (*sim)->Submit(*graph);
     if (!id.ok()) return Fail(Status::InvalidArgument(a.workload + ": " + id.status().message()));

@@ -168,6 +168,29 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--workers", r.stderr)
 
+    def test_sim_json_reports_every_policy_within_its_bound(self):
+        r = run("sim", EXAMPLE, "--devices", "16", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(set(out["policies"]), {"hmpmd", "fifo", "spmd-1f1b"})
+        for name, p in out["policies"].items():
+            self.assertEqual(p["state"], "succeeded", name)
+            self.assertGreaterEqual(p["makespan_s"], p["lower_bound_s"] * (1 - 1e-9), name)
+            for key in ("tasks", "utilisation", "masking_ratio", "bubble_ratio"):
+                self.assertIn(key, p, name)
+
+    def test_sim_rejects_bad_flags_in_one_line(self):
+        for args, what in ((["--devices", "0"], "--devices: must be at least 1"),
+                           (["--devices", "2000000"], "--devices: more than 1000000"),
+                           (["--policy", "bogus"], "--policy: unknown policy 'bogus'")):
+            r = run("sim", EXAMPLE, *args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(what, r.stderr)
+        r = run("sim", "no_such_workload")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("neither a readable job spec nor a built-in workload", r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])
