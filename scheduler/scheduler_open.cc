@@ -29,6 +29,9 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
                                        std::string(CoreKindName(t.core)) + " core");
       }
     }
+    std::vector<uint32_t> kernel_ids;
+    for (const TaskSpec& t : tasks) kernel_ids.push_back(pool_.InternKernel(t.kernel));
+    RETURN_IF_ERROR(CheckGangsFit(tasks, job.graph->size(), kernel_ids));
     const size_t first_sm = job.graph->spec().submodels.size();
     for (size_t s = 0; s < submodels.size(); ++s) {
       if (submodels[s].devices > pool_.alive_device_count()) {

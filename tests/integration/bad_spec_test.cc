@@ -41,6 +41,12 @@ const BadSpec kBadSpecs[] = {
     {"too many devices",
      R"({"submodels":[{"name":"big","devices":64}],"tasks":[{"id":"a","kernel":"noop","submodel":"big"}]})",
      "submodels[0] 'big': devices: asks for 64"},
+    {"gang larger than the pool",
+     R"({"tasks":[{"id":"r0","kernel":"allreduce","collective":{"group":"g","op":"allreduce"}},
+                  {"id":"r1","kernel":"allreduce","collective":{"group":"g","op":"allreduce"}},
+                  {"id":"r2","kernel":"allreduce","collective":{"group":"g","op":"allreduce"}}]})",
+     "tasks[0] 'r0': collective.group: group 'g' has 3 members, which need distinct devices; "
+     "devices that run 'allreduce' on a cube core: 2"},
     {"not json", R"({"tasks": [)", "invalid JSON"},
 };
 

@@ -47,11 +47,16 @@ TEST(GangStartTest, AGangWaitsWhileThereAreFewerDevicesThanMembers) {
   for (int i = 0; i < 3; ++i) {
     b.Add(TaskBuilder("m" + std::to_string(i), "allreduce").Vector().Collective("g", "allreduce"));
   }
-  ASSERT_TRUE(s->AddJob(BuildGraph(b.Build()), 0).ok());
+  auto graph = BuildGraph(b.Build());
+  EXPECT_FALSE(s->AddJob(graph, 0).ok()) << "refused while it cannot fit";
+  // Accepted while it fits; then a device dies before the gang starts.
+  DeviceId d2 = s->AddDevice(Device("d2", 1, 1));
+  ASSERT_TRUE(s->AddJob(graph, 0).ok());
+  s->RemoveDevice(d2, 0);
   std::vector<Dispatch> out;
   s->Schedule(0, &out);
   EXPECT_TRUE(out.empty()) << "no member may start alone";
-  s->AddDevice(Device("d2", 1, 1));
+  s->AddDevice(Device("d3", 1, 1));
   s->Schedule(1, &out);
   EXPECT_EQ(out.size(), 3u);
 }

@@ -110,6 +110,12 @@ TEST_F(OpenJobTest, BadAppendsAreRefusedWholeWithOneLineNamingTaskAndField) {
   g2.collective = CollectiveSpec{"grp", "allreduce", 8};
   EXPECT_EQ(Append({g2}).message(),
             "tasks[2] 'g2': collective.group: group 'grp' was completed by an earlier submit");
+  // Members need distinct devices; the pool has one.
+  TaskSpec h1 = Task("h1", {}, "allreduce"), h2 = Task("h2", {}, "allreduce");
+  h1.collective = h2.collective = CollectiveSpec{"pair", "allreduce", 8};
+  EXPECT_EQ(Append({h1, h2}).message(),
+            "tasks[2] 'h1': collective.group: group 'pair' has 2 members, which need distinct "
+            "devices; devices that run 'allreduce' on a cube core: 1");
 }
 
 TEST_F(OpenJobTest, AFailedRunFailsItsDependentsNotTheJob) {

@@ -183,17 +183,23 @@ TEST(Simulator, GangMembersStartAndEndTogether) {
   }
 }
 
-TEST(Simulator, GangLargerThanThePoolIsReportedStuck) {
+TEST(Simulator, GangLargerThanThePoolIsRefusedAtSubmission) {
   SpecBuilder b;
   for (int i = 0; i < 3; ++i) {
     b.Add(TaskBuilder("ar" + std::to_string(i), "allreduce")
               .Vector()
               .Collective("g", "allreduce", 64));
   }
-  PoolSpec pool = MakePoolSpec(2);
-  Outcome o = Simulate(b.Build(), "hmpmd", pool);
-  EXPECT_FALSE(o.status.ok());
-  EXPECT_NE(o.status.message().find("stuck"), std::string::npos) << o.status.message();
+  SimOptions o;
+  o.pool = MakePoolSpec(2);
+  auto sim = Simulator::Create(o);
+  ASSERT_TRUE(sim.ok());
+  auto id = (*sim)->Submit(BuildGraph(b.Build()));
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(id.status().message().find("group 'g' has 3 members, which need distinct devices; "
+                                       "devices that run 'allreduce' on a vector core: 2"),
+            std::string::npos)
+      << id.status().message();
 }
 
 TEST(Simulator, DeterministicAcrossRuns) {

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -309,6 +310,12 @@ class Scheduler {
   // Attempts that count against max_attempts.
   static uint32_t AttemptsUsed(const TaskRecord& rec) { return rec.attempt - rec.recalled; }
   Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
+  // A gang's members need distinct devices (scheduler_place.cc): refuses a
+  // collective group of `tasks` (task `first` + i, kernels interned as
+  // `kernel_ids`) with more members than alive devices can run, instead of
+  // letting it wait forever.
+  Status CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t first,
+                       std::span<const uint32_t> kernel_ids) const;
   // Takes a run's outputs off its device's held bytes (read or freed).
   void ReleaseHeld(TaskRecord& rec);
   // True when a done run's output can still be read (or it has none).
