@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   CLI::Option* cores_flag = app.add_option(
       "--cores", cores, "Cores per kind, e.g. cube=1,vector=2 (default cube=1,vector=1)");
   CLI::Option* memory_flag =
-      app.add_option("--memory-mb", memory_mb, "Device memory to offer, in MiB")
+      app.add_option("--memory-mb", memory_mb, "Device memory to offer, in MiB (0: no cap)")
+          ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
           ->capture_default_str();
   CLI::Option* name_flag =
       app.add_option("--name", name, "Name shown by the controller (default HOST:PID)");

@@ -168,6 +168,25 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--workers", r.stderr)
 
+    def test_worker_rejects_bad_flags_in_one_line_without_starting(self):
+        ctl = "tcp://127.0.0.1:%d" % free_port()
+        for args, what in ((["--cores", "cube=x"], "--cores: count 'x' of cube"),
+                           (["--cores", "gpu=1"], "--cores: 'gpu' is not a core kind"),
+                           (["--memory-mb", "-5"], "--memory-mb"),
+                           (["--prefetch-mb", "-1"], "--prefetch-mb"),
+                           (["--log-level", "loud"], "loud")):
+            # A worker that started anyway would wait for the controller
+            # until the timeout below fails the test.
+            r = subprocess.run([os.path.join(BIN, "hmpmd-worker"), "--controller", ctl, *args],
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(what, r.stderr)
+        r = subprocess.run([os.path.join(BIN, "hmpmd-worker"), "--controller", "nonsense"],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--controller: 'nonsense' is not tcp://HOST:PORT", r.stderr)
+
     def test_sim_json_reports_every_policy_within_its_bound(self):
         r = run("sim", EXAMPLE, "--devices", "16", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
