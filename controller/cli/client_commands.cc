@@ -219,6 +219,7 @@ void AddCommon(CLI::App* sub, ClientArgs* a) {
   sub->add_option("--token-file", a->token_file, "File holding the controller's token");
   sub->add_flag("--json", a->json, "Print JSON");
   sub->add_option("--request-timeout", a->timeout_s, "Seconds per HTTP request")
+      ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();
 }
 
@@ -234,6 +235,7 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     sub->add_option("job", *file, "Job spec (JSON)")->required();
     sub->add_flag("--wait", *wait, "Wait for the job to end and print its summary");
     sub->add_option("--wait-timeout", *wait_timeout, "Seconds --wait waits at most")
+        ->check(CLI::Range(0.001, 1e7))
         ->capture_default_str();
     auto fetch = std::make_shared<std::string>();
     sub->add_option("--fetch", *fetch,

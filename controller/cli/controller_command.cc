@@ -163,18 +163,21 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--curve-keys", args->curve_keys,
                   "Key directory from `hmpmd keygen`: CurveZMQ with authorized worker keys");
   sub->add_option("--max-tasks", args->max_tasks, "Largest job spec accepted, in tasks per step")
+      ->check(CLI::Range(size_t{1}, size_t{100'000'000}))
       ->capture_default_str();
   sub->add_option("--max-spec-mb", args->max_spec_mb, "Largest job spec accepted, in MiB of JSON")
+      ->check(CLI::Range(size_t{1}, size_t{65536}))
       ->capture_default_str();
   sub->add_option("--db", args->db,
                   "SQLite file keeping jobs across restarts ('' = in memory only)")
       ->capture_default_str();
   sub->add_option("--keep-jobs", args->keep_jobs,
                   "Finished jobs kept for queries (in memory and in --db)")
+      ->check(CLI::Range(size_t{0}, size_t{100'000'000}))
       ->capture_default_str();
   sub->add_option("--keep-hours", args->keep_hours,
                   "Also forget finished jobs this many hours after they ended (0 = no limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   sub->add_option("--recovery-grace-ms", args->recovery_grace_ms,
                   "After a restart, longest wait for the workers to re-register before "

@@ -187,6 +187,20 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--controller: 'nonsense' is not tcp://HOST:PORT", r.stderr)
 
+    def test_controller_and_client_reject_bad_flags_without_starting(self):
+        listen = ["--listen", "tcp://127.0.0.1:%d" % free_port(), "--db", ""]
+        for args in (["--keep-jobs", "-1"], ["--max-tasks", "0"], ["--max-spec-mb", "-1"],
+                     ["--keep-hours", "-2"], ["--http-nice", "50"], ["--heartbeat-ms", "0"]):
+            # A controller that started anyway runs until the timeout, which
+            # kills it and fails the test.
+            r = run("controller", *listen, *args, timeout=20)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(args[0], r.stderr)
+        for args in (["--request-timeout", "-1"], ["--wait", "--wait-timeout", "-5"]):
+            r = run("submit", EXAMPLE, *args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(args[-2], r.stderr)
+
     def test_sim_json_reports_every_policy_within_its_bound(self):
         r = run("sim", EXAMPLE, "--devices", "16", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
