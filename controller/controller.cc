@@ -339,8 +339,10 @@ Result<JobId> Controller::SubmitSpec(JobSpec spec, std::string spec_json) {
 
 Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
                                       std::string spec_json) {
-  if (graph->total_runs() > 100'000'000ull) {
-    return Status::ResourceExhausted("job: tasks x repeat is over 100,000,000 task runs");
+  // Specs were checked when parsed; this also covers graphs built in code.
+  if (graph->total_runs() > options_.spec_limits.max_runs) {
+    return Status::ResourceExhausted("job: tasks x repeat is over " +
+                                     std::to_string(options_.spec_limits.max_runs) + " task runs");
   }
   ASSIGN_OR_RETURN(JobId id, scheduler_->AddJob(std::move(graph), NowUs()));
   live_jobs_.insert(id);

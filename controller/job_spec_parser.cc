@@ -275,6 +275,12 @@ Result<JobSpec> ParseJobSpec(std::string_view text, const SpecLimits& limits) {
     RETURN_IF_ERROR(ParseTask((*tasks)[i], i, limits, &spec.tasks[i]));
   }
   RETURN_IF_ERROR(r.NoExtraFields());
+  if (uint64_t runs = uint64_t{spec.repeat} * spec.tasks.size(); runs > limits.max_runs) {
+    return Status::ResourceExhausted("job spec: " + std::to_string(spec.tasks.size()) +
+                                     " tasks x repeat " + std::to_string(spec.repeat) + " = " +
+                                     std::to_string(runs) + " task runs, over the limit of " +
+                                     std::to_string(limits.max_runs));
+  }
   return spec;
 }
 

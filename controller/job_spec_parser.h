@@ -29,6 +29,9 @@ struct SpecLimits {
   size_t max_args = 64;
   // Steps (repeat). Default: 100,000.
   uint32_t max_repeat = 100'000;
+  // Task runs of the job (tasks x repeat): each keeps a record in the
+  // controller or simulator. Default: 100,000,000.
+  uint64_t max_runs = 100'000'000;
 };
 
 Result<JobSpec> ParseJobSpec(std::string_view json_text, const SpecLimits& limits = {});

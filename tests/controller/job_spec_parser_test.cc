@@ -439,6 +439,24 @@ TEST_F(JobSpecParserTest, RepeatAboveCustomLimitIsRejected) {
              {"repeat: must be between 1 and 10"}, limits);
 }
 
+TEST_F(JobSpecParserTest, TaskRunsAboveTheLimitAreResourceExhausted) {
+  SpecLimits limits;
+  limits.max_runs = 20;
+  auto two = [](int repeat) {
+    return SpecText()
+        .Top(R"("repeat": )" + std::to_string(repeat))
+        .Task(R"({"id": "a", "kernel": "k"})")
+        .Task(R"({"id": "b", "kernel": "k"})")
+        .Build();
+  };
+  ParseOk(two(10), limits);
+  auto r = ParseJobSpec(two(11), limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.status().message(),
+            "job spec: 2 tasks x repeat 11 = 22 task runs, over the limit of 20");
+}
+
 TEST_F(JobSpecParserTest, VeryLongIdIsLeftOutOfTheLocation) {
   std::string id(300, 'x');
   std::string msg = ParseFails(OneTask(R"({"id": ")" + id + R"(", "kernel": "k", "core": "gpu"})"),
