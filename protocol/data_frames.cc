@@ -111,7 +111,8 @@ Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frame
   for (size_t i = 0; i < out.size(); ++i) {
     const FrameView& f = frames[2 + i];
     if (f.size != sizes[i]) return Status::Corruption(what + ": buffer size");
-    ResizeTensorBytes(&out[i].data, f.size);
+    // Every byte is copied in: a recycled buffer serves (no zeroing).
+    SizeTensorBytesForOverwrite(&out[i].data, f.size);
     if (f.size > 0) std::memcpy(out[i].data.data(), f.data, f.size);
   }
   return out;

@@ -4,9 +4,12 @@
 #include <optional>
 #include <utility>
 
+#include "hmpmd/protocol/tensor_bytes.h"
 #include "peer_fetch.h"
 
 namespace hmpmd::worker {
+
+InputSet::~InputSet() { RecycleTensorBytes(std::span<Buffer>(owned_)); }
 
 DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
     : options_(std::move(options)),

@@ -51,6 +51,14 @@ struct DataPlaneOptions {
 // local list is copied only while someone else still holds it.
 class InputSet {
  public:
+  InputSet() = default;
+  // Buffers it owns go back to the tensor pool once the kernel is done.
+  ~InputSet();
+  InputSet(InputSet&&) noexcept = default;
+  InputSet& operator=(InputSet&&) noexcept = default;
+  InputSet(const InputSet&) = delete;
+  InputSet& operator=(const InputSet&) = delete;
+
   std::span<const Buffer> buffers() const {
     return shared_ != nullptr ? std::span<const Buffer>(*shared_) : std::span<const Buffer>(owned_);
   }
