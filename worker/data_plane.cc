@@ -84,7 +84,7 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
         // may have gone out ahead, before an early-dispatched task's
         // producer finished. Once more, now that the task runs.
         Result<BufferList> again =
-            FetchFromPeer(&ctx_, in.endpoint, job, in.run, options_.timeout_us);
+            fetcher_.connections().Fetch(in.endpoint, job, in.run, options_.timeout_us);
         if (again.ok()) {
           fetched[i] = std::move(again).value();
           continue;

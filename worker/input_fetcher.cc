@@ -79,7 +79,7 @@ std::optional<Result<BufferList>> PrefetchedInputs::Take(size_t index) const {
 
 InputFetcher::InputFetcher(zmq::context_t* ctx, const ObjectStore* store,
                            InputFetcherOptions options)
-    : ctx_(ctx), store_(store), options_(options) {}
+    : store_(store), options_(options), connections_(ctx) {}
 
 InputFetcher::~InputFetcher() { Stop(); }
 
@@ -198,8 +198,7 @@ void InputFetcher::Loop() {
       ref = job->batch->parts[job->part].ref;
       job_id = job->batch->job;
     }
-    Result<BufferList> got =
-        FetchFromPeer(ctx_, ref.endpoint, job_id, ref.run, options_.timeout_us);
+    Result<BufferList> got = connections_.Fetch(ref.endpoint, job_id, ref.run, options_.timeout_us);
     {
       MutexLock lock(&mu_);
       Batch& b = *job->batch;

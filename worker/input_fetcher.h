@@ -14,6 +14,9 @@
 // starts the task (PrefetchedInputs::WaitAll), its remaining fetches start
 // whatever the budget, as before prefetching existed.
 //
+// Fetches go over connections kept per producer (PeerConnections), shared
+// by the fetch threads.
+//
 // A fetch takes one read from the producer's store, as any fetch does. A
 // task dropped before it ran (cancelled, or the worker stopping) drops its
 // PrefetchedInputs: queued fetches never start, and fetched buffers (and
@@ -39,6 +42,7 @@
 #include "hmpmd/protocol/messages.h"
 #include "mutex.h"
 #include "object_store.h"
+#include "peer_fetch.h"
 
 namespace hmpmd::worker {
 
@@ -120,6 +124,8 @@ class InputFetcher {
   uint64_t fetched_ahead() const EXCLUDES(mu_);
   // Fetches that returned (with data or failed).
   uint64_t fetches_done() const EXCLUDES(mu_);
+  // The connections the fetch threads use; others may fetch over them too.
+  PeerConnections& connections() { return connections_; }
 
  private:
   friend class PrefetchedInputs;
@@ -142,7 +148,6 @@ class InputFetcher {
                                          size_t index) EXCLUDES(mu_);
   void Abandon(const std::shared_ptr<fetch_detail::Batch>& batch) EXCLUDES(mu_);
 
-  zmq::context_t* const ctx_;
   const ObjectStore* const store_;
   const InputFetcherOptions options_;
 
@@ -159,6 +164,7 @@ class InputFetcher {
   uint64_t fetches_done_ GUARDED_BY(mu_) = 0;
   bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  PeerConnections connections_;  // thread-safe; outlives the threads (joined in Stop)
 };
 
 }  // namespace hmpmd::worker
