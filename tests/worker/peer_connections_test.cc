@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "data_frames.h"
 #include "data_plane.h"
 #include "data_server.h"
 #include "peer_fetch.h"
@@ -186,6 +187,100 @@ TEST(PeerConnectionsTest, AnInputWhoseProducerDiesMidFetchIsReportedLost) {
   EXPECT_EQ(got.status().code(), StatusCode::kUnavailable) << got.status().ToString();
   EXPECT_EQ(lost, std::vector<uint32_t>{2});
   EXPECT_GE(plane.fetcher().connections().stats().reused, 1u);
+}
+
+// A fetch reply as frames: header, meta, then `chunks` (views of `bytes`).
+struct Reply {
+  Reply(const BufferList& buffers, const std::vector<std::pair<size_t, size_t>>& chunks,
+        const std::vector<std::byte>& bytes) {
+    header.op = static_cast<uint8_t>(DataOp::kFetchReply);
+    meta = EncodeMeta(buffers);
+    frames = {{&header, sizeof(header)}, {meta.data(), meta.size()}};
+    for (auto [off, n] : chunks) frames.push_back({bytes.data() + off, n});
+  }
+  DataHeader header;
+  std::string meta;
+  std::vector<FrameView> frames;
+};
+
+TEST(FetchReplyTest, ABufferMayComeInOneFrameOrInChunks) {
+  const Buffer a = Values(3000, 1), b = Values(10, 2);
+  std::vector<std::byte> bytes = a.data;
+  bytes.insert(bytes.end(), b.data.begin(), b.data.end());
+  const size_t na = a.data.size(), nb = b.data.size();
+  // One frame per buffer (as a worker sends buffers up to kFetchChunkBytes).
+  Result<BufferList> whole =
+      DecodeFetchReply(Reply({a, b}, {{0, na}, {na, nb}}, bytes).frames, "t");
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_TRUE(SameValues({(*whole)[0]}, 3000, 1));
+  EXPECT_TRUE(SameValues({(*whole)[1]}, 10, 2));
+  // Uneven chunks, a buffer's last one shorter.
+  Result<BufferList> chunked = DecodeFetchReply(
+      Reply({a, b}, {{0, 4096}, {4096, 4096}, {8192, na - 8192}, {na, 8}, {na + 8, nb - 8}}, bytes)
+          .frames,
+      "t");
+  ASSERT_TRUE(chunked.ok()) << chunked.status().ToString();
+  EXPECT_TRUE(SameValues({(*chunked)[0]}, 3000, 1));
+  EXPECT_TRUE(SameValues({(*chunked)[1]}, 10, 2));
+  // An empty buffer is one empty frame.
+  Buffer empty;
+  Result<BufferList> with_empty =
+      DecodeFetchReply(Reply({empty, b}, {{0, 0}, {na, nb}}, bytes).frames, "t");
+  ASSERT_TRUE(with_empty.ok()) << with_empty.status().ToString();
+  EXPECT_TRUE((*with_empty)[0].data.empty());
+  EXPECT_TRUE(SameValues({(*with_empty)[1]}, 10, 2));
+}
+
+TEST(FetchReplyTest, AWorkerSendsALargeBufferInChunks) {
+  zmq::context_t ctx(1);
+  Producer producer(&ctx);
+  const size_t n = ElementsOf(0);  // 3 MiB and 20 bytes
+  ASSERT_TRUE(producer.store.Put(kJob, 0, {Values(n, 7), Buffer{}}, 0).ok());
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 10'000);
+  dealer.connect(producer.server.endpoint());
+  DataHeader h;
+  h.op = static_cast<uint8_t>(DataOp::kFetch);
+  h.key = kJob;
+  h.run = 0;
+  dealer.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none);
+  std::vector<zmq::message_t> parts;
+  do {
+    zmq::message_t m;
+    ASSERT_TRUE(dealer.recv(m));
+    parts.push_back(std::move(m));
+  } while (parts.back().more());
+  // header, meta, 4 chunks of the first buffer, 1 empty frame for the second
+  ASSERT_EQ(parts.size(), 7u);
+  for (size_t i = 2; i < 6; ++i) EXPECT_LE(parts[i].size(), kFetchChunkBytes) << "frame " << i;
+  EXPECT_EQ(parts[6].size(), 0u);
+  std::vector<FrameView> frames;
+  for (const zmq::message_t& m : parts) frames.push_back({m.data(), m.size()});
+  Result<BufferList> got = DecodeFetchReply(frames, "t");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_TRUE(SameValues({(*got)[0]}, n, 7));
+  EXPECT_TRUE((*got)[1].data.empty());
+}
+
+TEST(FetchReplyTest, FramesThatDoNotAddUpAreCorruption) {
+  const Buffer a = Values(3000, 1), b = Values(10, 2);
+  std::vector<std::byte> bytes = a.data;
+  bytes.insert(bytes.end(), b.data.begin(), b.data.end());
+  const size_t na = a.data.size(), nb = b.data.size();
+  const std::vector<std::vector<std::pair<size_t, size_t>>> bad = {
+      {{0, na - 4}},                          // short, and no frame for b
+      {{0, na + 4}, {na + 4, nb - 4}},        // a frame across two buffers
+      {{0, na}, {na, nb}, {0, 4}},            // a frame too many
+      {{0, 100}, {100, 0}, {100, na - 100}},  // an empty frame inside a buffer
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    Result<BufferList> got = DecodeFetchReply(Reply({a, b}, bad[i], bytes).frames, "reply");
+    ASSERT_FALSE(got.ok()) << "case " << i;
+    EXPECT_EQ(got.status().code(), StatusCode::kCorruption) << "case " << i;
+    EXPECT_EQ(got.status().message().rfind("reply: ", 0), 0u) << got.status().message();
+  }
 }
 
 }  // namespace
