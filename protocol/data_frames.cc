@@ -51,7 +51,7 @@ Result<DataHeader> ParseDataHeader(const void* data, size_t size) {
                               std::to_string(sizeof(h)));
   }
   std::memcpy(&h, data, sizeof(h));
-  if (h.op < 1 || h.op > 4) {
+  if (h.op < 1 || h.op > static_cast<uint8_t>(DataOp::kTakeRead)) {
     return Status::Corruption("data frame header: unknown op " + std::to_string(h.op));
   }
   return h;

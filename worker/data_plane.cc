@@ -115,6 +115,9 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
     return Status(first.code(), first.message() + " (and " + std::to_string(failed.size() - 1) +
                                     " more input(s) lost)");
   }
+  // The task runs with every input: only now does it take the reads of
+  // the fetched ones (a task short of one leaves them to its rerun).
+  ahead->CommitReads();
   InputSet set;
   size_t sources = 0, last = 0;
   for (size_t i = 0; i < n; ++i) {

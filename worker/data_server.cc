@@ -89,10 +89,15 @@ void DataServer::Serve() {
       }
       if (h->op == static_cast<uint8_t>(DataOp::kCollective) && parts.size() == 3) {
         inbox_->Deliver(h->key, h->src, std::move(parts[2]));
-      } else if (h->op == static_cast<uint8_t>(DataOp::kFetch)) {
+      } else if (h->op == static_cast<uint8_t>(DataOp::kTakeRead)) {
+        (void)store_->Read(static_cast<JobId>(h->key), static_cast<uint32_t>(h->run));
+      } else if (h->op == static_cast<uint8_t>(DataOp::kFetch) ||
+                 h->op == static_cast<uint8_t>(DataOp::kFetchPeek)) {
         const JobId job = static_cast<JobId>(h->key);
         const uint32_t run = static_cast<uint32_t>(h->run);
-        std::shared_ptr<const BufferList> outputs = store_->Read(job, run);
+        std::shared_ptr<const BufferList> outputs = h->op == static_cast<uint8_t>(DataOp::kFetch)
+                                                        ? store_->Read(job, run)
+                                                        : store_->Peek(job, run);
         s.send(parts[0], zmq::send_flags::sndmore);
         if (outputs == nullptr) {
           s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);

@@ -52,6 +52,12 @@ std::shared_ptr<const BufferList> ObjectStore::Read(JobId job, uint32_t run) {
   return out;
 }
 
+std::shared_ptr<const BufferList> ObjectStore::Peek(JobId job, uint32_t run) const {
+  MutexLock lock(&mu_);
+  auto it = entries_.find({job, run});
+  return it == entries_.end() ? nullptr : it->second.outputs;
+}
+
 std::vector<HeldOutput> ObjectStore::List(size_t max) const {
   MutexLock lock(&mu_);
   std::vector<HeldOutput> out;

@@ -41,6 +41,8 @@ class ObjectStore {
   // The outputs of (job, run), counting one read; nullptr when absent. The
   // returned list stays valid after the entry is freed.
   std::shared_ptr<const BufferList> Read(JobId job, uint32_t run) EXCLUDES(mu_);
+  // The outputs of (job, run) without counting a read; nullptr when absent.
+  std::shared_ptr<const BufferList> Peek(JobId job, uint32_t run) const EXCLUDES(mu_);
 
   // The entries held, as (job, run, bytes), at most `max` of them (the
   // lowest keys first): what a re-registration reports.

@@ -67,7 +67,7 @@ bool StillConnected(Connection& c) {
 // exchange ended as the protocol says (the reply to this request read in
 // full, the peer still connected): only then may `c` carry another.
 // Throws zmq::error_t.
-Result<BufferList> Exchange(Connection& c, JobId job, uint32_t run, int64_t timeout_us,
+Result<BufferList> Exchange(Connection& c, JobId job, uint32_t run, int64_t timeout_us, DataOp op,
                             bool* clean) {
   *clean = false;
   const std::string what = What(c.endpoint, job, run);
@@ -75,7 +75,7 @@ Result<BufferList> Exchange(Connection& c, JobId job, uint32_t run, int64_t time
   s.set(zmq::sockopt::sndtimeo,
         static_cast<int>(std::min<int64_t>(kConnectTimeoutMs, (timeout_us + 999) / 1000)));
   DataHeader h;
-  h.op = static_cast<uint8_t>(DataOp::kFetch);
+  h.op = static_cast<uint8_t>(op);
   h.key = job;
   h.run = run;
   if (!s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none)) {
@@ -117,7 +117,7 @@ Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoin
   try {
     std::unique_ptr<Connection> c = Open(ctx, endpoint);
     bool clean = false;
-    return Exchange(*c, job, run, timeout_us, &clean);
+    return Exchange(*c, job, run, timeout_us, DataOp::kFetch, &clean);
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(What(endpoint, job, run) + ": " + e.what());
   }
@@ -164,7 +164,7 @@ void PeerConnections::Keep(std::unique_ptr<Connection> c) {
 }
 
 Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job, uint32_t run,
-                                          int64_t timeout_us) {
+                                          int64_t timeout_us, bool peek) {
   try {
     std::unique_ptr<Connection> c = Take(endpoint);
     if (c == nullptr) {
@@ -173,7 +173,8 @@ Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job
       ++stats_.opened;
     }
     bool clean = false;
-    Result<BufferList> out = Exchange(*c, job, run, timeout_us, &clean);
+    Result<BufferList> out =
+        Exchange(*c, job, run, timeout_us, peek ? DataOp::kFetchPeek : DataOp::kFetch, &clean);
     if (clean) {
       Keep(std::move(c));
     } else {
@@ -186,6 +187,38 @@ Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job
     MutexLock lock(&mu_);
     ++stats_.closed;
     return Status::Unavailable(What(endpoint, job, run) + ": " + e.what());
+  }
+}
+
+Status PeerConnections::TakeRead(const std::string& endpoint, JobId job, uint32_t run) {
+  const std::string what =
+      "read of job " + std::to_string(job) + " run " + std::to_string(run) + " from " + endpoint;
+  try {
+    std::unique_ptr<Connection> c = Take(endpoint);
+    if (c == nullptr) {
+      c = Open(ctx_, endpoint);
+      MutexLock lock(&mu_);
+      ++stats_.opened;
+    }
+    // Waits only for a connection that is not up yet.
+    c->socket.set(zmq::sockopt::sndtimeo, static_cast<int>(kConnectTimeoutMs));
+    DataHeader h;
+    h.op = static_cast<uint8_t>(DataOp::kTakeRead);
+    h.key = job;
+    h.run = run;
+    if (!c->socket.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none)) {
+      c.reset();
+      MutexLock lock(&mu_);
+      ++stats_.closed;
+      return Status::Unavailable(what + ": cannot connect within " +
+                                 std::to_string(kConnectTimeoutMs) + " ms");
+    }
+    Keep(std::move(c));  // no reply comes: the connection is as clean as before
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    MutexLock lock(&mu_);
+    ++stats_.closed;
+    return Status::Unavailable(what + ": " + e.what());
   }
 }
 

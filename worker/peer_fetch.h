@@ -45,9 +45,15 @@ class PeerConnections {
   PeerConnections& operator=(const PeerConnections&) = delete;
 
   // As FetchFromPeer, over a kept connection to `endpoint` when there is
-  // one.
-  Result<BufferList> Fetch(const std::string& endpoint, JobId job, uint32_t run, int64_t timeout_us)
-      EXCLUDES(mu_);
+  // one. `peek`: the producer counts no read (DataOp::kFetchPeek); the
+  // caller takes it with TakeRead once it has used the outputs.
+  Result<BufferList> Fetch(const std::string& endpoint, JobId job, uint32_t run, int64_t timeout_us,
+                           bool peek = false) EXCLUDES(mu_);
+  // Takes one read of (job, run) from the producer at `endpoint`
+  // (DataOp::kTakeRead; no reply): after a peek. Unavailable when the
+  // request could not be handed to a connection within the connect
+  // timeout (the producer is gone, and its outputs with it).
+  Status TakeRead(const std::string& endpoint, JobId job, uint32_t run) EXCLUDES(mu_);
 
   struct Stats {
     uint64_t opened = 0;  // connections made

@@ -2,7 +2,9 @@
 // hmpmd::client) send to workers' data sockets. The controller never sees
 // them.
 //
-//   fetch request   [DataHeader{kFetch, job, run}]
+//   fetch request   [DataHeader{kFetch, job, run}]          counts one read
+//   fetch, no read  [DataHeader{kFetchPeek, job, run}]      replied as kFetch
+//   take a read     [DataHeader{kTakeRead, job, run}]       no reply
 //   fetch reply     [DataHeader{kFetchReply}, meta, bytes0..., bytes1..., ...]
 //   fetch error     [DataHeader{kFetchError}, message]
 //   collective data [DataHeader{kCollective, src rank, tag}, payload]
@@ -27,7 +29,18 @@
 
 namespace hmpmd {
 
-enum class DataOp : uint8_t { kFetch = 1, kFetchReply = 2, kFetchError = 3, kCollective = 4 };
+// kFetchPeek and kTakeRead split a fetch in two: a worker fetches a task's
+// inputs without counting reads, and takes them once the task runs with
+// every input (so a task dropped or failed before it ran leaves the
+// outputs to whoever runs it next).
+enum class DataOp : uint8_t {
+  kFetch = 1,
+  kFetchReply = 2,
+  kFetchError = 3,
+  kCollective = 4,
+  kFetchPeek = 5,
+  kTakeRead = 6,
+};
 
 // The largest frame of a fetch reply that a worker sends.
 inline constexpr size_t kFetchChunkBytes = size_t{1} << 20;
