@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -193,31 +194,33 @@ Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job
 Status PeerConnections::TakeRead(const std::string& endpoint, JobId job, uint32_t run) {
   const std::string what =
       "read of job " + std::to_string(job) + " run " + std::to_string(run) + " from " + endpoint;
+  DataHeader h;
+  h.op = static_cast<uint8_t>(DataOp::kTakeRead);
+  h.key = job;
+  h.run = run;
+  std::optional<zmq::socket_t> evicted;  // closed outside the lock
+  MutexLock lock(&mu_);
   try {
-    std::unique_ptr<Connection> c = Take(endpoint);
-    if (c == nullptr) {
-      c = Open(ctx_, endpoint);
-      MutexLock lock(&mu_);
-      ++stats_.opened;
+    auto it = std::find_if(readers_.begin(), readers_.end(),
+                           [&](const auto& r) { return r.first == endpoint; });
+    if (it != readers_.end()) {
+      // The most recently used last.
+      std::rotate(it, it + 1, readers_.end());
+    } else {
+      zmq::socket_t s(*ctx_, zmq::socket_type::dealer);
+      s.set(zmq::sockopt::linger, 100);  // a stopping worker waits no longer
+      s.connect(endpoint);
+      readers_.emplace_back(endpoint, std::move(s));
+      if (readers_.size() > max_idle_) {
+        evicted.emplace(std::move(readers_.front().second));
+        readers_.pop_front();
+      }
     }
-    // Waits only for a connection that is not up yet.
-    c->socket.set(zmq::sockopt::sndtimeo, static_cast<int>(kConnectTimeoutMs));
-    DataHeader h;
-    h.op = static_cast<uint8_t>(DataOp::kTakeRead);
-    h.key = job;
-    h.run = run;
-    if (!c->socket.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none)) {
-      c.reset();
-      MutexLock lock(&mu_);
-      ++stats_.closed;
-      return Status::Unavailable(what + ": cannot connect within " +
-                                 std::to_string(kConnectTimeoutMs) + " ms");
+    if (!readers_.back().second.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::dontwait)) {
+      return Status::Unavailable(what + ": too many requests queued for an unreachable peer");
     }
-    Keep(std::move(c));  // no reply comes: the connection is as clean as before
     return Status::Ok();
   } catch (const zmq::error_t& e) {
-    MutexLock lock(&mu_);
-    ++stats_.closed;
     return Status::Unavailable(what + ": " + e.what());
   }
 }
@@ -231,10 +234,10 @@ PeerConnections::Stats PeerConnections::stats() const {
 
 void PeerConnections::Clear() {
   std::deque<std::unique_ptr<Connection>> closing;
-  {
-    MutexLock lock(&mu_);
-    closing.swap(idle_);
-  }
+  std::deque<std::pair<std::string, zmq::socket_t>> readers;
+  MutexLock lock(&mu_);
+  closing.swap(idle_);
+  readers.swap(readers_);
 }
 
 Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job, uint32_t run,

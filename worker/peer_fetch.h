@@ -50,9 +50,11 @@ class PeerConnections {
   Result<BufferList> Fetch(const std::string& endpoint, JobId job, uint32_t run, int64_t timeout_us,
                            bool peek = false) EXCLUDES(mu_);
   // Takes one read of (job, run) from the producer at `endpoint`
-  // (DataOp::kTakeRead; no reply): after a peek. Unavailable when the
-  // request could not be handed to a connection within the connect
-  // timeout (the producer is gone, and its outputs with it).
+  // (DataOp::kTakeRead; no reply): after a peek. Never waits: it goes on a
+  // socket per producer kept for these requests alone (queued there until
+  // the connection is up; the fetch connections stay free for fetches).
+  // Unavailable when ZeroMQ refused to queue it (a producer that has been
+  // unreachable for a thousand requests).
   Status TakeRead(const std::string& endpoint, JobId job, uint32_t run) EXCLUDES(mu_);
 
   struct Stats {
@@ -76,6 +78,9 @@ class PeerConnections {
   const size_t max_idle_;
   mutable Mutex mu_;
   std::deque<std::unique_ptr<Connection>> idle_ GUARDED_BY(mu_);  // oldest first
+  // TakeRead's sockets by producer endpoint, the least recently used first
+  // (at most max_idle_).
+  std::deque<std::pair<std::string, zmq::socket_t>> readers_ GUARDED_BY(mu_);
   Stats stats_ GUARDED_BY(mu_);
 };
 
