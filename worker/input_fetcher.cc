@@ -310,8 +310,8 @@ void InputFetcher::CommitReads(const std::shared_ptr<Batch>& batch) {
       reads.push_back(p.ref);
     }
   }
-  // Over the connections the fetches used; a producer that is gone kept
-  // nothing to free.
+  // On PeerConnections' read sockets, which never wait; a producer that
+  // is gone kept nothing to free.
   uint64_t taken = 0;
   for (const InputRef& ref : reads) {
     if (connections_.TakeRead(ref.endpoint, job, ref.run).ok()) ++taken;
