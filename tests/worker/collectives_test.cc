@@ -179,7 +179,9 @@ int Member(const Case& c, uint32_t rank, int to_parent, int from_parent) {
         return 16;
       }
     }
-    for (Buffer& b : out) std::memset(b.data.data(), 0x7F, b.data.size());
+    for (Buffer& b : out) {
+      if (!b.data.empty()) std::memset(b.data.data(), 0x7F, b.data.size());
+    }
     RecycleTensorBytes(std::span<Buffer>(out));
   }
   // Peers may still read from our socket (a chain, a ring): linger a bit.
