@@ -51,7 +51,7 @@ Result<DataHeader> ParseDataHeader(const void* data, size_t size) {
                               std::to_string(sizeof(h)));
   }
   std::memcpy(&h, data, sizeof(h));
-  if (h.op < 1 || h.op > 4) {
+  if (h.op < 1 || h.op > static_cast<uint8_t>(DataOp::kTakeRead)) {
     return Status::Corruption("data frame header: unknown op " + std::to_string(h.op));
   }
   return h;
@@ -107,13 +107,28 @@ Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frame
   std::vector<Buffer> out;
   std::vector<uint64_t> sizes;
   RETURN_IF_ERROR(DecodeMeta(frames[1].data, frames[1].size, &out, &sizes));
-  if (frames.size() != 2 + out.size()) return Status::Corruption(what + ": frame count");
+  size_t next = 2;  // the frame to read
   for (size_t i = 0; i < out.size(); ++i) {
-    const FrameView& f = frames[2 + i];
-    if (f.size != sizes[i]) return Status::Corruption(what + ": buffer size");
-    ResizeTensorBytes(&out[i].data, f.size);
-    if (f.size > 0) std::memcpy(out[i].data.data(), f.data, f.size);
+    if (sizes[i] == 0) {  // one empty frame
+      if (next >= frames.size() || frames[next].size != 0) {
+        return Status::Corruption(what + ": buffer " + std::to_string(i) + " size");
+      }
+      ++next;
+      continue;
+    }
+    // Every byte is copied in: a recycled buffer serves (no zeroing).
+    SizeTensorBytesForOverwrite(&out[i].data, sizes[i]);
+    for (uint64_t got = 0; got < sizes[i]; ++next) {
+      if (next >= frames.size()) return Status::Corruption(what + ": frame count");
+      const FrameView& f = frames[next];
+      if (f.size == 0 || f.size > sizes[i] - got) {
+        return Status::Corruption(what + ": buffer " + std::to_string(i) + " size");
+      }
+      std::memcpy(out[i].data.data() + got, f.data, f.size);
+      got += f.size;
+    }
   }
+  if (next != frames.size()) return Status::Corruption(what + ": frame count");
   return out;
 }
 

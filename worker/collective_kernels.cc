@@ -102,7 +102,7 @@ std::span<const std::byte> CollectiveBytes(const KernelArgs& args, std::span<con
   const size_t whole = bytes / sizeof(float) * sizeof(float);  // a partial float is dropped
   if (filled == 1) return std::span<const std::byte>(only->data).first(whole);
   if (!inputs.empty()) {
-    ResizeTensorBytes(scratch, bytes);
+    SizeTensorBytesForOverwrite(scratch, bytes);
     size_t off = 0;
     for (const Buffer& b : inputs) {
       if (b.data.empty()) continue;
@@ -113,7 +113,7 @@ std::span<const std::byte> CollectiveBytes(const KernelArgs& args, std::span<con
     return *scratch;
   }
   const size_t n = GeneratedCount(args);
-  ResizeTensorBytes(scratch, n * sizeof(float));
+  SizeTensorBytesForOverwrite(scratch, n * sizeof(float));
   for (size_t i = 0; i < n; ++i) {
     const float v = Generated(i, rank);
     std::memcpy(scratch->data() + i * sizeof(float), &v, sizeof(float));
@@ -137,7 +137,8 @@ BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
     if (in_scratch) {
       sum = std::move(scratch);
     } else {
-      ResizeTensorBytes(&sum, bytes.size());
+      // Every segment of the output is written by the ring (Communicator).
+      SizeTensorBytesForOverwrite(&sum, bytes.size());
     }
     Check(comm.AllReduce(in_scratch ? std::span<const std::byte>(sum) : bytes, sum));
     out.push_back(ByteBufferAsF32(std::move(sum)));
@@ -172,6 +173,7 @@ BufferList RunCollective(std::string_view kernel, const KernelArgs& args,
   } else {
     throw std::invalid_argument("'" + std::string(kernel) + "' is not a collective kernel");
   }
+  RecycleTensorBytes(&scratch);  // joined or generated data not moved into the output
   return out;
 }
 

@@ -215,17 +215,19 @@ Status Communicator::ReduceScatter(std::span<const std::byte> in, std::vector<st
   }
   // Partial sums land in `work` (no copy of `in` first). Shifted by one so that rank r ends with
   // segment r.
+  // A reduce pass reads only segments it wrote, so `work` may hold stale bytes.
   std::vector<std::byte> work;
-  ResizeTensorBytes(&work, in.size());
-  RETURN_IF_ERROR(Finish(RingPass(in.data(), work.data(), n, -1, /*reduce=*/true)));
-  out->assign(work.data() + b * sizeof(float), work.data() + e * sizeof(float));
-  return Status::Ok();
+  SizeTensorBytesForOverwrite(&work, in.size());
+  const Status s = Finish(RingPass(in.data(), work.data(), n, -1, /*reduce=*/true));
+  if (s.ok()) out->assign(work.data() + b * sizeof(float), work.data() + e * sizeof(float));
+  RecycleTensorBytes(&work);
+  return s;
 }
 
 Status Communicator::AllGather(std::span<const std::byte> in, std::vector<std::byte>* out) {
   const uint32_t p = size();
   const size_t block = in.size();
-  ResizeTensorBytes(out, block * p);
+  SizeTensorBytesForOverwrite(out, block * p);  // every block is written below
   std::memcpy(out->data() + block * gang_.rank, in.data(), block);
   return Finish([&]() -> Status {
     for (uint32_t step = 0; step + 1 < p; ++step) {
@@ -279,7 +281,8 @@ Status Communicator::AllToAllSteps(const std::vector<std::span<const std::byte>>
   }
   std::vector<size_t> offset(p + 1, 0);
   for (uint32_t s = 0; s < p; ++s) offset[s + 1] = offset[s] + (*recv_sizes)[s];
-  ResizeTensorBytes(out, offset[p]);
+  // Every byte is written below: our own block and each sender's chunks.
+  SizeTensorBytesForOverwrite(out, offset[p]);
   if (!send[gang_.rank].empty()) {
     std::memcpy(out->data() + offset[gang_.rank], send[gang_.rank].data(), send[gang_.rank].size());
   }
@@ -315,7 +318,7 @@ Status Communicator::BroadcastSteps(uint32_t root, std::span<const std::byte> in
     }
     // The root's own copy, made while its chunks are on the wire.
     data->clear();
-    ResizeTensorBytes(data, in.size());
+    SizeTensorBytesForOverwrite(data, in.size());
     if (!in.empty()) std::memcpy(data->data(), in.data(), in.size());
     return Status::Ok();
   }
@@ -324,7 +327,7 @@ Status Communicator::BroadcastSteps(uint32_t root, std::span<const std::byte> in
   if (head.size() != sizeof(n)) return Status::Corruption("broadcast: bad size frame");
   std::memcpy(&n, head.data(), sizeof(n));
   if (!last) RETURN_IF_ERROR(Send(Peer(1), &n, sizeof(n)));
-  ResizeTensorBytes(data, n);
+  SizeTensorBytesForOverwrite(data, n);  // every chunk is copied in
   if (n == 0) return Status::Ok();
   Status forward;
   RETURN_IF_ERROR(RecvChunks(Peer(-1), n, [&](size_t off, const zmq::message_t& m) {

@@ -10,6 +10,7 @@ using hmpmd::DataHeader;
 using hmpmd::DataOp;
 using hmpmd::DecodeMeta;
 using hmpmd::EncodeMeta;
+using hmpmd::kFetchChunkBytes;
 using hmpmd::ParseDataHeader;
 
 }  // namespace hmpmd::worker

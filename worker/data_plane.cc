@@ -4,9 +4,12 @@
 #include <optional>
 #include <utility>
 
+#include "hmpmd/protocol/tensor_bytes.h"
 #include "peer_fetch.h"
 
 namespace hmpmd::worker {
+
+InputSet::~InputSet() { RecycleTensorBytes(std::span<Buffer>(owned_)); }
 
 DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
     : options_(std::move(options)),
@@ -81,7 +84,7 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
         // may have gone out ahead, before an early-dispatched task's
         // producer finished. Once more, now that the task runs.
         Result<BufferList> again =
-            FetchFromPeer(&ctx_, in.endpoint, job, in.run, options_.timeout_us);
+            fetcher_.connections().Fetch(in.endpoint, job, in.run, options_.timeout_us);
         if (again.ok()) {
           fetched[i] = std::move(again).value();
           continue;
@@ -112,6 +115,9 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
     return Status(first.code(), first.message() + " (and " + std::to_string(failed.size() - 1) +
                                     " more input(s) lost)");
   }
+  // The task runs with every input: only now does it take the reads of
+  // the fetched ones (a task short of one leaves them to its rerun).
+  ahead->CommitReads();
   InputSet set;
   size_t sources = 0, last = 0;
   for (size_t i = 0; i < n; ++i) {

@@ -51,6 +51,14 @@ struct DataPlaneOptions {
 // local list is copied only while someone else still holds it.
 class InputSet {
  public:
+  InputSet() = default;
+  // Buffers it owns go back to the tensor pool once the kernel is done.
+  ~InputSet();
+  InputSet(InputSet&&) noexcept = default;
+  InputSet& operator=(InputSet&&) noexcept = default;
+  InputSet(const InputSet&) = delete;
+  InputSet& operator=(const InputSet&) = delete;
+
   std::span<const Buffer> buffers() const {
     return shared_ != nullptr ? std::span<const Buffer>(*shared_) : std::span<const Buffer>(owned_);
   }
@@ -81,7 +89,9 @@ class DataPlane {
   // (may be null or empty) holds what PrefetchInputs started; fetches not
   // started yet start now. When inputs cannot be read (not in the store, no
   // location, the peer failed or did not answer), the error names the
-  // first and `*lost_runs` (if given) gets all their runs. When
+  // first and `*lost_runs` (if given) gets all their runs, and no read of
+  // the fetched ones is taken (they stay for the rerun); on success the
+  // fetched inputs' reads are taken from their producers. When
   // `*cancelled` (may be null) becomes true while fetches are out, the
   // call fails with Cancelled and no lost run.
   Result<InputSet> GatherInputs(JobId job, const std::vector<InputRef>& inputs,

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -88,10 +89,15 @@ void DataServer::Serve() {
       }
       if (h->op == static_cast<uint8_t>(DataOp::kCollective) && parts.size() == 3) {
         inbox_->Deliver(h->key, h->src, std::move(parts[2]));
-      } else if (h->op == static_cast<uint8_t>(DataOp::kFetch)) {
+      } else if (h->op == static_cast<uint8_t>(DataOp::kTakeRead)) {
+        (void)store_->Read(static_cast<JobId>(h->key), static_cast<uint32_t>(h->run));
+      } else if (h->op == static_cast<uint8_t>(DataOp::kFetch) ||
+                 h->op == static_cast<uint8_t>(DataOp::kFetchPeek)) {
         const JobId job = static_cast<JobId>(h->key);
         const uint32_t run = static_cast<uint32_t>(h->run);
-        std::shared_ptr<const BufferList> outputs = store_->Read(job, run);
+        std::shared_ptr<const BufferList> outputs = h->op == static_cast<uint8_t>(DataOp::kFetch)
+                                                        ? store_->Read(job, run)
+                                                        : store_->Peek(job, run);
         s.send(parts[0], zmq::send_flags::sndmore);
         if (outputs == nullptr) {
           s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
@@ -106,13 +112,22 @@ void DataServer::Serve() {
                outputs->empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
         for (size_t i = 0; i < outputs->size(); ++i) {
           const Buffer& b = (*outputs)[i];
-          zmq::message_t frame;
-          if (!b.data.empty()) {
-            auto* hold = new std::shared_ptr<const BufferList>(outputs);
-            frame.rebuild(const_cast<std::byte*>(b.data.data()), b.data.size(), ReleaseOutputs,
-                          hold);
+          const bool last_buffer = i + 1 == outputs->size();
+          if (b.data.empty()) {
+            s.send(zmq::message_t(),
+                   last_buffer ? zmq::send_flags::none : zmq::send_flags::sndmore);
+            continue;
           }
-          s.send(frame, i + 1 < outputs->size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+          // In frames of at most kFetchChunkBytes (data_frames.h), each
+          // holding the outputs until ZeroMQ has sent it.
+          for (size_t off = 0; off < b.data.size(); off += kFetchChunkBytes) {
+            const size_t n = std::min(kFetchChunkBytes, b.data.size() - off);
+            auto* hold = new std::shared_ptr<const BufferList>(outputs);
+            zmq::message_t frame(const_cast<std::byte*>(b.data.data()) + off, n, ReleaseOutputs,
+                                 hold);
+            const bool last = last_buffer && off + n == b.data.size();
+            s.send(frame, last ? zmq::send_flags::none : zmq::send_flags::sndmore);
+          }
         }
       } else {
         log_->warn("data socket: dropped a message with op {} and {} frames", h->op, parts.size());

@@ -39,7 +39,7 @@ std::vector<float> ReadF32(const Buffer& buffer, std::string_view kernel, std::s
 
 Buffer MakeF32(std::span<const float> values, std::vector<int64_t> shape) {
   Buffer b;
-  ResizeTensorBytes(&b.data, values.size_bytes());
+  SizeTensorBytesForOverwrite(&b.data, values.size_bytes());
   if (!values.empty()) std::memcpy(b.data.data(), values.data(), values.size_bytes());
   b.shape = std::move(shape);
   b.dtype = "f32";

@@ -20,6 +20,9 @@ struct Part {
   bool ahead = false;  // started before a lane asked for it
   uint64_t held = 0;   // its bytes counted in InputFetcher::held_
   std::optional<Result<BufferList>> result;
+  bool fetched = false;  // the producer answered with the outputs (no read counted)
+  bool taken = false;    // a lane took them (Take)
+  bool read = false;     // their read was taken from the producer (CommitReads)
 };
 
 // Every field is guarded by the fetcher's mutex.
@@ -75,11 +78,15 @@ std::optional<Result<BufferList>> PrefetchedInputs::Take(size_t index) const {
   return fetcher_->Take(batch_, index);
 }
 
+void PrefetchedInputs::CommitReads() const {
+  if (batch_ != nullptr) fetcher_->CommitReads(batch_);
+}
+
 // ---- InputFetcher -----------------------------------------------------
 
 InputFetcher::InputFetcher(zmq::context_t* ctx, const ObjectStore* store,
                            InputFetcherOptions options)
-    : ctx_(ctx), store_(store), options_(options) {}
+    : store_(store), options_(options), connections_(ctx) {}
 
 InputFetcher::~InputFetcher() { Stop(); }
 
@@ -91,7 +98,10 @@ PrefetchedInputs InputFetcher::Begin(JobId job, const std::vector<InputRef>& inp
     const InputRef& in = inputs[i];
     // 0 bytes: nothing to read; no endpoint or our own: not a peer's.
     if (in.bytes == 0 || in.endpoint.empty() || in.endpoint == self) continue;
-    batch->parts.push_back(Part{i, in, PartState::kQueued, false, 0, std::nullopt});
+    Part part;
+    part.index = i;
+    part.ref = in;
+    batch->parts.push_back(std::move(part));
   }
   if (batch->parts.empty()) return {};
   {
@@ -198,8 +208,9 @@ void InputFetcher::Loop() {
       ref = job->batch->parts[job->part].ref;
       job_id = job->batch->job;
     }
+    // No read counted yet: CommitReads takes it once the task runs.
     Result<BufferList> got =
-        FetchFromPeer(ctx_, ref.endpoint, job_id, ref.run, options_.timeout_us);
+        connections_.Fetch(ref.endpoint, job_id, ref.run, options_.timeout_us, /*peek=*/true);
     {
       MutexLock lock(&mu_);
       Batch& b = *job->batch;
@@ -211,6 +222,7 @@ void InputFetcher::Loop() {
         held_ -= p.held;
         p.held = 0;
       }
+      p.fetched = got.ok();
       if (!b.abandoned) p.result = std::move(got);
       ++fetches_done_;
       ++idle_;
@@ -256,6 +268,7 @@ std::optional<Result<BufferList>> InputFetcher::Take(const std::shared_ptr<Batch
     }
     out = std::move(it->result);
     it->result.reset();
+    it->taken = true;
     held_ -= it->held;
     it->held = 0;
   }
@@ -283,6 +296,28 @@ void InputFetcher::Abandon(const std::shared_ptr<Batch>& batch) {
     }
   }
   work_cv_.SignalAll();
+}
+
+void InputFetcher::CommitReads(const std::shared_ptr<Batch>& batch) {
+  std::vector<InputRef> reads;
+  JobId job = 0;
+  {
+    MutexLock lock(&mu_);
+    job = batch->job;
+    for (Part& p : batch->parts) {
+      if (!p.fetched || !p.taken || p.read) continue;
+      p.read = true;
+      reads.push_back(p.ref);
+    }
+  }
+  // On PeerConnections' read sockets, which never wait; a producer that
+  // is gone kept nothing to free.
+  uint64_t taken = 0;
+  for (const InputRef& ref : reads) {
+    if (connections_.TakeRead(ref.endpoint, job, ref.run).ok()) ++taken;
+  }
+  MutexLock lock(&mu_);
+  reads_taken_ += taken;
 }
 
 void InputFetcher::Stop() {
@@ -321,6 +356,11 @@ size_t InputFetcher::batches() const {
 uint64_t InputFetcher::fetched_ahead() const {
   MutexLock lock(&mu_);
   return fetched_ahead_;
+}
+
+uint64_t InputFetcher::reads_taken() const {
+  MutexLock lock(&mu_);
+  return reads_taken_;
 }
 
 uint64_t InputFetcher::fetches_done() const {

@@ -14,8 +14,14 @@
 // starts the task (PrefetchedInputs::WaitAll), its remaining fetches start
 // whatever the budget, as before prefetching existed.
 //
-// A fetch takes one read from the producer's store, as any fetch does. A
-// task dropped before it ran (cancelled, or the worker stopping) drops its
+// Fetches go over connections kept per producer (PeerConnections), shared
+// by the fetch threads.
+//
+// A fetch here takes no read from the producer's store (DataOp::kFetchPeek):
+// the lane takes the reads (CommitReads) once the task has every input and
+// runs. A task dropped, cancelled or short of an input before that leaves
+// the producer's outputs as they were, for whichever worker runs it next.
+// A task dropped before it ran (cancelled, or the worker stopping) drops its
 // PrefetchedInputs: queued fetches never start, and fetched buffers (and
 // their share of held_bytes()) are freed at once, or as soon as a fetch in
 // flight returns.
@@ -39,6 +45,7 @@
 #include "hmpmd/protocol/messages.h"
 #include "mutex.h"
 #include "object_store.h"
+#include "peer_fetch.h"
 
 namespace hmpmd::worker {
 
@@ -69,6 +76,9 @@ class PrefetchedInputs {
   // After WaitAll(): the outputs of input `index` (moved out), or nullopt
   // when that input is not one of the remote ones fetched here.
   std::optional<Result<BufferList>> Take(size_t index) const;
+  // Takes one read from the producer of every input taken with a result
+  // (once each): the task runs with them. The lane thread.
+  void CommitReads() const;
   // Frees whatever was not taken and stops fetches not started, as
   // dropping the handle would (idempotent).
   void Release() const;
@@ -120,6 +130,11 @@ class InputFetcher {
   uint64_t fetched_ahead() const EXCLUDES(mu_);
   // Fetches that returned (with data or failed).
   uint64_t fetches_done() const EXCLUDES(mu_);
+  // Reads taken from producers by CommitReads (requests handed to a
+  // connection).
+  uint64_t reads_taken() const EXCLUDES(mu_);
+  // The connections the fetch threads use; others may fetch over them too.
+  PeerConnections& connections() { return connections_; }
 
  private:
   friend class PrefetchedInputs;
@@ -141,8 +156,8 @@ class InputFetcher {
   std::optional<Result<BufferList>> Take(const std::shared_ptr<fetch_detail::Batch>& batch,
                                          size_t index) EXCLUDES(mu_);
   void Abandon(const std::shared_ptr<fetch_detail::Batch>& batch) EXCLUDES(mu_);
+  void CommitReads(const std::shared_ptr<fetch_detail::Batch>& batch) EXCLUDES(mu_);
 
-  zmq::context_t* const ctx_;
   const ObjectStore* const store_;
   const InputFetcherOptions options_;
 
@@ -157,8 +172,10 @@ class InputFetcher {
   size_t idle_ GUARDED_BY(mu_) = 0;           // threads waiting for work
   uint64_t fetched_ahead_ GUARDED_BY(mu_) = 0;
   uint64_t fetches_done_ GUARDED_BY(mu_) = 0;
+  uint64_t reads_taken_ GUARDED_BY(mu_) = 0;
   bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  PeerConnections connections_;  // thread-safe; outlives the threads (joined in Stop)
 };
 
 }  // namespace hmpmd::worker

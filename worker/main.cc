@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_options.h"
+#include "hmpmd/protocol/tensor_bytes.h"
 #include "hmpmd/worker/worker.h"
 #include "tune_allocator.h"
 
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   std::string token_file;
   std::string curve_dir;
   std::string log_level = "info";
+  uint64_t tensor_pool_mb = hmpmd::kTensorPoolDefaultBytes >> 20;
 
   CLI::App app{"Runs kernels on this host's cores for a HyperMPMD controller.", "hmpmd-worker"};
   app.add_option("--controller", options.controller_endpoint,
@@ -73,6 +75,11 @@ int main(int argc, char** argv) {
                  "(0: fetch when a task starts)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
       ->capture_default_str();
+  app.add_option("--tensor-pool-mb", tensor_pool_mb,
+                 "Most MiB of freed large tensors kept for reuse by later outputs and "
+                 "fetches, beside --memory-mb (0: none)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
+      ->capture_default_str();
   app.add_option("--data-host", options.data_host,
                  "Interface of the data socket peers fetch from (default: the one that "
                  "reaches the controller)");
@@ -89,6 +96,9 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     return UsageError(e.what());
   }
+
+  // A process-wide setting, as the allocator's (TuneAllocatorForTensors).
+  hmpmd::SetTensorPoolLimit(tensor_pool_mb << 20);
 
   // The flags map onto WorkerOptions and do nothing else. The device file
   // comes first, so that flags given beside it override its fields.

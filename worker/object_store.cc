@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "hmpmd/protocol/tensor_bytes.h"
+
 namespace hmpmd::worker {
 
 uint64_t ObjectStore::BytesOf(const BufferList& outputs) {
@@ -27,7 +29,12 @@ Status ObjectStore::Put(JobId job, uint32_t run, BufferList outputs, uint32_t re
   Entry& e = entries_[key];
   // Not a const object: the last holder of a freed list may move its
   // buffers out (DataPlane::GatherInputs).
-  e.outputs = std::make_shared<BufferList>(std::move(outputs));
+  // When the last holder (the store, a fetch reply ZeroMQ is sending, a
+  // lane) lets go, the large buffers go back to the tensor pool.
+  e.outputs = std::shared_ptr<BufferList>(new BufferList(std::move(outputs)), [](BufferList* l) {
+    RecycleTensorBytes(std::span<Buffer>(*l));
+    delete l;
+  });
   e.bytes = bytes;
   e.reads_left = reads;
   return Status::Ok();
@@ -43,6 +50,12 @@ std::shared_ptr<const BufferList> ObjectStore::Read(JobId job, uint32_t run) {
     entries_.erase(it);
   }
   return out;
+}
+
+std::shared_ptr<const BufferList> ObjectStore::Peek(JobId job, uint32_t run) const {
+  MutexLock lock(&mu_);
+  auto it = entries_.find({job, run});
+  return it == entries_.end() ? nullptr : it->second.outputs;
 }
 
 std::vector<HeldOutput> ObjectStore::List(size_t max) const {

@@ -5,7 +5,8 @@
 // reads left: every read (a local consumer or a peer's fetch) takes one,
 // and the last read frees the entry. An entry put with 0 reads is a final
 // output of its job and stays until FreeJob(). The bytes held are capped;
-// a Put past the cap fails (the task fails with the reason).
+// a Put past the cap fails (the task fails with the reason). Freed
+// buffers go back to the tensor pool (hmpmd/protocol/tensor_bytes.h).
 //
 // Thread-safety: thread-safe (one mutex); lanes put and read, the data
 // server reads, the I/O thread frees.
@@ -40,6 +41,8 @@ class ObjectStore {
   // The outputs of (job, run), counting one read; nullptr when absent. The
   // returned list stays valid after the entry is freed.
   std::shared_ptr<const BufferList> Read(JobId job, uint32_t run) EXCLUDES(mu_);
+  // The outputs of (job, run) without counting a read; nullptr when absent.
+  std::shared_ptr<const BufferList> Peek(JobId job, uint32_t run) const EXCLUDES(mu_);
 
   // The entries held, as (job, run, bytes), at most `max` of them (the
   // lowest keys first): what a re-registration reports.

@@ -3,75 +3,241 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "data_frames.h"
 #include "hmpmd/worker/fetch.h"
 
 namespace hmpmd::worker {
+
+struct PeerConnections::Connection {
+  std::string endpoint;
+  zmq::socket_t socket;  // DEALER to the producer's data socket
+  zmq::socket_t events;  // its monitor: disconnects (closed first, declared last)
+};
+
 namespace {
+
+using Connection = PeerConnections::Connection;
 
 // How long a fetch waits to connect to the peer (loopback or LAN: far less).
 constexpr int64_t kConnectTimeoutMs = 3000;
 
-// Names each fetch's monitor endpoint apart.
+// Names each connection's monitor endpoint apart.
 std::atomic<uint64_t> monitor_seq{0};
+
+std::string What(const std::string& endpoint, JobId job, uint32_t run) {
+  return "fetch of job " + std::to_string(job) + " run " + std::to_string(run) + " from " +
+         endpoint;
+}
+
+// A DEALER connected to `endpoint`, with a monitor of its disconnects.
+// Throws zmq::error_t.
+std::unique_ptr<Connection> Open(zmq::context_t* ctx, const std::string& endpoint) {
+  auto c = std::make_unique<Connection>();
+  c->endpoint = endpoint;
+  c->socket = zmq::socket_t(*ctx, zmq::socket_type::dealer);
+  c->socket.set(zmq::sockopt::linger, 0);
+  c->socket.set(zmq::sockopt::rcvhwm, 0);
+  // The request waits for a connection, not for the whole timeout: a dead
+  // peer (connection refused, retried forever by ZeroMQ) fails the fetch
+  // within kConnectTimeoutMs, and the controller rebuilds the input.
+  c->socket.set(zmq::sockopt::immediate, 1);
+  // A peer that dies after taking the request closes the connection: the
+  // monitor reports it, and the fetch fails then instead of at the timeout.
+  const std::string monitor = "inproc://hmpmd-fetch-" + std::to_string(monitor_seq++);
+  if (zmq_socket_monitor(c->socket.handle(), monitor.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+    throw zmq::error_t();
+  }
+  c->events = zmq::socket_t(*ctx, zmq::socket_type::pair);
+  c->events.set(zmq::sockopt::linger, 0);
+  c->events.connect(monitor);
+  c->socket.connect(endpoint);
+  return c;
+}
+
+// False when the monitor has reported a disconnect since the last look.
+bool StillConnected(Connection& c) {
+  zmq::message_t event;
+  return !c.events.recv(event, zmq::recv_flags::dontwait);
+}
+
+// One request and its whole reply over `c`. `*clean` becomes true when the
+// exchange ended as the protocol says (the reply to this request read in
+// full, the peer still connected): only then may `c` carry another.
+// Throws zmq::error_t.
+Result<BufferList> Exchange(Connection& c, JobId job, uint32_t run, int64_t timeout_us, DataOp op,
+                            bool* clean) {
+  *clean = false;
+  const std::string what = What(c.endpoint, job, run);
+  zmq::socket_t& s = c.socket;
+  s.set(zmq::sockopt::sndtimeo,
+        static_cast<int>(std::min<int64_t>(kConnectTimeoutMs, (timeout_us + 999) / 1000)));
+  DataHeader h;
+  h.op = static_cast<uint8_t>(op);
+  h.key = job;
+  h.run = run;
+  if (!s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none)) {
+    return Status::Unavailable(what + ": cannot connect within " +
+                               std::to_string(kConnectTimeoutMs) + " ms");
+  }
+  zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}, {c.events.handle(), 0, ZMQ_POLLIN, 0}};
+  if (zmq::poll(items, 2, std::chrono::milliseconds((timeout_us + 999) / 1000)) == 0) {
+    return Status::Unavailable(what + ": no answer within " + std::to_string(timeout_us / 1000) +
+                               " ms");
+  }
+  if (!(items[0].revents & ZMQ_POLLIN)) {
+    return Status::Unavailable(what + ": the peer closed the connection");
+  }
+  std::vector<zmq::message_t> parts;
+  do {
+    zmq::message_t m;
+    (void)s.recv(m);
+    parts.push_back(std::move(m));
+  } while (parts.back().more());
+  std::vector<FrameView> frames;
+  frames.reserve(parts.size());
+  for (const zmq::message_t& m : parts) frames.push_back({m.data(), m.size()});
+  Result<BufferList> out = DecodeFetchReply(frames, what);
+  if (!out.ok() && out.status().code() != StatusCode::kNotFound) return out;
+  // One exchange at a time per connection: the reply names this request.
+  Result<DataHeader> reply = ParseDataHeader(frames[0].data, frames[0].size);
+  if (!reply.ok() || reply->key != job || reply->run != run) {
+    return Status::Corruption(what + ": the reply names another output");
+  }
+  *clean = !(items[1].revents & ZMQ_POLLIN);
+  return out;
+}
 
 }  // namespace
 
 Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoint, JobId job,
                                  uint32_t run, int64_t timeout_us) {
-  const std::string what =
-      "fetch of job " + std::to_string(job) + " run " + std::to_string(run) + " from " + endpoint;
   try {
-    zmq::socket_t s(*ctx, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 0);
-    s.set(zmq::sockopt::rcvhwm, 0);
-    // The request waits for a connection, not for the whole timeout: a dead
-    // peer (connection refused, retried forever by ZeroMQ) fails the fetch
-    // within kConnectTimeoutMs, and the controller rebuilds the input.
-    s.set(zmq::sockopt::immediate, 1);
-    s.set(zmq::sockopt::sndtimeo,
-          static_cast<int>(std::min<int64_t>(kConnectTimeoutMs, (timeout_us + 999) / 1000)));
-    // A peer that dies after taking the request closes the connection: the
-    // monitor reports it, and the fetch fails then instead of at the timeout.
-    const std::string monitor = "inproc://hmpmd-fetch-" + std::to_string(monitor_seq++);
-    if (zmq_socket_monitor(s.handle(), monitor.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
-      return Status::Unavailable(what + ": monitor: " + zmq_strerror(zmq_errno()));
+    std::unique_ptr<Connection> c = Open(ctx, endpoint);
+    bool clean = false;
+    return Exchange(*c, job, run, timeout_us, DataOp::kFetch, &clean);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable(What(endpoint, job, run) + ": " + e.what());
+  }
+}
+
+PeerConnections::PeerConnections(zmq::context_t* ctx, size_t max_idle)
+    : ctx_(ctx), max_idle_(max_idle) {}
+
+PeerConnections::~PeerConnections() { Clear(); }
+
+std::unique_ptr<Connection> PeerConnections::Take(const std::string& endpoint) {
+  for (;;) {
+    std::unique_ptr<Connection> c;
+    {
+      MutexLock lock(&mu_);
+      // The most recently kept first: the likeliest to be warm.
+      for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+        if ((*it)->endpoint != endpoint) continue;
+        c = std::move(*it);
+        idle_.erase(std::next(it).base());
+        break;
+      }
+      if (c == nullptr) return nullptr;
     }
-    zmq::socket_t events(*ctx, zmq::socket_type::pair);
-    events.set(zmq::sockopt::linger, 0);
-    events.connect(monitor);
-    s.connect(endpoint);
-    DataHeader h;
-    h.op = static_cast<uint8_t>(DataOp::kFetch);
-    h.key = job;
-    h.run = run;
-    if (!s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none)) {
-      return Status::Unavailable(what + ": cannot connect within " +
-                                 std::to_string(kConnectTimeoutMs) + " ms");
+    if (StillConnected(*c)) {
+      MutexLock lock(&mu_);
+      ++stats_.reused;
+      return c;
     }
-    zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}, {events.handle(), 0, ZMQ_POLLIN, 0}};
-    if (zmq::poll(items, 2, std::chrono::milliseconds((timeout_us + 999) / 1000)) == 0) {
-      return Status::Unavailable(what + ": no answer within " + std::to_string(timeout_us / 1000) +
-                                 " ms");
+    c.reset();  // the peer went away since: closed, and the next one looked at
+    MutexLock lock(&mu_);
+    ++stats_.closed;
+  }
+}
+
+void PeerConnections::Keep(std::unique_ptr<Connection> c) {
+  std::unique_ptr<Connection> evicted;  // closed outside the lock
+  MutexLock lock(&mu_);
+  idle_.push_back(std::move(c));
+  if (idle_.size() > max_idle_) {
+    evicted = std::move(idle_.front());
+    idle_.pop_front();
+  }
+}
+
+Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job, uint32_t run,
+                                          int64_t timeout_us, bool peek) {
+  try {
+    std::unique_ptr<Connection> c = Take(endpoint);
+    if (c == nullptr) {
+      c = Open(ctx_, endpoint);
+      MutexLock lock(&mu_);
+      ++stats_.opened;
     }
-    if (!(items[0].revents & ZMQ_POLLIN)) {
-      return Status::Unavailable(what + ": the peer closed the connection");
+    bool clean = false;
+    Result<BufferList> out =
+        Exchange(*c, job, run, timeout_us, peek ? DataOp::kFetchPeek : DataOp::kFetch, &clean);
+    if (clean) {
+      Keep(std::move(c));
+    } else {
+      c.reset();
+      MutexLock lock(&mu_);
+      ++stats_.closed;
     }
-    std::vector<zmq::message_t> parts;
-    do {
-      zmq::message_t m;
-      (void)s.recv(m);
-      parts.push_back(std::move(m));
-    } while (parts.back().more());
-    std::vector<FrameView> frames;
-    frames.reserve(parts.size());
-    for (const zmq::message_t& m : parts) frames.push_back({m.data(), m.size()});
-    return DecodeFetchReply(frames, what);
+    return out;
+  } catch (const zmq::error_t& e) {
+    MutexLock lock(&mu_);
+    ++stats_.closed;
+    return Status::Unavailable(What(endpoint, job, run) + ": " + e.what());
+  }
+}
+
+Status PeerConnections::TakeRead(const std::string& endpoint, JobId job, uint32_t run) {
+  const std::string what =
+      "read of job " + std::to_string(job) + " run " + std::to_string(run) + " from " + endpoint;
+  DataHeader h;
+  h.op = static_cast<uint8_t>(DataOp::kTakeRead);
+  h.key = job;
+  h.run = run;
+  std::optional<zmq::socket_t> evicted;  // closed outside the lock
+  MutexLock lock(&mu_);
+  try {
+    auto it = std::find_if(readers_.begin(), readers_.end(),
+                           [&](const auto& r) { return r.first == endpoint; });
+    if (it != readers_.end()) {
+      // The most recently used last.
+      std::rotate(it, it + 1, readers_.end());
+    } else {
+      zmq::socket_t s(*ctx_, zmq::socket_type::dealer);
+      s.set(zmq::sockopt::linger, 100);  // a stopping worker waits no longer
+      s.connect(endpoint);
+      readers_.emplace_back(endpoint, std::move(s));
+      if (readers_.size() > max_idle_) {
+        evicted.emplace(std::move(readers_.front().second));
+        readers_.pop_front();
+      }
+    }
+    if (!readers_.back().second.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::dontwait)) {
+      return Status::Unavailable(what + ": too many requests queued for an unreachable peer");
+    }
+    return Status::Ok();
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(what + ": " + e.what());
   }
+}
+
+PeerConnections::Stats PeerConnections::stats() const {
+  MutexLock lock(&mu_);
+  Stats s = stats_;
+  s.idle = idle_.size();
+  return s;
+}
+
+void PeerConnections::Clear() {
+  std::deque<std::unique_ptr<Connection>> closing;
+  std::deque<std::pair<std::string, zmq::socket_t>> readers;
+  MutexLock lock(&mu_);
+  closing.swap(idle_);
+  readers.swap(readers_);
 }
 
 Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job, uint32_t run,

@@ -15,6 +15,7 @@
 #include "collective_kernels.h"
 #include "communicator.h"
 #include "data_server.h"
+#include "hmpmd/protocol/tensor_bytes.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -149,8 +150,10 @@ int Member(const std::string& op, uint32_t rank, uint32_t p, size_t bytes, bool 
     Status s;
     if (as_task) {
       try {
-        // Its output goes to the store in a worker; here it is freed.
+        // Its output goes to the store in a worker, whose last reader
+        // hands its bytes back to the tensor pool; here that happens now.
         BufferList got = RunCollective(op, KernelArgs(no_args), inputs, comm);
+        RecycleTensorBytes(std::span<Buffer>(got));
       } catch (const std::exception& e) {
         s = Status::Unavailable(e.what());
       }

@@ -8,6 +8,12 @@
 // starts) and on (the default 256 MiB) alternate; medians of --runs runs.
 //
 //   bench_prefetch [--runs N] [--tasks K] [--mb S] [--kernel-ms X] [--sleep]
+//   bench_prefetch --fetch [--runs N]    one fetch at a time instead: of
+//                  1, 8 and 64 MiB, over a new connection per fetch and
+//                  over a kept one (PeerConnections, as hmpmd-worker
+//                  fetches), beside raw ZeroMQ point to point (zero-copy,
+//                  one message or 1 MiB messages, the faster) measured in
+//                  the same run
 #include <spdlog/logger.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,7 +30,10 @@
 #include "completion_queue.h"
 #include "data_plane.h"
 #include "data_server.h"
+#include "hmpmd/protocol/tensor_bytes.h"
 #include "lane.h"
+#include "member_processes.h"
+#include "peer_fetch.h"
 #include "tune_allocator.h"
 #include "wakeup_fd.h"
 
@@ -39,7 +48,13 @@ struct Options {
   size_t mb = 8;
   int kernel_ms = 10;
   bool sleep = false;
+  bool fetch = false;  // --fetch: single fetches of kFetchMiB
 };
+
+// --fetch: the sizes fetched, in MiB; the producer keeps them as runs
+// kFetchRun + i.
+constexpr size_t kFetchMiB[] = {1, 8, 64};
+constexpr uint32_t kFetchRun = 1'000'000;
 
 // The producer: keeps the outputs, prints its endpoint, serves until the
 // parent closes the pipe.
@@ -56,6 +71,12 @@ int Producer(const Options& o, int to_parent, int from_parent) {
     b.shape = {static_cast<int64_t>(b.data.size() / 4)};
     // Read 0 times: kept, so every run fetches it again.
     if (!store.Put(1, i, {std::move(b)}, 0).ok()) return 11;
+  }
+  for (uint32_t i = 0; o.fetch && i < std::size(kFetchMiB); ++i) {
+    Buffer b;
+    b.data.assign(kFetchMiB[i] << 20, std::byte{2});
+    b.shape = {static_cast<int64_t>(b.data.size() / 4)};
+    if (!store.Put(1, kFetchRun + i, {std::move(b)}, 0).ok()) return 11;
   }
   const std::string line = server.endpoint() + "\n";
   if (::write(to_parent, line.data(), line.size()) < 0) return 12;
@@ -111,9 +132,42 @@ double RunOnce(const Options& o, const std::string& endpoint, uint64_t prefetch_
   return s;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// --fetch: per size, median ms of a fetch over a new connection and over
+// a kept one (alternating), and raw p2p; prints the table. 0 or 1.
+int FetchTable(const Options& o, const std::string& endpoint) {
+  zmq::context_t ctx(1);
+  PeerConnections kept(&ctx);
+  std::printf("one fetch from a producer process at a time, medians of %d\n", o.runs);
+  std::printf("%-8s %12s %12s %10s %10s %8s\n", "size", "new conn ms", "kept conn ms", "kept GB/s",
+              "p2p GB/s", "vs p2p");
+  for (uint32_t i = 0; i < std::size(kFetchMiB); ++i) {
+    const size_t bytes = kFetchMiB[i] << 20;
+    std::vector<double> fresh, reuse;
+    for (int r = -1; r < o.runs; ++r) {  // run -1 warms up (and opens the kept connection)
+      for (int mode = 0; mode < 2; ++mode) {
+        const auto start = Clock::now();
+        Result<BufferList> got = mode == 0
+                                     ? FetchFromPeer(&ctx, endpoint, 1, kFetchRun + i, 60'000'000)
+                                     : kept.Fetch(endpoint, 1, kFetchRun + i, 60'000'000);
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        if (!got.ok() || got->size() != 1 || (*got)[0].data.size() != bytes) {
+          std::fprintf(stderr, "fetch of %zu MiB failed: %s\n", kFetchMiB[i],
+                       got.ok() ? "wrong size" : got.status().ToString().c_str());
+          return 1;
+        }
+        // A lane hands a task's fetched inputs back to the tensor pool.
+        RecycleTensorBytes(std::span<Buffer>(*got));
+        if (r >= 0) (mode == 0 ? fresh : reuse).push_back(s);
+      }
+    }
+    // As bench_collectives: the faster of one message and 1 MiB messages.
+    const double p2p =
+        std::max(bytes / RawPointToPoint(bytes, false), bytes / RawPointToPoint(bytes, true)) / 1e9;
+    const double gbs = bytes / Median(reuse) / 1e9;
+    std::printf("%5zu MiB %12.2f %12.2f %10.2f %10.2f %7.0f%%\n", kFetchMiB[i], Median(fresh) * 1e3,
+                Median(reuse) * 1e3, gbs, p2p, 100 * gbs / p2p);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -127,6 +181,10 @@ int main(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "--sleep") {
       o.sleep = true;
+      continue;
+    }
+    if (flag == "--fetch") {
+      o.fetch = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -145,7 +203,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_prefetch [--runs N] [--tasks K] [--mb S] [--kernel-ms X] "
-                   "[--sleep]\n");
+                   "[--sleep] [--fetch]\n");
       return 2;
     }
   }
@@ -163,6 +221,13 @@ int main(int argc, char** argv) {
   char c;
   while (::read(up[0], &c, 1) == 1 && c != '\n') endpoint += c;
   int rc = endpoint.empty() ? 1 : 0;
+  if (rc == 0 && o.fetch) {
+    rc = FetchTable(o, endpoint);
+    ::close(down[1]);
+    ::close(up[0]);
+    ::waitpid(pid, nullptr, 0);
+    return rc;
+  }
   std::vector<double> off, on;
   if (rc == 0) RunOnce(o, endpoint, 256ull << 20);  // warm-up
   for (int r = 0; r < o.runs && rc == 0; ++r) {

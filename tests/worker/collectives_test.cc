@@ -18,6 +18,7 @@
 #include "collective_kernels.h"
 #include "communicator.h"
 #include "data_server.h"
+#include "hmpmd/protocol/tensor_bytes.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -108,6 +109,15 @@ std::vector<float> Reference(const Case& c, uint32_t rank) {
   return out;
 }
 
+// Hands the tensor pool a buffer of `bytes` whose every byte is 0x7F (3.4e38
+// in every float, not a NaN, which no comparison would catch), as a tensor
+// freed earlier would leave it: a collective that took it and left any
+// byte unwritten fails the check.
+void PoisonPool(size_t bytes) {
+  std::vector<std::byte> v(bytes, std::byte{0x7F});
+  RecycleTensorBytes(&v);
+}
+
 // The body of one member process; returns its exit code.
 int Member(const Case& c, uint32_t rank, int to_parent, int from_parent) {
   spdlog::logger log("member");  // no sinks
@@ -135,32 +145,44 @@ int Member(const Case& c, uint32_t rank, int to_parent, int from_parent) {
   const BufferList inputs = InputsOf(c, args, rank);
   // Inputs are read in place: they must come out of the call unchanged.
   const BufferList before = inputs;
-  BufferList out;
-  try {
-    out = RunCollective(c.op, KernelArgs(args), inputs, comm);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %u: %s\n", rank, e.what());
-    return 13;
-  }
   const std::vector<float> want = Reference(c, rank);
-  if (out.size() != 1 || out[0].data.size() != want.size() * sizeof(float)) {
-    std::fprintf(stderr, "rank %u: got %zu bytes, want %zu\n", rank,
-                 out.empty() ? 0 : out[0].data.size(), want.size() * sizeof(float));
-    return 14;
-  }
-  for (size_t i = 0; i < want.size(); ++i) {
-    float v;
-    std::memcpy(&v, out[0].data.data() + i * sizeof(float), sizeof(float));
-    if (std::fabs(v - want[i]) > 1e-5f * std::max(1.0f, std::fabs(want[i]))) {
-      std::fprintf(stderr, "rank %u: element %zu is %g, want %g\n", rank, i, v, want[i]);
-      return 15;
+  // Twice: the second call reuses pooled buffers, the first call's output
+  // among them, all poisoned first (PoisonPool).
+  for (int round = 0; round < 2; ++round) {
+    PoisonPool(want.size() * sizeof(float));
+    PoisonPool(static_cast<size_t>(c.n) * sizeof(float));
+    PoisonPool(static_cast<size_t>(c.n) * sizeof(float));
+    BufferList out;
+    try {
+      out = RunCollective(c.op, KernelArgs(args), inputs, comm);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %u: %s\n", rank, e.what());
+      return 13;
     }
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].data != before[i].data) {
-      std::fprintf(stderr, "rank %u: input buffer %zu was changed\n", rank, i);
-      return 16;
+    if (out.size() != 1 || out[0].data.size() != want.size() * sizeof(float)) {
+      std::fprintf(stderr, "rank %u: got %zu bytes, want %zu\n", rank,
+                   out.empty() ? 0 : out[0].data.size(), want.size() * sizeof(float));
+      return 14;
     }
+    for (size_t i = 0; i < want.size(); ++i) {
+      float v;
+      std::memcpy(&v, out[0].data.data() + i * sizeof(float), sizeof(float));
+      // Written so that a NaN fails too.
+      if (!(std::fabs(v - want[i]) <= 1e-5f * std::max(1.0f, std::fabs(want[i])))) {
+        std::fprintf(stderr, "rank %u: element %zu is %g, want %g\n", rank, i, v, want[i]);
+        return 15;
+      }
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].data != before[i].data) {
+        std::fprintf(stderr, "rank %u: input buffer %zu was changed\n", rank, i);
+        return 16;
+      }
+    }
+    for (Buffer& b : out) {
+      if (!b.data.empty()) std::memset(b.data.data(), 0x7F, b.data.size());
+    }
+    RecycleTensorBytes(std::span<Buffer>(out));
   }
   // Peers may still read from our socket (a chain, a ring): linger a bit.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -255,6 +277,11 @@ std::vector<Case> Cases() {
   cases.push_back({"alltoall", 4, 1000, "0,700,1,299", 1});
   cases.push_back({"allreduce", 2, int64_t{16} << 20, "", 1});  // 64 MB in place
   cases.push_back({"allreduce", 4, int64_t{4} << 20, "", 1});   // 16 MB in place
+  // 4 MB and up: outputs and scratch come from the tensor pool (poisoned).
+  for (const char* op : {"reduce_scatter", "allgather", "alltoall", "broadcast"}) {
+    cases.push_back({op, 3, int64_t{3} << 20, "", 0});
+    cases.push_back({op, 2, int64_t{2} << 20, "", 2});
+  }
   return cases;
 }
 

@@ -20,6 +20,7 @@
 #include "data_server.h"
 #include "input_fetcher.h"
 #include "lane.h"
+#include "peer_fetch.h"
 #include "wakeup_fd.h"
 
 namespace hmpmd::worker {
@@ -152,11 +153,18 @@ TEST(InputFetcherTest, ADroppedTaskFreesWhatWasFetchedAhead) {
     ASSERT_TRUE(WaitUntil([&] { return fetcher.fetches_done() == 1; }));
     EXPECT_EQ(fetcher.fetched_ahead(), 1u);
     EXPECT_EQ(fetcher.held_bytes(), in.bytes) << "fetched, waiting for its task";
-    EXPECT_EQ(producer.store.entries(), 0u) << "its one read was taken";
+    EXPECT_EQ(producer.store.entries(), 1u) << "fetched without taking its one read";
     EXPECT_EQ(fetcher.batches(), 1u);
   }  // the task is dropped before it ran
   EXPECT_EQ(fetcher.held_bytes(), 0u);
   EXPECT_EQ(fetcher.batches(), 0u);
+  EXPECT_EQ(fetcher.reads_taken(), 0u);
+  // The task runs elsewhere: that worker's fetch finds the output and
+  // takes its read.
+  Result<BufferList> there = FetchFromPeer(&ctx, in.endpoint, kJob, in.run, 5'000'000);
+  ASSERT_TRUE(there.ok()) << there.status().ToString();
+  EXPECT_TRUE(SameValues((*there)[0], 4096, 3));
+  EXPECT_EQ(producer.store.entries(), 0u);
 }
 
 TEST(InputFetcherTest, AFetchInFlightOfADroppedTaskIsFreedWhenItReturns) {
@@ -313,6 +321,33 @@ TEST_F(DataPlaneInputsTest, EveryLostInputIsNamedAndLocalOnesAreNotRead) {
   EXPECT_NE(got.status().message().find("job 5 run 1"), std::string::npos)
       << got.status().message();
   EXPECT_EQ(plane_.store().entries(), 1u) << "a doomed task took a read of its local input";
+}
+
+TEST_F(DataPlaneInputsTest, AFetchedInputIsReadOnlyOnceItsTaskRuns) {
+  const InputRef in = producer_.Keep(20, 300, 20);  // one read
+  PrefetchedInputs ahead = plane_.PrefetchInputs(Consumer(4, {in}));
+  ASSERT_TRUE(WaitUntil([&] { return plane_.fetcher().fetches_done() == 1; }));
+  EXPECT_EQ(producer_.store.entries(), 1u) << "read taken by the fetch ahead";
+  Result<InputSet> got = plane_.GatherInputs(kJob, {in}, &ahead);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(SameValues(got->buffers()[0], 300, 20));
+  EXPECT_EQ(plane_.fetcher().reads_taken(), 1u);
+  EXPECT_TRUE(WaitUntil([&] { return producer_.store.entries() == 0; }))
+      << "the task ran and its input's last read was not taken";
+}
+
+TEST_F(DataPlaneInputsTest, ATaskShortOfAnInputTakesNoReadOfItsFetchedOnes) {
+  const InputRef fine = producer_.Keep(21, 300, 21), dead{22, "tcp://127.0.0.1:1", 64};
+  std::vector<uint32_t> lost;
+  Result<InputSet> got = plane_.GatherInputs(kJob, {fine, dead}, nullptr, nullptr, &lost);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(lost, std::vector<uint32_t>{22});
+  EXPECT_EQ(plane_.fetcher().reads_taken(), 0u);
+  // The rerun, here or elsewhere, finds the fetched input where it was.
+  Result<BufferList> rerun = FetchFromPeer(&ctx_, fine.endpoint, kJob, fine.run, 5'000'000);
+  ASSERT_TRUE(rerun.ok()) << rerun.status().ToString();
+  EXPECT_TRUE(SameValues((*rerun)[0], 300, 21));
+  EXPECT_EQ(producer_.store.entries(), 0u);
 }
 
 TEST_F(DataPlaneInputsTest, ALaneFetchesQueuedTasksAheadAndFreesACancelledOnesInputs) {

@@ -2,13 +2,20 @@
 // hmpmd::client) send to workers' data sockets. The controller never sees
 // them.
 //
-//   fetch request   [DataHeader{kFetch, job, run}]
-//   fetch reply     [DataHeader{kFetchReply}, meta, bytes0, bytes1, ...]
+//   fetch request   [DataHeader{kFetch, job, run}]          counts one read
+//   fetch, no read  [DataHeader{kFetchPeek, job, run}]      replied as kFetch
+//   take a read     [DataHeader{kTakeRead, job, run}]       no reply
+//   fetch reply     [DataHeader{kFetchReply}, meta, bytes0..., bytes1..., ...]
 //   fetch error     [DataHeader{kFetchError}, message]
 //   collective data [DataHeader{kCollective, src rank, tag}, payload]
 //
-// `meta` lists each buffer's dtype and shape (EncodeMeta). Headers are a
-// fixed little-endian struct: both ends are this same code.
+// `meta` lists each buffer's dtype, shape and byte count (EncodeMeta). A
+// buffer's bytes follow in one or more frames that add up to its count (a
+// worker sends frames of at most kFetchChunkBytes; an empty buffer is one
+// empty frame). Small frames keep the receiver's allocations on its heap,
+// which reuses them, where one 64 MB frame would be a fresh mapping to
+// fault in page by page on every fetch. Headers are a fixed little-endian
+// struct: both ends are this same code.
 //
 // Thread-safety: plain functions on values.
 #pragma once
@@ -22,7 +29,21 @@
 
 namespace hmpmd {
 
-enum class DataOp : uint8_t { kFetch = 1, kFetchReply = 2, kFetchError = 3, kCollective = 4 };
+// kFetchPeek and kTakeRead split a fetch in two: a worker fetches a task's
+// inputs without counting reads, and takes them once the task runs with
+// every input (so a task dropped or failed before it ran leaves the
+// outputs to whoever runs it next).
+enum class DataOp : uint8_t {
+  kFetch = 1,
+  kFetchReply = 2,
+  kFetchError = 3,
+  kCollective = 4,
+  kFetchPeek = 5,
+  kTakeRead = 6,
+};
+
+// The largest frame of a fetch reply that a worker sends.
+inline constexpr size_t kFetchChunkBytes = size_t{1} << 20;
 
 struct DataHeader {
   uint8_t op = 0;
@@ -48,7 +69,7 @@ struct FrameView {
   const void* data;
   size_t size;
 };
-// The buffers of a fetch reply (header, meta, one frame per buffer), copied
+// The buffers of a fetch reply (header, meta, each buffer's frames), copied
 // out of `frames`. NotFound for a fetch error (its message after `what`),
 // Corruption for anything malformed; `what` prefixes every message.
 Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frames,
