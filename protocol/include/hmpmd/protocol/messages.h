@@ -18,8 +18,10 @@ namespace hmpmd {
 // 2: data plane and re-registration reports; 3: driver sessions, stored
 // outputs on re-registration, lost inputs, TaskAssign.submodel; 4: inputs
 // produced ahead on the lane (InputRef::kAhead), which a version-3 worker
-// would take for a remote input.
-inline constexpr uint8_t kProtocolVersion = 4;
+// would take for a remote input; 5: fetch replies in frames of at most
+// kFetchChunkBytes and the data ops kFetchPeek/kTakeRead, which a version-4
+// peer would refuse or drop.
+inline constexpr uint8_t kProtocolVersion = 5;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
