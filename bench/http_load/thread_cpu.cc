@@ -47,6 +47,16 @@ bool PreciseSeconds(pid_t id, bool thread, double* seconds) {
   return true;
 }
 
+// Seconds the task waited on a run queue (schedstat's second field: the
+// scheduler's run_delay in nanoseconds); false when it cannot be read.
+bool RunDelaySeconds(const std::string& path, double* seconds) {
+  std::ifstream in(path);
+  unsigned long long on_cpu = 0, delay = 0;
+  if (!(in >> on_cpu >> delay)) return false;
+  *seconds = static_cast<double>(delay) / 1e9;
+  return true;
+}
+
 }  // namespace
 
 CpuSample ThreadCpu::Sample() const {
@@ -61,7 +71,12 @@ CpuSample ThreadCpu::Sample() const {
       }
       pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
       (void)PreciseSeconds(tid, true, &seconds);
-      s.seconds[tid == loop_tid_ ? std::string("loop") : name] += seconds;
+      const std::string role = tid == loop_tid_ ? std::string("loop") : name;
+      s.seconds[role] += seconds;
+      double waited = 0;
+      if (RunDelaySeconds(std::string("/proc/self/task/") + e->d_name + "/schedstat", &waited)) {
+        s.waited[role] += waited;
+      }
     }
     closedir(dir);
   }
@@ -72,16 +87,32 @@ CpuSample ThreadCpu::Sample() const {
         ReadStat("/proc/" + std::to_string(pid) + "/stat", &name, &seconds)) {
       s.seconds["workers"] += seconds;
     }
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    if (DIR* dir = opendir(tasks.c_str())) {
+      while (dirent* e = readdir(dir)) {
+        double waited = 0;
+        if (e->d_name[0] != '.' &&
+            RunDelaySeconds(tasks + "/" + e->d_name + "/schedstat", &waited)) {
+          s.waited["workers"] += waited;
+        }
+      }
+      closedir(dir);
+    }
   }
   return s;
 }
 
 CpuSample ThreadCpu::Diff(const CpuSample& before, const CpuSample& after) {
   CpuSample d;
-  for (const auto& [role, seconds] : after.seconds) {
-    auto it = before.seconds.find(role);
-    d.seconds[role] = seconds - (it == before.seconds.end() ? 0.0 : it->second);
-  }
+  auto diff = [](const std::map<std::string, double>& b, const std::map<std::string, double>& a,
+                 std::map<std::string, double>* out) {
+    for (const auto& [role, v] : a) {
+      auto it = b.find(role);
+      (*out)[role] = v - (it == b.end() ? 0.0 : it->second);
+    }
+  };
+  diff(before.seconds, after.seconds, &d.seconds);
+  diff(before.waited, after.waited, &d.waited);
   return d;
 }
 
