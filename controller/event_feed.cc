@@ -2,7 +2,10 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "cpu_budget.h"
 
 namespace hmpmd {
 namespace {
@@ -142,6 +145,15 @@ std::string EventFeed::JobsEvent(TimeUs now) {
 }
 
 void EventFeed::Flush(bool active, TimeUs now) {
+  const int64_t cpu0 = CpuBudget::ThreadCpuUs();
+  FlushOnLoop(active, now);
+  flushes_.fetch_add(1, std::memory_order_relaxed);
+  flush_cpu_us_.fetch_add(
+      static_cast<uint64_t>(std::max<int64_t>(0, CpuBudget::ThreadCpuUs() - cpu0)),
+      std::memory_order_relaxed);
+}
+
+void EventFeed::FlushOnLoop(bool active, TimeUs now) {
   if (before_flush_) before_flush_(now);
   if (!active) {
     active_ = false;

@@ -95,6 +95,9 @@ class EventFeed : public ControllerObserver {
   void Flush(bool active, TimeUs now);
   std::string PrometheusText(TimeUs now);
   uint64_t dropped_records() const { return dropped_total_; }
+  // Flushes run so far and the loop CPU time they took. Thread-safe.
+  uint64_t flushes() const { return flushes_.load(std::memory_order_relaxed); }
+  uint64_t flush_cpu_us() const { return flush_cpu_us_.load(std::memory_order_relaxed); }
 
  private:
   struct Record {
@@ -110,6 +113,7 @@ class EventFeed : public ControllerObserver {
     uint64_t running;
   };
   void Push(const Record& r);
+  void FlushOnLoop(bool active, TimeUs now);
   std::string TasksEvent(TimeUs now);
   std::string JobsEvent(TimeUs now);
   void TickerLoop();
@@ -129,6 +133,7 @@ class EventFeed : public ControllerObserver {
   uint64_t events_sent_ = 0;
   std::map<JobId, JobSeen> jobs_seen_;
   size_t workers_seen_ = 0, alive_seen_ = 0;
+  std::atomic<uint64_t> flushes_{0}, flush_cpu_us_{0};
 
   // Ticker.
   std::mutex mu_;

@@ -126,7 +126,10 @@ class HttpServer {
   // Sets the snapshot sent first to each new SSE client. Thread-safe.
   void SetSseHello(SseHello hello);
   // Queues `event_chunk` (a complete SSE event, "event: x\ndata: y\n\n")
-  // for every connected SSE client and returns at once. Clients over
+  // for every connected SSE client and returns at once: the caller's cost
+  // does not depend on the number of clients; a server thread hands the
+  // chunks queued meanwhile to each client (a client that connects in
+  // between may get them after its hello). Clients over
   // options.sse_max_queued_chunks are disconnected. Thread-safe.
   void Broadcast(std::string event_chunk);
 

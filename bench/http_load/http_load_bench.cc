@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
   (void)getloadavg(load_before, 3);
   std::vector<double> quiet, loaded;
   uint64_t requests = 0, errors = 0, events = 0, publishes = 0, publish_us = 0, on_loop = 0,
-           parked = 0, refreshes = 0;
+           parked = 0, refreshes = 0, flushes = 0, flush_us = 0;
   double quiet_seconds = 0, loaded_seconds = 0;
   bench::CpuSample quiet_cpu, loaded_cpu;  // summed over the runs
   auto add = [](bench::CpuSample& sum, const bench::CpuSample& d) {
@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them all connect
     uint64_t before = hammer.requests();
     const ApiSnapshotStats s0 = api.snapshot_stats();
+    const uint64_t flushes0 = feed.flushes(), flush_us0 = feed.flush_cpu_us();
     const RestApiStats api0 = api.stats();
     c0 = cpu.Sample();
     t0 = std::chrono::steady_clock::now();
@@ -237,6 +238,8 @@ int main(int argc, char** argv) {
     loaded_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     add(loaded_cpu, bench::ThreadCpu::Diff(c0, cpu.Sample()));
     const ApiSnapshotStats s1 = api.snapshot_stats();
+    flushes += feed.flushes() - flushes0;
+    flush_us += feed.flush_cpu_us() - flush_us0;
     const RestApiStats api1 = api.stats();
     on_loop += api1.loop_requests - api0.loop_requests;
     parked += api1.parked - api0.parked;
@@ -311,6 +314,12 @@ int main(int argc, char** argv) {
       loaded_seconds > 0 ? publishes / loaded_seconds : 0.0,
       publishes ? static_cast<double>(publish_us) / publishes : 0.0,
       loop_cpu > 0 ? publish_us / 1e4 / loop_cpu : 0.0);
+  std::printf(
+      "  event feed flushes on the loop while loaded: %.1f/s, %.0f us CPU each (%.2f%% of the "
+      "loop's CPU; the snapshot renderings are part of it)\n",
+      loaded_seconds > 0 ? flushes / loaded_seconds : 0.0,
+      flushes ? static_cast<double>(flush_us) / flushes : 0.0,
+      loop_cpu > 0 ? flush_us / 1e4 / loop_cpu : 0.0);
   if (budget) {
     const CpuBudgetStats b = budget->stats();
     std::printf("  CPU budget: %llu pauses, %.1f s paused in all (%.1f s of CPU charged)\n",

@@ -121,5 +121,53 @@ TEST_F(RestApiTest, AChangeIsInTheNextReadWhileOthersHammerTheSnapshots) {
   EXPECT_GT(reads.load(), 0);
 }
 
+// Reads that find the snapshot out of date wait for the loop's next
+// refresh; the loop does one refresh per wave of them, however many wait
+// (counted, not timed), and answers none of them itself.
+TEST_F(RestApiTest, WaitingReadsCostTheLoopOneRefreshPerWaveWhateverTheirNumber) {
+  Controller& c = cluster_->controller();
+  auto wave = [&](int readers, uint64_t job) {
+    const RestApiStats before = api_->stats();
+    std::vector<HttpResponse> got(readers);
+    std::vector<std::thread> threads;
+    {
+      // No snapshot can be published while the loop is held, so every read
+      // below must wait.
+      LoopBlocker blocker(c);
+      const char* targets[] = {"/api/v1/jobs", "/metrics", "/api/v1/pool"};
+      for (int i = 0; i < readers; ++i) {
+        threads.emplace_back([&, i] { got[i] = Call("GET", targets[i % 3]); });
+      }
+      for (int i = 0; i < 1000 && api_->stats().parked - before.parked < uint64_t(readers); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_EQ(api_->stats().parked - before.parked, uint64_t(readers));
+    }
+    for (auto& t : threads) t.join();
+    const RestApiStats after = api_->stats();
+    EXPECT_EQ(after.refreshes - before.refreshes, 1u) << readers << " readers";
+    EXPECT_EQ(after.loop_requests, before.loop_requests) << readers << " readers";
+    for (int i = 0; i < readers; ++i) {
+      ASSERT_EQ(got[i].status, 200) << i << ": " << got[i].body;
+      if (i % 3 != 0) continue;
+      // The list is the one published for them: it holds the job made
+      // before they read.
+      bool listed = job == 0;
+      const json list = json::parse(got[i].body);  // kept: see above
+      for (const auto& j : list["jobs"]) listed |= j["id"] == job;
+      EXPECT_TRUE(listed) << "job " << job << ", " << readers << " readers: " << got[i].body;
+    }
+  };
+  // Nothing was published yet: the first reads wait.
+  wave(12, 0);
+  // A job submitted on the loop makes the published snapshot out of date
+  // (a discrete change) until someone reads.
+  for (int readers : {30, 90}) {
+    auto id = cluster_->Call([&c] { return c.SubmitJson(Chain(6)); });
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    wave(readers, *id);
+  }
+}
+
 }  // namespace
 }  // namespace hmpmd::testing
