@@ -190,8 +190,11 @@ int main(int argc, char** argv) {
   api_options.formatter_idle = ho.idle_priority;
   RestApi api(c, "", SpecLimits{}, api_options);
   std::unique_ptr<HttpServer> server;
+  EventFeedOptions feed_options;
+  feed_options.nice = ho.idle_priority ? 19 : ho.nice;
+  feed_options.cpu_budget = budget;
   EventFeed feed(
-      c, EventFeedOptions{}, [&server](std::string chunk) { server->Broadcast(std::move(chunk)); },
+      c, feed_options, [&server](std::string chunk) { server->Broadcast(std::move(chunk)); },
       [&server] { return server->sse_client_count(); });
   api.SetEventFeed(&feed);
   ho.bind = "127.0.0.1:0";

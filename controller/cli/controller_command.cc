@@ -100,8 +100,11 @@ int ControllerMain(const ControllerArgs& a) {
   std::unique_ptr<HttpServer> http;
   // Live events (SSE) and the /metrics additions; batched off the task path.
   // Its callbacks run only after Start(), once `http` is set.
+  EventFeedOptions feed_options;
+  feed_options.nice = a.http_idle ? 19 : a.http_nice;
+  feed_options.cpu_budget = http_budget;
   EventFeed feed(
-      &controller, EventFeedOptions{},
+      &controller, feed_options,
       [&http](std::string chunk) {
         if (http) http->Broadcast(std::move(chunk));
       },
