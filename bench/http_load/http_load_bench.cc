@@ -222,6 +222,7 @@ int main(int argc, char** argv) {
   auto add = [](bench::CpuSample& sum, const bench::CpuSample& d) {
     for (const auto& [role, seconds] : d.seconds) sum.seconds[role] += seconds;
     for (const auto& [role, seconds] : d.waited) sum.waited[role] += seconds;
+    sum.machine += d.machine;
   };
   for (int r = 0; r < runs; ++r) {
     auto c0 = cpu.Sample();
@@ -310,6 +311,16 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  // Other processes on the machine (other engineers' builds): their busy
+  // cores during each phase, the noise the figures above carry.
+  auto others = [](const bench::CpuSample& c, double wall) {
+    double ours = 0;
+    for (const auto& [role, seconds] : c.seconds) ours += seconds;
+    return wall > 0 ? std::max(0.0, (c.machine - ours) / wall) : 0.0;
+  };
+  std::printf("    %-16s busy %5.2f / %5.2f   (the machine's busy cores, less the roles above)\n",
+              "other processes", others(quiet_cpu, quiet_seconds),
+              others(loaded_cpu, loaded_seconds));
   const double loop_cpu = loaded_cpu.seconds["loop"];
   std::printf(
       "  snapshots rendered on the loop while loaded: %.1f/s, %.0f us CPU each (%.2f%% of "

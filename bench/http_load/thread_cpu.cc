@@ -57,10 +57,24 @@ bool RunDelaySeconds(const std::string& path, double* seconds) {
   return true;
 }
 
+// Busy seconds of all cores together since boot (/proc/stat's first line:
+// everything but idle and iowait).
+double MachineBusySeconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  unsigned long long v[8] = {};
+  if (!(in >> cpu) || cpu != "cpu") return 0;
+  for (auto& x : v) in >> x;
+  static const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  // user nice system idle iowait irq softirq steal
+  return static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / kTick;
+}
+
 }  // namespace
 
 CpuSample ThreadCpu::Sample() const {
   CpuSample s;
+  s.machine = MachineBusySeconds();
   if (DIR* dir = opendir("/proc/self/task")) {
     while (dirent* e = readdir(dir)) {
       if (e->d_name[0] == '.') continue;
@@ -113,6 +127,7 @@ CpuSample ThreadCpu::Diff(const CpuSample& before, const CpuSample& after) {
   };
   diff(before.seconds, after.seconds, &d.seconds);
   diff(before.waited, after.waited, &d.waited);
+  d.machine = after.machine - before.machine;
   return d;
 }
 

@@ -23,6 +23,9 @@ namespace hmpmd::bench {
 struct CpuSample {
   std::map<std::string, double> seconds;
   std::map<std::string, double> waited;
+  // Busy CPU seconds of the whole machine (all cores, from /proc/stat):
+  // minus the roles above, what other processes took.
+  double machine = 0;
 };
 
 class ThreadCpu {
