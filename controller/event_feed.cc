@@ -30,7 +30,16 @@ EventFeed::EventFeed(Controller* controller, EventFeedOptions options, Broadcast
 EventFeed::~EventFeed() { Stop(); }
 
 void EventFeed::Start() {
-  controller_->Post([this] { controller_->SetObserver(this); });
+  controller_->Post([this] {
+    controller_->SetObserver(this);
+    metrics_.SetOffload([this](std::function<void()> fn) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        work_.push_back(std::move(fn));
+      }
+      cv_.notify_one();
+    });
+  });
   ticker_ = std::thread([this] { TickerLoop(); });
 }
 
@@ -56,8 +65,16 @@ void EventFeed::TickerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   auto next = std::chrono::steady_clock::now() + options_.flush_period;
   for (;;) {
-    cv_.wait_until(lock, next, [this] { return stop_ || !pending_.empty(); });
+    cv_.wait_until(lock, next, [this] { return stop_ || !pending_.empty() || !work_.empty(); });
     if (stop_) return;
+    while (!work_.empty()) {
+      auto fn = std::move(work_.front());
+      work_.pop_front();
+      lock.unlock();
+      fn();
+      (void)meter.MaybeCharge(true);
+      lock.lock();
+    }
     // Format and send what the loop gathered, outside the lock.
     while (!pending_.empty()) {
       Batch b = std::move(pending_.front());

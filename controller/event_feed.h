@@ -91,7 +91,8 @@ class EventFeed : public ControllerObserver {
   // readers see before they hear of it). Call before Start().
   void SetBeforeFlush(std::function<void(TimeUs now)> fn) { before_flush_ = std::move(fn); }
   // Installs the feed as the controller's observer (posted to the loop) and
-  // starts the ticker.
+  // starts the ticker, which from then on also walks the step ratios for
+  // /metrics (LiveMetrics::SetOffload) off the loop.
   void Start();
   // Stops the ticker. Call before the controller is destroyed; after the
   // loop has ended, or the loop may still call the feed until it is gone.
@@ -176,6 +177,8 @@ class EventFeed : public ControllerObserver {
   std::condition_variable cv_;
   bool stop_ = false;          // guarded by mu_
   std::deque<Batch> pending_;  // gathered, to format; guarded by mu_
+  // Work the metrics hand off the loop (step ratio walks); guarded by mu_.
+  std::deque<std::function<void()>> work_;
   std::thread ticker_;
 };
 
