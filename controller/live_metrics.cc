@@ -105,8 +105,10 @@ void KeepStepOnly(JobRun& job) {
 void LiveMetrics::ComputeRatios(JobId id, const JobRun& job, StepRatios& r, TimeUs now,
                                 bool large) {
   const TimeUs cpu0 = ThreadCpuUs();
-  if (offload_) {
-    // The loop pays for the copy only; the walk's cost comes back with its
+  if (offload_ && large) {
+    // Small steps are walked at once (well under a millisecond, and their
+    // figures are in this very rendering). For a large one the loop pays
+    // for the copy only; the walk's cost comes back with its
     // figures and sets the next period then.
     auto copy = std::make_shared<JobRun>(job);
     auto pool = std::make_shared<const ResourcePool>(controller_->scheduler().pool());

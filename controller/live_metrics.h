@@ -5,9 +5,9 @@
 // second per job, and no more than 0.5% of the loop's CPU, since that walks
 // the job's runs; steps of more than 20,000 runs show NaN for at least their
 // first second, and their recomputations together stay within that 0.5%).
-// With an offload function (SetOffload), the walk runs there: the loop only
-// copies the job's runs (a memcpy), and the figures appear in a later
-// rendering.
+// With an offload function (SetOffload), the walk of a step of more than
+// 20,000 runs runs there: the loop only copies the job's runs (a memcpy),
+// and the figures appear in a later rendering.
 // Thread-safety: loop thread only (it reads the controller's scheduler);
 // the offloaded walks touch only their copies and a results box of their
 // own, under its mutex.

@@ -169,5 +169,39 @@ TEST_F(RestApiTest, WaitingReadsCostTheLoopOneRefreshPerWaveWhateverTheirNumber)
   }
 }
 
+// A step of more than 20,000 runs gets its ratios walked off the loop (on
+// the event feed's thread, from a copy): they still come back as numbers
+// while the step runs.
+TEST_F(RestApiTest, ALargeStepsRatiosComeBackFromTheFeedsThread) {
+  json spec = {{"name", "large"}, {"tasks", json::array()}};
+  // One long task keeps the step running after the noops are done.
+  spec["tasks"].push_back({{"id", "long"}, {"kernel", "sleep"}, {"args", {{"us", 8000000}}}});
+  for (int i = 0; i < 20'500; ++i) {
+    spec["tasks"].push_back({{"id", "n" + std::to_string(i)}, {"kernel", "noop"}});
+  }
+  const uint64_t id = SubmitOk(spec.dump());
+  WaitJob(id, [](const json& s) { return s["running"].get<int>() >= 1; });
+  const std::string label =
+      "hmpmd_step_bubble_ratio{job=\"" + std::to_string(id) + "\",step=\"0\"} ";
+  std::string value;
+  // The first figures of a large step come after its first second; poll the
+  // feed's text (rendered on the loop) for up to 6 s, well inside the long
+  // task's 8.
+  for (int i = 0; i < 120; ++i) {
+    const std::string text =
+        cluster_->Call([this] { return feed_->PrometheusText(Controller::NowUs()); });
+    const size_t at = text.find(label);
+    ASSERT_NE(at, std::string::npos) << "the running step is not exported";
+    value = text.substr(at + label.size(), text.find('\n', at) - at - label.size());
+    if (value != "NaN") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(value, "NaN");
+  const double v = std::stod(value);
+  EXPECT_GE(v, 0.0);
+  EXPECT_LE(v, 1.0);
+  EXPECT_EQ(Call("DELETE", "/api/v1/jobs/" + std::to_string(id)).status, 200);
+}
+
 }  // namespace
 }  // namespace hmpmd::testing
