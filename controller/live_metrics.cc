@@ -114,7 +114,7 @@ void LiveMetrics::ComputeRatios(JobId id, const JobRun& job, StepRatios& r, Time
     auto pool = std::make_shared<const ResourcePool>(controller_->scheduler().pool());
     r.pending = true;
     const TimeUs copy_cost = ThreadCpuUs() - cpu0;
-    if (large) next_large_ = now + 200 * copy_cost;
+    next_large_ = now + 200 * copy_cost;
     offload_([copy, pool, id, results = results_, copy_cost] {
       const TimeUs c0 = ThreadCpuUs();
       KeepStepOnly(*copy);
@@ -154,13 +154,11 @@ void LiveMetrics::TakeResults(TimeUs now) {
     if (res.step != r.step) continue;  // a step that is over
     r.pending = false;
     r.computed = now;
-    // Off the loop the walk costs the loop nothing, but the same 0.5% rule
-    // keeps the helper thread's share as small.
+    // Off the loop the walk costs the loop only its copy, but the same 0.5%
+    // rule keeps the helper thread's share as small (only large steps are
+    // walked there, so they share the large steps' budget).
     r.period = std::max(kRatioPeriodUs, 200 * res.cost_us);
-    if (controller_->scheduler().job(id) &&
-        controller_->scheduler().job(id)->runs.size() > kEagerRatioRuns) {
-      next_large_ = std::max(next_large_, now + 200 * res.cost_us);
-    }
+    next_large_ = std::max(next_large_, now + 200 * res.cost_us);
     r.masking = res.masking;
     r.bubble = res.bubble;
     r.utilisation = res.utilisation;
