@@ -2,7 +2,11 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "cpu_budget.h"
+#include "thread_priority.h"
 
 namespace hmpmd {
 namespace {
@@ -26,7 +30,16 @@ EventFeed::EventFeed(Controller* controller, EventFeedOptions options, Broadcast
 EventFeed::~EventFeed() { Stop(); }
 
 void EventFeed::Start() {
-  controller_->Post([this] { controller_->SetObserver(this); });
+  controller_->Post([this] {
+    controller_->SetObserver(this);
+    metrics_.SetOffload([this](std::function<void()> fn) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        work_.push_back(std::move(fn));
+      }
+      cv_.notify_one();
+    });
+  });
   ticker_ = std::thread([this] { TickerLoop(); });
 }
 
@@ -46,14 +59,51 @@ std::string EventFeed::Hello() {
 
 void EventFeed::TickerLoop() {
   pthread_setname_np(pthread_self(), "hmpmd-feed");
+  (void)SetThisThreadPriority(options_.nice, false);
+  CpuBudget::Meter meter(options_.cpu_budget, std::chrono::microseconds(0));
   bool was_active = false;
   std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, options_.flush_period, [this] { return stop_; })) {
+  auto next = std::chrono::steady_clock::now() + options_.flush_period;
+  for (;;) {
+    cv_.wait_until(lock, next, [this] { return stop_ || !pending_.empty() || !work_.empty(); });
+    if (stop_) return;
+    while (!work_.empty()) {
+      auto fn = std::move(work_.front());
+      work_.pop_front();
+      lock.unlock();
+      fn();
+      (void)meter.MaybeCharge(true);
+      lock.lock();
+    }
+    // Format and send what the loop gathered, outside the lock.
+    while (!pending_.empty()) {
+      Batch b = std::move(pending_.front());
+      pending_.pop_front();
+      lock.unlock();
+      Send(std::move(b));
+      (void)meter.MaybeCharge(true);  // over budget: the next batch waits
+      lock.lock();
+    }
+    if (std::chrono::steady_clock::now() < next) continue;
+    next += options_.flush_period;
+    if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now();
     bool active = clients_() > 0;
     // Post only while there are clients (and once more to switch off), so
     // an unwatched controller does no event work at all.
     if (active || was_active) {
-      controller_->Post([this, active] { Flush(active, Controller::NowUs()); });
+      controller_->Post([this, active] {
+        const int64_t cpu0 = CpuBudget::ThreadCpuUs();
+        std::optional<Batch> b = Gather(active, Controller::NowUs());
+        if (b) {
+          std::lock_guard<std::mutex> guard(mu_);
+          pending_.push_back(std::move(*b));
+        }
+        cv_.notify_one();
+        flushes_.fetch_add(1, std::memory_order_relaxed);
+        flush_cpu_us_.fetch_add(
+            static_cast<uint64_t>(std::max<int64_t>(0, CpuBudget::ThreadCpuUs() - cpu0)),
+            std::memory_order_relaxed);
+      });
     }
     was_active = active;
   }
@@ -82,33 +132,21 @@ void EventFeed::OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, Time
   Push({job, run, static_cast<uint8_t>(ok ? 1 : 2), core, start, end});
 }
 
-std::string EventFeed::TasksEvent(TimeUs now) {
-  const Scheduler& s = controller_->scheduler();
-  const ResourcePool& pool = s.pool();
-  std::string out = "{\"now_us\":" + std::to_string(now) + ",\"tasks\":[";
-  size_t n = std::min(buffer_.size(), options_.max_records_per_flush);
-  // Keep the newest records: the page shows the present.
-  size_t first = buffer_.size() - n;
-  dropped_ += first;
+std::string EventFeed::TasksEvent(const Batch& b) {
+  std::string out = "{\"now_us\":" + std::to_string(b.now) + ",\"tasks\":[";
   bool comma = false;
-  for (size_t i = first; i < buffer_.size(); ++i) {
-    const Record& r = buffer_[i];
-    const JobRun* job = s.job(r.job);
-    if (job == nullptr || r.run >= job->runs.size()) continue;
-    const JobGraph& g = *job->graph;
+  for (const Row& row : b.rows) {
+    const Record& r = row.r;
+    const JobGraph& g = *row.graph;
     uint32_t t = r.run % g.size();
-    long device = r.core == kNoCore ? -1 : static_cast<long>(pool.core(r.core).device);
-    json row =
-        json::array({r.job, r.run, r.phase, r.core == kNoCore ? -1L : long(r.core), device, r.t0,
-                     r.t1, g.spec_task(t).id, g.spec().submodels[g.task(t).submodel].name});
+    json e =
+        json::array({r.job, r.run, r.phase, r.core == kNoCore ? -1L : long(r.core), row.device,
+                     r.t0, r.t1, g.spec_task(t).id, g.spec().submodels[g.task(t).submodel].name});
     if (comma) out += ',';
-    out += row.dump();
+    out += e.dump();
     comma = true;
   }
-  out += "],\"dropped\":" + std::to_string(dropped_) + "}";
-  dropped_total_ += dropped_;
-  dropped_ = 0;
-  buffer_.clear();
+  out += "],\"dropped\":" + std::to_string(b.dropped) + "}";
   return Chunk("tasks", out);
 }
 
@@ -142,6 +180,16 @@ std::string EventFeed::JobsEvent(TimeUs now) {
 }
 
 void EventFeed::Flush(bool active, TimeUs now) {
+  const int64_t cpu0 = CpuBudget::ThreadCpuUs();
+  std::optional<Batch> b = Gather(active, now);
+  if (b) Send(std::move(*b));
+  flushes_.fetch_add(1, std::memory_order_relaxed);
+  flush_cpu_us_.fetch_add(
+      static_cast<uint64_t>(std::max<int64_t>(0, CpuBudget::ThreadCpuUs() - cpu0)),
+      std::memory_order_relaxed);
+}
+
+std::optional<EventFeed::Batch> EventFeed::Gather(bool active, TimeUs now) {
   if (before_flush_) before_flush_(now);
   if (!active) {
     active_ = false;
@@ -149,20 +197,57 @@ void EventFeed::Flush(bool active, TimeUs now) {
     dropped_ = 0;
     jobs_seen_.clear();
     workers_seen_ = alive_seen_ = 0;
-    return;
+    return std::nullopt;
   }
   active_ = true;
-  std::string batch;
-  if (!buffer_.empty() || dropped_ > 0) batch += TasksEvent(now);
-  batch += JobsEvent(now);
+  Batch b;
+  b.now = now;
+  if (!buffer_.empty() || dropped_ > 0) {
+    b.has_tasks = true;
+    const Scheduler& s = controller_->scheduler();
+    const ResourcePool& pool = s.pool();
+    size_t n = std::min(buffer_.size(), options_.max_records_per_flush);
+    // Keep the newest records: the page shows the present.
+    size_t first = buffer_.size() - n;
+    dropped_ += first;
+    b.rows.reserve(n);
+    JobId last_job = 0;
+    const JobRun* job = nullptr;
+    for (size_t i = first; i < buffer_.size(); ++i) {
+      const Record& r = buffer_[i];
+      if (job == nullptr || r.job != last_job) {
+        job = s.job(r.job);
+        last_job = r.job;
+        if (job && (b.graphs.empty() || b.graphs.back() != job->graph)) {
+          b.graphs.push_back(job->graph);
+        }
+      }
+      if (job == nullptr || r.run >= job->runs.size()) continue;
+      long device = r.core == kNoCore ? -1 : static_cast<long>(pool.core(r.core).device);
+      b.rows.push_back(Row{r, device, job->graph.get()});
+    }
+    b.dropped = dropped_;
+    dropped_total_ += dropped_;
+    dropped_ = 0;
+    buffer_.clear();
+  }
+  b.after_tasks = JobsEvent(now);
   size_t workers = controller_->workers().size(), alive = controller_->alive_workers();
   if (workers != workers_seen_ || alive != alive_seen_) {
     workers_seen_ = workers;
     alive_seen_ = alive;
-    batch += Chunk("pool", json{{"now_us", now}, {"workers", workers}, {"alive", alive}}.dump());
+    b.after_tasks +=
+        Chunk("pool", json{{"now_us", now}, {"workers", workers}, {"alive", alive}}.dump());
   }
-  if (batch.empty()) return;
+  if (!b.has_tasks && b.after_tasks.empty()) return std::nullopt;
   ++events_sent_;
+  return b;
+}
+
+void EventFeed::Send(Batch b) {
+  std::string batch;
+  if (b.has_tasks) batch = TasksEvent(b);
+  batch += b.after_tasks;
   broadcast_(std::move(batch));
 }
 

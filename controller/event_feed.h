@@ -8,11 +8,16 @@
 //     a new client's hello switches recording on.
 //  2. With clients, the loop appends compact records to a bounded buffer
 //     (a few words per run); runs beyond the buffer are counted as dropped.
-//  3. A ticker thread posts Flush() to the loop every flush period; Flush
-//     formats one batched "tasks" event (at most max_records_per_flush
-//     records, then a "dropped" count), one "jobs" event with the jobs whose
-//     state or progress changed, and a "pool" event when workers joined or
-//     left, and hands them to the broadcast function.
+//  3. A ticker thread posts a flush to the loop every flush period. On the
+//     loop it only takes the buffer (at most max_records_per_flush records,
+//     the rest counted as dropped) with what formatting them needs (each
+//     record's device and job graph, which is immutable), and formats the
+//     small "jobs" event (the jobs whose state or progress changed) and a
+//     "pool" event when workers joined or left. The ticker thread then
+//     formats the records into one batched "tasks" event and hands it all
+//     to the broadcast function (which returns at once: HttpServer fans it
+//     out on its own thread). So the loop's share of a flush is a copy of
+//     a few words per record, never JSON per task.
 // Job progress and state always come from the "jobs" event, so a page that
 // lost task records is still right about jobs.
 //
@@ -27,20 +32,25 @@
 //  pool:  {"now_us", "workers", "alive"}      (re-read /api/v1/pool)
 //
 // Thread-safety: Start() and Stop() on one owner thread; the observer
-// methods, Flush() and PrometheusText() on the loop thread only.
+// methods, Flush() and PrometheusText() on the loop thread only; flushes()
+// and flush_cpu_us() anywhere.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "controller.h"
+#include "cpu_budget.h"
 #include "live_metrics.h"
 
 namespace hmpmd {
@@ -56,6 +66,12 @@ struct EventFeedOptions {
   // Task records kept between flushes; beyond this they are dropped (and
   // counted). Default: 20000.
   size_t max_buffered_records = 20000;
+  // Nice value of the ticker thread, which formats the task records (see
+  // HttpServerOptions::nice). Default: 10.
+  int nice = 10;
+  // CPU budget the ticker thread charges its formatting to (share the HTTP
+  // side's: HttpServerOptions::cpu_budget). Null: no cap. Default: null.
+  std::shared_ptr<CpuBudget> cpu_budget;
 };
 
 class EventFeed : public ControllerObserver {
@@ -75,7 +91,8 @@ class EventFeed : public ControllerObserver {
   // readers see before they hear of it). Call before Start().
   void SetBeforeFlush(std::function<void(TimeUs now)> fn) { before_flush_ = std::move(fn); }
   // Installs the feed as the controller's observer (posted to the loop) and
-  // starts the ticker.
+  // starts the ticker, which from then on also walks the step ratios for
+  // /metrics (LiveMetrics::SetOffload) off the loop.
   void Start();
   // Stops the ticker. Call before the controller is destroyed; after the
   // loop has ended, or the loop may still call the feed until it is gone.
@@ -89,12 +106,16 @@ class EventFeed : public ControllerObserver {
   // --- loop thread only ---
   void OnDispatched(const Dispatch* d, size_t n, TimeUs now) override;
   void OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, TimeUs end, TimeUs now) override;
-  // Formats and broadcasts what changed since the last flush. `active`:
-  // whether SSE clients are connected (when not, the buffer is cleared and
-  // recording stops).
+  // Formats and broadcasts what changed since the last flush, all on the
+  // calling thread (the ticker splits this: the gathering on the loop, the
+  // formatting on its own thread). `active`: whether SSE clients are
+  // connected (when not, the buffer is cleared and recording stops).
   void Flush(bool active, TimeUs now);
   std::string PrometheusText(TimeUs now);
   uint64_t dropped_records() const { return dropped_total_; }
+  // Flushes run so far and the loop CPU time they took. Thread-safe.
+  uint64_t flushes() const { return flushes_.load(std::memory_order_relaxed); }
+  uint64_t flush_cpu_us() const { return flush_cpu_us_.load(std::memory_order_relaxed); }
 
  private:
   struct Record {
@@ -109,8 +130,28 @@ class EventFeed : public ControllerObserver {
     uint64_t done;
     uint64_t running;
   };
+  // A record with what formatting it needs, so that it can be formatted
+  // off the loop.
+  struct Row {
+    Record r;
+    long device;
+    const JobGraph* graph;  // kept alive by Batch::graphs
+  };
+  // What one flush sends, gathered on the loop.
+  struct Batch {
+    TimeUs now = 0;
+    bool has_tasks = false;
+    uint64_t dropped = 0;
+    std::vector<Row> rows;
+    std::vector<std::shared_ptr<const JobGraph>> graphs;
+    std::string after_tasks;  // the jobs and pool events, formatted
+  };
   void Push(const Record& r);
-  std::string TasksEvent(TimeUs now);
+  // Loop: takes what changed since the last flush; nullopt: nothing to send.
+  std::optional<Batch> Gather(bool active, TimeUs now);
+  // Any thread: formats the tasks event and broadcasts the batch.
+  void Send(Batch b);
+  static std::string TasksEvent(const Batch& b);
   std::string JobsEvent(TimeUs now);
   void TickerLoop();
 
@@ -129,11 +170,15 @@ class EventFeed : public ControllerObserver {
   uint64_t events_sent_ = 0;
   std::map<JobId, JobSeen> jobs_seen_;
   size_t workers_seen_ = 0, alive_seen_ = 0;
+  std::atomic<uint64_t> flushes_{0}, flush_cpu_us_{0};
 
   // Ticker.
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  bool stop_ = false;          // guarded by mu_
+  std::deque<Batch> pending_;  // gathered, to format; guarded by mu_
+  // Work the metrics hand off the loop (step ratio walks); guarded by mu_.
+  std::deque<std::function<void()>> work_;
   std::thread ticker_;
 };
 

@@ -77,9 +77,18 @@ void RunLoop(ServerCore* core) {
                  core->options.idle_priority ? std::string("SCHED_IDLE")
                                              : "nice " + std::to_string(core->options.nice));
   }
+  // With a CPU budget, handlers run one at a time and the thread charges
+  // what it used between them (reading its CPU clock about once a
+  // millisecond), pausing when the budget is spent.
+  CpuBudget::Meter meter(core->options.cpu_budget);
+  auto running = [core] { return !core->Stopping(); };
   for (;;) {
     try {
-      core->ioc.run();
+      if (!core->options.cpu_budget) {
+        core->ioc.run();
+        return;
+      }
+      while (core->ioc.run_one() > 0) meter.MaybeCharge(false, running);
       return;
     } catch (const std::exception& e) {
       spdlog::error("http: server thread caught: {}", e.what());

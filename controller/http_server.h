@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 
+#include "cpu_budget.h"
 #include "hmpmd/protocol/status.h"
 #include "http_types.h"
 
@@ -83,6 +84,12 @@ struct HttpServerOptions {
   // waking loop or worker preempts them at once, so on a machine that
   // dispatch keeps busy, requests wait longer. Default: false.
   bool idle_priority = false;
+  // CPU budget the server threads charge what they use to (shared with
+  // other threads of the HTTP side, e.g. RestApi's formatting thread). Over
+  // budget, a server thread pauses: requests wait in the socket buffers,
+  // none is refused. Null: no cap. Default: null (`hmpmd controller` sets
+  // kDefaultHttpCpuPercent, `--http-cpu-percent`).
+  std::shared_ptr<CpuBudget> cpu_budget;
   // SSE streams beyond this get 503. Default: 256.
   size_t max_sse_clients = 256;
   // Back-pressure: chunks queued for one SSE client (not yet handed to its
@@ -119,7 +126,10 @@ class HttpServer {
   // Sets the snapshot sent first to each new SSE client. Thread-safe.
   void SetSseHello(SseHello hello);
   // Queues `event_chunk` (a complete SSE event, "event: x\ndata: y\n\n")
-  // for every connected SSE client and returns at once. Clients over
+  // for every connected SSE client and returns at once: the caller's cost
+  // does not depend on the number of clients; a server thread hands the
+  // chunks queued meanwhile to each client (a client that connects in
+  // between may get them after its hello). Clients over
   // options.sse_max_queued_chunks are disconnected. Thread-safe.
   void Broadcast(std::string event_chunk);
 

@@ -71,7 +71,11 @@ struct ServerCore : std::enable_shared_from_this<ServerCore> {
     net::post(ex, std::forward<Fn>(fn));
     return true;
   }
+  // Queues `chunk` for every SSE client and returns: the caller (the
+  // controller loop) does O(1) work; one handler on a server thread hands
+  // the chunks queued meanwhile to each client (FanOut). Any thread.
   void Broadcast(Chunk chunk);
+  void FanOut();  // server thread
   bool Stopping() const { return stopping.load(std::memory_order_acquire); }
 
   const HttpServerOptions options;
@@ -91,6 +95,8 @@ struct ServerCore : std::enable_shared_from_this<ServerCore> {
   uint64_t next_id = 1;                                                // guarded by mu
   std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions;       // guarded by mu
   std::unordered_map<uint64_t, std::shared_ptr<Session>> sse_clients;  // guarded by mu
+  std::vector<Chunk> broadcasts;                                       // guarded by mu
+  bool fanout_posted = false;                                          // guarded by mu
   std::vector<std::thread> threads;                                    // guarded by mu
 };
 

@@ -392,16 +392,30 @@ void Session::Close() {
 
 void ServerCore::Broadcast(Chunk chunk) {
   std::lock_guard<std::mutex> lock(mu);
+  if (stopped || sse_clients.empty()) return;
+  broadcasts.push_back(std::move(chunk));
+  if (fanout_posted) return;
+  fanout_posted = true;
+  net::post(ioc, [core = this] { core->FanOut(); });  // safe under mu: Stop() has not begun
+}
+
+void ServerCore::FanOut() {
+  std::lock_guard<std::mutex> lock(mu);
+  fanout_posted = false;
+  std::vector<Chunk> chunks;
+  chunks.swap(broadcasts);
   if (stopped) return;
-  for (auto it = sse_clients.begin(); it != sse_clients.end();) {
-    if (it->second->EnqueueLocked(chunk)) {
-      ++it;
-      continue;
+  for (const Chunk& chunk : chunks) {
+    for (auto it = sse_clients.begin(); it != sse_clients.end();) {
+      if (it->second->EnqueueLocked(chunk)) {
+        ++it;
+        continue;
+      }
+      spdlog::warn("http: SSE client {} is {} chunks behind; disconnecting it", it->first,
+                   options.sse_max_queued_chunks);
+      it->second->PostClose();  // safe under mu: Stop() has not begun
+      it = sse_clients.erase(it);
     }
-    spdlog::warn("http: SSE client {} is {} chunks behind; disconnecting it", it->first,
-                 options.sse_max_queued_chunks);
-    it->second->PostClose();  // safe under mu: Stop() has not begun
-    it = sse_clients.erase(it);
   }
 }
 

@@ -86,6 +86,85 @@ void LiveMetrics::OnTaskEnded(JobId job_id, uint32_t run, TimeUs start, TimeUs e
   device_busy_s_[d] += std::max<TimeUs>(0, end - start) / 1e6;
 }
 
+namespace {
+
+// `job` with only its current step's runs counted (ComputeMetrics walks
+// every step's records, so the copy keeps them all).
+void KeepStepOnly(JobRun& job) {
+  const uint64_t size = job.graph->size();
+  for (uint64_t i = 0; i < job.runs.size(); ++i) {
+    // Runs reloaded from a job store after a restart keep no core, so
+    // placement-based ratios cannot cover them: leave them out.
+    TaskRecord& rec = job.runs[i];
+    if (i / size != job.step || rec.core == kNoCore) rec.state = TaskState::kBlocked;
+  }
+}
+
+}  // namespace
+
+void LiveMetrics::ComputeRatios(JobId id, const JobRun& job, StepRatios& r, TimeUs now,
+                                bool large) {
+  const TimeUs cpu0 = ThreadCpuUs();
+  if (offload_ && large) {
+    // Small steps are walked at once (well under a millisecond, and their
+    // figures are in this very rendering). For a large one the loop pays
+    // for the copy only; the walk's cost comes back with its
+    // figures and sets the next period then.
+    auto copy = std::make_shared<JobRun>(job);
+    auto pool = std::make_shared<const ResourcePool>(controller_->scheduler().pool());
+    r.pending = true;
+    const TimeUs copy_cost = ThreadCpuUs() - cpu0;
+    next_large_ = now + 200 * copy_cost;
+    offload_([copy, pool, id, results = results_, copy_cost] {
+      const TimeUs c0 = ThreadCpuUs();
+      KeepStepOnly(*copy);
+      ScheduleMetrics m = ComputeMetrics(*copy, *pool);
+      Result res{copy->step, m.masking_ratio, m.bubble_ratio, m.utilisation,
+                 copy_cost + ThreadCpuUs() - c0};
+      std::lock_guard<std::mutex> lock(results->mu);
+      results->ready[id] = res;
+    });
+    return;
+  }
+  JobRun step_only = job;
+  KeepStepOnly(step_only);
+  ScheduleMetrics m = ComputeMetrics(step_only, controller_->scheduler().pool());
+  // Spend at most ~0.5% of the loop's CPU on this: wait 200x what it
+  // cost (a 200,000-task step costs ~20 ms here, so its ratios are
+  // recomputed every ~4 s while /metrics is read; small steps every 1 s).
+  const TimeUs cost = ThreadCpuUs() - cpu0;
+  r.computed = now;
+  r.period = std::max(kRatioPeriodUs, 200 * cost);
+  if (large) next_large_ = now + 200 * cost;
+  r.masking = m.masking_ratio;
+  r.bubble = m.bubble_ratio;
+  r.utilisation = m.utilisation;
+}
+
+void LiveMetrics::TakeResults(TimeUs now) {
+  std::map<JobId, Result> ready;
+  {
+    std::lock_guard<std::mutex> lock(results_->mu);
+    ready.swap(results_->ready);
+  }
+  for (const auto& [id, res] : ready) {
+    auto it = ratios_.find(id);
+    if (it == ratios_.end()) continue;  // ended meanwhile
+    StepRatios& r = it->second;
+    if (res.step != r.step) continue;  // a step that is over
+    r.pending = false;
+    r.computed = now;
+    // Off the loop the walk costs the loop only its copy, but the same 0.5%
+    // rule keeps the helper thread's share as small (only large steps are
+    // walked there, so they share the large steps' budget).
+    r.period = std::max(kRatioPeriodUs, 200 * res.cost_us);
+    next_large_ = std::max(next_large_, now + 200 * res.cost_us);
+    r.masking = res.masking;
+    r.bubble = res.bubble;
+    r.utilisation = res.utilisation;
+  }
+}
+
 std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   const Controller& c = *controller_;
   const ControllerCounters& k = c.counters();
@@ -195,6 +274,7 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   }
 
   // Masking and bubble ratios of each running job's current step.
+  TakeResults(now);
   std::string masking, bubble, util;
   for (const auto& [id, job] : s.jobs()) {
     if (job.state != JobState::kRunning) continue;
@@ -213,30 +293,7 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
     const bool due = (r.computed != 0 ? now - r.computed >= r.period
                                       : !large || now - r.since >= kRatioPeriodUs) &&
                      (!large || now >= next_large_);
-    if (due) {
-      const TimeUs cpu0 = ThreadCpuUs();
-      // The job with only this step's runs done (ComputeMetrics walks every
-      // step's records, so the copy keeps them all).
-      JobRun step_only = job;
-      const uint64_t size = job.graph->size();
-      for (uint64_t i = 0; i < step_only.runs.size(); ++i) {
-        // Runs reloaded from a job store after a restart keep no core, so
-        // placement-based ratios cannot cover them: leave them out.
-        TaskRecord& rec = step_only.runs[i];
-        if (i / size != job.step || rec.core == kNoCore) rec.state = TaskState::kBlocked;
-      }
-      ScheduleMetrics m = ComputeMetrics(step_only, pool);
-      // Spend at most ~0.5% of the loop's CPU on this: wait 200x what it
-      // cost (a 200,000-task step costs ~20 ms here, so its ratios are
-      // recomputed every ~4 s while /metrics is read; small steps every 1 s).
-      const TimeUs cost = ThreadCpuUs() - cpu0;
-      r.computed = now;
-      r.period = std::max(kRatioPeriodUs, 200 * cost);
-      if (large) next_large_ = now + 200 * cost;
-      r.masking = m.masking_ratio;
-      r.bubble = m.bubble_ratio;
-      r.utilisation = m.utilisation;
-    }
+    if (due && !r.pending) ComputeRatios(id, job, r, now, large);
     auto value = [&r](double v) { return r.computed != 0 ? Num(v) : std::string("NaN"); };
     std::string labels =
         "{job=\"" + std::to_string(id) + "\",step=\"" + std::to_string(r.step) + "\"} ";

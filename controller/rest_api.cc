@@ -30,6 +30,14 @@ bool ParseJobPath(const std::string& path, uint64_t* id, std::string* rest) {
   return true;
 }
 
+// Routes a snapshot answers (a job's summary when rendered).
+bool IsSnapshotRoute(const std::string& path) {
+  if (path == "/api/v1/pool" || path == "/api/v1/jobs" || path == "/metrics") return true;
+  uint64_t id = 0;
+  std::string rest;
+  return ParseJobPath(path, &id, &rest) && rest.empty();
+}
+
 bool IsRenderedOffLoop(const std::string& rest) {
   return rest == "tasks" || rest == "trace" || rest == "dag";
 }
@@ -81,6 +89,7 @@ void RestApi::OffLoop(std::function<void()> fn) {
 }
 
 void RestApi::FormatterLoop() {
+  CpuBudget::Meter meter(options_.cpu_budget, std::chrono::microseconds(0));
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
@@ -89,6 +98,9 @@ void RestApi::FormatterLoop() {
     queue_.pop_front();
     lock.unlock();
     fn();
+    // Renderings are few and large: charge each one (a pause here delays
+    // the next rendering, never the loop).
+    (void)meter.MaybeCharge(true);
     lock.lock();
   }
 }
@@ -183,9 +195,61 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
   if (req.method == "GET") {
     // Served without the loop when a fresh snapshot (and, for an ended
     // job's heavy routes, a copy of the job) is at hand.
-    if (auto snap = snapshots_->Fresh(); snap && FromSnapshot(snap, req, reply)) return;
+    auto snap = snapshots_->Fresh();
+    if (snap && FromSnapshot(snap, req, reply)) return;
+    if (!snap && IsSnapshotRoute(req.path)) return Park(std::move(req), std::move(reply));
   }
+  loop_requests_.fetch_add(1, std::memory_order_relaxed);
   controller_->Post([this, req = std::move(req), reply]() { OnLoop(req, reply); });
+}
+
+void RestApi::Park(HttpRequest req, HttpReply reply) {
+  parked_total_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(parked_mu_);
+  parked_.push_back(Parked{std::move(req), std::move(reply), parked_seq_++});
+  if (!refresh_posted_) PostRefreshLocked();
+}
+
+void RestApi::PostRefreshLocked() {
+  refresh_posted_ = true;
+  refreshes_.fetch_add(1, std::memory_order_relaxed);
+  // The loop's part is the same however many reads wait: note how many
+  // there are, render a snapshot if the published one is out of date, and
+  // hand the answering to the formatting thread.
+  controller_->Post([this] {
+    uint64_t upto = 0;
+    {
+      std::lock_guard<std::mutex> lock(parked_mu_);
+      upto = parked_seq_;
+    }
+    auto snap = snapshots_->RefreshOnLoop(Controller::NowUs());
+    OffLoop([this, snap = std::move(snap), upto] { ServeParked(snap, upto); });
+  });
+}
+
+void RestApi::ServeParked(std::shared_ptr<const ApiSnapshot> snap, uint64_t upto) {
+  std::deque<Parked> ready;
+  {
+    std::lock_guard<std::mutex> lock(parked_mu_);
+    while (!parked_.empty() && parked_.front().seq < upto) {
+      ready.push_back(std::move(parked_.front()));
+      parked_.pop_front();
+    }
+    refresh_posted_ = false;
+    // Reads that came after the loop looked wait for a refresh of their own:
+    // the snapshot above may predate what they saw.
+    if (!parked_.empty()) PostRefreshLocked();
+  }
+  // `snap` was published after each of these reads arrived, so it holds
+  // every change its client could have seen.
+  for (Parked& p : ready) {
+    if (snap && FromSnapshot(snap, p.req, p.reply)) continue;
+    // Not in the snapshot (an ended job's summary not rendered yet; or
+    // detached): the loop answers, as before snapshots.
+    loop_requests_.fetch_add(1, std::memory_order_relaxed);
+    controller_->Post(
+        [this, req = std::move(p.req), reply = std::move(p.reply)]() { OnLoop(req, reply); });
+  }
 }
 
 bool RestApi::FromSnapshot(const std::shared_ptr<const ApiSnapshot>& snap, const HttpRequest& req,

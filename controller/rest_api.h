@@ -16,6 +16,7 @@
 // Thread-safety: Handle() may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -29,6 +30,7 @@
 
 #include "api_snapshot.h"
 #include "controller.h"
+#include "cpu_budget.h"
 #include "dashboard_assets.h"
 #include "event_feed.h"
 #include "http_types.h"
@@ -43,6 +45,10 @@ struct RestApiOptions {
   // SCHED_IDLE for the formatting thread instead (see
   // HttpServerOptions::idle_priority). Default: false.
   bool formatter_idle = false;
+  // CPU budget the formatting thread charges each rendering to (share it
+  // with the HTTP server: HttpServerOptions::cpu_budget); over budget it
+  // pauses before the next one. Null: no cap. Default: null.
+  std::shared_ptr<CpuBudget> cpu_budget;
   // Ended jobs whose copy is kept for their task pages, trace and DAG (each
   // costs about 80 bytes per task run). Default: 4.
   size_t ended_job_copies = 4;
@@ -50,6 +56,19 @@ struct RestApiOptions {
   // sent again, by route and query; they never change. Bodies over a
   // quarter of this are not kept. Default: 8 MiB.
   size_t rendered_cache_bytes = size_t{8} << 20;
+};
+
+// Counts of the work requests made for the loop (for tests and benchmarks).
+struct RestApiStats {
+  // Requests the loop answered itself (mutations, running jobs' pages,
+  // an ended job's first summary).
+  uint64_t loop_requests = 0;
+  // Snapshot reads that found the snapshot out of date and waited for the
+  // next one.
+  uint64_t parked = 0;
+  // Refreshes asked of the loop for them: one per wave of waiting reads,
+  // however many reads wait.
+  uint64_t refreshes = 0;
 };
 
 class RestApi {
@@ -72,6 +91,12 @@ class RestApi {
   void Handle(HttpRequest req, HttpReply reply);
   // What rendering the snapshots has cost the loop. Thread-safe.
   ApiSnapshotStats snapshot_stats() const { return snapshots_->stats(); }
+  // What serving has cost the loop, in counts. Thread-safe.
+  RestApiStats stats() const {
+    return {loop_requests_.load(std::memory_order_relaxed),
+            parked_total_.load(std::memory_order_relaxed),
+            refreshes_.load(std::memory_order_relaxed)};
+  }
 
   // One-line JSON error body: {"error": "..."}.
   static HttpResponse Error(int status, const std::string& message);
@@ -91,6 +116,15 @@ class RestApi {
   // One copy of a compiled-in file's bytes, made on first use. Any thread.
   std::shared_ptr<const std::string> AssetBody(const EmbeddedAsset& a);
   void OnLoop(const HttpRequest& req, HttpReply reply);  // runs on the loop
+  // A read of a snapshot route while the snapshot may not be served: waits
+  // for the loop's next refresh, which serves every read waiting by then.
+  // Any thread.
+  void Park(HttpRequest req, HttpReply reply);
+  // Posts the one refresh for the reads parked so far. REQUIRES parked_mu_.
+  void PostRefreshLocked();
+  // Formatting thread: answers the reads parked before the refresh that
+  // published `snap` (sequence numbers below `upto`).
+  void ServeParked(std::shared_ptr<const ApiSnapshot> snap, uint64_t upto);
   // Renders tasks/trace/dag of `copy` on the formatting thread; keeps the
   // answer when `ended`. Any thread.
   void RenderOffLoop(JobCopy copy, bool ended, const std::string& rest, const std::string& query,
@@ -110,6 +144,17 @@ class RestApi {
   RestApiOptions options_;
   EventFeed* feed_ = nullptr;
   std::shared_ptr<ApiSnapshots> snapshots_;
+  std::atomic<uint64_t> loop_requests_{0}, parked_total_{0}, refreshes_{0};
+
+  struct Parked {
+    HttpRequest req;
+    HttpReply reply;
+    uint64_t seq;
+  };
+  std::mutex parked_mu_;
+  std::deque<Parked> parked_;    // oldest first; guarded by parked_mu_
+  uint64_t parked_seq_ = 0;      // guarded by parked_mu_
+  bool refresh_posted_ = false;  // guarded by parked_mu_
 
   std::mutex assets_mu_;
   std::map<std::string, std::shared_ptr<const std::string>> assets_;  // guarded by assets_mu_

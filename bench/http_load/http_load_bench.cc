@@ -19,11 +19,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_util.h"
+#include "cpu_budget.h"
 #include "event_feed.h"
 #include "http_client.h"
 #include "http_server.h"
@@ -144,6 +146,11 @@ int main(int argc, char** argv) {
   app.add_flag("--http-idle", ho.idle_priority,
                "Run the HTTP server and formatting threads at SCHED_IDLE (--http-nice is then "
                "ignored)");
+  double cpu_percent = kDefaultHttpCpuPercent;
+  app.add_option("--http-cpu-percent", cpu_percent,
+                 "CPU budget of the HTTP server and formatting threads together, in percent of "
+                 "one core, as `hmpmd controller --http-cpu-percent` (0: no cap)")
+      ->capture_default_str();
   int snapshot_ms = 100;
   app.add_option("--snapshot-ms", snapshot_ms,
                  "Most the served pool, jobs and metrics lag behind the loop")
@@ -169,14 +176,25 @@ int main(int argc, char** argv) {
     return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
   }
   Controller* c = &cluster.controller();
+  std::shared_ptr<CpuBudget> budget;
+  if (cpu_percent > 0) {
+    CpuBudgetOptions bo;
+    bo.percent = cpu_percent;
+    budget = std::make_shared<CpuBudget>(bo);
+  }
+  ho.cpu_budget = budget;
   RestApiOptions api_options;
+  api_options.cpu_budget = budget;
   api_options.snapshots.period = std::chrono::milliseconds(snapshot_ms);
   api_options.formatter_nice = ho.nice;
   api_options.formatter_idle = ho.idle_priority;
   RestApi api(c, "", SpecLimits{}, api_options);
   std::unique_ptr<HttpServer> server;
+  EventFeedOptions feed_options;
+  feed_options.nice = ho.idle_priority ? 19 : ho.nice;
+  feed_options.cpu_budget = budget;
   EventFeed feed(
-      c, EventFeedOptions{}, [&server](std::string chunk) { server->Broadcast(std::move(chunk)); },
+      c, feed_options, [&server](std::string chunk) { server->Broadcast(std::move(chunk)); },
       [&server] { return server->sse_client_count(); });
   api.SetEventFeed(&feed);
   ho.bind = "127.0.0.1:0";
@@ -197,11 +215,14 @@ int main(int argc, char** argv) {
   double load_before[3] = {0, 0, 0}, load_after[3] = {0, 0, 0};
   (void)getloadavg(load_before, 3);
   std::vector<double> quiet, loaded;
-  uint64_t requests = 0, errors = 0, events = 0, publishes = 0, publish_us = 0;
+  uint64_t requests = 0, errors = 0, events = 0, publishes = 0, publish_us = 0, on_loop = 0,
+           parked = 0, refreshes = 0, flushes = 0, flush_us = 0;
   double quiet_seconds = 0, loaded_seconds = 0;
   bench::CpuSample quiet_cpu, loaded_cpu;  // summed over the runs
   auto add = [](bench::CpuSample& sum, const bench::CpuSample& d) {
     for (const auto& [role, seconds] : d.seconds) sum.seconds[role] += seconds;
+    for (const auto& [role, seconds] : d.waited) sum.waited[role] += seconds;
+    sum.machine += d.machine;
   };
   for (int r = 0; r < runs; ++r) {
     auto c0 = cpu.Sample();
@@ -213,12 +234,20 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them all connect
     uint64_t before = hammer.requests();
     const ApiSnapshotStats s0 = api.snapshot_stats();
+    const uint64_t flushes0 = feed.flushes(), flush_us0 = feed.flush_cpu_us();
+    const RestApiStats api0 = api.stats();
     c0 = cpu.Sample();
     t0 = std::chrono::steady_clock::now();
     loaded.push_back(TasksPerSecond(cluster, g));
     loaded_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     add(loaded_cpu, bench::ThreadCpu::Diff(c0, cpu.Sample()));
     const ApiSnapshotStats s1 = api.snapshot_stats();
+    flushes += feed.flushes() - flushes0;
+    flush_us += feed.flush_cpu_us() - flush_us0;
+    const RestApiStats api1 = api.stats();
+    on_loop += api1.loop_requests - api0.loop_requests;
+    parked += api1.parked - api0.parked;
+    refreshes += api1.refreshes - api0.refreshes;
     publishes += s1.publishes - s0.publishes;
     publish_us += s1.render_us - s0.render_us;
     requests += hammer.requests() - before;
@@ -241,8 +270,11 @@ int main(int argc, char** argv) {
     pairs += buf;
   }
   const double rps = loaded_seconds > 0 ? requests / loaded_seconds : 0.0;
-  const std::string priority =
+  std::string priority =
       ho.idle_priority ? std::string("SCHED_IDLE") : "nice " + std::to_string(ho.nice);
+  char budget_text[64];
+  std::snprintf(budget_text, sizeof budget_text, ", CPU budget %g%% of a core", cpu_percent);
+  priority += budget ? budget_text : ", no CPU budget";
   std::printf(
       "bench/http_load: %d independent noop tasks, 2 workers, median of %d run(s); HTTP threads "
       "at %s\n",
@@ -258,20 +290,37 @@ int main(int argc, char** argv) {
   std::printf("  ratio loaded / quiet = %.3f   (goal >= 0.90) at %.0f requests/s\n", l / q, rps);
   std::printf("  runs (quiet/loaded tasks/s): %s\n", pairs.c_str());
   // Where the CPU went: cores busy per role (CPU seconds / wall seconds),
-  // and CPU per served request for the HTTP side.
-  std::printf("  CPU by role, cores busy (quiet / loaded)%s:\n",
-              requests > 0 ? ", and CPU us per request while loaded" : "");
+  // how long its threads waited for a core (run-queue seconds / wall
+  // seconds: the mean number of them runnable but not running), and CPU per
+  // served request for the HTTP side.
+  auto per_wall = [](const std::map<std::string, double>& m, const std::string& role, double wall) {
+    auto it = m.find(role);
+    return it == m.end() || wall <= 0 ? 0.0 : it->second / wall;
+  };
+  std::printf("  by role: cores busy and threads waiting for a core (quiet / loaded)%s:\n",
+              requests > 0 ? ", CPU us per request while loaded" : "");
   for (const auto& [role, seconds] : loaded_cpu.seconds) {
-    auto it = quiet_cpu.seconds.find(role);
-    const double qs = it == quiet_cpu.seconds.end() ? 0.0 : it->second;
-    if (qs < 0.005 && seconds < 0.005) continue;
-    std::printf("    %-16s %5.2f / %5.2f", role.c_str(), qs / quiet_seconds,
-                seconds / loaded_seconds);
+    const double qs = per_wall(quiet_cpu.seconds, role, quiet_seconds);
+    const double ls = seconds / loaded_seconds;
+    if (qs < 0.005 && ls < 0.005) continue;
+    std::printf("    %-16s busy %5.2f / %5.2f   waiting %5.2f / %5.2f", role.c_str(), qs, ls,
+                per_wall(quiet_cpu.waited, role, quiet_seconds),
+                per_wall(loaded_cpu.waited, role, loaded_seconds));
     if (requests > 0 && role != "loop" && role != "workers") {
       std::printf("   %7.1f us/request", seconds * 1e6 / static_cast<double>(requests));
     }
     std::printf("\n");
   }
+  // Other processes on the machine (other engineers' builds): their busy
+  // cores during each phase, the noise the figures above carry.
+  auto others = [](const bench::CpuSample& c, double wall) {
+    double ours = 0;
+    for (const auto& [role, seconds] : c.seconds) ours += seconds;
+    return wall > 0 ? std::max(0.0, (c.machine - ours) / wall) : 0.0;
+  };
+  std::printf("    %-16s busy %5.2f / %5.2f   (the machine's busy cores, less the roles above)\n",
+              "other processes", others(quiet_cpu, quiet_seconds),
+              others(loaded_cpu, loaded_seconds));
   const double loop_cpu = loaded_cpu.seconds["loop"];
   std::printf(
       "  snapshots rendered on the loop while loaded: %.1f/s, %.0f us CPU each (%.2f%% of "
@@ -279,6 +328,22 @@ int main(int argc, char** argv) {
       loaded_seconds > 0 ? publishes / loaded_seconds : 0.0,
       publishes ? static_cast<double>(publish_us) / publishes : 0.0,
       loop_cpu > 0 ? publish_us / 1e4 / loop_cpu : 0.0);
+  std::printf(
+      "  event feed flushes on the loop while loaded: %.1f/s, %.0f us CPU each (%.2f%% of the "
+      "loop's CPU; the snapshot renderings are part of it)\n",
+      loaded_seconds > 0 ? flushes / loaded_seconds : 0.0,
+      flushes ? static_cast<double>(flush_us) / flushes : 0.0,
+      loop_cpu > 0 ? flush_us / 1e4 / loop_cpu : 0.0);
+  if (budget) {
+    const CpuBudgetStats b = budget->stats();
+    std::printf("  CPU budget: %llu pauses, %.1f s paused in all (%.1f s of CPU charged)\n",
+                static_cast<unsigned long long>(b.pauses), b.paused_us / 1e6, b.charged_us / 1e6);
+  }
+  std::printf(
+      "  loop work for requests while loaded: %llu of %llu requests answered on the loop; %llu "
+      "waited for a fresh snapshot, served by %llu refreshes\n",
+      static_cast<unsigned long long>(on_loop), static_cast<unsigned long long>(requests),
+      static_cast<unsigned long long>(parked), static_cast<unsigned long long>(refreshes));
   std::printf(
       "  load average before %.2f, after %.2f (1 min; 2-core machine: above ~1 the "
       "figures are noisy)\n",

@@ -47,10 +47,34 @@ bool PreciseSeconds(pid_t id, bool thread, double* seconds) {
   return true;
 }
 
+// Seconds the task waited on a run queue (schedstat's second field: the
+// scheduler's run_delay in nanoseconds); false when it cannot be read.
+bool RunDelaySeconds(const std::string& path, double* seconds) {
+  std::ifstream in(path);
+  unsigned long long on_cpu = 0, delay = 0;
+  if (!(in >> on_cpu >> delay)) return false;
+  *seconds = static_cast<double>(delay) / 1e9;
+  return true;
+}
+
+// Busy seconds of all cores together since boot (/proc/stat's first line:
+// everything but idle and iowait).
+double MachineBusySeconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  unsigned long long v[8] = {};
+  if (!(in >> cpu) || cpu != "cpu") return 0;
+  for (auto& x : v) in >> x;
+  static const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  // user nice system idle iowait irq softirq steal
+  return static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / kTick;
+}
+
 }  // namespace
 
 CpuSample ThreadCpu::Sample() const {
   CpuSample s;
+  s.machine = MachineBusySeconds();
   if (DIR* dir = opendir("/proc/self/task")) {
     while (dirent* e = readdir(dir)) {
       if (e->d_name[0] == '.') continue;
@@ -61,7 +85,12 @@ CpuSample ThreadCpu::Sample() const {
       }
       pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
       (void)PreciseSeconds(tid, true, &seconds);
-      s.seconds[tid == loop_tid_ ? std::string("loop") : name] += seconds;
+      const std::string role = tid == loop_tid_ ? std::string("loop") : name;
+      s.seconds[role] += seconds;
+      double waited = 0;
+      if (RunDelaySeconds(std::string("/proc/self/task/") + e->d_name + "/schedstat", &waited)) {
+        s.waited[role] += waited;
+      }
     }
     closedir(dir);
   }
@@ -72,16 +101,33 @@ CpuSample ThreadCpu::Sample() const {
         ReadStat("/proc/" + std::to_string(pid) + "/stat", &name, &seconds)) {
       s.seconds["workers"] += seconds;
     }
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    if (DIR* dir = opendir(tasks.c_str())) {
+      while (dirent* e = readdir(dir)) {
+        double waited = 0;
+        if (e->d_name[0] != '.' &&
+            RunDelaySeconds(tasks + "/" + e->d_name + "/schedstat", &waited)) {
+          s.waited["workers"] += waited;
+        }
+      }
+      closedir(dir);
+    }
   }
   return s;
 }
 
 CpuSample ThreadCpu::Diff(const CpuSample& before, const CpuSample& after) {
   CpuSample d;
-  for (const auto& [role, seconds] : after.seconds) {
-    auto it = before.seconds.find(role);
-    d.seconds[role] = seconds - (it == before.seconds.end() ? 0.0 : it->second);
-  }
+  auto diff = [](const std::map<std::string, double>& b, const std::map<std::string, double>& a,
+                 std::map<std::string, double>* out) {
+    for (const auto& [role, v] : a) {
+      auto it = b.find(role);
+      (*out)[role] = v - (it == b.end() ? 0.0 : it->second);
+    }
+  };
+  diff(before.seconds, after.seconds, &d.seconds);
+  diff(before.waited, after.waited, &d.waited);
+  d.machine = after.machine - before.machine;
   return d;
 }
 

@@ -14,9 +14,18 @@
 
 namespace hmpmd::bench {
 
-// CPU seconds (user + system) by role at one instant.
+// CPU seconds (user + system) by role at one instant, and the seconds the
+// role's threads spent runnable but waiting for a core (the scheduler's
+// run_delay from /proc/.../schedstat; empty where the kernel has no
+// schedstats): on a machine whose cores are shared, waiting for a core is
+// what slows a latency-bound pipeline down even when its own CPU does not
+// grow.
 struct CpuSample {
   std::map<std::string, double> seconds;
+  std::map<std::string, double> waited;
+  // Busy CPU seconds of the whole machine (all cores, from /proc/stat):
+  // minus the roles above, what other processes took.
+  double machine = 0;
 };
 
 class ThreadCpu {
@@ -29,7 +38,8 @@ class ThreadCpu {
       : loop_tid_(loop_tid), workers_(std::move(workers)) {}
 
   CpuSample Sample() const;
-  // after - before, per role (roles missing in `before` count from 0).
+  // after - before, per role (roles missing in `before` count from 0; roles
+  // whose threads ended in between may be missing from `after`).
   static CpuSample Diff(const CpuSample& before, const CpuSample& after);
 
  private:

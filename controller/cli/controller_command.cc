@@ -22,6 +22,7 @@ struct ControllerArgs {
   std::string http = "127.0.0.1:8080";
   int http_nice = HttpServerOptions{}.nice;
   bool http_idle = false;
+  double http_cpu_percent = kDefaultHttpCpuPercent;
   std::string token_file;
   std::string db = "hmpmd.db";
   std::string curve_keys;
@@ -84,15 +85,26 @@ int ControllerMain(const ControllerArgs& a) {
 
   Controller controller(opts);
   if (Status st = controller.Start(); !st.ok()) return Fail(st);
+  // One CPU budget for the whole HTTP side: server and formatting threads.
+  std::shared_ptr<CpuBudget> http_budget;
+  if (a.http_cpu_percent > 0) {
+    CpuBudgetOptions bo;
+    bo.percent = a.http_cpu_percent;
+    http_budget = std::make_shared<CpuBudget>(bo);
+  }
   RestApiOptions api_options;
   api_options.formatter_nice = a.http_nice;
   api_options.formatter_idle = a.http_idle;
+  api_options.cpu_budget = http_budget;
   RestApi api(&controller, opts.token, opts.spec_limits, api_options);
   std::unique_ptr<HttpServer> http;
   // Live events (SSE) and the /metrics additions; batched off the task path.
   // Its callbacks run only after Start(), once `http` is set.
+  EventFeedOptions feed_options;
+  feed_options.nice = a.http_idle ? 19 : a.http_nice;
+  feed_options.cpu_budget = http_budget;
   EventFeed feed(
-      &controller, EventFeedOptions{},
+      &controller, feed_options,
       [&http](std::string chunk) {
         if (http) http->Broadcast(std::move(chunk));
       },
@@ -103,6 +115,7 @@ int ControllerMain(const ControllerArgs& a) {
     ho.bind = a.http;
     ho.nice = a.http_nice;
     ho.idle_priority = a.http_idle;
+    ho.cpu_budget = http_budget;
     http = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
       api.Handle(std::move(req), std::move(reply));
     });
@@ -158,6 +171,11 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--http-idle", args->http_idle,
                 "Run the HTTP server and formatting threads at SCHED_IDLE: only on CPU time "
                 "dispatch and local workers leave over (requests wait while they are busy)");
+  sub->add_option("--http-cpu-percent", args->http_cpu_percent,
+                  "Most CPU the HTTP server and formatting threads take together, in percent of "
+                  "one core; over it they pause and requests wait (none is refused). 0 = no cap")
+      ->check(CLI::Range(0.0, 6400.0))
+      ->capture_default_str();
   sub->add_option("--token-file", args->token_file,
                   "File holding the token workers and mutating REST calls must present");
   sub->add_option("--curve-keys", args->curve_keys,

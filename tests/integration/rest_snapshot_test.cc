@@ -121,5 +121,87 @@ TEST_F(RestApiTest, AChangeIsInTheNextReadWhileOthersHammerTheSnapshots) {
   EXPECT_GT(reads.load(), 0);
 }
 
+// Reads that find the snapshot out of date wait for the loop's next
+// refresh; the loop does one refresh per wave of them, however many wait
+// (counted, not timed), and answers none of them itself.
+TEST_F(RestApiTest, WaitingReadsCostTheLoopOneRefreshPerWaveWhateverTheirNumber) {
+  Controller& c = cluster_->controller();
+  auto wave = [&](int readers, uint64_t job) {
+    const RestApiStats before = api_->stats();
+    std::vector<HttpResponse> got(readers);
+    std::vector<std::thread> threads;
+    {
+      // No snapshot can be published while the loop is held, so every read
+      // below must wait.
+      LoopBlocker blocker(c);
+      const char* targets[] = {"/api/v1/jobs", "/metrics", "/api/v1/pool"};
+      for (int i = 0; i < readers; ++i) {
+        threads.emplace_back([&, i] { got[i] = Call("GET", targets[i % 3]); });
+      }
+      for (int i = 0; i < 1000 && api_->stats().parked - before.parked < uint64_t(readers); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_EQ(api_->stats().parked - before.parked, uint64_t(readers));
+    }
+    for (auto& t : threads) t.join();
+    const RestApiStats after = api_->stats();
+    EXPECT_EQ(after.refreshes - before.refreshes, 1u) << readers << " readers";
+    EXPECT_EQ(after.loop_requests, before.loop_requests) << readers << " readers";
+    for (int i = 0; i < readers; ++i) {
+      ASSERT_EQ(got[i].status, 200) << i << ": " << got[i].body;
+      if (i % 3 != 0) continue;
+      // The list is the one published for them: it holds the job made
+      // before they read.
+      bool listed = job == 0;
+      const json list = json::parse(got[i].body);  // kept: see above
+      for (const auto& j : list["jobs"]) listed |= j["id"] == job;
+      EXPECT_TRUE(listed) << "job " << job << ", " << readers << " readers: " << got[i].body;
+    }
+  };
+  // Nothing was published yet: the first reads wait.
+  wave(12, 0);
+  // A job submitted on the loop makes the published snapshot out of date
+  // (a discrete change) until someone reads.
+  for (int readers : {30, 90}) {
+    auto id = cluster_->Call([&c] { return c.SubmitJson(Chain(6)); });
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    wave(readers, *id);
+  }
+}
+
+// A step of more than 20,000 runs gets its ratios walked off the loop (on
+// the event feed's thread, from a copy): they still come back as numbers
+// while the step runs.
+TEST_F(RestApiTest, ALargeStepsRatiosComeBackFromTheFeedsThread) {
+  json spec = {{"name", "large"}, {"tasks", json::array()}};
+  // One long task keeps the step running after the noops are done.
+  spec["tasks"].push_back({{"id", "long"}, {"kernel", "sleep"}, {"args", {{"us", 8000000}}}});
+  for (int i = 0; i < 20'500; ++i) {
+    spec["tasks"].push_back({{"id", "n" + std::to_string(i)}, {"kernel", "noop"}});
+  }
+  const uint64_t id = SubmitOk(spec.dump());
+  WaitJob(id, [](const json& s) { return s["running"].get<int>() >= 1; });
+  const std::string label =
+      "hmpmd_step_bubble_ratio{job=\"" + std::to_string(id) + "\",step=\"0\"} ";
+  std::string value;
+  // The first figures of a large step come after its first second; poll the
+  // feed's text (rendered on the loop) for up to 6 s, well inside the long
+  // task's 8.
+  for (int i = 0; i < 120; ++i) {
+    const std::string text =
+        cluster_->Call([this] { return feed_->PrometheusText(Controller::NowUs()); });
+    const size_t at = text.find(label);
+    ASSERT_NE(at, std::string::npos) << "the running step is not exported";
+    value = text.substr(at + label.size(), text.find('\n', at) - at - label.size());
+    if (value != "NaN") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(value, "NaN");
+  const double v = std::stod(value);
+  EXPECT_GE(v, 0.0);
+  EXPECT_LE(v, 1.0);
+  EXPECT_EQ(Call("DELETE", "/api/v1/jobs/" + std::to_string(id)).status, 200);
+}
+
 }  // namespace
 }  // namespace hmpmd::testing
