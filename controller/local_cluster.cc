@@ -89,6 +89,12 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
                                     std::to_string(timeout.count()) + " ms");
       break;
     }
+    if (options_.interrupted) {
+      if (std::string why = options_.interrupted(); !why.empty()) {
+        failure = Status::Cancelled(why);
+        break;
+      }
+    }
   }
   if (failure.ok()) return fut.get();
   // Cancel the job and let its callback run now, while the caller's state

@@ -35,8 +35,26 @@ Status LocalWorkers::Start(const std::string& binary, const std::vector<std::str
   std::vector<char*> argv;
   for (auto& a : argv_store) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The environment plus HMPMD_PARENT_PID, so the worker leaves when this
+  // process is gone, however it ended (WorkerOptions::parent_pid).
+  const std::string parent = "HMPMD_PARENT_PID=" + std::to_string(::getpid());
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "HMPMD_PARENT_PID=", 17) != 0) envp.push_back(*e);
+  }
+  envp.push_back(const_cast<char*>(parent.c_str()));
+  envp.push_back(nullptr);
+  // A caller that blocks signals to take them with sigwait (hmpmd run) must
+  // not pass the block on: the worker stops on SIGTERM.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ);
+  int rc = posix_spawnp(&pid, binary.c_str(), nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     return Status::Unavailable("cannot start worker '" + binary + "': " + std::strerror(rc));
   }

@@ -1,5 +1,6 @@
 // LocalWorkers: worker processes that `hmpmd run` starts on this machine and
-// stops again, by PID, whatever happens.
+// stops again, by PID, whatever happens; and which stop by themselves when
+// this process is gone (HMPMD_PARENT_PID, WorkerOptions::parent_pid).
 // Thread-safety: not thread-safe; one owner thread.
 #pragma once
 

@@ -21,6 +21,8 @@ namespace {
 constexpr int kMaxMessagesPerWake = 256;
 // Heartbeat period when the controller's RegisterAck names none.
 constexpr int64_t kDefaultHeartbeatUs = 1'000'000;
+// How often a worker with WorkerOptions::parent_pid looks for its parent.
+constexpr int64_t kParentCheckUs = 200'000;
 // Finished tasks a re-registration reports and re-sends. It covers results
 // a controller got but had not yet written to its store when it died.
 constexpr size_t kMaxRecent = 4096;
@@ -122,6 +124,7 @@ Status ServeLoop::Serve() {
     TakeResults();
     RETURN_IF_ERROR(FlushResults());
     if (shutdown_) return Status::Ok();
+    if (!ParentAlive(NowUs())) return Status::Ok();
   }
   log_->info("worker '{}' stopping on request", options_.name);
   return Status::Ok();
@@ -162,10 +165,20 @@ Status ServeLoop::OnTimers(int64_t now) {
   return Status::Ok();
 }
 
+bool ServeLoop::ParentAlive(int64_t now) {
+  if (options_.parent_pid <= 0 || now < next_parent_check_us_) return true;
+  next_parent_check_us_ = now + kParentCheckUs;
+  if (::getppid() == options_.parent_pid) return true;
+  log_->warn("worker '{}': the process that started it (pid {}) is gone; stopping", options_.name,
+             options_.parent_pid);
+  return false;
+}
+
 int ServeLoop::PollTimeoutMs(int64_t now) const {
-  const int64_t deadline = phase_ == Phase::kRegistering
-                               ? next_register_us_
-                               : std::min(next_heartbeat_us_, last_rx_us_ + timeout_us_);
+  int64_t deadline = phase_ == Phase::kRegistering
+                         ? next_register_us_
+                         : std::min(next_heartbeat_us_, last_rx_us_ + timeout_us_);
+  if (options_.parent_pid > 0) deadline = std::min(deadline, next_parent_check_us_);
   const int64_t wait_us = deadline - now;
   if (wait_us <= 0) return 0;
   return static_cast<int>(std::min<int64_t>((wait_us + 999) / 1000, INT_MAX));

@@ -65,6 +65,8 @@ class ServeLoop {
   Status Serve();
   void StopLanes();
   Status OnTimers(int64_t now);
+  // False once options_.parent_pid is set and no longer our parent.
+  bool ParentAlive(int64_t now);
   int PollTimeoutMs(int64_t now) const;
   Status ReadMessages();
   Status Handle(Message& message, int64_t now);
@@ -99,6 +101,7 @@ class ServeLoop {
   int64_t timeout_us_ = 0;
   int64_t next_heartbeat_us_ = 0;
   int64_t last_rx_us_ = 0;
+  int64_t next_parent_check_us_ = 0;  // options_.parent_pid > 0 only
 
   uint32_t in_flight_ = 0;  // pushed to lanes, result not yet taken
   // What a re-registration reports (RegisterMsg::held): tasks pushed to

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -107,6 +108,11 @@ class Worker::Impl {
     ran_ = true;
     RETURN_IF_ERROR(Validate(options_));
     RETURN_IF_ERROR(wake_.status());
+    if (options_.parent_pid == 0) {
+      if (const char* env = std::getenv("HMPMD_PARENT_PID")) {
+        options_.parent_pid = std::strtoll(env, nullptr, 10);
+      }
+    }
     running_.store(true);
     Status status;
     if (!stop_.load()) {

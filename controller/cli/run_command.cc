@@ -1,5 +1,8 @@
 // `hmpmd run JOB.json`: an embedded controller plus N local worker
 // processes run one job, print its summary, and exit.
+#include <pthread.h>
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
@@ -44,6 +47,22 @@ int RunMain(const RunArgs& a) {
     return Fail(Status::InvalidArgument(a.job_file + ": " + graph.status().message()));
   }
 
+  // SIGINT and SIGTERM are blocked in every thread (the controller's start
+  // after this) and taken here while the job runs: the job is cancelled and
+  // the workers stopped, not left behind by a killed process.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  int caught = 0;
+  opts.interrupted = [&]() -> std::string {
+    const timespec now{};
+    caught = sigtimedwait(&signals, nullptr, &now);
+    if (caught <= 0) return "";
+    return std::string("interrupted by ") + (caught == SIGINT ? "SIGINT" : "SIGTERM") +
+           ": the job was cancelled";
+  };
   LocalCluster cluster(opts);
   if (Status st = cluster.Start(); !st.ok()) return Fail(st);
   bool succeeded = false;
@@ -68,7 +87,8 @@ int RunMain(const RunArgs& a) {
     if (st.code() == StatusCode::kInvalidArgument) {
       st = Status::InvalidArgument(a.job_file + ": " + st.message());
     }
-    return Fail(st);
+    const int code = Fail(st);
+    return st.code() == StatusCode::kCancelled && caught > 0 ? 128 + caught : code;
   }
   if (!a.trace_file.empty()) {
     if (Status w = WriteFile(a.trace_file, trace); !w.ok()) return Fail(w);

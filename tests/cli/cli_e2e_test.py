@@ -5,10 +5,12 @@ processes on loopback, and `hmpmd run --json --trace`. Every process started
 here is stopped here, by PID. Usage: cli_e2e_test.py BIN_DIR SOURCE_DIR"""
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 BIN, SRC = sys.argv[1], sys.argv[2]
@@ -200,6 +202,60 @@ class EmbeddedRun(unittest.TestCase):
             r = run("submit", EXAMPLE, *args)
             self.assertEqual(r.returncode, 2, args)
             self.assertIn(args[-2], r.stderr)
+
+    def test_run_stopped_by_a_signal_leaves_no_worker_behind(self):
+        def children(pid):
+            kids = []
+            for entry in os.listdir("/proc"):
+                try:
+                    with open("/proc/%s/stat" % entry) as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except (OSError, IndexError):
+                    continue
+                if fields[1] == str(pid):
+                    kids.append(int(entry))
+            return kids
+
+        def running(pid):  # a zombie has left already
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "long.json")
+            with open(spec, "w") as f:
+                json.dump({"tasks": [{"id": "a", "kernel": "sleep", "args": {"us": 60e6}}]}, f)
+            for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143),
+                              (signal.SIGKILL, -signal.SIGKILL)):
+                with open(os.path.join(tmp, "stderr"), "w+") as err:
+                    p = subprocess.Popen([HMPMD, "run", spec, "--workers", "2"],
+                                         stdout=subprocess.DEVNULL, stderr=err)
+                    workers = []
+                    try:
+                        deadline = time.monotonic() + 30
+                        while len(workers) < 2 and time.monotonic() < deadline:
+                            time.sleep(0.05)
+                            workers = children(p.pid)
+                        self.assertEqual(len(workers), 2, sig)
+                        p.send_signal(sig)
+                        self.assertEqual(p.wait(timeout=30), code, sig)
+                        deadline = time.monotonic() + 20
+                        while any(map(running, workers)) and time.monotonic() < deadline:
+                            time.sleep(0.05)
+                        self.assertEqual([w for w in workers if running(w)], [], sig)
+                        err.seek(0)
+                        if sig != signal.SIGKILL:
+                            self.assertIn("hmpmd: interrupted by %s: the job was cancelled"
+                                          % sig.name, err.read())
+                    finally:
+                        for w in workers:
+                            if running(w):
+                                os.kill(w, signal.SIGKILL)
+                        if p.poll() is None:
+                            p.kill()
+                            p.wait()
 
     def test_sim_json_reports_every_policy_within_its_bound(self):
         r = run("sim", EXAMPLE, "--devices", "16", "--json")

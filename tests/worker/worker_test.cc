@@ -118,6 +118,19 @@ TEST_F(WorkerTest, StopEndsRunWithOk) {
   EXPECT_TRUE(status->ok()) << status->ToString();
 }
 
+TEST_F(WorkerTest, StopsWhenItsParentIsGone) {
+  options_.parent_pid = ::getppid();  // its real parent: it keeps serving
+  Start();
+  ASSERT_TRUE(controller_.WaitFor<RegisterMsg>());
+  EXPECT_FALSE(running_->Wait(milliseconds(600))) << "stopped with its parent alive";
+  running_.reset();                  // stops and joins it
+  options_.parent_pid = ::getpid();  // never its own parent: as if gone
+  Start();
+  std::optional<Status> status = running_->Wait();
+  ASSERT_TRUE(status) << "Run() did not return once its parent was gone";
+  EXPECT_TRUE(status->ok()) << status->ToString();
+}
+
 TEST(WorkerOptionsTest, RunRejectsBadOptions) {
   WorkerOptions options;
   options.log_level = LogLevel::kOff;

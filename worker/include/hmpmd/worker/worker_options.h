@@ -86,6 +86,14 @@ struct WorkerOptions {
   /// outputs. Default: 256. 0: a task's inputs are fetched when it starts
   /// (still from all its producers at once).
   uint64_t prefetch_mb = 256;
+
+  /// Stop (as Worker::Stop) once the process with this pid is no longer
+  /// this process's parent: the worker leaves with the program that
+  /// started it, even one killed by SIGKILL. Checked every 200 ms.
+  /// Default: 0, never; Worker::Run() then takes it from the environment
+  /// variable HMPMD_PARENT_PID, which `hmpmd run` sets for the workers it
+  /// starts (so a program embedding the worker library gets it too).
+  int64_t parent_pid = 0;
 };
 
 }  // namespace hmpmd::worker
