@@ -585,7 +585,7 @@ const JobRun* Scheduler::job(JobId id) const {
 
 size_t Scheduler::ready_count() const {
   size_t n = 0;
-  for (const auto& q : ready_) n += q.size();
+  for (size_t k = 0; k < ready_.size(); ++k) n += ready_count(static_cast<CoreKind>(k));
   return n;
 }
 

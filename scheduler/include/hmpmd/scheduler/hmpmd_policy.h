@@ -67,6 +67,9 @@ class HmpmdPolicy final : public Policy {
   bool Allows(const TaskView& task, DeviceId device) const override {
     return share_.Allows(task, device);
   }
+  // A task on a device set (not a gang member): its set, core kind, kernel
+  // and whether it reads stored inputs decide whether it can be placed.
+  uint64_t WaitClass(const TaskView& task) const override;
 
   // The sub-models' device sets and the moves between them.
   const DeviceShare& share() const { return share_; }

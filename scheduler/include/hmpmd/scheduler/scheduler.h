@@ -26,6 +26,7 @@
 #include <queue>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -254,7 +255,9 @@ class Scheduler {
   const std::map<JobId, JobRun>& jobs() const { return jobs_; }
   size_t ready_count() const;
   // Ready runs waiting for a core of `kind`.
-  size_t ready_count(CoreKind kind) const { return ready_[static_cast<size_t>(kind)].size(); }
+  size_t ready_count(CoreKind kind) const {
+    return ready_[static_cast<size_t>(kind)].size() + waiting_count_[static_cast<size_t>(kind)];
+  }
   // Jobs still queued or running.
   size_t active_jobs() const { return active_jobs_; }
 
@@ -265,6 +268,11 @@ class Scheduler {
     JobId job;
     uint32_t run;
     TimeUs ready_at;
+    // Its policy wait class (Policy::WaitClass) once it was set aside in
+    // one, and whether it stands in the heap for that class (the class's
+    // best item: the others wait outside the heap until it is placed).
+    uint64_t wait_class = 0;
+    bool lead = false;
     bool operator<(const ReadyItem& o) const {
       return priority != o.priority ? priority < o.priority : seq > o.seq;
     }
@@ -336,6 +344,22 @@ class Scheduler {
   uint64_t ready_seq_ = 0;
   std::array<std::priority_queue<ReadyItem>, kNumCoreKinds> ready_;
   std::vector<ReadyItem> deferred_;
+  // Items of a policy wait class that was told RetryLater, set aside
+  // outside the ready heap; one item per class (its best, `lead`) stays in
+  // the heap, so a Schedule() pass asks the policy once per blocked class
+  // instead of once per waiting item (scheduler_place.cc).
+  struct WaitingClass {
+    std::priority_queue<ReadyItem> items;
+    size_t heap = 0;            // the ready heap its items come from
+    bool lead_out = false;      // its lead is in that heap
+    uint64_t blocked_pass = 0;  // the Schedule() pass that last found it blocked
+  };
+  std::unordered_map<uint64_t, WaitingClass> waiting_;
+  std::vector<uint64_t> blocked_;  // classes blocked in this pass
+  std::array<size_t, kNumCoreKinds> waiting_count_{};
+  uint64_t pass_ = 0;
+  // Puts the best item of `wc` in its heap as the class's lead.
+  void PushLead(WaitingClass& wc);
   // Early-ready items waiting for room on their producers' core, by core;
   // put back in the ready heap when that core releases a run.
   std::map<CoreId, std::vector<ReadyItem>> parked_;
