@@ -80,6 +80,9 @@ struct JobRun {
   std::vector<double> rank_us;       // per task of a step
   std::vector<double> est_us;        // per task: estimate at admission
   std::vector<uint32_t> kernel_ids;  // per task of a step
+  // Per sub-model: the cost model's estimate of moving its state_bytes to a
+  // device (0: no state), what a policy pays to move it elsewhere.
+  std::vector<double> state_load_us;
   uint32_t step = 0;                 // step being run
   std::vector<uint32_t> gang_ready;  // per collective group: members ready this step
   uint32_t left_in_step = 0;
@@ -280,6 +283,8 @@ class Scheduler {
 
   // Fills a new job's per-task tables (kernel ids, ranks, estimates, runs).
   void Prepare(const JobGraph& graph, JobRun* job);
+  // Fills job->state_load_us for every sub-model of `graph`.
+  void EstimateStateLoads(const JobGraph& graph, JobRun* job) const;
   TaskView View(const JobRun& job, uint32_t run) const;
   void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   void StartStep(JobRun& job, uint32_t step, TimeUs now);
