@@ -91,7 +91,11 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
     js.sets[s].elastic = spec.elastic && spec.submodels[s].elastic;
     js.sets[s].load_us = s < job.state_load_us.size() ? job.state_load_us[s] : 0;
   }
-  if (first == 0) Analyse(js);
+  // Slack and chains only matter to sets (rule 2b/2c).
+  if (first == 0 &&
+      std::any_of(js.sets.begin(), js.sets.end(), [](const Set& set) { return set.want > 0; })) {
+    Analyse(js);
+  }
   // A collective group's members in one sub-model need distinct devices.
   for (const CollectiveGroup& grp : g.groups()) {
     std::unordered_map<uint32_t, uint32_t> per;
@@ -269,6 +273,7 @@ void DeviceShare::OnReady(const TaskView& task) {
   Set& set = js.sets[task.task->submodel];
   ++set.ready;
   set.ready_us += js.run->est_us[task.index];
+  if (set.want == 0) return;  // no set: nothing to lend or grow
   set.ready_slack.insert(Slack(js, task.index));
   set.ready_chain_us += Chain(js, task.index);
 }
@@ -283,10 +288,12 @@ void DeviceShare::OnPlaced(const TaskView& task, CoreId core) {
   set.ready = std::max<int64_t>(0, set.ready - 1);
   set.ready_us = std::max(0.0, set.ready_us - est);
   set.placed_us += est;
-  auto slack = set.ready_slack.find(Slack(js, task.index));
-  if (slack != set.ready_slack.end()) set.ready_slack.erase(slack);
-  set.ready_chain_us = std::max(0.0, set.ready_chain_us - Chain(js, task.index));
-  if (set.ready_slack.empty()) set.ready_chain_us = 0;
+  if (set.want > 0) {
+    auto slack = set.ready_slack.find(Slack(js, task.index));
+    if (slack != set.ready_slack.end()) set.ready_slack.erase(slack);
+    set.ready_chain_us = std::max(0.0, set.ready_chain_us - Chain(js, task.index));
+    if (set.ready_slack.empty()) set.ready_chain_us = 0;
+  }
   if (pool_ == nullptr || core >= pool_->core_count()) return;
   const DeviceId d = pool_->core(core).device;
   if (set.running.size() <= d) set.running.resize(d + 1, 0);

@@ -44,10 +44,13 @@
 //    a dead device leaves its sets, and a set left empty while it has work
 //    takes a free device (or shares one with another set).
 // Every change after admission is recorded as a DeviceMove.
-// Cost: O(1) per task event and per placement: each set keeps a list of its
-// cores that may have capacity, fed by releases (OnReleased), so placement
-// never scans the pool or the set; rebalancing scans the donors' devices
-// once per core kind and set until a core is released or time moves on.
+// Cost: O(1) per placement and O(log n) per task event of a set (its ready
+// slacks are a sorted multiset; sub-models without a set track none): each
+// set keeps a list of its cores that may have capacity, fed by releases
+// (OnReleased), so placement never scans the pool or the set; rebalancing
+// scans the donors' devices once per core kind and set until a core is
+// released or time moves on (the engine asks once per blocked set and pass,
+// HmpmdPolicy::WaitClass). The DAG is analysed once at admission, O(tasks).
 // Thread-safety: not thread-safe; owned by the policy (scheduler thread).
 #pragma once
 
