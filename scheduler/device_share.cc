@@ -71,6 +71,7 @@ const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {
 void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
   pool_ = &pool;
   JobShare& js = jobs_[job.id];
+  for (const Set& set : js.sets) wanting_ -= set.want > 0 ? 1 : 0;  // added again
   js = JobShare{};
   js.run = &job;
   GrowJob(job, pool);
@@ -90,6 +91,7 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
     js.sets[s].want = KeepsState(spec.submodels[s], job.open) ? spec.submodels[s].devices : 0;
     js.sets[s].elastic = spec.elastic && spec.submodels[s].elastic;
     js.sets[s].load_us = s < job.state_load_us.size() ? job.state_load_us[s] : 0;
+    if (js.sets[s].want > 0) ++wanting_;
   }
   // Slack and chains only matter to sets (rule 2b/2c).
   if (first == 0 &&
@@ -257,6 +259,7 @@ void DeviceShare::RemoveJob(JobId job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   for (uint32_t s = 0; s < it->second.sets.size(); ++s) {
+    if (it->second.sets[s].want > 0) --wanting_;
     for (DeviceId d : it->second.sets[s].devices) {
       --claims_[d];
       std::erase(holders_[d], std::pair<JobId, uint32_t>{job, s});
@@ -364,6 +367,7 @@ void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
 }
 
 bool DeviceShare::Constrained(const TaskView& task) const {
+  if (wanting_ == 0) return false;  // no job has a set: no lookup per task
   const Set* set = Find(task.job, task.task->submodel);
   return set != nullptr && set->want > 0;
 }

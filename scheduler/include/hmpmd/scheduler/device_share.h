@@ -224,6 +224,7 @@ class DeviceShare {
   DeviceShareOptions options_;
   std::unordered_map<JobId, JobShare> jobs_;
   std::vector<uint32_t> claims_;  // per device: sets (of all jobs) holding it
+  uint64_t wanting_ = 0;          // sub-models (of all jobs) with a set
   // Per device: the (job, sub-model) sets holding it.
   std::vector<std::vector<std::pair<JobId, uint32_t>>> holders_;
   std::vector<DeviceMove> moves_;
