@@ -10,12 +10,12 @@
 
 namespace hmpmd {
 
-void Scheduler::PushLead(WaitingClass& wc) {
+void Scheduler::PushLead(uint64_t cls, WaitingClass& wc) {
   if (wc.lead_out || wc.items.empty()) return;
   ReadyItem lead = wc.items.top();
   wc.items.pop();
   --waiting_count_[wc.heap];
-  lead.lead = true;
+  leads_[lead.seq] = cls;
   wc.lead_out = true;
   ready_[wc.heap].push(lead);
 }
@@ -33,18 +33,22 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       // A class's lead left the heap: unless it goes back to its class
       // below, the class's next best takes its place (PushLead).
       WaitingClass* led = nullptr;
-      const uint64_t led_key = item.wait_class;
-      if (item.lead) {
-        auto w = waiting_.find(item.wait_class);
-        if (w != waiting_.end()) {
-          led = &w->second;
-          led->lead_out = false;
+      uint64_t led_key = 0;
+      if (!leads_.empty()) {
+        auto l = leads_.find(item.seq);
+        if (l != leads_.end()) {
+          led_key = l->second;
+          leads_.erase(l);
+          auto w = waiting_.find(led_key);
+          if (w != waiting_.end()) {
+            led = &w->second;
+            led->lead_out = false;
+          }
         }
-        item.lead = false;
       }
       auto next_lead = [&] {
         if (led == nullptr || led->blocked_pass == pass_) return;  // re-armed after the pass
-        PushLead(*led);
+        PushLead(led_key, *led);
         if (!led->lead_out) waiting_.erase(led_key);  // drained
         led = nullptr;
       };
@@ -68,7 +72,7 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       if (now_priority < item.priority && !heap.empty() && now_priority < heap.top().priority) {
         item.priority = now_priority;
         if (led != nullptr) {
-          item.lead = true;  // still its class's lead
+          leads_[item.seq] = led_key;  // still its class's lead
           led->lead_out = true;
         }
         heap.push(item);
@@ -86,7 +90,6 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       if (cls != 0) {
         wc = &waiting_[cls];
         wc->heap = static_cast<size_t>(k);
-        item.wait_class = cls;
         if (wc->blocked_pass == pass_) {
           wc->items.push(item);
           ++waiting_count_[k];
@@ -117,7 +120,7 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
     for (uint64_t cls : blocked_) {
       auto w = waiting_.find(cls);
       if (w == waiting_.end()) continue;
-      PushLead(w->second);
+      PushLead(cls, w->second);
       if (w->second.items.empty() && !w->second.lead_out) waiting_.erase(w);
     }
   }

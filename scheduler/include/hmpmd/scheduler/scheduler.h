@@ -271,11 +271,6 @@ class Scheduler {
     JobId job;
     uint32_t run;
     TimeUs ready_at;
-    // Its policy wait class (Policy::WaitClass) once it was set aside in
-    // one, and whether it stands in the heap for that class (the class's
-    // best item: the others wait outside the heap until it is placed).
-    uint64_t wait_class = 0;
-    bool lead = false;
     bool operator<(const ReadyItem& o) const {
       return priority != o.priority ? priority < o.priority : seq > o.seq;
     }
@@ -360,11 +355,15 @@ class Scheduler {
     uint64_t blocked_pass = 0;  // the Schedule() pass that last found it blocked
   };
   std::unordered_map<uint64_t, WaitingClass> waiting_;
+  // The items standing in the heap for their class (its best: the others
+  // wait outside the heap until it is placed), by ready seq -> class. Empty
+  // (and not looked at) while no class waits, so ReadyItem stays small.
+  std::unordered_map<uint64_t, uint64_t> leads_;
   std::vector<uint64_t> blocked_;  // classes blocked in this pass
   std::array<size_t, kNumCoreKinds> waiting_count_{};
   uint64_t pass_ = 0;
-  // Puts the best item of `wc` in its heap as the class's lead.
-  void PushLead(WaitingClass& wc);
+  // Puts the best item of class `cls` in its heap as the class's lead.
+  void PushLead(uint64_t cls, WaitingClass& wc);
   // Early-ready items waiting for room on their producers' core, by core;
   // put back in the ready heap when that core releases a run.
   std::map<CoreId, std::vector<ReadyItem>> parked_;
