@@ -71,6 +71,7 @@ const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {
 void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
   pool_ = &pool;
   JobShare& js = jobs_[job.id];
+  for (const Set& set : js.sets) wanting_ -= set.want > 0 ? 1 : 0;  // added again
   js = JobShare{};
   js.run = &job;
   GrowJob(job, pool);
@@ -89,6 +90,13 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
   for (size_t s = first; s < js.sets.size(); ++s) {
     js.sets[s].want = KeepsState(spec.submodels[s], job.open) ? spec.submodels[s].devices : 0;
     js.sets[s].elastic = spec.elastic && spec.submodels[s].elastic;
+    js.sets[s].load_us = s < job.state_load_us.size() ? job.state_load_us[s] : 0;
+    if (js.sets[s].want > 0) ++wanting_;
+  }
+  // Slack and chains only matter to sets (rule 2b/2c).
+  if (first == 0 &&
+      std::any_of(js.sets.begin(), js.sets.end(), [](const Set& set) { return set.want > 0; })) {
+    Analyse(js);
   }
   // A collective group's members in one sub-model need distinct devices.
   for (const CollectiveGroup& grp : g.groups()) {
@@ -103,7 +111,12 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
 void DeviceShare::CountTasks(JobShare& js) {
   const JobGraph& g = *js.run->graph;
   for (uint32_t i = js.tasks_counted; i < g.size() && i < js.run->est_us.size(); ++i) {
-    js.sets[g.task(i).submodel].total_us += js.run->est_us[i] * g.steps();
+    Set& set = js.sets[g.task(i).submodel];
+    set.total_us += js.run->est_us[i] * g.steps();
+    if (g.task(i).is_comm) {
+      set.comm_us += js.run->est_us[i];
+      ++set.comm_n;
+    }
     js.tasks_counted = i + 1;
   }
 }
@@ -204,7 +217,11 @@ void DeviceShare::OnReleased(JobId job, uint32_t run, CoreId core, const Resourc
       const uint32_t sm = g.task(run % g.size()).submodel;
       if (sm < it->second.sets.size()) {
         Set& set = it->second.sets[sm];
-        if (d < set.running.size() && set.running[d] > 0) --set.running[d];
+        if (d < set.running.size() && set.running[d] > 0) {
+          --set.running[d];
+          --set.running_total;
+        }
+        MaybeLend(job, it->second, sm, d, pool);
       }
     }
   }
@@ -242,6 +259,7 @@ void DeviceShare::RemoveJob(JobId job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   for (uint32_t s = 0; s < it->second.sets.size(); ++s) {
+    if (it->second.sets[s].want > 0) --wanting_;
     for (DeviceId d : it->second.sets[s].devices) {
       --claims_[d];
       std::erase(holders_[d], std::pair<JobId, uint32_t>{job, s});
@@ -258,6 +276,9 @@ void DeviceShare::OnReady(const TaskView& task) {
   Set& set = js.sets[task.task->submodel];
   ++set.ready;
   set.ready_us += js.run->est_us[task.index];
+  if (set.want == 0) return;  // no set: nothing to lend or grow
+  set.ready_slack.insert(Slack(js, task.index));
+  set.ready_chain_us += Chain(js, task.index);
 }
 
 void DeviceShare::OnPlaced(const TaskView& task, CoreId core) {
@@ -270,10 +291,17 @@ void DeviceShare::OnPlaced(const TaskView& task, CoreId core) {
   set.ready = std::max<int64_t>(0, set.ready - 1);
   set.ready_us = std::max(0.0, set.ready_us - est);
   set.placed_us += est;
+  if (set.want > 0) {
+    auto slack = set.ready_slack.find(Slack(js, task.index));
+    if (slack != set.ready_slack.end()) set.ready_slack.erase(slack);
+    set.ready_chain_us = std::max(0.0, set.ready_chain_us - Chain(js, task.index));
+    if (set.ready_slack.empty()) set.ready_chain_us = 0;
+  }
   if (pool_ == nullptr || core >= pool_->core_count()) return;
   const DeviceId d = pool_->core(core).device;
   if (set.running.size() <= d) set.running.resize(d + 1, 0);
   ++set.running[d];
+  ++set.running_total;
 }
 
 DeviceId DeviceShare::SpareDevice(const JobShare& js, const ResourcePool& pool) const {
@@ -339,6 +367,7 @@ void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
 }
 
 bool DeviceShare::Constrained(const TaskView& task) const {
+  if (wanting_ == 0) return false;  // no job has a set: no lookup per task
   const Set* set = Find(task.job, task.task->submodel);
   return set != nullptr && set->want > 0;
 }
@@ -446,47 +475,43 @@ DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind k
   Set& w = js.sets[sm];
   const TimeUs dwell = options_.min_dwell_us;
   if (!w.elastic || w.spans || now - w.gave_at < dwell) return kNoDevice;
+  if (!Grows(w)) return kNoDevice;  // 2c
   // Donors: elastic sets with no ready work, above their floor; the one
-  // with the least backlog per device gives first.
-  std::vector<std::pair<double, uint32_t>> donors;
+  // with the least backlog per device gives first. Lenders (2b): sets
+  // whose ready work has more slack than W's by more than the loan's two
+  // state loads; the one with the most slack lends first.
+  std::vector<std::pair<double, uint32_t>> donors, lenders;
   for (uint32_t s = 0; s < js.sets.size(); ++s) {
     const Set& l = js.sets[s];
-    if (s == sm || l.want == 0 || !l.elastic || l.spans || l.ready > 0) continue;
+    if (s == sm || l.want == 0 || !l.elastic || l.spans) continue;
     if (now - l.received_at < dwell) continue;
+    if (l.ready > 0) {
+      if (Lends(l, w)) lenders.push_back({-*l.ready_slack.begin(), s});
+      continue;
+    }
     const size_t keep = l.Backlog() > 0 ? l.floor : 0;
     if (l.devices.size() <= keep) continue;
     // Only when W's backlog per device after the move is still above L's:
     // a set that idles for a moment but has as much work ahead keeps its
     // devices (each move costs a state load).
     const double after = l.devices.size() > 1 ? l.Backlog() / (l.devices.size() - 1.0) : 0;
-    if (l.Backlog() > 0 && w.Backlog() / (w.devices.size() + 1.0) <= after) continue;
+    // A set with nothing ready and nothing running cannot use the device
+    // before some input of its backlog is done: it gives in any case.
+    const bool idle = l.running_total == 0;
+    if (!idle && l.Backlog() > 0 && w.Backlog() / (w.devices.size() + 1.0) <= after) continue;
     donors.push_back({l.Backlog() / static_cast<double>(l.devices.size()), s});
   }
   std::sort(donors.begin(), donors.end());
-  const uint32_t home = w.devices.empty() ? UINT32_MAX : pool.device(w.devices[0]).desc.node;
+  std::sort(lenders.begin(), lenders.end());
+  donors.insert(donors.end(), lenders.begin(), lenders.end());
   for (const auto& [pressure, s] : donors) {
-    Set& l = js.sets[s];
-    DeviceId pick = kNoDevice;
-    for (DeviceId d : l.devices) {
-      if (d < w.slot.size() && w.slot[d] != 0) continue;  // already shared with w
-      if (!pool.device(d).alive || pool.device(d).desc.cores[static_cast<size_t>(kind)] == 0) {
-        continue;
-      }
-      if (d < js.moved_at.size() && now - js.moved_at[d] < dwell) continue;
-      if (d < l.running.size() && l.running[d] > 0) continue;  // a run of l is there
-      pick = d;
-      if (pool.device(d).desc.node == home) break;  // stays near the set
-    }
+    DeviceId pick = Movable(js, js.sets[s], sm, kind, pool, now);
     if (pick == kNoDevice) continue;
-    Erase(job, js, s, pick);
-    Insert(job, js, sm, pick, pool);
-    if (js.moved_at.size() <= pick) js.moved_at.resize(pick + 1, kNever);
-    js.moved_at[pick] = now;
-    l.gave_at = now;
-    w.received_at = now;
-    Record(job, pick, static_cast<int32_t>(s), static_cast<int32_t>(sm));
+    Move(job, js, s, sm, pick, pool, now);
     return pick;
   }
+  // Every device of the lenders runs their work: the first to free comes.
+  if (!lenders.empty()) js.sets[lenders.front().second].lend_to = static_cast<int32_t>(sm);
   return kNoDevice;
 }
 

@@ -32,6 +32,19 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
   return p;
 }
 
+uint64_t HmpmdPolicy::WaitClass(const TaskView& task) const {
+  // DeviceShare::Place answers alike for every such task at one moment:
+  // a core of the kind with capacity on a usable device of the set, or a
+  // device moved in (which depends on the set and kind only).
+  if (task.task == nullptr || task.task->group != kNoGroup || !share_.Constrained(task)) return 0;
+  uint64_t h = task.job;
+  h = h * 1'000'003 + task.task->submodel;
+  h = h * 31 + static_cast<uint64_t>(task.spec->core) * 2 + (task.task->is_comm ? 1 : 0);
+  h = h * 1'000'033 + task.kernel_id;
+  h = h * 2 + (task.input_bytes > 0 ? 1 : 0);
+  return h | (uint64_t{1} << 63);
+}
+
 void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   double w = std::max(1u, job.graph->spec().weight);
   shares_[job.id] = {w, 0};

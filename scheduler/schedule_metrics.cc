@@ -31,7 +31,8 @@ TimeUs Length(const std::vector<Interval>& merged) {
 
 // Length of [a, b) covered by the merged, sorted intervals.
 TimeUs Covered(const std::vector<Interval>& merged, TimeUs a, TimeUs b) {
-  auto it = std::upper_bound(merged.begin(), merged.end(), Interval{a, std::numeric_limits<TimeUs>::max()});
+  auto it = std::upper_bound(merged.begin(), merged.end(),
+                             Interval{a, std::numeric_limits<TimeUs>::max()});
   if (it != merged.begin()) --it;
   TimeUs sum = 0;
   for (; it != merged.end() && it->first < b; ++it) {
@@ -39,6 +40,63 @@ TimeUs Covered(const std::vector<Interval>& merged, TimeUs a, TimeUs b) {
     if (hi > lo) sum += hi - lo;
   }
   return sum;
+}
+
+// The energetic head/tail bound of one step (see tight_bound_s): `dur`,
+// `kind` per task of the step (dur 0: not run). Thresholds are up to
+// kLevels quantiles of the heads and of the tails (any threshold gives a
+// valid bound), so the cost is O(tasks + kLevels^2) per core kind.
+double EnergeticBound(const JobGraph& g, const std::vector<double>& dur,
+                      const std::vector<CoreKind>& kind,
+                      const std::array<uint32_t, kNumCoreKinds>& cores) {
+  constexpr size_t kLevels = 64;
+  const uint32_t n = g.size();
+  std::vector<double> head(n, 0), tail(n, 0);
+  for (uint32_t i : g.topo_order()) {
+    for (uint32_t in : g.task(i).inputs) head[i] = std::max(head[i], head[in] + dur[in]);
+  }
+  const auto& topo = g.topo_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    for (uint32_t c : g.task(*it).consumers) tail[*it] = std::max(tail[*it], dur[c] + tail[c]);
+  }
+  auto levels = [&](const std::vector<double>& v) {
+    std::vector<double> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    std::vector<double> out;
+    for (size_t l = 0; l < kLevels && !sorted.empty(); ++l) {
+      double x = sorted[l * (sorted.size() - 1) / std::max<size_t>(1, kLevels - 1)];
+      if (out.empty() || x > out.back()) out.push_back(x);
+    }
+    if (out.empty() || out.front() > 0) out.insert(out.begin(), 0.0);
+    return out;
+  };
+  const std::vector<double> hs = levels(head), ts = levels(tail);
+  // Level of x: the largest threshold <= x.
+  auto level = [](const std::vector<double>& th, double x) {
+    return static_cast<size_t>(std::upper_bound(th.begin(), th.end(), x) - th.begin()) - 1;
+  };
+  double best = 0;
+  for (int k = 0; k < kNumCoreKinds; ++k) {
+    if (cores[k] == 0) continue;
+    // work[a][b]: the kind's work of runs at head level a and tail level b,
+    // then summed over levels >= (a, b).
+    std::vector<double> work(hs.size() * ts.size(), 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (dur[i] <= 0 || static_cast<int>(kind[i]) != k) continue;
+      work[level(hs, head[i]) * ts.size() + level(ts, tail[i])] += dur[i];
+    }
+    for (size_t a = hs.size(); a-- > 0;) {
+      for (size_t b = ts.size(); b-- > 0;) {
+        double& w = work[a * ts.size() + b];
+        if (a + 1 < hs.size()) w += work[(a + 1) * ts.size() + b];
+        if (b + 1 < ts.size()) w += work[a * ts.size() + b + 1];
+        if (a + 1 < hs.size() && b + 1 < ts.size()) w -= work[(a + 1) * ts.size() + b + 1];
+        if (w > 0) best = std::max(best, hs[a] + ts[b] + w / cores[k]);
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -140,6 +198,7 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
   // Critical path of measured durations: longest chain per step, steps in
   // sequence (a step starts after the previous one ends).
   double cp_us = 0;
+  std::vector<double> step_cps;
   std::vector<double> chain(n);
   for (uint32_t s = 0; s < g.steps(); ++s) {
     double step_cp = 0;
@@ -152,16 +211,30 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
       step_cp = std::max(step_cp, chain[i]);
     }
     cp_us += step_cp;
+    step_cps.push_back(step_cp);
   }
   m.critical_path_s = cp_us / 1e6;
   m.lower_bound_s = std::max(cp_us, work_bound_us) / 1e6;
+  // Steps run in sequence: their bounds add up.
+  double tight_us = 0;
+  std::vector<double> dur(n);
+  std::vector<CoreKind> kind(n, CoreKind::kCube);
+  for (uint32_t s = 0; s < g.steps(); ++s) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const TaskRecord& rec = job.runs[s * n + i];
+      const bool ran = rec.state == TaskState::kDone;
+      dur[i] = ran ? static_cast<double>(rec.end - rec.start) : 0;
+      kind[i] = ran ? pool.core(rec.core).kind : CoreKind::kCube;
+    }
+    tight_us += std::max(step_cps[s], EnergeticBound(g, dur, kind, cores_kind));
+  }
+  m.tight_bound_s = std::max(m.lower_bound_s, tight_us / 1e6);
 
   // The realised critical path: from the last task to end, step back to the
   // input (or, at a step's root, the previous step's task) that ended last.
   int64_t cur = -1;
   for (uint32_t r = 0; r < job.runs.size(); ++r) {
-    if (job.runs[r].state == TaskState::kDone &&
-        (cur < 0 || job.runs[r].end > job.runs[cur].end)) {
+    if (job.runs[r].state == TaskState::kDone && (cur < 0 || job.runs[r].end > job.runs[cur].end)) {
       cur = r;
     }
   }

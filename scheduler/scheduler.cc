@@ -197,7 +197,20 @@ Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job) const 
   return Status::Ok();
 }
 
+void Scheduler::EstimateStateLoads(const JobGraph& graph, JobRun* job) const {
+  const auto& submodels = graph.spec().submodels;
+  job->state_load_us.assign(submodels.size(), 0);
+  for (size_t s = 0; s < submodels.size(); ++s) {
+    if (submodels[s].state_bytes <= 0) continue;
+    TaskSpec load;  // the state as bytes over a link
+    load.kernel = "send";
+    load.cost.bytes = submodels[s].state_bytes;
+    job->state_load_us[s] = cost_.Prior(load, CoreKind::kVector);
+  }
+}
+
 void Scheduler::Prepare(const JobGraph& graph, JobRun* job) {
+  EstimateStateLoads(graph, job);
   job->kernel_ids.resize(graph.size());
   for (uint32_t i = 0; i < graph.size(); ++i) {
     job->kernel_ids[i] = pool_.InternKernel(graph.spec_task(i).kernel);
@@ -624,7 +637,7 @@ const JobRun* Scheduler::job(JobId id) const {
 
 size_t Scheduler::ready_count() const {
   size_t n = 0;
-  for (const auto& q : ready_) n += q.size();
+  for (size_t k = 0; k < ready_.size(); ++k) n += ready_count(static_cast<CoreKind>(k));
   return n;
 }
 

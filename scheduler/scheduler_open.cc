@@ -59,6 +59,7 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
     job.est_us[i] = cost_.Estimate(t, t.core);
     job.rank_us[i] = job.est_us[i];  // a new task is a sink when it arrives
   }
+  EstimateStateLoads(g, &job);
   policy_->OnJobGrown(job, pool_);
   for (uint32_t i = first; i < n; ++i) {
     TaskRecord& rec = job.runs[i];

@@ -10,19 +10,59 @@
 
 namespace hmpmd {
 
+void Scheduler::PushLead(uint64_t cls, WaitingClass& wc) {
+  if (wc.lead_out || wc.items.empty()) return;
+  ReadyItem lead = wc.items.top();
+  wc.items.pop();
+  --waiting_count_[wc.heap];
+  leads_[lead.seq] = cls;
+  wc.lead_out = true;
+  ready_[wc.heap].push(lead);
+}
+
 void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
   for (int k = 0; k < kNumCoreKinds; ++k) {
     CoreKind kind = static_cast<CoreKind>(k);
     auto& heap = ready_[k];
     deferred_.clear();
+    blocked_.clear();
+    ++pass_;
     while (!heap.empty() && pool_.HasCapacity(kind)) {
       ReadyItem item = heap.top();
       heap.pop();
+      // A class's lead left the heap: unless it goes back to its class
+      // below, the class's next best takes its place (PushLead).
+      WaitingClass* led = nullptr;
+      uint64_t led_key = 0;
+      if (!leads_.empty()) {
+        auto l = leads_.find(item.seq);
+        if (l != leads_.end()) {
+          led_key = l->second;
+          leads_.erase(l);
+          auto w = waiting_.find(led_key);
+          if (w != waiting_.end()) {
+            led = &w->second;
+            led->lead_out = false;
+          }
+        }
+      }
+      auto next_lead = [&] {
+        if (led == nullptr || led->blocked_pass == pass_) return;  // re-armed after the pass
+        PushLead(led_key, *led);
+        if (!led->lead_out) waiting_.erase(led_key);  // drained
+        led = nullptr;
+      };
       auto it = jobs_.find(item.job);
-      if (it == jobs_.end()) continue;
+      if (it == jobs_.end()) {
+        next_lead();
+        continue;
+      }
       JobRun& job = it->second;
       TaskRecord& rec = job.runs[item.run];
-      if (IsTerminal(job.state) || rec.state != TaskState::kReady) continue;  // stale entry
+      if (IsTerminal(job.state) || rec.state != TaskState::kReady) {  // stale entry
+        next_lead();
+        continue;
+      }
       // Priorities may fall while a task waits (a policy's fair share):
       // re-key lazily when the fresh value drops below the next in line.
       TaskView fresh = View(job, item.run);
@@ -31,14 +71,41 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       double now_priority = policy_->Priority(fresh);
       if (now_priority < item.priority && !heap.empty() && now_priority < heap.top().priority) {
         item.priority = now_priority;
+        if (led != nullptr) {
+          leads_[item.seq] = led_key;  // still its class's lead
+          led->lead_out = true;
+        }
         heap.push(item);
         continue;
       }
       if (rec.early) {  // its core or nothing: never deferred
+        next_lead();
         PlaceEarly(job, item, now, out);
         continue;
       }
+      // A class found blocked in this pass: set aside unasked.
+      const uint64_t cls = policy_->WaitClass(fresh);
+      if (cls != led_key) next_lead();  // its class changed
+      WaitingClass* wc = nullptr;
+      if (cls != 0) {
+        wc = &waiting_[cls];
+        wc->heap = static_cast<size_t>(k);
+        if (wc->blocked_pass == pass_) {
+          wc->items.push(item);
+          ++waiting_count_[k];
+          continue;
+        }
+      }
       Placement p = PlaceItem(job, item, now, out);
+      if (p.kind == Placement::Kind::kRetryLater && wc != nullptr) {
+        wc->blocked_pass = pass_;
+        wc->items.push(item);
+        ++waiting_count_[k];
+        blocked_.push_back(cls);
+        if (blocked_.size() >= options_.max_deferred) break;
+        continue;
+      }
+      next_lead();
       if (p.kind == Placement::Kind::kRetryLater) {
         deferred_.push_back(item);
         if (deferred_.size() >= options_.max_deferred) break;
@@ -49,6 +116,13 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
       }
     }
     for (const ReadyItem& d : deferred_) heap.push(d);
+    // Each class blocked in this pass goes back to the heap as its lead.
+    for (uint64_t cls : blocked_) {
+      auto w = waiting_.find(cls);
+      if (w == waiting_.end()) continue;
+      PushLead(cls, w->second);
+      if (w->second.items.empty() && !w->second.lead_out) waiting_.erase(w);
+    }
   }
 }
 

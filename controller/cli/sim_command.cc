@@ -185,6 +185,7 @@ int SimMain(const SimArgs& a) {
     all_ok = all_ok && st.ok() && job.state == JobState::kSucceeded;
     json j = JobSummaryJson(job, rp, false);
     j.update(MetricsJson(m, rp));
+    j["tight_bound_s"] = m.tight_bound_s;
     j.erase("utilisation_by_device");
     j["state"] = st.ok() ? std::string(JobStateName(job.state)) : "failed";
     if (!st.ok()) j["error"] = st.message();

@@ -24,20 +24,40 @@
 //    device receives none for min_dwell_us and one that received gives none
 //    for as long; a set keeps its largest gang (at least 1 device) while it
 //    has work.
+// 2b. Lending along the critical path (device_share_lend.cc): a set L
+//    whose ready work is ahead of the critical path lends a device to a
+//    set W whose ready work is on it even while L has ready work, when the
+//    least static slack among L's ready runs exceeds the least among W's
+//    by more than the two state loads the loan costs (W's now, L's when it
+//    comes back). Static slack: the job's estimated critical path minus a
+//    run's upward rank and its earliest start with unlimited devices. When
+//    no device of L is free, L's next device to free goes to W. A device
+//    comes back the same ways (W idles, or L's work becomes the more
+//    critical); a set that takes devices takes those it lent first.
+// 2c. Growth limit: no device moves into W (by 2 or 2b) once W's ready
+//    work per device, counting each ready run's compute chain inside W,
+//    is no longer above what a new device costs: W's state load plus the
+//    communication it would leave exposed (its mean communication time;
+//    a device's last communication has no compute of W behind it), i.e.
+//    W grows while devices x (load + exposed comm) < ready chain work.
 // 3. Pool changes: a joining device fills the set furthest below its ask;
 //    a dead device leaves its sets, and a set left empty while it has work
 //    takes a free device (or shares one with another set).
 // Every change after admission is recorded as a DeviceMove.
-// Cost: O(1) per task event and per placement: each set keeps a list of its
-// cores that may have capacity, fed by releases (OnReleased), so placement
-// never scans the pool or the set; rebalancing scans the donors' devices
-// once per core kind and set until a core is released or time moves on.
+// Cost: O(1) per placement and O(log n) per task event of a set (its ready
+// slacks are a sorted multiset; sub-models without a set track none): each
+// set keeps a list of its cores that may have capacity, fed by releases
+// (OnReleased), so placement never scans the pool or the set; rebalancing
+// scans the donors' devices once per core kind and set until a core is
+// released or time moves on (the engine asks once per blocked set and pass,
+// HmpmdPolicy::WaitClass). The DAG is analysed once at admission, O(tasks).
 // Thread-safety: not thread-safe; owned by the policy (scheduler thread).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -125,6 +145,7 @@ class DeviceShare {
     // one that has is here; stale entries are dropped when looked at).
     std::array<std::vector<CoreId>, kNumCoreKinds> free;
     std::vector<uint32_t> running;  // per device: its runs there now
+    uint64_t running_total = 0;     // its runs running now
     double total_us = 0;            // estimated work of all its runs
     double placed_us = 0;
     double ready_us = 0;
@@ -140,12 +161,27 @@ class DeviceShare {
     };
     std::array<Full, kNumCoreKinds> full{};
     double Backlog() const { return total_us > placed_us ? total_us - placed_us : 0; }
+    // 2b/2c: static slack of its ready runs, their chains' compute inside
+    // the set, the estimated state load on a new device, its
+    // communication's estimated time, and a set waiting for its next free
+    // device (a loan).
+    std::multiset<double> ready_slack;
+    double ready_chain_us = 0;
+    double load_us = 0;
+    double comm_us = 0;
+    uint32_t comm_n = 0;
+    int32_t lend_to = kNoSubmodel;
   };
   struct JobShare {
     const JobRun* run = nullptr;
     std::vector<Set> sets;         // per sub-model
     std::vector<TimeUs> moved_at;  // per device
     uint32_t tasks_counted = 0;    // tasks of a step counted in totals
+    // Per task of a step (closed jobs): static earliest start and compute
+    // chain inside its own sub-model; the estimated critical path.
+    std::vector<double> start_us, chain_us;
+    double cp_us = 0;
+    std::vector<int32_t> lent_by;  // per device: the set that lent it, or kNoSubmodel
   };
 
   // Lays out sets [first, end) of `js` on the alive devices.
@@ -166,10 +202,29 @@ class DeviceShare {
   DeviceId Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
                      TimeUs now);
   const Set* Find(JobId job, uint32_t sm) const;
+  // --- 2b/2c (device_share_lend.cc) ---
+  // Fills start_us, chain_us and cp_us of a closed job.
+  void Analyse(JobShare& js) const;
+  double Slack(const JobShare& js, uint32_t index) const;
+  double Chain(const JobShare& js, uint32_t index) const;
+  // 2c: whether one more device still pays for `w`.
+  static bool Grows(const Set& w);
+  // 2b: whether `l` lends to `w` now.
+  static bool Lends(const Set& l, const Set& w);
+  // Moves `d` from set `from` to `to` and records it.
+  void Move(JobId job, JobShare& js, uint32_t from, uint32_t to, DeviceId d,
+            const ResourcePool& pool, TimeUs now);
+  // A device of `l` that may move to set `to` now (none of l's runs on it,
+  // not moved within the dwell; those `to` lent first), or UINT32_MAX.
+  DeviceId Movable(const JobShare& js, const Set& l, uint32_t to, CoreKind kind,
+                   const ResourcePool& pool, TimeUs now) const;
+  // A run of set `l` left device `d`: honours a loan `l` owes.
+  void MaybeLend(JobId job, JobShare& js, uint32_t l, DeviceId d, const ResourcePool& pool);
 
   DeviceShareOptions options_;
   std::unordered_map<JobId, JobShare> jobs_;
   std::vector<uint32_t> claims_;  // per device: sets (of all jobs) holding it
+  uint64_t wanting_ = 0;          // sub-models (of all jobs) with a set
   // Per device: the (job, sub-model) sets holding it.
   std::vector<std::vector<std::pair<JobId, uint32_t>>> holders_;
   std::vector<DeviceMove> moves_;

@@ -21,7 +21,9 @@
 //    side and each takes the share of the pool its ready work needs, moment
 //    by moment. A sub-model with `devices` = N runs on a device set of N
 //    that DeviceShare lays out at admission and rebalances between the
-//    job's elastic sub-models as demand shifts (device_share.h).
+//    job's elastic sub-models as demand shifts and along the critical path
+//    (device_share.h). Tasks waiting for one full set share a wait class,
+//    so the engine retries one of them per pass, not each.
 //    Compute with no input bytes to fetch first looks for a free core on
 //    a device whose vector core runs communication, so the two overlap.
 // 4. Collectives are placed as a gang by the engine (all members or none).
@@ -67,6 +69,9 @@ class HmpmdPolicy final : public Policy {
   bool Allows(const TaskView& task, DeviceId device) const override {
     return share_.Allows(task, device);
   }
+  // A task on a device set (not a gang member): its set, core kind, kernel
+  // and whether it reads stored inputs decide whether it can be placed.
+  uint64_t WaitClass(const TaskView& task) const override;
 
   // The sub-models' device sets and the moves between them.
   const DeviceShare& share() const { return share_; }

@@ -88,6 +88,12 @@ class Policy {
   // Whether `task` may run on `device`: the engine asks when it moves a gang
   // member off a device another member took.
   virtual bool Allows(const TaskView& /*task*/, DeviceId /*device*/) const { return true; }
+  // Tasks with the same nonzero wait class are, at any one moment, all
+  // placeable or none is: after Place() told one of them RetryLater, the
+  // engine sets the others aside unasked until it is placed, retrying the
+  // class's best task once per Schedule() pass (decision cost per waiting
+  // task O(log n), not O(n) per pass). 0: no class, each task is asked.
+  virtual uint64_t WaitClass(const TaskView& /*task*/) const { return 0; }
 };
 
 // Names MakePolicy() accepts, the default first.

@@ -33,6 +33,13 @@ struct ScheduleMetrics {
   // max(critical path, busiest core kind's work / its cores).
   double lower_bound_s = 0;
   double critical_path_s = 0;  // longest dependent chain of measured durations
+  // A tighter bound, also valid for the measured durations (>= the one
+  // above): per step, steps in sequence, the largest of its critical path
+  // and, over head/tail thresholds t1, t2 and core kinds, t1 + t2 + the
+  // work of the kind's runs that cannot start before t1 (their chain of
+  // inputs) and leave at least t2 after their end (their chain of
+  // consumers) / the kind's cores. Reported beside lower_bound_s.
+  double tight_bound_s = 0;
   double utilisation = 0;      // busy core-time / (cores * makespan)
   std::array<double, kNumCoreKinds> utilisation_by_kind{};
   std::vector<DeviceUtilisation> utilisation_by_device;

@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -80,6 +81,9 @@ struct JobRun {
   std::vector<double> rank_us;       // per task of a step
   std::vector<double> est_us;        // per task: estimate at admission
   std::vector<uint32_t> kernel_ids;  // per task of a step
+  // Per sub-model: the cost model's estimate of moving its state_bytes to a
+  // device (0: no state), what a policy pays to move it elsewhere.
+  std::vector<double> state_load_us;
   uint32_t step = 0;                 // step being run
   std::vector<uint32_t> gang_ready;  // per collective group: members ready this step
   uint32_t left_in_step = 0;
@@ -255,7 +259,9 @@ class Scheduler {
   const std::map<JobId, JobRun>& jobs() const { return jobs_; }
   size_t ready_count() const;
   // Ready runs waiting for a core of `kind`.
-  size_t ready_count(CoreKind kind) const { return ready_[static_cast<size_t>(kind)].size(); }
+  size_t ready_count(CoreKind kind) const {
+    return ready_[static_cast<size_t>(kind)].size() + waiting_count_[static_cast<size_t>(kind)];
+  }
   // Jobs still queued or running.
   size_t active_jobs() const { return active_jobs_; }
 
@@ -273,6 +279,8 @@ class Scheduler {
 
   // Fills a new job's per-task tables (kernel ids, ranks, estimates, runs).
   void Prepare(const JobGraph& graph, JobRun* job);
+  // Fills job->state_load_us for every sub-model of `graph`.
+  void EstimateStateLoads(const JobGraph& graph, JobRun* job) const;
   TaskView View(const JobRun& job, uint32_t run) const;
   void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   void StartStep(JobRun& job, uint32_t step, TimeUs now);
@@ -343,6 +351,26 @@ class Scheduler {
   uint64_t ready_seq_ = 0;
   std::array<std::priority_queue<ReadyItem>, kNumCoreKinds> ready_;
   std::vector<ReadyItem> deferred_;
+  // Items of a policy wait class that was told RetryLater, set aside
+  // outside the ready heap; one item per class (its best, `lead`) stays in
+  // the heap, so a Schedule() pass asks the policy once per blocked class
+  // instead of once per waiting item (scheduler_place.cc).
+  struct WaitingClass {
+    std::priority_queue<ReadyItem> items;
+    size_t heap = 0;            // the ready heap its items come from
+    bool lead_out = false;      // its lead is in that heap
+    uint64_t blocked_pass = 0;  // the Schedule() pass that last found it blocked
+  };
+  std::unordered_map<uint64_t, WaitingClass> waiting_;
+  // The items standing in the heap for their class (its best: the others
+  // wait outside the heap until it is placed), by ready seq -> class. Empty
+  // (and not looked at) while no class waits, so ReadyItem stays small.
+  std::unordered_map<uint64_t, uint64_t> leads_;
+  std::vector<uint64_t> blocked_;  // classes blocked in this pass
+  std::array<size_t, kNumCoreKinds> waiting_count_{};
+  uint64_t pass_ = 0;
+  // Puts the best item of class `cls` in its heap as the class's lead.
+  void PushLead(uint64_t cls, WaitingClass& wc);
   // Early-ready items waiting for room on their producers' core, by core;
   // put back in the ready heap when that core releases a run.
   std::map<CoreId, std::vector<ReadyItem>> parked_;
