@@ -313,10 +313,10 @@ int main(int argc, char** argv) {
   }
   // Other processes on the machine (other engineers' builds): their busy
   // cores during each phase, the noise the figures above carry.
-  auto others = [](const bench::CpuSample& c, double wall) {
+  auto others = [](const bench::CpuSample& sample, double wall) {
     double ours = 0;
-    for (const auto& [role, seconds] : c.seconds) ours += seconds;
-    return wall > 0 ? std::max(0.0, (c.machine - ours) / wall) : 0.0;
+    for (const auto& [role, seconds] : sample.seconds) ours += seconds;
+    return wall > 0 ? std::max(0.0, (sample.machine - ours) / wall) : 0.0;
   };
   std::printf("    %-16s busy %5.2f / %5.2f   (the machine's busy cores, less the roles above)\n",
               "other processes", others(quiet_cpu, quiet_seconds),
