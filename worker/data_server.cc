@@ -121,11 +121,11 @@ void DataServer::Serve() {
           // In frames of at most kFetchChunkBytes (data_frames.h), each
           // holding the outputs until ZeroMQ has sent it.
           for (size_t off = 0; off < b.data.size(); off += kFetchChunkBytes) {
-            const size_t n = std::min(kFetchChunkBytes, b.data.size() - off);
+            const size_t len = std::min(kFetchChunkBytes, b.data.size() - off);
             auto* hold = new std::shared_ptr<const BufferList>(outputs);
-            zmq::message_t frame(const_cast<std::byte*>(b.data.data()) + off, n, ReleaseOutputs,
+            zmq::message_t frame(const_cast<std::byte*>(b.data.data()) + off, len, ReleaseOutputs,
                                  hold);
-            const bool last = last_buffer && off + n == b.data.size();
+            const bool last = last_buffer && off + len == b.data.size();
             s.send(frame, last ? zmq::send_flags::none : zmq::send_flags::sndmore);
           }
         }
