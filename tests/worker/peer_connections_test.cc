@@ -15,6 +15,7 @@
 
 #include "data_frames.h"
 #include "data_plane.h"
+#include "data_producer.h"
 #include "data_server.h"
 #include "peer_fetch.h"
 
@@ -23,45 +24,14 @@ namespace {
 
 constexpr JobId kJob = 9;
 
-// n f32 values that tell (producer, run) apart.
-Buffer Values(size_t n, uint32_t seed) {
-  Buffer b;
-  b.shape = {static_cast<int64_t>(n)};
-  b.data.resize(n * sizeof(float));
-  for (size_t i = 0; i < n; ++i) {
-    const float v = static_cast<float>(seed) * 4096.0f + static_cast<float>(i % 4093);
-    std::memcpy(b.data.data() + i * sizeof(float), &v, sizeof(float));
-  }
-  return b;
-}
+using testing::Producer;
+using testing::Values;
 
 // Element by element: `got` holds exactly one buffer, Values(n, seed).
 ::testing::AssertionResult SameValues(const BufferList& got, size_t n, uint32_t seed) {
   if (got.size() != 1) return ::testing::AssertionFailure() << got.size() << " buffers";
-  const Buffer want = Values(n, seed);
-  if (got[0].data.size() != want.data.size()) {
-    return ::testing::AssertionFailure()
-           << got[0].data.size() << " bytes, want " << want.data.size();
-  }
-  for (size_t i = 0; i < n; ++i) {
-    float a, b;
-    std::memcpy(&a, got[0].data.data() + i * sizeof(float), sizeof(float));
-    std::memcpy(&b, want.data.data() + i * sizeof(float), sizeof(float));
-    if (a != b) return ::testing::AssertionFailure() << "element " << i << ": " << a << " != " << b;
-  }
-  return ::testing::AssertionSuccess();
+  return testing::SameValues(got[0], n, seed);
 }
-
-// A worker's data socket with its own store.
-struct Producer {
-  explicit Producer(zmq::context_t* ctx) : server(ctx, &store, &inbox, &log) {
-    EXPECT_TRUE(server.Bind("127.0.0.1").ok());
-  }
-  spdlog::logger log{"producer"};
-  ObjectStore store{0};
-  CollectiveInbox inbox;
-  DataServer server;
-};
 
 // Elements of run `run`: small ones, and two larger than a reply chunk.
 size_t ElementsOf(uint32_t run) {

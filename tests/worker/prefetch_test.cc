@@ -17,6 +17,7 @@
 #include "completion_queue.h"
 #include "data_frames.h"
 #include "data_plane.h"
+#include "data_producer.h"
 #include "data_server.h"
 #include "input_fetcher.h"
 #include "lane.h"
@@ -39,48 +40,15 @@ bool WaitUntil(const std::function<bool()>& done) {
   return true;
 }
 
-// n f32 values that tell producer `seed`'s elements apart.
-Buffer Values(size_t n, uint32_t seed) {
-  Buffer b;
-  b.shape = {static_cast<int64_t>(n)};
-  b.data.resize(n * sizeof(float));
-  for (size_t i = 0; i < n; ++i) {
-    const float v = static_cast<float>(seed) * 1000.0f + static_cast<float>(i % 997);
-    std::memcpy(b.data.data() + i * sizeof(float), &v, sizeof(float));
-  }
-  return b;
-}
+using testing::Producer;
+using testing::SameValues;
+using testing::Values;
 
-// Element by element: `got` holds exactly Values(n, seed).
-::testing::AssertionResult SameValues(const Buffer& got, size_t n, uint32_t seed) {
-  const Buffer want = Values(n, seed);
-  if (got.data.size() != want.data.size()) {
-    return ::testing::AssertionFailure() << got.data.size() << " bytes, want " << want.data.size();
-  }
-  for (size_t i = 0; i < n; ++i) {
-    float a, b;
-    std::memcpy(&a, got.data.data() + i * sizeof(float), sizeof(float));
-    std::memcpy(&b, want.data.data() + i * sizeof(float), sizeof(float));
-    if (a != b) return ::testing::AssertionFailure() << "element " << i << ": " << a << " != " << b;
-  }
-  return ::testing::AssertionSuccess();
+// Keeps Values(n, seed) as the outputs of run `run` for `reads` reads.
+InputRef Keep(Producer& p, uint32_t run, size_t n, uint32_t seed, uint32_t reads = 1) {
+  EXPECT_TRUE(p.store.Put(kJob, run, {Values(n, seed)}, reads).ok());
+  return InputRef{run, p.server.endpoint(), n * sizeof(float)};
 }
-
-// A worker's data socket with its own store: a producer.
-struct Producer {
-  explicit Producer(zmq::context_t* ctx) : server(ctx, &store, &inbox, &log) {
-    EXPECT_TRUE(server.Bind("127.0.0.1").ok());
-  }
-  // Keeps Values(n, seed) as the outputs of run `run` for `reads` reads.
-  InputRef Keep(uint32_t run, size_t n, uint32_t seed, uint32_t reads = 1) {
-    EXPECT_TRUE(store.Put(kJob, run, {Values(n, seed)}, reads).ok());
-    return InputRef{run, server.endpoint(), n * sizeof(float)};
-  }
-  spdlog::logger log{"producer"};
-  ObjectStore store{0};
-  CollectiveInbox inbox;
-  DataServer server;
-};
 
 TEST(InputFetcherTest, FetchesFromEveryProducerAtOnce) {
   // Three producers that answer only once all three requests are in: a
@@ -145,7 +113,7 @@ TEST(InputFetcherTest, FetchesFromEveryProducerAtOnce) {
 TEST(InputFetcherTest, ADroppedTaskFreesWhatWasFetchedAhead) {
   zmq::context_t ctx(1);
   Producer producer(&ctx);
-  const InputRef in = producer.Keep(3, 4096, 3);
+  const InputRef in = Keep(producer, 3, 4096, 3);
   ObjectStore mine(0);
   InputFetcher fetcher(&ctx, &mine, InputFetcherOptions{0, 1 << 20, 5'000'000});
   {
@@ -201,7 +169,7 @@ TEST(InputFetcherTest, AFetchInFlightOfADroppedTaskIsFreedWhenItReturns) {
 TEST(InputFetcherTest, NothingIsFetchedAheadWithAZeroBudget) {
   zmq::context_t ctx(1);
   Producer producer(&ctx);
-  const InputRef in = producer.Keep(3, 512, 3);
+  const InputRef in = Keep(producer, 3, 512, 3);
   ObjectStore mine(0);
   InputFetcher fetcher(&ctx, &mine, InputFetcherOptions{0, 0, 5'000'000});
   PrefetchedInputs ahead = fetcher.Begin(kJob, {in}, "tcp://127.0.0.1:0");
@@ -240,7 +208,7 @@ class DataPlaneInputsTest : public ::testing::Test {
 TEST_F(DataPlaneInputsTest, FetchesAheadStayWithinTheStoreCap) {
   // 768 KiB of outputs held: a 512 KiB input does not fit beside them.
   ASSERT_TRUE(plane_.store().Put(kJob, 100, {Values(196608, 9)}, 0).ok());
-  const InputRef in = producer_.Keep(1, 131072, 1);
+  const InputRef in = Keep(producer_, 1, 131072, 1);
   PrefetchedInputs ahead = plane_.PrefetchInputs(Consumer(2, {in}));
   ASSERT_TRUE(ahead);
   std::this_thread::sleep_for(milliseconds(100));
@@ -262,7 +230,7 @@ TEST_F(DataPlaneInputsTest, FetchesAheadStayWithinTheStoreCap) {
 
 TEST_F(DataPlaneInputsTest, AStartingTaskFetchesPastTheCap) {
   ASSERT_TRUE(plane_.store().Put(kJob, 100, {Values(196608, 9)}, 0).ok());
-  const InputRef in = producer_.Keep(1, 131072, 1);
+  const InputRef in = Keep(producer_, 1, 131072, 1);
   PrefetchedInputs ahead = plane_.PrefetchInputs(Consumer(2, {in}));
   Result<InputSet> got = plane_.GatherInputs(kJob, {in}, &ahead);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -274,7 +242,7 @@ TEST_F(DataPlaneInputsTest, InputsComeInInputOrderAndOneLocalListIsNotCopied) {
   // Local run 7 (two buffers, read twice), remote runs 1 and 2.
   ASSERT_TRUE(plane_.store().Put(kJob, 7, {Values(100, 7), Values(50, 8)}, 2).ok());
   const InputRef local{7, plane_.endpoint(), 150 * sizeof(float)};
-  const InputRef a = producer_.Keep(1, 300, 1), b = producer_.Keep(2, 200, 2);
+  const InputRef a = Keep(producer_, 1, 300, 1), b = Keep(producer_, 2, 200, 2);
   Result<InputSet> got = plane_.GatherInputs(kJob, {a, local, InputRef{9, "", 0}, b});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const std::span<const Buffer> all = got->buffers();
@@ -301,7 +269,7 @@ TEST_F(DataPlaneInputsTest, AnInputFetchedBeforeItsProducerFinishedIsFetchedAgai
   const InputRef in{6, producer_.server.endpoint(), 64 * sizeof(float)};
   PrefetchedInputs ahead = plane_.PrefetchInputs(Consumer(2, {in}));
   ASSERT_TRUE(WaitUntil([&] { return plane_.fetcher().fetches_done() == 1; }));
-  producer_.Keep(6, 64, 6);
+  Keep(producer_, 6, 64, 6);
   std::vector<uint32_t> lost;
   Result<InputSet> got = plane_.GatherInputs(kJob, {in}, &ahead, nullptr, &lost);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -312,7 +280,7 @@ TEST_F(DataPlaneInputsTest, AnInputFetchedBeforeItsProducerFinishedIsFetchedAgai
 TEST_F(DataPlaneInputsTest, EveryLostInputIsNamedAndLocalOnesAreNotRead) {
   ASSERT_TRUE(plane_.store().Put(kJob, 7, {Values(10, 7)}, 1).ok());
   const InputRef dead{1, "tcp://127.0.0.1:1", 64}, nowhere{2, "", 64},
-      local{7, plane_.endpoint(), 40}, fine = producer_.Keep(3, 16, 3);
+      local{7, plane_.endpoint(), 40}, fine = Keep(producer_, 3, 16, 3);
   std::vector<uint32_t> lost;
   Result<InputSet> got =
       plane_.GatherInputs(kJob, {local, dead, fine, nowhere}, nullptr, nullptr, &lost);
@@ -324,7 +292,7 @@ TEST_F(DataPlaneInputsTest, EveryLostInputIsNamedAndLocalOnesAreNotRead) {
 }
 
 TEST_F(DataPlaneInputsTest, AFetchedInputIsReadOnlyOnceItsTaskRuns) {
-  const InputRef in = producer_.Keep(20, 300, 20);  // one read
+  const InputRef in = Keep(producer_, 20, 300, 20);  // one read
   PrefetchedInputs ahead = plane_.PrefetchInputs(Consumer(4, {in}));
   ASSERT_TRUE(WaitUntil([&] { return plane_.fetcher().fetches_done() == 1; }));
   EXPECT_EQ(producer_.store.entries(), 1u) << "read taken by the fetch ahead";
@@ -337,7 +305,7 @@ TEST_F(DataPlaneInputsTest, AFetchedInputIsReadOnlyOnceItsTaskRuns) {
 }
 
 TEST_F(DataPlaneInputsTest, ATaskShortOfAnInputTakesNoReadOfItsFetchedOnes) {
-  const InputRef fine = producer_.Keep(21, 300, 21), dead{22, "tcp://127.0.0.1:1", 64};
+  const InputRef fine = Keep(producer_, 21, 300, 21), dead{22, "tcp://127.0.0.1:1", 64};
   std::vector<uint32_t> lost;
   Result<InputSet> got = plane_.GatherInputs(kJob, {fine, dead}, nullptr, nullptr, &lost);
   ASSERT_FALSE(got.ok());
@@ -376,7 +344,7 @@ TEST_F(DataPlaneInputsTest, ALaneFetchesQueuedTasksAheadAndFreesACancelledOnesIn
   first.kernel = "gate";
   lane->Push(LaneTask{first, &gate, plane_.PrefetchInputs(first)});
   ASSERT_TRUE(WaitUntil([] { return entered.load(); }));
-  const InputRef a = producer_.Keep(10, 32768, 10), b = producer_.Keep(11, 65536, 11);
+  const InputRef a = Keep(producer_, 10, 32768, 10), b = Keep(producer_, 11, 65536, 11);
   const TaskAssign cancelled = Consumer(2, {a}), kept = Consumer(3, {b});
   lane->Push(LaneTask{cancelled, &record, plane_.PrefetchInputs(cancelled)});
   lane->Push(LaneTask{kept, &record, plane_.PrefetchInputs(kept)});
