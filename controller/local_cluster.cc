@@ -38,6 +38,9 @@ Status LocalCluster::Start(std::chrono::milliseconds timeout) {
       return Status::Unavailable("workers did not all register within " +
                                  std::to_string(timeout.count()) + " ms");
     }
+    if (options_.interrupted) {
+      if (std::string why = options_.interrupted(); !why.empty()) return Status::Cancelled(why);
+    }
   }
   return Status::Ok();
 }

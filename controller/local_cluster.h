@@ -32,8 +32,9 @@ struct LocalClusterOptions {
   // Default: WorkerBinary().
   std::string worker_binary;
   std::vector<std::string> extra_worker_args;
-  // Asked every 20 ms while RunJob waits: a non-empty answer (why) cancels
-  // the job and RunJob returns Cancelled with it. Default: none.
+  // Asked every 20 ms while Start or RunJob waits: a non-empty answer (why)
+  // makes Start return Cancelled with it, or cancels the job and RunJob
+  // returns Cancelled with it. Default: none.
   std::function<std::string()> interrupted;
 };
 

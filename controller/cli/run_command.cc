@@ -63,8 +63,13 @@ int RunMain(const RunArgs& a) {
     return std::string("interrupted by ") + (caught == SIGINT ? "SIGINT" : "SIGTERM") +
            ": the job was cancelled";
   };
+  // A signal's exit code is 128 + its number, as a shell reports it.
+  auto fail = [&caught](const Status& st) {
+    const int code = Fail(st);
+    return st.code() == StatusCode::kCancelled && caught > 0 ? 128 + caught : code;
+  };
   LocalCluster cluster(opts);
-  if (Status st = cluster.Start(); !st.ok()) return Fail(st);
+  if (Status st = cluster.Start(); !st.ok()) return fail(st);
   bool succeeded = false;
   std::string output, trace;
   Status st = cluster.RunJob(std::move(graph).value(),
@@ -87,8 +92,7 @@ int RunMain(const RunArgs& a) {
     if (st.code() == StatusCode::kInvalidArgument) {
       st = Status::InvalidArgument(a.job_file + ": " + st.message());
     }
-    const int code = Fail(st);
-    return st.code() == StatusCode::kCancelled && caught > 0 ? 128 + caught : code;
+    return fail(st);
   }
   if (!a.trace_file.empty()) {
     if (Status w = WriteFile(a.trace_file, trace); !w.ok()) return Fail(w);

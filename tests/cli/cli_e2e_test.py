@@ -257,6 +257,27 @@ class EmbeddedRun(unittest.TestCase):
                             p.kill()
                             p.wait()
 
+    def test_run_interrupted_while_its_workers_start_exits_at_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            never = os.path.join(tmp, "never-registers")
+            with open(never, "w") as f:
+                f.write("#!/bin/sh\nexec sleep 60\n")
+            os.chmod(never, 0o755)
+            with open(os.path.join(tmp, "stderr"), "w+") as err:
+                p = subprocess.Popen([HMPMD, "run", EXAMPLE, "--workers", "1",
+                                      "--worker-binary", never],
+                                     stdout=subprocess.DEVNULL, stderr=err)
+                try:
+                    time.sleep(1)  # within the 30 s the start waits for workers
+                    p.send_signal(signal.SIGINT)
+                    self.assertEqual(p.wait(timeout=20), 130)
+                    err.seek(0)
+                    self.assertIn("hmpmd: interrupted by SIGINT", err.read())
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+
     def test_sim_json_reports_every_policy_within_its_bound(self):
         r = run("sim", EXAMPLE, "--devices", "16", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
