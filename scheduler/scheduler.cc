@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <span>
 #include <tuple>
-#include <unordered_map>
 
 namespace hmpmd {
 
@@ -132,69 +131,6 @@ size_t Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_rea
   rec.pending = CountPending(job, run);
   if (rec.pending == 0) MakeReady(job, run, now);
   return revived;
-}
-
-Status Scheduler::CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t first,
-                                std::span<const uint32_t> kernel_ids) const {
-  // Members per group, groups in the order their first member comes.
-  std::unordered_map<std::string_view, size_t> index;
-  std::vector<std::pair<uint32_t, size_t>> gangs;  // first member, members
-  for (uint32_t i = 0; i < tasks.size(); ++i) {
-    if (!tasks[i].collective) continue;
-    auto [it, fresh] = index.try_emplace(tasks[i].collective->group, gangs.size());
-    if (fresh) gangs.push_back({i, 0});
-    ++gangs[it->second].second;
-  }
-  // Devices that can run a member, by (kernel, core kind): a job has many
-  // groups but few such pairs.
-  std::map<std::pair<uint32_t, CoreKind>, size_t> fits;
-  for (const auto& [m, members] : gangs) {
-    if (members < 2) continue;
-    const TaskSpec& t = tasks[m];
-    auto [it, fresh] = fits.try_emplace({kernel_ids[m], t.core}, 0);
-    if (fresh) {
-      for (DeviceId d = 0; d < pool_.device_count(); ++d) {
-        const ResourcePool::Device& dev = pool_.device(d);
-        if (!dev.alive || !pool_.Supports(d, kernel_ids[m])) continue;
-        it->second += std::any_of(dev.cores.begin(), dev.cores.end(),
-                                  [&](CoreId c) { return pool_.core(c).kind == t.core; });
-      }
-    }
-    if (members > it->second) {
-      return Status::InvalidArgument(
-          "tasks[" + std::to_string(first + m) + "] '" + t.id + "': collective.group: group '" +
-          t.collective->group + "' has " + std::to_string(members) +
-          " members, which need distinct devices; devices that run '" + t.kernel + "' on a " +
-          std::string(CoreKindName(t.core)) + " core: " + std::to_string(it->second));
-    }
-  }
-  return Status::Ok();
-}
-
-Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job) const {
-  if (pool_.alive_device_count() == 0) return Status::Ok();  // waits for workers
-  for (uint32_t i = 0; i < graph.size(); ++i) {
-    const TaskSpec& t = graph.spec_task(i);
-    if (pool_.alive_cores(t.core) == 0) {
-      return Status::InvalidArgument(graph.Describe(i) + ": core: no worker has a '" +
-                                     std::string(CoreKindName(t.core)) + "' core");
-    }
-    if (!pool_.AnySupports(job.kernel_ids[i], t.core)) {
-      return Status::InvalidArgument(graph.Describe(i) + ": kernel: no worker runs '" + t.kernel +
-                                     "' on a " + std::string(CoreKindName(t.core)) + " core");
-    }
-  }
-  RETURN_IF_ERROR(CheckGangsFit(graph.spec().tasks, 0, job.kernel_ids));
-  for (size_t s = 0; s < graph.spec().submodels.size(); ++s) {
-    const SubmodelSpec& sm = graph.spec().submodels[s];
-    if (sm.devices > pool_.alive_device_count()) {
-      return Status::InvalidArgument("submodels[" + std::to_string(s) + "] '" + sm.name +
-                                     "': devices: asks for " + std::to_string(sm.devices) +
-                                     ", the pool has " +
-                                     std::to_string(pool_.alive_device_count()));
-    }
-  }
-  return Status::Ok();
 }
 
 void Scheduler::EstimateStateLoads(const JobGraph& graph, JobRun* job) const {

@@ -28,8 +28,8 @@ struct DeviceUtilisation {
 };
 
 struct ScheduleMetrics {
-  uint64_t tasks = 0;          // runs that finished
-  double makespan_s = 0;       // first start to last end
+  uint64_t tasks = 0;     // runs that finished
+  double makespan_s = 0;  // first start to last end
   // max(critical path, busiest core kind's work / its cores).
   double lower_bound_s = 0;
   double critical_path_s = 0;  // longest dependent chain of measured durations
@@ -40,10 +40,10 @@ struct ScheduleMetrics {
   // inputs) and leave at least t2 after their end (their chain of
   // consumers) / the kind's cores. Reported beside lower_bound_s.
   double tight_bound_s = 0;
-  double utilisation = 0;      // busy core-time / (cores * makespan)
+  double utilisation = 0;  // busy core-time / (cores * makespan)
   std::array<double, kNumCoreKinds> utilisation_by_kind{};
   std::vector<DeviceUtilisation> utilisation_by_device;
-  double comm_s = 0;           // total time of communication tasks
+  double comm_s = 0;  // total time of communication tasks
   // Communication time that overlaps compute on the same device / comm_s;
   // 0 when the job has no communication.
   double masking_ratio = 0;
