@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <thread>
 
 extern char** environ;
@@ -37,10 +38,11 @@ Status LocalWorkers::Start(const std::string& binary, const std::vector<std::str
   argv.push_back(nullptr);
   // The environment plus HMPMD_PARENT_PID, so the worker leaves when this
   // process is gone, however it ended (WorkerOptions::parent_pid).
-  const std::string parent = "HMPMD_PARENT_PID=" + std::to_string(::getpid());
+  constexpr std::string_view kParentVar = "HMPMD_PARENT_PID=";
+  const std::string parent = std::string(kParentVar) + std::to_string(::getpid());
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "HMPMD_PARENT_PID=", 17) != 0) envp.push_back(*e);
+    if (!std::string_view(*e).starts_with(kParentVar)) envp.push_back(*e);
   }
   envp.push_back(const_cast<char*>(parent.c_str()));
   envp.push_back(nullptr);

@@ -1,5 +1,6 @@
-// Tests for the Scheduler engine: readiness, steps, admission, results,
-// retries, cancellation and device loss (scheduler/scheduler.{h,cc}).
+// Tests for the Scheduler engine: readiness, steps, results, retries,
+// cancellation and device loss (scheduler/scheduler.{h,cc}; admission in
+// scheduler_admit_test.cc).
 // Driven by test::VirtualLoop: no threads, no clock.
 #include "hmpmd/scheduler/scheduler.h"
 
@@ -12,12 +13,14 @@
 #include <vector>
 
 #include "hmpmd/scheduler/hmpmd_policy.h"
+#include "scheduler_fixture.h"
 #include "test_builders.h"
 
 namespace hmpmd {
 namespace {
 
 using test::Device;
+using test::SchedulerTest;
 using test::SpecBuilder;
 using test::TaskBuilder;
 using test::VirtualLoop;
@@ -31,48 +34,6 @@ class RefusingPolicy final : public Policy {
   Placement Place(const TaskView&, const ResourcePool&, TimeUs) override {
     return Placement::Infeasible("no device has enough memory");
   }
-};
-
-class SchedulerTest : public ::testing::Test {
- protected:
-  void Make(std::unique_ptr<Policy> policy = std::make_unique<HmpmdPolicy>()) {
-    sched_ = std::make_unique<Scheduler>(opts_, std::move(policy));
-  }
-  JobId Add(const JobSpec& spec, TimeUs now = 0) {
-    auto g = test::BuildGraph(spec);
-    if (!g) return 0;
-    Result<JobId> id = sched_->AddJob(g, now);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    return id.ok() ? *id : 0;
-  }
-  Status AddStatus(const JobSpec& spec) {
-    auto g = test::BuildGraph(spec);
-    if (!g) return Status::Internal("spec did not build");
-    Result<JobId> id = sched_->AddJob(g, 0);
-    return id.ok() ? Status::Ok() : id.status();
-  }
-  std::vector<Dispatch> ScheduleAt(TimeUs now) {
-    std::vector<Dispatch> out;
-    sched_->Schedule(now, &out);
-    return out;
-  }
-  const JobRun& Job(JobId id) const {
-    const JobRun* j = sched_->job(id);
-    EXPECT_NE(j, nullptr);
-    return *j;
-  }
-  std::string TaskOf(JobId job, uint32_t run) const {
-    const JobRun& j = Job(job);
-    return j.graph->spec_task(run % j.graph->size()).id;
-  }
-  static void ExpectHas(const std::string& msg, std::initializer_list<std::string> needles) {
-    for (const std::string& n : needles) {
-      EXPECT_NE(msg.find(n), std::string::npos) << "message '" << msg << "' lacks '" << n << "'";
-    }
-  }
-
-  SchedulerOptions opts_;
-  std::unique_ptr<Scheduler> sched_;
 };
 
 TEST_F(SchedulerTest, ChainRunsInOrder) {
@@ -307,63 +268,6 @@ TEST_F(SchedulerTest, LearnsEachDevicesSpeedFromTheDurationsItSees) {
     EXPECT_NEAR(est, d.device == 0 ? 1000 : 2500, d.device == 0 ? 60 : 150)
         << "device " << d.device;
   }
-}
-
-TEST_F(SchedulerTest, AddJobRejectsACoreKindNoDeviceHas) {
-  Make();
-  sched_->AddDevice(Device("cube-only", 2, 0));
-  Status s = AddStatus(SpecBuilder().Chain({"a"}, 1).Add(TaskBuilder("v", "send").Vector()));
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  ExpectHas(s.message(), {"tasks[1] 'v'", "core", "'vector'"});
-  EXPECT_TRUE(sched_->jobs().empty()) << "a rejected job leaves no trace";
-}
-
-TEST_F(SchedulerTest, AddJobRejectsAKernelNoDeviceRuns) {
-  Make();
-  sched_->AddDevice(Device("cube", 1, 0, {"spin"}));
-  sched_->AddDevice(Device("vec", 0, 1, {"send"}));
-  Status s = AddStatus(SpecBuilder().Chain({"a"}, 1).Add(TaskBuilder("g", "gemm")));
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  ExpectHas(s.message(), {"tasks[1] 'g'", "kernel", "no worker runs 'gemm'"});
-  // A kernel the pool runs, but only on the other core kind.
-  Status k = AddStatus(SpecBuilder().Add(TaskBuilder("x", "send")));  // send on cube
-  EXPECT_EQ(k.code(), StatusCode::kInvalidArgument);
-  ExpectHas(k.message(), {"tasks[0] 'x'", "kernel", "'send' on a cube core"});
-  EXPECT_TRUE(AddStatus(SpecBuilder().Add(TaskBuilder("x", "send").Vector())).ok());
-}
-
-TEST_F(SchedulerTest, AddJobRejectsMoreDevicesThanThePoolHas) {
-  Make();
-  sched_->AddDevice(Device("d0", 1));
-  sched_->AddDevice(Device("d1", 1));
-  Status s = AddStatus(SpecBuilder()
-                           .Submodel("vision", SubmodelKind::kEncoder, 3)
-                           .Add(TaskBuilder("a").Submodel("vision")));
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  ExpectHas(s.message(), {"submodels[0] 'vision'", "devices", "asks for 3", "has 2"});
-  EXPECT_TRUE(AddStatus(SpecBuilder()
-                            .Submodel("vision", SubmodelKind::kEncoder, 2)
-                            .Add(TaskBuilder("a").Submodel("vision")))
-                  .ok());
-}
-
-TEST_F(SchedulerTest, AddJobAcceptsAnythingWhileThePoolIsEmpty) {
-  Make();
-  JobId job = Add(SpecBuilder().Add(TaskBuilder("v", "mystery").Vector()));
-  ASSERT_NE(job, 0u);
-  EXPECT_TRUE(ScheduleAt(0).empty()) << "nothing to run on yet";
-  sched_->AddDevice(Device("late", 0, 1));
-  std::vector<Dispatch> out = ScheduleAt(5);
-  ASSERT_EQ(out.size(), 1u) << "runs once a worker arrives";
-  EXPECT_EQ(Job(job).state, JobState::kRunning);
-  EXPECT_EQ(Job(job).started, 5);
-}
-
-TEST_F(SchedulerTest, AddJobTreatsAPoolOfDeadDevicesAsEmpty) {
-  Make();
-  DeviceId d = sched_->AddDevice(Device("d", 1, 0, {"spin"}));
-  sched_->RemoveDevice(d, 0);
-  EXPECT_TRUE(AddStatus(SpecBuilder().Add(TaskBuilder("g", "gemm"))).ok());
 }
 
 TEST_F(SchedulerTest, StaleResultsAreIgnored) {

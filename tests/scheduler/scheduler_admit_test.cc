@@ -1,0 +1,75 @@
+// Tests for the Scheduler's admission checks (scheduler/scheduler_admit.cc):
+// what the pool that is up cannot run is refused at AddJob with one line;
+// an empty pool accepts anything and waits for workers.
+#include <gtest/gtest.h>
+
+#include "scheduler_fixture.h"
+#include "test_builders.h"
+
+namespace hmpmd {
+namespace {
+
+using test::Device;
+using test::SchedulerTest;
+using test::SpecBuilder;
+using test::TaskBuilder;
+
+TEST_F(SchedulerTest, AddJobRejectsACoreKindNoDeviceHas) {
+  Make();
+  sched_->AddDevice(Device("cube-only", 2, 0));
+  Status s = AddStatus(SpecBuilder().Chain({"a"}, 1).Add(TaskBuilder("v", "send").Vector()));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ExpectHas(s.message(), {"tasks[1] 'v'", "core", "'vector'"});
+  EXPECT_TRUE(sched_->jobs().empty()) << "a rejected job leaves no trace";
+}
+
+TEST_F(SchedulerTest, AddJobRejectsAKernelNoDeviceRuns) {
+  Make();
+  sched_->AddDevice(Device("cube", 1, 0, {"spin"}));
+  sched_->AddDevice(Device("vec", 0, 1, {"send"}));
+  Status s = AddStatus(SpecBuilder().Chain({"a"}, 1).Add(TaskBuilder("g", "gemm")));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ExpectHas(s.message(), {"tasks[1] 'g'", "kernel", "no worker runs 'gemm'"});
+  // A kernel the pool runs, but only on the other core kind.
+  Status k = AddStatus(SpecBuilder().Add(TaskBuilder("x", "send")));  // send on cube
+  EXPECT_EQ(k.code(), StatusCode::kInvalidArgument);
+  ExpectHas(k.message(), {"tasks[0] 'x'", "kernel", "'send' on a cube core"});
+  EXPECT_TRUE(AddStatus(SpecBuilder().Add(TaskBuilder("x", "send").Vector())).ok());
+}
+
+TEST_F(SchedulerTest, AddJobRejectsMoreDevicesThanThePoolHas) {
+  Make();
+  sched_->AddDevice(Device("d0", 1));
+  sched_->AddDevice(Device("d1", 1));
+  Status s = AddStatus(SpecBuilder()
+                           .Submodel("vision", SubmodelKind::kEncoder, 3)
+                           .Add(TaskBuilder("a").Submodel("vision")));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ExpectHas(s.message(), {"submodels[0] 'vision'", "devices", "asks for 3", "has 2"});
+  EXPECT_TRUE(AddStatus(SpecBuilder()
+                            .Submodel("vision", SubmodelKind::kEncoder, 2)
+                            .Add(TaskBuilder("a").Submodel("vision")))
+                  .ok());
+}
+
+TEST_F(SchedulerTest, AddJobAcceptsAnythingWhileThePoolIsEmpty) {
+  Make();
+  JobId job = Add(SpecBuilder().Add(TaskBuilder("v", "mystery").Vector()));
+  ASSERT_NE(job, 0u);
+  EXPECT_TRUE(ScheduleAt(0).empty()) << "nothing to run on yet";
+  sched_->AddDevice(Device("late", 0, 1));
+  std::vector<Dispatch> out = ScheduleAt(5);
+  ASSERT_EQ(out.size(), 1u) << "runs once a worker arrives";
+  EXPECT_EQ(Job(job).state, JobState::kRunning);
+  EXPECT_EQ(Job(job).started, 5);
+}
+
+TEST_F(SchedulerTest, AddJobTreatsAPoolOfDeadDevicesAsEmpty) {
+  Make();
+  DeviceId d = sched_->AddDevice(Device("d", 1, 0, {"spin"}));
+  sched_->RemoveDevice(d, 0);
+  EXPECT_TRUE(AddStatus(SpecBuilder().Add(TaskBuilder("g", "gemm"))).ok());
+}
+
+}  // namespace
+}  // namespace hmpmd
