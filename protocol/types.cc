@@ -1,11 +1,15 @@
 #include "hmpmd/protocol/types.h"
 
+#include <charconv>
+
 namespace hmpmd {
 
 std::string_view CoreKindName(CoreKind kind) {
   switch (kind) {
-    case CoreKind::kCube: return "cube";
-    case CoreKind::kVector: return "vector";
+    case CoreKind::kCube:
+      return "cube";
+    case CoreKind::kVector:
+      return "vector";
   }
   return "unknown";
 }
@@ -14,6 +18,68 @@ std::optional<CoreKind> ParseCoreKind(std::string_view name) {
   if (name == "cube") return CoreKind::kCube;
   if (name == "vector") return CoreKind::kVector;
   return std::nullopt;
+}
+
+Result<CoreCounts> ParseCoreCounts(std::string_view text) {
+  if (text.empty()) return Status::InvalidArgument("empty; expected e.g. cube=1,vector=2");
+  CoreCounts counts;
+  bool seen[kNumCoreKinds] = {};
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument("'" + std::string(item) + "' is not KIND=COUNT");
+    }
+    const std::string_view kind_name = item.substr(0, eq);
+    const std::string_view count_text = item.substr(eq + 1);
+    std::optional<CoreKind> kind = ParseCoreKind(kind_name);
+    if (!kind) {
+      return Status::InvalidArgument("'" + std::string(kind_name) +
+                                     "' is not a core kind (cube, vector)");
+    }
+    const int k = static_cast<int>(*kind);
+    if (seen[k]) return Status::InvalidArgument("'" + std::string(kind_name) + "' given twice");
+    seen[k] = true;
+    uint32_t count = 0;
+    auto [end, ec] =
+        std::from_chars(count_text.data(), count_text.data() + count_text.size(), count);
+    if (ec != std::errc() || end != count_text.data() + count_text.size() || count_text.empty() ||
+        count > kMaxCoresPerKind) {
+      return Status::InvalidArgument("count '" + std::string(count_text) + "' of " +
+                                     std::string(kind_name) + " is not an integer in [0, " +
+                                     std::to_string(kMaxCoresPerKind) + "]");
+    }
+    counts.count[k] = count;
+  }
+  uint32_t total = 0;
+  for (uint32_t c : counts.count) total += c;
+  if (total == 0) return Status::InvalidArgument("a device needs at least one core");
+  return counts;
+}
+
+Status CheckEndpoint(std::string_view endpoint, bool bind) {
+  const std::string expected = "'" + std::string(endpoint) + "' is not tcp://HOST:PORT (PORT " +
+                               (bind ? "0-65535 or *" : "1-65535") + ") or ipc://PATH";
+  if (endpoint.starts_with("ipc://")) {
+    return endpoint.size() > 6 ? Status::Ok() : Status::InvalidArgument(expected);
+  }
+  if (!endpoint.starts_with("tcp://")) return Status::InvalidArgument(expected);
+  const size_t colon = endpoint.rfind(':');
+  if (colon <= 6) return Status::InvalidArgument(expected);  // no HOST, or no ':' after it
+  const std::string_view port = endpoint.substr(colon + 1);
+  if (bind && port == "*") return Status::Ok();
+  uint32_t number = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+  if (ec != std::errc() || end != port.data() + port.size() || number < (bind ? 0u : 1u) ||
+      number > 65535) {
+    return Status::InvalidArgument(expected);
+  }
+  return Status::Ok();
 }
 
 double ArgNumber(const Args& args, std::string_view name, double fallback) {

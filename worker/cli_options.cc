@@ -17,7 +17,6 @@
 namespace hmpmd::worker {
 namespace {
 
-constexpr uint32_t kMaxCoresPerKind = 256;
 // 1 PiB: far above any device, small enough to catch a unit mix-up.
 constexpr uint64_t kMaxMemoryMb = uint64_t{1} << 30;
 constexpr size_t kMaxNameLength = 255;
@@ -56,51 +55,12 @@ Result<uint64_t> UnsignedField(const json& value, const std::string& where, uint
 }  // namespace
 
 Status ParseCores(std::string_view text, WorkerOptions* options) {
-  const std::string flag = "--cores: ";
-  if (text.empty()) return Status::InvalidArgument(flag + "empty; expected e.g. cube=1,vector=2");
   // The flag lists the device's cores completely: a kind left out has none,
   // so `--cores cube=2` is a device without vector cores.
-  uint32_t counts[kNumCoreKinds] = {};
-  bool seen[kNumCoreKinds] = {};
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string_view::npos) comma = text.size();
-    const std::string_view item = text.substr(pos, comma - pos);
-    pos = comma + 1;
-
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return Status::InvalidArgument(flag + "'" + std::string(item) + "' is not KIND=COUNT");
-    }
-    const std::string_view kind_name = item.substr(0, eq);
-    const std::string_view count_text = item.substr(eq + 1);
-    std::optional<CoreKind> kind = ParseCoreKind(kind_name);
-    if (!kind) {
-      return Status::InvalidArgument(flag + "'" + std::string(kind_name) +
-                                     "' is not a core kind (cube, vector)");
-    }
-    const int k = static_cast<int>(*kind);
-    if (seen[k]) {
-      return Status::InvalidArgument(flag + "'" + std::string(kind_name) + "' given twice");
-    }
-    seen[k] = true;
-    uint32_t count = 0;
-    auto [end, ec] =
-        std::from_chars(count_text.data(), count_text.data() + count_text.size(), count);
-    if (ec != std::errc() || end != count_text.data() + count_text.size() || count_text.empty() ||
-        count > kMaxCoresPerKind) {
-      return Status::InvalidArgument(flag + "count '" + std::string(count_text) + "' of " +
-                                     std::string(kind_name) + " is not an integer in [0, " +
-                                     std::to_string(kMaxCoresPerKind) + "]");
-    }
-    counts[k] = count;
-  }
-  if (counts[0] + counts[1] == 0) {
-    return Status::InvalidArgument(flag + "the worker needs at least one core");
-  }
-  options->cube_cores = counts[static_cast<int>(CoreKind::kCube)];
-  options->vector_cores = counts[static_cast<int>(CoreKind::kVector)];
+  Result<CoreCounts> counts = ParseCoreCounts(text);
+  if (!counts.ok()) return Status::InvalidArgument("--cores: " + counts.status().message());
+  options->cube_cores = counts->count[static_cast<int>(CoreKind::kCube)];
+  options->vector_cores = counts->count[static_cast<int>(CoreKind::kVector)];
   return Status::Ok();
 }
 
@@ -115,12 +75,10 @@ Result<LogLevel> ParseLogLevel(std::string_view text) {
 }
 
 Status CheckControllerEndpoint(std::string_view endpoint) {
-  const bool tcp = endpoint.starts_with("tcp://") && endpoint.size() > 6 &&
-                   endpoint.find(':', 6) != std::string_view::npos;
-  const bool ipc = endpoint.starts_with("ipc://") && endpoint.size() > 6;
-  if (tcp || ipc) return Status::Ok();
-  return Status::InvalidArgument("--controller: '" + std::string(endpoint) +
-                                 "' is not tcp://HOST:PORT or ipc://PATH");
+  if (Status st = CheckEndpoint(endpoint, /*bind=*/false); !st.ok()) {
+    return Status::InvalidArgument("--controller: " + st.message());
+  }
+  return Status::Ok();
 }
 
 Result<std::string> ReadTokenFile(const std::string& path) {

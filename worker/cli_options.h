@@ -21,7 +21,7 @@ Status ParseCores(std::string_view text, WorkerOptions* options);
 // "trace", "debug", "info", "warn" or "error".
 Result<LogLevel> ParseLogLevel(std::string_view text);
 
-// tcp://HOST:PORT or ipc://PATH.
+// tcp://HOST:PORT or ipc://PATH (CheckEndpoint).
 Status CheckControllerEndpoint(std::string_view endpoint);
 
 // The token in `path`, without trailing whitespace.

@@ -40,6 +40,10 @@ struct ControllerArgs {
 
 int ControllerMain(const ControllerArgs& a) {
   if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
+  // Before --db is opened, so that a typo does not leave a new file behind.
+  if (Status st = CheckEndpoint(a.listen, /*bind=*/true); !st.ok()) {
+    return Fail(Status::InvalidArgument("--listen: " + st.message()));
+  }
   ControllerOptions opts;
   opts.listen = a.listen;
   opts.policy = a.policy;

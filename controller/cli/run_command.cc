@@ -32,6 +32,10 @@ int RunMain(const RunArgs& a) {
     return Fail(Status::InvalidArgument("--workers: must be between 1 and 256"));
   }
   if (a.timeout_s <= 0) return Fail(Status::InvalidArgument("--timeout: must be positive"));
+  // Checked here, once, rather than by each worker as it starts.
+  if (Result<CoreCounts> cores = ParseCoreCounts(a.cores); !cores.ok()) {
+    return Fail(Status::InvalidArgument("--cores: " + cores.status().message()));
+  }
   auto text = ReadFile(a.job_file);
   if (!text.ok()) return Fail(text.status());
   LocalClusterOptions opts;

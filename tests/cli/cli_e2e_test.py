@@ -169,6 +169,11 @@ class EmbeddedRun(unittest.TestCase):
         r = run("run", EXAMPLE, "--workers", "0")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--workers", r.stderr)
+        # Said once by `run` itself, not once by each worker it would start.
+        r = run("run", EXAMPLE, "--cores", "cube=1000")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "hmpmd: --cores: count '1000' of cube is not an integer"
+                         " in [0, 256]\n")
 
     def test_worker_rejects_bad_flags_in_one_line_without_starting(self):
         ctl = "tcp://127.0.0.1:%d" % free_port()
@@ -198,6 +203,15 @@ class EmbeddedRun(unittest.TestCase):
             r = run("controller", *listen, *args, timeout=20)
             self.assertEqual(r.returncode, 2, args)
             self.assertIn(args[0], r.stderr)
+        # ZeroMQ would listen on a random port for 99999; refused before
+        # the --db file is created.
+        with tempfile.TemporaryDirectory() as tmp:
+            db = os.path.join(tmp, "jobs.db")
+            for endpoint in ("garbage", "tcp://127.0.0.1:99999"):
+                r = run("controller", "--listen", endpoint, "--db", db, "--http", "", timeout=20)
+                self.assertEqual(r.returncode, 2, endpoint)
+                self.assertIn("--listen: '%s' is not tcp://HOST:PORT" % endpoint, r.stderr)
+                self.assertEqual(os.listdir(tmp), [])
         for args in (["--request-timeout", "-1"], ["--wait", "--wait-timeout", "-5"]):
             r = run("submit", EXAMPLE, *args)
             self.assertEqual(r.returncode, 2, args)

@@ -8,6 +8,8 @@
 #include <variant>
 #include <vector>
 
+#include "hmpmd/protocol/status.h"
+
 namespace hmpmd {
 
 using JobId = uint32_t;
@@ -22,6 +24,21 @@ inline constexpr int kNumCoreKinds = 2;
 
 std::string_view CoreKindName(CoreKind kind);
 std::optional<CoreKind> ParseCoreKind(std::string_view name);
+
+// A device's core list as the command lines spell it, "cube=1,vector=2": a
+// kind left out has no cores; counts are integers in [0, kMaxCoresPerKind]
+// and at least one core in total. Errors are one line naming the item.
+inline constexpr uint32_t kMaxCoresPerKind = 256;
+struct CoreCounts {
+  uint32_t count[kNumCoreKinds] = {};
+};
+Result<CoreCounts> ParseCoreCounts(std::string_view text);
+
+// A ZeroMQ endpoint as the command lines take it: tcp://HOST:PORT with PORT
+// in [1, 65535] (or, to `bind`, 0 or `*`: any free port), or ipc://PATH.
+// ZeroMQ itself binds an out-of-range port to a random one instead of
+// refusing it.
+Status CheckEndpoint(std::string_view endpoint, bool bind);
 
 // Kernel arguments are flat name -> scalar maps, in the order the spec gave.
 using ArgValue = std::variant<int64_t, double, bool, std::string>;
@@ -41,8 +58,8 @@ double ArgNumber(const Args& args, std::string_view name, double fallback);
 
 // Kernels every worker ships with (DESIGN.md, "Worker library").
 inline constexpr std::string_view kBuiltinKernels[] = {
-    "noop", "spin", "sleep", "gemm", "add", "scale", "send",
-    "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast"};
+    "noop", "spin",      "sleep",     "gemm",           "add",      "scale",
+    "send", "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast"};
 
 // True for kernels whose time is communication, not compute: they count
 // towards the communication masking ratio.
