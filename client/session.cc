@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/types.h"
 
 namespace hmpmd::client::internal {
 namespace {
@@ -40,7 +41,9 @@ Session::~Session() {
 FutureState* Session::StateOf(const Future& f) { return f.state_.get(); }
 
 Status Session::Start() {
-  if (options_.controller.empty()) return Status::InvalidArgument("controller: empty endpoint");
+  if (Status st = CheckEndpoint(options_.controller, /*bind=*/false); !st.ok()) {
+    return Status::InvalidArgument("controller: " + st.message());
+  }
   if (options_.max_batch == 0) return Status::InvalidArgument("max_batch: must be at least 1");
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::Internal("eventfd failed");

@@ -201,6 +201,11 @@ TEST_F(ClientTest, BadCallsGetOneLineErrors) {
       << s.message();
   EXPECT_EQ(c->Submit({.kernel = "noop", .actor = "ghost"}).status().message(),
             "call 0: actor: unknown actor 'ghost' (CreateActor first)");
+  ClientOptions typo;
+  typo.controller = "tcp://127.0.0.1:99999";
+  EXPECT_EQ(Client::Connect(typo).status().message(),
+            "controller: 'tcp://127.0.0.1:99999' is not tcp://HOST:PORT (PORT 1-65535) or "
+            "ipc://PATH");
   for (const std::string& m : {cross.status().message(), s.message()}) {
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
