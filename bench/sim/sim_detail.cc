@@ -13,19 +13,22 @@
 namespace hmpmd {
 namespace {
 
-// "ar3_2_17_3" -> "ar#_#_#_3": digit runs as '#' but the last.
-std::string Pattern(const std::string& id) {
-  size_t last = std::string::npos;
-  for (size_t i = id.size(); i-- > 0;) {
-    if (std::isdigit(static_cast<unsigned char>(id[i]))) {
-      last = i;
-      while (last > 0 && std::isdigit(static_cast<unsigned char>(id[last - 1]))) --last;
-      break;
-    }
+// "ar3_2_17_3" -> "ar#_#_#_3": digit runs as '#' but the last (or, with
+// `keep_first`, but the first: "ar3_#_#_#").
+std::string Pattern(const std::string& id, bool keep_first = false) {
+  auto digit = [&](size_t i) { return std::isdigit(static_cast<unsigned char>(id[i])) != 0; };
+  size_t keep = std::string::npos, keep_end = std::string::npos;
+  for (size_t k = 0; k < id.size(); ++k) {
+    size_t i = keep_first ? k : id.size() - 1 - k;
+    if (!digit(i)) continue;
+    keep = keep_end = i;
+    while (keep > 0 && digit(keep - 1)) --keep;
+    while (keep_end < id.size() && digit(keep_end)) ++keep_end;
+    break;
   }
   std::string out;
   for (size_t i = 0; i < id.size(); ++i) {
-    if (i >= last || !std::isdigit(static_cast<unsigned char>(id[i]))) {
+    if ((i >= keep && i < keep_end) || !digit(i)) {
       out += id[i];
     } else if (out.empty() || out.back() != '#') {
       out += '#';
@@ -47,9 +50,12 @@ int PrintDetail(const JobSpec& spec, uint32_t devices, const std::string& policy
   o.pool = MakePoolSpec(devices);
   auto graph = JobGraph::Build(spec);
   auto sim = graph.ok() ? Simulator::Create(o) : graph.status();
-  if (!sim.ok()) return 1;
-  auto id = (*sim)->Submit(*graph);
-  if (!id.ok() || !(*sim)->Run().ok()) return 1;
+  auto id = sim.ok() ? (*sim)->Submit(*graph) : sim.status();
+  Status run = id.ok() ? (*sim)->Run() : id.status();
+  if (!run.ok()) {
+    std::fprintf(stderr, "bench_sim --detail: %s\n", run.message().c_str());
+    return 1;
+  }
   const Scheduler& sched = (*sim)->scheduler();
   const ResourcePool& pool = sched.pool();
   const JobRun& job = *sched.job(*id);
@@ -131,6 +137,30 @@ int PrintDetail(const JobSpec& spec, uint32_t devices, const std::string& policy
   print("communication by sub-model and kernel", by_kind, 20);
   print("by task id (digits '#', last kept), most bare", by_pattern, 12);
   print("bare communication: the device's next compute", by_next, 12);
+
+  // Phases: first start and last end per task-id pattern (first digit run
+  // kept, e.g. an iteration).
+  struct Phase {
+    TimeUs start = INT64_MAX, end = 0;
+    uint64_t n = 0;
+  };
+  std::map<std::string, Phase> phases;
+  for (uint32_t r = 0; r < job.runs.size(); ++r) {
+    const TaskRecord& rec = job.runs[r];
+    if (rec.state != TaskState::kDone) continue;
+    Phase& p = phases[Pattern(g.spec_task(r % n).id, true)];
+    p.start = std::min(p.start, rec.start);
+    p.end = std::max(p.end, rec.end);
+    ++p.n;
+  }
+  std::vector<std::pair<std::string, Phase>> ph(phases.begin(), phases.end());
+  std::sort(ph.begin(), ph.end(), [](auto& a, auto& b) { return a.second.start < b.second.start; });
+  std::printf("\nphases (task ids, first digit run kept): first start, last end (ms)\n");
+  for (size_t i = 0; i < ph.size() && i < 40; ++i) {
+    std::printf("%-20s %7llu %9.2f %9.2f\n", ph[i].first.c_str(),
+                static_cast<unsigned long long>(ph[i].second.n), (ph[i].second.start - first) / 1e3,
+                (ph[i].second.end - first) / 1e3);
+  }
 
   // Busy compute cores per sub-model over 20 slices of the makespan.
   constexpr int kSlices = 20;
