@@ -475,7 +475,11 @@ DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind k
   Set& w = js.sets[sm];
   const TimeUs dwell = options_.min_dwell_us;
   if (!w.elastic || w.spans || now - w.gave_at < dwell) return kNoDevice;
-  if (!Grows(w)) return kNoDevice;  // 2c
+  if (!Grows(w)) return kNoDevice;   // 2c
+  if (w.devices.size() < w.floor) {  // 2d: what it lent while idle first
+    DeviceId back = Recall(job, js, sm, kind, pool, now);
+    if (back != kNoDevice) return back;
+  }
   // Donors: elastic sets with no ready work, above their floor; the one
   // with the least backlog per device gives first. Lenders (2b): sets
   // whose ready work has more slack than W's by more than the loan's two
@@ -489,7 +493,9 @@ DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind k
       if (Lends(l, w)) lenders.push_back({-*l.ready_slack.begin(), s});
       continue;
     }
-    const size_t keep = l.Backlog() > 0 ? l.floor : 0;
+    // 2d: a set with work ahead keeps its largest gang, unless nothing of
+    // it is ready or running: then all but one device may go (and come back).
+    const size_t keep = l.Backlog() <= 0 ? 0 : l.running_total == 0 ? 1 : l.floor;
     if (l.devices.size() <= keep) continue;
     // Only when W's backlog per device after the move is still above L's:
     // a set that idles for a moment but has as much work ahead keeps its

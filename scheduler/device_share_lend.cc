@@ -110,6 +110,21 @@ DeviceId DeviceShare::Movable(const JobShare& js, const Set& l, uint32_t to, Cor
   return pick;
 }
 
+DeviceId DeviceShare::Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind,
+                             const ResourcePool& pool, TimeUs now) {
+  for (uint32_t s = 0; s < js.sets.size(); ++s) {
+    const Set& l = js.sets[s];
+    if (s == sm || l.want == 0 || l.spans) continue;
+    // Movable() ranks a device `sm` lent first.
+    const DeviceId d = Movable(js, l, sm, kind, pool, now);
+    if (d != UINT32_MAX && d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(sm)) {
+      Move(job, js, s, sm, d, pool, now);
+      return d;
+    }
+  }
+  return UINT32_MAX;
+}
+
 void DeviceShare::MaybeLend(JobId job, JobShare& js, uint32_t l, DeviceId d,
                             const ResourcePool& pool) {
   Set& from = js.sets[l];

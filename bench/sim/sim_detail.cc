@@ -191,6 +191,21 @@ int PrintDetail(const JobSpec& spec, uint32_t devices, const std::string& policy
   }
   std::printf("\n");
   if (const auto* hp = dynamic_cast<const HmpmdPolicy*>(&sched.policy())) {
+    // Device moves between sub-models (from>to) per slice.
+    std::map<std::string, std::vector<int>> flows;
+    for (const DeviceMove& mv : hp->share().moves()) {
+      if (mv.job != *id || mv.from < 0 || mv.to < 0) continue;
+      int k = std::clamp(static_cast<int>((mv.at - first) * kSlices / span), 0, kSlices - 1);
+      auto& row = flows[sms[mv.from].name + ">" + sms[mv.to].name];
+      row.resize(kSlices, 0);
+      ++row[k];
+    }
+    std::printf("device moves per slice:\n");
+    for (const auto& [name, row] : flows) {
+      std::printf("%-15s", name.c_str());
+      for (int v : row) std::printf(" %4d", v);
+      std::printf("\n");
+    }
     std::printf("device moves %llu, state loads %llu (%.3f s device time)\n",
                 static_cast<unsigned long long>(hp->share().MoveCount(*id)),
                 static_cast<unsigned long long>((*sim)->state_loads()),
