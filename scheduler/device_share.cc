@@ -475,10 +475,13 @@ DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind k
   Set& w = js.sets[sm];
   const TimeUs dwell = options_.min_dwell_us;
   if (!w.elastic || w.spans || now - w.gave_at < dwell) return kNoDevice;
-  if (!Grows(w)) return kNoDevice;   // 2c
-  if (w.devices.size() < w.floor) {  // 2d: what it lent while idle first
+  if (w.devices.size() < w.floor) {
+    // 2d: below its largest gang, whatever 2c says (a gang with no compute
+    // behind it has no chain to grow for, and would wait forever).
     DeviceId back = Recall(job, js, sm, kind, pool, now);
     if (back != kNoDevice) return back;
+  } else if (!Grows(w)) {
+    return kNoDevice;  // 2c
   }
   // Donors: elastic sets with no ready work, above their floor; the one
   // with the least backlog per device gives first. Lenders (2b): sets

@@ -112,14 +112,20 @@ DeviceId DeviceShare::Movable(const JobShare& js, const Set& l, uint32_t to, Cor
 
 DeviceId DeviceShare::Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind,
                              const ResourcePool& pool, TimeUs now) {
-  for (uint32_t s = 0; s < js.sets.size(); ++s) {
-    const Set& l = js.sets[s];
-    if (s == sm || l.want == 0 || l.spans) continue;
-    // Movable() ranks a device `sm` lent first.
-    const DeviceId d = Movable(js, l, sm, kind, pool, now);
-    if (d != UINT32_MAX && d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(sm)) {
-      Move(job, js, s, sm, d, pool, now);
-      return d;
+  // A device `sm` lent first (Movable() ranks those first), then any free
+  // device of an elastic set above its own floor: the floors fit in the
+  // pool, so every set can get back to its floor once runs end.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t s = 0; s < js.sets.size(); ++s) {
+      const Set& l = js.sets[s];
+      if (s == sm || l.want == 0 || l.spans) continue;
+      if (pass == 1 && (!l.elastic || l.devices.size() <= std::max<size_t>(1, l.floor))) continue;
+      const DeviceId d = Movable(js, l, sm, kind, pool, now);
+      if (d == UINT32_MAX) continue;
+      if (pass == 1 || (d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(sm))) {
+        Move(job, js, s, sm, d, pool, now);
+        return d;
+      }
     }
   }
   return UINT32_MAX;

@@ -189,5 +189,37 @@ TEST_F(DeviceLendTest, AnIdleGangLendsBelowItsFloorAndTakesItsDeviceBackFirst) {
   EXPECT_EQ(back.front().at, gen_end);
 }
 
+// gen (2 devices) has six 3 ms tasks ready at once and `more` tasks after
+// them; train (2 devices) has only an all-reduce gang of two, fed by gen's
+// tasks, and nothing after it: once lent (2d), train's second device must
+// come back for the gang whatever rule 2c says about growing (a gang with
+// no compute behind it has no chain to justify growth).
+JobSpec GangOnly(int more) {
+  SpecBuilder s;
+  s.Submodel("gen", SubmodelKind::kActor, 2).Submodel("train", SubmodelKind::kLearner, 2);
+  for (int i = 0; i < 6; ++i) {
+    s.Add(TaskBuilder("g" + std::to_string(i)).Us(3000).Submodel("gen"));
+  }
+  for (int i = 0; i < 2; ++i) {
+    s.Add(TaskBuilder("ar" + std::to_string(i), "allreduce")
+              .Vector()
+              .Collective("ar", "allreduce")
+              .Submodel("train")
+              .Inputs({"g" + std::to_string(i * 3 + 2)}));
+  }
+  for (int i = 0; i < more; ++i) {
+    s.Add(TaskBuilder("h" + std::to_string(i)).Us(3000).Submodel("gen"));
+  }
+  return s;
+}
+
+TEST_F(DeviceLendTest, AGangBelowItsFloorGetsItsDevicesBack) {
+  for (int more : {0, 20}) {
+    SetUp();
+    JobId id = Run(GangOnly(more));
+    EXPECT_EQ(sched_->job(id)->state, JobState::kSucceeded) << "more=" << more;
+  }
+}
+
 }  // namespace
 }  // namespace hmpmd

@@ -45,8 +45,10 @@
 //    nothing of it ready or running, all but one of its devices may go as
 //    in 2 (e.g. a learner's devices, while the first rollouts generate, run
 //    rollouts instead of idling). Below its floor, a set with ready work
-//    first takes back the devices it gave (each at its borrower's next free
-//    moment, whatever the borrower's work), then grows by 2 and 2b.
+//    takes back the devices it gave (each at its borrower's next free
+//    moment, whatever the borrower's work), else a free device of a set
+//    above its own floor, then grows by 2 and 2b; 2c does not apply there
+//    (a gang with no compute behind it would wait forever).
 // 3. Pool changes: a joining device fills the set furthest below its ask;
 //    a dead device leaves its sets, and a set left empty while it has work
 //    takes a free device (or shares one with another set).
@@ -225,8 +227,9 @@ class DeviceShare {
   // not moved within the dwell; those `to` lent first), or UINT32_MAX.
   DeviceId Movable(const JobShare& js, const Set& l, uint32_t to, CoreKind kind,
                    const ResourcePool& pool, TimeUs now) const;
-  // 2d: a device `sm` lent (on loan in another set, free of its runs) moves
-  // back; returns it or UINT32_MAX.
+  // 2d: a device `sm` lent (on loan in another set, free of its runs), or
+  // else a free one of a set above its floor, moves to `sm`; returns it or
+  // UINT32_MAX.
   DeviceId Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
                   TimeUs now);
   // A run of set `l` left device `d`: honours a loan `l` owes.
