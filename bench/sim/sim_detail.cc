@@ -187,7 +187,7 @@ int PrintDetail(const JobSpec& spec, uint32_t devices, const std::string& policy
   for (int k = 0; k < kSlices; ++k) {
     double sum = 0;
     for (size_t s = 0; s < sms.size(); ++s) sum += busy[s][k];
-    std::printf(" %4.0f", pool.alive_cores(CoreKind::kCube) - sum);
+    std::printf(" %4.0f", std::max(0.0, pool.alive_cores(CoreKind::kCube) - sum) + 0.0);
   }
   std::printf("\n");
   if (const auto* hp = dynamic_cast<const HmpmdPolicy*>(&sched.policy())) {
