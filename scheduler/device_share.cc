@@ -470,49 +470,4 @@ Placement DeviceShare::Place(const TaskView& task, CoreKind kind, const Resource
   return Placement::RetryLater();
 }
 
-DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind,
-                                const ResourcePool& pool, TimeUs now) {
-  Set& w = js.sets[sm];
-  const TimeUs dwell = options_.min_dwell_us;
-  if (!w.elastic || w.spans || now - w.gave_at < dwell) return kNoDevice;
-  if (!Grows(w)) return kNoDevice;  // 2c
-  // Donors: elastic sets with no ready work, above their floor; the one
-  // with the least backlog per device gives first. Lenders (2b): sets
-  // whose ready work has more slack than W's by more than the loan's two
-  // state loads; the one with the most slack lends first.
-  std::vector<std::pair<double, uint32_t>> donors, lenders;
-  for (uint32_t s = 0; s < js.sets.size(); ++s) {
-    const Set& l = js.sets[s];
-    if (s == sm || l.want == 0 || !l.elastic || l.spans) continue;
-    if (now - l.received_at < dwell) continue;
-    if (l.ready > 0) {
-      if (Lends(l, w)) lenders.push_back({-*l.ready_slack.begin(), s});
-      continue;
-    }
-    const size_t keep = l.Backlog() > 0 ? l.floor : 0;
-    if (l.devices.size() <= keep) continue;
-    // Only when W's backlog per device after the move is still above L's:
-    // a set that idles for a moment but has as much work ahead keeps its
-    // devices (each move costs a state load).
-    const double after = l.devices.size() > 1 ? l.Backlog() / (l.devices.size() - 1.0) : 0;
-    // A set with nothing ready and nothing running cannot use the device
-    // before some input of its backlog is done: it gives in any case.
-    const bool idle = l.running_total == 0;
-    if (!idle && l.Backlog() > 0 && w.Backlog() / (w.devices.size() + 1.0) <= after) continue;
-    donors.push_back({l.Backlog() / static_cast<double>(l.devices.size()), s});
-  }
-  std::sort(donors.begin(), donors.end());
-  std::sort(lenders.begin(), lenders.end());
-  donors.insert(donors.end(), lenders.begin(), lenders.end());
-  for (const auto& [pressure, s] : donors) {
-    DeviceId pick = Movable(js, js.sets[s], sm, kind, pool, now);
-    if (pick == kNoDevice) continue;
-    Move(job, js, s, sm, pick, pool, now);
-    return pick;
-  }
-  // Every device of the lenders runs their work: the first to free comes.
-  if (!lenders.empty()) js.sets[lenders.front().second].lend_to = static_cast<int32_t>(sm);
-  return kNoDevice;
-}
-
 }  // namespace hmpmd

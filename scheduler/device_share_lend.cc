@@ -1,11 +1,69 @@
-// DeviceShare: lending along the critical path (rule 2b) and the growth
-// limit (rule 2c); see device_share.h. The rest is in device_share.cc.
+// DeviceShare: moving devices between sets (Rebalance: rules 2, 2b, 2c and
+// 2d; see device_share.h). The rest is in device_share.cc.
 #include <algorithm>
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
 
 namespace hmpmd {
+
+namespace {
+constexpr DeviceId kNoDevice = UINT32_MAX;
+}  // namespace
+
+DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind kind,
+                                const ResourcePool& pool, TimeUs now) {
+  Set& w = js.sets[sm];
+  const TimeUs dwell = options_.min_dwell_us;
+  if (!w.elastic || w.spans || now - w.gave_at < dwell) return kNoDevice;
+  if (w.devices.size() < w.floor) {
+    // 2d: below its largest gang, whatever 2c says (a gang with no compute
+    // behind it has no chain to grow for, and would wait forever).
+    DeviceId back = Recall(job, js, sm, kind, pool, now);
+    if (back != kNoDevice) return back;
+  } else if (!Grows(w)) {
+    return kNoDevice;  // 2c
+  }
+  // Donors: elastic sets with no ready work, above their floor; the one
+  // with the least backlog per device gives first. Lenders (2b): sets
+  // whose ready work has more slack than W's by more than the loan's two
+  // state loads; the one with the most slack lends first.
+  std::vector<std::pair<double, uint32_t>> donors, lenders;
+  for (uint32_t s = 0; s < js.sets.size(); ++s) {
+    const Set& l = js.sets[s];
+    if (s == sm || l.want == 0 || !l.elastic || l.spans) continue;
+    if (now - l.received_at < dwell) continue;
+    if (l.ready > 0) {
+      if (Lends(l, w)) lenders.push_back({-*l.ready_slack.begin(), s});
+      continue;
+    }
+    // 2d: a set with work ahead keeps its largest gang, unless nothing of
+    // it is ready or running: then all but one device may go (and come back).
+    const size_t keep = l.Backlog() <= 0 ? 0 : l.running_total == 0 ? 1 : l.floor;
+    if (l.devices.size() <= keep) continue;
+    // Only when W's backlog per device after the move is still above L's:
+    // a set that idles for a moment but has as much work ahead keeps its
+    // devices (each move costs a state load).
+    const double after = l.devices.size() > 1 ? l.Backlog() / (l.devices.size() - 1.0) : 0;
+    // A set with nothing ready and nothing running cannot use the device
+    // before some input of its backlog is done: it gives in any case.
+    const bool idle = l.running_total == 0;
+    if (!idle && l.Backlog() > 0 && w.Backlog() / (w.devices.size() + 1.0) <= after) continue;
+    donors.push_back({l.Backlog() / static_cast<double>(l.devices.size()), s});
+  }
+  std::sort(donors.begin(), donors.end());
+  std::sort(lenders.begin(), lenders.end());
+  donors.insert(donors.end(), lenders.begin(), lenders.end());
+  for (const auto& [pressure, s] : donors) {
+    DeviceId pick = Movable(js, js.sets[s], sm, kind, pool, now);
+    if (pick == kNoDevice) continue;
+    Move(job, js, s, sm, pick, pool, now);
+    return pick;
+  }
+  // Every device of the lenders runs their work: the first to free comes.
+  if (!lenders.empty()) js.sets[lenders.front().second].lend_to = static_cast<int32_t>(sm);
+  return kNoDevice;
+}
 
 void DeviceShare::Analyse(JobShare& js) const {
   const JobRun& job = *js.run;
@@ -108,6 +166,27 @@ DeviceId DeviceShare::Movable(const JobShare& js, const Set& l, uint32_t to, Cor
     }
   }
   return pick;
+}
+
+DeviceId DeviceShare::Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind,
+                             const ResourcePool& pool, TimeUs now) {
+  // A device `sm` lent first (Movable() ranks those first), then any free
+  // device of an elastic set above its own floor: the floors fit in the
+  // pool, so every set can get back to its floor once runs end.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t s = 0; s < js.sets.size(); ++s) {
+      const Set& l = js.sets[s];
+      if (s == sm || l.want == 0 || l.spans) continue;
+      if (pass == 1 && (!l.elastic || l.devices.size() <= std::max<size_t>(1, l.floor))) continue;
+      const DeviceId d = Movable(js, l, sm, kind, pool, now);
+      if (d == UINT32_MAX) continue;
+      if (pass == 1 || (d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(sm))) {
+        Move(job, js, s, sm, d, pool, now);
+        return d;
+      }
+    }
+  }
+  return UINT32_MAX;
 }
 
 void DeviceShare::MaybeLend(JobId job, JobShare& js, uint32_t l, DeviceId d,

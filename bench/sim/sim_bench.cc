@@ -6,6 +6,9 @@
 //   bench_sim --scale [--tasks N] [--devices N]
 //                                     one job of N task runs (default 1e6) on
 //                                     N devices (default 4096), wall time
+//   bench_sim --detail WORKLOAD [--policy P] [--devices N] [--rl-...]
+//                                     where one schedule leaves communication
+//                                     unmasked and cores idle (sim_detail.h)
 //   bench_sim [--benchmark_...]       Google Benchmark: the engine+policy
 //                                     decision cost per task at 64, 512, 4096
 //                                     devices (same tasks per device)
@@ -22,6 +25,7 @@
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/simulator.h"
 #include "hmpmd/scheduler/workloads.h"
+#include "sim_detail.h"
 
 namespace hmpmd {
 namespace {
@@ -238,9 +242,12 @@ int main(int argc, char** argv) {
   uint64_t tasks = 1'000'000;
   hmpmd::RlArgs rl;
   bool table = false, scale = false;
+  std::string detail, policy = "hmpmd";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--table")) table = true;
     if (!std::strcmp(argv[i], "--scale")) scale = true;
+    if (!std::strcmp(argv[i], "--detail") && i + 1 < argc) detail = argv[++i];
+    if (!std::strcmp(argv[i], "--policy") && i + 1 < argc) policy = argv[++i];
     if (!std::strcmp(argv[i], "--devices") && i + 1 < argc) devices = std::stoul(argv[++i]);
     if (!std::strcmp(argv[i], "--tasks") && i + 1 < argc) tasks = std::stoull(argv[++i]);
     if (!std::strcmp(argv[i], "--rl-iterations") && i + 1 < argc) {
@@ -249,6 +256,14 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--rl-staleness") && i + 1 < argc) {
       rl.staleness = std::stol(argv[++i]);
     }
+  }
+  if (!detail.empty()) {
+    auto spec = hmpmd::Workload(detail, devices ? devices : 384, rl);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "bench_sim: %s\n", spec.status().message().c_str());
+      return 1;
+    }
+    return hmpmd::PrintDetail(*spec, devices ? devices : 384, policy);
   }
   if (table) return hmpmd::Table(devices ? devices : 384, rl);
   if (scale) return hmpmd::Scale(tasks, devices ? devices : 4096);

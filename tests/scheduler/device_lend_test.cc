@@ -3,7 +3,8 @@
 // has slack lends a device to the set whose ready work is critical and gets
 // it back; it lends nothing when its own queue would not drain within its
 // slack; a set is not grown when the communication a new device would leave
-// exposed outweighs the compute it saves.
+// exposed outweighs the compute it saves; an idle set lends devices below
+// its largest gang and takes them back first when its work is ready (2d).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -136,6 +137,88 @@ TEST_F(DeviceLendTest, ASetGrowsWhenItsCommunicationIsCheap) {
   // train a device, so the test above can tell the two apart.
   Run(TrainWithComm(100));
   EXPECT_FALSE(Moves(kGen, kTrain).empty()) << "train did not grow although its sends are cheap";
+}
+
+// gen (2 devices) has six 3 ms tasks ready at once and twenty more with
+// nothing after them; train (2 devices, its all-reduce gang needs both) has
+// two 2 ms tasks that wait for the first six, then the gang, then a 20 ms
+// task (the critical path).
+JobSpec IdleGang() {
+  SpecBuilder s;
+  s.Submodel("gen", SubmodelKind::kActor, 2).Submodel("train", SubmodelKind::kLearner, 2);
+  for (int i = 0; i < 6; ++i) {
+    s.Add(TaskBuilder("g" + std::to_string(i)).Us(3000).Submodel("gen"));
+  }
+  for (int i = 0; i < 2; ++i) {
+    std::string t = "t" + std::to_string(i);
+    s.Add(TaskBuilder(t).Us(2000).Submodel("train").Inputs({"g0", "g1", "g2", "g3", "g4", "g5"}));
+    s.Add(TaskBuilder("ar" + std::to_string(i), "allreduce")
+              .Vector()
+              .Collective("ar", "allreduce")
+              .Submodel("train")
+              .Inputs({t}));
+  }
+  for (int i = 0; i < 20; ++i) {
+    s.Add(TaskBuilder("h" + std::to_string(i)).Us(3000).Submodel("gen"));
+  }
+  s.Add(TaskBuilder("u").Us(20000).Submodel("train").Inputs({"ar0", "ar1"}));
+  return s;
+}
+
+TEST_F(DeviceLendTest, AnIdleGangLendsBelowItsFloorAndTakesItsDeviceBackFirst) {
+  JobId id = Run(IdleGang());
+  // Nothing of train is ready or running at 0: one of its two devices
+  // (all but one) runs gen's tasks meanwhile...
+  std::vector<DeviceMove> lent = Moves(kTrain, kGen);
+  ASSERT_FALSE(lent.empty()) << "train kept its gang's devices idle";
+  EXPECT_EQ(lent.front().at, 0);
+  EXPECT_TRUE(lent.size() == 1 || lent[1].at > 0) << "train gave both devices at 0";
+  // ...so gen's six tasks take 6 ms on three devices, not 9 ms on two...
+  const JobRun& job = *sched_->job(id);
+  TimeUs gen_end = 0;
+  for (uint32_t r = 0; r < job.runs.size(); ++r) {
+    if (job.graph->spec_task(r).id.front() == 'g') gen_end = std::max(gen_end, job.runs[r].end);
+  }
+  EXPECT_EQ(gen_end, 6000);
+  // ...and train, below its gang once its tasks are ready, gets that very
+  // device back at once, although gen still has twenty tasks ready (too
+  // many to lend a device by 2b, and gen is no idle donor).
+  std::vector<DeviceMove> back = Moves(kGen, kTrain);
+  ASSERT_FALSE(back.empty()) << "the lent device never came back";
+  EXPECT_EQ(back.front().device, lent.front().device);
+  EXPECT_EQ(back.front().at, gen_end);
+}
+
+// gen (2 devices) has six 3 ms tasks ready at once and `more` tasks after
+// them; train (2 devices) has only an all-reduce gang of two, fed by gen's
+// tasks, and nothing after it: once lent (2d), train's second device must
+// come back for the gang whatever rule 2c says about growing (a gang with
+// no compute behind it has no chain to justify growth).
+JobSpec GangOnly(int more) {
+  SpecBuilder s;
+  s.Submodel("gen", SubmodelKind::kActor, 2).Submodel("train", SubmodelKind::kLearner, 2);
+  for (int i = 0; i < 6; ++i) {
+    s.Add(TaskBuilder("g" + std::to_string(i)).Us(3000).Submodel("gen"));
+  }
+  for (int i = 0; i < 2; ++i) {
+    s.Add(TaskBuilder("ar" + std::to_string(i), "allreduce")
+              .Vector()
+              .Collective("ar", "allreduce")
+              .Submodel("train")
+              .Inputs({"g" + std::to_string(i * 3 + 2)}));
+  }
+  for (int i = 0; i < more; ++i) {
+    s.Add(TaskBuilder("h" + std::to_string(i)).Us(3000).Submodel("gen"));
+  }
+  return s;
+}
+
+TEST_F(DeviceLendTest, AGangBelowItsFloorGetsItsDevicesBack) {
+  for (int more : {0, 20}) {
+    SetUp();
+    JobId id = Run(GangOnly(more));
+    EXPECT_EQ(sched_->job(id)->state, JobState::kSucceeded) << "more=" << more;
+  }
 }
 
 }  // namespace

@@ -23,7 +23,7 @@
 //    L's. Hysteresis: a moved device stays min_dwell_us; a set that gave a
 //    device receives none for min_dwell_us and one that received gives none
 //    for as long; a set keeps its largest gang (at least 1 device) while it
-//    has work.
+//    has work running or ready (2d).
 // 2b. Lending along the critical path (device_share_lend.cc): a set L
 //    whose ready work is ahead of the critical path lends a device to a
 //    set W whose ready work is on it even while L has ready work, when the
@@ -40,6 +40,15 @@
 //    communication it would leave exposed (its mean communication time;
 //    a device's last communication has no compute of W behind it), i.e.
 //    W grows while devices x (load + exposed comm) < ready chain work.
+// 2d. Idle gangs lend too: a set with work ahead keeps its largest gang
+//    (rule 1's floor) only while some run of it is ready or running; with
+//    nothing of it ready or running, all but one of its devices may go as
+//    in 2 (e.g. a learner's devices, while the first rollouts generate, run
+//    rollouts instead of idling). Below its floor, a set with ready work
+//    takes back the devices it gave (each at its borrower's next free
+//    moment, whatever the borrower's work), else a free device of a set
+//    above its own floor, then grows by 2 and 2b; 2c does not apply there
+//    (a gang with no compute behind it would wait forever).
 // 3. Pool changes: a joining device fills the set furthest below its ask;
 //    a dead device leaves its sets, and a set left empty while it has work
 //    takes a free device (or shares one with another set).
@@ -218,6 +227,11 @@ class DeviceShare {
   // not moved within the dwell; those `to` lent first), or UINT32_MAX.
   DeviceId Movable(const JobShare& js, const Set& l, uint32_t to, CoreKind kind,
                    const ResourcePool& pool, TimeUs now) const;
+  // 2d: a device `sm` lent (on loan in another set, free of its runs), or
+  // else a free one of a set above its floor, moves to `sm`; returns it or
+  // UINT32_MAX.
+  DeviceId Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
+                  TimeUs now);
   // A run of set `l` left device `d`: honours a loan `l` owes.
   void MaybeLend(JobId job, JobShare& js, uint32_t l, DeviceId d, const ResourcePool& pool);
 
