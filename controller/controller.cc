@@ -392,6 +392,18 @@ void Controller::ShutdownWorkers(const std::string& reason) {
 }
 
 void Controller::ScheduleAndSend(TimeUs now) {
+  // Gang members whose gang starts over stop first (before a new attempt
+  // can reach the same worker): they wait for a peer that will not come.
+  std::map<std::pair<WorkerId, JobId>, CancelRuns> aborts;
+  for (const RunEnded& e : scheduler_->TakeAborted()) {
+    if (e.device >= device_worker_.size()) continue;
+    CancelRuns& c = aborts[{device_worker_[e.device], e.job}];
+    c.job = e.job;
+    c.runs.push_back(e.run);
+  }
+  for (auto& [key, c] : aborts) {
+    if (workers_[key.first].alive) transport_.Send(workers_[key.first].identity, c);
+  }
   if (RecoveryHoldsDispatch(now)) return;  // workers are still re-registering
   dispatch_scratch_.clear();
   scheduler_->Schedule(now, &dispatch_scratch_);
