@@ -45,14 +45,20 @@ Status StoreWriter::Flush() {
 }
 
 void StoreWriter::AfterWritten(std::function<void()> fn) {
+  bool queued = false;
   {
     std::lock_guard lock(mu_);
     if (durable_ < appended_) {
       after_written_.emplace_back(appended_, std::move(fn));
-      return;
+      flush_now_ = true;  // someone waits: write now, not at the next period
+      queued = true;
     }
   }
-  fn();  // nothing waits to be written
+  if (queued) {
+    cv_.notify_one();
+  } else {
+    fn();  // nothing waits to be written
+  }
 }
 
 void StoreWriteLatency::Add(double seconds) {

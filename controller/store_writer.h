@@ -63,7 +63,8 @@ class StoreWriter {
   // Calls `fn` on the writer thread once everything appended before this
   // call is in the store (written; a failed batch first has to succeed on
   // a retry). For acknowledgements that must survive a crash (a submitted
-  // job's 201). Callbacks still waiting when the writer stops are dropped.
+  // job's 201); the writer writes at once instead of at its next period.
+  // Callbacks still waiting when the writer stops are dropped.
   void AfterWritten(std::function<void()> fn);
 
   uint64_t batches_written() const;
