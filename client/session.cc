@@ -115,11 +115,16 @@ void Session::Wake() {
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
 }
 
+// Heartbeat periods without a word from the controller after which the
+// session is lost (as the controller declares a silent driver lost).
+constexpr int64_t kSilentPeriods = 10;
+
 void Session::Loop() {
   zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                              {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
   const int64_t heartbeat_us = int64_t{std::max(1u, options_.heartbeat_ms)} * 1000;
-  int64_t last_sent = NowUs();
+  int64_t last_sent = NowUs(), last_heard = last_sent;
+  bool lost = false;
   while (!stop_) {
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(options_.heartbeat_ms));
@@ -146,9 +151,22 @@ void Session::Loop() {
       if (!two) continue;
       auto msg = Decode(header.to_string_view(), body.to_string_view());
       if (!msg.ok()) continue;
+      last_heard = NowUs();
       if (auto* u = std::get_if<SessionUpdate>(&*msg)) HandleUpdate(*u);
     }
     const int64_t now = NowUs();
+    if (!lost && now - last_heard > kSilentPeriods * heartbeat_us) {
+      // The controller answers every heartbeat: it is gone (killed, or
+      // unreachable). Nothing would ever end the futures: fail them.
+      lost = true;
+      SessionUpdate u;
+      u.job = job_;
+      u.closed = true;
+      u.job_state = "lost";
+      u.job_error = "driver session lost: the controller at " + options_.controller +
+                    " did not answer for " + std::to_string((now - last_heard) / 1000) + " ms";
+      HandleUpdate(u);
+    }
     if (Flush(now)) {
       last_sent = now;
     } else if (now - last_sent >= heartbeat_us) {
@@ -254,7 +272,8 @@ void Session::HandleUpdate(SessionUpdate& u) {
               ? Status::Ok()
               : Status::Aborted("session '" + options_.session + "' (job " + std::to_string(job_) +
                                 ") " + u.job_state + ": " + u.job_error);
-      const std::string why = "the session ended (" + u.job_state + ")";
+      const std::string why =
+          u.job_state == "lost" ? u.job_error : "the session ended (" + u.job_state + ")";
       for (auto& w : tasks_) {
         if (auto f = w.lock(); f && !Ended(*f)) {
           f->phase = FutureState::Phase::kLost;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
 // constructor when a vector of StoreRecord grows (GCC bug 105593 family).
@@ -48,6 +49,7 @@ Status Controller::Start() {
   if (!policy.ok()) return policy.status();
   started_at_ = NowUs();
   if (options_.store) {
+    ASSIGN_OR_RETURN(epoch_, options_.store->LoadEpoch());
     RETURN_IF_ERROR(RestoreFromStore(started_at_));
     writer_ = std::make_unique<StoreWriter>(options_.store.get(), options_.store_writer);
   }
@@ -56,6 +58,7 @@ Status Controller::Start() {
     RETURN_IF_ERROR(zap_->Start());
     RETURN_IF_ERROR(transport_.EnableCurveServer(options_.curve_secret_key));
   }
+  while (epoch_ == 0) epoch_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
   spdlog::info("controller listening on {} (policy {})", transport_.endpoint(), options_.policy);
   return Status::Ok();
@@ -99,7 +102,11 @@ void Controller::Run() {
     if (!sessions_.empty()) FlushSessions(now);
     if (iteration_hook_) iteration_hook_(now);
     NotifyEndedJobs();
-    if (writer_) writer_->Append(&store_pending_);
+    if (writer_) {
+      writer_->Append(&store_pending_);
+      for (auto& fn : durable_waiters_) writer_->AfterWritten(std::move(fn));
+      durable_waiters_.clear();
+    }
   }
   if (writer_) {
     writer_->Append(&store_pending_);
@@ -247,9 +254,16 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   ++alive_workers_;
   recovery_.OnRegistered(w.key);
   if (writer_) store_pending_.push_back(WorkerRecord{w.key, true});
-  // Tasks it still holds run (or ran) there: do not start them again.
-  AdoptReported(workers_.back(), m, now);
-  transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms});
+  // Tasks it still holds run (or ran) there: do not start them again. Held
+  // for another controller (another store, or none), they belong to other
+  // jobs, whatever their ids: the worker drops them on our epoch.
+  if (m.epoch == epoch_) {
+    AdoptReported(workers_.back(), m, now);
+  } else if (!m.held.empty() || !m.outputs.empty()) {
+    spdlog::warn("worker '{}' holds {} task(s) and {} output(s) of another controller: dropped",
+                 m.name, m.held.size(), m.outputs.size());
+  }
+  transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms, epoch_});
   spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", w.id, m.name,
                scheduler_->pool().device(w.device).desc.cores[0],
                scheduler_->pool().device(w.device).desc.cores[1], m.kernels.size());
@@ -327,6 +341,14 @@ void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
   scheduler_->RemoveDevice(w.device, now);
 }
 
+void Controller::WhenDurable(std::function<void()> fn) {
+  if (writer_) {
+    durable_waiters_.push_back(std::move(fn));
+  } else {
+    fn();
+  }
+}
+
 Result<JobId> Controller::SubmitJson(std::string_view spec_json) {
   ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(spec_json, options_.spec_limits));
   return SubmitSpec(std::move(spec), std::string(spec_json));
@@ -392,6 +414,18 @@ void Controller::ShutdownWorkers(const std::string& reason) {
 }
 
 void Controller::ScheduleAndSend(TimeUs now) {
+  // Gang members whose gang starts over stop first (before a new attempt
+  // can reach the same worker): they wait for a peer that will not come.
+  std::map<std::pair<WorkerId, JobId>, CancelRuns> aborts;
+  for (const RunEnded& e : scheduler_->TakeAborted()) {
+    if (e.device >= device_worker_.size()) continue;
+    CancelRuns& c = aborts[{device_worker_[e.device], e.job}];
+    c.job = e.job;
+    c.runs.push_back(e.run);
+  }
+  for (auto& [key, c] : aborts) {
+    if (workers_[key.first].alive) transport_.Send(workers_[key.first].identity, c);
+  }
   if (RecoveryHoldsDispatch(now)) return;  // workers are still re-registering
   dispatch_scratch_.clear();
   scheduler_->Schedule(now, &dispatch_scratch_);

@@ -171,6 +171,10 @@ class Controller {
   Status Cancel(JobId id);
   // Calls `cb` once when the job ends (at once if it has).
   void WatchJob(JobId id, JobCallback cb);
+  // Calls `fn` once every record of this iteration so far is in the store
+  // (on the store's writer thread; at once without a store): e.g. a job
+  // just submitted survives a crash from then on.
+  void WhenDurable(std::function<void()> fn);
   // Calls `cb` once when at least `n` workers are alive.
   void WhenWorkers(size_t n, std::function<void()> cb);
   // Sets (or clears, with nullptr) the one observer; it outlives its use.
@@ -271,6 +275,9 @@ class Controller {
   std::map<std::tuple<JobId, uint32_t, uint32_t>, uint64_t> round_gangs_;
   std::map<std::pair<JobId, uint32_t>, DeviceId> round_devices_;
   uint64_t next_gang_ = 0;
+  // RegisterAck::epoch: the store's, else drawn in Start(); never 0.
+  uint64_t epoch_ = 0;
+  std::vector<std::function<void()>> durable_waiters_;  // WhenDurable(), this iteration
   std::vector<Dispatch> dispatch_scratch_;
   std::vector<AssignBatch> outbox_;  // by WorkerId
   std::string body_scratch_;

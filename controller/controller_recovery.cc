@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "controller.h"
@@ -24,11 +25,20 @@ int64_t Controller::UnixMs() {
 }
 
 void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now) {
+  // A held attempt that is not adopted is stale (the run went elsewhere,
+  // e.g. while this worker was stopped, or its job ended): stopped there,
+  // so it does not hold a lane (a collective would wait a minute for
+  // peers that moved on). A run recorded done is not there to stop.
+  std::map<JobId, CancelRuns> stale;
   for (const HeldTask& h : m.held) {
     if (scheduler_->AdoptRun(h.job, h.task, h.attempt, w.device, h.core, h.lane, now)) {
       ++counters_.adopted_runs;
+    } else {
+      stale[h.job].job = h.job;
+      stale[h.job].runs.push_back(h.task);
     }
   }
+  for (auto& [job, c] : stale) transport_.Send(w.identity, c);
   // Outputs of done runs: consumers fetch them from this worker. Outputs of
   // jobs nobody knows any more are freed.
   std::set<JobId> unknown;

@@ -97,6 +97,10 @@ class JobStore {
   // The largest job id ever written (JobSubmittedRecord), forgotten jobs
   // included, so that new ids never reuse one; 0 when none.
   virtual Result<JobId> LoadMaxJobId() { return JobId{0}; }
+  // A random number drawn once when the store was created and kept in it
+  // (RegisterAck::epoch); 0 when the store keeps none (the controller then
+  // draws one per process).
+  virtual Result<uint64_t> LoadEpoch() { return uint64_t{0}; }
 };
 
 }  // namespace hmpmd

@@ -188,7 +188,9 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
       }
       HttpResponse r = Json(201, json{{"id", *id}}.dump());
       r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
-      reply(std::move(r));
+      // Acknowledged once stored: a job a client was told about survives
+      // a crash of the controller (before, up to 20 ms of them did not).
+      c->WhenDurable([reply, r = std::move(r)]() mutable { reply(std::move(r)); });
     });
     return;
   }

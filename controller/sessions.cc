@@ -122,7 +122,8 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
 
 void Controller::OnSessionControl(DriverSession& s, JobId job, const SessionControl& m,
                                   TimeUs now) {
-  (void)s;
+  // Answered, so that the driver notices a controller that is gone.
+  if (m.close == SessionControl::kKeepOpen) transport_.Send(s.identity, SessionUpdate{job});
   for (uint32_t run : m.release) scheduler_->ReleaseOutput(job, run);
   for (uint32_t run : m.cancel) {
     Status st = scheduler_->CancelRun(job, run, now);

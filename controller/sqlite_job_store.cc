@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS task_runs (
 CREATE TABLE IF NOT EXISTS workers (key TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta(key, value) SELECT 'max_job', coalesce(max(id), 0) FROM jobs;
+INSERT OR IGNORE INTO meta(key, value) VALUES ('epoch', (random() & 9223372036854775807) | 1);
 )sql";
 
 // Columns added after the first release, for files an older version made
@@ -280,6 +281,11 @@ Result<std::optional<std::vector<std::string>>> SqliteJobStore::LoadLiveWorkers(
 }  // namespace hmpmd
 
 namespace hmpmd {
+
+Result<uint64_t> SqliteJobStore::LoadEpoch() {
+  ASSIGN_OR_RETURN(int64_t epoch, QueryInt("SELECT value FROM meta WHERE key = 'epoch'"));
+  return static_cast<uint64_t>(epoch);
+}
 
 Result<JobId> SqliteJobStore::LoadMaxJobId() {
   ASSIGN_OR_RETURN(int64_t max_id, QueryInt("SELECT value FROM meta WHERE key = 'max_job'"));

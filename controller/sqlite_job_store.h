@@ -3,7 +3,8 @@
 // Schema: jobs(id, name, spec, state, error, submitted, finished,
 // finished_unix_ms), task_runs(job, run, attempt, start, end, device, bytes),
 // one row per finished run, workers(key), the workers alive, and
-// meta(key, value) with the largest job id ever written ('max_job'). Files of an
+// meta(key, value) with the largest job id ever written ('max_job') and the
+// store's epoch, drawn at random when the file is made ('epoch'). Files of an
 // older version get the new columns on Open(). Write() is one transaction; with synchronous=NORMAL
 // a power loss may drop the last transactions but never corrupts the file, and a process crash
 // (kill -9) loses nothing that Write() returned for. This is an adapter: SQLite errors become
@@ -32,6 +33,7 @@ class SqliteJobStore : public JobStore {
   Result<std::vector<StoredJob>> Load() override;
   Result<std::optional<std::vector<std::string>>> LoadLiveWorkers() override;
   Result<JobId> LoadMaxJobId() override;
+  Result<uint64_t> LoadEpoch() override;
 
  private:
   explicit SqliteJobStore(std::string path) : path_(std::move(path)) {}

@@ -44,6 +44,23 @@ Status StoreWriter::Flush() {
   return last_;
 }
 
+void StoreWriter::AfterWritten(std::function<void()> fn) {
+  bool queued = false;
+  {
+    std::lock_guard lock(mu_);
+    if (durable_ < appended_) {
+      after_written_.emplace_back(appended_, std::move(fn));
+      flush_now_ = true;  // someone waits: write now, not at the next period
+      queued = true;
+    }
+  }
+  if (queued) {
+    cv_.notify_one();
+  } else {
+    fn();  // nothing waits to be written
+  }
+}
+
 void StoreWriteLatency::Add(double seconds) {
   size_t b = 0;
   while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
@@ -97,6 +114,18 @@ void StoreWriter::Loop() {
         if (errors_++ % 100 == 0) spdlog::error("{}", st.ToString());
       }
       last_ = st;
+    }
+    if (batch.empty()) durable_ = target;  // written (or nothing to write)
+    if (!after_written_.empty()) {
+      std::vector<std::function<void()>> due;
+      std::erase_if(after_written_, [&](auto& w) {
+        if (w.first > durable_) return false;
+        due.push_back(std::move(w.second));
+        return true;
+      });
+      lock.unlock();
+      for (auto& fn : due) fn();
+      lock.lock();
     }
     written_ = target;
     flushed_.notify_all();

@@ -14,9 +14,11 @@
 #include <array>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "job_store.h"
@@ -58,6 +60,12 @@ class StoreWriter {
   // Blocks until everything appended before the call is written (or failed).
   // Returns the status of the last write.
   Status Flush();
+  // Calls `fn` on the writer thread once everything appended before this
+  // call is in the store (written; a failed batch first has to succeed on
+  // a retry). For acknowledgements that must survive a crash (a submitted
+  // job's 201); the writer writes at once instead of at its next period.
+  // Callbacks still waiting when the writer stops are dropped.
+  void AfterWritten(std::function<void()> fn);
 
   uint64_t batches_written() const;
   uint64_t write_errors() const;
@@ -78,10 +86,13 @@ class StoreWriter {
   uint64_t batches_ = 0;              // guarded by mu_
   uint64_t errors_ = 0;               // guarded by mu_
   bool flush_now_ = false;            // guarded by mu_
-  bool stop_ = false;                 // guarded by mu_
-  Status last_{};                     // guarded by mu_
-  StoreWriteLatency latency_;         // guarded by mu_
-  std::thread thread_;                // last: starts after the fields above
+  uint64_t durable_ = 0;              // batches handed over and written; guarded by mu_
+  // AfterWritten() callbacks with the `appended_` they wait for; guarded by mu_.
+  std::vector<std::pair<uint64_t, std::function<void()>>> after_written_;
+  bool stop_ = false;          // guarded by mu_
+  Status last_{};              // guarded by mu_
+  StoreWriteLatency latency_;  // guarded by mu_
+  std::thread thread_;         // last: starts after the fields above
 };
 
 }  // namespace hmpmd

@@ -282,21 +282,23 @@ void Scheduler::ReleaseHeld(TaskRecord& rec) {
 }
 
 void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
+  const uint32_t group = job.graph->task(run % job.graph->size()).group;
+  if (group != kNoGroup && job.gang_ready[group] >= job.graph->groups()[group].members.size()) {
+    RestartGang(job, run, now);  // its gang was queued before: all run again
+    return;
+  }
   TaskRecord& rec = job.runs[run];
   rec.state = TaskState::kReady;
   rec.early = rec.pending > 0;  // ReadyEarlyConsumers: placed on its inputs' core only
   TaskView v = View(job, run);
   policy_->OnReady(v);
   if (v.task->group != kNoGroup) {
-    // A gang is queued once, under its first member, when all are ready; a
-    // member made ready again (a retry) goes alone.
+    // A gang is queued once, under its first member, when all are ready.
     const CollectiveGroup& grp = job.graph->groups()[v.task->group];
     uint32_t ready = ++job.gang_ready[v.task->group];
     if (ready < grp.members.size()) return;
-    if (ready == grp.members.size()) {
-      run = run - v.index + grp.members.front();
-      v = View(job, run);
-    }
+    run = run - v.index + grp.members.front();
+    v = View(job, run);
   }
   v.ready_seq = ready_seq_++;
   v.ready_at = now;

@@ -47,7 +47,11 @@ bool Scheduler::OnInputsLost(JobId job_id, uint32_t run, uint32_t attempt,
   // report the loss themselves.
   for (uint32_t p : producers) Revive(job, p, now, /*restart_readers=*/false);
   rec.pending = CountPending(job, run);
-  if (rec.pending == 0) MakeReady(job, run, now);
+  if (g.task(index).group != kNoGroup) {
+    RestartGang(job, run, now);  // its peers wait for it in the collective
+  } else if (rec.pending == 0) {
+    MakeReady(job, run, now);
+  }
   return true;
 }
 
@@ -69,6 +73,42 @@ size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
     if (awaited) revived += Revive(job, r, now, /*restart_readers=*/false);
   }
   return revived;
+}
+
+void Scheduler::RestartGang(JobRun& job, uint32_t run, TimeUs now) {
+  const JobGraph& g = *job.graph;
+  const uint32_t index = run % g.size(), base = run - index;
+  const uint32_t group = g.task(index).group;
+  const std::vector<uint32_t>& members = g.groups()[group].members;
+  job.gang_ready[group] = 0;
+  job.runs[run].state = TaskState::kBlocked;  // counted ready again below
+  for (uint32_t m : members) {
+    const uint32_t r = base + m;
+    TaskRecord& mr = job.runs[r];
+    if (r == run) continue;
+    if (mr.state == TaskState::kRunning) {
+      // Waiting in the collective for `run`, which will not come: stop it
+      // there (the caller cancels it); it did not fail, so no attempt lost.
+      aborted_.push_back(
+          {job.id, r, TaskState::kCancelled, "its gang starts over", pool_.core(mr.core).device});
+      ReleaseRun(job, mr, now);
+      ++mr.attempt;
+      if (mr.recalled < UINT16_MAX) ++mr.recalled;
+      mr.core = kNoCore;
+      mr.state = TaskState::kBlocked;
+      RecallEarly(job, r, now);
+      mr.pending = CountPending(job, r);
+    } else if (mr.state == TaskState::kReady) {
+      mr.state = TaskState::kBlocked;  // its heap entry is skipped as stale
+      mr.early = false;
+    } else if (mr.state == TaskState::kDone) {
+      Revive(job, r, now);  // readies it (counted below) once its inputs are back
+    }
+  }
+  for (uint32_t m : members) {
+    TaskRecord& mr = job.runs[base + m];
+    if (mr.state == TaskState::kBlocked && mr.pending == 0) MakeReady(job, base + m, now);
+  }
 }
 
 }  // namespace hmpmd

@@ -21,6 +21,14 @@ size_t ActorStates::FreeJob(JobId job) {
   return n;
 }
 
+size_t ActorStates::FreeAll() {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [job, by_submodel] : states_) n += by_submodel.size();
+  states_.clear();
+  return n;
+}
+
 size_t ActorStates::size() const {
   MutexLock lock(&mu_);
   size_t n = 0;

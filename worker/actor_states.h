@@ -27,6 +27,8 @@ class ActorStates {
 
   // Drops every state of `job`; returns how many there were.
   size_t FreeJob(JobId job) EXCLUDES(mu_);
+  // Drops every state of every job; returns how many there were.
+  size_t FreeAll() EXCLUDES(mu_);
 
   // Number of states held.
   size_t size() const EXCLUDES(mu_);

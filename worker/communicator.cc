@@ -58,8 +58,8 @@ bool SendFence::Wait(int64_t timeout_us) {
 }
 
 Communicator::Communicator(zmq::context_t* ctx, CollectiveInbox* inbox, GangView gang,
-                           int64_t timeout_us)
-    : ctx_(ctx), inbox_(inbox), gang_(std::move(gang)), timeout_us_(timeout_us) {
+                           int64_t timeout_us, const std::atomic<bool>* cancel)
+    : ctx_(ctx), inbox_(inbox), gang_(std::move(gang)), timeout_us_(timeout_us), cancel_(cancel) {
   sockets_.resize(gang_.endpoints.size());
 }
 
@@ -126,7 +126,17 @@ Status Communicator::SendChunks(uint32_t peer, const void* data, size_t size) {
 }
 
 Result<zmq::message_t> Communicator::Recv(uint32_t peer) {
-  std::optional<zmq::message_t> m = inbox_->Take(gang_.tag, peer, timeout_us_);
+  std::optional<zmq::message_t> m;
+  const int64_t deadline = NowUs() + timeout_us_;
+  for (;;) {
+    const int64_t left = deadline - NowUs();
+    m = inbox_->Take(gang_.tag, peer, cancel_ == nullptr ? left : std::min(left, kCancelPollUs));
+    if (m || left <= 0) break;
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
+      return Status::Cancelled("collective: cancelled while waiting for rank " +
+                               std::to_string(peer) + " (" + gang_.endpoints[peer] + ")");
+    }
+  }
   if (!m) {
     return Status::Unavailable("collective: nothing from rank " + std::to_string(peer) + " (" +
                                gang_.endpoints[peer] + ") within " +

@@ -24,6 +24,7 @@
 // touched by ZeroMQ's I/O thread, under its own mutex.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -65,10 +66,16 @@ class Communicator {
   static constexpr size_t kChunkBytes = 1 << 20;
   // Frames smaller than this are copied; larger ones go zero-copy.
   static constexpr size_t kZeroCopyBytes = 64 << 10;
+  // How often a wait for a peer looks at the cancel flag.
+  static constexpr int64_t kCancelPollUs = 20'000;
 
   // `ctx` and `inbox` (this worker's) must outlive it. A member that sends
-  // nothing within `timeout_us` fails the call with Unavailable.
-  Communicator(zmq::context_t* ctx, CollectiveInbox* inbox, GangView gang, int64_t timeout_us);
+  // nothing within `timeout_us` fails the call with Unavailable. With
+  // `cancel` (the task's cancel flag; it must outlive this), a wait for a
+  // peer also ends, with Cancelled, within kCancelPollUs of the flag rising:
+  // a gang whose member died is stopped by the controller this way.
+  Communicator(zmq::context_t* ctx, CollectiveInbox* inbox, GangView gang, int64_t timeout_us,
+               const std::atomic<bool>* cancel = nullptr);
   ~Communicator();
 
   uint32_t rank() const { return gang_.rank; }
@@ -117,7 +124,8 @@ class Communicator {
   CollectiveInbox* const inbox_;
   const GangView gang_;
   const int64_t timeout_us_;
-  SendFence fence_;  // before sockets_: ZeroMQ releases into it on close
+  const std::atomic<bool>* const cancel_;  // may be null
+  SendFence fence_;                        // before sockets_: ZeroMQ releases into it on close
   std::vector<std::optional<zmq::socket_t>> sockets_;  // by rank, connected lazily
 };
 

@@ -143,9 +143,10 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
   return set;
 }
 
-std::unique_ptr<Communicator> DataPlane::MakeCommunicator(const GangInfo& gang) {
+std::unique_ptr<Communicator> DataPlane::MakeCommunicator(const GangInfo& gang,
+                                                          const std::atomic<bool>* cancel) {
   return std::make_unique<Communicator>(
-      &ctx_, &inbox_, GangView{gang.rank, gang.endpoints, gang.tag}, options_.timeout_us);
+      &ctx_, &inbox_, GangView{gang.rank, gang.endpoints, gang.tag}, options_.timeout_us, cancel);
 }
 
 }  // namespace hmpmd::worker

@@ -98,8 +98,10 @@ class DataPlane {
                                 const PrefetchedInputs* ahead = nullptr,
                                 const std::atomic<bool>* cancelled = nullptr,
                                 std::vector<uint32_t>* lost_runs = nullptr);
-  // A communicator for `gang`, to be used by the calling lane only.
-  std::unique_ptr<Communicator> MakeCommunicator(const GangInfo& gang);
+  // A communicator for `gang`, to be used by the calling lane only; its
+  // waits for peers end when `*cancel` (the task's flag) rises.
+  std::unique_ptr<Communicator> MakeCommunicator(const GangInfo& gang,
+                                                 const std::atomic<bool>* cancel = nullptr);
 
  private:
   const DataPlaneOptions options_;

@@ -210,7 +210,7 @@ BufferList Lane::RunKernel(const LaneTask& task, std::span<const Buffer> inputs)
     if (a.gang.rank >= a.gang.endpoints.size()) {
       throw std::invalid_argument("gang rank " + std::to_string(a.gang.rank) + " out of range");
     }
-    std::unique_ptr<Communicator> comm = data_->MakeCommunicator(a.gang);
+    std::unique_ptr<Communicator> comm = data_->MakeCommunicator(a.gang, &cancel_running_);
     return RunCollective(a.kernel, args, inputs, *comm);
   }
   return (*task.kernel)(args, inputs);

@@ -285,6 +285,8 @@ void ServeLoop::OnRegisterAck(const RegisterAck& ack, int64_t now) {
   next_heartbeat_us_ = now + heartbeat_us_;
   phase_ = Phase::kRegistered;
   backoff_.Reset();
+  if (registered_once_ && ack.epoch != epoch_) DropEverything();
+  epoch_ = register_.epoch = ack.epoch;
   if (registered_once_) {
     // A new controller may have missed these; an old one ignores repeats.
     for (const auto& [task, result] : recent_) done_.results.push_back(result);
@@ -343,6 +345,31 @@ void ServeLoop::DropJob(JobId job) {
              freed);
 }
 
+void ServeLoop::DropEverything() {
+  std::set<JobId> jobs;
+  for (const auto& [key, task] : held_) {
+    jobs.insert(task.job);
+    orphaned_.insert({task.job, task.task, task.attempt});
+  }
+  for (JobId job : jobs) {
+    for (auto& lanes : lanes_) {
+      for (auto& lane : lanes) in_flight_ -= static_cast<uint32_t>(lane->CancelJob(job));
+    }
+  }
+  uint64_t freed = 0;
+  for (std::vector<HeldOutput> outs; !(outs = data_.store().List(1024)).empty();) {
+    for (const HeldOutput& o : outs) freed += data_.store().FreeJob(o.job);
+  }
+  const size_t states = data_.actor_states().FreeAll();
+  log_->warn(
+      "registered with another controller (a new job store, or none): dropped {} task(s) of "
+      "{} job(s), {} bytes of outputs, {} actor state(s) and {} result(s) not yet sent",
+      held_.size(), jobs.size(), freed, states, done_.results.size());
+  held_.clear();
+  recent_.clear();
+  done_.results.clear();
+}
+
 void ServeLoop::SendHeartbeat(int64_t now) {
   Status sent = link_.Send(Heartbeat{worker_id_, in_flight_, dropped_frames_, now});
   if (!sent.ok()) log_->debug("heartbeat: {}", sent.ToString());
@@ -351,6 +378,15 @@ void ServeLoop::SendHeartbeat(int64_t now) {
 void ServeLoop::TakeResults() {
   const size_t first = done_.results.size();
   in_flight_ -= static_cast<uint32_t>(completions_.TakeAll(&done_.results));
+  if (!orphaned_.empty()) {
+    // Tasks of a controller we no longer serve: their results go nowhere.
+    auto orphan = [&](const TaskResult& r) {
+      return orphaned_.erase({r.job, r.task, r.attempt}) > 0;
+    };
+    done_.results.erase(std::remove_if(done_.results.begin() + static_cast<std::ptrdiff_t>(first),
+                                       done_.results.end(), orphan),
+                        done_.results.end());
+  }
   for (size_t i = first; i < done_.results.size(); ++i) {
     const TaskResult& r = done_.results[i];
     auto it = held_.find({r.job, r.task});

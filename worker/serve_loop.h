@@ -28,7 +28,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backoff.h"
@@ -71,6 +73,12 @@ class ServeLoop {
   Status ReadMessages();
   Status Handle(Message& message, int64_t now);
   void OnRegisterAck(const RegisterAck& ack, int64_t now);
+  // Registered with a controller of another epoch (another store, or none):
+  // what this worker holds belongs to jobs it does not know, whatever their
+  // ids. Drops queued tasks, raises the cancel flag of running ones (whose
+  // results are then dropped: orphaned_), frees every output and actor
+  // state and forgets results not yet sent.
+  void DropEverything();
   void Dispatch(AssignBatch& batch);
   void FailNow(const TaskAssign& task, std::string error);
   void DropJob(JobId job);
@@ -111,6 +119,10 @@ class ServeLoop {
   std::map<std::pair<JobId, uint32_t>, HeldTask> held_;
   std::deque<std::pair<HeldTask, TaskResult>> recent_;
   bool registered_once_ = false;
+  uint64_t epoch_ = 0;  // RegisterAck::epoch of the controller we registered with
+  // Tasks of another controller still running here (DropEverything):
+  // their results are not sent.
+  std::set<std::tuple<JobId, uint32_t, uint32_t>> orphaned_;
   int exec_log_fd_ = -1;
   uint64_t dropped_frames_ = 0;
   bool shutdown_ = false;

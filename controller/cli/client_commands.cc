@@ -119,7 +119,16 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   const std::string target = c->url.base_path + "/api/v1/jobs/" + std::to_string(id);
   while (true) {
     auto j = Call(*c, "GET", target);
-    if (!j.ok()) return Fail(j.status());
+    if (!j.ok()) {
+      // A controller restarting (crash recovery) is unreachable for a
+      // moment: keep waiting for it until --wait-timeout.
+      if (j.status().code() != StatusCode::kUnavailable ||
+          std::chrono::steady_clock::now() > deadline) {
+        return Fail(j.status());
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+      continue;
+    }
     std::string state = (*j).value("state", "");
     if (Terminal(state)) {
       if (a.json)

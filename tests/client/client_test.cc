@@ -326,5 +326,27 @@ TEST_F(ClientTest, CliSubmitFetchesOutputsThroughTheClientLibrary) {
   EXPECT_TRUE(std::filesystem::exists(out / "manifest.json"));
 }
 
+// The controller is killed mid-session: every pending future fails with
+// "driver session lost" within 10 heartbeats; before, Wait() with no
+// timeout blocked forever and Close() waited out its timeout.
+TEST_F(ClientTest, AControllerThatDiesFailsThePendingFutures) {
+  ClientOptions o;
+  o.controller = cluster_->zmq_endpoint();
+  o.session = "orphan";
+  o.heartbeat_ms = 50;
+  auto c = Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Future slow = (*c)->Submit({.kernel = "sleep", .args = {{"us", int64_t{600'000'000}}}}).value();
+  Future idle = (*c)->Submit({.kernel = "noop"}).value();
+  ASSERT_TRUE(idle.Wait(30000).ok()) << "the session works while the controller lives";
+  cluster_->KillController();
+  Status s = slow.Wait();  // no timeout: must still end
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("driver session lost"), std::string::npos) << s.ToString();
+  Status closed = (*c)->Close();
+  EXPECT_FALSE(closed.ok());
+  EXPECT_FALSE((*c)->Close().ok()) << "closing twice gives the same answer";
+}
+
 }  // namespace
 }  // namespace hmpmd::testing

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -184,6 +185,31 @@ TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
   for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(path + ext);
 }
 
+// The epoch names the file: the same across reopenings (a restarted
+// controller adopts what workers hold), another for another file.
+TEST(SqliteJobStoreTest, TheEpochIsKeptInTheFileAndDiffersBetweenFiles) {
+  std::string a = TempPath("epoch-a"), b = TempPath("epoch-b");
+  for (const std::string& p : {a, b}) std::filesystem::remove(p);
+  uint64_t first = 0;
+  {
+    auto s = SqliteJobStore::Open(a);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto e = (*s)->LoadEpoch();
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_NE(*e, 0u);
+    first = *e;
+  }
+  auto again = SqliteJobStore::Open(a);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->LoadEpoch().value(), first);
+  auto other = SqliteJobStore::Open(b);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE((*other)->LoadEpoch().value(), first);
+  for (const std::string& p : {a, b}) {
+    for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(p + ext);
+  }
+}
+
 TEST(SqliteJobStoreTest, NotADatabaseIsAnErrorNamingTheFile) {
   std::string path = TempPath("garbage");
   std::ofstream(path) << std::string(4096, 'x');
@@ -214,6 +240,26 @@ TEST(StoreWriterTest, BatchesAreWrittenAndFailedOnesRetried) {
   auto jobs = store.Load();
   ASSERT_TRUE(jobs.ok());
   EXPECT_EQ((*jobs)[0].done.size(), 2u);  // the failed batch was kept
+}
+
+TEST(StoreWriterTest, AfterWrittenWaitsUntilTheRecordsAreStored) {
+  InMemoryJobStore store;
+  StoreWriter writer(&store, StoreWriterOptions{1, 8192});
+  std::atomic<int> calls{0};
+  writer.AfterWritten([&] { ++calls; });
+  EXPECT_EQ(calls.load(), 1) << "nothing waited: called at once";
+  store.FailWrites(true);
+  std::vector<StoreRecord> recs = {JobSubmittedRecord{1, "a", "{}", 1}};
+  writer.Append(&recs);
+  writer.AfterWritten([&] { ++calls; });
+  EXPECT_FALSE(writer.Flush().ok());
+  EXPECT_EQ(calls.load(), 1) << "not acknowledged while the write fails";
+  store.FailWrites(false);
+  recs = {TaskDoneRecord{1, 0, 0, 1, 2, 0}};
+  writer.Append(&recs);
+  ASSERT_TRUE(writer.Flush().ok());
+  EXPECT_EQ(calls.load(), 2);
+  EXPECT_EQ(store.records_written(), 2u);
 }
 
 // --- Scheduler::RestoreJob / AdoptRun, driven by hand ---

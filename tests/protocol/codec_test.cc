@@ -115,10 +115,12 @@ std::vector<Message> SampleMessages() {
       .sent_us = -123456789012,
       .held = {{7, 3, 1, CoreKind::kVector, 2}, {9, 0, 0, CoreKind::kCube, 0}},
       .outputs = {{7, 2, uint64_t{1} << 33}, {9, 0, 0}},
+      .epoch = 0x0123456789abcdefULL,
   });
   out.push_back(RegisterMsg{});  // every field at its zero value
-  out.push_back(
-      RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(), .heartbeat_ms = 250});
+  out.push_back(RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(),
+                            .heartbeat_ms = 250,
+                            .epoch = std::numeric_limits<uint64_t>::max()});
   out.push_back(Reject{.reason = "unknown worker 9", .reregister = true});
   out.push_back(Reject{.reason = "", .reregister = false});
   out.push_back(Heartbeat{.worker_id = 7,
@@ -461,11 +463,12 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
 std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
                          const std::function<void(MsgpackWriter&)>& kernels) {
   MsgpackWriter w;
-  w.Array(10).Str("n").Str("").Uint(1);
+  w.Array(11).Str("n").Str("").Uint(1);
   cores(w);
   w.Uint(0);
   kernels(w);
   w.Str("").Int(0).Array(0).Array(0);  // held, outputs: none
+  w.Uint(0);                           // epoch: none
   return w.bytes();
 }
 

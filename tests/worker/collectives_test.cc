@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -323,6 +324,24 @@ TEST_F(CommunicatorTest, AFailedZeroCopyCallEndsAndCanBeRepeated) {
   // Sockets are opened again on demand: a second call fails the same way.
   std::vector<float> again(size_t{1} << 18, 2.0f);
   EXPECT_EQ(comm.AllReduce(again).code(), StatusCode::kUnavailable);
+}
+
+TEST_F(CommunicatorTest, ACancelledTaskStopsWaitingForAMissingMember) {
+  // A member of a gang whose peer died waits for it; the controller then
+  // cancels the run, and the wait ends at once instead of after the
+  // (here: hour-long) time-out.
+  std::atomic<bool> cancel{false};
+  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 9},
+                    int64_t{3'600'000'000}, &cancel);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    cancel.store(true);
+  });
+  std::vector<float> data(64, 1.0f);
+  Status s = comm.AllReduce(data);
+  canceller.join();
+  EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
+  EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
 }
 
 }  // namespace

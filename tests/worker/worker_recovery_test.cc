@@ -79,5 +79,42 @@ TEST_F(WorkerRecoveryTest, ReRegistrationReportsTheOutputsItKeeps) {
   EXPECT_TRUE(controller_.WaitFor<Heartbeat>());
 }
 
+// A controller restarted without its store (or with another one) knows
+// other jobs under the same ids. Its RegisterAck names another epoch, and
+// the worker drops what it held: before, the new controller adopted the
+// old job's running task and outputs as its own job's (wrong data).
+TEST_F(WorkerRecoveryTest, AControllerOfAnotherEpochGetsNothingOfTheOldJobs) {
+  options_.controller_timeout_ms = 60'000;
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());  // epoch 0
+  TaskAssign kept = Task(3, 1, "scale", CoreKind::kCube, 0, {{"n", int64_t{32}}});
+  kept.reads = 0;  // a final output: stays in the store
+  controller_.Send(AssignBatch{{kept}});
+  ASSERT_EQ(CollectResults(1).size(), 1u);
+  TaskAssign running = Task(3, 2, "sleep", CoreKind::kCube, 0, {{"us", int64_t{60'000'000}}});
+  controller_.Send(AssignBatch{{running}});
+  controller_.Send(Reject{"unknown worker; register again", true});
+  std::optional<RegisterMsg> reg = controller_.WaitFor<RegisterMsg>({}, milliseconds(3000));
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->epoch, 0u);
+  EXPECT_EQ(reg->outputs.size(), 1u);
+  EXPECT_EQ(reg->held.size(), 2u);
+  // Another controller answers.
+  controller_.Send(RegisterAck{kWorkerId, kHeartbeatMs, 7});
+  controller_.Send(Reject{"unknown worker; register again", true});
+  reg = controller_.WaitFor<RegisterMsg>({}, milliseconds(3000));
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->epoch, 7u);
+  EXPECT_TRUE(reg->outputs.empty()) << "the old job's outputs are freed";
+  EXPECT_TRUE(reg->held.empty()) << "the old job's tasks are dropped";
+  controller_.Send(RegisterAck{kWorkerId, kHeartbeatMs, 7});
+  // The next task on the same lane runs once the sleep was cancelled; no
+  // result of the old job (the sleep's, or the scale's sent again) comes
+  // before it.
+  controller_.Send(AssignBatch{{Task(5, 0, "noop", CoreKind::kCube, 0)}});
+  auto results = CollectResults(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results.begin()->first, (testing::Key{5, 0}));
+}
+
 }  // namespace
 }  // namespace hmpmd::worker

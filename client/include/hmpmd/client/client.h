@@ -53,7 +53,11 @@ struct ClientOptions {
   /// How long Close() waits for the controller to confirm. Default: 30000.
   int64_t close_timeout_ms = 30000;
   /// How often the client tells the controller it is alive; a session not
-  /// heard from in 10 periods is failed with "driver session lost".
+  /// heard from in 10 periods is failed with "driver session lost". The
+  /// controller answers each, and a controller silent for 10 periods (killed,
+  /// unreachable) fails every future still pending with "driver session
+  /// lost: the controller at ... did not answer" instead of leaving Wait()
+  /// blocked.
   /// Default: 1000.
   uint32_t heartbeat_ms = 1000;
   /// Most tasks per submit message. Default: 4096.

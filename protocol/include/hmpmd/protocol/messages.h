@@ -99,9 +99,14 @@ struct RegisterMsg {
   // Outputs in this worker's object store (see HeldOutput); a restarted
   // controller fetches consumers' inputs from here instead of rebuilding them.
   std::vector<HeldOutput> outputs;
+  // RegisterAck::epoch of the controller this worker last registered with
+  // (0: none). `held` and `outputs` are adopted only by a controller of the
+  // same epoch; another one (a fresh store, or none) has other jobs under
+  // the same ids.
+  uint64_t epoch = 0;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held, outputs);
+    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held, outputs, epoch);
   }
   friend bool operator==(const RegisterMsg&, const RegisterMsg&) = default;
 };
@@ -110,9 +115,14 @@ struct RegisterMsg {
 struct RegisterAck {
   WorkerId worker_id = 0;
   uint32_t heartbeat_ms = 0;  // how often the worker must send a heartbeat
+  // Names the controller's job store (kept in it across restarts; random
+  // per process without one). A worker whose last epoch differs drops what
+  // it holds: its tasks and outputs belong to jobs this controller does not
+  // know, whatever their ids.
+  uint64_t epoch = 0;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(worker_id, heartbeat_ms);
+    ar(worker_id, heartbeat_ms, epoch);
   }
   friend bool operator==(const RegisterAck&, const RegisterAck&) = default;
 };

@@ -191,6 +191,10 @@ class Scheduler {
   std::vector<RunEnded> TakeEnded() { return std::exchange(ended_, {}); }
   // Outputs of open jobs to free since the last call.
   std::vector<OutputFreed> TakeFreed() { return std::exchange(freed_, {}); }
+  // Runs stopped while running because their gang starts over (a member's
+  // worker died or its input was lost): the caller cancels each on its
+  // `device`, whose attempt is stale now. Any job, since the last call.
+  std::vector<RunEnded> TakeAborted() { return std::exchange(aborted_, {}); }
   // Re-admits a job read back from a store after a restart, under its old
   // id: the runs in `done` are done (with their times), the rest of the
   // step being run is blocked or ready as its inputs say. A terminal `state`
@@ -283,6 +287,11 @@ class Scheduler {
   void EstimateStateLoads(const JobGraph& graph, JobRun* job) const;
   TaskView View(const JobRun& job, uint32_t run) const;
   void MakeReady(JobRun& job, uint32_t run, TimeUs now);
+  // A gang member made ready again (scheduler_lineage.cc): the gang's
+  // other members cannot finish without it, so those running are stopped
+  // (aborted_, not counted as attempts), those done run again, and the
+  // whole gang is queued together once all are ready.
+  void RestartGang(JobRun& job, uint32_t run, TimeUs now);
   void StartStep(JobRun& job, uint32_t step, TimeUs now);
   void FinishJob(JobRun& job, JobState state, std::string error, TimeUs now);
   // The job of (job, run) when that run is running as `attempt`; null for
@@ -376,6 +385,7 @@ class Scheduler {
   std::map<CoreId, std::vector<ReadyItem>> parked_;
   std::vector<std::tuple<uint32_t, CoreId, double>> placed_;  // PlaceItem scratch
   std::vector<RunEnded> ended_;
+  std::vector<RunEnded> aborted_;
   std::vector<OutputFreed> freed_;
 };
 

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Faults around the command line's clients, as a user meets them: the
+controller killed (SIGKILL) and restarted with the same --db while
+`hmpmd submit --wait --fetch` waits. Every process started here is stopped
+here, by PID. Usage: cli_faults_test.py BIN_DIR"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+BIN = sys.argv[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from ports import free_port  # noqa: E402
+HMPMD = os.path.join(BIN, "hmpmd")
+
+
+class ControllerRestart(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.procs = []
+        self.zmq = f"tcp://127.0.0.1:{free_port()}"
+        self.http = f"127.0.0.1:{free_port()}"
+        self.url = "http://" + self.http
+        self.db = os.path.join(self.tmp.name, "jobs.db")
+        self.controller = None
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        self.tmp.cleanup()
+
+    def spawn(self, args, log):
+        with open(os.path.join(self.tmp.name, log), "ab") as out:
+            p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def start_controller(self):
+        self.controller = self.spawn(
+            [HMPMD, "controller", "--listen", self.zmq, "--http", self.http, "--db", self.db,
+             "--heartbeat-ms", "100", "--recovery-grace-ms", "2000"], "controller.log")
+        for _ in range(400):  # bounded: 20 s
+            self.assertIsNone(self.controller.poll(), "the controller exited")
+            try:
+                urllib.request.urlopen(self.url + "/api/v1/pool", timeout=2).read()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.fail("the controller never answered")
+
+    def job_state(self, job_id):
+        with urllib.request.urlopen(f"{self.url}/api/v1/jobs/{job_id}", timeout=5) as r:
+            return json.loads(r.read())
+
+    def test_submit_wait_survives_a_controller_restart(self):
+        self.start_controller()
+        self.spawn([os.path.join(BIN, "hmpmd-worker"), "--controller", self.zmq, "--cores",
+                    "cube=1,vector=1"], "worker.log")
+        spec = os.path.join(self.tmp.name, "chain.json")
+        tasks = [{"id": "a", "kernel": "scale", "args": {"n": 1024, "factor": 2.0}}]
+        for i in range(8):
+            tasks.append({"id": f"s{i}", "kernel": "sleep", "args": {"us": 100000},
+                          "inputs": [tasks[-1]["id"]]})
+        tasks.append({"id": "out", "kernel": "scale", "inputs": ["a", tasks[-1]["id"]],
+                      "args": {"factor": 3.0}})
+        with open(spec, "w") as f:
+            json.dump({"name": "chain", "tasks": tasks}, f)
+        out = os.path.join(self.tmp.name, "out")
+        client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--json", "--fetch", out,
+                                   "--url", self.url, "--wait-timeout", "120"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(client)
+        # Kill the controller once the job runs (by progress, not by a timer).
+        for _ in range(2000):
+            try:
+                if self.job_state(1).get("state") == "running":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        self.controller.send_signal(signal.SIGKILL)
+        self.controller.wait()
+        # Down for five of the client's 100 ms polls, so it meets the outage.
+        time.sleep(0.5)
+        self.start_controller()
+        stdout, stderr = client.communicate(timeout=150)
+        # Before: "hmpmd: cannot reach ...: Connection refused" and exit 1.
+        self.assertEqual(client.returncode, 0, stderr)
+        self.assertEqual(json.loads(stdout)["state"], "succeeded")
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertIn("out", json.dumps(json.load(f)))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
