@@ -20,8 +20,10 @@ namespace hmpmd {
 // produced ahead on the lane (InputRef::kAhead), which a version-3 worker
 // would take for a remote input; 5: fetch replies in frames of at most
 // kFetchChunkBytes and the data ops kFetchPeek/kTakeRead, which a version-4
-// peer would refuse or drop.
-inline constexpr uint8_t kProtocolVersion = 5;
+// peer would refuse or drop; 6: the store's epoch in RegisterMsg and
+// RegisterAck (a version-5 worker would adopt a new controller's job ids
+// for an old controller's outputs).
+inline constexpr uint8_t kProtocolVersion = 6;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
