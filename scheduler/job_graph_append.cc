@@ -3,6 +3,7 @@
 
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/scheduler/job_graph.h"
+#include "job_graph_checks.h"
 
 namespace hmpmd {
 namespace {
@@ -119,6 +120,22 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     }
     new_ids.emplace(t.id, index);
   }
+
+  // Gangs of this append (complete here) must agree and not wait for each other.
+  GangView view;
+  view.first_index = first;
+  view.group = group_of;
+  view.members.resize(group_ops.size());
+  for (uint32_t i = 0; i < tasks.size(); ++i) {
+    view.tasks.push_back(&tasks[i]);
+    view.inputs.emplace_back();
+    for (const std::string& in : tasks[i].inputs) {
+      if (auto p = new_ids.find(in); p != new_ids.end())
+        view.inputs.back().push_back(p->second - first);
+    }
+    if (group_of[i] != kNoGroup) view.members[group_of[i]].push_back(i);
+  }
+  RETURN_IF_ERROR(CheckGangs(view));
 
   // Apply.
   for (auto& sm : submodels) {
