@@ -10,9 +10,13 @@
 #include "../job_report.h"
 #include "../local_cluster.h"
 #include "cli_common.h"
+#include "cli_options.h"
 
 namespace hmpmd {
 namespace {
+
+// --timeout at most: about 115 days, far from overflowing milliseconds.
+constexpr double kMaxTimeoutS = 1e7;
 
 struct RunArgs {
   std::string job_file;
@@ -31,10 +35,19 @@ int RunMain(const RunArgs& a) {
   if (a.workers < 1 || a.workers > 256) {
     return Fail(Status::InvalidArgument("--workers: must be between 1 and 256"));
   }
-  if (a.timeout_s <= 0) return Fail(Status::InvalidArgument("--timeout: must be positive"));
-  auto text = ReadFile(a.job_file);
-  if (!text.ok()) return Fail(text.status());
+  if (!(a.timeout_s > 0 && a.timeout_s <= kMaxTimeoutS)) {
+    return Fail(Status::InvalidArgument("--timeout: must be a number of seconds in (0, " +
+                                        std::to_string(static_cast<int64_t>(kMaxTimeoutS)) + "]"));
+  }
+  // The workers' --cores, checked once here rather than by each worker.
+  worker::WorkerOptions cores_check;
+  if (Status cores = worker::ParseCores(a.cores, &cores_check); !cores.ok()) return Fail(cores);
+  if (!a.trace_file.empty()) {
+    if (Status w = CheckWritable("--trace", a.trace_file); !w.ok()) return Fail(w);
+  }
   LocalClusterOptions opts;
+  auto text = ReadFile(a.job_file, opts.controller.spec_limits.max_bytes);
+  if (!text.ok()) return Fail(text.status());
   opts.controller.policy = a.policy;
   opts.workers = a.workers;
   opts.cores = a.cores;
