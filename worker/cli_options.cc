@@ -115,12 +115,22 @@ Result<LogLevel> ParseLogLevel(std::string_view text) {
 }
 
 Status CheckControllerEndpoint(std::string_view endpoint) {
-  const bool tcp = endpoint.starts_with("tcp://") && endpoint.size() > 6 &&
-                   endpoint.find(':', 6) != std::string_view::npos;
-  const bool ipc = endpoint.starts_with("ipc://") && endpoint.size() > 6;
-  if (tcp || ipc) return Status::Ok();
-  return Status::InvalidArgument("--controller: '" + std::string(endpoint) +
-                                 "' is not tcp://HOST:PORT or ipc://PATH");
+  const std::string bad = "--controller: '" + std::string(endpoint) + "' ";
+  if (endpoint.starts_with("ipc://") && endpoint.size() > 6) return Status::Ok();
+  const size_t colon = endpoint.rfind(':');
+  if (!endpoint.starts_with("tcp://") || colon == std::string_view::npos || colon < 6) {
+    return Status::InvalidArgument(bad + "is not tcp://HOST:PORT or ipc://PATH");
+  }
+  if (colon == 6) return Status::InvalidArgument(bad + "has no host; expected tcp://HOST:PORT");
+  // ZeroMQ would take port 99999 modulo 65536: another program's port.
+  const std::string_view port = endpoint.substr(colon + 1);
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!digits || std::stoul(std::string(port)) == 0 || std::stoul(std::string(port)) > 65535) {
+    return Status::InvalidArgument(bad + "port '" + std::string(port) +
+                                   "' is not a number from 1 to 65535");
+  }
+  return Status::Ok();
 }
 
 Result<std::string> ReadTokenFile(const std::string& path) {

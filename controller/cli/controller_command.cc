@@ -38,8 +38,28 @@ struct ControllerArgs {
   bool no_early_dispatch = false;
 };
 
+// tcp://HOST:PORT (HOST may be '*'; PORT 1-65535 or '*') or ipc://PATH:
+// ZeroMQ itself takes port 99999 modulo 65536, another program's port.
+Status CheckListen(const std::string& endpoint) {
+  const std::string bad = "--listen: '" + endpoint + "' ";
+  if (endpoint.starts_with("ipc://") && endpoint.size() > 6) return Status::Ok();
+  const size_t colon = endpoint.rfind(':');
+  if (!endpoint.starts_with("tcp://") || colon == std::string::npos || colon <= 6) {
+    return Status::InvalidArgument(bad + "is not tcp://HOST:PORT or ipc://PATH");
+  }
+  const std::string port = endpoint.substr(colon + 1);
+  if (port == "*") return Status::Ok();
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoul(port) == 0 || std::stoul(port) > 65535) {
+    return Status::InvalidArgument(bad + "port '" + port + "' is not a number from 1 to 65535");
+  }
+  return Status::Ok();
+}
+
 int ControllerMain(const ControllerArgs& a) {
   if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
+  if (Status st = CheckListen(a.listen); !st.ok()) return Fail(st);
   ControllerOptions opts;
   opts.listen = a.listen;
   opts.policy = a.policy;

@@ -111,6 +111,14 @@ class Refusals(unittest.TestCase):
         self.refused(["status", "--request-timeout", "nan"], "--request-timeout: must be")
         self.refused(["submit", spec, "--wait", "--wait-timeout", "nan"], "--wait-timeout")
         self.refused(["status", "99999999999999999999999"], "JOB: expected a job id")
+        # ZeroMQ would take port 99999 as 34463: another program's port.
+        self.refused(["controller", "--listen", "tcp://127.0.0.1:99999", "--db", ""],
+                     "--listen: 'tcp://127.0.0.1:99999' port '99999' is not a number from 1 to")
+        self.refused(["controller", "--listen", "bogus", "--db", ""], "--listen: 'bogus' is not")
+        r = subprocess.run([os.path.join(BIN, "hmpmd-worker"), "--controller",
+                            "tcp://127.0.0.1:99999"], capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("port '99999' is not a number from 1 to 65535", r.stderr)
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):

@@ -52,6 +52,14 @@ TEST(CheckControllerEndpointTest, AcceptsTcpAndIpcOnly) {
   EXPECT_FALSE(CheckControllerEndpoint("tcp://host").ok());
   EXPECT_FALSE(CheckControllerEndpoint("host:5555").ok());
   EXPECT_THAT(CheckControllerEndpoint("x").message(), HasSubstr("--controller"));
+  EXPECT_TRUE(CheckControllerEndpoint("tcp://[::1]:65535").ok());
+  // Ports ZeroMQ would wrap (99999 -> 34463) or that name nothing.
+  EXPECT_THAT(CheckControllerEndpoint("tcp://127.0.0.1:99999").message(),
+              HasSubstr("port '99999' is not a number from 1 to 65535"));
+  EXPECT_FALSE(CheckControllerEndpoint("tcp://127.0.0.1:0").ok());
+  EXPECT_FALSE(CheckControllerEndpoint("tcp://127.0.0.1:").ok());
+  EXPECT_FALSE(CheckControllerEndpoint("tcp://127.0.0.1:http").ok());
+  EXPECT_THAT(CheckControllerEndpoint("tcp://:5555").message(), HasSubstr("has no host"));
 }
 
 TEST(ReadTokenFileTest, StripsTrailingWhitespaceAndReportsMissingFiles) {
