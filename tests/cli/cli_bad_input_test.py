@@ -171,6 +171,22 @@ class AgainstAController(unittest.TestCase):
         self.assertIn("collective gangs wait for each other", r.stderr)
         self.assertEqual(self.jobs(), before)
 
+    def test_gemm_without_its_sizes_is_refused_at_submission(self):
+        # It used to be accepted and fail on the worker ("argument 'k' is required").
+        spec = os.path.join(self.tmp.name, "gemm.json")
+        with open(spec, "w") as f:
+            json.dump({"tasks": [{"id": "mm", "kernel": "gemm", "args": {"m": 4, "n": 4},
+                                  "cost": {"flops": 128}}]}, f)
+        before = self.jobs()
+        r = run("submit", spec, "--wait", "--wait-timeout", "20", env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("tasks[0] 'mm': args.k: required", r.stderr)
+        self.assertEqual(self.jobs(), before)
+        # The simulator times it by cost.flops.
+        r = run("sim", spec, "--devices", "2", "--policy", "fifo")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_bad_fetch_directory_is_refused_before_submitting(self):
         a_file = os.path.join(self.tmp.name, "a_file")
         with open(a_file, "w") as f:
