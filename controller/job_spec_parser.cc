@@ -40,29 +40,11 @@ size_t NestingDepth(std::string_view text, size_t limit) {
   return max_depth;
 }
 
-// The first control character of `s` (C0, DEL, or C1 in UTF-8) as "U+000A",
-// or "" when it has none. Ids and names are printed in one-line errors,
-// listings and traces: a newline or an escape sequence there would break
-// them, a NUL would cut file names short.
-std::string ControlChar(std::string_view s) {
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    unsigned code = c < 0x20 || c == 0x7f ? c : 0;
-    if (c == 0xc2 && i + 1 < s.size()) {
-      const auto d = static_cast<unsigned char>(s[i + 1]);
-      if (d >= 0x80 && d <= 0x9f) code = d;
-    }
-    if (code != 0 || c == 0) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "U+%04X", code);
-      return buf;
-    }
-  }
-  return "";
-}
-
+// Ids and names are printed in one-line errors, listings and traces: a
+// newline or an escape sequence there would break them, a NUL would cut
+// file names short.
 Status NoControlChars(std::string_view s) {
-  std::string c = ControlChar(s);
+  std::string c = FirstControlChar(s);
   if (c.empty()) return Status::Ok();
   return Status::InvalidArgument("contains the control character " + c);
 }
@@ -193,7 +175,7 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
   if (j.is_object()) {
     auto id = j.find("id");
     if (id != j.end() && id->is_string() && id->get_ref<const std::string&>().size() <= 256 &&
-        ControlChar(id->get_ref<const std::string&>()).empty()) {
+        FirstControlChar(id->get_ref<const std::string&>()).empty()) {
       where += " '" + id->get<std::string>() + "'";
     }
   }

@@ -1,6 +1,7 @@
 #include "hmpmd/protocol/job_spec.h"
 
 #include <array>
+#include <cstdio>
 #include <utility>
 
 namespace hmpmd {
@@ -30,6 +31,23 @@ std::optional<SubmodelKind> ParseSubmodelKind(std::string_view name) {
     if (n == name) return k;
   }
   return std::nullopt;
+}
+
+std::string FirstControlChar(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    int code = c < 0x20 || c == 0x7f ? c : -1;
+    if (c == 0xc2 && i + 1 < text.size()) {
+      const auto d = static_cast<unsigned char>(text[i + 1]);
+      if (d >= 0x80 && d <= 0x9f) code = d;
+    }
+    if (code >= 0) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "U+%04X", code);
+      return buf;
+    }
+  }
+  return "";
 }
 
 }  // namespace hmpmd

@@ -47,6 +47,9 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     const SubmodelSpec& sm = submodels[i];
     const std::string where = "submodels[" + std::to_string(first_sm + i) + "]";
     if (sm.name.empty()) return Status::InvalidArgument(where + ".name: empty");
+    if (std::string c = FirstControlChar(sm.name); !c.empty()) {
+      return Status::InvalidArgument(where + ".name: contains the control character " + c);
+    }
     if (submodel_ids_.count(sm.name) || !new_sm.emplace(sm.name, first_sm + i).second) {
       return Status::InvalidArgument(where + ".name: duplicate '" + sm.name + "'");
     }
@@ -67,6 +70,17 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     const TaskSpec& t = tasks[i];
     const uint32_t index = first + i;
     if (t.id.empty()) return Status::InvalidArgument(Where(index, t.id) + ": id: empty");
+    // Driver tasks come from the wire, not through the JSON parser's checks.
+    for (const auto& [field, text] :
+         {std::pair<const char*, const std::string*>{"id", &t.id},
+          {"kernel", &t.kernel},
+          {"collective.group", t.collective ? &t.collective->group : nullptr}}) {
+      if (text == nullptr) continue;
+      if (std::string c = FirstControlChar(*text); !c.empty()) {
+        return Status::InvalidArgument("tasks[" + std::to_string(index) + "]: " + field +
+                                       ": contains the control character " + c);
+      }
+    }
     if (int64_t dup = task_of(t.id); dup >= 0) {
       return Status::InvalidArgument(Where(index, t.id) + ": id: duplicate of tasks[" +
                                      std::to_string(dup) + "]");

@@ -134,6 +134,19 @@ TEST(OpenJobGraphTest, AppendRefusesGangsThatWaitForThemselves) {
   EXPECT_EQ((*g)->size(), 4u);
 }
 
+TEST(OpenJobGraphTest, AppendRefusesControlCharactersInIdsAndNames) {
+  // Driver tasks come from the wire, not through the JSON parser.
+  auto g = JobGraph::BuildOpen(JobSpec{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ((*g)->Append({}, {Task("a\nb")}).message(),
+            "tasks[0]: id: contains the control character U+000A");
+  EXPECT_EQ((*g)->Append({}, {Task("a", {}, "k\x1b")}).message(),
+            "tasks[0]: kernel: contains the control character U+001B");
+  EXPECT_EQ((*g)->Append({{"bad\x7f"}}, {}).message(),
+            "submodels[1].name: contains the control character U+007F");
+  EXPECT_EQ((*g)->size(), 0u);
+}
+
 TEST_F(OpenJobTest, AFailedRunFailsItsDependentsNotTheJob) {
   ASSERT_TRUE(Append({Task("a"), Task("b", {"a"}), Task("c", {"b"}), Task("d")}).ok());
   auto d = Schedule();

@@ -23,6 +23,10 @@ enum class SubmodelKind : uint8_t {
   kLearner,
 };
 std::string_view SubmodelKindName(SubmodelKind kind);
+// "U+000A" for the first control character (C0, DEL, or C1 in UTF-8) of
+// `text`, or "" when it has none. Ids and names go into one-line errors,
+// listings, traces and file names, so they must have none.
+std::string FirstControlChar(std::string_view text);
 std::optional<SubmodelKind> ParseSubmodelKind(std::string_view name);
 
 struct SubmodelSpec {
