@@ -37,6 +37,9 @@ struct SimArgs {
   std::string trace_file;
   uint64_t seed = 1;
   bool pinned = false;  // elastic: false on the job
+  // Task runs (tasks x repeat) simulated at most: each costs about 1 KB of
+  // memory over the run. Default: 20,000,000 (about 20 GB).
+  uint64_t max_runs = 20'000'000;
 };
 
 using ojson = nlohmann::ordered_json;
@@ -135,7 +138,24 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   bool builtin = false;
   for (const std::string& n : WorkloadNames()) builtin = builtin || n == a.workload;
   Result<JobSpec> spec = Status::Ok();
+  const auto too_many = [&](uint64_t runs, const std::string& what) {
+    return Status::ResourceExhausted(a.workload + ": " + what + std::to_string(runs) +
+                                     " task runs, over the limit of " + std::to_string(a.max_runs) +
+                                     " (--max-runs; each takes about 1 KB of memory)");
+  };
   if (builtin && !std::filesystem::exists(a.workload)) {
+    // The generators grow with the pool (about 80 runs per device): sized
+    // from a small pool first, so a huge one is refused before it is built.
+    constexpr uint32_t kProbeDevices = 1024;
+    if (devices > kProbeDevices) {
+      ASSIGN_OR_RETURN(JobSpec probe, MakeWorkload(a.workload, kProbeDevices, a.seed));
+      const double per_device =
+          static_cast<double>(probe.tasks.size()) * probe.repeat / kProbeDevices;
+      const auto estimate = static_cast<uint64_t>(per_device * devices);
+      if (estimate > a.max_runs) {
+        return too_many(estimate, "on " + std::to_string(devices) + " devices makes about ");
+      }
+    }
     spec = MakeWorkload(a.workload, devices, a.seed);
   } else {
     auto text = ReadFile(a.workload, SpecLimits{}.max_bytes);
@@ -149,6 +169,9 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   }
   if (!spec.ok()) return Status::InvalidArgument(a.workload + ": " + spec.status().message());
   if (a.pinned) spec->elastic = false;
+  if (const uint64_t runs = uint64_t{spec->repeat} * spec->tasks.size(); runs > a.max_runs) {
+    return too_many(runs, "");
+  }
   auto graph = JobGraph::Build(std::move(spec).value());
   if (!graph.ok()) return Status::InvalidArgument(a.workload + ": " + graph.status().message());
   return graph;
@@ -283,6 +306,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--trace", args->trace_file,
                   "Write the simulated schedule as a Chrome trace (FILE.POLICY.json for several)");
   sub->add_option("--seed", args->seed, "Seed of the built-in generators")->capture_default_str();
+  sub->add_option("--max-runs", args->max_runs,
+                  "Task runs (tasks x repeat) simulated at most, about 1 KB of memory each")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
+      ->capture_default_str();
   sub->callback([args, exit_code] { *exit_code = SimMain(*args); });
 }
 
