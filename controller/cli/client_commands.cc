@@ -190,7 +190,7 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
   std::printf("%-6s %-24s %-10s %s\n", "ID", "NAME", "STATE", "PROGRESS");
   for (const json& e : (*j)["jobs"]) {
     std::printf("%-6llu %-24s %-10s %llu/%llu\n", static_cast<unsigned long long>(e.value("id", 0)),
-                e.value("name", "").c_str(), e.value("state", "").c_str(),
+                OneLine(e.value("name", "")).c_str(), e.value("state", "").c_str(),
                 static_cast<unsigned long long>(e.value("done", 0)),
                 static_cast<unsigned long long>(e.value("tasks", 0)));
   }
@@ -225,7 +225,7 @@ int PoolCmd(const ClientArgs& a) {
     for (const json& core : d["cores"]) {
       cores += core.value("name", "") + "(" + std::to_string(core.value("queued", 0)) + ") ";
     }
-    std::printf("%-4u %-24s %-6s %-8u %s\n", d.value("id", 0u), d.value("name", "").c_str(),
+    std::printf("%-4u %-24s %-6s %-8u %s\n", d.value("id", 0u), OneLine(d.value("name", "")).c_str(),
                 d.value("alive", false) ? "yes" : "no", d.value("pid", 0u), cores.c_str());
   }
   std::printf("policy %s, %zu live devices\n", (*j).value("policy", "").c_str(),

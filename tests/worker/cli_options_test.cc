@@ -46,6 +46,17 @@ TEST(ParseLogLevelTest, KnowsTheFiveLevels) {
   EXPECT_THAT(ParseLogLevel("loud").status().message(), HasSubstr("--log-level"));
 }
 
+TEST(CheckWorkerNameTest, RefusesControlCharactersAndOverlongNames) {
+  // Names are printed in `hmpmd pool` listings and logs, one line each.
+  EXPECT_TRUE(CheckWorkerName("gpu-node-7 視覚", "--name:").ok());
+  EXPECT_EQ(CheckWorkerName("evil\nname", "--name:").message(),
+            "--name: contains the control character U+000A");
+  EXPECT_THAT(CheckWorkerName("a\x1b[31m", "--name:").message(), HasSubstr("U+001B"));
+  EXPECT_THAT(CheckWorkerName(std::string(256, 'x'), "--name:").message(),
+              HasSubstr("1 to 255 characters"));
+  EXPECT_FALSE(CheckWorkerName("", "--name:").ok());
+}
+
 TEST(CheckControllerEndpointTest, AcceptsTcpAndIpcOnly) {
   EXPECT_TRUE(CheckControllerEndpoint("tcp://10.0.0.1:5555").ok());
   EXPECT_TRUE(CheckControllerEndpoint("ipc:///tmp/hmpmd").ok());
