@@ -225,8 +225,9 @@ int PoolCmd(const ClientArgs& a) {
     for (const json& core : d["cores"]) {
       cores += core.value("name", "") + "(" + std::to_string(core.value("queued", 0)) + ") ";
     }
-    std::printf("%-4u %-24s %-6s %-8u %s\n", d.value("id", 0u), OneLine(d.value("name", "")).c_str(),
-                d.value("alive", false) ? "yes" : "no", d.value("pid", 0u), cores.c_str());
+    std::printf("%-4u %-24s %-6s %-8u %s\n", d.value("id", 0u),
+                OneLine(d.value("name", "")).c_str(), d.value("alive", false) ? "yes" : "no",
+                d.value("pid", 0u), cores.c_str());
   }
   std::printf("policy %s, %zu live devices\n", (*j).value("policy", "").c_str(),
               static_cast<size_t>((*j).value("alive_devices", 0)));
