@@ -122,6 +122,7 @@ class Refusals(unittest.TestCase):
         self.refused(["status", "99999999999999999999999"], "JOB: expected a job id")
         self.refused(["stauts"], "unknown command 'stauts' (run, controller,")
         self.refused(["run"], "job is required")
+        self.refused(["keygen", ""], "keygen: DIR is empty")
         # ZeroMQ would take port 99999 as 34463: another program's port.
         self.refused(["controller", "--listen", "tcp://127.0.0.1:99999", "--db", ""],
                      "--listen: 'tcp://127.0.0.1:99999' port '99999' is not a number from 1 to")
