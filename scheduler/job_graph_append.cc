@@ -47,6 +47,7 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     const SubmodelSpec& sm = submodels[i];
     const std::string where = "submodels[" + std::to_string(first_sm + i) + "]";
     if (sm.name.empty()) return Status::InvalidArgument(where + ".name: empty");
+    if (!IsUtf8(sm.name)) return Status::InvalidArgument(where + ".name: is not valid UTF-8");
     if (std::string c = FirstControlChar(sm.name); !c.empty()) {
       return Status::InvalidArgument(where + ".name: contains the control character " + c);
     }
@@ -76,6 +77,10 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
           {"kernel", &t.kernel},
           {"collective.group", t.collective ? &t.collective->group : nullptr}}) {
       if (text == nullptr) continue;
+      if (!IsUtf8(*text)) {
+        return Status::InvalidArgument("tasks[" + std::to_string(index) + "]: " + field +
+                                       ": is not valid UTF-8");
+      }
       if (std::string c = FirstControlChar(*text); !c.empty()) {
         return Status::InvalidArgument("tasks[" + std::to_string(index) + "]: " + field +
                                        ": contains the control character " + c);

@@ -120,6 +120,7 @@ Status CheckWorkerName(std::string_view name, std::string_view where) {
     return Status::InvalidArgument(std::string(where) + " must be a string of 1 to " +
                                    std::to_string(kMaxNameLength) + " characters");
   }
+  if (!IsUtf8(name)) return Status::InvalidArgument(std::string(where) + " is not valid UTF-8");
   if (std::string c = FirstControlChar(name); !c.empty()) {
     return Status::InvalidArgument(std::string(where) + " contains the control character " + c);
   }

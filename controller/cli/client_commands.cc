@@ -134,7 +134,8 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   uint64_t id = (*r).value("id", 0);
   if (!wait) {
     if (a.json)
-      std::cout << json{{"id", id}}.dump() << std::endl;
+      std::cout << json{{"id", id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << std::endl;
     else
       std::cout << "submitted job " << id << std::endl;
     return kExitOk;

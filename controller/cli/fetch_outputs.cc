@@ -63,7 +63,8 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     const std::string endpoint = o.value("endpoint", "");
     const uint32_t run = o.value("run", 0u);
     if (task.empty() || endpoint.empty()) {
-      return Status::Corruption("--fetch: malformed output entry " + o.dump());
+      return Status::Corruption("--fetch: malformed output entry " +
+                                o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     auto buffers = client::FetchOutputs(endpoint, job, run, static_cast<int64_t>(timeout_s * 1000));
     if (!buffers.ok())
@@ -85,7 +86,7 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     }
   }
   std::ofstream m(std::filesystem::path(dir) / "manifest.json");
-  m << manifest.dump(2) << "\n";
+  m << manifest.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   if (!m) return Status::Internal("--fetch: cannot write '" + dir + "/manifest.json'");
   return Status::Ok();
 }

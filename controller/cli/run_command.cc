@@ -85,21 +85,23 @@ int RunMain(const RunArgs& a) {
   if (Status st = cluster.Start(); !st.ok()) return fail(st);
   bool succeeded = false;
   std::string output, trace;
-  Status st = cluster.RunJob(std::move(graph).value(),
-                             std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000)),
-                             [&](const JobRun& job, const Controller& c) {
-                               const ResourcePool& pool = c.scheduler().pool();
-                               ScheduleMetrics m = ComputeMetrics(job, pool);
-                               succeeded = job.state == JobState::kSucceeded;
-                               if (a.json) {
-                                 auto j = JobSummaryJson(job, pool, false);
-                                 j.update(MetricsJson(m, pool));
-                                 output = j.dump(2);
-                               } else {
-                                 output = TextSummary(job, m, pool);
-                               }
-                               if (!a.trace_file.empty()) trace = TraceJson(job, pool).dump();
-                             });
+  Status st = cluster.RunJob(
+      std::move(graph).value(), std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000)),
+      [&](const JobRun& job, const Controller& c) {
+        const ResourcePool& pool = c.scheduler().pool();
+        ScheduleMetrics m = ComputeMetrics(job, pool);
+        succeeded = job.state == JobState::kSucceeded;
+        if (a.json) {
+          auto j = JobSummaryJson(job, pool, false);
+          j.update(MetricsJson(m, pool));
+          output = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+        } else {
+          output = TextSummary(job, m, pool);
+        }
+        if (!a.trace_file.empty())
+          trace =
+              TraceJson(job, pool).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      });
   cluster.Stop();
   if (!st.ok()) {
     if (st.code() == StatusCode::kInvalidArgument) {

@@ -270,13 +270,14 @@ int SimMain(const SimArgs& a) {
     table += line;
     if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
     if (!a.trace_file.empty()) {
-      Status w =
-          WriteFile(TraceName(a.trace_file, name, policies.size() > 1), TraceJson(job, rp).dump());
+      Status w = WriteFile(
+          TraceName(a.trace_file, name, policies.size() > 1),
+          TraceJson(job, rp).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       if (!w.ok()) return Fail(w);
     }
   }
   if (a.json) {
-    std::cout << out.dump(2) << std::endl;
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     std::cout << "workload " << (*graph)->spec().name << " (" << (*graph)->size()
               << " tasks) on pool " << pool.name << " (" << pool.devices() << " devices, "

@@ -7,6 +7,7 @@ is stopped here, by PID. Usage: cli_bad_input_test.py BIN_DIR SOURCE_DIR"""
 import http.server
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -182,6 +183,18 @@ class AgainstAController(unittest.TestCase):
         self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
         self.assertIn("collective gangs wait for each other", r.stderr)
         self.assertEqual(self.jobs(), before)
+
+    def test_a_path_that_is_not_utf8_gets_an_answer_not_an_abort(self):
+        # The 404 echoes the path into JSON; a 0xFF byte there aborted the controller.
+        port = int(self.cluster.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET /api/v1/jobs/\xff\xfe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        self.assertIn(b" 404 ", answer.split(b"\r\n")[0])
+        self.assertIn("no route /api/v1/jobs/\ufffd", json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"])
+        self.assertIn("jobs", self.cluster.get("/api/v1/jobs"))  # still serving
 
     def test_gemm_without_its_sizes_is_refused_at_submission(self):
         # It used to be accepted and fail on the worker ("argument 'k' is required").

@@ -144,6 +144,7 @@ TEST(OpenJobGraphTest, AppendRefusesControlCharactersInIdsAndNames) {
             "tasks[0]: kernel: contains the control character U+001B");
   EXPECT_EQ((*g)->Append({{"bad\x7f"}}, {}).message(),
             "submodels[1].name: contains the control character U+007F");
+  EXPECT_EQ((*g)->Append({}, {Task("a\xc3")}).message(), "tasks[0]: id: is not valid UTF-8");
   EXPECT_EQ((*g)->size(), 0u);
 }
 
