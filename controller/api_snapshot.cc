@@ -163,7 +163,8 @@ std::shared_ptr<const std::string> ApiSnapshots::EndedSummary(const JobRun& job)
   auto& full = ended_full_[job.id];
   if (!full) {
     full = std::make_shared<const std::string>(
-        JobSummaryJson(job, controller_->scheduler().pool(), true).dump());
+        JobSummaryJson(job, controller_->scheduler().pool(), true)
+            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     ++updated_full_;
   }
   return full;
@@ -178,21 +179,27 @@ void ApiSnapshots::Publish(TimeUs now) {
   auto s = std::make_shared<ApiSnapshot>();
   s->epoch = epoch_.load(std::memory_order_acquire);
   s->taken = now;
-  s->pool = PoolJson(c).dump();
+  s->pool = PoolJson(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   s->summaries.reserve(sched.jobs().size());
-  // Byte for byte what json{{"jobs", [summaries]}}.dump() gives.
+  // Byte for byte what json{{"jobs", [summaries]}}.dump(-1, ' ', false,
+  // nlohmann::json::error_handler_t::replace) gives.
   s->jobs = "{\"jobs\":[";
   bool comma = false;
   for (const auto& [id, job] : sched.jobs()) {
     std::shared_ptr<const std::string> brief, full;
     if (IsTerminal(job.state)) {
       auto& b = ended_brief_[id];
-      if (!b) b = std::make_shared<const std::string>(JobSummaryJson(job, pool, false).dump());
+      if (!b)
+        b = std::make_shared<const std::string>(
+            JobSummaryJson(job, pool, false)
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       brief = b;
       auto f = ended_full_.find(id);
       if (f != ended_full_.end()) full = f->second;
     } else {
-      brief = full = std::make_shared<const std::string>(JobSummaryJson(job, pool, false).dump());
+      brief = full = std::make_shared<const std::string>(
+          JobSummaryJson(job, pool, false)
+              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     if (comma) s->jobs += ',';
     s->jobs += *brief;

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <random>
 
+#include "hmpmd/protocol/builtin_args.h"
+
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
 // constructor when a vector of StoreRecord grows (GCC bug 105593 family).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -365,6 +367,13 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
   if (graph->total_runs() > options_.spec_limits.max_runs) {
     return Status::ResourceExhausted("job: tasks x repeat is over " +
                                      std::to_string(options_.spec_limits.max_runs) + " task runs");
+  }
+  // Workers run built-in kernels from their arguments alone (no cost hints).
+  for (uint32_t i = 0; i < graph->size(); ++i) {
+    const TaskSpec& t = graph->spec_task(i);
+    if (Status st = CheckWorkerArgs(t.kernel, t.args); !st.ok()) {
+      return Status::InvalidArgument(graph->Describe(i) + ": " + st.message());
+    }
   }
   ASSIGN_OR_RETURN(JobId id, scheduler_->AddJob(std::move(graph), NowUs()));
   live_jobs_.insert(id);

@@ -54,7 +54,8 @@ void EventFeed::Stop() {
 
 std::string EventFeed::Hello() {
   controller_->Post([this] { active_ = true; });
-  return Chunk("hello", json{{"version", 1}, {"now_us", Controller::NowUs()}}.dump());
+  return Chunk("hello", json{{"version", 1}, {"now_us", Controller::NowUs()}}.dump(
+                            -1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void EventFeed::TickerLoop() {
@@ -143,7 +144,7 @@ std::string EventFeed::TasksEvent(const Batch& b) {
         json::array({r.job, r.run, r.phase, r.core == kNoCore ? -1L : long(r.core), row.device,
                      r.t0, r.t1, g.spec_task(t).id, g.spec().submodels[g.task(t).submodel].name});
     if (comma) out += ',';
-    out += e.dump();
+    out += e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     comma = true;
   }
   out += "],\"dropped\":" + std::to_string(b.dropped) + "}";
@@ -176,7 +177,8 @@ std::string EventFeed::JobsEvent(TimeUs now) {
     it = all.count(it->first) ? std::next(it) : jobs_seen_.erase(it);
   }
   if (jobs.empty()) return {};
-  return Chunk("jobs", json{{"now_us", now}, {"jobs", std::move(jobs)}}.dump());
+  return Chunk("jobs", json{{"now_us", now}, {"jobs", std::move(jobs)}}.dump(
+                           -1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void EventFeed::Flush(bool active, TimeUs now) {
@@ -237,7 +239,8 @@ std::optional<EventFeed::Batch> EventFeed::Gather(bool active, TimeUs now) {
     workers_seen_ = workers;
     alive_seen_ = alive;
     b.after_tasks +=
-        Chunk("pool", json{{"now_us", now}, {"workers", workers}, {"alive", alive}}.dump());
+        Chunk("pool", json{{"now_us", now}, {"workers", workers}, {"alive", alive}}.dump(
+                          -1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
   if (!b.has_tasks && b.after_tasks.empty()) return std::nullopt;
   ++events_sent_;

@@ -1,8 +1,11 @@
 #include "job_spec_parser.h"
 
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "strict_json.h"
 
 namespace hmpmd {
 namespace {
@@ -35,6 +38,15 @@ size_t NestingDepth(std::string_view text, size_t limit) {
     }
   }
   return max_depth;
+}
+
+// Ids and names are printed in one-line errors, listings and traces: a
+// newline or an escape sequence there would break them, a NUL would cut
+// file names short.
+Status NoControlChars(std::string_view s) {
+  std::string c = FirstControlChar(s);
+  if (c.empty()) return Status::Ok();
+  return Status::InvalidArgument("contains the control character " + c);
 }
 
 std::string TypeName(const json& v) {
@@ -71,6 +83,7 @@ class ObjectReader {
     const auto& s = v->get_ref<const std::string&>();
     if (s.size() > limits_.max_string)
       return Error(field, "longer than the limit of " + std::to_string(limits_.max_string));
+    if (Status c = NoControlChars(s); !c.ok()) return Error(field, c.message());
     *out = s;
     return Status::Ok();
   }
@@ -129,6 +142,9 @@ Status ParseArgs(ObjectReader& r, const SpecLimits& limits, Args* out) {
       return r.Error("args",
                      "argument name longer than the limit of " + std::to_string(limits.max_string));
     }
+    if (Status c = NoControlChars(it.key()); !c.ok()) {
+      return r.Error("args", "argument name " + c.message());
+    }
     std::string field = "args." + it.key();
     if (a.is_boolean())
       out->push_back({it.key(), a.get<bool>()});
@@ -143,6 +159,9 @@ Status ParseArgs(ObjectReader& r, const SpecLimits& limits, Args* out) {
       if (a.get_ref<const std::string&>().size() > limits.max_string) {
         return r.Error(field, "longer than the limit of " + std::to_string(limits.max_string));
       }
+      if (Status c = NoControlChars(a.get_ref<const std::string&>()); !c.ok()) {
+        return r.Error(field, c.message());
+      }
       out->push_back({it.key(), a.get<std::string>()});
     } else {
       return r.Error(field, "expected a number, string or bool, got " + TypeName(a));
@@ -155,7 +174,8 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
   std::string where = "tasks[" + std::to_string(i) + "]";
   if (j.is_object()) {
     auto id = j.find("id");
-    if (id != j.end() && id->is_string() && id->get_ref<const std::string&>().size() <= 256) {
+    if (id != j.end() && id->is_string() && id->get_ref<const std::string&>().size() <= 256 &&
+        FirstControlChar(id->get_ref<const std::string&>()).empty()) {
       where += " '" + id->get<std::string>() + "'";
     }
   }
@@ -185,6 +205,9 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
       if (e.get_ref<const std::string&>().size() > limits.max_string) {
         return r.Error("inputs[" + std::to_string(k) + "]",
                        "longer than the limit of " + std::to_string(limits.max_string));
+      }
+      if (Status c = NoControlChars(e.get_ref<const std::string&>()); !c.ok()) {
+        return r.Error("inputs[" + std::to_string(k) + "]", c.message());
       }
       t->inputs.push_back(e.get<std::string>());
     }
@@ -222,15 +245,14 @@ Result<JobSpec> ParseJobSpec(std::string_view text, const SpecLimits& limits) {
     return Status::InvalidArgument("job spec: nested deeper than the limit of " +
                                    std::to_string(limits.max_depth));
   }
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    std::string what = e.what();
-    auto pos = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
-    return Status::InvalidArgument("job spec: invalid JSON: " +
-                                   (pos == std::string::npos ? what : what.substr(pos + 2)));
+  // Strict: a field given twice is an error, not "the last one wins".
+  Result<json> parsed = ParseStrictJson(text);
+  if (!parsed.ok()) {
+    const std::string& m = parsed.status().message();
+    const bool top = m.starts_with("invalid JSON") || m.starts_with("field '");
+    return Status::InvalidArgument(top ? "job spec: " + m : m);
   }
+  json root = std::move(parsed).value();
   JobSpec spec;
   ObjectReader r(root, "", limits);
   if (!root.is_object())

@@ -106,7 +106,8 @@ void RestApi::FormatterLoop() {
 }
 
 HttpResponse RestApi::Error(int status, const std::string& message) {
-  return Json(status, json{{"error", message}}.dump());
+  return Json(status, json{{"error", message}}.dump(-1, ' ', false,
+                                                    nlohmann::json::error_handler_t::replace));
 }
 
 HttpResponse RestApi::Json(int status, const std::string& body) {
@@ -186,7 +187,8 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
         reply(Error(400, id.status().message()));
         return;
       }
-      HttpResponse r = Json(201, json{{"id", *id}}.dump());
+      HttpResponse r = Json(
+          201, json{{"id", *id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
       // Acknowledged once stored: a job a client was told about survives
       // a crash of the controller (before, up to 20 ms of them did not).
@@ -347,9 +349,11 @@ void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
     }
     std::string body;
     if (rest == "trace") {
-      body = TraceJson(*copy.job, *copy.pool).dump();
+      body = TraceJson(*copy.job, *copy.pool)
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } else if (rest == "dag") {
-      body = SubmodelDagJson(*copy.job).dump();
+      body =
+          SubmodelDagJson(*copy.job).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } else {
       auto q = ParseTaskQuery(query);
       if (!q.ok()) return reply(Error(400, q.status().message()));
@@ -378,14 +382,17 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   if (job == nullptr) return reply(Error(404, "job " + std::to_string(id) + ": no such job"));
   const ResourcePool& pool = c.scheduler().pool();
   if (rest.empty() && m == "GET") {
-    if (!IsTerminal(job->state)) return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
+    if (!IsTerminal(job->state))
+      return reply(Json(200, JobSummaryJson(*job, pool, false)
+                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
     return reply(SharedJson(snapshots_->EndedSummary(*job)));
   }
   if (rest.empty() && m == "DELETE") {
     Status st = controller_->Cancel(job->id);
     if (!st.ok()) return reply(Error(409, st.message()));
     snapshots_->MarkChanged();  // a read after this answer sees the cancel
-    return reply(Json(200, JobSummaryJson(*job, pool, false).dump()));
+    return reply(Json(200, JobSummaryJson(*job, pool, false)
+                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   }
   if (IsRenderedOffLoop(rest) && m == "GET") {
     if (IsTerminal(job->state)) {
@@ -400,7 +407,9 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
       return;
     }
     // The DAG walks the running step only: cheaper than copying the job.
-    if (rest == "dag") return reply(Json(200, SubmodelDagJson(*job).dump()));
+    if (rest == "dag")
+      return reply(Json(200, SubmodelDagJson(*job).dump(-1, ' ', false,
+                                                        nlohmann::json::error_handler_t::replace)));
     JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool)};
     return RenderOffLoop(std::move(copy), false, rest, req.query, reply);
   }
@@ -419,7 +428,8 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
                          {"endpoint", c.workers()[loc->worker].data_endpoint},
                          {"bytes", loc->bytes}});
     }
-    return reply(Json(200, json{{"id", job->id}, {"outputs", std::move(outputs)}}.dump()));
+    return reply(Json(200, json{{"id", job->id}, {"outputs", std::move(outputs)}}.dump(
+                               -1, ' ', false, nlohmann::json::error_handler_t::replace)));
   }
   if (rest.empty() || rest == "tasks" || rest == "trace" || rest == "dag" || rest == "outputs") {
     return reply(Error(405, "method " + m + " not allowed on " + req.path));

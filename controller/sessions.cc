@@ -79,7 +79,8 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
     return;
   }
   nlohmann::json stored = {{"name", spec.name}, {kSessionKey, true}};
-  auto job = SubmitGraph(std::move(graph).value(), stored.dump());
+  auto job = SubmitGraph(std::move(graph).value(),
+                         stored.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (!job.ok()) {
     transport_.Send(identity, SessionAck{0, job.status().message(), false});
     return;

@@ -195,7 +195,7 @@ std::string RenderTaskPage(const TaskPage& page) {
   json out = {{"id", page.id},       {"total", page.total},      {"offset", page.offset},
               {"limit", page.limit}, {"origin_us", page.origin}, {"count", page.rows.size()}};
   out["tasks"] = std::move(tasks);
-  return out.dump();
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 json SubmodelDagJson(const JobRun& job) {

@@ -134,4 +134,18 @@ Status CheckBuiltinArgs(std::string_view kernel, const Args& args) {
   return Status::Ok();
 }
 
+Status CheckWorkerArgs(std::string_view kernel, const Args& args) {
+  if (kernel != "gemm") return Status::Ok();
+  for (std::string_view name : {"m", "n", "k"}) {
+    bool given = false;
+    for (const Arg& a : args) given = given || a.name == name;
+    if (!given) {
+      return Status::InvalidArgument("args." + std::string(name) +
+                                     ": required: a worker's gemm multiplies an m x k by a k x n "
+                                     "matrix (only a simulation may give cost.flops instead)");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace hmpmd

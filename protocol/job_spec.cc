@@ -1,6 +1,7 @@
 #include "hmpmd/protocol/job_spec.h"
 
 #include <array>
+#include <cstdio>
 #include <utility>
 
 namespace hmpmd {
@@ -30,6 +31,56 @@ std::optional<SubmodelKind> ParseSubmodelKind(std::string_view name) {
     if (n == name) return k;
   }
   return std::nullopt;
+}
+
+std::string FirstControlChar(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    int code = c < 0x20 || c == 0x7f ? c : -1;
+    if (c == 0xc2 && i + 1 < text.size()) {
+      const auto d = static_cast<unsigned char>(text[i + 1]);
+      if (d >= 0x80 && d <= 0x9f) code = d;
+    }
+    if (code >= 0) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "U+%04X", code);
+      return buf;
+    }
+  }
+  return "";
+}
+
+bool IsUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      len = 2, cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3, cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > text.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto d = static_cast<unsigned char>(text[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
 }
 
 }  // namespace hmpmd

@@ -63,21 +63,21 @@ Result<CoreCounts> ParseCoreCounts(std::string_view text) {
 }
 
 Status CheckEndpoint(std::string_view endpoint, bool bind) {
-  const std::string expected = "'" + std::string(endpoint) + "' is not tcp://HOST:PORT (PORT " +
-                               (bind ? "0-65535 or *" : "1-65535") + ") or ipc://PATH";
-  if (endpoint.starts_with("ipc://")) {
-    return endpoint.size() > 6 ? Status::Ok() : Status::InvalidArgument(expected);
-  }
-  if (!endpoint.starts_with("tcp://")) return Status::InvalidArgument(expected);
+  const std::string quoted = "'" + std::string(endpoint) + "' ";
+  if (endpoint.starts_with("ipc://") && endpoint.size() > 6) return Status::Ok();
   const size_t colon = endpoint.rfind(':');
-  if (colon <= 6) return Status::InvalidArgument(expected);  // no HOST, or no ':' after it
+  if (!endpoint.starts_with("tcp://") || colon < 6) {
+    return Status::InvalidArgument(quoted + "is not tcp://HOST:PORT or ipc://PATH");
+  }
+  if (colon == 6) return Status::InvalidArgument(quoted + "has no host; expected tcp://HOST:PORT");
   const std::string_view port = endpoint.substr(colon + 1);
   if (bind && port == "*") return Status::Ok();
   uint32_t number = 0;
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
-  if (ec != std::errc() || end != port.data() + port.size() || number < (bind ? 0u : 1u) ||
-      number > 65535) {
-    return Status::InvalidArgument(expected);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() ||
+      number < (bind ? 0u : 1u) || number > 65535) {
+    return Status::InvalidArgument(quoted + "port '" + std::string(port) + "' is not a number " +
+                                   (bind ? "from 0 to 65535 or *" : "from 1 to 65535"));
   }
   return Status::Ok();
 }

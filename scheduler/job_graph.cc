@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "hmpmd/protocol/builtin_args.h"
+#include "job_graph_checks.h"
 
 namespace hmpmd {
 namespace {
@@ -163,6 +164,16 @@ Result<std::shared_ptr<const JobGraph>> JobGraph::Build(JobSpec spec) {
       }
     }
   }
+  // Gangs must agree on their collective and must not wait for each other.
+  GangView view;
+  view.tasks.reserve(spec.tasks.size());
+  for (uint32_t i = 0; i < g->tasks_.size(); ++i) {
+    view.tasks.push_back(&spec.tasks[i]);
+    view.group.push_back(g->tasks_[i].group);
+    view.inputs.push_back(g->tasks_[i].inputs);
+  }
+  for (const CollectiveGroup& grp : g->groups_) view.members.push_back(grp.members);
+  RETURN_IF_ERROR(CheckGangs(view));
   g->spec_ = std::move(spec);
   return std::shared_ptr<const JobGraph>(std::move(g));
 }

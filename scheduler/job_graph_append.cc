@@ -3,6 +3,7 @@
 
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/scheduler/job_graph.h"
+#include "job_graph_checks.h"
 
 namespace hmpmd {
 namespace {
@@ -46,6 +47,10 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     const SubmodelSpec& sm = submodels[i];
     const std::string where = "submodels[" + std::to_string(first_sm + i) + "]";
     if (sm.name.empty()) return Status::InvalidArgument(where + ".name: empty");
+    if (!IsUtf8(sm.name)) return Status::InvalidArgument(where + ".name: is not valid UTF-8");
+    if (std::string c = FirstControlChar(sm.name); !c.empty()) {
+      return Status::InvalidArgument(where + ".name: contains the control character " + c);
+    }
     if (submodel_ids_.count(sm.name) || !new_sm.emplace(sm.name, first_sm + i).second) {
       return Status::InvalidArgument(where + ".name: duplicate '" + sm.name + "'");
     }
@@ -66,6 +71,21 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     const TaskSpec& t = tasks[i];
     const uint32_t index = first + i;
     if (t.id.empty()) return Status::InvalidArgument(Where(index, t.id) + ": id: empty");
+    // Driver tasks come from the wire, not through the JSON parser's checks.
+    for (const auto& [field, text] :
+         {std::pair<const char*, const std::string*>{"id", &t.id},
+          {"kernel", &t.kernel},
+          {"collective.group", t.collective ? &t.collective->group : nullptr}}) {
+      if (text == nullptr) continue;
+      if (!IsUtf8(*text)) {
+        return Status::InvalidArgument("tasks[" + std::to_string(index) + "]: " + field +
+                                       ": is not valid UTF-8");
+      }
+      if (std::string c = FirstControlChar(*text); !c.empty()) {
+        return Status::InvalidArgument("tasks[" + std::to_string(index) + "]: " + field +
+                                       ": contains the control character " + c);
+      }
+    }
     if (int64_t dup = task_of(t.id); dup >= 0) {
       return Status::InvalidArgument(Where(index, t.id) + ": id: duplicate of tasks[" +
                                      std::to_string(dup) + "]");
@@ -119,6 +139,22 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     }
     new_ids.emplace(t.id, index);
   }
+
+  // Gangs of this append (complete here) must agree and not wait for each other.
+  GangView view;
+  view.first_index = first;
+  view.group = group_of;
+  view.members.resize(group_ops.size());
+  for (uint32_t i = 0; i < tasks.size(); ++i) {
+    view.tasks.push_back(&tasks[i]);
+    view.inputs.emplace_back();
+    for (const std::string& in : tasks[i].inputs) {
+      if (auto p = new_ids.find(in); p != new_ids.end())
+        view.inputs.back().push_back(p->second - first);
+    }
+    if (group_of[i] != kNoGroup) view.members[group_of[i]].push_back(i);
+  }
+  RETURN_IF_ERROR(CheckGangs(view));
 
   // Apply.
   for (auto& sm : submodels) {

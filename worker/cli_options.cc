@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd::worker {
@@ -74,6 +75,18 @@ Result<LogLevel> ParseLogLevel(std::string_view text) {
                                  "' is not one of trace, debug, info, warn, error");
 }
 
+Status CheckWorkerName(std::string_view name, std::string_view where) {
+  if (name.empty() || name.size() > kMaxNameLength) {
+    return Status::InvalidArgument(std::string(where) + " must be a string of 1 to " +
+                                   std::to_string(kMaxNameLength) + " characters");
+  }
+  if (!IsUtf8(name)) return Status::InvalidArgument(std::string(where) + " is not valid UTF-8");
+  if (std::string c = FirstControlChar(name); !c.empty()) {
+    return Status::InvalidArgument(std::string(where) + " contains the control character " + c);
+  }
+  return Status::Ok();
+}
+
 Status CheckControllerEndpoint(std::string_view endpoint) {
   if (Status st = CheckEndpoint(endpoint, /*bind=*/false); !st.ok()) {
     return Status::InvalidArgument("--controller: " + st.message());
@@ -116,11 +129,11 @@ Status ParseDeviceDescription(std::string_view text, const std::string& source,
   WorkerOptions out = *options;
   for (const auto& [key, value] : doc.items()) {
     if (key == "name") {
-      if (!value.is_string() || value.get<std::string>().empty() ||
-          value.get<std::string>().size() > kMaxNameLength) {
+      if (!value.is_string()) {
         return Status::InvalidArgument(at + "field 'name' must be a string of 1 to " +
                                        std::to_string(kMaxNameLength) + " characters");
       }
+      RETURN_IF_ERROR(CheckWorkerName(value.get<std::string>(), at + "field 'name'"));
       out.name = value.get<std::string>();
     } else if (key == "memory_mb") {
       Result<uint64_t> mb = UnsignedField(value, at + "field 'memory_mb'", 1, kMaxMemoryMb);

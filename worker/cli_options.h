@@ -21,6 +21,10 @@ Status ParseCores(std::string_view text, WorkerOptions* options);
 // "trace", "debug", "info", "warn" or "error".
 Result<LogLevel> ParseLogLevel(std::string_view text);
 
+// A worker name (--name, the device file's "name"): 1 to 255 bytes, no
+// control character (it is printed in one-line listings and logs).
+Status CheckWorkerName(std::string_view name, std::string_view where);
+
 // tcp://HOST:PORT or ipc://PATH (CheckEndpoint).
 Status CheckControllerEndpoint(std::string_view endpoint);
 

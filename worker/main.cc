@@ -108,7 +108,10 @@ int main(int argc, char** argv) {
   }
   if (status.ok() && cores_flag->count() > 0) status = hmpmd::worker::ParseCores(cores, &options);
   if (memory_flag->count() > 0) options.memory_mb = memory_mb;
-  if (name_flag->count() > 0) options.name = name;
+  if (status.ok() && name_flag->count() > 0) {
+    status = hmpmd::worker::CheckWorkerName(name, "--name:");
+    options.name = name;
+  }
   if (!status.ok()) return UsageError(status.message());
   hmpmd::Result<hmpmd::worker::LogLevel> level = hmpmd::worker::ParseLogLevel(log_level);
   if (!level.ok()) return UsageError(level.status().message());

@@ -3,20 +3,35 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 namespace hmpmd {
 
-Result<std::string> ReadFile(const std::string& path) {
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::InvalidArgument(path + ": is a directory, not a file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::Internal(path + ": read failed");
-  return ss.str();
+  // Read in chunks up to the limit: /dev/zero or a huge file must not
+  // exhaust memory.
+  std::string out;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    out.append(buf, static_cast<size_t>(in.gcount()));
+    if (out.size() > max_bytes) {
+      return Status::ResourceExhausted(path + ": larger than the limit of " +
+                                       std::to_string(max_bytes) + " bytes");
+    }
+  }
+  if (in.bad()) return Status::Internal(path + ": read failed: " + std::strerror(errno));
+  return out;
 }
 
 Status WriteFile(const std::string& path, const std::string& content) {
@@ -26,6 +41,46 @@ Status WriteFile(const std::string& path, const std::string& content) {
   out.close();
   if (!out) return Status::Internal(path + ": write failed");
   return Status::Ok();
+}
+
+Status CheckWritable(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return Status::InvalidArgument(flag + ": '" + path + "' is a directory; give a file name");
+  }
+  const bool existed = fs::exists(path, ec);
+  {
+    std::ofstream probe(path, std::ios::binary | std::ios::app);  // creates, never truncates
+    if (!probe) {
+      return Status::InvalidArgument(flag + ": cannot write '" + path +
+                                     "': " + std::strerror(errno));
+    }
+  }
+  if (!existed) fs::remove(path, ec);
+  return Status::Ok();
+}
+
+std::string OneLine(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 Result<std::string> ReadToken(const std::string& path) {
@@ -48,7 +103,7 @@ Status SetLogLevel(const std::string& level) {
 }
 
 int Fail(const Status& st) {
-  std::cerr << "hmpmd: " << st.message() << std::endl;
+  std::cerr << "hmpmd: " << OneLine(st.message()) << std::endl;
   switch (st.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:

@@ -2,7 +2,9 @@
 // errors and exit codes.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "hmpmd/protocol/status.h"
 
@@ -18,13 +20,22 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 
-Result<std::string> ReadFile(const std::string& path);
+// Reads a whole regular file (or pipe) of at most `max_bytes`; a directory,
+// a missing file or a larger one is an error naming the path. Default: 1 GiB.
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = size_t{1} << 30);
 Status WriteFile(const std::string& path, const std::string& content);
+// Checks before any work that `path` can be written by WriteFile later: not
+// a directory, its folder exists and is writable. Leaves no file behind.
+// The error names `flag` and the path.
+Status CheckWritable(const std::string& flag, const std::string& path);
+// `text` with control characters written as \n, \t or \xHH: one line.
+std::string OneLine(std::string_view text);
 // Reads a token file: its first line, trimmed; an empty token is an error.
 Result<std::string> ReadToken(const std::string& path);
 // trace, debug, info, warn, error, off.
 Status SetLogLevel(const std::string& level);
-// Prints "hmpmd: <message>" on stderr; returns the exit code for `st`.
+// Prints "hmpmd: <message>" on stderr, in one line (OneLine); returns the
+// exit code for `st`.
 int Fail(const Status& st);
 
 // Each subcommand registers itself; its callback stores the exit code.

@@ -2,6 +2,7 @@
 // API at --url (default $HMPMD_URL, else http://127.0.0.1:8080).
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -37,6 +38,10 @@ Result<Client> Connect(const ClientArgs& a) {
     const char* env = std::getenv("HMPMD_URL");
     url = env && *env ? env : "http://127.0.0.1:8080";
   }
+  // CLI::Range lets NaN through.
+  if (!std::isfinite(a.timeout_s)) {
+    return Status::InvalidArgument("--request-timeout: must be a number of seconds");
+  }
   Client c;
   ASSIGN_OR_RETURN(c.url, ParseHttpUrl(url));
   if (!a.token_file.empty()) {
@@ -59,7 +64,9 @@ Result<json> Call(const Client& c, std::string_view method, const std::string& t
   }
   std::string msg = j.is_object() && j.contains("error") && j["error"].is_string()
                         ? j["error"].get<std::string>()
-                        : "HTTP " + std::to_string(r.status);
+                        : std::string(method) + " " + target + ": HTTP " +
+                              std::to_string(r.status) + " from " + c.url.ToString() +
+                              ", without an hmpmd error (is it an hmpmd controller?)";
   StatusCode code = r.status == 400 || r.status == 404 || r.status == 413
                         ? StatusCode::kInvalidArgument
                     : r.status == 401 || r.status == 403 ? StatusCode::kPermissionDenied
@@ -95,6 +102,16 @@ void PrintJob(const json& j) {
   }
 }
 
+// A job id: decimal digits that fit in 64 bits.
+Status CheckJobId(const std::string& job) {
+  const bool digits =
+      !job.empty() && job.size() <= 20 && job.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || (job.size() == 20 && job > "18446744073709551615")) {
+    return Status::InvalidArgument("JOB: expected a job id (a number), got '" + job + "'");
+  }
+  return Status::Ok();
+}
+
 bool Terminal(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "cancelled";
 }
@@ -103,6 +120,13 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
            const std::string& fetch_dir) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
+  if (!std::isfinite(wait_timeout_s)) {
+    return Fail(Status::InvalidArgument("--wait-timeout: must be a number of seconds"));
+  }
+  // Checked before submitting: a bad --fetch must not cost a job's run.
+  if (!fetch_dir.empty()) {
+    if (Status st = PrepareFetchDir(fetch_dir); !st.ok()) return Fail(st);
+  }
   auto spec = ReadFile(file);
   if (!spec.ok()) return Fail(spec.status());
   auto r = Call(*c, "POST", c->url.base_path + "/api/v1/jobs", *spec);
@@ -110,7 +134,8 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   uint64_t id = (*r).value("id", 0);
   if (!wait) {
     if (a.json)
-      std::cout << json{{"id", id}}.dump() << std::endl;
+      std::cout << json{{"id", id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << std::endl;
     else
       std::cout << "submitted job " << id << std::endl;
     return kExitOk;
@@ -157,9 +182,7 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
   if (!job.empty()) {
-    if (job.find_first_not_of("0123456789") != std::string::npos) {
-      return Fail(Status::InvalidArgument("JOB: expected a job id, got '" + job + "'"));
-    }
+    if (Status st = CheckJobId(job); !st.ok()) return Fail(st);
     auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs/" + job);
     if (!j.ok()) return Fail(j.status());
     if (a.json)
@@ -177,7 +200,7 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
   std::printf("%-6s %-24s %-10s %s\n", "ID", "NAME", "STATE", "PROGRESS");
   for (const json& e : (*j)["jobs"]) {
     std::printf("%-6llu %-24s %-10s %llu/%llu\n", static_cast<unsigned long long>(e.value("id", 0)),
-                e.value("name", "").c_str(), e.value("state", "").c_str(),
+                OneLine(e.value("name", "")).c_str(), e.value("state", "").c_str(),
                 static_cast<unsigned long long>(e.value("done", 0)),
                 static_cast<unsigned long long>(e.value("tasks", 0)));
   }
@@ -187,9 +210,7 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
 int CancelCmd(const ClientArgs& a, const std::string& job) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
-  if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos) {
-    return Fail(Status::InvalidArgument("JOB: expected a job id, got '" + job + "'"));
-  }
+  if (Status st = CheckJobId(job); !st.ok()) return Fail(st);
   auto j = Call(*c, "DELETE", c->url.base_path + "/api/v1/jobs/" + job);
   if (!j.ok()) return Fail(j.status());
   if (a.json)
@@ -214,8 +235,9 @@ int PoolCmd(const ClientArgs& a) {
     for (const json& core : d["cores"]) {
       cores += core.value("name", "") + "(" + std::to_string(core.value("queued", 0)) + ") ";
     }
-    std::printf("%-4u %-24s %-6s %-8u %s\n", d.value("id", 0u), d.value("name", "").c_str(),
-                d.value("alive", false) ? "yes" : "no", d.value("pid", 0u), cores.c_str());
+    std::printf("%-4u %-24s %-6s %-8u %s\n", d.value("id", 0u),
+                OneLine(d.value("name", "")).c_str(), d.value("alive", false) ? "yes" : "no",
+                d.value("pid", 0u), cores.c_str());
   }
   std::printf("policy %s, %zu live devices\n", (*j).value("policy", "").c_str(),
               static_cast<size_t>((*j).value("alive_devices", 0)));

@@ -150,6 +150,12 @@ void AddKeygenCommand(CLI::App& app, int* exit_code) {
   CLI::App* sub = app.add_subcommand("keygen", "Write CurveZMQ keys for --curve-keys into DIR");
   sub->add_option("DIR", *dir, "Key directory (created)")->required();
   sub->callback([dir, exit_code] {
+    // An empty DIR wrote the secret keys into the working directory while
+    // printing "/controller.key".
+    if (dir->empty()) {
+      *exit_code = Fail(Status::InvalidArgument("keygen: DIR is empty; name a directory"));
+      return;
+    }
     Status st = WriteCurveKeys(*dir);
     if (!st.ok()) {
       *exit_code = Fail(st);

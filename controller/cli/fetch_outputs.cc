@@ -1,11 +1,56 @@
 #include "fetch_outputs.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "hmpmd/client/fetch.h"
 
 namespace hmpmd {
+
+Status PrepareFetchDir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::InvalidArgument("--fetch: cannot create '" + dir + "': " + ec.message());
+  if (!fs::is_directory(dir, ec)) {
+    return Status::InvalidArgument("--fetch: '" + dir + "' is not a directory");
+  }
+  if (!fs::is_empty(dir, ec) || ec) {
+    return Status::InvalidArgument("--fetch: '" + dir +
+                                   "' is not empty; give a new or empty directory (the outputs "
+                                   "and manifest.json must not mix with other files)");
+  }
+  const fs::path probe = fs::path(dir) / ".hmpmd-fetch-probe";
+  {
+    std::ofstream out(probe, std::ios::binary);
+    if (!out) {
+      return Status::InvalidArgument("--fetch: cannot write in '" + dir +
+                                     "': " + std::strerror(errno));
+    }
+  }
+  fs::remove(probe, ec);
+  return Status::Ok();
+}
+
+std::string OutputFileName(const std::string& task, size_t index) {
+  std::string name;
+  for (size_t i = 0; i < task.size(); ++i) {
+    const auto c = static_cast<unsigned char>(task[i]);
+    const bool safe = std::isalnum(c) || c == '_' || c == '-' || c >= 0x80 || (c == '.' && i > 0);
+    if (safe) {
+      name += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      name += buf;
+    }
+  }
+  return name + "." + std::to_string(index) + ".bin";
+}
 
 Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::string& dir,
                       double timeout_s) {
@@ -17,8 +62,9 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     const std::string task = o.value("task", "");
     const std::string endpoint = o.value("endpoint", "");
     const uint32_t run = o.value("run", 0u);
-    if (task.empty() || task.find('/') != std::string::npos || endpoint.empty()) {
-      return Status::Corruption("--fetch: malformed output entry " + o.dump());
+    if (task.empty() || endpoint.empty()) {
+      return Status::Corruption("--fetch: malformed output entry " +
+                                o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     auto buffers = client::FetchOutputs(endpoint, job, run, static_cast<int64_t>(timeout_s * 1000));
     if (!buffers.ok())
@@ -26,7 +72,7 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
                     "--fetch: task '" + task + "': " + buffers.status().message());
     for (size_t i = 0; i < buffers->size(); ++i) {
       const Buffer& b = (*buffers)[i];
-      const std::string name = task + "." + std::to_string(i) + ".bin";
+      const std::string name = OutputFileName(task, i);
       std::ofstream out(std::filesystem::path(dir) / name, std::ios::binary);
       out.write(reinterpret_cast<const char*>(b.data.data()),
                 static_cast<std::streamsize>(b.data.size()));
@@ -40,7 +86,7 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     }
   }
   std::ofstream m(std::filesystem::path(dir) / "manifest.json");
-  m << manifest.dump(2) << "\n";
+  m << manifest.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   if (!m) return Status::Internal("--fetch: cannot write '" + dir + "/manifest.json'");
   return Status::Ok();
 }

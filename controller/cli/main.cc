@@ -25,7 +25,17 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "hmpmd: " << e.what() << " (see --help)" << std::endl;
+    // "hmpmd stauts": name the word, not "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
+      std::string known;
+      for (const CLI::App* sub : app.get_subcommands({})) {
+        known += (known.empty() ? "" : ", ") + sub->get_name();
+      }
+      std::cerr << "hmpmd: unknown command '" << hmpmd::OneLine(argv[1]) << "' (" << known << ")"
+                << std::endl;
+      return hmpmd::kExitUsage;
+    }
+    std::cerr << "hmpmd: " << hmpmd::OneLine(e.what()) << " (see --help)" << std::endl;
     return hmpmd::kExitUsage;
   }
   return exit_code;

@@ -14,6 +14,9 @@
 namespace hmpmd {
 namespace {
 
+// --timeout at most: about 115 days, far from overflowing milliseconds.
+constexpr double kMaxTimeoutS = 1e7;
+
 struct RunArgs {
   std::string job_file;
   int workers = 4;
@@ -31,14 +34,20 @@ int RunMain(const RunArgs& a) {
   if (a.workers < 1 || a.workers > 256) {
     return Fail(Status::InvalidArgument("--workers: must be between 1 and 256"));
   }
-  if (a.timeout_s <= 0) return Fail(Status::InvalidArgument("--timeout: must be positive"));
-  // Checked here, once, rather than by each worker as it starts.
+  if (!(a.timeout_s > 0 && a.timeout_s <= kMaxTimeoutS)) {
+    return Fail(Status::InvalidArgument("--timeout: must be a number of seconds in (0, " +
+                                        std::to_string(static_cast<int64_t>(kMaxTimeoutS)) + "]"));
+  }
+  // The workers' --cores, checked once here rather than by each worker.
   if (Result<CoreCounts> cores = ParseCoreCounts(a.cores); !cores.ok()) {
     return Fail(Status::InvalidArgument("--cores: " + cores.status().message()));
   }
-  auto text = ReadFile(a.job_file);
-  if (!text.ok()) return Fail(text.status());
+  if (!a.trace_file.empty()) {
+    if (Status w = CheckWritable("--trace", a.trace_file); !w.ok()) return Fail(w);
+  }
   LocalClusterOptions opts;
+  auto text = ReadFile(a.job_file, opts.controller.spec_limits.max_bytes);
+  if (!text.ok()) return Fail(text.status());
   opts.controller.policy = a.policy;
   opts.workers = a.workers;
   opts.cores = a.cores;
@@ -76,21 +85,23 @@ int RunMain(const RunArgs& a) {
   if (Status st = cluster.Start(); !st.ok()) return fail(st);
   bool succeeded = false;
   std::string output, trace;
-  Status st = cluster.RunJob(std::move(graph).value(),
-                             std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000)),
-                             [&](const JobRun& job, const Controller& c) {
-                               const ResourcePool& pool = c.scheduler().pool();
-                               ScheduleMetrics m = ComputeMetrics(job, pool);
-                               succeeded = job.state == JobState::kSucceeded;
-                               if (a.json) {
-                                 auto j = JobSummaryJson(job, pool, false);
-                                 j.update(MetricsJson(m, pool));
-                                 output = j.dump(2);
-                               } else {
-                                 output = TextSummary(job, m, pool);
-                               }
-                               if (!a.trace_file.empty()) trace = TraceJson(job, pool).dump();
-                             });
+  Status st = cluster.RunJob(
+      std::move(graph).value(), std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000)),
+      [&](const JobRun& job, const Controller& c) {
+        const ResourcePool& pool = c.scheduler().pool();
+        ScheduleMetrics m = ComputeMetrics(job, pool);
+        succeeded = job.state == JobState::kSucceeded;
+        if (a.json) {
+          auto j = JobSummaryJson(job, pool, false);
+          j.update(MetricsJson(m, pool));
+          output = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+        } else {
+          output = TextSummary(job, m, pool);
+        }
+        if (!a.trace_file.empty())
+          trace =
+              TraceJson(job, pool).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      });
   cluster.Stop();
   if (!st.ok()) {
     if (st.code() == StatusCode::kInvalidArgument) {

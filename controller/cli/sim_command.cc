@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +14,7 @@
 
 #include "../job_report.h"
 #include "../job_spec_parser.h"
+#include "../strict_json.h"
 #include "cli_common.h"
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/simulator.h"
@@ -23,6 +25,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// Devices of a simulated pool at most (ValidatePoolSpec's limit).
+constexpr uint64_t kMaxSimDevices = 1'000'000;
+
 struct SimArgs {
   std::string workload;
   uint32_t devices = 384;
@@ -32,21 +37,49 @@ struct SimArgs {
   std::string trace_file;
   uint64_t seed = 1;
   bool pinned = false;  // elastic: false on the job
+  // Task runs (tasks x repeat) simulated at most: each costs about 1 KB of
+  // memory over the run. Default: 20,000,000 (about 20 GB).
+  uint64_t max_runs = 20'000'000;
 };
 
-// Reads `obj[key]` as a number into `out` when present; names the field.
+using ojson = nlohmann::ordered_json;
+
+// Cores of one kind per device at most (as a worker's --cores).
+constexpr uint32_t kMaxCoresPerKind = 256;
+
+// Reads `obj[key]` as an integer in [min, max] into `out` when present.
 template <typename T>
-Status Number(const json& obj, const std::string& path, const char* key, T* out) {
+Status Count(const ojson& obj, const std::string& path, const char* key, uint64_t min, uint64_t max,
+             T* out) {
   auto it = obj.find(key);
   if (it == obj.end()) return Status::Ok();
-  if (!it->is_number()) return Status::InvalidArgument(path + key + ": must be a number");
-  double v = it->get<double>();
-  if (v < 0) return Status::InvalidArgument(path + key + ": must not be negative");
+  const std::string field = path + key;
+  if (!it->is_number()) return Status::InvalidArgument(field + ": must be a number");
+  const double v = it->get<double>();
+  if (!it->is_number_integer() && std::trunc(v) != v) {
+    return Status::InvalidArgument(field + ": must be a whole number");
+  }
+  if (!(v >= static_cast<double>(min) && v <= static_cast<double>(max))) {
+    return Status::InvalidArgument(field + ": must be between " + std::to_string(min) + " and " +
+                                   std::to_string(max));
+  }
   *out = static_cast<T>(v);
   return Status::Ok();
 }
 
-Status OnlyKeys(const json& obj, const std::string& path, std::initializer_list<const char*> keys) {
+// Reads `obj[key]` as a finite number >= 0 into `out` when present.
+Status Figure(const ojson& obj, const std::string& path, const char* key, double* out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return Status::Ok();
+  if (!it->is_number()) return Status::InvalidArgument(path + key + ": must be a number");
+  const double v = it->get<double>();
+  if (v < 0) return Status::InvalidArgument(path + key + ": must not be negative");
+  *out = v;
+  return Status::Ok();
+}
+
+Status OnlyKeys(const ojson& obj, const std::string& path,
+                std::initializer_list<const char*> keys) {
   if (!obj.is_object()) {
     return Status::InvalidArgument((path.empty() ? "pool" : path.substr(0, path.size() - 1)) +
                                    ": must be an object");
@@ -60,10 +93,9 @@ Status OnlyKeys(const json& obj, const std::string& path, std::initializer_list<
 }
 
 // The pool spec of README.md ("Simulation"); unset fields keep PoolSpec's
-// defaults.
+// defaults. Counts are whole numbers within the limits README states.
 Result<PoolSpec> ParsePoolSpec(const std::string& text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument("not valid JSON");
+  ASSIGN_OR_RETURN(ojson j, ParseStrictJson(text));
   PoolSpec s;
   RETURN_IF_ERROR(
       OnlyKeys(j, "", {"name", "nodes", "devices_per_node", "cores", "memory_mb", "links"}));
@@ -71,19 +103,19 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
     if (!j["name"].is_string()) return Status::InvalidArgument("name: must be a string");
     s.name = j["name"].get<std::string>();
   }
-  RETURN_IF_ERROR(Number(j, "", "nodes", &s.nodes));
-  RETURN_IF_ERROR(Number(j, "", "devices_per_node", &s.devices_per_node));
-  RETURN_IF_ERROR(Number(j, "", "memory_mb", &s.memory_mb));
+  RETURN_IF_ERROR(Count(j, "", "nodes", 1, kMaxSimDevices, &s.nodes));
+  RETURN_IF_ERROR(Count(j, "", "devices_per_node", 1, kMaxSimDevices, &s.devices_per_node));
+  RETURN_IF_ERROR(Count(j, "", "memory_mb", 0, uint64_t{1} << 40, &s.memory_mb));
   if (j.contains("cores")) {
     RETURN_IF_ERROR(OnlyKeys(j["cores"], "cores.", {"cube", "vector"}));
     for (int k = 0; k < kNumCoreKinds; ++k) {
       std::string kind(CoreKindName(static_cast<CoreKind>(k)));
       if (!j["cores"].contains(kind)) continue;
-      const json& c = j["cores"][kind];
+      const ojson& c = j["cores"][kind];
       std::string path = "cores." + kind + ".";
       RETURN_IF_ERROR(OnlyKeys(c, path, {"count", "flops_per_us"}));
-      RETURN_IF_ERROR(Number(c, path, "count", &s.cores[k]));
-      RETURN_IF_ERROR(Number(c, path, "flops_per_us", &s.flops_per_us[k]));
+      RETURN_IF_ERROR(Count(c, path, "count", 0, kMaxCoresPerKind, &s.cores[k]));
+      RETURN_IF_ERROR(Figure(c, path, "flops_per_us", &s.flops_per_us[k]));
     }
   }
   if (j.contains("links")) {
@@ -91,11 +123,11 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
     for (int t = 0; t < kNumLinkTiers; ++t) {
       std::string tier(LinkTierName(static_cast<LinkTier>(t)));
       if (!j["links"].contains(tier)) continue;
-      const json& l = j["links"][tier];
+      const ojson& l = j["links"][tier];
       std::string path = "links." + tier + ".";
       RETURN_IF_ERROR(OnlyKeys(l, path, {"bytes_per_us", "latency_us"}));
-      RETURN_IF_ERROR(Number(l, path, "bytes_per_us", &s.links[t].bytes_per_us));
-      RETURN_IF_ERROR(Number(l, path, "latency_us", &s.links[t].latency_us));
+      RETURN_IF_ERROR(Figure(l, path, "bytes_per_us", &s.links[t].bytes_per_us));
+      RETURN_IF_ERROR(Figure(l, path, "latency_us", &s.links[t].latency_us));
     }
   }
   RETURN_IF_ERROR(ValidatePoolSpec(s));
@@ -106,19 +138,40 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   bool builtin = false;
   for (const std::string& n : WorkloadNames()) builtin = builtin || n == a.workload;
   Result<JobSpec> spec = Status::Ok();
+  const auto too_many = [&](uint64_t runs, const std::string& what) {
+    return Status::ResourceExhausted(a.workload + ": " + what + std::to_string(runs) +
+                                     " task runs, over the limit of " + std::to_string(a.max_runs) +
+                                     " (--max-runs; each takes about 1 KB of memory)");
+  };
   if (builtin && !std::filesystem::exists(a.workload)) {
+    // The generators grow with the pool (about 80 runs per device): sized
+    // from a small pool first, so a huge one is refused before it is built.
+    constexpr uint32_t kProbeDevices = 1024;
+    if (devices > kProbeDevices) {
+      ASSIGN_OR_RETURN(JobSpec probe, MakeWorkload(a.workload, kProbeDevices, a.seed));
+      const double per_device =
+          static_cast<double>(probe.tasks.size()) * probe.repeat / kProbeDevices;
+      const auto estimate = static_cast<uint64_t>(per_device * devices);
+      if (estimate > a.max_runs) {
+        return too_many(estimate, "on " + std::to_string(devices) + " devices makes about ");
+      }
+    }
     spec = MakeWorkload(a.workload, devices, a.seed);
   } else {
-    auto text = ReadFile(a.workload);
-    if (!text.ok()) {
+    auto text = ReadFile(a.workload, SpecLimits{}.max_bytes);
+    if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
       return Status::InvalidArgument(a.workload +
                                      ": neither a readable job spec nor a built-in "
                                      "workload (multimodal, moe, rl, pipeline)");
     }
+    if (!text.ok()) return text.status();
     spec = ParseJobSpec(*text);
   }
   if (!spec.ok()) return Status::InvalidArgument(a.workload + ": " + spec.status().message());
   if (a.pinned) spec->elastic = false;
+  if (const uint64_t runs = uint64_t{spec->repeat} * spec->tasks.size(); runs > a.max_runs) {
+    return too_many(runs, "");
+  }
   auto graph = JobGraph::Build(std::move(spec).value());
   if (!graph.ok()) return Status::InvalidArgument(a.workload + ": " + graph.status().message());
   return graph;
@@ -141,7 +194,7 @@ int SimMain(const SimArgs& a) {
     pool = *parsed;
   } else if (a.devices == 0) {
     return Fail(Status::InvalidArgument("--devices: must be at least 1"));
-  } else if (a.devices > 1'000'000) {
+  } else if (a.devices > kMaxSimDevices) {
     return Fail(Status::InvalidArgument("--devices: more than 1000000"));
   }
   std::vector<std::string> policies = PolicyNames();
@@ -153,6 +206,13 @@ int SimMain(const SimArgs& a) {
                                           "' (known: " + known + ")"));
     }
     policies = {a.policy};
+  }
+  // Checked before simulating: a long run must not end at a bad path.
+  if (!a.trace_file.empty()) {
+    for (const std::string& name : policies) {
+      Status st = CheckWritable("--trace", TraceName(a.trace_file, name, policies.size() > 1));
+      if (!st.ok()) return Fail(st);
+    }
   }
   auto graph = LoadWorkload(a, pool.devices());
   if (!graph.ok()) return Fail(graph.status());
@@ -210,13 +270,14 @@ int SimMain(const SimArgs& a) {
     table += line;
     if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
     if (!a.trace_file.empty()) {
-      Status w =
-          WriteFile(TraceName(a.trace_file, name, policies.size() > 1), TraceJson(job, rp).dump());
+      Status w = WriteFile(
+          TraceName(a.trace_file, name, policies.size() > 1),
+          TraceJson(job, rp).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       if (!w.ok()) return Fail(w);
     }
   }
   if (a.json) {
-    std::cout << out.dump(2) << std::endl;
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     std::cout << "workload " << (*graph)->spec().name << " (" << (*graph)->size()
               << " tasks) on pool " << pool.name << " (" << pool.devices() << " devices, "
@@ -246,6 +307,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--trace", args->trace_file,
                   "Write the simulated schedule as a Chrome trace (FILE.POLICY.json for several)");
   sub->add_option("--seed", args->seed, "Seed of the built-in generators")->capture_default_str();
+  sub->add_option("--max-runs", args->max_runs,
+                  "Task runs (tasks x repeat) simulated at most, about 1 KB of memory each")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
+      ->capture_default_str();
   sub->callback([args, exit_code] { *exit_code = SimMain(*args); });
 }
 

@@ -330,6 +330,56 @@ TEST_F(JobSpecParserTest, UnknownFieldsAreRejectedAtEveryLevel) {
       {"tasks[0] 'a': collective: unknown field 'size'"});
 }
 
+TEST_F(JobSpecParserTest, AFieldGivenTwiceIsRejectedAtEveryLevel) {
+  // nlohmann keeps the last of two equal keys; a spec must not mean
+  // something else than it reads.
+  ParseFails(R"({"tasks": [], "tasks": [{"id": "a", "kernel": "k"}]})",
+             {"job spec: field 'tasks' given twice"});
+  ParseFails(OneTask(R"({"id": "a", "id": "b", "kernel": "k"})"),
+             {"tasks[0]: field 'id' given twice"});
+  ParseFails(SpecText()
+                 .Task(R"({"id": "a", "kernel": "k"})")
+                 .Task(R"({"id": "b", "kernel": "spin", "args": {"us": 1, "us": -5}})")
+                 .Build(),
+             {"tasks[1].args: field 'us' given twice"});
+  ParseFails(
+      SpecText()
+          .Top(R"("submodels": [{"name": "s"}, {"name": "t", "kind": "actor", "kind": "x"}])")
+          .Task(R"({"id": "a", "kernel": "k"})")
+          .Build(),
+      {"submodels[1]: field 'kind' given twice"});
+  // Past the small-object scan: the 41st key repeats the 7th.
+  std::string args;
+  for (int i = 0; i < 40; ++i) args += "\"k" + std::to_string(i) + "\": 1, ";
+  ParseFails(OneTask(R"({"id": "a", "kernel": "k", "args": {)" + args + R"("k7": 2}})"),
+             {"tasks[0].args: field 'k7' given twice"});
+  // Equal keys in different objects are fine.
+  ParseOk(SpecText()
+              .Task(R"({"id": "a", "kernel": "k", "args": {"n": 1}})")
+              .Task(R"({"id": "b", "kernel": "k", "args": {"n": 1}, "inputs": ["a"]})")
+              .Build());
+}
+
+TEST_F(JobSpecParserTest, ControlCharactersInIdsAndNamesAreRejected) {
+  // Ids and names are printed in one-line errors, listings and file names.
+  ParseFails(OneTask(R"({"id": "a\nb", "kernel": "k", "core": "x"})"),
+             {"tasks[0]: id: contains the control character U+000A"});
+  ParseFails(OneTask(R"({"id": "a\u0000b", "kernel": "k"})"), {"id:", "U+0000"});
+  ParseFails(OneTask(R"({"id": "\u001b[31mred", "kernel": "k"})"), {"id:", "U+001B"});
+  ParseFails(OneTask(R"({"id": "a\u009bb", "kernel": "k"})"), {"id:", "U+009B"});
+  ParseFails(OneTask(R"({"id": "a", "kernel": "k\r"})"), {"tasks[0] 'a': kernel:", "U+000D"});
+  ParseFails(OneTask(R"({"id": "a", "kernel": "k", "inputs": ["x\ty"]})"),
+             {"tasks[0] 'a': inputs[0]:", "U+0009"});
+  ParseFails(OneTask(R"({"id": "a", "kernel": "k", "args": {"s": "1\n2"}})"),
+             {"tasks[0] 'a': args.s:", "U+000A"});
+  ParseFails(SpecText().Top(R"("name": "x\u007fy")").Task(R"({"id": "a", "kernel": "k"})").Build(),
+             {"name:", "U+007F"});
+  // Other Unicode is welcome.
+  JobSpec spec = ParseOk(OneTask(R"({"id": "視覚→λ é", "kernel": "k"})"));
+  ASSERT_EQ(spec.tasks.size(), 1u);
+  EXPECT_EQ(spec.tasks[0].id, "視覚→λ é");
+}
+
 TEST_F(JobSpecParserTest, InvalidJsonReportsLineAndColumn) {
   std::string msg = ParseFails("{\n  \"tasks\": [\n    {\"id\": \"a\",, }\n  ]\n}",
                                {"job spec: invalid JSON", "line 3", "column"});

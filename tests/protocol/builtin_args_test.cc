@@ -64,5 +64,17 @@ TEST(BuiltinArgsTest, NamesTheArgumentAndWhatIsWrong) {
             "args.factor: must be a finite number");
 }
 
+TEST(BuiltinArgsTest, AWorkersGemmNeedsAllThreeSizes) {
+  // A simulation may time a gemm by cost.flops; a worker cannot run one.
+  EXPECT_TRUE(
+      CheckWorkerArgs("gemm", {{"m", int64_t{2}}, {"n", int64_t{2}}, {"k", int64_t{2}}}).ok());
+  EXPECT_EQ(CheckWorkerArgs("gemm", {{"m", int64_t{2}}, {"n", int64_t{2}}}).message(),
+            "args.k: required: a worker's gemm multiplies an m x k by a k x n matrix (only a "
+            "simulation may give cost.flops instead)");
+  EXPECT_EQ(CheckWorkerArgs("gemm", {}).message().substr(0, 16), "args.m: required");
+  EXPECT_TRUE(CheckWorkerArgs("add", {}).ok());
+  EXPECT_TRUE(CheckWorkerArgs("my_gemm", {}).ok());
+}
+
 }  // namespace
 }  // namespace hmpmd

@@ -248,6 +248,91 @@ TEST_F(JobGraphTest, DependencyInsideACollectiveGroupIsRejected) {
       {"tasks[1] 'r1'", "inputs", "depends on 'r0'", "collective group 'g'"});
 }
 
+TEST_F(JobGraphTest, MemberWaitingForItsGangThroughAnotherTaskIsRejected) {
+  // r1 waits for r0 through x: the gang {r0, r1} could never start.
+  std::string msg = ExpectRejected(
+      SpecBuilder()
+          .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce"))
+          .Add(TaskBuilder("x").Inputs({"r0"}))
+          .Add(TaskBuilder("r1", "allreduce").Collective("g", "allreduce").Inputs({"x"})),
+      {"tasks[2] 'r1'", "inputs", "r0 -> x -> r1 (gang 'g' with r0)"});
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+}
+
+TEST_F(JobGraphTest, TwoGangsWaitingForEachOtherAreRejected) {
+  // a -> b and d -> c, with gangs {a, c} and {b, d}: each waits for the other.
+  ExpectRejected(SpecBuilder()
+                     .Add(TaskBuilder("a", "allreduce").Collective("g1", "allreduce"))
+                     .Add(TaskBuilder("c", "allreduce").Collective("g1", "allreduce").Inputs({"d"}))
+                     .Add(TaskBuilder("b", "allgather").Collective("g2", "allgather").Inputs({"a"}))
+                     .Add(TaskBuilder("d", "allgather").Collective("g2", "allgather")),
+                 {"inputs: collective gangs wait for each other",
+                  "a -> b (gang 'g2' with d) -> c (gang 'g1' with a)"});
+  // The same gangs in a consistent order are fine: a -> b and c -> d.
+  EXPECT_NE(
+      test::BuildGraph(
+          SpecBuilder()
+              .Add(TaskBuilder("a", "allreduce").Collective("g1", "allreduce"))
+              .Add(TaskBuilder("c", "allreduce").Collective("g1", "allreduce"))
+              .Add(TaskBuilder("b", "allgather").Collective("g2", "allgather").Inputs({"a"}))
+              .Add(TaskBuilder("d", "allgather").Collective("g2", "allgather").Inputs({"c"}))),
+      nullptr);
+}
+
+TEST_F(JobGraphTest, BuiltinCollectiveKernelNeedsAGroupOfItsOwnOp) {
+  ExpectRejected(SpecBuilder().Add(TaskBuilder("r", "allreduce").Arg("n", int64_t{16})),
+                 {"tasks[0] 'r'", "collective: required", "'allreduce'"});
+  ExpectRejected(SpecBuilder()
+                     .Add(TaskBuilder("r0", "allreduce").Collective("g", "allgather"))
+                     .Add(TaskBuilder("r1", "allreduce").Collective("g", "allgather")),
+                 {"tasks[0] 'r0'",
+                  "collective.op: 'allgather' differs from the task's kernel "
+                  "'allreduce'"});
+}
+
+TEST_F(JobGraphTest, BroadcastRootAndAlltoallSizesMustFitTheGroup) {
+  auto pair = [](std::string kernel, std::string arg, ArgValue v) {
+    return SpecBuilder()
+        .Add(TaskBuilder("m0", kernel).Arg("n", int64_t{4}).Arg(arg, v).Collective("g", kernel))
+        .Add(TaskBuilder("m1", kernel).Arg("n", int64_t{4}).Arg(arg, v).Collective("g", kernel));
+  };
+  ExpectRejected(pair("broadcast", "root", int64_t{2}),
+                 {"tasks[0] 'm0'", "args.root: 2 is not a rank of group 'g' (2 members"});
+  EXPECT_NE(test::BuildGraph(pair("broadcast", "root", int64_t{1})), nullptr);
+  ExpectRejected(pair("alltoall", "sizes", std::string("1,x")),
+                 {"tasks[0] 'm0'", "args.sizes: '1,x' is not a list of element counts"});
+  ExpectRejected(pair("alltoall", "sizes", std::string("1,1,2")),
+                 {"args.sizes: 3 counts, but group 'g' has 2 members"});
+  ExpectRejected(pair("alltoall", "sizes", std::string("1,1")),
+                 {"args.sizes: counts sum to 2, the member sends 4 elements"});
+  EXPECT_NE(test::BuildGraph(pair("alltoall", "sizes", std::string("1,3"))), nullptr);
+}
+
+TEST_F(JobGraphTest, GangMembersMustMoveTheSamePayload) {
+  // 16 elements against 100 bytes = 25 elements: the ring would fail mid-run.
+  ExpectRejected(
+      SpecBuilder()
+          .Add(TaskBuilder("r0", "allreduce").Arg("n", int64_t{16}).Collective("g", "allreduce"))
+          .Add(TaskBuilder("r1", "allreduce")
+                   .Arg("bytes", int64_t{100})
+                   .Collective("g", "allreduce")),
+      {"tasks[1] 'r1'", "args: 25 elements, but 'r0' of group 'g' has 16"});
+  EXPECT_NE(
+      test::BuildGraph(
+          SpecBuilder()
+              .Add(
+                  TaskBuilder("r0", "allreduce").Arg("n", int64_t{16}).Collective("g", "allreduce"))
+              .Add(TaskBuilder("r1", "allreduce")
+                       .Arg("bytes", int64_t{64})
+                       .Collective("g", "allreduce"))),
+      nullptr);
+  // The simulator times a gang by its members' collective.bytes: one figure.
+  ExpectRejected(SpecBuilder()
+                     .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce", 1024))
+                     .Add(TaskBuilder("r1", "allreduce").Collective("g", "allreduce", 99)),
+                 {"tasks[1] 'r1'", "collective.bytes: 99 differs from 1024 of 'r0'"});
+}
+
 TEST_F(JobGraphTest, TopoOrderRespectsEdgesOnRandomDags) {
   constexpr uint64_t kSeed = 20240611;
   test::LogSeed("random_dags", kSeed);

@@ -118,6 +118,36 @@ TEST_F(OpenJobTest, BadAppendsAreRefusedWholeWithOneLineNamingTaskAndField) {
             "devices; devices that run 'allreduce' on a cube core: 1");
 }
 
+TEST(OpenJobGraphTest, AppendRefusesGangsThatWaitForThemselves) {
+  auto g = JobGraph::BuildOpen(JobSpec{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_TRUE((*g)->Append({}, {Task("a")}).ok());
+  // w2 waits for w1 of its own gang through mid: the gang could never start.
+  TaskSpec w1 = Task("w1", {"a"}, "allreduce"), w2 = Task("w2", {"mid"}, "allreduce");
+  w1.collective = w2.collective = CollectiveSpec{"wait", "allreduce", 8};
+  EXPECT_EQ((*g)->Append({}, {w1, Task("mid", {"w1"}), w2}).message(),
+            "tasks[3] 'w2': inputs: collective gangs wait for each other: w1 -> mid -> w2 "
+            "(gang 'wait' with w1); a gang starts only when all its members can");
+  EXPECT_EQ((*g)->size(), 1u);  // all or nothing
+  w2.inputs = {"a"};
+  EXPECT_TRUE((*g)->Append({}, {w1, w2, Task("mid", {"w1", "w2"})}).ok());
+  EXPECT_EQ((*g)->size(), 4u);
+}
+
+TEST(OpenJobGraphTest, AppendRefusesControlCharactersInIdsAndNames) {
+  // Driver tasks come from the wire, not through the JSON parser.
+  auto g = JobGraph::BuildOpen(JobSpec{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ((*g)->Append({}, {Task("a\nb")}).message(),
+            "tasks[0]: id: contains the control character U+000A");
+  EXPECT_EQ((*g)->Append({}, {Task("a", {}, "k\x1b")}).message(),
+            "tasks[0]: kernel: contains the control character U+001B");
+  EXPECT_EQ((*g)->Append({{"bad\x7f"}}, {}).message(),
+            "submodels[1].name: contains the control character U+007F");
+  EXPECT_EQ((*g)->Append({}, {Task("a\xc3")}).message(), "tasks[0]: id: is not valid UTF-8");
+  EXPECT_EQ((*g)->size(), 0u);
+}
+
 TEST_F(OpenJobTest, AFailedRunFailsItsDependentsNotTheJob) {
   ASSERT_TRUE(Append({Task("a"), Task("b", {"a"}), Task("c", {"b"}), Task("d")}).ok());
   auto d = Schedule();

@@ -46,12 +46,33 @@ TEST(ParseLogLevelTest, KnowsTheFiveLevels) {
   EXPECT_THAT(ParseLogLevel("loud").status().message(), HasSubstr("--log-level"));
 }
 
+TEST(CheckWorkerNameTest, RefusesControlCharactersAndOverlongNames) {
+  // Names are printed in `hmpmd pool` listings and logs, one line each.
+  EXPECT_TRUE(CheckWorkerName("gpu-node-7 視覚", "--name:").ok());
+  EXPECT_EQ(CheckWorkerName("evil\nname", "--name:").message(),
+            "--name: contains the control character U+000A");
+  EXPECT_THAT(CheckWorkerName("a\x1b[31m", "--name:").message(), HasSubstr("U+001B"));
+  EXPECT_THAT(CheckWorkerName(std::string(256, 'x'), "--name:").message(),
+              HasSubstr("1 to 255 characters"));
+  EXPECT_FALSE(CheckWorkerName("", "--name:").ok());
+  // JSON answers must be UTF-8: such a name used to abort the controller.
+  EXPECT_EQ(CheckWorkerName("bad\xffname", "--name:").message(), "--name: is not valid UTF-8");
+}
+
 TEST(CheckControllerEndpointTest, AcceptsTcpAndIpcOnly) {
   EXPECT_TRUE(CheckControllerEndpoint("tcp://10.0.0.1:5555").ok());
   EXPECT_TRUE(CheckControllerEndpoint("ipc:///tmp/hmpmd").ok());
   EXPECT_FALSE(CheckControllerEndpoint("tcp://host").ok());
   EXPECT_FALSE(CheckControllerEndpoint("host:5555").ok());
   EXPECT_THAT(CheckControllerEndpoint("x").message(), HasSubstr("--controller"));
+  EXPECT_TRUE(CheckControllerEndpoint("tcp://[::1]:65535").ok());
+  // Ports ZeroMQ would wrap (99999 -> 34463) or that name nothing.
+  EXPECT_THAT(CheckControllerEndpoint("tcp://127.0.0.1:99999").message(),
+              HasSubstr("port '99999' is not a number from 1 to 65535"));
+  EXPECT_FALSE(CheckControllerEndpoint("tcp://127.0.0.1:0").ok());
+  EXPECT_FALSE(CheckControllerEndpoint("tcp://127.0.0.1:").ok());
+  EXPECT_FALSE(CheckControllerEndpoint("tcp://127.0.0.1:http").ok());
+  EXPECT_THAT(CheckControllerEndpoint("tcp://:5555").message(), HasSubstr("has no host"));
 }
 
 TEST(ReadTokenFileTest, StripsTrailingWhitespaceAndReportsMissingFiles) {

@@ -20,4 +20,10 @@ namespace hmpmd {
 // rules for it.
 Status CheckBuiltinArgs(std::string_view kernel, const Args& args);
 
+// What a live worker needs on top of CheckBuiltinArgs: the arguments a
+// built-in kernel cannot run without (gemm's m, n and k; a simulation may
+// time a gemm by cost.flops instead). InvalidArgument "args.m: ..." when
+// one is missing; the caller prefixes the task.
+Status CheckWorkerArgs(std::string_view kernel, const Args& args);
+
 }  // namespace hmpmd

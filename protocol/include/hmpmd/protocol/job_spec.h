@@ -23,6 +23,14 @@ enum class SubmodelKind : uint8_t {
   kLearner,
 };
 std::string_view SubmodelKindName(SubmodelKind kind);
+// "U+000A" for the first control character (C0, DEL, or C1 in UTF-8) of
+// `text`, or "" when it has none. Ids and names go into one-line errors,
+// listings, traces and file names, so they must have none.
+std::string FirstControlChar(std::string_view text);
+// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or
+// code points past U+10FFFF). JSON text must be: strings from the wire
+// (worker names, driver ids) are checked before they reach a JSON answer.
+bool IsUtf8(std::string_view text);
 std::optional<SubmodelKind> ParseSubmodelKind(std::string_view name);
 
 struct SubmodelSpec {

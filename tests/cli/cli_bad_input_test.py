@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Bad input through the command line, as a careless or hostile user gives it:
+job specs, pool specs and flags that must each be refused with exit code 2
+and ONE line on stderr naming what was wrong, before any work starts (no job
+submitted, no worker started, no simulation run). Every process started here
+is stopped here, by PID. Usage: cli_bad_input_test.py BIN_DIR SOURCE_DIR"""
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+BIN, SRC = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from cluster import Cluster  # noqa: E402
+HMPMD = os.path.join(BIN, "hmpmd")
+EXAMPLE = os.path.join(SRC, "examples", "multimodal.json")
+
+
+def run(*args, timeout=60, env=None):
+    return subprocess.run([HMPMD, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def member(tid, group, op="allreduce", inputs=(), **args):
+    return {"id": tid, "kernel": op, "core": "vector", "inputs": list(inputs),
+            "args": args, "collective": {"group": group, "op": op}}
+
+
+# A gang {a, b} whose member b waits for a through x: it could never start.
+GANG_WAITS_FOR_ITSELF = {"tasks": [member("a", "g"), {"id": "x", "kernel": "noop",
+                                                       "inputs": ["a"]},
+                                   member("b", "g", inputs=["x"])]}
+
+
+class Refusals(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def file(self, name, text):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w" if isinstance(text, str) else "wb") as f:
+            f.write(text)
+        return path
+
+    def refused(self, args, what, timeout=30):
+        r = run(*args, timeout=timeout)
+        self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}{r.stdout[:300]}")
+        self.assertEqual(r.stderr.count("\n"), 1, f"{args}: one line: {r.stderr}")
+        self.assertIn(what, r.stderr, args)
+        return r
+
+    def test_bad_job_specs(self):
+        two_gangs = {"tasks": [member("a", "g1"), member("c", "g1", inputs=["d"]),
+                               member("b", "g2", "allgather", inputs=["a"]),
+                               member("d", "g2", "allgather")]}
+        cases = [
+            ('{"tasks": [{"id": "a", "id": "b", "kernel": "noop"}]}',
+             "tasks[0]: field 'id' given twice"),
+            ('{"tasks": [{"id": "a\\nb", "kernel": "nope", "core": "x"}]}',
+             "tasks[0]: id: contains the control character U+000A"),
+            ('{"tasks": [{"id": "\\u001b[2J", "kernel": "noop"}]}', "U+001B"),
+            (json.dumps(GANG_WAITS_FOR_ITSELF),
+             "tasks[2] 'b': inputs: collective gangs wait for each other: a -> x -> b"),
+            (json.dumps(two_gangs), "a -> b (gang 'g2' with d) -> c (gang 'g1' with a)"),
+            (json.dumps({"tasks": [{"id": "r", "kernel": "allreduce", "args": {"n": 4}}]}),
+             "tasks[0] 'r': collective: required"),
+            (json.dumps({"tasks": [member("a", "g", "broadcast", root=5),
+                                   member("b", "g", "broadcast", root=5)]}),
+             "args.root: 5 is not a rank of group 'g'"),
+            (json.dumps({"tasks": [member("a", "g", n=16), member("b", "g", n=99)]}),
+             "tasks[1] 'b': args: 99 elements, but 'a' of group 'g' has 16"),
+            ("", "job spec: invalid JSON: the text is empty"),
+        ]
+        for i, (text, what) in enumerate(cases):
+            spec = self.file(f"spec{i}.json", text)
+            self.refused(["sim", spec, "--devices", "8", "--policy", "fifo"], what)
+        self.refused(["sim", self.tmp.name, "--devices", "8"], "is a directory, not a file")
+        self.refused(["run", self.tmp.name], "is a directory, not a file")
+
+    def test_bad_pool_specs(self):
+        cases = [('{"nodes": 1.5}', "nodes: must be a whole number"),
+                 ('{"nodes": 4294967296}', "nodes: must be between 1 and 1000000"),
+                 # Cast to uint32 this asked for billions of cores and hung.
+                 ('{"cores": {"cube": {"count": 1e10}}}',
+                  "cores.cube.count: must be between 0 and 256"),
+                 ('{"memory_mb": 1e300}', "memory_mb: must be between 0 and"),
+                 ('{"nodes": 2, "nodes": 3}', "field 'nodes' given twice"),
+                 ("[", "invalid JSON: parse error at line 1, column 2")]
+        for i, (text, what) in enumerate(cases):
+            pool = self.file(f"pool{i}.json", text)
+            self.refused(["sim", "pipeline", "--pool", pool, "--policy", "fifo"], what,
+                         timeout=20)
+
+    def test_sim_refuses_jobs_beyond_its_task_run_limit_before_building_them(self):
+        # A built-in generator grows with --devices (moe: ~80 runs per device):
+        # 1,000,000 devices used to build 80M runs and exhaust memory.
+        self.refused(["sim", "moe", "--devices", "16384", "--max-runs", "100000"],
+                     "moe: on 16384 devices makes about 1310")
+        spec = self.file("two.json", '{"repeat": 3, "tasks": [{"id": "a", "kernel": "noop"}]}')
+        self.refused(["sim", spec, "--max-runs", "2"],
+                     "3 task runs, over the limit of 2 (--max-runs")
+
+    def test_flags_are_checked_before_any_work(self):
+        spec = self.file("ok.json", '{"tasks": [{"id": "a", "kernel": "noop"}]}')
+        for value in ("nan", "inf", "1e308"):
+            self.refused(["run", spec, "--timeout", value], "--timeout: must be a number")
+        # Checked once by hmpmd run, not once per worker it starts.
+        self.refused(["run", spec, "--cores", "gpu=1"], "--cores: 'gpu' is not a core kind")
+        self.refused(["run", spec, "--trace", self.tmp.name], f"--trace: '{self.tmp.name}' is a "
+                     "directory")
+        self.refused(["run", spec, "--trace", "/nonexistent/t.json"], "--trace: cannot write")
+        self.refused(["sim", "moe", "--trace", "/nonexistent/t.json"], "--trace: cannot write")
+        self.refused(["status", "--request-timeout", "nan"], "--request-timeout: must be")
+        self.refused(["submit", spec, "--wait", "--wait-timeout", "nan"], "--wait-timeout")
+        self.refused(["status", "99999999999999999999999"], "JOB: expected a job id")
+        self.refused(["stauts"], "unknown command 'stauts' (run, controller,")
+        self.refused(["run"], "job is required")
+        self.refused(["keygen", ""], "keygen: DIR is empty")
+        # ZeroMQ would take port 99999 as 34463: another program's port.
+        self.refused(["controller", "--listen", "tcp://127.0.0.1:99999", "--db", ""],
+                     "--listen: 'tcp://127.0.0.1:99999' port '99999' is not a number from 0 to")
+        self.refused(["controller", "--listen", "bogus", "--db", ""], "--listen: 'bogus' is not")
+        r = subprocess.run([os.path.join(BIN, "hmpmd-worker"), "--controller",
+                            "tcp://127.0.0.1:99999"], capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("port '99999' is not a number from 1 to 65535", r.stderr)
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class NotAController(unittest.TestCase):
+    def test_an_http_server_that_is_not_a_controller_is_named(self):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            r = run("status", "--url", f"http://127.0.0.1:{server.server_port}")
+        finally:
+            server.shutdown()
+            thread.join()
+            server.server_close()
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("GET /api/v1/jobs: HTTP 404", r.stderr)
+        self.assertIn("is it an hmpmd controller?", r.stderr)
+
+
+class AgainstAController(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.cluster = Cluster(BIN, workers=2, start_timeout_s=20)
+        cls.cluster.__enter__()
+        cls.env = dict(os.environ, HMPMD_URL=cls.cluster.url)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+        cls.tmp.cleanup()
+
+    def jobs(self):
+        return len(self.cluster.get("/api/v1/jobs")["jobs"])
+
+    def test_gang_that_waits_for_itself_is_refused_at_submission(self):
+        # It used to be accepted and then wait forever.
+        spec = os.path.join(self.tmp.name, "gang.json")
+        with open(spec, "w") as f:
+            json.dump(GANG_WAITS_FOR_ITSELF, f)
+        before = self.jobs()
+        r = run("submit", spec, "--wait", "--wait-timeout", "20", env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("collective gangs wait for each other", r.stderr)
+        self.assertEqual(self.jobs(), before)
+
+    def test_a_path_that_is_not_utf8_gets_an_answer_not_an_abort(self):
+        # The 404 echoes the path into JSON; a 0xFF byte there aborted the controller.
+        port = int(self.cluster.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET /api/v1/jobs/\xff\xfe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        self.assertIn(b" 404 ", answer.split(b"\r\n")[0])
+        self.assertIn("no route /api/v1/jobs/\ufffd", json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"])
+        self.assertIn("jobs", self.cluster.get("/api/v1/jobs"))  # still serving
+
+    def test_gemm_without_its_sizes_is_refused_at_submission(self):
+        # It used to be accepted and fail on the worker ("argument 'k' is required").
+        spec = os.path.join(self.tmp.name, "gemm.json")
+        with open(spec, "w") as f:
+            json.dump({"tasks": [{"id": "mm", "kernel": "gemm", "args": {"m": 4, "n": 4},
+                                  "cost": {"flops": 128}}]}, f)
+        before = self.jobs()
+        r = run("submit", spec, "--wait", "--wait-timeout", "20", env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("tasks[0] 'mm': args.k: required", r.stderr)
+        self.assertEqual(self.jobs(), before)
+        # The simulator times it by cost.flops.
+        r = run("sim", spec, "--devices", "2", "--policy", "fifo")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_bad_fetch_directory_is_refused_before_submitting(self):
+        a_file = os.path.join(self.tmp.name, "a_file")
+        with open(a_file, "w") as f:
+            f.write("x")
+        full = os.path.join(self.tmp.name, "full")
+        os.makedirs(full)
+        with open(os.path.join(full, "manifest.json"), "w") as f:
+            f.write("keep me")
+        before = self.jobs()
+        for target, what in ((a_file, "--fetch: cannot create"),
+                             (full, f"--fetch: '{full}' is not empty")):
+            r = run("submit", EXAMPLE, "--wait", "--fetch", target, env=self.env)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(what, r.stderr)
+        self.assertEqual(self.jobs(), before, "no job may be submitted")
+        with open(os.path.join(full, "manifest.json")) as f:
+            self.assertEqual(f.read(), "keep me")
+
+    def test_fetch_names_files_of_any_task_id(self):
+        # A '/' in a task id failed the whole fetch after the job had run.
+        spec = os.path.join(self.tmp.name, "slash.json")
+        with open(spec, "w") as f:
+            json.dump({"tasks": [{"id": "layer/0", "kernel": "add", "args": {"n": 4}},
+                                 {"id": "..", "kernel": "add", "args": {"n": 4}}]}, f)
+        out = os.path.join(self.tmp.name, "slash-out")
+        r = run("submit", spec, "--wait", "--fetch", out, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "manifest.json")) as f:
+            files = sorted((e["task"], e["file"]) for e in json.load(f))
+        self.assertEqual(files, [("..", "%2E..0.bin"), ("layer/0", "layer%2F0.0.bin")])
+        self.assertEqual(sorted(os.listdir(out)), ["%2E..0.bin", "layer%2F0.0.bin",
+                                                   "manifest.json"])
+        for _, name in files:
+            self.assertEqual(os.path.getsize(os.path.join(out, name)), 16)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
