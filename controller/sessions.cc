@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "controller.h"
+#include "hmpmd/protocol/builtin_args.h"
 
 namespace hmpmd {
 namespace {
@@ -115,7 +116,16 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
     std::vector<TaskSpec> tasks;
     tasks.reserve(group.tasks.size());
     for (WireTask& w : group.tasks) tasks.push_back(ToSpec(std::move(w)));
-    Status st = scheduler_->AppendTasks(job, std::move(submodels), std::move(tasks), now);
+    // As for submitted jobs (SubmitGraph): workers run built-ins from their
+    // arguments alone, so a gemm without its sizes is refused here.
+    Status st;
+    for (size_t i = 0; i < tasks.size() && st.ok(); ++i) {
+      if (Status args = CheckWorkerArgs(tasks[i].kernel, tasks[i].args); !args.ok()) {
+        st = Status::InvalidArgument("tasks[" + std::to_string(ack.first_task + i) + "] '" +
+                                     tasks[i].id + "': " + args.message());
+      }
+    }
+    if (st.ok()) st = scheduler_->AppendTasks(job, std::move(submodels), std::move(tasks), now);
     if (!st.ok()) ack.error = st.message();
     s.update.acks.push_back(std::move(ack));
   }

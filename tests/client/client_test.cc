@@ -201,6 +201,12 @@ TEST_F(ClientTest, BadCallsGetOneLineErrors) {
       << s.message();
   EXPECT_EQ(c->Submit({.kernel = "noop", .actor = "ghost"}).status().message(),
             "call 0: actor: unknown actor 'ghost' (CreateActor first)");
+  // A worker's gemm needs its sizes, as in a submitted job.
+  auto gemm = c->Submit({.kernel = "gemm", .label = "g"});
+  Status gemm_status = gemm.ok() ? gemm->Wait(20000) : gemm.status();
+  EXPECT_EQ(gemm_status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(gemm_status.message().find("'g': args.m: required"), std::string::npos)
+      << gemm_status.message();
   ClientOptions typo;
   typo.controller = "tcp://127.0.0.1:99999";
   EXPECT_EQ(Client::Connect(typo).status().message(),
