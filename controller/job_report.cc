@@ -78,6 +78,7 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["name"] = job.graph->spec().name;
   j["state"] = std::string(JobStateName(job.state));
   if (!job.error.empty()) j["error"] = job.error;
+  if (!job.waiting.empty() && !IsTerminal(job.state)) j["waiting"] = job.waiting;
   j["tasks"] = job.graph->total_runs();
   j["tasks_per_step"] = job.graph->size();
   j["steps"] = job.graph->steps();

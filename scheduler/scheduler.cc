@@ -46,6 +46,7 @@ Scheduler::Scheduler(SchedulerOptions options, std::unique_ptr<Policy> policy)
 DeviceId Scheduler::AddDevice(DeviceDesc desc) {
   DeviceId id = pool_.AddDevice(std::move(desc));
   policy_->OnDeviceAdded(id, pool_);
+  UpdateWaiting();
   return id;
 }
 
@@ -78,6 +79,7 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
       }
     }
   }
+  UpdateWaiting();
 }
 
 bool Scheduler::OutputAvailable(const TaskRecord& rec) const {
@@ -191,6 +193,7 @@ Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs no
   job.id = next_job_++;
   job.submitted = now;
   job.open = graph->open();
+  if (pool_.alive_device_count() == 0) job.waiting = "no live worker";
   job.graph = std::move(graph);
   JobId id = job.id;
   JobRun& stored = jobs_.emplace(id, std::move(job)).first->second;

@@ -11,12 +11,13 @@
 namespace hmpmd {
 
 Status Scheduler::CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t first,
-                                std::span<const uint32_t> kernel_ids) const {
+                                std::span<const uint32_t> kernel_ids,
+                                std::span<const uint8_t> needed) const {
   // Members per group, groups in the order their first member comes.
   std::unordered_map<std::string_view, size_t> index;
   std::vector<std::pair<uint32_t, size_t>> gangs;  // first member, members
   for (uint32_t i = 0; i < tasks.size(); ++i) {
-    if (!tasks[i].collective) continue;
+    if (!tasks[i].collective || (!needed.empty() && !needed[i])) continue;
     auto [it, fresh] = index.try_emplace(tasks[i].collective->group, gangs.size());
     if (fresh) gangs.push_back({i, 0});
     ++gangs[it->second].second;
@@ -47,9 +48,11 @@ Status Scheduler::CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t fir
   return Status::Ok();
 }
 
-Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job) const {
+Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job,
+                                std::span<const uint8_t> needed) const {
   if (pool_.alive_device_count() == 0) return Status::Ok();  // waits for workers
   for (uint32_t i = 0; i < graph.size(); ++i) {
+    if (!needed.empty() && !needed[i]) continue;
     const TaskSpec& t = graph.spec_task(i);
     if (pool_.alive_cores(t.core) == 0) {
       return Status::InvalidArgument(graph.Describe(i) + ": core: no worker has a '" +
@@ -60,7 +63,7 @@ Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job) const 
                                      "' on a " + std::string(CoreKindName(t.core)) + " core");
     }
   }
-  RETURN_IF_ERROR(CheckGangsFit(graph.spec().tasks, 0, job.kernel_ids));
+  RETURN_IF_ERROR(CheckGangsFit(graph.spec().tasks, 0, job.kernel_ids, needed));
   for (size_t s = 0; s < graph.spec().submodels.size(); ++s) {
     const SubmodelSpec& sm = graph.spec().submodels[s];
     if (sm.devices > pool_.alive_device_count()) {
@@ -71,6 +74,26 @@ Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job) const 
     }
   }
   return Status::Ok();
+}
+
+void Scheduler::UpdateWaiting() {
+  std::vector<uint8_t> needed;
+  for (auto& [id, job] : jobs_) {
+    if (IsTerminal(job.state)) continue;
+    if (pool_.alive_device_count() == 0) {
+      job.waiting = "no live worker";
+      continue;
+    }
+    // A task is still needed while its run of the last step is not done.
+    const JobGraph& g = *job.graph;
+    const size_t last = size_t{g.steps() - 1} * g.size();
+    needed.assign(g.size(), 1);
+    for (uint32_t i = 0; i < g.size() && last + i < job.runs.size(); ++i) {
+      needed[i] = job.runs[last + i].state != TaskState::kDone;
+    }
+    Status st = CheckFeasible(g, job, needed);
+    job.waiting = st.ok() ? "" : st.message();
+  }
 }
 
 }  // namespace hmpmd

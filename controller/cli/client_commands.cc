@@ -92,6 +92,9 @@ void PrintJob(const json& j) {
   std::cout << "job " << j.value("id", 0) << " '" << j.value("name", "")
             << "': " << j.value("state", "?");
   if (j.contains("error")) std::cout << " (" << j["error"].get<std::string>() << ")";
+  if (j.contains("waiting") && j["waiting"].is_string()) {
+    std::cout << "\n  waiting      " << j["waiting"].get<std::string>();
+  }
   std::cout << "\n  tasks        " << j.value("done", 0) << " of " << j.value("tasks", 0)
             << " done, " << j.value("running", 0) << " running\n";
   if (j.contains("makespan_s") && j["makespan_s"].is_number()) {

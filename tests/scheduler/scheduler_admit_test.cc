@@ -1,6 +1,7 @@
 // Tests for the Scheduler's admission checks (scheduler/scheduler_admit.cc):
 // what the pool that is up cannot run is refused at AddJob with one line;
-// an empty pool accepts anything and waits for workers.
+// an empty pool accepts anything and waits for workers; a job that the
+// devices still up can no longer run says why it waits (JobRun::waiting).
 #include <gtest/gtest.h>
 
 #include "scheduler_fixture.h"
@@ -69,6 +70,39 @@ TEST_F(SchedulerTest, AddJobTreatsAPoolOfDeadDevicesAsEmpty) {
   DeviceId d = sched_->AddDevice(Device("d", 1, 0, {"spin"}));
   sched_->RemoveDevice(d, 0);
   EXPECT_TRUE(AddStatus(SpecBuilder().Add(TaskBuilder("g", "gemm"))).ok());
+}
+
+TEST_F(SchedulerTest, AJobSaysWhyItWaitsWhileItsGangDoesNotFitTheLiveDevices) {
+  Make();
+  std::vector<DeviceId> d;
+  for (int i = 0; i < 3; ++i) d.push_back(sched_->AddDevice(Device("d" + std::to_string(i), 1, 1)));
+  SpecBuilder spec;
+  for (int i = 0; i < 3; ++i) {
+    spec.Add(
+        TaskBuilder("m" + std::to_string(i), "allreduce").Vector().Collective("g", "allreduce"));
+  }
+  spec.Add(TaskBuilder("tail").Inputs({"m0", "m1", "m2"}));
+  JobId job = Add(spec);
+  ASSERT_NE(job, 0u);
+  EXPECT_EQ(Job(job).waiting, "");
+
+  sched_->RemoveDevice(d[2], 0);
+  ExpectHas(Job(job).waiting, {"tasks[0] 'm0'", "group 'g' has 3 members",
+                               "devices that run 'allreduce' on a vector core: 2"});
+  EXPECT_TRUE(ScheduleAt(1).empty()) << "the gang cannot start on two devices";
+  d.push_back(sched_->AddDevice(Device("d3", 1, 1)));
+  EXPECT_EQ(Job(job).waiting, "") << "a worker came back";
+
+  std::vector<Dispatch> members = ScheduleAt(2);
+  ASSERT_EQ(members.size(), 3u);
+  for (const Dispatch& m : members) {
+    ASSERT_TRUE(sched_->OnTaskDone(job, m.run, m.attempt, 2, 3, 3));
+  }
+  sched_->RemoveDevice(d[0], 4);
+  EXPECT_EQ(Job(job).waiting, "") << "the gang has run: what is left fits two devices";
+  sched_->RemoveDevice(d[1], 4);
+  sched_->RemoveDevice(d[3], 4);
+  EXPECT_EQ(Job(job).waiting, "no live worker");
 }
 
 }  // namespace

@@ -76,7 +76,13 @@ struct JobRun {
   JobId id = 0;
   std::shared_ptr<const JobGraph> graph;
   JobState state = JobState::kQueued;
-  std::string error;                 // why it failed or was cancelled
+  std::string error;  // why it failed or was cancelled
+  // Why the devices that are up cannot run what is left of it (a gang with
+  // more members than live devices able to run them, a kernel or core kind
+  // no live worker has, no live worker at all); empty when they can. It
+  // waits for workers rather than failing: one may come back. Updated as
+  // devices come and go.
+  std::string waiting;
   std::vector<TaskRecord> runs;      // graph->total_runs() records
   std::vector<double> rank_us;       // per task of a step
   std::vector<double> est_us;        // per task: estimate at admission
@@ -326,13 +332,20 @@ class Scheduler {
   uint32_t CountPending(const JobRun& job, uint32_t run) const;
   // Attempts that count against max_attempts.
   static uint32_t AttemptsUsed(const TaskRecord& rec) { return rec.attempt - rec.recalled; }
-  Status CheckFeasible(const JobGraph& graph, const JobRun& job) const;
+  // Whether the live devices can run the tasks of `graph` (only those with
+  // `needed[i]` set, when `needed` is not empty).
+  Status CheckFeasible(const JobGraph& graph, const JobRun& job,
+                       std::span<const uint8_t> needed = {}) const;
   // A gang's members need distinct devices (scheduler_place.cc): refuses a
   // collective group of `tasks` (task `first` + i, kernels interned as
-  // `kernel_ids`) with more members than alive devices can run, instead of
-  // letting it wait forever.
+  // `kernel_ids`; those with `needed[i]` set when `needed` is not empty)
+  // with more members than alive devices can run, instead of letting it
+  // wait forever.
   Status CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t first,
-                       std::span<const uint32_t> kernel_ids) const;
+                       std::span<const uint32_t> kernel_ids,
+                       std::span<const uint8_t> needed = {}) const;
+  // Sets JobRun::waiting of every unfinished job (devices came or went).
+  void UpdateWaiting();
   // Takes a run's outputs off its device's held bytes (read or freed).
   void ReleaseHeld(TaskRecord& rec);
   // True when a done run's output can still be read (or it has none).
