@@ -7,21 +7,12 @@
 
 #include <set>
 
+#include "engine_steps.h"
 #include "hmpmd/scheduler/scheduler.h"
 #include "test_builders.h"
 
 namespace hmpmd::test {
 namespace {
-
-std::unique_ptr<Scheduler> Make() {
-  return std::make_unique<Scheduler>(SchedulerOptions{}, std::move(MakePolicy("fifo")).value());
-}
-
-std::vector<Dispatch> Step(Scheduler& s, TimeUs now) {
-  std::vector<Dispatch> out;
-  s.Schedule(now, &out);
-  return out;
-}
 
 JobSpec GangOfThree() {
   return SpecBuilder()
@@ -38,7 +29,7 @@ std::set<DeviceId> DevicesOf(const std::vector<Dispatch>& out) {
 }
 
 TEST(GangRestartTest, AMemberWhoseWorkerDiedRestartsTheWholeGangTogether) {
-  auto s = Make();
+  auto s = MakeFifoScheduler();
   for (int i = 0; i < 4; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
   auto id = s->AddJob(BuildGraph(GangOfThree()), 0);
   ASSERT_TRUE(id.ok());
@@ -73,7 +64,7 @@ TEST(GangRestartTest, AMemberWhoseWorkerDiedRestartsTheWholeGangTogether) {
 }
 
 TEST(GangRestartTest, TooFewDevicesLeftHoldsTheGangBackInsteadOfSplittingIt) {
-  auto s = Make();
+  auto s = MakeFifoScheduler();
   for (int i = 0; i < 3; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
   auto id = s->AddJob(BuildGraph(GangOfThree()), 0);
   ASSERT_TRUE(id.ok());
@@ -89,7 +80,7 @@ TEST(GangRestartTest, TooFewDevicesLeftHoldsTheGangBackInsteadOfSplittingIt) {
 }
 
 TEST(GangRestartTest, AMemberThatLostAnInputRestartsItsPeersToo) {
-  auto s = Make();
+  auto s = MakeFifoScheduler();
   for (int i = 0; i < 2; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
   auto id = s->AddJob(BuildGraph(SpecBuilder()
                                      .Add(TaskBuilder("pre").Us(10))

@@ -3,22 +3,12 @@
 // again; readers wait for them; attempts stay bounded.
 #include <gtest/gtest.h>
 
+#include "engine_steps.h"
 #include "hmpmd/scheduler/scheduler.h"
 #include "test_builders.h"
 
 namespace hmpmd::test {
 namespace {
-
-std::unique_ptr<Scheduler> Make() {
-  return std::make_unique<Scheduler>(SchedulerOptions{}, std::move(MakePolicy("fifo")).value());
-}
-
-// Schedules at `now` and returns the runs dispatched.
-std::vector<Dispatch> Step(Scheduler& s, TimeUs now) {
-  std::vector<Dispatch> out;
-  s.Schedule(now, &out);
-  return out;
-}
 
 // Runs `d` to completion with an output of `bytes`.
 void Finish(Scheduler& s, const Dispatch& d, TimeUs now, uint64_t bytes) {
@@ -31,7 +21,7 @@ TaskState StateOf(const Scheduler& s, JobId job, uint32_t run) {
 }
 
 TEST(LineageTest, ALostInputIsRebuiltAndItsReaderRunsAgain) {
-  auto s = Make();
+  auto s = MakeFifoScheduler();
   s->AddDevice(Device("d0", 2));
   auto id = s->AddJob(BuildGraph(SpecBuilder().Chain({"p", "c"}, 100)), 0);
   ASSERT_TRUE(id.ok());
@@ -62,7 +52,7 @@ TEST(LineageTest, ALostInputIsRebuiltAndItsReaderRunsAgain) {
 }
 
 TEST(LineageTest, InputsLostOutOfAttemptsFailTheJobNamingTheInput) {
-  auto s = Make();
+  auto s = MakeFifoScheduler();
   s->AddDevice(Device("d0", 1));
   auto id = s->AddJob(BuildGraph(SpecBuilder().Chain({"p", "c"}, 100)), 0);
   ASSERT_TRUE(id.ok());
@@ -86,7 +76,7 @@ TEST(LineageTest, InputsLostOutOfAttemptsFailTheJobNamingTheInput) {
 }
 
 TEST(LineageTest, ALostRunThatIsNotAnInputFailsTheTaskAsItIs) {
-  auto s = Make();
+  auto s = MakeFifoScheduler();
   s->AddDevice(Device("d0", 2));
   JobSpec spec = SpecBuilder()
                      .Add(TaskBuilder("p").Us(100))
@@ -110,7 +100,7 @@ TEST(LineageTest, ALostRunThatIsNotAnInputFailsTheTaskAsItIs) {
 class RestoredLineageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    s_ = Make();
+    s_ = MakeFifoScheduler();
     JobSpec spec = SpecBuilder()
                        .Add(TaskBuilder("a").Us(100))
                        .Add(TaskBuilder("p").Us(100).Inputs({"a"}))
@@ -168,7 +158,7 @@ TEST_F(RestoredLineageTest, ARunningReaderIsLeftAlone) {
 }
 
 TEST(RestoredOutputsTest, RunsWithoutOutputsNeedNoWorker) {
-  auto s = Make();
+  auto s = MakeFifoScheduler();
   std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 0}};
   ASSERT_TRUE(s->RestoreJob(3, BuildGraph(SpecBuilder().Chain({"p", "c"}, 100)), done,
                             JobState::kQueued, "", 0, -1, 1000)
@@ -181,7 +171,7 @@ TEST(RestoredOutputsTest, RunsWithoutOutputsNeedNoWorker) {
 }
 
 TEST(RecordOutputTest, CountsOnlyReadersNotDoneAndIgnoresRunsNotDone) {
-  auto s = Make();
+  auto s = MakeFifoScheduler();
   DeviceId d = s->AddDevice(Device("d0", 2));
   JobSpec spec = SpecBuilder()
                      .Add(TaskBuilder("p").Us(100))

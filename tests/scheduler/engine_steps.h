@@ -1,0 +1,24 @@
+// Helpers for tests that drive a Scheduler by hand with the fifo policy
+// (no threads, no clock): shared by the lineage and gang-restart tests.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "hmpmd/scheduler/policy.h"
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd::test {
+
+inline std::unique_ptr<Scheduler> MakeFifoScheduler() {
+  return std::make_unique<Scheduler>(SchedulerOptions{}, std::move(MakePolicy("fifo")).value());
+}
+
+// Schedules at `now` and returns the runs dispatched.
+inline std::vector<Dispatch> Step(Scheduler& s, TimeUs now) {
+  std::vector<Dispatch> out;
+  s.Schedule(now, &out);
+  return out;
+}
+
+}  // namespace hmpmd::test
