@@ -42,9 +42,9 @@ TEST(CheckEndpointTest, TakesTcpWithAPortInRangeAndIpc) {
 
 TEST(CheckEndpointTest, RefusesWhatZeromqWouldMisreadOrRefuseLater) {
   // ZeroMQ binds tcp://HOST:99999 to a random port instead of failing.
-  for (const char* bad : {"", "garbage", "tcp://", "tcp://host", "tcp://host:", "tcp://:5555",
-                          "tcp://host:99999", "tcp://host:-1", "tcp://host:80x", "ipc://",
-                          "udp://host:5"}) {
+  for (const char* bad :
+       {"", "garbage", "tcp://", "tcp://host", "tcp://host:", "tcp://:5555", "tcp://host:99999",
+        "tcp://host:-1", "tcp://host:80x", "ipc://", "udp://host:5"}) {
     Status s = CheckEndpoint(bad, /*bind=*/true);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(s.message(), HasSubstr("'" + std::string(bad) + "'"));
