@@ -137,7 +137,7 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
 Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t devices) {
   bool builtin = false;
   for (const std::string& n : WorkloadNames()) builtin = builtin || n == a.workload;
-  Result<JobSpec> spec = Status::Ok();
+  Result<JobSpec> spec = Status::Internal("no workload loaded");  // set on every path below
   const auto too_many = [&](uint64_t runs, const std::string& what) {
     return Status::ResourceExhausted(a.workload + ": " + what + std::to_string(runs) +
                                      " task runs, over the limit of " + std::to_string(a.max_runs) +
