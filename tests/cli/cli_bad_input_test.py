@@ -160,7 +160,7 @@ class AgainstAController(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.cluster = Cluster(BIN, workers=2, start_timeout_s=20)
+        cls.cluster = Cluster(BIN, workers=2, start_timeout_s=60)
         cls.cluster.__enter__()
         cls.env = dict(os.environ, HMPMD_URL=cls.cluster.url)
 
