@@ -7,6 +7,7 @@
 #include "dashboard_assets.h"
 #include "job_report.h"
 #include "live_metrics.h"
+#include "request_checks.h"
 #include "task_table.h"
 #include "thread_priority.h"
 
@@ -153,6 +154,20 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
                                   : Error(403, "wrong token"));
     return;
   }
+  // API routes take no query parameters but a task table's (checked by
+  // ParseTaskQuery): one given anyway is refused, not silently ignored.
+  if (!req.query.empty() && RouteTakesNoQuery(req.path)) {
+    if (auto q = ParseQueryParams(req.query, req.method + " " + req.path, {}); !q.ok()) {
+      reply(Error(400, q.status().message()));
+      return;
+    }
+  }
+  if (req.path == "/api/v1/events") {
+    // The server streams GET /api/v1/events itself (HttpServer); what
+    // reaches here used another method.
+    reply(Error(405, "method " + req.method + " not allowed on " + req.path));
+    return;
+  }
   if (const EmbeddedAsset* a = FindDashboardAsset(req.path == "/" ? "/index.html" : req.path)) {
     // Static files are compiled in; they never touch the loop.
     if (req.method != "GET" && req.method != "HEAD") {
@@ -167,6 +182,11 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
     return;
   }
   if (req.method == "POST" && req.path == "/api/v1/jobs") {
+    auto type = req.headers.find("content-type");
+    if (Status st = CheckJsonContentType(type == req.headers.end() ? "" : type->second); !st.ok()) {
+      reply(Error(415, st.message()));
+      return;
+    }
     // Parse and check the spec here, off the loop.
     auto spec = ParseJobSpec(req.body, limits_);
     if (!spec.ok()) {
