@@ -5,6 +5,8 @@
 namespace hmpmd {
 namespace {
 
+constexpr std::string_view kJobsPrefix = "/api/v1/jobs/";
+
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -63,17 +65,37 @@ std::string Lower(std::string_view s) {
 
 }  // namespace
 
+bool ParseJobPath(std::string_view path, uint64_t* id, std::string* rest) {
+  if (!path.starts_with(kJobsPrefix)) return false;
+  size_t i = kJobsPrefix.size();
+  const size_t start = i;
+  uint64_t v = 0;
+  bool over = false;
+  for (; i < path.size() && path[i] >= '0' && path[i] <= '9'; ++i) {
+    const uint64_t digit = static_cast<uint64_t>(path[i] - '0');
+    over = over || v > (UINT64_MAX - digit) / 10;
+    v = over ? UINT64_MAX : v * 10 + digit;
+  }
+  if (i == start || (path[start] == '0' && i - start > 1)) return false;
+  if (i < path.size() && (path[i] != '/' || i + 1 == path.size())) return false;
+  *id = v;
+  *rest = i < path.size() ? std::string(path.substr(i + 1)) : std::string();
+  return true;
+}
+
+std::string JobIdText(std::string_view path) {
+  if (!path.starts_with(kJobsPrefix)) return std::string();
+  const std::string_view tail = path.substr(kJobsPrefix.size());
+  return std::string(tail.substr(0, tail.find('/')));
+}
+
 bool RouteTakesNoQuery(std::string_view path) {
   if (path == "/metrics") return true;
   if (!path.starts_with("/api/")) return false;
-  static constexpr std::string_view kJobs = "/api/v1/jobs/", kTasks = "/tasks";
-  if (path.starts_with(kJobs) && path.ends_with(kTasks) &&
-      path.size() > kJobs.size() + kTasks.size()) {
-    const std::string_view id =
-        path.substr(kJobs.size(), path.size() - kJobs.size() - kTasks.size());
-    return id.find('/') != std::string_view::npos;  // not a task table: nothing takes a query
-  }
-  return true;
+  uint64_t id = 0;
+  std::string rest;
+  // A task table's parser (ParseTaskQuery) checks its own parameters.
+  return !(ParseJobPath(path, &id, &rest) && rest == "tasks");
 }
 
 Status CheckJsonContentType(std::string_view content_type) {

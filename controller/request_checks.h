@@ -5,6 +5,7 @@
 // Thread-safety: free functions; safe from any thread.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -29,6 +30,16 @@ using QueryParams = std::vector<std::pair<std::string, std::string>>;
 //   "query: 'a=%ff' decodes to invalid UTF-8 or a control character"
 Result<QueryParams> ParseQueryParams(std::string_view query, std::string_view route,
                                      std::initializer_list<std::string_view> allowed);
+
+// Parses "/api/v1/jobs/{id}[/{rest}]": the id (decimal digits, no sign, no
+// leading zero; one past 64 bits reads as UINT64_MAX, which names no job)
+// and what follows the next '/'. False when the path is not of that form:
+// "/api/v1/jobs/007", "/api/v1/jobs/3/" and "/api/v1/jobs/-1" are not.
+bool ParseJobPath(std::string_view path, uint64_t* id, std::string* rest);
+
+// The id of a job path as the path writes it, for "job N: no such job"
+// (exact even where it does not fit 64 bits).
+std::string JobIdText(std::string_view path);
 
 // Whether `path` is an API route that takes no query parameters: every
 // /api/v1/... route and /metrics but a job's task table (whose parser,

@@ -16,21 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// Parses "/api/v1/jobs/{id}[/{rest}]"; false when the path is not of that form.
-bool ParseJobPath(const std::string& path, uint64_t* id, std::string* rest) {
-  static const std::string kPrefix = "/api/v1/jobs/";
-  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return false;
-  size_t i = kPrefix.size(), start = i;
-  uint64_t v = 0;
-  while (i < path.size() && isdigit(static_cast<unsigned char>(path[i])) && i - start < 10) {
-    v = v * 10 + (path[i++] - '0');
-  }
-  if (i == start || (i < path.size() && path[i] != '/')) return false;
-  *id = v;
-  *rest = i < path.size() ? path.substr(i + 1) : "";
-  return true;
-}
-
 // Routes a snapshot answers (a job's summary when rendered).
 bool IsSnapshotRoute(const std::string& path) {
   if (path == "/api/v1/pool" || path == "/api/v1/jobs" || path == "/metrics") return true;
@@ -168,6 +153,8 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
     reply(Error(405, "method " + req.method + " not allowed on " + req.path));
     return;
   }
+  // HEAD is GET without the body (the server leaves the body out).
+  if (req.method == "HEAD") req.method = "GET";
   if (const EmbeddedAsset* a = FindDashboardAsset(req.path == "/" ? "/index.html" : req.path)) {
     // Static files are compiled in; they never touch the loop.
     if (req.method != "GET" && req.method != "HEAD") {
@@ -294,7 +281,7 @@ bool RestApi::FromSnapshot(const std::shared_ptr<const ApiSnapshot>& snap, const
   if (!ParseJobPath(req.path, &id, &rest)) return false;
   const auto* entry = id <= UINT32_MAX ? s.Find(static_cast<JobId>(id)) : nullptr;
   if (entry == nullptr) {
-    reply(Error(404, "job " + std::to_string(id) + ": no such job"));
+    reply(Error(404, "job " + JobIdText(req.path) + ": no such job"));
     return true;
   }
   if (rest.empty()) {
@@ -399,7 +386,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   std::string rest;
   if (!ParseJobPath(req.path, &id, &rest)) return reply(Error(404, "no route " + req.path));
   const JobRun* job = id <= UINT32_MAX ? c.scheduler().job(static_cast<JobId>(id)) : nullptr;
-  if (job == nullptr) return reply(Error(404, "job " + std::to_string(id) + ": no such job"));
+  if (job == nullptr) return reply(Error(404, "job " + JobIdText(req.path) + ": no such job"));
   const ResourcePool& pool = c.scheduler().pool();
   if (rest.empty() && m == "GET") {
     if (!IsTerminal(job->state))

@@ -105,14 +105,17 @@ void PrintJob(const json& j) {
   }
 }
 
-// A job id: decimal digits that fit in 64 bits.
-Status CheckJobId(const std::string& job) {
+// A job id: decimal digits that fit in 64 bits, as the REST API spells it
+// (without leading zeros: "007" is job 7).
+Result<std::string> CanonicalJobId(const std::string& job) {
+  const size_t first = job.find_first_not_of('0');
+  const std::string id = first != std::string::npos ? job.substr(first) : job.empty() ? "" : "0";
   const bool digits =
-      !job.empty() && job.size() <= 20 && job.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || (job.size() == 20 && job > "18446744073709551615")) {
+      !id.empty() && id.size() <= 20 && id.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || (id.size() == 20 && id > "18446744073709551615")) {
     return Status::InvalidArgument("JOB: expected a job id (a number), got '" + job + "'");
   }
-  return Status::Ok();
+  return id;
 }
 
 bool Terminal(const std::string& state) {
@@ -185,8 +188,9 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
   if (!job.empty()) {
-    if (Status st = CheckJobId(job); !st.ok()) return Fail(st);
-    auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs/" + job);
+    auto id = CanonicalJobId(job);
+    if (!id.ok()) return Fail(id.status());
+    auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs/" + *id);
     if (!j.ok()) return Fail(j.status());
     if (a.json)
       std::cout << j->dump(2) << std::endl;
@@ -213,13 +217,14 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
 int CancelCmd(const ClientArgs& a, const std::string& job) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
-  if (Status st = CheckJobId(job); !st.ok()) return Fail(st);
-  auto j = Call(*c, "DELETE", c->url.base_path + "/api/v1/jobs/" + job);
+  auto id = CanonicalJobId(job);
+  if (!id.ok()) return Fail(id.status());
+  auto j = Call(*c, "DELETE", c->url.base_path + "/api/v1/jobs/" + *id);
   if (!j.ok()) return Fail(j.status());
   if (a.json)
     std::cout << j->dump(2) << std::endl;
   else
-    std::cout << "cancelled job " << job << std::endl;
+    std::cout << "cancelled job " << *id << std::endl;
   return kExitOk;
 }
 

@@ -172,6 +172,25 @@ class AgainstAController(unittest.TestCase):
     def jobs(self):
         return len(self.cluster.get("/api/v1/jobs")["jobs"])
 
+    def test_a_job_id_with_leading_zeros_names_the_same_job(self):
+        # The REST API has one path per job (/api/v1/jobs/7, not /007); the
+        # CLI spells the id as the API does.
+        spec = os.path.join(self.tmp.name, "one.json")
+        with open(spec, "w") as f:
+            json.dump({"tasks": [{"id": "a", "kernel": "noop"}]}, f)
+        r = run("submit", spec, "--wait", "--json", "--wait-timeout", "20", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = json.loads(r.stdout)["id"]
+        r = run("status", "000" + str(job), "--json", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["id"], job)
+        r = run("cancel", "0" + str(job), env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("job %d: already succeeded" % job, r.stderr)
+        r = run("status", "0", env=self.env)
+        self.assertIn("job 0: no such job", r.stderr)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+
     def test_gang_that_waits_for_itself_is_refused_at_submission(self):
         # It used to be accepted and then wait forever.
         spec = os.path.join(self.tmp.name, "gang.json")

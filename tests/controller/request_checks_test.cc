@@ -80,6 +80,28 @@ TEST(RouteTakesNoQueryTest, EveryApiRouteButTheTaskTable) {
   }
 }
 
+TEST(JobPathTest, OneSpellingPerJobAndEveryIdNamedAsWritten) {
+  uint64_t id = 0;
+  std::string rest;
+  ASSERT_TRUE(ParseJobPath("/api/v1/jobs/12", &id, &rest));
+  EXPECT_EQ(id, 12u);
+  EXPECT_EQ(rest, "");
+  ASSERT_TRUE(ParseJobPath("/api/v1/jobs/0/tasks", &id, &rest));
+  EXPECT_EQ(id, 0u);
+  EXPECT_EQ(rest, "tasks");
+  ASSERT_TRUE(ParseJobPath("/api/v1/jobs/18446744073709551615", &id, &rest));
+  EXPECT_EQ(id, UINT64_MAX);
+  ASSERT_TRUE(ParseJobPath("/api/v1/jobs/99999999999999999999999/dag", &id, &rest));
+  EXPECT_EQ(id, UINT64_MAX) << "past 64 bits: names no job";
+  EXPECT_EQ(rest, "dag");
+  EXPECT_EQ(JobIdText("/api/v1/jobs/99999999999999999999999/dag"), "99999999999999999999999");
+  for (const char* p : {"/api/v1/jobs/007", "/api/v1/jobs/00", "/api/v1/jobs/3/", "/api/v1/jobs/-1",
+                        "/api/v1/jobs/+1", "/api/v1/jobs/", "/api/v1/jobs/x", "/api/v1/jobs/1x",
+                        "/api/v1/jobs", "/api/v1/jobsx/1"}) {
+    EXPECT_FALSE(ParseJobPath(p, &id, &rest)) << p;
+  }
+}
+
 TEST(JsonContentTypeTest, AcceptsApplicationJsonWithUtf8OrNoCharset) {
   for (const char* t : {"application/json", "Application/JSON", " application/json ",
                         "application/json; charset=utf-8", "application/json;charset=\"UTF-8\"",

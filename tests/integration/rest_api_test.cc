@@ -221,6 +221,30 @@ TEST_F(RestApiTest, QueryParametersARouteDoesNotTakeAreRefusedNamingThem) {
   EXPECT_EQ(Call("POST", "/api/v1/events").status, 405);
 }
 
+TEST_F(RestApiTest, AJobHasOnePathAndHeadAnswersLikeGet) {
+  uint64_t id = SubmitOk(Chain(2));
+  ASSERT_EQ(id, 1u);
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  // Other spellings of job 1 used to answer as job 1.
+  for (const char* path : {"/api/v1/jobs/01", "/api/v1/jobs/1/", "/api/v1/jobs/+1"}) {
+    EXPECT_EQ(GetJson(path, 404)["error"], std::string("no route ") + path);
+  }
+  // An id past 64 bits is a job that does not exist, named as written (it
+  // was "no route" past ten digits).
+  EXPECT_EQ(GetJson("/api/v1/jobs/99999999999", 404)["error"], "job 99999999999: no such job");
+  EXPECT_EQ(GetJson("/api/v1/jobs/123456789012345678901234567890/tasks", 404)["error"],
+            "job 123456789012345678901234567890: no such job");
+  EXPECT_EQ(Call("DELETE", "/api/v1/jobs/99999999999999999999").status, 404);
+  // HEAD is GET without a body (it was 405 on every API route).
+  for (const std::string path : {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/1", "/metrics",
+                                 "/api/v1/jobs/1/tasks?limit=1", "/api/v1/jobs/1/dag"}) {
+    HttpResponse r = Call("HEAD", path);
+    EXPECT_EQ(r.status, 200) << path;
+    EXPECT_EQ(r.body, "") << path;
+  }
+  EXPECT_EQ(Call("HEAD", "/api/v1/jobs/7").status, 404);
+}
+
 TEST_F(RestApiTest, ReadsAreAnsweredWhileTheLoopIsBusy) {
   // The first read has the loop render a snapshot; later ones are served
   // from it by the HTTP thread, without the loop.
