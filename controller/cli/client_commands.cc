@@ -135,7 +135,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   }
   auto spec = ReadFile(file);
   if (!spec.ok()) return Fail(spec.status());
-  auto r = Call(*c, "POST", c->url.base_path + "/api/v1/jobs", *spec);
+  auto r = Call(*c, "POST", "/api/v1/jobs", *spec);
   if (!r.ok()) return Fail(Status(r.status().code(), file + ": " + r.status().message()));
   uint64_t id = (*r).value("id", 0);
   if (!wait) {
@@ -147,7 +147,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
     return kExitOk;
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_timeout_s);
-  const std::string target = c->url.base_path + "/api/v1/jobs/" + std::to_string(id);
+  const std::string target = "/api/v1/jobs/" + std::to_string(id);
   while (true) {
     auto j = Call(*c, "GET", target);
     if (!j.ok()) {
@@ -190,7 +190,7 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
   if (!job.empty()) {
     auto id = CanonicalJobId(job);
     if (!id.ok()) return Fail(id.status());
-    auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs/" + *id);
+    auto j = Call(*c, "GET", "/api/v1/jobs/" + *id);
     if (!j.ok()) return Fail(j.status());
     if (a.json)
       std::cout << j->dump(2) << std::endl;
@@ -198,7 +198,7 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
       PrintJob(*j);
     return kExitOk;
   }
-  auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs");
+  auto j = Call(*c, "GET", "/api/v1/jobs");
   if (!j.ok()) return Fail(j.status());
   if (a.json) {
     std::cout << j->dump(2) << std::endl;
@@ -219,7 +219,7 @@ int CancelCmd(const ClientArgs& a, const std::string& job) {
   if (!c.ok()) return Fail(c.status());
   auto id = CanonicalJobId(job);
   if (!id.ok()) return Fail(id.status());
-  auto j = Call(*c, "DELETE", c->url.base_path + "/api/v1/jobs/" + *id);
+  auto j = Call(*c, "DELETE", "/api/v1/jobs/" + *id);
   if (!j.ok()) return Fail(j.status());
   if (a.json)
     std::cout << j->dump(2) << std::endl;
@@ -231,7 +231,7 @@ int CancelCmd(const ClientArgs& a, const std::string& job) {
 int PoolCmd(const ClientArgs& a) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
-  auto j = Call(*c, "GET", c->url.base_path + "/api/v1/pool");
+  auto j = Call(*c, "GET", "/api/v1/pool");
   if (!j.ok()) return Fail(j.status());
   if (a.json) {
     std::cout << j->dump(2) << std::endl;

@@ -155,6 +155,32 @@ class NotAController(unittest.TestCase):
         self.assertIn("GET /api/v1/jobs: HTTP 404", r.stderr)
         self.assertIn("is it an hmpmd controller?", r.stderr)
 
+    def test_a_url_with_a_path_prefix_is_used_once(self):
+        # Behind a reverse proxy at /hmpmd; the CLI sent /hmpmd/hmpmd/api/v1/jobs.
+        seen = []
+
+        class Prefixed(Quiet):
+            def do_GET(self):
+                seen.append(self.path)
+                body = b'{"jobs": []}' if self.path == "/hmpmd/api/v1/jobs" else b'{"error": "x"}'
+                self.send_response(200 if self.path == "/hmpmd/api/v1/jobs" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prefixed)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            r = run("status", "--json", "--url", f"http://127.0.0.1:{server.server_port}/hmpmd")
+        finally:
+            server.shutdown()
+            thread.join()
+            server.server_close()
+        self.assertEqual(seen, ["/hmpmd/api/v1/jobs"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
 
 class AgainstAController(unittest.TestCase):
     @classmethod
