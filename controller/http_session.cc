@@ -200,8 +200,9 @@ void Session::OnRead(beast::error_code ec) {
   head_ = req.method() == http::verb::head;
   HttpRequest request = ToHttpRequest(std::move(req));
   // The stream takes no query parameters: one given goes to the handler,
-  // which refuses it (RestApi: 400 naming it).
-  if (request.method == "GET" && request.path == kHttpEventsPath && request.query.empty()) {
+  // which refuses it (RestApi: 400 naming it). "?" and "?&" name none.
+  if (request.method == "GET" && request.path == kHttpEventsPath &&
+      request.query.find_first_not_of('&') == std::string::npos) {
     return StartSse();
   }
 

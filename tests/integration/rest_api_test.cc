@@ -219,6 +219,17 @@ TEST_F(RestApiTest, QueryParametersARouteDoesNotTakeAreRefusedNamingThem) {
   EXPECT_EQ(Call("GET", "/api/v1/jobs?").status, 200);
   EXPECT_EQ(Call("GET", "/?v=2").status, 200);
   EXPECT_EQ(Call("POST", "/api/v1/events").status, 405);
+  // The event stream with an empty query still streams.
+  bool hello = false;
+  Status st = StreamSse(
+      url_, "/api/v1/events?&", {},
+      [&](std::string_view event, std::string_view) {
+        hello = hello || event == "hello";
+        return !hello;
+      },
+      std::chrono::seconds(30));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(hello);
 }
 
 TEST_F(RestApiTest, AJobHasOnePathAndHeadAnswersLikeGet) {
