@@ -369,12 +369,7 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
                                      std::to_string(options_.spec_limits.max_runs) + " task runs");
   }
   // Workers run built-in kernels from their arguments alone (no cost hints).
-  for (uint32_t i = 0; i < graph->size(); ++i) {
-    const TaskSpec& t = graph->spec_task(i);
-    if (Status st = CheckWorkerArgs(t.kernel, t.args); !st.ok()) {
-      return Status::InvalidArgument(graph->Describe(i) + ": " + st.message());
-    }
-  }
+  RETURN_IF_ERROR(CheckWorkerTaskArgs(graph->spec().tasks));
   ASSIGN_OR_RETURN(JobId id, scheduler_->AddJob(std::move(graph), NowUs()));
   live_jobs_.insert(id);
   const JobRun* job = scheduler_->job(id);

@@ -144,7 +144,11 @@ http::request<http::string_body> BuildRequest(const HttpUrl& url, std::string_vi
   req.set(http::field::host, HostHeader(url));
   req.set(http::field::user_agent, "hmpmd");
   req.set(http::field::accept, Bv(accept));
-  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  // A POST, PUT or PATCH says its body is JSON even when empty, so that the
+  // server judges the body ("invalid JSON: the text is empty"), not its type.
+  if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
+    req.set(http::field::content_type, "application/json");
+  }
   for (const auto& [name, value] : headers) req.set(name, value);
   req.body() = std::string(body);
   req.keep_alive(false);

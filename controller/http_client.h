@@ -33,7 +33,8 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url);
 
 // Sends one request to `url` (`target` is appended to url.base_path) and
 // reads the whole response. `headers` are added as given; Host, User-Agent,
-// and Content-Type (application/json when `body` is not empty) are set
+// and Content-Type (application/json when `body` is not empty, and on every
+// POST, PUT and PATCH) are set
 // unless `headers` names them. `timeout` bounds connect, send and receive
 // together (not name resolution of a non-numeric host).
 // Any HTTP status is a successful call; errors are transport failures:

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "strict_json.h"
+#include "hmpmd/protocol/strict_json.h"
 
 namespace hmpmd {
 namespace {

@@ -7,6 +7,7 @@
 #include "dashboard_assets.h"
 #include "job_report.h"
 #include "live_metrics.h"
+#include "request_checks.h"
 #include "task_table.h"
 #include "thread_priority.h"
 
@@ -14,21 +15,6 @@ namespace hmpmd {
 namespace {
 
 using json = nlohmann::json;
-
-// Parses "/api/v1/jobs/{id}[/{rest}]"; false when the path is not of that form.
-bool ParseJobPath(const std::string& path, uint64_t* id, std::string* rest) {
-  static const std::string kPrefix = "/api/v1/jobs/";
-  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return false;
-  size_t i = kPrefix.size(), start = i;
-  uint64_t v = 0;
-  while (i < path.size() && isdigit(static_cast<unsigned char>(path[i])) && i - start < 10) {
-    v = v * 10 + (path[i++] - '0');
-  }
-  if (i == start || (i < path.size() && path[i] != '/')) return false;
-  *id = v;
-  *rest = i < path.size() ? path.substr(i + 1) : "";
-  return true;
-}
 
 // Routes a snapshot answers (a job's summary when rendered).
 bool IsSnapshotRoute(const std::string& path) {
@@ -153,6 +139,22 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
                                   : Error(403, "wrong token"));
     return;
   }
+  // API routes take no query parameters but a task table's (checked by
+  // ParseTaskQuery): one given anyway is refused, not silently ignored.
+  if (!req.query.empty() && RouteTakesNoQuery(req.path)) {
+    if (auto q = ParseQueryParams(req.query, req.method + " " + req.path, {}); !q.ok()) {
+      reply(Error(400, q.status().message()));
+      return;
+    }
+  }
+  if (req.path == "/api/v1/events") {
+    // The server streams GET /api/v1/events itself (HttpServer); what
+    // reaches here used another method.
+    reply(Error(405, "method " + req.method + " not allowed on " + req.path));
+    return;
+  }
+  // HEAD is GET without the body (the server leaves the body out).
+  if (req.method == "HEAD") req.method = "GET";
   if (const EmbeddedAsset* a = FindDashboardAsset(req.path == "/" ? "/index.html" : req.path)) {
     // Static files are compiled in; they never touch the loop.
     if (req.method != "GET" && req.method != "HEAD") {
@@ -167,6 +169,11 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
     return;
   }
   if (req.method == "POST" && req.path == "/api/v1/jobs") {
+    auto type = req.headers.find("content-type");
+    if (Status st = CheckJsonContentType(type == req.headers.end() ? "" : type->second); !st.ok()) {
+      reply(Error(415, st.message()));
+      return;
+    }
     // Parse and check the spec here, off the loop.
     auto spec = ParseJobSpec(req.body, limits_);
     if (!spec.ok()) {
@@ -274,7 +281,7 @@ bool RestApi::FromSnapshot(const std::shared_ptr<const ApiSnapshot>& snap, const
   if (!ParseJobPath(req.path, &id, &rest)) return false;
   const auto* entry = id <= UINT32_MAX ? s.Find(static_cast<JobId>(id)) : nullptr;
   if (entry == nullptr) {
-    reply(Error(404, "job " + std::to_string(id) + ": no such job"));
+    reply(Error(404, "job " + JobIdText(req.path) + ": no such job"));
     return true;
   }
   if (rest.empty()) {
@@ -379,7 +386,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   std::string rest;
   if (!ParseJobPath(req.path, &id, &rest)) return reply(Error(404, "no route " + req.path));
   const JobRun* job = id <= UINT32_MAX ? c.scheduler().job(static_cast<JobId>(id)) : nullptr;
-  if (job == nullptr) return reply(Error(404, "job " + std::to_string(id) + ": no such job"));
+  if (job == nullptr) return reply(Error(404, "job " + JobIdText(req.path) + ": no such job"));
   const ResourcePool& pool = c.scheduler().pool();
   if (rest.empty() && m == "GET") {
     if (!IsTerminal(job->state))

@@ -118,13 +118,7 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
     for (WireTask& w : group.tasks) tasks.push_back(ToSpec(std::move(w)));
     // As for submitted jobs (SubmitGraph): workers run built-ins from their
     // arguments alone, so a gemm without its sizes is refused here.
-    Status st;
-    for (size_t i = 0; i < tasks.size() && st.ok(); ++i) {
-      if (Status args = CheckWorkerArgs(tasks[i].kernel, tasks[i].args); !args.ok()) {
-        st = Status::InvalidArgument("tasks[" + std::to_string(ack.first_task + i) + "] '" +
-                                     tasks[i].id + "': " + args.message());
-      }
-    }
+    Status st = CheckWorkerTaskArgs(tasks, ack.first_task);
     if (st.ok()) st = scheduler_->AppendTasks(job, std::move(submodels), std::move(tasks), now);
     if (!st.ok()) ack.error = st.message();
     s.update.acks.push_back(std::move(ack));

@@ -5,18 +5,23 @@
 #include <map>
 
 #include "job_report.h"
+#include "request_checks.h"
 
 namespace hmpmd {
 namespace {
 
 using json = nlohmann::json;
 
-Result<uint64_t> ParseCount(std::string_view field, std::string_view v) {
+// An integer in [lo, hi], or "query: limit: '-1' is not an integer from 1 to 10000".
+Result<uint64_t> ParseCount(std::string_view field, std::string_view v, uint64_t lo, uint64_t hi) {
   uint64_t out = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || p != v.data() + v.size() || v.empty()) {
-    return Status::InvalidArgument("query: " + std::string(field) +
-                                   ": not a non-negative integer: '" + std::string(v) + "'");
+  if (ec != std::errc() || p != v.data() + v.size() || v.empty() || out < lo || out > hi) {
+    const std::string range =
+        hi == UINT64_MAX ? "a non-negative integer"
+                         : "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+    return Status::InvalidArgument("query: " + std::string(field) + ": '" + std::string(v) +
+                                   "' is not " + range);
   }
   return out;
 }
@@ -33,28 +38,15 @@ Result<TaskState> ParseState(std::string_view v) {
 
 Result<TaskQuery> ParseTaskQuery(const std::string& query) {
   TaskQuery q;
-  size_t i = 0;
-  while (i < query.size()) {
-    size_t amp = query.find('&', i);
-    if (amp == std::string::npos) amp = query.size();
-    std::string_view kv(query.data() + i, amp - i);
-    i = amp + 1;
-    if (kv.empty()) continue;
-    size_t eq = kv.find('=');
-    std::string_view k = kv.substr(0, eq), v = eq == kv.npos ? "" : kv.substr(eq + 1);
+  ASSIGN_OR_RETURN(QueryParams params, ParseQueryParams(query, "GET /api/v1/jobs/{id}/tasks",
+                                                        {"offset", "limit", "state"}));
+  for (const auto& [k, v] : params) {
     if (k == "offset") {
-      ASSIGN_OR_RETURN(q.offset, ParseCount(k, v));
+      ASSIGN_OR_RETURN(q.offset, ParseCount(k, v, 0, UINT64_MAX));
     } else if (k == "limit") {
-      ASSIGN_OR_RETURN(q.limit, ParseCount(k, v));
-      if (q.limit == 0 || q.limit > kMaxTaskPage) {
-        return Status::InvalidArgument("query: limit: must be 1 to " +
-                                       std::to_string(kMaxTaskPage));
-      }
-    } else if (k == "state") {
-      ASSIGN_OR_RETURN(q.state, ParseState(v));
+      ASSIGN_OR_RETURN(q.limit, ParseCount(k, v, 1, kMaxTaskPage));
     } else {
-      return Status::InvalidArgument("query: unknown parameter '" + std::string(k) +
-                                     "' (offset, limit, state)");
+      ASSIGN_OR_RETURN(q.state, ParseState(v));
     }
   }
   return q;

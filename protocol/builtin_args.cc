@@ -148,4 +148,14 @@ Status CheckWorkerArgs(std::string_view kernel, const Args& args) {
   return Status::Ok();
 }
 
+Status CheckWorkerTaskArgs(std::span<const TaskSpec> tasks, size_t first_index) {
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (Status st = CheckWorkerArgs(tasks[i].kernel, tasks[i].args); !st.ok()) {
+      return Status::InvalidArgument("tasks[" + std::to_string(first_index + i) + "] '" +
+                                     tasks[i].id + "': " + st.message());
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace hmpmd

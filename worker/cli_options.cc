@@ -5,14 +5,12 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <unordered_set>
-#include <vector>
 
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/strict_json.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd::worker {
@@ -22,26 +20,7 @@ namespace {
 constexpr uint64_t kMaxMemoryMb = uint64_t{1} << 30;
 constexpr size_t kMaxNameLength = 255;
 
-using json = nlohmann::json;
-
-// The first key that appears twice in one object of `text`, or "" when none
-// does; nlohmann keeps the last silently, which would hide a typo'd file.
-// Throws json::parse_error on malformed text.
-std::string FirstRepeatedKey(std::string_view text, json* out) {
-  std::vector<std::unordered_set<std::string>> open;
-  std::string repeated;
-  auto callback = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open.emplace_back();
-    if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
-    if (event == json::parse_event_t::key && !open.empty() &&
-        !open.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
-      repeated = parsed.get<std::string>();
-    }
-    return true;
-  };
-  *out = json::parse(text.begin(), text.end(), callback);
-  return repeated;
-}
+using json = nlohmann::ordered_json;
 
 // An unsigned integer in [lo, hi] or an error naming `field`.
 Result<uint64_t> UnsignedField(const json& value, const std::string& where, uint64_t lo,
@@ -111,19 +90,16 @@ Result<std::string> ReadTokenFile(const std::string& path) {
 Status ParseDeviceDescription(std::string_view text, const std::string& source,
                               WorkerOptions* options) {
   const std::string at = "--device: " + source + ": ";
-  json doc;
-  std::string repeated;
-  try {
-    repeated = FirstRepeatedKey(text, &doc);
-  } catch (const json::exception& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line 1, ...".
-    std::string what = e.what();
-    const size_t bracket = what.find("] ");
-    if (bracket != std::string::npos) what = what.substr(bracket + 2);
-    return Status::InvalidArgument(at + "not valid JSON: " + what);
+  // Strict: a field given twice is an error (nlohmann keeps the last one
+  // silently, which would hide a typo'd file), named with its path.
+  Result<json> parsed = ParseStrictJson(text);
+  if (!parsed.ok()) {
+    std::string what = parsed.status().message();
+    // "invalid JSON: parse error at line 1, ..." reads "not valid JSON: ..." here.
+    if (what.starts_with("invalid JSON: ")) what = "not valid JSON: " + what.substr(14);
+    return Status::InvalidArgument(at + what);
   }
-  if (!repeated.empty())
-    return Status::InvalidArgument(at + "field '" + repeated + "' given twice");
+  const json& doc = *parsed;
   if (!doc.is_object()) return Status::InvalidArgument(at + "expected a JSON object");
 
   WorkerOptions out = *options;

@@ -72,7 +72,8 @@ def one_run(args, workdir):
                     t["inputs"] = [f"c{c}_{i - 1}"]
                 tasks.append(t)
         req = urllib.request.Request(base + "/api/v1/jobs", data=json.dumps(
-            {"name": "chains", "tasks": tasks}).encode(), method="POST")
+            {"name": "chains", "tasks": tasks}).encode(), method="POST",
+            headers={"Content-Type": "application/json"})
         job = json.loads(urllib.request.urlopen(req, timeout=5).read())["id"]
         for _ in range(3000):
             j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")

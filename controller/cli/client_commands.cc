@@ -105,14 +105,17 @@ void PrintJob(const json& j) {
   }
 }
 
-// A job id: decimal digits that fit in 64 bits.
-Status CheckJobId(const std::string& job) {
+// A job id: decimal digits that fit in 64 bits, as the REST API spells it
+// (without leading zeros: "007" is job 7).
+Result<std::string> CanonicalJobId(const std::string& job) {
+  const size_t first = job.find_first_not_of('0');
+  const std::string id = first != std::string::npos ? job.substr(first) : job.empty() ? "" : "0";
   const bool digits =
-      !job.empty() && job.size() <= 20 && job.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || (job.size() == 20 && job > "18446744073709551615")) {
+      !id.empty() && id.size() <= 20 && id.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || (id.size() == 20 && id > "18446744073709551615")) {
     return Status::InvalidArgument("JOB: expected a job id (a number), got '" + job + "'");
   }
-  return Status::Ok();
+  return id;
 }
 
 bool Terminal(const std::string& state) {
@@ -132,7 +135,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   }
   auto spec = ReadFile(file);
   if (!spec.ok()) return Fail(spec.status());
-  auto r = Call(*c, "POST", c->url.base_path + "/api/v1/jobs", *spec);
+  auto r = Call(*c, "POST", "/api/v1/jobs", *spec);
   if (!r.ok()) return Fail(Status(r.status().code(), file + ": " + r.status().message()));
   uint64_t id = (*r).value("id", 0);
   if (!wait) {
@@ -144,7 +147,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
     return kExitOk;
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_timeout_s);
-  const std::string target = c->url.base_path + "/api/v1/jobs/" + std::to_string(id);
+  const std::string target = "/api/v1/jobs/" + std::to_string(id);
   while (true) {
     auto j = Call(*c, "GET", target);
     if (!j.ok()) {
@@ -185,8 +188,9 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
   if (!job.empty()) {
-    if (Status st = CheckJobId(job); !st.ok()) return Fail(st);
-    auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs/" + job);
+    auto id = CanonicalJobId(job);
+    if (!id.ok()) return Fail(id.status());
+    auto j = Call(*c, "GET", "/api/v1/jobs/" + *id);
     if (!j.ok()) return Fail(j.status());
     if (a.json)
       std::cout << j->dump(2) << std::endl;
@@ -194,7 +198,7 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
       PrintJob(*j);
     return kExitOk;
   }
-  auto j = Call(*c, "GET", c->url.base_path + "/api/v1/jobs");
+  auto j = Call(*c, "GET", "/api/v1/jobs");
   if (!j.ok()) return Fail(j.status());
   if (a.json) {
     std::cout << j->dump(2) << std::endl;
@@ -213,20 +217,21 @@ int StatusCmd(const ClientArgs& a, const std::string& job) {
 int CancelCmd(const ClientArgs& a, const std::string& job) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
-  if (Status st = CheckJobId(job); !st.ok()) return Fail(st);
-  auto j = Call(*c, "DELETE", c->url.base_path + "/api/v1/jobs/" + job);
+  auto id = CanonicalJobId(job);
+  if (!id.ok()) return Fail(id.status());
+  auto j = Call(*c, "DELETE", "/api/v1/jobs/" + *id);
   if (!j.ok()) return Fail(j.status());
   if (a.json)
     std::cout << j->dump(2) << std::endl;
   else
-    std::cout << "cancelled job " << job << std::endl;
+    std::cout << "cancelled job " << *id << std::endl;
   return kExitOk;
 }
 
 int PoolCmd(const ClientArgs& a) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
-  auto j = Call(*c, "GET", c->url.base_path + "/api/v1/pool");
+  auto j = Call(*c, "GET", "/api/v1/pool");
   if (!j.ok()) return Fail(j.status());
   if (a.json) {
     std::cout << j->dump(2) << std::endl;

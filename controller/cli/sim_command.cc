@@ -14,7 +14,7 @@
 
 #include "../job_report.h"
 #include "../job_spec_parser.h"
-#include "../strict_json.h"
+#include "hmpmd/protocol/strict_json.h"
 #include "cli_common.h"
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/simulator.h"

@@ -155,12 +155,38 @@ class NotAController(unittest.TestCase):
         self.assertIn("GET /api/v1/jobs: HTTP 404", r.stderr)
         self.assertIn("is it an hmpmd controller?", r.stderr)
 
+    def test_a_url_with_a_path_prefix_is_used_once(self):
+        # Behind a reverse proxy at /hmpmd; the CLI sent /hmpmd/hmpmd/api/v1/jobs.
+        seen = []
+
+        class Prefixed(Quiet):
+            def do_GET(self):
+                seen.append(self.path)
+                body = b'{"jobs": []}' if self.path == "/hmpmd/api/v1/jobs" else b'{"error": "x"}'
+                self.send_response(200 if self.path == "/hmpmd/api/v1/jobs" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prefixed)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            r = run("status", "--json", "--url", f"http://127.0.0.1:{server.server_port}/hmpmd")
+        finally:
+            server.shutdown()
+            thread.join()
+            server.server_close()
+        self.assertEqual(seen, ["/hmpmd/api/v1/jobs"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
 
 class AgainstAController(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.cluster = Cluster(BIN, workers=2, start_timeout_s=20)
+        cls.cluster = Cluster(BIN, workers=2, start_timeout_s=60)
         cls.cluster.__enter__()
         cls.env = dict(os.environ, HMPMD_URL=cls.cluster.url)
 
@@ -171,6 +197,25 @@ class AgainstAController(unittest.TestCase):
 
     def jobs(self):
         return len(self.cluster.get("/api/v1/jobs")["jobs"])
+
+    def test_a_job_id_with_leading_zeros_names_the_same_job(self):
+        # The REST API has one path per job (/api/v1/jobs/7, not /007); the
+        # CLI spells the id as the API does.
+        spec = os.path.join(self.tmp.name, "one.json")
+        with open(spec, "w") as f:
+            json.dump({"tasks": [{"id": "a", "kernel": "noop"}]}, f)
+        r = run("submit", spec, "--wait", "--json", "--wait-timeout", "20", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = json.loads(r.stdout)["id"]
+        r = run("status", "000" + str(job), "--json", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["id"], job)
+        r = run("cancel", "0" + str(job), env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("job %d: already succeeded" % job, r.stderr)
+        r = run("status", "0", env=self.env)
+        self.assertIn("job 0: no such job", r.stderr)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
 
     def test_gang_that_waits_for_itself_is_refused_at_submission(self):
         # It used to be accepted and then wait forever.

@@ -31,7 +31,7 @@ class SeparateProcesses(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.cluster = Cluster(BIN, workers=2, cores=["cube=1,vector=1", "cube=2,vector=1"],
-                              start_timeout_s=20)
+                              start_timeout_s=60)
         cls.cluster.__enter__()
         cls.url = cls.cluster.url
         cls.env = dict(os.environ, HMPMD_URL=cls.url)

@@ -16,7 +16,15 @@ import time, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from ports import free_port  # noqa: E402
 
-DEADLINE_S = 45
+# Every wait below is bounded but generous: ctest runs this at -j2 on a 2-core
+# machine beside compile-heavy tests, where Chromium alone can take 20 s to
+# come up. A broken dashboard still fails (a readiness signal never comes),
+# only later.
+STARTUP_S = 60       # controller + workers, the page, its event stream
+CHROMIUM_TRIES = 2   # Chromium's start-up is retried once with a fresh profile
+CHROMIUM_START_S = 60
+JOB_S = 90           # the job to finish and show on the page
+HTTP_S = 30          # one HTTP request
 
 
 def fail(msg):
@@ -26,14 +34,22 @@ def fail(msg):
 
 def http(url, method="GET", body=None):
     req = urllib.request.Request(url, method=method, data=body)
-    with urllib.request.urlopen(req, timeout=5) as r:
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=HTTP_S) as r:
         return r.status, r.read()
 
 
-def wait_for(what, fn, timeout):
-    end = time.time() + timeout
+def wait_for(what, fn, timeout, alive=None, on_timeout=fail):
+    """Polls fn until it returns a truthy value; fails after timeout seconds
+    (monotonic), or at once when alive() says a process it needs has died."""
+    end = time.monotonic() + timeout
     last = None
-    while time.time() < end:
+    while time.monotonic() < end:
+        if alive is not None:
+            dead = alive()
+            if dead:
+                return on_timeout("%s while waiting for %s" % (dead, what))
         try:
             value = fn()
             if value:
@@ -44,7 +60,7 @@ def wait_for(what, fn, timeout):
         except Exception as e:  # not up yet
             last = e
         time.sleep(0.1)
-    fail("timed out waiting for %s (last: %r)" % (what, last))
+    return on_timeout("timed out after %d s waiting for %s (last: %r)" % (timeout, what, last))
 
 
 class Cdp:
@@ -54,7 +70,7 @@ class Cdp:
         assert ws_url.startswith("ws://")
         hostport, path = ws_url[5:].split("/", 1)
         host, port = hostport.split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.sock = socket.create_connection((host, int(port)), timeout=HTTP_S)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall(("GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
                            "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
@@ -126,6 +142,23 @@ class Cdp:
         print("screenshot: " + path)
 
 
+def stop(p, group):
+    """Stops one process (with its process group when group) by PID: SIGTERM,
+    then SIGKILL after 10 s."""
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGTERM) if group else p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL) if group else p.kill()
+        p.wait()
+    if group:  # children Chromium left behind in its group
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hmpmd", required=True)
@@ -141,7 +174,7 @@ def main():
     tasks_expected = None
 
     procs = []  # (Popen, kill the group?)
-    profile = tempfile.mkdtemp(prefix="hmpmd-chromium-")
+    profiles = []  # Chromium's user-data dirs, one a try
     try:
         zport, hport = free_port(), free_port()
         base = "http://127.0.0.1:%d" % hport
@@ -153,28 +186,53 @@ def main():
             procs.append((subprocess.Popen([a.hmpmd, "worker", "--controller", "tcp://127.0.0.1:%d" % zport,
                                             "--cores", cores, "--name", "worker-%d" % i],
                                            stdout=logs, stderr=logs), False))
-        wait_for("2 live workers", lambda: json.loads(http(base + "/api/v1/pool")[1])["alive_devices"] == 2, 15)
+        cluster = procs[:]
 
-        chrome = subprocess.Popen(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run",
-             "--user-data-dir=" + profile, "--remote-debugging-port=0", "--window-size=1400,1100",
-             base + "/"],
-            stdout=logs, stderr=logs, start_new_session=True)
-        procs.append((chrome, True))
-        port_file = os.path.join(profile, "DevToolsActivePort")
-        wait_for("Chromium's DevTools port", lambda: os.path.exists(port_file) and open(port_file).read().strip(), 20)
-        devtools = int(open(port_file).read().split()[0])
+        def cluster_dead():
+            for p, _ in cluster:
+                if p.poll() is not None:
+                    return "%s exited with %d (log: %s)" % (p.args[1], p.returncode, logs.name)
+            return None
+        wait_for("2 live workers", lambda: json.loads(http(base + "/api/v1/pool")[1])["alive_devices"] == 2,
+                 STARTUP_S, alive=cluster_dead)
+
+        devtools = None
+        for attempt in range(1, CHROMIUM_TRIES + 1):
+            profile = tempfile.mkdtemp(prefix="hmpmd-chromium-")
+            profiles.append(profile)
+            chrome = subprocess.Popen(
+                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--user-data-dir=" + profile, "--remote-debugging-port=0", "--window-size=1400,1100",
+                 base + "/"],
+                stdout=logs, stderr=logs, start_new_session=True)
+            procs.append((chrome, True))
+            port_file = os.path.join(profile, "DevToolsActivePort")
+
+            def chrome_dead():
+                return "Chromium exited with %d" % chrome.returncode if chrome.poll() is not None else None
+            last_try = attempt == CHROMIUM_TRIES
+            port_line = wait_for("Chromium's DevTools port (try %d of %d)" % (attempt, CHROMIUM_TRIES),
+                                 lambda: os.path.exists(port_file) and open(port_file).read().strip(),
+                                 CHROMIUM_START_S, alive=chrome_dead,
+                                 on_timeout=fail if last_try else lambda msg: print("retrying: " + msg))
+            if port_line:
+                devtools = int(port_line.split()[0])
+                break
+            stop(chrome, True)
+        if devtools is None:
+            fail("Chromium never opened its DevTools port")
 
         def page_target():
             targets = json.loads(http("http://127.0.0.1:%d/json/list" % devtools)[1])
             pages = [t for t in targets if t.get("type") == "page" and t.get("url", "").startswith(base)]
             return pages[0]["webSocketDebuggerUrl"] if pages else None
-        cdp = Cdp(wait_for("the dashboard page", page_target, 15))
+        cdp = Cdp(wait_for("the dashboard page", page_target, STARTUP_S, alive=cluster_dead))
 
         def snapshot():
             return cdp.eval("window.hmpmdDashboard ? window.hmpmdDashboard.snapshot() : null")
-        wait_for("the page to connect to /api/v1/events", lambda: (snapshot() or {}).get("connected"), 15)
+        wait_for("the page to connect to /api/v1/events", lambda: (snapshot() or {}).get("connected"), STARTUP_S,
+                 alive=cluster_dead)
 
         status, body = http(base + "/api/v1/jobs", "POST", spec)
         if status != 201:
@@ -186,7 +244,8 @@ def main():
             s = snapshot()
             return s if s and s["jobs"].get(str(job)) == "succeeded" and s["timelineBars"] >= tasks_expected else None
         done.describe = snapshot
-        s = wait_for("job %d to show as succeeded with %d tasks on the timeline" % (job, tasks_expected), done, 30)
+        s = wait_for("job %d to show as succeeded with %d tasks on the timeline" % (job, tasks_expected),
+                     done, JOB_S, alive=cluster_dead)
         print("page snapshot: " + json.dumps(s))
         if s["devices"] != 2 or s["aliveDevices"] != 2:
             fail("pool shows %d devices (%d alive), want 2 live workers" % (s["devices"], s["aliveDevices"]))
@@ -208,7 +267,7 @@ def main():
         cdp.eval("location.hash = '#/jobs/%d'" % job)
         wait_for("the job page", lambda: cdp.eval(
             "document.querySelectorAll('#job-dag rect').length > 0 && "
-            "document.querySelector('#job-title').textContent.includes('succeeded')"), 10)
+            "document.querySelector('#job-title').textContent.includes('succeeded')"), STARTUP_S)
         subs = cdp.eval("[...document.querySelectorAll('#job-dag rect')].map(e => e.dataset.submodel).sort()")
         want = sorted(s_["name"] for s_ in json.loads(http(base + "/api/v1/jobs/%d/dag" % job)[1])["submodels"])
         if subs != want:
@@ -218,18 +277,11 @@ def main():
     finally:
         for p, group in reversed(procs):
             if p.poll() is None:
-                if group:
-                    os.killpg(p.pid, signal.SIGTERM)
-                else:
-                    p.send_signal(signal.SIGTERM)
+                os.killpg(p.pid, signal.SIGTERM) if group else p.send_signal(signal.SIGTERM)
         for p, group in reversed(procs):
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL) if group else p.kill()
-                p.wait()
-        shutil.rmtree(profile, ignore_errors=True)
-
+            stop(p, group)
+        for profile in profiles:
+            shutil.rmtree(profile, ignore_errors=True)
 
 if __name__ == "__main__":
     main()

@@ -155,6 +155,107 @@ TEST_F(RestApiTest, ErrorsAreJsonWithTheExpectedStatus) {
   EXPECT_EQ(Call("POST", "/metrics").status, 405);
 }
 
+TEST_F(RestApiTest, ASpecMustBeSentAsJson) {
+  auto post = [&](const std::string& type) {
+    auto r = HttpCall(url_, "POST", "/api/v1/jobs", Chain(2),
+                      {{"Authorization", std::string("Bearer ") + kToken}, {"Content-Type", type}},
+                      std::chrono::seconds(10));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpResponse{599, "", "", {}};
+  };
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded", "", "json",
+                           "application/json; charset=latin1"}) {
+    HttpResponse r = post(type);
+    EXPECT_EQ(r.status, 415) << type << " -> " << r.body;
+    std::string msg = json::parse(r.body)["error"];
+    EXPECT_EQ(msg.rfind("Content-Type: ", 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 0u) << "a refused spec is not submitted";
+  EXPECT_EQ(post("application/json; charset=utf-8").status, 201);
+  EXPECT_EQ(post("Application/JSON").status, 201);
+  EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 2u);
+}
+
+TEST_F(RestApiTest, QueryParametersARouteDoesNotTakeAreRefusedNamingThem) {
+  uint64_t id = SubmitOk(Chain(3));
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  const std::string job = "/api/v1/jobs/" + std::to_string(id);
+  auto refused = [&](const std::string& method, const std::string& target,
+                     const std::string& want) {
+    HttpResponse r = Call(method, target);
+    EXPECT_EQ(r.status, 400) << target << " -> " << r.body;
+    json e = json::parse(r.body, nullptr, false);
+    EXPECT_EQ(e.value("error", ""), want) << target;
+  };
+  refused("GET", "/api/v1/jobs?limit=-1",
+          "query: unknown parameter 'limit': GET /api/v1/jobs takes none");
+  refused("GET", "/api/v1/pool?verbose",
+          "query: unknown parameter 'verbose': GET /api/v1/pool takes none");
+  refused("GET", "/metrics?x=1", "query: unknown parameter 'x': GET /metrics takes none");
+  refused("GET", job + "?x=1", "query: unknown parameter 'x': GET " + job + " takes none");
+  for (const char* rest : {"/trace", "/dag", "/outputs"}) {
+    refused("GET", job + rest + "?limit=1",
+            "query: unknown parameter 'limit': GET " + job + rest + " takes none");
+  }
+  refused("DELETE", job + "?force=1",
+          "query: unknown parameter 'force': DELETE " + job + " takes none");
+  refused("POST", "/api/v1/jobs?wait=1",
+          "query: unknown parameter 'wait': POST /api/v1/jobs takes none");
+  refused("GET", "/api/v1/events?since=3",
+          "query: unknown parameter 'since': GET /api/v1/events takes none");
+  // The task table takes offset, limit and state, each once and well formed.
+  const std::string tasks = job + "/tasks";
+  refused("GET", tasks + "?limit=-1", "query: limit: '-1' is not an integer from 1 to 10000");
+  refused("GET", tasks + "?limit=abc", "query: limit: 'abc' is not an integer from 1 to 10000");
+  refused("GET", tasks + "?offset=-1", "query: offset: '-1' is not a non-negative integer");
+  refused(
+      "GET", tasks + "?page=2",
+      "query: unknown parameter 'page': GET /api/v1/jobs/{id}/tasks takes offset, limit, state");
+  refused("GET", tasks + "?limit=1&limit=2", "query: parameter 'limit' given twice");
+  refused("GET", tasks + "?state=%zz", "query: bad percent-encoding in 'state=%zz'");
+  EXPECT_EQ(GetJson(tasks + "?state=d%6Fne&limit=2")["tasks"].size(), 2u);
+  // Empty queries, and the dashboard's files, are as before.
+  EXPECT_EQ(Call("GET", "/api/v1/jobs?").status, 200);
+  EXPECT_EQ(Call("GET", "/?v=2").status, 200);
+  EXPECT_EQ(Call("POST", "/api/v1/events").status, 405);
+  // The event stream with an empty query still streams.
+  bool hello = false;
+  Status st = StreamSse(
+      url_, "/api/v1/events?&", {},
+      [&](std::string_view event, std::string_view) {
+        hello = hello || event == "hello";
+        return !hello;
+      },
+      std::chrono::seconds(30));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(hello);
+}
+
+TEST_F(RestApiTest, AJobHasOnePathAndHeadAnswersLikeGet) {
+  uint64_t id = SubmitOk(Chain(2));
+  ASSERT_EQ(id, 1u);
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  // Other spellings of job 1 used to answer as job 1.
+  for (const char* path : {"/api/v1/jobs/01", "/api/v1/jobs/1/", "/api/v1/jobs/+1"}) {
+    EXPECT_EQ(GetJson(path, 404)["error"], std::string("no route ") + path);
+  }
+  // An id past 64 bits is a job that does not exist, named as written (it
+  // was "no route" past ten digits).
+  EXPECT_EQ(GetJson("/api/v1/jobs/99999999999", 404)["error"], "job 99999999999: no such job");
+  EXPECT_EQ(GetJson("/api/v1/jobs/123456789012345678901234567890/tasks", 404)["error"],
+            "job 123456789012345678901234567890: no such job");
+  EXPECT_EQ(Call("DELETE", "/api/v1/jobs/99999999999999999999").status, 404);
+  // HEAD is GET without a body (it was 405 on every API route).
+  for (const std::string path : {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/1", "/metrics",
+                                 "/api/v1/jobs/1/tasks?limit=1", "/api/v1/jobs/1/dag"}) {
+    HttpResponse r = Call("HEAD", path);
+    EXPECT_EQ(r.status, 200) << path;
+    EXPECT_EQ(r.body, "") << path;
+  }
+  EXPECT_EQ(Call("HEAD", "/api/v1/jobs/7").status, 404);
+}
+
 TEST_F(RestApiTest, ReadsAreAnsweredWhileTheLoopIsBusy) {
   // The first read has the loop render a snapshot; later ones are served
   // from it by the HTTP thread, without the loop.

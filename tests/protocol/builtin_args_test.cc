@@ -76,5 +76,24 @@ TEST(BuiltinArgsTest, AWorkersGemmNeedsAllThreeSizes) {
   EXPECT_TRUE(CheckWorkerArgs("my_gemm", {}).ok());
 }
 
+TEST(BuiltinArgsTest, ATaskListNamesTheFirstTaskAWorkerCannotRun) {
+  std::vector<TaskSpec> tasks(3);
+  tasks[0].id = "a";
+  tasks[0].kernel = "noop";
+  tasks[1].id = "mm";
+  tasks[1].kernel = "gemm";
+  tasks[1].args = {{"m", int64_t{2}}, {"n", int64_t{2}}};
+  tasks[2].id = "mm2";
+  tasks[2].kernel = "gemm";
+  EXPECT_EQ(CheckWorkerTaskArgs(tasks).message().substr(0, 30), "tasks[1] 'mm': args.k: require");
+  // A driver session's tasks continue the job's numbering.
+  EXPECT_EQ(CheckWorkerTaskArgs(tasks, 40).message().substr(0, 22), "tasks[41] 'mm': args.k");
+  tasks[1].args.push_back({"k", int64_t{2}});
+  EXPECT_EQ(CheckWorkerTaskArgs(tasks).message().substr(0, 24), "tasks[2] 'mm2': args.m: ");
+  tasks.pop_back();
+  EXPECT_TRUE(CheckWorkerTaskArgs(tasks).ok());
+  EXPECT_TRUE(CheckWorkerTaskArgs({}).ok());
+}
+
 }  // namespace
 }  // namespace hmpmd

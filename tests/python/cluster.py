@@ -17,7 +17,7 @@ from ports import free_port
 
 class Cluster:
     def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", worker_binary=None,
-                 log_level="warn", start_timeout_s=30):
+                 log_level="warn", start_timeout_s=60):
         self.bin_dir = bin_dir
         self.workers = workers
         self.cores = cores
@@ -55,9 +55,10 @@ class Cluster:
                             "--log-level", self.log_level]
             self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))
-        deadline = time.time() + self.start_timeout_s
+        # Bounded but generous: ctest -j2 on 2 cores slows start-up a lot.
+        deadline = time.monotonic() + self.start_timeout_s
         last = "no answer"
-        while time.time() < deadline:
+        while time.monotonic() < deadline:
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError(f"{p.args[0]} exited with {p.returncode} at start")
@@ -72,7 +73,7 @@ class Cluster:
         raise RuntimeError(f"controller and {self.workers} workers did not come up: {last}")
 
     def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=5) as r:
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
             return json.load(r)
 
     def stop(self):

@@ -117,7 +117,7 @@ TEST(ParseDeviceDescriptionTest, BadFilesGiveOneLineNamingFileAndFieldAndChangeN
       {"[1, 2]", "expected a JSON object"},
       {R"({"nmae": "x"})", "unknown field 'nmae'"},
       {R"({"name": "a", "name": "b"})", "field 'name' given twice"},
-      {R"({"cores": {"cube": 1, "cube": 2}})", "field 'cube' given twice"},
+      {R"({"cores": {"cube": 1, "cube": 2}})", "cores: field 'cube' given twice"},
       {R"({"name": 7})", "field 'name'"},
       {R"({"name": ""})", "field 'name'"},
       {R"({"memory_mb": -1})", "field 'memory_mb'"},

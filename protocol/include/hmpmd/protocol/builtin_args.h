@@ -5,8 +5,11 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string_view>
 
+#include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
 
@@ -25,5 +28,11 @@ Status CheckBuiltinArgs(std::string_view kernel, const Args& args);
 // time a gemm by cost.flops instead). InvalidArgument "args.m: ..." when
 // one is missing; the caller prefixes the task.
 Status CheckWorkerArgs(std::string_view kernel, const Args& args);
+
+// CheckWorkerArgs over a task list, for every path that hands tasks to live
+// workers (a submitted job, a driver session's appended tasks): Ok, or
+// InvalidArgument "tasks[I] 'ID': args.m: ..." for the first task that
+// fails, I counted from `first_index` (a session's tasks continue its job's).
+Status CheckWorkerTaskArgs(std::span<const TaskSpec> tasks, size_t first_index = 0);
 
 }  // namespace hmpmd

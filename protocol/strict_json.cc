@@ -1,4 +1,4 @@
-#include "strict_json.h"
+#include "hmpmd/protocol/strict_json.h"
 
 #include <string>
 #include <unordered_set>

@@ -1,0 +1,161 @@
+#include "request_checks.h"
+
+#include "hmpmd/protocol/job_spec.h"
+
+namespace hmpmd {
+namespace {
+
+constexpr std::string_view kJobsPrefix = "/api/v1/jobs/";
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string Printable(std::string_view text) {
+  std::string shown;
+  for (char c : text.substr(0, 64)) {
+    const auto u = static_cast<unsigned char>(c);
+    shown += u >= 0x20 && u < 0x7f ? c : '?';
+  }
+  return text.size() > 64 ? shown + "..." : shown;
+}
+
+// application/x-www-form-urlencoded: %XX is a byte, '+' a space. A '%'
+// not followed by two hex digits, an encoded NUL or control character, or
+// bytes that are not UTF-8 are refused rather than guessed at.
+Result<std::string> Decode(std::string_view raw, std::string_view piece) {
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '+') {
+      out += ' ';
+    } else if (raw[i] != '%') {
+      out += raw[i];
+    } else {
+      const int hi = i + 2 < raw.size() ? HexDigit(raw[i + 1]) : -1;
+      const int lo = hi >= 0 ? HexDigit(raw[i + 2]) : -1;
+      if (lo < 0) {
+        return Status::InvalidArgument("query: bad percent-encoding in '" + Printable(piece) + "'");
+      }
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    }
+  }
+  if (!IsUtf8(out) || !FirstControlChar(out).empty()) {
+    return Status::InvalidArgument("query: '" + Printable(piece) +
+                                   "' decodes to invalid UTF-8 or a control character");
+  }
+  return out;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  return out;
+}
+
+}  // namespace
+
+bool ParseJobPath(std::string_view path, uint64_t* id, std::string* rest) {
+  if (!path.starts_with(kJobsPrefix)) return false;
+  size_t i = kJobsPrefix.size();
+  const size_t start = i;
+  uint64_t v = 0;
+  bool over = false;
+  for (; i < path.size() && path[i] >= '0' && path[i] <= '9'; ++i) {
+    const uint64_t digit = static_cast<uint64_t>(path[i] - '0');
+    over = over || v > (UINT64_MAX - digit) / 10;
+    v = over ? UINT64_MAX : v * 10 + digit;
+  }
+  if (i == start || (path[start] == '0' && i - start > 1)) return false;
+  if (i < path.size() && (path[i] != '/' || i + 1 == path.size())) return false;
+  *id = v;
+  *rest = i < path.size() ? std::string(path.substr(i + 1)) : std::string();
+  return true;
+}
+
+std::string JobIdText(std::string_view path) {
+  if (!path.starts_with(kJobsPrefix)) return std::string();
+  const std::string_view tail = path.substr(kJobsPrefix.size());
+  return std::string(tail.substr(0, tail.find('/')));
+}
+
+bool RouteTakesNoQuery(std::string_view path) {
+  if (path == "/metrics") return true;
+  if (!path.starts_with("/api/")) return false;
+  uint64_t id = 0;
+  std::string rest;
+  // A task table's parser (ParseTaskQuery) checks its own parameters.
+  return !(ParseJobPath(path, &id, &rest) && rest == "tasks");
+}
+
+Status CheckJsonContentType(std::string_view content_type) {
+  if (Trim(content_type).empty()) {
+    return Status::InvalidArgument("Content-Type: missing; send the job spec as application/json");
+  }
+  size_t semi = content_type.find(';');
+  if (Lower(Trim(content_type.substr(0, semi))) != "application/json") {
+    return Status::InvalidArgument("Content-Type: '" + Printable(content_type) +
+                                   "' is not application/json");
+  }
+  while (semi != std::string_view::npos) {
+    std::string_view rest = content_type.substr(semi + 1);
+    semi = rest.find(';');
+    const std::string_view param = Trim(rest.substr(0, semi));
+    const size_t eq = param.find('=');
+    if (eq == std::string_view::npos || Lower(Trim(param.substr(0, eq))) != "charset") continue;
+    std::string_view value = Trim(param.substr(eq + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+    if (Lower(value) != "utf-8") {
+      return Status::InvalidArgument("Content-Type: charset '" + Printable(value) +
+                                     "' is not utf-8 (a job spec is UTF-8 JSON)");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<QueryParams> ParseQueryParams(std::string_view query, std::string_view route,
+                                     std::initializer_list<std::string_view> allowed) {
+  QueryParams out;
+  size_t i = 0;
+  while (i < query.size()) {
+    size_t amp = query.find('&', i);
+    if (amp == std::string_view::npos) amp = query.size();
+    const std::string_view piece = query.substr(i, amp - i);
+    i = amp + 1;
+    if (piece.empty()) continue;
+    const size_t eq = piece.find('=');
+    ASSIGN_OR_RETURN(std::string name, Decode(piece.substr(0, eq), piece));
+    ASSIGN_OR_RETURN(std::string value,
+                     Decode(eq == piece.npos ? std::string_view() : piece.substr(eq + 1), piece));
+    bool known = false;
+    for (std::string_view a : allowed) known = known || a == name;
+    if (!known) {
+      std::string takes;
+      for (std::string_view a : allowed) takes += (takes.empty() ? "" : ", ") + std::string(a);
+      return Status::InvalidArgument("query: unknown parameter '" + Printable(name) +
+                                     "': " + std::string(route) + " takes " +
+                                     (takes.empty() ? std::string("none") : takes));
+    }
+    for (const auto& seen : out) {
+      if (seen.first == name) {
+        return Status::InvalidArgument("query: parameter '" + Printable(name) + "' given twice");
+      }
+    }
+    out.emplace_back(std::move(name), std::move(value));
+  }
+  return out;
+}
+
+}  // namespace hmpmd
