@@ -159,6 +159,42 @@ TEST_F(GangTimeoutTest, AGangThatKeepsTimingOutFailsTheJobNamingTheTaskAndTheCau
   ASSERT_EQ(WaitEnd(next, &error), JobState::kSucceeded) << error;
 }
 
+// A member whose kernel fails outright (a bad argument: not worth running
+// again) fails the job at once, and its peers, waiting for it in the
+// collective, are stopped there. With a ten-minute time-out, peers left
+// waiting would keep their workers busy past this test's bounded wait.
+TEST_F(GangTimeoutTest, AMemberThatFailsOutrightStopsItsPeersAndFailsTheJob) {
+  StartThree(600000);
+  // a2a0's counts sum to 300, but its input has 100 elements: only its
+  // worker can tell (the spec check cannot know an input's size).
+  nlohmann::json tasks = nlohmann::json::array();
+  tasks.push_back({{"id", "pre"}, {"kernel", "scale"}, {"args", {{"n", 100}}}});
+  for (int i = 0; i < 3; ++i) {
+    nlohmann::json t = {{"id", "a2a" + std::to_string(i)},
+                        {"kernel", "alltoall"},
+                        {"core", "vector"},
+                        {"args", {{"n", 300}}},
+                        {"collective", {{"group", "g"}, {"op", "alltoall"}, {"bytes", 1200}}}};
+    if (i == 0) {
+      t["inputs"] = {"pre"};
+      t["args"] = {{"sizes", "100,100,100"}};
+    }
+    tasks.push_back(std::move(t));
+  }
+  const JobId id = SubmitOrFail(nlohmann::json{{"tasks", tasks}}.dump());
+  ASSERT_NE(id, 0u);
+  std::string error;
+  ASSERT_EQ(WaitEnd(id, &error), JobState::kFailed);
+  EXPECT_NE(error.find("task 'a2a0' failed: alltoall: argument 'sizes'"), std::string::npos)
+      << error;
+  EXPECT_EQ(GangRetries(id), 0u) << "a bad argument is not retried";
+  // The next gang lands on the same three lanes: behind a peer left
+  // waiting, it would not end within WaitEnd's bound.
+  const JobId next = SubmitOrFail(GangSpec(3));
+  ASSERT_NE(next, 0u);
+  ASSERT_EQ(WaitEnd(next, &error), JobState::kSucceeded) << error;
+}
+
 // Cancelling a job whose gang waits in the collective (for a stopped
 // member) stops the members there at once. With a ten-minute time-out, a
 // member left waiting would hold its lane past this test's bounded wait,
