@@ -204,6 +204,7 @@ void Controller::Handle(Incoming in, TimeUs now) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, Heartbeat>) {
           w->dropped_frames = m.dropped_frames;
+          w->in_flight = m.running;
           transport_.Send(w->identity, HeartbeatAck{});
         } else if constexpr (std::is_same_v<T, DoneBatch>) {
           OnDone(*w, m, now);
@@ -310,8 +311,14 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
                      r.lost_inputs.front(), r.error);
       }
     } else {
-      applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, r.error, false, now);
+      // Retryable: a collective that timed out or could not reach a peer;
+      // its gang runs again while the gang's attempts last.
+      applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, r.error, r.retryable, now);
       if (applied) ++counters_.tasks_failed;
+      if (applied && r.retryable) {
+        spdlog::info("job {} run {} attempt {} failed ({}); its gang runs again if attempts last",
+                     r.job, r.task, r.attempt, r.error);
+      }
     }
     if (applied) {
       ++w.tasks_done;

@@ -101,6 +101,7 @@ struct WorkerInfo {
   TimeUs last_seen = 0;
   TimeUs joined = 0;
   uint64_t dropped_frames = 0;  // as the worker reported
+  uint32_t in_flight = 0;       // tasks queued or running there, as its last heartbeat said
   uint64_t tasks_done = 0;
   std::string left_reason;
 };

@@ -155,6 +155,7 @@ void Scheduler::Prepare(const JobGraph& graph, JobRun* job) {
   }
   job->runs.resize(graph.total_runs());
   job->gang_ready.assign(graph.groups().size(), 0);
+  job->gang_retries.assign(graph.groups().size(), 0);
   // Upward rank, sinks first: the estimated time from a task's start to the
   // end of its step.
   job->rank_us.assign(graph.size(), 0);
@@ -208,6 +209,7 @@ void Scheduler::StartStep(JobRun& job, uint32_t step, TimeUs now) {
   job.step = step;
   job.left_in_step = g.size();
   job.gang_ready.assign(g.groups().size(), 0);
+  job.gang_retries.assign(g.groups().size(), 0);
   uint32_t base = step * g.size();
   for (uint32_t i = 0; i < g.size(); ++i) {
     job.runs[base + i].pending = static_cast<uint32_t>(g.task(i).inputs.size());
@@ -405,7 +407,13 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
     RecallEarly(job, run, now);
     return true;
   }
-  if (retryable && AttemptsUsed(rec) + 1 < options_.max_attempts) {
+  // A gang member's attempts are its gang's: whichever member fails, the
+  // whole gang runs again (MakeReady -> RestartGang).
+  const uint32_t group = g.task(index).group;
+  const uint32_t used =
+      group == kNoGroup ? AttemptsUsed(rec) : std::max(AttemptsUsed(rec), job.gang_retries[group]);
+  if (retryable && used + 1 < options_.max_attempts) {
+    if (group != kNoGroup) ++job.gang_retries[group];
     ++rec.attempt;
     rec.core = kNoCore;
     RecallEarly(job, run, now);  // before it is ready: its consumers are blocked again
@@ -423,7 +431,10 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
   rec.state = TaskState::kFailed;
   rec.end = now;
   std::string why = where + " failed";
-  if (retryable) why += " after " + std::to_string(rec.attempt + 1) + " attempts";
+  if (retryable) {
+    why += " after " + std::to_string(used + 1) + " attempts";
+    if (group != kNoGroup) why += " of its collective group '" + g.groups()[group].name + "'";
+  }
   FinishJob(job, JobState::kFailed, why + ": " + error, now);
   return true;
 }
@@ -442,6 +453,14 @@ Status Scheduler::CancelJob(JobId id, std::string reason, TimeUs now) {
 void Scheduler::FinishJob(JobRun& job, JobState state, std::string error, TimeUs now) {
   for (TaskRecord& rec : job.runs) {
     if (rec.state == TaskState::kRunning) {
+      // A failed job's runs still running are stopped on their workers
+      // (aborted_): a gang member would otherwise hold its lane until the
+      // collective times out. A cancelled job's are (CancelJob), a done
+      // job has none.
+      if (state == JobState::kFailed) {
+        aborted_.push_back({job.id, static_cast<uint32_t>(&rec - job.runs.data()),
+                            TaskState::kCancelled, "its job failed", pool_.core(rec.core).device});
+      }
       ReleaseRun(job, rec, now);
       rec.state = TaskState::kCancelled;
       rec.end = now;

@@ -52,6 +52,7 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
   job.est_us.resize(n);
   job.runs.resize(n);
   job.gang_ready.resize(g.groups().size(), 0);
+  job.gang_retries.resize(g.groups().size(), 0);
   job.left_in_step += n - first;
   for (uint32_t i = first; i < n; ++i) {
     const TaskSpec& t = g.spec_task(i);

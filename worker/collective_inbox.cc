@@ -7,6 +7,7 @@ namespace hmpmd::worker {
 void CollectiveInbox::Deliver(uint64_t tag, uint32_t src, zmq::message_t payload) {
   {
     MutexLock lock(&mu_);
+    if (closed_.count(tag) > 0) return;  // late traffic of an ended collective
     queues_[{tag, src}].push_back(std::move(payload));
   }
   cv_.SignalAll();
@@ -34,6 +35,19 @@ void CollectiveInbox::Drop(uint64_t tag) {
   MutexLock lock(&mu_);
   auto it = queues_.lower_bound({tag, 0});
   while (it != queues_.end() && it->first.first == tag) it = queues_.erase(it);
+  if (!closed_.insert(tag).second) return;
+  closed_order_.push_back(tag);
+  if (closed_order_.size() > kClosedKept) {
+    closed_.erase(closed_order_.front());
+    closed_order_.pop_front();
+  }
+}
+
+size_t CollectiveInbox::queued() const {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [key, q] : queues_) n += q.size();
+  return n;
 }
 
 }  // namespace hmpmd::worker

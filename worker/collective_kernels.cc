@@ -22,7 +22,7 @@ Buffer ByteBufferAsF32(std::vector<std::byte> bytes) {
 }
 
 void Check(const Status& s) {
-  if (!s.ok()) throw std::runtime_error(s.ToString());
+  if (!s.ok()) throw CollectiveError(s);
 }
 
 std::vector<size_t> Sizes(const KernelArgs& args, size_t n, uint32_t p) {

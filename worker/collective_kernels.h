@@ -15,7 +15,9 @@
 
 #include <cstddef>
 #include <span>
+#include <stdexcept>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "communicator.h"
@@ -24,8 +26,22 @@
 
 namespace hmpmd::worker {
 
+// A collective that failed on the wire rather than on its arguments.
+class CollectiveError : public std::runtime_error {
+ public:
+  explicit CollectiveError(Status status)
+      : std::runtime_error(status.ToString()), status_(std::move(status)) {}
+  const Status& status() const { return status_; }
+  // Worth running the gang again: a peer did not answer in time or could
+  // not be reached (Unavailable), which says nothing about the task itself.
+  bool retryable() const { return status_.code() == StatusCode::kUnavailable; }
+
+ private:
+  Status status_;
+};
+
 // Runs collective `kernel`; throws std::invalid_argument for bad
-// arguments and std::runtime_error when the communication fails. A single
+// arguments and CollectiveError when the communication fails. A single
 // input buffer is used where it lies (sent from, reduced from); the one
 // output buffer is the only whole-size allocation.
 BufferList RunCollective(std::string_view kernel, const KernelArgs& args,

@@ -102,6 +102,11 @@ class DataPlane {
   // waits for peers end when `*cancel` (the task's flag) rises.
   std::unique_ptr<Communicator> MakeCommunicator(const GangInfo& gang,
                                                  const std::atomic<bool>* cancel = nullptr);
+  // A gang member dropped before it ran (its gang starts over, its job was
+  // cancelled): the peers' frames for `tag` are dropped, now and later.
+  void CloseGang(uint64_t tag) { inbox_.Drop(tag); }
+  // Collective frames waiting for a lane (tests and logs).
+  size_t collective_frames_queued() const { return inbox_.queued(); }
 
  private:
   const DataPlaneOptions options_;

@@ -64,18 +64,38 @@ void Lane::Push(LaneTask task) {
 }
 
 size_t Lane::CancelJob(JobId job) {
-  MutexLock lock(&mu_);
-  if (running_job_ == job) cancel_running_.store(true, std::memory_order_relaxed);
-  return std::erase_if(queue_, [job](const LaneTask& t) { return t.assign.job == job; });
+  std::vector<uint64_t> gangs;
+  size_t dropped;
+  {
+    MutexLock lock(&mu_);
+    if (running_job_ == job) cancel_running_.store(true, std::memory_order_relaxed);
+    dropped = std::erase_if(queue_, [&](const LaneTask& t) {
+      if (t.assign.job != job) return false;
+      if (!t.assign.gang.endpoints.empty()) gangs.push_back(t.assign.gang.tag);
+      return true;
+    });
+  }
+  for (uint64_t tag : gangs) data_->CloseGang(tag);
+  return dropped;
 }
 
 size_t Lane::CancelRun(JobId job, uint32_t run) {
-  MutexLock lock(&mu_);
-  if (running_job_ == job && running_run_ == run) {
-    cancel_running_.store(true, std::memory_order_relaxed);
+  std::vector<uint64_t> gangs;
+  size_t dropped;
+  {
+    MutexLock lock(&mu_);
+    if (running_job_ == job && running_run_ == run) {
+      cancel_running_.store(true, std::memory_order_relaxed);
+    }
+    dropped = std::erase_if(queue_, [&](const LaneTask& t) {
+      if (t.assign.job != job || t.assign.task != run) return false;
+      if (!t.assign.gang.endpoints.empty()) gangs.push_back(t.assign.gang.tag);
+      return true;
+    });
   }
-  return std::erase_if(
-      queue_, [&](const LaneTask& t) { return t.assign.job == job && t.assign.task == run; });
+  // The peers of a member that never ran may have sent it frames already.
+  for (uint64_t tag : gangs) data_->CloseGang(tag);
+  return dropped;
 }
 
 size_t Lane::Stop() {
@@ -106,6 +126,9 @@ void Lane::Loop() {
       cancel_running_.store(false, std::memory_order_relaxed);
     }
     TaskResult result = Execute(task);
+    // However it ended (even before its Communicator existed: an input
+    // failed, it was cancelled), its gang's frames are of no further use.
+    if (!task.assign.gang.endpoints.empty()) data_->CloseGang(task.assign.gang.tag);
     {
       MutexLock lock(&mu_);
       running_job_ = 0;
@@ -161,6 +184,10 @@ TaskResult Lane::Execute(const LaneTask& task) {
       Status kept = data_->store().Put(r.job, r.task, std::move(outputs), task.assign.reads);
       if (!kept.ok()) throw std::runtime_error(kept.message());
     }
+  } catch (const CollectiveError& e) {
+    r.ok = false;
+    r.error = e.what();
+    r.retryable = e.retryable();
   } catch (const std::exception& e) {
     r.ok = false;
     r.error = e.what();

@@ -83,6 +83,11 @@ int main(int argc, char** argv) {
   app.add_option("--data-host", options.data_host,
                  "Interface of the data socket peers fetch from (default: the one that "
                  "reaches the controller)");
+  app.add_option("--peer-timeout-ms", options.peer_timeout_ms,
+                 "How long a collective step waits for a gang peer, and an input fetch for "
+                 "its producer, before failing; a collective that times out runs its gang again")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{86'400'000}))
+      ->capture_default_str();
   app.add_option("--token-file", token_file, "File holding the controller's shared token");
   app.add_option("--curve-keys", curve_dir,
                  "Directory from `hmpmd keygen`: encrypt and authenticate with CurveZMQ");

@@ -44,8 +44,8 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
       log_(log),
       link_(options.controller_endpoint),
       completions_(wake),
-      data_(DataPlaneOptions{options.data_host, options.memory_mb << 20, 60'000'000,
-                             options.prefetch_mb << 20},
+      data_(DataPlaneOptions{options.data_host, options.memory_mb << 20,
+                             int64_t{options.peer_timeout_ms} * 1000, options.prefetch_mb << 20},
             log),
       backoff_(int64_t{options.reconnect_backoff_min_ms} * 1000,
                int64_t{options.reconnect_backoff_max_ms} * 1000) {

@@ -74,6 +74,7 @@ Status Validate(const WorkerOptions& o) {
     return Status::InvalidArgument(
         "reconnect_backoff_min_ms, reconnect_backoff_max_ms: need 0 < min <= max");
   }
+  if (o.peer_timeout_ms == 0) return Status::InvalidArgument("peer_timeout_ms: must be positive");
   if (o.controller_timeout_ms == 0) {
     return Status::InvalidArgument("controller_timeout_ms: must be positive");
   }

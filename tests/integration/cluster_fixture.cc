@@ -18,6 +18,7 @@ void ClusterTest::StartCluster(int workers, const std::string& cores,
   o.cores = cores;
   o.worker_binary = HMPMD_WORKER_BIN;
   o.log_level = "warn";
+  o.extra_worker_args = extra_worker_args_;
   cluster_ = std::make_unique<LocalCluster>(o);
   Status st = cluster_->Start(std::chrono::seconds(20));
   ASSERT_TRUE(st.ok()) << st.ToString();

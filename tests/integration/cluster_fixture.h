@@ -51,6 +51,8 @@ class ClusterTest : public ::testing::Test {
   std::vector<worker::Buffer> FetchOutputs(JobId job, uint32_t run);
 
   std::unique_ptr<LocalCluster> cluster_;
+  // Flags StartCluster passes to every hmpmd-worker (set before it).
+  std::vector<std::string> extra_worker_args_;
 };
 
 // The float32 elements of `b`.

@@ -162,7 +162,12 @@ std::vector<Message> SampleMessages() {
                              .attempt = 2,
                              .ok = false,
                              .error = "input: no outputs of job 2 run 4 in this worker's store",
-                             .lost_inputs = {4, std::numeric_limits<uint32_t>::max()}}},
+                             .lost_inputs = {4, std::numeric_limits<uint32_t>::max()}},
+                  TaskResult{.job = 3,
+                             .task = 1,
+                             .ok = false,
+                             .error = "collective: nothing from rank 1 within 500 ms",
+                             .retryable = true}},
       .sent_us = 999,
   });
   out.push_back(CancelJob{.job = std::numeric_limits<uint32_t>::max()});
@@ -411,7 +416,7 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                          .Int(2)
                          .Int(0)
                          .bytes();
-  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 9 fields");
+  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 10 fields");
   // HeartbeatAck has no fields; one is too many.
   ExpectCorruption(
       SafeDecode(Header(MsgType::kHeartbeatAck), MsgpackWriter().Array(1).Nil().bytes()),

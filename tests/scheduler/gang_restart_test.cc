@@ -117,5 +117,67 @@ TEST(GangRestartTest, AMemberThatLostAnInputRestartsItsPeersToo) {
   EXPECT_EQ(DevicesOf(out).size(), 2u);
 }
 
+// A member whose collective timed out (the worker reports a retryable
+// failure) restarts the whole gang like a dead worker does, and the gang's
+// attempts are shared: whichever member fails, max_attempts (3) gang runs
+// in all, then the job fails naming the task, the group and the cause, and
+// the peers still running are stopped.
+TEST(GangRestartTest, RetryableMemberFailuresCountAgainstTheGangThenFailTheJob) {
+  auto s = MakeFifoScheduler();
+  for (int i = 0; i < 3; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
+  auto id = s->AddJob(BuildGraph(GangOfThree()), 0);
+  ASSERT_TRUE(id.ok());
+  TimeUs now = 0;
+  for (uint32_t gang_run = 0; gang_run < 3; ++gang_run) {
+    auto out = Step(*s, now += 10);
+    ASSERT_EQ(out.size(), 3u) << "gang run " << gang_run;
+    EXPECT_EQ(DevicesOf(out).size(), 3u);
+    // A different member times out each time: per member, none would have
+    // used up its attempts.
+    const Dispatch& failing = out[gang_run];
+    ASSERT_TRUE(s->OnTaskFailed(failing.job, failing.run, failing.attempt,
+                                "collective: nothing from rank 1 within 300 ms",
+                                /*retryable=*/true, now += 10));
+    std::vector<RunEnded> aborted = s->TakeAborted();
+    ASSERT_EQ(aborted.size(), 2u) << "its peers are stopped";
+    for (const RunEnded& a : aborted) EXPECT_NE(a.run, failing.run);
+    // The peers' own time-outs arrive late: stale, ignored.
+    for (const Dispatch& d : out) {
+      if (d.run != failing.run) {
+        EXPECT_FALSE(s->OnTaskFailed(d.job, d.run, d.attempt, "late", true, now));
+      }
+    }
+    if (gang_run < 2) {
+      EXPECT_EQ(s->job(*id)->state, JobState::kRunning);
+      EXPECT_EQ(s->job(*id)->gang_retries[0], gang_run + 1);
+    }
+  }
+  const JobRun& job = *s->job(*id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_NE(job.error.find("task 'ar2' failed after 3 attempts of its collective group 'g'"),
+            std::string::npos)
+      << job.error;
+  EXPECT_NE(job.error.find("nothing from rank 1 within 300 ms"), std::string::npos) << job.error;
+}
+
+TEST(GangRestartTest, ANonRetryableMemberFailureFailsTheJobAndStopsItsPeers) {
+  auto s = MakeFifoScheduler();
+  for (int i = 0; i < 3; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
+  auto id = s->AddJob(BuildGraph(GangOfThree()), 0);
+  ASSERT_TRUE(id.ok());
+  auto out = Step(*s, 0);
+  ASSERT_EQ(out.size(), 3u);
+  ASSERT_TRUE(s->OnTaskFailed(*id, out[0].run, 0, "alltoall: bad size frame", false, 10));
+  EXPECT_EQ(s->job(*id)->state, JobState::kFailed);
+  // Its peers wait in the collective for it: stopped on their devices, not
+  // left to time out while the scheduler places other work there.
+  std::vector<RunEnded> aborted = s->TakeAborted();
+  ASSERT_EQ(aborted.size(), 2u);
+  for (const RunEnded& a : aborted) {
+    EXPECT_NE(a.run, out[0].run);
+    EXPECT_NE(a.device, UINT32_MAX);
+  }
+}
+
 }  // namespace
 }  // namespace hmpmd::test

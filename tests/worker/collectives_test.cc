@@ -310,6 +310,21 @@ TEST_F(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
   EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
 }
 
+TEST_F(CommunicatorTest, AnUnreachablePeerFailsTheKernelAsRetryable) {
+  // Nothing listens at rank 1's endpoint: the kernel throws a
+  // CollectiveError the lane reports as retryable (the gang runs again).
+  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 10},
+                    200'000);
+  const Args args = {{"n", int64_t{256}}};
+  try {
+    RunCollective("allreduce", KernelArgs(args), {}, comm);
+    FAIL() << "an all-reduce without its peer succeeded";
+  } catch (const CollectiveError& e) {
+    EXPECT_TRUE(e.retryable()) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nothing from rank 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CommunicatorTest, AFailedZeroCopyCallEndsAndCanBeRepeated) {
   // 1 MiB chunks go zero-copy and stay queued for rank 1, which never
   // connects: the call fails, closes its sockets and waits (bounded by the
@@ -342,6 +357,29 @@ TEST_F(CommunicatorTest, ACancelledTaskStopsWaitingForAMissingMember) {
   canceller.join();
   EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
   EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+}
+
+TEST(CollectiveInboxTest, FramesOfAnEndedCollectiveAreDroppedEvenWhenTheyComeLate) {
+  CollectiveInbox inbox;
+  // A peer ahead of this member: kept until the member takes them.
+  inbox.Deliver(5, 1, zmq::message_t(std::string("early")));
+  inbox.Deliver(6, 1, zmq::message_t(std::string("other gang")));
+  EXPECT_EQ(inbox.queued(), 2u);
+  // Tag 5's collective ends here (failed, or its member was cancelled).
+  inbox.Drop(5);
+  EXPECT_EQ(inbox.queued(), 1u);
+  // A stopped peer of that attempt sends on: dropped, never kept nor taken
+  // by the next attempt, which has a tag of its own.
+  inbox.Deliver(5, 1, zmq::message_t(std::string("late")));
+  EXPECT_EQ(inbox.queued(), 1u);
+  EXPECT_FALSE(inbox.Take(5, 1, 0).has_value());
+  std::optional<zmq::message_t> m = inbox.Take(6, 1, 0);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->to_string(), "other gang");
+  // Only the last kClosedKept ended tags are remembered.
+  for (uint64_t t = 100; t < 100 + CollectiveInbox::kClosedKept; ++t) inbox.Drop(t);
+  inbox.Deliver(5, 1, zmq::message_t(std::string("much later")));
+  EXPECT_EQ(inbox.queued(), 1u);
 }
 
 }  // namespace

@@ -239,9 +239,13 @@ struct TaskResult {
   // their worker unreachable). The controller rebuilds them (lineage) and
   // runs this task again instead of failing the job.
   std::vector<uint32_t> lost_inputs;
+  // With !ok: the failure is not the task's own (a collective timed out
+  // waiting for a peer, or could not reach one). The controller runs the
+  // task's gang again, while attempts last, instead of failing the job.
+  bool retryable = false;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, ok, start_us, end_us, error, output_bytes, lost_inputs);
+    ar(job, task, attempt, ok, start_us, end_us, error, output_bytes, lost_inputs, retryable);
   }
   friend bool operator==(const TaskResult&, const TaskResult&) = default;
 };

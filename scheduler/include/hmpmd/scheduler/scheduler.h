@@ -92,6 +92,10 @@ struct JobRun {
   std::vector<double> state_load_us;
   uint32_t step = 0;                 // step being run
   std::vector<uint32_t> gang_ready;  // per collective group: members ready this step
+  // Per collective group: times it started over this step because a member
+  // failed (its worker died, its collective timed out). A gang's members
+  // share these attempts: max_attempts bounds the gang, not each member.
+  std::vector<uint32_t> gang_retries;
   uint32_t left_in_step = 0;
   uint64_t done = 0;
   uint64_t running = 0;
@@ -198,8 +202,9 @@ class Scheduler {
   // Outputs of open jobs to free since the last call.
   std::vector<OutputFreed> TakeFreed() { return std::exchange(freed_, {}); }
   // Runs stopped while running because their gang starts over (a member's
-  // worker died or its input was lost): the caller cancels each on its
-  // `device`, whose attempt is stale now. Any job, since the last call.
+  // worker died, its collective failed or its input was lost) or their job
+  // failed: the caller cancels each on its `device`, whose attempt is stale
+  // now. Any job, since the last call.
   std::vector<RunEnded> TakeAborted() { return std::exchange(aborted_, {}); }
   // Re-admits a job read back from a store after a restart, under its old
   // id: the runs in `done` are done (with their times), the rest of the
@@ -231,8 +236,10 @@ class Scheduler {
   // A run finished. Results for stale attempts or ended jobs return false
   // and change nothing.
   bool OnTaskDone(JobId job, uint32_t run, uint32_t attempt, TimeUs start, TimeUs end, TimeUs now);
-  // A run failed with `error`. `retryable` failures (lost worker) run again
-  // while attempts last; others fail the job.
+  // A run failed with `error`. `retryable` failures (lost worker, a
+  // collective that timed out or could not reach a peer) run again while
+  // attempts last; others fail the job. A collective member's gang starts
+  // over as a whole, and its attempts are counted per gang.
   bool OnTaskFailed(JobId job, uint32_t run, uint32_t attempt, const std::string& error,
                     bool retryable, TimeUs now);
 

@@ -87,6 +87,14 @@ struct WorkerOptions {
   /// (still from all its producers at once).
   uint64_t prefetch_mb = 256;
 
+  /// How long a step of a collective waits for a gang peer, and a fetch of
+  /// an input for its producer's worker, before it fails as Unavailable.
+  /// Default: 60000. A collective that times out is not the task's fault:
+  /// the controller runs its whole gang again (counted as one of the gang's
+  /// attempts). Smaller finds a stuck or unreachable peer sooner; too small
+  /// fails collectives whose peers are merely busy with earlier work.
+  uint32_t peer_timeout_ms = 60000;
+
   /// Stop (as Worker::Stop) once the process with this pid is no longer
   /// this process's parent: the worker leaves with the program that
   /// started it, even one killed by SIGKILL. Checked every 200 ms.
