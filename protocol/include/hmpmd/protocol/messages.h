@@ -22,8 +22,9 @@ namespace hmpmd {
 // kFetchChunkBytes and the data ops kFetchPeek/kTakeRead, which a version-4
 // peer would refuse or drop; 6: the store's epoch in RegisterMsg and
 // RegisterAck (a version-5 worker would adopt a new controller's job ids
-// for an old controller's outputs).
-inline constexpr uint8_t kProtocolVersion = 6;
+// for an old controller's outputs); 7: TaskResult.retryable (a collective
+// that timed out restarts its gang; the decoder takes an exact field count).
+inline constexpr uint8_t kProtocolVersion = 7;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
