@@ -438,6 +438,18 @@ Placement DeviceShare::Place(const TaskView& task, CoreKind kind, const Resource
     }
     for (Set::Full& f : set.full) f.at = -1;
   }
+  // A gang member of a set below its floor (it lent devices while idle),
+  // when no run of the job is running: the set takes devices back first,
+  // dwell or not. Its members need distinct devices, which a free core
+  // beside another member's is not, and nothing else would move time on.
+  if (task.task->group != kNoGroup && set.elastic && !set.spans && set.devices.size() < set.floor &&
+      std::all_of(js.sets.begin(), js.sets.end(),
+                  [](const Set& s) { return s.running_total == 0; })) {
+    while (set.devices.size() < set.floor &&
+           Recall(task.job, js, sm, kind, pool, now, /*urgent=*/true) != kNoDevice) {
+    }
+    for (Set::Full& f : set.full) f.at = -1;
+  }
   // Locality: the device of its largest input, when it is in the set and a
   // core of the kind there is free now (communication: has room).
   DeviceId near = task.input_device;

@@ -194,17 +194,26 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
     const auto& set = plan.sets[g.task(i).submodel];
     if (shard >= 0 && !set.empty()) plan.device[i] = set[shard % set.size()];
   }
-  // A gang's pinned members on distinct devices: the next device of the
-  // member's set no earlier member holds, else of the pool.
+  // A gang's members on distinct, fixed devices (the ranks of an SPMD
+  // collective): those with a shard first, then the others, each on the
+  // next device of its set no earlier member holds, else of the pool.
   for (const CollectiveGroup& grp : g.groups()) {
     std::vector<int64_t> taken;
     auto is_taken = [&](int64_t d) {
       return std::find(taken.begin(), taken.end(), d) != taken.end();
     };
+    std::vector<uint32_t> members;
     for (uint32_t m : grp.members) {
-      if (plan.device[m] < 0) continue;
-      if (is_taken(plan.device[m])) {
-        const auto& set = plan.sets[g.task(m).submodel];
+      if (plan.device[m] >= 0) members.push_back(m);
+    }
+    for (uint32_t m : grp.members) {
+      if (plan.device[m] < 0) members.push_back(m);
+    }
+    for (uint32_t m : members) {
+      const auto& set = plan.sets[g.task(m).submodel];
+      if (plan.device[m] < 0 && !set.empty()) plan.device[m] = set.back();  // then set[0], ...
+      if (plan.device[m] < 0 || is_taken(plan.device[m]) ||
+          !CannotRun(job, pool, m, static_cast<DeviceId>(plan.device[m])).empty()) {
         const auto at = std::find(set.begin(), set.end(), plan.device[m]) - set.begin();
         int64_t pick = -1;
         for (size_t k = 1; k <= set.size() && pick < 0; ++k) {

@@ -224,14 +224,15 @@ class DeviceShare {
   void Move(JobId job, JobShare& js, uint32_t from, uint32_t to, DeviceId d,
             const ResourcePool& pool, TimeUs now);
   // A device of `l` that may move to set `to` now (none of l's runs on it,
-  // not moved within the dwell; those `to` lent first), or UINT32_MAX.
+  // not moved within the dwell unless `urgent`; those `to` lent first), or
+  // UINT32_MAX.
   DeviceId Movable(const JobShare& js, const Set& l, uint32_t to, CoreKind kind,
-                   const ResourcePool& pool, TimeUs now) const;
+                   const ResourcePool& pool, TimeUs now, bool urgent = false) const;
   // 2d: a device `sm` lent (on loan in another set, free of its runs), or
   // else a free one of a set above its floor, moves to `sm`; returns it or
-  // UINT32_MAX.
+  // UINT32_MAX. `urgent`: a gang of `sm` is ready (dwell or not).
   DeviceId Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
-                  TimeUs now);
+                  TimeUs now, bool urgent = false);
   // A run of set `l` left device `d`: honours a loan `l` owes.
   void MaybeLend(JobId job, JobShare& js, uint32_t l, DeviceId d, const ResourcePool& pool);
 
