@@ -190,8 +190,8 @@ PoolSpec RandomPool(Rng& rng) {
   PoolSpec p = MakePoolSpec(devices);
   p.devices_per_node = Uniform(rng, 1, 8);
   p.nodes = std::max(1u, devices / p.devices_per_node);
-  p.cores = {Uniform(rng, 0, 2), Uniform(rng, 0, 2)};
-  if (p.cores[0] + p.cores[1] == 0) p.cores[Uniform(rng, 0, 1)] = 1;
+  p.cores = {Uniform(rng, 1, 2), Uniform(rng, 1, 2)};
+  if (Chance(rng, 0.15)) p.cores[Uniform(rng, 0, 1)] = 0;  // a pool lacking a kind
   return p;
 }
 
@@ -226,7 +226,7 @@ std::string OneLine(const std::string& s) {
 
 TEST(SimRandom, EveryPolicyCompletesOrRefusesClearly) {
   constexpr uint64_t kSeed = 20261122;
-  constexpr int kCases = 200;
+  constexpr int kCases = 1000;
   test::LogSeed("sim_random", kSeed);
   Rng rng(kSeed);
   int completed = 0, refused = 0;
@@ -320,6 +320,57 @@ TEST(SimRandom, EveryPolicyCompletesOrRefusesClearly) {
   EXPECT_GT(completed, kCases);
   EXPECT_GT(refused, 0);
   std::printf("completed %d job runs, refused %d\n", completed, refused);
+}
+
+// Runs `spec` under `policy` on `devices` devices of 1 cube and 2 vector
+// cores; the job must succeed.
+void ExpectSucceeds(const JobSpec& spec, const std::string& policy, uint32_t devices) {
+  SimOptions o;
+  o.policy = policy;
+  o.pool = MakePoolSpec(devices);
+  o.pool.cores = {1, 2};
+  auto sim = Simulator::Create(o);
+  ASSERT_TRUE(sim.ok());
+  auto id = (*sim)->Submit(test::BuildGraph(spec));
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  Status st = (*sim)->Run();
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ((*sim)->scheduler().job(*id)->state, JobState::kSucceeded);
+}
+
+// Regression (found by the test above): an elastic set lent all but one
+// device while idle; its 3-member gang then became ready with nothing else
+// running, and each member was offered the last device's second vector
+// core, which another member holds: stuck until time moved past the
+// dwell, which nothing moved.
+TEST(SimRandom, SetBelowItsGangTakesDevicesBackWhenNothingRuns) {
+  test::SpecBuilder b;
+  b.Submodel("learner", SubmodelKind::kLearner, 3).Submodel("reward", SubmodelKind::kReward, 1);
+  for (int i = 0; i < 6; ++i) {
+    b.Add(test::TaskBuilder("r" + std::to_string(i)).Us(100).Submodel("reward"));
+  }
+  for (int m = 0; m < 3; ++m) {
+    b.Add(test::TaskBuilder("g" + std::to_string(m), "allgather")
+              .Vector()
+              .Submodel("learner")
+              .Inputs({"r0", "r1", "r2", "r3", "r4", "r5"})
+              .Collective("g", "allgather", 4096));
+  }
+  ExpectSucceeds(b.Build(), "hmpmd", 4);
+}
+
+// Regression (found by the test above): a gang's members bound to a small
+// set came after members that may go anywhere, which took the set's
+// devices first; the gang was offered the same way every pass.
+TEST(SimRandom, GangMemberBoundToASetIsPlacedFirstWhenOthersTookItsDevices) {
+  test::SpecBuilder b;
+  b.Submodel("actor", SubmodelKind::kActor, 1).Submodel("free");
+  for (int m = 0; m < 4; ++m) {
+    b.Add(test::TaskBuilder("g" + std::to_string(m), "broadcast")
+              .Submodel(m == 3 ? "actor" : "free")
+              .Collective("g", "broadcast", 4096));
+  }
+  for (uint32_t devices : {4u, 5u, 8u}) ExpectSucceeds(b.Build(), "hmpmd", devices);
 }
 
 }  // namespace
