@@ -71,6 +71,7 @@ const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {
 void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
   pool_ = &pool;
   JobShare& js = jobs_[job.id];
+  shortfalls_.erase(job.id);
   for (const Set& set : js.sets) wanting_ -= set.want > 0 ? 1 : 0;  // added again
   js = JobShare{};
   js.run = &job;
@@ -106,6 +107,32 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
   }
   CountTasks(js);
   Layout(js, first, pool);
+  // Sets short of their ask: fewer devices, or some shared with another
+  // set of the job (a set spanning the pool overlaps by design).
+  for (size_t s = first; s < js.sets.size(); ++s) {
+    const Set& set = js.sets[s];
+    if (set.want == 0 || set.spans || pool.alive_device_count() == 0) continue;
+    uint32_t shared = 0;
+    for (DeviceId d : set.devices) {
+      for (size_t o = 0; o < js.sets.size(); ++o) {
+        const Set& other = js.sets[o];
+        if (o != s && !other.spans && d < other.slot.size() && other.slot[d] != 0) {
+          ++shared;
+          break;
+        }
+      }
+    }
+    const auto got = static_cast<uint32_t>(set.devices.size());
+    if (got < set.want || shared > 0) {
+      shortfalls_[job.id].push_back({static_cast<uint32_t>(s), set.want, got, shared});
+    }
+  }
+}
+
+const std::vector<SetShortfall>& DeviceShare::Shortfalls(JobId job) const {
+  static const std::vector<SetShortfall> kNone;
+  auto it = shortfalls_.find(job);
+  return it == shortfalls_.end() ? kNone : it->second;
 }
 
 void DeviceShare::CountTasks(JobShare& js) {

@@ -373,5 +373,37 @@ TEST(SimRandom, GangMemberBoundToASetIsPlacedFirstWhenOthersTookItsDevices) {
   for (uint32_t devices : {4u, 5u, 8u}) ExpectSucceeds(b.Build(), "hmpmd", devices);
 }
 
+// Two stateful sub-models asking 5 + 5 devices of 8 overlap; the shortfall
+// is reported per sub-model (hmpmd sim prints it, short_sets in --json).
+TEST(SimRandom, ElasticSetsShortOfTheirAskAreReported) {
+  test::SpecBuilder b;
+  b.Submodel("a", SubmodelKind::kActor, 5).Submodel("b", SubmodelKind::kActor, 5);
+  b.Add(test::TaskBuilder("x").Us(10).Submodel("a"));
+  b.Add(test::TaskBuilder("y").Us(10).Submodel("b"));
+  for (uint32_t devices : {8u, 10u}) {
+    SimOptions o;
+    o.pool = MakePoolSpec(devices);
+    auto sim = Simulator::Create(o);
+    ASSERT_TRUE(sim.ok());
+    auto id = (*sim)->Submit(test::BuildGraph(b.Build()));
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE((*sim)->Run().ok());
+    const auto& hp = dynamic_cast<const HmpmdPolicy&>((*sim)->scheduler().policy());
+    const std::vector<SetShortfall>& f = hp.share().Shortfalls(*id);
+    if (devices == 10) {
+      EXPECT_TRUE(f.empty());  // room for both: disjoint, nothing to report
+      continue;
+    }
+    ASSERT_EQ(f.size(), 2u);
+    uint32_t own = 0;
+    for (const SetShortfall& s : f) {
+      EXPECT_EQ(s.asked, 5u);
+      EXPECT_GT(s.shared + (s.asked - s.got), 0u);
+      own += s.got - s.shared;
+    }
+    EXPECT_LE(own, 8u);
+  }
+}
+
 }  // namespace
 }  // namespace hmpmd
