@@ -71,7 +71,6 @@ const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {
 void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
   pool_ = &pool;
   JobShare& js = jobs_[job.id];
-  shortfalls_.erase(job.id);
   for (const Set& set : js.sets) wanting_ -= set.want > 0 ? 1 : 0;  // added again
   js = JobShare{};
   js.run = &job;
@@ -107,32 +106,35 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
   }
   CountTasks(js);
   Layout(js, first, pool);
-  // Sets short of their ask: fewer devices, or some shared with another
-  // set of the job (a set spanning the pool overlaps by design).
+  // What the pool granted each new set, and how much of it another holds.
   for (size_t s = first; s < js.sets.size(); ++s) {
-    const Set& set = js.sets[s];
-    if (set.want == 0 || set.spans || pool.alive_device_count() == 0) continue;
-    uint32_t shared = 0;
+    Set& set = js.sets[s];
+    set.granted = static_cast<uint32_t>(set.devices.size());
+    set.shared = 0;
     for (DeviceId d : set.devices) {
       for (size_t o = 0; o < js.sets.size(); ++o) {
         const Set& other = js.sets[o];
         if (o != s && !other.spans && d < other.slot.size() && other.slot[d] != 0) {
-          ++shared;
+          ++set.shared;
           break;
         }
       }
     }
-    const auto got = static_cast<uint32_t>(set.devices.size());
-    if (got < set.want || shared > 0) {
-      shortfalls_[job.id].push_back({static_cast<uint32_t>(s), set.want, got, shared});
-    }
   }
 }
 
-const std::vector<SetShortfall>& DeviceShare::Shortfalls(JobId job) const {
-  static const std::vector<SetShortfall> kNone;
-  auto it = shortfalls_.find(job);
-  return it == shortfalls_.end() ? kNone : it->second;
+std::vector<SetShortfall> DeviceShare::Shortfalls(JobId job) const {
+  std::vector<SetShortfall> out;
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || pool_ == nullptr || pool_->alive_device_count() == 0) return out;
+  for (uint32_t s = 0; s < it->second.sets.size(); ++s) {
+    const Set& set = it->second.sets[s];
+    if (set.want == 0 || set.spans) continue;
+    if (set.granted < set.want || set.shared > 0) {
+      out.push_back({s, set.want, set.granted, set.shared});
+    }
+  }
+  return out;
 }
 
 void DeviceShare::CountTasks(JobShare& js) {
@@ -360,6 +362,7 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
       uint32_t target = std::max(set.want, set.floor);
       if (set.want == 0 || set.devices.size() >= target) continue;
       if (set.spans) {
+        ++set.granted;
         Insert(id, js, s, device, pool);
         Record(id, device, kNoSubmodel, static_cast<int32_t>(s));
         continue;
@@ -371,6 +374,7 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
       }
     }
     if (best >= 0) {
+      ++js.sets[best].granted;
       Insert(id, js, static_cast<uint32_t>(best), device, pool);
       Record(id, device, kNoSubmodel, static_cast<int32_t>(best));
     }
@@ -383,6 +387,7 @@ void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
       Set& set = js.sets[s];
       if (device >= set.slot.size() || set.slot[device] == 0) continue;
       Erase(id, js, s, device);
+      set.granted = std::min(set.granted, static_cast<uint32_t>(set.devices.size()));
       Record(id, device, static_cast<int32_t>(s), kNoSubmodel);
       if (set.devices.empty() && set.Backlog() > 0 && pool.alive_device_count() > 0) {
         DeviceId d = SpareDevice(js, pool);

@@ -255,23 +255,11 @@ int SimMain(const SimArgs& a) {
     const auto* hp = dynamic_cast<const HmpmdPolicy*>(&(*sim)->scheduler().policy());
     const uint64_t moves = hp != nullptr ? hp->share().MoveCount(*id) : 0;
     j["device_moves"] = moves;
-    // Elastic sets short of their ask at admission (the pool had too few
-    // devices for the job's sets to be disjoint).
-    std::string short_note;
-    j["short_sets"] = json::array();
-    if (hp != nullptr) {
-      for (const SetShortfall& f : hp->share().Shortfalls(*id)) {
-        const std::string& sm = (*graph)->spec().submodels[f.submodel].name;
-        j["short_sets"].push_back(
-            {{"submodel", sm}, {"asked", f.asked}, {"got", f.got}, {"shared", f.shared}});
-        short_note += "  " + name + ": sub-model '" + sm + "' asked for " +
-                      std::to_string(f.asked) + " devices and got " + std::to_string(f.got) +
-                      (f.shared > 0 ? ", " + std::to_string(f.shared) +
-                                          " of them shared with other sub-models"
-                                    : "") +
-                      "\n";
-      }
-    }
+    // Device sets short of their ask (the pool had too few devices for the
+    // job's sets to be disjoint).
+    j["short_sets"] = ShortSetsJson(job);
+    const std::string short_note =
+        job.short_sets.empty() ? "" : "  " + name + ": " + ShortSetsText(j["short_sets"]) + "\n";
     // State loads the simulator charged (stateful sub-models, state_bytes).
     j["state_loads"] = (*sim)->state_loads();
     j["state_load_s"] = (*sim)->state_load_us() / 1e6;

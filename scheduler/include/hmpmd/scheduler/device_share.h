@@ -97,17 +97,6 @@ struct DeviceShareOptions {
   size_t max_recorded_moves = 100000;
 };
 
-// A sub-model whose set, when its job was admitted, held fewer devices of
-// its own than it asked for: the pool had too few for the job's sets to be
-// disjoint, so it got fewer (`got` < `asked`) or shares `shared` of them
-// with the job's other sets.
-struct SetShortfall {
-  uint32_t submodel = 0;
-  uint32_t asked = 0;
-  uint32_t got = 0;
-  uint32_t shared = 0;
-};
-
 class DeviceShare {
  public:
   explicit DeviceShare(DeviceShareOptions options = {}) : options_(options) {}
@@ -148,8 +137,11 @@ class DeviceShare {
   uint64_t move_count() const { return move_count_; }
   // Moves of one job so far (kept after it ends).
   uint64_t MoveCount(JobId job) const;
-  // Sets of `job` short of their ask at admission (kept after it ends).
-  const std::vector<SetShortfall>& Shortfalls(JobId job) const;
+  // Sets of `job` short of their ask: the devices the pool granted them
+  // (at admission, or joining a pool still filling up; moves between sets
+  // do not count) are fewer than asked, or shared with another set of the
+  // job. A set spanning the pool overlaps by design and is not listed.
+  std::vector<SetShortfall> Shortfalls(JobId job) const;
   // Rule 0: whether `sm` keeps state between its tasks (and gets a set);
   // the simulator charges loading that state (SubmodelSpec::state_bytes).
   static bool KeepsState(const SubmodelSpec& sm, bool open_job);
@@ -160,7 +152,9 @@ class DeviceShare {
     uint32_t want = 0;   // devices asked for; 0: unconstrained
     uint32_t floor = 1;  // fewest devices while it has work
     bool elastic = true;
-    bool spans = false;  // asked for the whole pool: overlaps the others
+    bool spans = false;    // asked for the whole pool: overlaps the others
+    uint32_t granted = 0;  // devices the pool gave it (admission, joins)
+    uint32_t shared = 0;   // of those at admission, held by another set too
     std::vector<DeviceId> devices;
     std::vector<uint32_t> slot;  // per device: index in devices + 1; 0: not in it
     // Per core kind: cores of its devices that may have capacity (every
@@ -258,7 +252,6 @@ class DeviceShare {
   std::vector<DeviceMove> moves_;
   uint64_t move_count_ = 0;
   std::unordered_map<JobId, uint64_t> moves_by_job_;
-  std::unordered_map<JobId, std::vector<SetShortfall>> shortfalls_;
   TimeUs last_now_ = 0;                 // latest time seen (pool events carry none)
   const ResourcePool* pool_ = nullptr;  // the scheduler's, seen at AddJob
 };
