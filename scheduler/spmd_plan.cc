@@ -224,8 +224,8 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
           if (!is_taken(alive[k]) && CannotRun(job, pool, m, alive[k]).empty()) pick = alive[k];
         }
         if (pick < 0) {
-          plan.error = "spmd-1f1b: " + g.Describe(m) + ": collective group '" + grp.name +
-                       "' has " + std::to_string(grp.members.size()) +
+          plan.error = "spmd-1f1b cannot run this job: " + g.Describe(m) + ": collective group '" +
+                       grp.name + "' has " + std::to_string(grp.members.size()) +
                        " members and no distinct device left for this one";
           return plan;
         }
@@ -240,8 +240,8 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
     if (plan.device[i] >= 0) {
       std::string why = CannotRun(job, pool, i, static_cast<DeviceId>(plan.device[i]));
       if (!why.empty()) {
-        plan.error =
-            "spmd-1f1b: " + g.Describe(i) + " (sub-model '" + sm + "') is pinned to " + why;
+        plan.error = "spmd-1f1b cannot run this job: " + g.Describe(i) + " (sub-model '" + sm +
+                     "') is pinned to " + why;
         return plan;
       }
       continue;
@@ -259,8 +259,8 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
       if (why.empty()) why = w;
     }
     if (!any) {
-      plan.error = "spmd-1f1b: " + g.Describe(i) + ": no device of sub-model '" + sm +
-                   "'s set can run it (" + why + ")";
+      plan.error = "spmd-1f1b cannot run this job: " + g.Describe(i) +
+                   ": no device of sub-model '" + sm + "'s set can run it (" + why + ")";
       return plan;
     }
   }
@@ -300,7 +300,7 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
   const int64_t stuck = Deadlocked(g, plan);
   if (stuck >= 0) {
     const auto i = static_cast<uint32_t>(stuck);
-    plan.error = "spmd-1f1b: " + g.Describe(i) + " (sub-model '" +
+    plan.error = "spmd-1f1b cannot run this job: " + g.Describe(i) + " (sub-model '" +
                  submodels[g.task(i).submodel].name + "', device " +
                  std::to_string(plan.device[i]) +
                  "): its program order (args order, or mb and pass) contradicts its inputs or "

@@ -273,7 +273,11 @@ int SimMain(const SimArgs& a) {
         m.bubble_ratio * 100, m.masking_ratio * 100, m.utilisation_by_kind[0] * 100,
         m.utilisation_by_kind[1] * 100, static_cast<unsigned long long>(moves), wall);
     table += line;
-    if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
+    if (!st.ok()) {
+      table += "  " + name + ": " + st.message() + "\n";
+    } else if (!job.error.empty()) {  // the job failed (spmd-1f1b: a plan it cannot follow)
+      table += "  " + name + ": " + job.error + "\n";
+    }
     table += short_note;
     if (!a.trace_file.empty()) {
       Status w = WriteFile(
