@@ -157,11 +157,15 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
     if (gang) members = all;
   }
   // Tentatively assign member by member (so each sees the cores taken by
-  // the ones before it); undo all if one cannot be placed. A member that
-  // finds no core after others took theirs (one bound to a few devices,
-  // e.g. its sub-model's set, behind members that may go anywhere) goes
-  // first and the gang is tried again, until the first member fails.
-  std::vector<uint32_t> order(members.begin(), members.end());
+  // the ones before it); undo all if one cannot be placed. When a member
+  // finds no core after others took theirs (one bound to its sub-model's
+  // device set, behind members that may go anywhere), its sub-model's
+  // members go first and the gang is tried again; not when only members of
+  // its own sub-model went before it (a gang short of cores, the usual
+  // reason it waits, fails whichever member goes first, and each try costs
+  // O(members^2)).
+  std::span<const uint32_t> order = members;
+  std::vector<uint32_t> reordered;  // allocated only for a retry
   for (size_t tries = 0;; ++tries) {
     placed_.clear();
     size_t failed = order.size();
@@ -210,11 +214,17 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
       placed_.push_back({base + m, p.core, est});
     }
     if (failed == order.size()) break;
-    if (fail.kind != Placement::Kind::kRetryLater || failed == 0 || tries + 1 >= order.size()) {
+    const uint32_t sm = g.task(order[failed]).submodel;
+    const bool own_first =
+        std::all_of(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(failed),
+                    [&](uint32_t m) { return g.task(m).submodel == sm; });
+    if (fail.kind != Placement::Kind::kRetryLater || own_first || tries + 1 >= order.size()) {
       return fail;
     }
-    std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(failed),
-                order.begin() + static_cast<std::ptrdiff_t>(failed) + 1);
+    if (reordered.empty()) reordered.assign(members.begin(), members.end());
+    std::stable_partition(reordered.begin(), reordered.end(),
+                          [&](uint32_t m) { return g.task(m).submodel == sm; });
+    order = reordered;
   }
   for (const auto& [run, core, est] : placed_) {
     Commit(job, run, core, est, now, out);
