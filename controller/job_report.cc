@@ -72,6 +72,33 @@ json MetricsJson(const ScheduleMetrics& m, const ResourcePool& pool) {
   return j;
 }
 
+json ShortSetsJson(const JobRun& job) {
+  json out = json::array();
+  const auto& submodels = job.graph->spec().submodels;
+  for (const SetShortfall& f : job.short_sets) {
+    out.push_back({{"submodel", f.submodel < submodels.size() ? submodels[f.submodel].name : ""},
+                   {"asked", f.asked},
+                   {"got", f.got},
+                   {"shared", f.shared}});
+  }
+  return out;
+}
+
+std::string ShortSetsText(const json& sets) {
+  std::string out;
+  for (const json& f : sets) {
+    if (!f.is_object()) continue;
+    if (!out.empty()) out += "; ";
+    out += "sub-model '" + f.value("submodel", std::string()) + "' asked for " +
+           std::to_string(f.value("asked", 0u)) + " devices and got " +
+           std::to_string(f.value("got", 0u));
+    if (f.value("shared", 0u) > 0) {
+      out += ", " + std::to_string(f.value("shared", 0u)) + " of them shared with other sub-models";
+    }
+  }
+  return out;
+}
+
 json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics) {
   json j;
   j["id"] = job.id;
@@ -79,6 +106,10 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["state"] = std::string(JobStateName(job.state));
   if (!job.error.empty()) j["error"] = job.error;
   if (!job.waiting.empty() && !IsTerminal(job.state)) j["waiting"] = job.waiting;
+  // Device sets short of their ask (hmpmd's elastic sets on a small pool).
+  if (!job.short_sets.empty()) {
+    j["short_sets"] = ShortSetsJson(job);
+  }
   j["tasks"] = job.graph->total_runs();
   j["tasks_per_step"] = job.graph->size();
   j["steps"] = job.graph->steps();

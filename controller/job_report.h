@@ -18,6 +18,10 @@ namespace hmpmd {
 //  "makespan_s", "lower_bound_s", "utilisation", "masking_ratio",
 //  "bubble_ratio", ...}; metrics are computed when `with_metrics`.
 nlohmann::json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics);
+// Sub-models whose device sets are short of their ask (JobRun::short_sets):
+// [{"submodel", "asked", "got", "shared"}], and that list as one line of text.
+nlohmann::json ShortSetsJson(const JobRun& job);
+std::string ShortSetsText(const nlohmann::json& sets);
 nlohmann::json MetricsJson(const ScheduleMetrics& m, const ResourcePool& pool);
 // One entry per task run: id, step, state, attempt, device, core, start, end.
 // Times are microseconds from the job's first start.

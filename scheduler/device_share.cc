@@ -106,6 +106,35 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
   }
   CountTasks(js);
   Layout(js, first, pool);
+  // What the pool granted each new set, and how much of it another holds.
+  for (size_t s = first; s < js.sets.size(); ++s) {
+    Set& set = js.sets[s];
+    set.granted = static_cast<uint32_t>(set.devices.size());
+    set.shared = 0;
+    for (DeviceId d : set.devices) {
+      for (size_t o = 0; o < js.sets.size(); ++o) {
+        const Set& other = js.sets[o];
+        if (o != s && !other.spans && d < other.slot.size() && other.slot[d] != 0) {
+          ++set.shared;
+          break;
+        }
+      }
+    }
+  }
+}
+
+std::vector<SetShortfall> DeviceShare::Shortfalls(JobId job) const {
+  std::vector<SetShortfall> out;
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || pool_ == nullptr || pool_->alive_device_count() == 0) return out;
+  for (uint32_t s = 0; s < it->second.sets.size(); ++s) {
+    const Set& set = it->second.sets[s];
+    if (set.want == 0 || set.spans) continue;
+    if (set.granted < set.want || set.shared > 0) {
+      out.push_back({s, set.want, set.granted, set.shared});
+    }
+  }
+  return out;
 }
 
 void DeviceShare::CountTasks(JobShare& js) {
@@ -333,6 +362,7 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
       uint32_t target = std::max(set.want, set.floor);
       if (set.want == 0 || set.devices.size() >= target) continue;
       if (set.spans) {
+        ++set.granted;
         Insert(id, js, s, device, pool);
         Record(id, device, kNoSubmodel, static_cast<int32_t>(s));
         continue;
@@ -344,6 +374,7 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
       }
     }
     if (best >= 0) {
+      ++js.sets[best].granted;
       Insert(id, js, static_cast<uint32_t>(best), device, pool);
       Record(id, device, kNoSubmodel, static_cast<int32_t>(best));
     }
@@ -356,6 +387,7 @@ void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
       Set& set = js.sets[s];
       if (device >= set.slot.size() || set.slot[device] == 0) continue;
       Erase(id, js, s, device);
+      set.granted = std::min(set.granted, static_cast<uint32_t>(set.devices.size()));
       Record(id, device, static_cast<int32_t>(s), kNoSubmodel);
       if (set.devices.empty() && set.Backlog() > 0 && pool.alive_device_count() > 0) {
         DeviceId d = SpareDevice(js, pool);
@@ -435,6 +467,18 @@ Placement DeviceShare::Place(const TaskView& task, CoreKind kind, const Resource
       DeviceId d = SpareDevice(js, pool);
       Insert(task.job, js, sm, d, pool);
       Record(task.job, d, kNoSubmodel, static_cast<int32_t>(sm));
+    }
+    for (Set::Full& f : set.full) f.at = -1;
+  }
+  // A gang member of a set below its floor (it lent devices while idle),
+  // when no run of the job is running: the set takes devices back first,
+  // dwell or not. Its members need distinct devices, which a free core
+  // beside another member's is not, and nothing else would move time on.
+  if (task.task->group != kNoGroup && set.elastic && !set.spans && set.devices.size() < set.floor &&
+      std::all_of(js.sets.begin(), js.sets.end(),
+                  [](const Set& s) { return s.running_total == 0; })) {
+    while (set.devices.size() < set.floor &&
+           Recall(task.job, js, sm, kind, pool, now, /*urgent=*/true) != kNoDevice) {
     }
     for (Set::Full& f : set.full) f.at = -1;
   }

@@ -144,7 +144,7 @@ void DeviceShare::Move(JobId job, JobShare& js, uint32_t from, uint32_t to, Devi
 }
 
 DeviceId DeviceShare::Movable(const JobShare& js, const Set& l, uint32_t to, CoreKind kind,
-                              const ResourcePool& pool, TimeUs now) const {
+                              const ResourcePool& pool, TimeUs now, bool urgent) const {
   const Set& w = js.sets[to];
   const uint32_t home = w.devices.empty() ? UINT32_MAX : pool.device(w.devices[0]).desc.node;
   DeviceId pick = UINT32_MAX;
@@ -154,7 +154,9 @@ DeviceId DeviceShare::Movable(const JobShare& js, const Set& l, uint32_t to, Cor
     if (!pool.device(d).alive || pool.device(d).desc.cores[static_cast<size_t>(kind)] == 0) {
       continue;
     }
-    if (d < js.moved_at.size() && now - js.moved_at[d] < options_.min_dwell_us) continue;
+    if (!urgent && d < js.moved_at.size() && now - js.moved_at[d] < options_.min_dwell_us) {
+      continue;
+    }
     if (d < l.running.size() && l.running[d] > 0) continue;  // a run of l is there
     int r = d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(to)
                 ? 2
@@ -169,7 +171,7 @@ DeviceId DeviceShare::Movable(const JobShare& js, const Set& l, uint32_t to, Cor
 }
 
 DeviceId DeviceShare::Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind,
-                             const ResourcePool& pool, TimeUs now) {
+                             const ResourcePool& pool, TimeUs now, bool urgent) {
   // A device `sm` lent first (Movable() ranks those first), then any free
   // device of an elastic set above its own floor: the floors fit in the
   // pool, so every set can get back to its floor once runs end.
@@ -178,7 +180,7 @@ DeviceId DeviceShare::Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind
       const Set& l = js.sets[s];
       if (s == sm || l.want == 0 || l.spans) continue;
       if (pass == 1 && (!l.elastic || l.devices.size() <= std::max<size_t>(1, l.floor))) continue;
-      const DeviceId d = Movable(js, l, sm, kind, pool, now);
+      const DeviceId d = Movable(js, l, sm, kind, pool, now, urgent);
       if (d == UINT32_MAX) continue;
       if (pass == 1 || (d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(sm))) {
         Move(job, js, s, sm, d, pool, now);

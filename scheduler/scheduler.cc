@@ -200,6 +200,7 @@ Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs no
   JobRun& stored = jobs_.emplace(id, std::move(job)).first->second;
   ++active_jobs_;
   policy_->OnJobAdded(stored, pool_);
+  stored.short_sets = policy_->ShortSets(id);
   StartStep(stored, 0, now);
   return id;
 }

@@ -80,6 +80,7 @@ void Scheduler::UpdateWaiting() {
   std::vector<uint8_t> needed;
   for (auto& [id, job] : jobs_) {
     if (IsTerminal(job.state)) continue;
+    job.short_sets = policy_->ShortSets(id);
     if (pool_.alive_device_count() == 0) {
       job.waiting = "no live worker";
       continue;

@@ -157,46 +157,74 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
     if (gang) members = all;
   }
   // Tentatively assign member by member (so each sees the cores taken by
-  // the ones before it); undo all if one cannot be placed.
-  placed_.clear();
-  for (uint32_t m : members) {
-    TaskView v = View(job, base + m);
-    v.ready_seq = item.seq;
-    v.est_us = cost_.Estimate(*v.spec, v.spec->core);
-    Placement p = policy_->Place(v, pool_, now);
-    if (p.kind == Placement::Kind::kPlaced && members.size() > 1) {
-      // Members of a gang need distinct devices: two on one device could
-      // queue on one lane and wait for each other forever.
-      auto taken = [&](DeviceId d) {
-        return std::any_of(placed_.begin(), placed_.end(),
-                           [&](const auto& e) { return pool_.core(std::get<1>(e)).device == d; });
-      };
-      if (taken(pool_.core(p.core).device)) {
-        p = EarliestCore(v, pool_.core(p.core).kind, pool_,
-                         [&](DeviceId d) { return !taken(d) && policy_->Allows(v, d); });
+  // the ones before it); undo all if one cannot be placed. When a member
+  // finds no core after others took theirs (one bound to its sub-model's
+  // device set, behind members that may go anywhere), its sub-model's
+  // members go first and the gang is tried again; not when only members of
+  // its own sub-model went before it (a gang short of cores, the usual
+  // reason it waits, fails whichever member goes first, and each try costs
+  // O(members^2)).
+  std::span<const uint32_t> order = members;
+  std::vector<uint32_t> reordered;  // allocated only for a retry
+  for (size_t tries = 0;; ++tries) {
+    placed_.clear();
+    size_t failed = order.size();
+    Placement fail;
+    for (size_t k = 0; k < order.size() && failed == order.size(); ++k) {
+      const uint32_t m = order[k];
+      TaskView v = View(job, base + m);
+      v.ready_seq = item.seq;
+      v.est_us = cost_.Estimate(*v.spec, v.spec->core);
+      Placement p = policy_->Place(v, pool_, now);
+      if (p.kind == Placement::Kind::kPlaced && order.size() > 1) {
+        // Members of a gang need distinct devices: two on one device could
+        // queue on one lane and wait for each other forever.
+        auto taken = [&](DeviceId d) {
+          return std::any_of(placed_.begin(), placed_.end(),
+                             [&](const auto& e) { return pool_.core(std::get<1>(e)).device == d; });
+        };
+        if (taken(pool_.core(p.core).device)) {
+          p = EarliestCore(v, pool_.core(p.core).kind, pool_,
+                           [&](DeviceId d) { return !taken(d) && policy_->Allows(v, d); });
+        }
+        // Members start together: none waits in a queue that drains later
+        // than the lookahead, holding the others' lanes in the collective.
+        if (p.kind == Placement::Kind::kPlaced && pool_.core(p.core).queued > 0 &&
+            pool_.core(p.core).busy_until >
+                now + static_cast<TimeUs>(pool_.options().lookahead_us)) {
+          p = Placement::RetryLater();
+        }
       }
-      // Members start together: none waits in a queue that drains later
-      // than the lookahead, holding the others' lanes in the collective.
-      if (p.kind == Placement::Kind::kPlaced && pool_.core(p.core).queued > 0 &&
-          pool_.core(p.core).busy_until > now + static_cast<TimeUs>(pool_.options().lookahead_us)) {
-        p = Placement::RetryLater();
+      if (p.kind != Placement::Kind::kPlaced) {
+        for (const auto& [run, core, est] : placed_) {
+          pool_.Release(core, est, now);
+          policy_->OnReleased(job.id, kNoRun, core, pool_);
+        }
+        if (p.kind == Placement::Kind::kInfeasible) {
+          p.reason = g.Describe(m) + ": cannot be placed: " + p.reason;
+        }
+        fail = std::move(p);
+        failed = k;
+        break;
       }
+      // Release() later gets the same estimate back.
+      double est = static_cast<float>(
+          cost_.Estimate(*v.spec, pool_.core(p.core).kind, pool_.core(p.core).device));
+      pool_.Assign(p.core, est, now);
+      placed_.push_back({base + m, p.core, est});
     }
-    if (p.kind != Placement::Kind::kPlaced) {
-      for (const auto& [run, core, est] : placed_) {
-        pool_.Release(core, est, now);
-        policy_->OnReleased(job.id, kNoRun, core, pool_);
-      }
-      if (p.kind == Placement::Kind::kInfeasible) {
-        p.reason = g.Describe(m) + ": cannot be placed: " + p.reason;
-      }
-      return p;
+    if (failed == order.size()) break;
+    const uint32_t sm = g.task(order[failed]).submodel;
+    const bool own_first =
+        std::all_of(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(failed),
+                    [&](uint32_t m) { return g.task(m).submodel == sm; });
+    if (fail.kind != Placement::Kind::kRetryLater || own_first || tries + 1 >= order.size()) {
+      return fail;
     }
-    // Release() later gets the same estimate back.
-    double est = static_cast<float>(
-        cost_.Estimate(*v.spec, pool_.core(p.core).kind, pool_.core(p.core).device));
-    pool_.Assign(p.core, est, now);
-    placed_.push_back({base + m, p.core, est});
+    if (reordered.empty()) reordered.assign(members.begin(), members.end());
+    std::stable_partition(reordered.begin(), reordered.end(),
+                          [&](uint32_t m) { return g.task(m).submodel == sm; });
+    order = reordered;
   }
   for (const auto& [run, core, est] : placed_) {
     Commit(job, run, core, est, now, out);

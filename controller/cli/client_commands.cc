@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "../http_client.h"
+#include "../job_report.h"
 #include "cli_common.h"
 #include "fetch_outputs.h"
 
@@ -94,6 +95,9 @@ void PrintJob(const json& j) {
   if (j.contains("error")) std::cout << " (" << j["error"].get<std::string>() << ")";
   if (j.contains("waiting") && j["waiting"].is_string()) {
     std::cout << "\n  waiting      " << j["waiting"].get<std::string>();
+  }
+  if (j.contains("short_sets") && j["short_sets"].is_array()) {
+    std::cout << "\n  short sets   " << ShortSetsText(j["short_sets"]);
   }
   std::cout << "\n  tasks        " << j.value("done", 0) << " of " << j.value("tasks", 0)
             << " done, " << j.value("running", 0) << " running\n";

@@ -255,6 +255,11 @@ int SimMain(const SimArgs& a) {
     const auto* hp = dynamic_cast<const HmpmdPolicy*>(&(*sim)->scheduler().policy());
     const uint64_t moves = hp != nullptr ? hp->share().MoveCount(*id) : 0;
     j["device_moves"] = moves;
+    // Device sets short of their ask (the pool had too few devices for the
+    // job's sets to be disjoint).
+    j["short_sets"] = ShortSetsJson(job);
+    const std::string short_note =
+        job.short_sets.empty() ? "" : "  " + name + ": " + ShortSetsText(j["short_sets"]) + "\n";
     // State loads the simulator charged (stateful sub-models, state_bytes).
     j["state_loads"] = (*sim)->state_loads();
     j["state_load_s"] = (*sim)->state_load_us() / 1e6;
@@ -268,7 +273,12 @@ int SimMain(const SimArgs& a) {
         m.bubble_ratio * 100, m.masking_ratio * 100, m.utilisation_by_kind[0] * 100,
         m.utilisation_by_kind[1] * 100, static_cast<unsigned long long>(moves), wall);
     table += line;
-    if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
+    if (!st.ok()) {
+      table += "  " + name + ": " + st.message() + "\n";
+    } else if (!job.error.empty()) {  // the job failed (spmd-1f1b: a plan it cannot follow)
+      table += "  " + name + ": " + job.error + "\n";
+    }
+    table += short_note;
     if (!a.trace_file.empty()) {
       Status w = WriteFile(
           TraceName(a.trace_file, name, policies.size() > 1),

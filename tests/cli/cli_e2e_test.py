@@ -47,6 +47,27 @@ class SeparateProcesses(unittest.TestCase):
         self.assertEqual(cores, [2, 3])
         self.assertEqual(pool["cores"], {"cube": 3, "vector": 2})
 
+    def test_status_names_device_sets_short_of_their_ask(self):
+        # Three actors asking 1 device each on the 2 workers: one set overlaps.
+        spec = os.path.join(self.tmp.name, "actors.json")
+        with open(spec, "w") as f:
+            json.dump({"name": "three-actors",
+                       "submodels": [{"name": n, "kind": "actor", "devices": 1}
+                                     for n in ("a", "b", "c")],
+                       "tasks": [{"id": n + "0", "submodel": n, "kernel": "spin",
+                                  "args": {"us": 1000}} for n in ("a", "b", "c")]}, f)
+        r = run("submit", spec, "--wait", "--json", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = json.loads(r.stdout)
+        status = json.loads(run("status", str(job["id"]), "--json", env=self.env).stdout)
+        short = status.get("short_sets", [])
+        self.assertTrue(short, status)
+        for s in short:
+            self.assertEqual((s["asked"], s["got"], s["shared"]), (1, 1, 1), s)
+        text = run("status", str(job["id"]), env=self.env).stdout
+        self.assertIn("short sets", text)
+        self.assertIn("asked for 1 devices and got 1, 1 of them shared", text)
+
     def test_submit_wait_json_reports_a_succeeded_job(self):
         r = run("submit", EXAMPLE, "--wait", "--json", env=self.env)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -144,6 +165,12 @@ class SeparateProcesses(unittest.TestCase):
 
 
 class EmbeddedRun(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
     def test_run_json_and_trace_follow_the_design(self):
         with tempfile.TemporaryDirectory() as tmp:
             trace_path = os.path.join(tmp, "trace.json")
@@ -302,6 +329,45 @@ class EmbeddedRun(unittest.TestCase):
             self.assertGreaterEqual(p["makespan_s"], p["lower_bound_s"] * (1 - 1e-9), name)
             for key in ("tasks", "utilisation", "masking_ratio", "bubble_ratio"):
                 self.assertIn(key, p, name)
+
+    def test_sim_spmd_on_small_pools_and_plans_it_cannot_follow(self):
+        # spmd-1f1b used to end "simulation stuck" on multimodal below 16 devices.
+        for devices in ("3", "8", "15"):
+            r = run("sim", "multimodal", "--devices", devices, "--policy", "spmd-1f1b")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # A program order against the inputs: that policy's run fails at
+        # once, naming the task; the others' figures still come.
+        spec = os.path.join(self.tmp.name, "order.json")
+        with open(spec, "w") as f:
+            json.dump({"submodels": [{"name": "s", "devices": 1}],
+                       "tasks": [{"id": "a", "submodel": "s", "kernel": "spin",
+                                  "args": {"us": 5, "shard": 0, "order": 1}},
+                                 {"id": "b", "submodel": "s", "kernel": "spin", "inputs": ["a"],
+                                  "args": {"us": 5, "shard": 0, "order": 0}}]}, f)
+        r = run("sim", spec, "--devices", "2")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("spmd-1f1b cannot run this job: tasks[0] 'a'", r.stdout)
+        self.assertIn("program order", r.stdout)
+        self.assertNotIn("stuck", r.stdout)
+        out = json.loads(run("sim", spec, "--devices", "2", "--json").stdout)
+        self.assertEqual(out["policies"]["hmpmd"]["state"], "succeeded")
+        self.assertEqual(out["policies"]["spmd-1f1b"]["state"], "failed")
+        self.assertIn("program order", out["policies"]["spmd-1f1b"]["error"])
+        # Two actors asking 5 + 5 of 8 devices overlap, and the table says so.
+        spec = os.path.join(self.tmp.name, "two.json")
+        with open(spec, "w") as f:
+            json.dump({"submodels": [{"name": n, "kind": "actor", "devices": 5}
+                                     for n in ("a", "b")],
+                       "tasks": [{"id": n, "submodel": n, "kernel": "spin", "args": {"us": 5}}
+                                 for n in ("a", "b")]}, f)
+        r = run("sim", spec, "--devices", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("hmpmd: sub-model 'a' asked for 5 devices and got 5, 2 of them shared",
+                      r.stdout)
+        out = json.loads(run("sim", spec, "--devices", "8", "--json").stdout)
+        self.assertEqual(out["policies"]["hmpmd"]["short_sets"],
+                         [{"submodel": n, "asked": 5, "got": 5, "shared": 2} for n in ("a", "b")])
+        self.assertEqual(out["policies"]["fifo"]["short_sets"], [])
 
     def test_sim_rejects_bad_flags_in_one_line(self):
         for args, what in ((["--devices", "0"], "--devices: must be at least 1"),

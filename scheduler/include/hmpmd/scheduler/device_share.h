@@ -137,6 +137,11 @@ class DeviceShare {
   uint64_t move_count() const { return move_count_; }
   // Moves of one job so far (kept after it ends).
   uint64_t MoveCount(JobId job) const;
+  // Sets of `job` short of their ask: the devices the pool granted them
+  // (at admission, or joining a pool still filling up; moves between sets
+  // do not count) are fewer than asked, or shared with another set of the
+  // job. A set spanning the pool overlaps by design and is not listed.
+  std::vector<SetShortfall> Shortfalls(JobId job) const;
   // Rule 0: whether `sm` keeps state between its tasks (and gets a set);
   // the simulator charges loading that state (SubmodelSpec::state_bytes).
   static bool KeepsState(const SubmodelSpec& sm, bool open_job);
@@ -147,7 +152,9 @@ class DeviceShare {
     uint32_t want = 0;   // devices asked for; 0: unconstrained
     uint32_t floor = 1;  // fewest devices while it has work
     bool elastic = true;
-    bool spans = false;  // asked for the whole pool: overlaps the others
+    bool spans = false;    // asked for the whole pool: overlaps the others
+    uint32_t granted = 0;  // devices the pool gave it (admission, joins)
+    uint32_t shared = 0;   // of those at admission, held by another set too
     std::vector<DeviceId> devices;
     std::vector<uint32_t> slot;  // per device: index in devices + 1; 0: not in it
     // Per core kind: cores of its devices that may have capacity (every
@@ -224,14 +231,15 @@ class DeviceShare {
   void Move(JobId job, JobShare& js, uint32_t from, uint32_t to, DeviceId d,
             const ResourcePool& pool, TimeUs now);
   // A device of `l` that may move to set `to` now (none of l's runs on it,
-  // not moved within the dwell; those `to` lent first), or UINT32_MAX.
+  // not moved within the dwell unless `urgent`; those `to` lent first), or
+  // UINT32_MAX.
   DeviceId Movable(const JobShare& js, const Set& l, uint32_t to, CoreKind kind,
-                   const ResourcePool& pool, TimeUs now) const;
+                   const ResourcePool& pool, TimeUs now, bool urgent = false) const;
   // 2d: a device `sm` lent (on loan in another set, free of its runs), or
   // else a free one of a set above its floor, moves to `sm`; returns it or
-  // UINT32_MAX.
+  // UINT32_MAX. `urgent`: a gang of `sm` is ready (dwell or not).
   DeviceId Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind, const ResourcePool& pool,
-                  TimeUs now);
+                  TimeUs now, bool urgent = false);
   // A run of set `l` left device `d`: honours a loan `l` owes.
   void MaybeLend(JobId job, JobShare& js, uint32_t l, DeviceId d, const ResourcePool& pool);
 

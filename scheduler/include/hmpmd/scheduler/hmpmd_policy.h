@@ -69,6 +69,7 @@ class HmpmdPolicy final : public Policy {
   bool Allows(const TaskView& task, DeviceId device) const override {
     return share_.Allows(task, device);
   }
+  std::vector<SetShortfall> ShortSets(JobId job) const override { return share_.Shortfalls(job); }
   // A task on a device set (not a gang member): its set, core kind, kernel
   // and whether it reads stored inputs decide whether it can be placed.
   uint64_t WaitClass(const TaskView& task) const override;

@@ -39,6 +39,16 @@ struct TaskView {
 
 struct JobRun;
 
+// A sub-model whose device set holds fewer devices of its own than it asked
+// for (the pool had too few for the job's sets to be disjoint): it got
+// `got` (< `asked`), or `shared` of them with the job's other sets.
+struct SetShortfall {
+  uint32_t submodel = 0;
+  uint32_t asked = 0;
+  uint32_t got = 0;
+  uint32_t shared = 0;
+};
+
 inline constexpr uint32_t kNoRun = UINT32_MAX;
 
 // The outcome of one placement attempt: a value, not an error.
@@ -94,6 +104,9 @@ class Policy {
   // class's best task once per Schedule() pass (decision cost per waiting
   // task O(log n), not O(n) per pass). 0: no class, each task is asked.
   virtual uint64_t WaitClass(const TaskView& /*task*/) const { return 0; }
+  // Sub-models of `job` whose device sets are short of their ask (policies
+  // with sets; the engine copies it to JobRun::short_sets).
+  virtual std::vector<SetShortfall> ShortSets(JobId /*job*/) const { return {}; }
 };
 
 // Names MakePolicy() accepts, the default first.

@@ -109,6 +109,9 @@ struct JobRun {
   bool closing = false;     // CloseJob() called: ends once every run has ended
   uint64_t not_ok = 0;      // runs that failed or were cancelled
   std::string first_error;  // of the first of them
+  // Sub-models whose device sets are short of their ask (Policy::ShortSets);
+  // updated at admission and as devices come and go.
+  std::vector<SetShortfall> short_sets;
 };
 
 // An open job's run that ended other than done (open jobs only; see

@@ -3,11 +3,17 @@
 //
 // 1. When a job is admitted every submodel gets a fixed, contiguous device
 //    set for the whole job: `devices` when the spec asks, otherwise a share
-//    of the rest proportional to its estimated work (at least one device).
-//    Sets are laid out in device order and wrap around, so a submodel that
-//    asks for the whole pool overlaps the others (expert parallelism).
+//    of the rest proportional to its estimated work (at least one device),
+//    and never fewer than the most members one collective group has in the
+//    submodel (capped at the pool). Sets are laid out in device order and
+//    wrap around, so a submodel that asks for the whole pool overlaps the
+//    others (expert parallelism), and on a pool too small for the sets asked
+//    they overlap as little as the pool allows.
 // 2. A task with an integer arg `shard` runs on device set[shard % size];
-//    other tasks on the set's device whose core drains first.
+//    other tasks on the set's device whose core drains first. Members of one
+//    collective group that would land on one device move to the next device
+//    of their set no other member holds (else of the pool): a gang needs
+//    distinct devices.
 // 3. Submodels of kind pipeline_stage run their tasks in 1F1B order: tasks
 //    with args `mb` (micro-batch) and `pass` ("f" or "b") take slots of the
 //    1F1B sequence of their stage (stage = order among the job's
@@ -16,13 +22,23 @@
 //    and `pass`) belongs to the slot, so it runs before the next compute.
 //    Other pinned tasks with an integer arg `order` run in that program
 //    order on their device, as an SPMD program would (a device runs its
-//    ops one after another, collectives included).
+//    ops one after another, collectives included). Each step of the job
+//    (spec `repeat`) runs the order again.
+//    A device's order lane is shared by every submodel on it (one program,
+//    e.g. experts inside the dense layers' set). When that cannot be
+//    followed (overlapping sets of a small pool: one submodel's slot would
+//    wait on another's that waits on it), each (device, submodel) gets its
+//    own lane; when even that cannot be followed (the spec's own orders
+//    contradict its inputs or gangs), the job fails at its first placement,
+//    at time 0, naming a task, instead of waiting forever. Admission checks
+//    the same way that every task's device can run it.
 // 4. Communication kernels run on the compute (cube) core of their device,
 //    after the compute before them: no core-level overlap.
 // Ready tasks are taken in critical-path order, as hmpmd does.
 // Thread-safety: not thread-safe; owned by the scheduler's thread.
 #pragma once
 
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -38,27 +54,41 @@ class SpmdPolicy final : public Policy {
   double Priority(const TaskView& task) const override;
   Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) override;
   void OnPlaced(const TaskView& task, CoreId core) override;
+  // A pinned task only on its device, and only in its lane's turn.
+  bool Allows(const TaskView& task, DeviceId device) const override;
 
   // The device set of `submodel` of `job` (empty when unknown).
   const std::vector<DeviceId>& DeviceSet(JobId job, uint32_t submodel) const;
+  // Why `job` cannot run under this policy (empty: it can).
+  std::string JobError(JobId job) const;
+  // Whether `job`'s submodels got a lane each per device (their shared
+  // program order could not be followed).
+  bool SplitLanes(JobId job) const;
 
- private:
+  struct Lane {
+    int32_t next = 0;
+    std::vector<uint32_t> total;   // tasks per slot on this lane
+    std::vector<uint32_t> placed;  // of those, placed in this step
+  };
   struct JobPlan {
     std::vector<std::vector<DeviceId>> sets;  // per submodel
-    std::vector<int32_t> slot;                // per task: 1F1B slot, -1 none
-    std::vector<int32_t> shard;               // per task: arg shard, -1 none
-    // Per device: next slot, and tasks of each slot placed.
-    struct Lane {
-      int32_t next = 0;
-      std::vector<uint32_t> total;   // tasks per slot on this device
-      std::vector<uint32_t> placed;  // of those, placed
-    };
-    std::unordered_map<DeviceId, Lane> lanes;
+    std::vector<int32_t> slot;                // per task: lane slot, -1 none
+    std::vector<int64_t> device;              // per task: pinned device, -1 none
+    std::vector<int32_t> lane;                // per task: index into lanes, -1 none
+    std::vector<Lane> lanes;
+    bool split = false;  // lanes per (device, submodel)
+    std::string error;   // non-empty: the job cannot run (Place says why)
   };
+
+ private:
   JobPlan* Plan(JobId job);
+  const JobPlan* Plan(JobId job) const;
 
   std::unordered_map<JobId, JobPlan> jobs_;
 };
+
+// Builds `job`'s plan on `pool` (rules 1-3 above; spmd_plan.cc).
+SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool);
 
 // The 1F1B slot of (micro-batch `mb`, forward or backward) for stage `stage`
 // of `stages` with `micro_batches`: warm-up forwards, then one forward one
