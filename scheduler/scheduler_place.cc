@@ -20,10 +20,25 @@ void Scheduler::PushLead(uint64_t cls, WaitingClass& wc) {
   ready_[wc.heap].push(lead);
 }
 
+void Scheduler::Wake() {
+  woken_.clear();
+  policy_->TakeWoken(&woken_);
+  for (uint64_t key : woken_) {
+    auto it = sleeping_.find(key);
+    if (it == sleeping_.end()) continue;
+    for (const auto& [k, item] : it->second) {
+      ready_[k].push(item);
+      --sleeping_count_[k];
+    }
+    sleeping_.erase(it);
+  }
+}
+
 void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
   for (int k = 0; k < kNumCoreKinds; ++k) {
     CoreKind kind = static_cast<CoreKind>(k);
     auto& heap = ready_[k];
+    Wake();
     deferred_.clear();
     blocked_.clear();
     ++pass_;
@@ -97,6 +112,13 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
         }
       }
       Placement p = PlaceItem(job, item, now, out);
+      if (p.kind == Placement::Kind::kPlaced && !sleeping_.empty()) Wake();
+      if (p.kind == Placement::Kind::kRetryLater && p.wake != 0 && wc == nullptr) {
+        next_lead();
+        sleeping_[p.wake].push_back({static_cast<size_t>(k), item});
+        ++sleeping_count_[k];
+        continue;
+      }
       if (p.kind == Placement::Kind::kRetryLater && wc != nullptr) {
         wc->blocked_pass = pass_;
         wc->items.push(item);

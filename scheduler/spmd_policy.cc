@@ -18,8 +18,71 @@ int32_t OneFOneBSlot(uint32_t stage, uint32_t stages, uint32_t micro_batches, ui
 }
 
 void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
-  jobs_[job.id] = MakeSpmdPlan(job, pool);
+  JobPlan& plan = jobs_[job.id] = MakeSpmdPlan(job, pool);
+  plan.first_key = next_key_;
+  plan.lane_key.resize(plan.lanes.size());
+  for (size_t i = 0; i < plan.lanes.size(); ++i) {
+    plan.lane_key[i] = next_key_ - plan.first_key;
+    next_key_ += plan.lanes[i].total.size();
+  }
 }
+
+void SpmdPolicy::OnJobRemoved(JobId job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  // Its sleeping tasks go back to the engine, which drops them as stale.
+  const JobPlan& plan = it->second;
+  for (size_t i = 0; i < plan.lanes.size(); ++i) {
+    for (size_t s = 0; s < plan.lanes[i].total.size() && !asleep_.empty(); ++s) {
+      const uint64_t key = plan.first_key + plan.lane_key[i] + s;
+      if (asleep_.erase(key) > 0) woken_.push_back(key);
+    }
+  }
+  jobs_.erase(it);
+}
+
+void SpmdPolicy::WakeLane(const JobPlan& plan, int32_t lane) {
+  const Lane& l = plan.lanes[lane];
+  if (asleep_.empty() || l.next < 0 || l.next >= static_cast<int32_t>(l.total.size())) return;
+  const uint64_t key = plan.first_key + plan.lane_key[lane] + static_cast<uint64_t>(l.next);
+  if (asleep_.erase(key) > 0) woken_.push_back(key);
+}
+
+void SpmdPolicy::WakeAll() {
+  woken_.insert(woken_.end(), asleep_.begin(), asleep_.end());
+  asleep_.clear();
+}
+
+uint64_t SpmdPolicy::WaitClass(const TaskView& task) const {
+  const JobPlan* plan = Plan(task.job);
+  if (plan == nullptr || task.task == nullptr || task.index >= plan->device.size() ||
+      task.task->group != kNoGroup || plan->device[task.index] >= 0 ||
+      plan->lane[task.index] >= 0) {
+    return 0;
+  }
+  uint64_t h = task.job;
+  h = h * 1'000'003 + task.task->submodel;
+  h = h * 31 + static_cast<uint64_t>(task.spec->core) * 2 + (task.task->is_comm ? 1 : 0);
+  h = h * 1'000'033 + task.kernel_id;
+  return h | (uint64_t{1} << 63);
+}
+
+void SpmdPolicy::TakeWoken(std::vector<uint64_t>* keys) {
+  keys->insert(keys->end(), woken_.begin(), woken_.end());
+  woken_.clear();
+}
+
+// A device that dies fails the tasks pinned to it (Place says so); one
+// that joins changes nothing here, but a woken task only costs a Place().
+void SpmdPolicy::OnReleased(JobId /*job*/, uint32_t /*run*/, CoreId core,
+                            const ResourcePool& pool) {
+  if (asleep_.empty()) return;
+  const uint64_t key = kDeviceKey | pool.core(core).device;
+  if (asleep_.erase(key) > 0) woken_.push_back(key);
+}
+
+void SpmdPolicy::OnDeviceAdded(DeviceId /*device*/, const ResourcePool& /*pool*/) { WakeAll(); }
+void SpmdPolicy::OnDeviceRemoved(DeviceId /*device*/, const ResourcePool& /*pool*/) { WakeAll(); }
 
 SpmdPolicy::JobPlan* SpmdPolicy::Plan(JobId job) {
   auto it = jobs_.find(job);
@@ -90,10 +153,16 @@ Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Time
     if (!pool.device(dev).alive) return Placement::Infeasible("spmd-1f1b: its device died");
     const int32_t lane = plan->lane[task.index];
     if (lane >= 0 && plan->lanes[lane].next != plan->slot[task.index]) {
-      return Placement::RetryLater();
+      const uint64_t key =
+          plan->first_key + plan->lane_key[lane] + static_cast<uint64_t>(plan->slot[task.index]);
+      asleep_.insert(key);
+      return Placement::RetryWhen(key);
     }
     int64_t core = free_core(dev);
-    if (core < 0) return Placement::RetryLater();
+    if (core < 0) {
+      asleep_.insert(kDeviceKey | dev);
+      return Placement::RetryWhen(kDeviceKey | dev);
+    }
     return Placement::Placed(static_cast<CoreId>(core));
   }
   int64_t best = -1;
@@ -115,11 +184,13 @@ void SpmdPolicy::OnPlaced(const TaskView& task, CoreId /*core*/) {
   do {
     ++lane.next;
   } while (lane.next < end && lane.placed[lane.next] >= lane.total[lane.next]);
-  if (lane.next < end) return;
-  // The step's order is done: the next step (spec repeat) runs it again.
-  std::fill(lane.placed.begin(), lane.placed.end(), 0);
-  lane.next = 0;
-  while (lane.next < end && lane.total[lane.next] == 0) ++lane.next;
+  if (lane.next >= end) {
+    // The step's order is done: the next step (spec repeat) runs it again.
+    std::fill(lane.placed.begin(), lane.placed.end(), 0);
+    lane.next = 0;
+    while (lane.next < end && lane.total[lane.next] == 0) ++lane.next;
+  }
+  WakeLane(*plan, plan->lane[task.index]);  // the next slot's turn
 }
 
 }  // namespace hmpmd

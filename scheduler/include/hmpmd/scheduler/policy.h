@@ -57,9 +57,14 @@ struct Placement {
   Kind kind = Kind::kRetryLater;
   CoreId core = 0;
   std::string reason;  // why, for kInfeasible
+  // With kRetryLater, nonzero: asking again is pointless until the policy
+  // reports this key from TakeWoken() (a task waiting for its turn in a
+  // program order); the engine sets the task aside unasked until then.
+  uint64_t wake = 0;
 
   static Placement Placed(CoreId c) { return {Kind::kPlaced, c, {}}; }
   static Placement RetryLater() { return {Kind::kRetryLater, 0, {}}; }
+  static Placement RetryWhen(uint64_t key) { return {Kind::kRetryLater, 0, {}, key}; }
   static Placement Infeasible(std::string why) { return {Kind::kInfeasible, 0, std::move(why)}; }
 };
 
@@ -104,6 +109,11 @@ class Policy {
   // class's best task once per Schedule() pass (decision cost per waiting
   // task O(log n), not O(n) per pass). 0: no class, each task is asked.
   virtual uint64_t WaitClass(const TaskView& /*task*/) const { return 0; }
+  // Appends the keys of RetryWhen() placements that may succeed now (and
+  // forgets them). The engine asks at each Schedule() pass and after each
+  // placement; waking a key too often only costs a Place() call. Used for
+  // tasks without a wait class.
+  virtual void TakeWoken(std::vector<uint64_t>* keys) { (void)keys; }
   // Sub-models of `job` whose device sets are short of their ask (policies
   // with sets; the engine copies it to JobRun::short_sets).
   virtual std::vector<SetShortfall> ShortSets(JobId /*job*/) const { return {}; }

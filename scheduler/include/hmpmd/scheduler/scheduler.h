@@ -280,7 +280,8 @@ class Scheduler {
   size_t ready_count() const;
   // Ready runs waiting for a core of `kind`.
   size_t ready_count(CoreKind kind) const {
-    return ready_[static_cast<size_t>(kind)].size() + waiting_count_[static_cast<size_t>(kind)];
+    return ready_[static_cast<size_t>(kind)].size() + waiting_count_[static_cast<size_t>(kind)] +
+           sleeping_count_[static_cast<size_t>(kind)];
   }
   // Jobs still queued or running.
   size_t active_jobs() const { return active_jobs_; }
@@ -403,6 +404,13 @@ class Scheduler {
   uint64_t pass_ = 0;
   // Puts the best item of class `cls` in its heap as the class's lead.
   void PushLead(uint64_t cls, WaitingClass& wc);
+  // Items a policy told RetryWhen(key), by key, with the ready heap each
+  // came from: back in that heap when the policy wakes the key (Wake()), so
+  // a task waiting for its turn costs nothing per pass.
+  std::unordered_map<uint64_t, std::vector<std::pair<size_t, ReadyItem>>> sleeping_;
+  std::array<size_t, kNumCoreKinds> sleeping_count_{};
+  std::vector<uint64_t> woken_;  // Wake() scratch
+  void Wake();
   // Early-ready items waiting for room on their producers' core, by core;
   // put back in the ready heap when that core releases a run.
   std::map<CoreId, std::vector<ReadyItem>> parked_;

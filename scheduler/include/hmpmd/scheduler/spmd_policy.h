@@ -40,6 +40,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "hmpmd/scheduler/policy.h"
@@ -50,12 +51,23 @@ class SpmdPolicy final : public Policy {
  public:
   std::string_view Name() const override { return "spmd-1f1b"; }
   void OnJobAdded(const JobRun& job, const ResourcePool& pool) override;
-  void OnJobRemoved(JobId job) override { jobs_.erase(job); }
+  void OnJobRemoved(JobId job) override;
   double Priority(const TaskView& task) const override;
   Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) override;
   void OnPlaced(const TaskView& task, CoreId core) override;
   // A pinned task only on its device, and only in its lane's turn.
   bool Allows(const TaskView& task, DeviceId device) const override;
+  // A task waiting for its turn in its lane sleeps on its slot's key until
+  // the lane reaches that slot, one pinned to a busy device on the device's
+  // key until a run leaves it (or a device or job changes): not asked once
+  // per pass.
+  void TakeWoken(std::vector<uint64_t>* keys) override;
+  // Tasks that float over their sub-model's set (not pinned, no lane, not
+  // in a gang) with one core kind and kernel: placeable alike.
+  uint64_t WaitClass(const TaskView& task) const override;
+  void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) override;
+  void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override;
+  void OnDeviceRemoved(DeviceId device, const ResourcePool& pool) override;
 
   // The device set of `submodel` of `job` (empty when unknown).
   const std::vector<DeviceId>& DeviceSet(JobId job, uint32_t submodel) const;
@@ -77,14 +89,24 @@ class SpmdPolicy final : public Policy {
     std::vector<int32_t> lane;                // per task: index into lanes, -1 none
     std::vector<Lane> lanes;
     bool split = false;  // lanes per (device, submodel)
-    std::string error;   // non-empty: the job cannot run (Place says why)
+    // Wake key of slot s of lane i: first_key + lane_key[i] + s.
+    uint64_t first_key = 0;
+    std::vector<uint64_t> lane_key;
+    std::string error;  // non-empty: the job cannot run (Place says why)
   };
 
  private:
   JobPlan* Plan(JobId job);
   const JobPlan* Plan(JobId job) const;
+  // Wakes the key of `lane`'s next slot if a task sleeps on it.
+  void WakeLane(const JobPlan& plan, int32_t lane);
+  void WakeAll();
 
   std::unordered_map<JobId, JobPlan> jobs_;
+  uint64_t next_key_ = 1;  // lane keys; device keys are kDeviceKey | device
+  static constexpr uint64_t kDeviceKey = uint64_t{1} << 62;
+  std::unordered_set<uint64_t> asleep_;  // keys handed out in RetryWhen()
+  std::vector<uint64_t> woken_;
 };
 
 // Builds `job`'s plan on `pool` (rules 1-3 above; spmd_plan.cc).
