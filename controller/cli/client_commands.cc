@@ -188,10 +188,12 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   }
 }
 
-int StatusCmd(const ClientArgs& a, const std::string& job) {
+// `given`: JOB was on the command line (an empty one is an error, not a
+// request for the list).
+int StatusCmd(const ClientArgs& a, const std::string& job, bool given) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
-  if (!job.empty()) {
+  if (given) {
     auto id = CanonicalJobId(job);
     if (!id.ok()) return Fail(id.status());
     auto j = Call(*c, "GET", "/api/v1/jobs/" + *id);
@@ -297,9 +299,9 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     auto a = std::make_shared<ClientArgs>();
     auto job = std::make_shared<std::string>();
     CLI::App* sub = app.add_subcommand("status", "Show one job, or list jobs");
-    sub->add_option("job", *job, "Job id (omit to list jobs)");
+    CLI::Option* given = sub->add_option("job", *job, "Job id (omit to list jobs)");
     AddCommon(sub, a.get());
-    sub->callback([=] { *exit_code = StatusCmd(*a, *job); });
+    sub->callback([=] { *exit_code = StatusCmd(*a, *job, given->count() > 0); });
   }
   {
     auto a = std::make_shared<ClientArgs>();

@@ -121,6 +121,7 @@ class Refusals(unittest.TestCase):
         self.refused(["status", "--request-timeout", "nan"], "--request-timeout: must be")
         self.refused(["submit", spec, "--wait", "--wait-timeout", "nan"], "--wait-timeout")
         self.refused(["status", "99999999999999999999999"], "JOB: expected a job id")
+        self.refused(["status", ""], "JOB: expected a job id (a number), got ''")
         self.refused(["stauts"], "unknown command 'stauts' (run, controller,")
         self.refused(["run"], "job is required")
         self.refused(["keygen", ""], "keygen: DIR is empty")
