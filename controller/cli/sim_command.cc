@@ -14,11 +14,12 @@
 
 #include "../job_report.h"
 #include "../job_spec_parser.h"
-#include "hmpmd/protocol/strict_json.h"
 #include "cli_common.h"
+#include "hmpmd/protocol/strict_json.h"
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/simulator.h"
 #include "hmpmd/scheduler/workloads.h"
+#include "sim_several.h"
 
 namespace hmpmd {
 namespace {
@@ -29,7 +30,9 @@ using json = nlohmann::json;
 constexpr uint64_t kMaxSimDevices = 1'000'000;
 
 struct SimArgs {
-  std::string workload;
+  std::vector<std::string> workloads;  // several: submitted together
+  std::vector<uint32_t> weights;       // per workload; empty: the specs' own
+  std::string workload;                // the one LoadWorkload reads
   uint32_t devices = 384;
   std::string pool_file;
   std::string policy;  // empty: all
@@ -134,7 +137,9 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
   return s;
 }
 
-Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t devices) {
+// `weight` > 0 replaces the spec's.
+Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t devices,
+                                                     uint32_t weight) {
   bool builtin = false;
   for (const std::string& n : WorkloadNames()) builtin = builtin || n == a.workload;
   Result<JobSpec> spec = Status::Internal("no workload loaded");  // set on every path below
@@ -169,6 +174,7 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   }
   if (!spec.ok()) return Status::InvalidArgument(a.workload + ": " + spec.status().message());
   if (a.pinned) spec->elastic = false;
+  if (weight > 0) spec->weight = weight;
   if (const uint64_t runs = uint64_t{spec->repeat} * spec->tasks.size(); runs > a.max_runs) {
     return too_many(runs, "");
   }
@@ -214,7 +220,30 @@ int SimMain(const SimArgs& a) {
       if (!st.ok()) return Fail(st);
     }
   }
-  auto graph = LoadWorkload(a, pool.devices());
+  if (!a.weights.empty() && a.weights.size() != a.workloads.size()) {
+    return Fail(Status::InvalidArgument("--weights: " + std::to_string(a.weights.size()) +
+                                        " given for " + std::to_string(a.workloads.size()) +
+                                        " workloads"));
+  }
+  if (a.workloads.size() > 1) {
+    SimSeveralArgs s{pool, policies, {}, a.json, a.trace_file};
+    uint64_t runs = 0;
+    for (size_t i = 0; i < a.workloads.size(); ++i) {
+      SimArgs one = a;
+      one.workload = a.workloads[i];
+      auto g = LoadWorkload(one, pool.devices(), a.weights.empty() ? 0 : a.weights[i]);
+      if (!g.ok()) return Fail(g.status());
+      runs += (*g)->total_runs();
+      if (runs > a.max_runs) {
+        return Fail(Status::ResourceExhausted(
+            "the workloads make " + std::to_string(runs) + "+ task runs, over the limit of " +
+            std::to_string(a.max_runs) + " (--max-runs; each takes about 1 KB of memory)"));
+      }
+      s.graphs.push_back(std::move(g).value());
+    }
+    return SimSeveral(s);
+  }
+  auto graph = LoadWorkload(a, pool.devices(), a.weights.empty() ? 0 : a.weights[0]);
   if (!graph.ok()) return Fail(graph.status());
   json out;
   out["workload"] = (*graph)->spec().name;
@@ -303,9 +332,14 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<SimArgs>();
   CLI::App* sub = app.add_subcommand(
       "sim", "Simulate a job on a modelled supernode; compare policies side by side");
-  sub->add_option("workload", args->workload,
-                  "Job spec (JSON) or built-in workload: multimodal, moe, rl, pipeline")
+  sub->add_option("workload", args->workloads,
+                  "Job spec (JSON) or built-in workload: multimodal, moe, rl, pipeline; several "
+                  "share the pool, submitted together")
       ->required();
+  sub->add_option("--weights", args->weights,
+                  "Each workload's weight (share of the pool), in order; default: the specs'")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 1000000u));
   auto* devices =
       sub->add_option("--devices", args->devices, "Devices of a generated pool (8 per node)")
           ->capture_default_str();
@@ -321,7 +355,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                   "Task runs (tasks x repeat) simulated at most, about 1 KB of memory each")
       ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
       ->capture_default_str();
-  sub->callback([args, exit_code] { *exit_code = SimMain(*args); });
+  sub->callback([args, exit_code] {
+    args->workload = args->workloads.front();
+    *exit_code = SimMain(*args);
+  });
 }
 
 }  // namespace hmpmd

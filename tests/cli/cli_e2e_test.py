@@ -369,6 +369,46 @@ class EmbeddedRun(unittest.TestCase):
                          [{"submodel": n, "asked": 5, "got": 5, "shared": 2} for n in ("a", "b")])
         self.assertEqual(out["policies"]["fifo"]["short_sets"], [])
 
+    def test_sim_several_jobs_share_the_pool_by_weight(self):
+        specs = []
+        for name in ("heavy", "light"):
+            spec = os.path.join(self.tmp.name, name + ".json")
+            with open(spec, "w") as f:
+                json.dump({"name": name, "tasks": [{"id": f"{name}{i}", "kernel": "spin",
+                                                     "args": {"us": 100}} for i in range(400)]}, f)
+            specs.append(spec)
+        trace = os.path.join(self.tmp.name, "two.json")
+        r = run("sim", *specs, "--devices", "4", "--weights", "3,1", "--policy", "hmpmd",
+                "--json", "--trace", trace)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual([w["weight"] for w in out["workloads"]], [3, 1])
+        p = out["policies"]["hmpmd"]
+        jobs = p["jobs"]
+        self.assertEqual([j["name"] for j in jobs], ["heavy", "light"])
+        self.assertEqual([j["state"] for j in jobs], ["succeeded"] * 2)
+        self.assertEqual(p["makespan_s"], max(j["makespan_s"] for j in jobs))
+        # Equal work, weights 3 and 1: while both run the heavy job gets
+        # about three quarters of the cores, and finishes first.
+        self.assertAlmostEqual(jobs[0]["share_while_all_run"], 0.75, delta=0.1)
+        self.assertAlmostEqual(jobs[0]["fair_share"], 0.75)
+        self.assertLess(jobs[0]["makespan_s"], jobs[1]["makespan_s"])
+        # One trace with both jobs on the pool's clock.
+        with open(trace) as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        self.assertEqual(len(events), 800)
+        self.assertEqual({e["args"]["job"] for e in events}, {1, 2})
+        end = max(e["ts"] + e["dur"] for e in events)
+        self.assertAlmostEqual(end / 1e6, p["makespan_s"], delta=1e-6)
+        # The table names each job with its weight.
+        r = run("sim", *specs, "--devices", "4", "--weights", "3,1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("2 jobs on pool", r.stdout)
+        self.assertRegex(r.stdout, r"hmpmd +heavy +3 +succeeded")
+        r = run("sim", *specs, "--weights", "3")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--weights: 1 given for 2 workloads", r.stderr)
+
     def test_sim_rejects_bad_flags_in_one_line(self):
         for args, what in ((["--devices", "0"], "--devices: must be at least 1"),
                            (["--devices", "2000000"], "--devices: more than 1000000"),

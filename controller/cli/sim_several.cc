@@ -1,0 +1,159 @@
+#include "sim_several.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "../job_report.h"
+#include "cli_common.h"
+#include "hmpmd/scheduler/simulator.h"
+
+namespace hmpmd {
+namespace {
+
+using json = nlohmann::json;
+
+std::string TraceFile(const std::string& file, const std::string& policy, bool several) {
+  if (!several) return file;
+  std::filesystem::path p(file);
+  return (p.parent_path() / (p.stem().string() + "." + policy + p.extension().string())).string();
+}
+
+// Where TraceJson puts a job's time 0: its first run that finished.
+TimeUs FirstStart(const JobRun& job) {
+  TimeUs first = -1;
+  for (const TaskRecord& r : job.runs) {
+    if (r.state == TaskState::kDone && (first < 0 || r.start < first)) first = r.start;
+  }
+  return first < 0 ? std::max<TimeUs>(job.started, 0) : first;
+}
+
+}  // namespace
+
+std::vector<double> ShareWhileAllRun(const std::vector<const JobRun*>& jobs) {
+  std::vector<double> share(jobs.size(), 0);
+  if (jobs.empty()) return share;
+  TimeUs until = jobs.front()->finished;
+  for (const JobRun* j : jobs) until = std::min(until, j->finished);
+  double total = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    for (const TaskRecord& r : jobs[i]->runs) {
+      const TimeUs from = std::max<TimeUs>(r.start, 0), to = std::min(r.end, until);
+      if (to > from) share[i] += static_cast<double>(to - from);
+    }
+    total += share[i];
+  }
+  for (double& s : share) s = total > 0 ? s / total : 0;
+  return share;
+}
+
+int SimSeveral(const SimSeveralArgs& a) {
+  json out;
+  out["workloads"] = json::array();
+  uint64_t weights = 0;
+  for (const auto& g : a.graphs) {
+    out["workloads"].push_back(
+        {{"name", g->spec().name}, {"tasks_per_step", g->size()}, {"weight", g->spec().weight}});
+    weights += std::max(1u, g->spec().weight);
+  }
+  out["pool"] = {{"name", a.pool.name}, {"devices", a.pool.devices()}, {"nodes", a.pool.nodes}};
+  out["policies"] = json::object();
+  std::string table;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-10s %-14s %6s %-9s %9s %11s %8s %8s %7s\n", "policy", "job",
+                "weight", "state", "tasks", "makespan_s", "fair", "share", "wall_s");
+  table += line;
+  bool all_ok = true;
+  const bool several = a.policies.size() > 1;
+  for (const std::string& name : a.policies) {
+    SimOptions so;
+    so.policy = name;
+    so.pool = a.pool;
+    auto sim = Simulator::Create(so);
+    if (!sim.ok()) return Fail(sim.status());
+    auto wall0 = std::chrono::steady_clock::now();
+    std::vector<JobId> ids;
+    for (const auto& g : a.graphs) {
+      auto id = (*sim)->Submit(g);
+      if (!id.ok()) {
+        return Fail(Status::InvalidArgument(g->spec().name + ": " + id.status().message()));
+      }
+      ids.push_back(*id);
+    }
+    Status st = (*sim)->Run();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    const ResourcePool& rp = (*sim)->scheduler().pool();
+    std::vector<const JobRun*> jobs;
+    for (JobId id : ids) jobs.push_back((*sim)->scheduler().job(id));
+    const std::vector<double> share = ShareWhileAllRun(jobs);
+    json p;
+    p["state"] = st.ok() ? "done" : "failed";
+    if (!st.ok()) p["error"] = st.message();
+    p["sim_wall_s"] = wall;
+    p["jobs"] = json::array();
+    double makespan = 0;
+    json trace;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const JobRun& job = *jobs[i];
+      ScheduleMetrics m = ComputeMetrics(job, rp);
+      all_ok = all_ok && st.ok() && job.state == JobState::kSucceeded;
+      makespan = std::max(makespan, m.makespan_s);
+      const uint32_t weight = std::max(1u, job.graph->spec().weight);
+      const double fair = static_cast<double>(weight) / static_cast<double>(weights);
+      json j = JobSummaryJson(job, rp, false);
+      j.update(MetricsJson(m, rp));
+      j.erase("utilisation_by_device");
+      j["state"] = st.ok() ? std::string(JobStateName(job.state)) : "failed";
+      j["tasks"] = m.tasks;
+      j["weight"] = weight;
+      j["fair_share"] = fair;
+      j["share_while_all_run"] = share[i];
+      p["jobs"].push_back(std::move(j));
+      std::snprintf(
+          line, sizeof line, "%-10s %-14.14s %6u %-9s %9llu %11.6f %7.1f%% %7.1f%% %7.2f\n",
+          name.c_str(), OneLine(job.graph->spec().name).c_str(), weight,
+          st.ok() ? std::string(JobStateName(job.state)).c_str() : "failed",
+          static_cast<unsigned long long>(m.tasks), m.makespan_s, fair * 100, share[i] * 100, wall);
+      table += line;
+      if (!job.error.empty()) table += "  " + name + ": " + OneLine(job.error) + "\n";
+      if (!a.trace_file.empty()) {
+        // One trace for all jobs: each job's events start at its first run
+        // (TraceJson), so they are shifted back to the pool's time 0.
+        json t = TraceJson(job, rp);
+        const TimeUs first = FirstStart(job);
+        for (auto& e : t["traceEvents"]) {
+          if (e.contains("ts")) e["ts"] = e["ts"].get<TimeUs>() + first;
+        }
+        if (trace.is_null()) {
+          trace = std::move(t);
+        } else {
+          for (auto& e : t["traceEvents"]) trace["traceEvents"].push_back(std::move(e));
+        }
+      }
+    }
+    if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
+    p["makespan_s"] = makespan;
+    out["policies"][name] = std::move(p);
+    if (!a.trace_file.empty()) {
+      Status w = WriteFile(TraceFile(a.trace_file, name, several),
+                           trace.dump(-1, ' ', false, json::error_handler_t::replace));
+      if (!w.ok()) return Fail(w);
+    }
+  }
+  if (a.json) {
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
+  } else {
+    std::cout << a.graphs.size() << " jobs on pool " << a.pool.name << " (" << a.pool.devices()
+              << " devices, " << a.pool.nodes << " nodes), submitted together; fair: the job's "
+              << "weight / all weights; share: its part of the core time the jobs got while all "
+                 "ran\n"
+              << table;
+  }
+  return all_ok ? kExitOk : kExitFailed;
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,32 @@
+// `hmpmd sim A B ...`: several jobs submitted together on one simulated
+// pool, per policy, to show how the pool is shared (each job's `weight`).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hmpmd/scheduler/job_graph.h"
+#include "hmpmd/scheduler/pool_spec.h"
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+struct SimSeveralArgs {
+  PoolSpec pool;
+  std::vector<std::string> policies;
+  std::vector<std::shared_ptr<const JobGraph>> graphs;  // all submitted at t=0
+  bool json = false;
+  std::string trace_file;  // empty: none; several policies: FILE.POLICY.json
+};
+
+// Runs every policy, prints a row per job (or one JSON object) and returns
+// the exit code: kExitOk when every job of every policy succeeded.
+int SimSeveral(const SimSeveralArgs& a);
+
+// The share of the core time given to the jobs while all of them were
+// running (from 0 to the first job's end) that each job got, in submission
+// order; all zero when that window is empty.
+std::vector<double> ShareWhileAllRun(const std::vector<const JobRun*>& jobs);
+
+}  // namespace hmpmd
