@@ -183,12 +183,6 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   return graph;
 }
 
-std::string TraceName(const std::string& file, const std::string& policy, bool several) {
-  if (!several) return file;
-  std::filesystem::path p(file);
-  return (p.parent_path() / (p.stem().string() + "." + policy + p.extension().string())).string();
-}
-
 int SimMain(const SimArgs& a) {
   PoolSpec pool = MakePoolSpec(a.devices);
   if (!a.pool_file.empty()) {
@@ -216,7 +210,7 @@ int SimMain(const SimArgs& a) {
   // Checked before simulating: a long run must not end at a bad path.
   if (!a.trace_file.empty()) {
     for (const std::string& name : policies) {
-      Status st = CheckWritable("--trace", TraceName(a.trace_file, name, policies.size() > 1));
+      Status st = CheckWritable("--trace", TraceFile(a.trace_file, name, policies.size() > 1));
       if (!st.ok()) return Fail(st);
     }
   }
@@ -310,7 +304,7 @@ int SimMain(const SimArgs& a) {
     table += short_note;
     if (!a.trace_file.empty()) {
       Status w = WriteFile(
-          TraceName(a.trace_file, name, policies.size() > 1),
+          TraceFile(a.trace_file, name, policies.size() > 1),
           TraceJson(job, rp).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       if (!w.ok()) return Fail(w);
     }

@@ -16,12 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string TraceFile(const std::string& file, const std::string& policy, bool several) {
-  if (!several) return file;
-  std::filesystem::path p(file);
-  return (p.parent_path() / (p.stem().string() + "." + policy + p.extension().string())).string();
-}
-
 // Where TraceJson puts a job's time 0: its first run that finished.
 TimeUs FirstStart(const JobRun& job) {
   TimeUs first = -1;
@@ -32,6 +26,12 @@ TimeUs FirstStart(const JobRun& job) {
 }
 
 }  // namespace
+
+std::string TraceFile(const std::string& file, const std::string& policy, bool several) {
+  if (!several) return file;
+  std::filesystem::path p(file);
+  return (p.parent_path() / (p.stem().string() + "." + policy + p.extension().string())).string();
+}
 
 std::vector<double> ShareWhileAllRun(const std::vector<const JobRun*>& jobs) {
   std::vector<double> share(jobs.size(), 0);

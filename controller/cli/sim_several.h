@@ -24,6 +24,10 @@ struct SimSeveralArgs {
 // the exit code: kExitOk when every job of every policy succeeded.
 int SimSeveral(const SimSeveralArgs& a);
 
+// `--trace FILE` for `policy`: FILE itself, or FILE.POLICY.json when
+// several policies run.
+std::string TraceFile(const std::string& file, const std::string& policy, bool several);
+
 // The share of the core time given to the jobs while all of them were
 // running (from 0 to the first job's end) that each job got, in submission
 // order; all zero when that window is empty.
