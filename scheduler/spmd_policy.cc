@@ -72,8 +72,7 @@ void SpmdPolicy::TakeWoken(std::vector<uint64_t>* keys) {
   woken_.clear();
 }
 
-// A device that dies fails the tasks pinned to it (Place says so); one
-// that joins changes nothing here, but a woken task only costs a Place().
+// A run left the core: tasks pinned to its device may fit now.
 void SpmdPolicy::OnReleased(JobId /*job*/, uint32_t /*run*/, CoreId core,
                             const ResourcePool& pool) {
   if (asleep_.empty()) return;
@@ -81,6 +80,8 @@ void SpmdPolicy::OnReleased(JobId /*job*/, uint32_t /*run*/, CoreId core,
   if (asleep_.erase(key) > 0) woken_.push_back(key);
 }
 
+// A device that dies fails the tasks pinned to it (Place says so); one
+// that joins changes nothing here, but a woken task only costs a Place().
 void SpmdPolicy::OnDeviceAdded(DeviceId /*device*/, const ResourcePool& /*pool*/) { WakeAll(); }
 void SpmdPolicy::OnDeviceRemoved(DeviceId /*device*/, const ResourcePool& /*pool*/) { WakeAll(); }
 
