@@ -387,12 +387,12 @@ class EmbeddedRun(unittest.TestCase):
         jobs = p["jobs"]
         self.assertEqual([j["name"] for j in jobs], ["heavy", "light"])
         self.assertEqual([j["state"] for j in jobs], ["succeeded"] * 2)
-        self.assertEqual(p["makespan_s"], max(j["makespan_s"] for j in jobs))
+        self.assertEqual(p["makespan_s"], max(j["end_s"] for j in jobs))
         # Equal work, weights 3 and 1: while both run the heavy job gets
         # about three quarters of the cores, and finishes first.
         self.assertAlmostEqual(jobs[0]["share_while_all_run"], 0.75, delta=0.1)
         self.assertAlmostEqual(jobs[0]["fair_share"], 0.75)
-        self.assertLess(jobs[0]["makespan_s"], jobs[1]["makespan_s"])
+        self.assertLess(jobs[0]["end_s"], jobs[1]["end_s"])
         # One trace with both jobs on the pool's clock.
         with open(trace) as f:
             events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
@@ -405,6 +405,14 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("2 jobs on pool", r.stdout)
         self.assertRegex(r.stdout, r"hmpmd +heavy +3 +succeeded")
+        # fifo serves them in order: the light job waits, and its end (not
+        # its own span from its first run) says so.
+        out = json.loads(run("sim", *specs, "--devices", "4", "--weights", "3,1", "--policy",
+                             "fifo", "--json").stdout)
+        fifo = out["policies"]["fifo"]["jobs"]
+        self.assertEqual([j["share_while_all_run"] for j in fifo], [1.0, 0.0])
+        self.assertAlmostEqual(fifo[1]["end_s"], 2 * fifo[0]["end_s"])
+        self.assertAlmostEqual(out["policies"]["fifo"]["makespan_s"], fifo[1]["end_s"])
         r = run("sim", *specs, "--weights", "3")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--weights: 1 given for 2 workloads", r.stderr)
