@@ -53,20 +53,6 @@ void SpmdPolicy::WakeAll() {
   asleep_.clear();
 }
 
-uint64_t SpmdPolicy::WaitClass(const TaskView& task) const {
-  const JobPlan* plan = Plan(task.job);
-  if (plan == nullptr || task.task == nullptr || task.index >= plan->device.size() ||
-      task.task->group != kNoGroup || plan->device[task.index] >= 0 ||
-      plan->lane[task.index] >= 0) {
-    return 0;
-  }
-  uint64_t h = task.job;
-  h = h * 1'000'003 + task.task->submodel;
-  h = h * 31 + static_cast<uint64_t>(task.spec->core) * 2 + (task.task->is_comm ? 1 : 0);
-  h = h * 1'000'033 + task.kernel_id;
-  return h | (uint64_t{1} << 63);
-}
-
 void SpmdPolicy::TakeWoken(std::vector<uint64_t>* keys) {
   keys->insert(keys->end(), woken_.begin(), woken_.end());
   woken_.clear();

@@ -62,9 +62,6 @@ class SpmdPolicy final : public Policy {
   // key until a run leaves it (or a device or job changes): not asked once
   // per pass.
   void TakeWoken(std::vector<uint64_t>* keys) override;
-  // Tasks that float over their sub-model's set (not pinned, no lane, not
-  // in a gang) with one core kind and kernel: placeable alike.
-  uint64_t WaitClass(const TaskView& task) const override;
   void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) override;
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override;
   void OnDeviceRemoved(DeviceId device, const ResourcePool& pool) override;
