@@ -236,6 +236,15 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
     return;
   }
   if (WorkerInfo* old = FindByIdentity(identity)) MarkDead(*old, "re-registered", now);
+  // The same process on a new socket (it reconnects when a register goes
+  // unanswered, e.g. while this loop was slow): its old entry is gone too.
+  // Its data endpoint, a socket it bound, tells it apart from another
+  // worker of the same name and pid (embedded workers without one may
+  // share both).
+  if (auto k = m.data_endpoint.empty() ? by_key_.end() : by_key_.find(WorkerKey(m));
+      k != by_key_.end()) {
+    MarkDead(workers_[k->second], "re-registered on a new connection", now);
+  }
 
   WorkerInfo w;
   w.id = static_cast<WorkerId>(workers_.size());
@@ -252,6 +261,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   if (device_worker_.size() <= w.device) device_worker_.resize(w.device + 1);
   device_worker_[w.device] = w.id;
   by_identity_[identity] = w.id;
+  if (!m.data_endpoint.empty()) by_key_[w.key] = w.id;
   workers_.push_back(w);
   outbox_.resize(workers_.size());
   ++alive_workers_;
@@ -346,6 +356,7 @@ void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
   if (writer_) store_pending_.push_back(WorkerRecord{w.key, false});
   --alive_workers_;
   by_identity_.erase(w.identity);
+  if (auto k = by_key_.find(w.key); k != by_key_.end() && k->second == w.id) by_key_.erase(k);
   spdlog::warn("worker {} '{}' declared dead: {}", w.id, w.name, why);
   scheduler_->RemoveDevice(w.device, now);
 }

@@ -262,6 +262,7 @@ class Controller {
 
   std::vector<WorkerInfo> workers_;                        // by WorkerId
   std::unordered_map<std::string, WorkerId> by_identity_;  // live workers
+  std::unordered_map<std::string, WorkerId> by_key_;       // live workers, by WorkerKey()
   std::vector<WorkerId> device_worker_;                    // by DeviceId
   size_t alive_workers_ = 0;
   std::vector<std::pair<size_t, std::function<void()>>> worker_waiters_;
