@@ -1,0 +1,260 @@
+// DeviceShare: laying out the sets (rule 1: at admission and as a driver
+// session grows) and following pool changes (rule 3; see device_share.h).
+// Placement and task events are in device_share.cc, moves between sets in
+// device_share_lend.cc.
+#include <algorithm>
+
+#include "hmpmd/scheduler/device_share.h"
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+namespace {
+
+constexpr DeviceId kNoDevice = UINT32_MAX;
+
+// Free devices grouped by node, for choosing sets that span few nodes.
+struct NodeFree {
+  uint32_t node = 0;
+  std::vector<DeviceId> devices;  // fewest claims first
+  size_t next = 0;
+  size_t left() const { return devices.size() - next; }
+};
+
+// Takes `need` devices from `nodes`: among the nodes whose next device has
+// the fewest claims, the smallest one that fits, else the largest.
+std::vector<DeviceId> PickDevices(std::vector<NodeFree>& nodes, uint32_t need,
+                                  const std::vector<uint32_t>& claims) {
+  std::vector<DeviceId> out;
+  while (need > 0) {
+    NodeFree* best = nullptr;
+    uint32_t best_claim = 0;
+    for (NodeFree& n : nodes) {
+      if (n.left() == 0) continue;
+      uint32_t claim = claims[n.devices[n.next]];
+      if (best == nullptr || claim < best_claim) {
+        best = &n;
+        best_claim = claim;
+        continue;
+      }
+      if (claim > best_claim) continue;
+      bool fits = n.left() >= need, best_fits = best->left() >= need;
+      if ((fits && (!best_fits || n.left() < best->left())) ||
+          (!fits && !best_fits && n.left() > best->left())) {
+        best = &n;
+      }
+    }
+    if (best == nullptr) break;
+    while (need > 0 && best->left() > 0 && claims[best->devices[best->next]] == best_claim) {
+      out.push_back(best->devices[best->next++]);
+      --need;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
+  pool_ = &pool;
+  JobShare& js = jobs_[job.id];
+  for (const Set& set : js.sets) wanting_ -= set.want > 0 ? 1 : 0;  // added again
+  js = JobShare{};
+  js.run = &job;
+  GrowJob(job, pool);
+}
+
+void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
+  auto it = jobs_.find(job.id);
+  if (it == jobs_.end()) return;
+  JobShare& js = it->second;
+  js.run = &job;
+  const JobGraph& g = *job.graph;
+  const JobSpec& spec = g.spec();
+  const size_t first = js.sets.size();
+  js.sets.resize(spec.submodels.size());
+  js.moved_at.resize(pool.device_count(), kNever);
+  for (size_t s = first; s < js.sets.size(); ++s) {
+    js.sets[s].want = KeepsState(spec.submodels[s], job.open) ? spec.submodels[s].devices : 0;
+    js.sets[s].elastic = spec.elastic && spec.submodels[s].elastic;
+    js.sets[s].load_us = s < job.state_load_us.size() ? job.state_load_us[s] : 0;
+    if (js.sets[s].want > 0) ++wanting_;
+  }
+  // Slack and chains only matter to sets (rule 2b/2c).
+  if (first == 0 &&
+      std::any_of(js.sets.begin(), js.sets.end(), [](const Set& set) { return set.want > 0; })) {
+    Analyse(js);
+  }
+  // A collective group's members in one sub-model need distinct devices.
+  for (const CollectiveGroup& grp : g.groups()) {
+    std::unordered_map<uint32_t, uint32_t> per;
+    for (uint32_t m : grp.members) ++per[g.task(m).submodel];
+    for (const auto& [sm, n] : per) js.sets[sm].floor = std::max(js.sets[sm].floor, n);
+  }
+  CountTasks(js);
+  Layout(js, first, pool);
+  // What the pool granted each new set, and how much of it another holds.
+  for (size_t s = first; s < js.sets.size(); ++s) {
+    Set& set = js.sets[s];
+    set.granted = static_cast<uint32_t>(set.devices.size());
+    set.shared = 0;
+    for (DeviceId d : set.devices) {
+      for (size_t o = 0; o < js.sets.size(); ++o) {
+        const Set& other = js.sets[o];
+        if (o != s && !other.spans && d < other.slot.size() && other.slot[d] != 0) {
+          ++set.shared;
+          break;
+        }
+      }
+    }
+  }
+}
+
+std::vector<SetShortfall> DeviceShare::Shortfalls(JobId job) const {
+  std::vector<SetShortfall> out;
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || pool_ == nullptr || pool_->alive_device_count() == 0) return out;
+  for (uint32_t s = 0; s < it->second.sets.size(); ++s) {
+    const Set& set = it->second.sets[s];
+    if (set.want == 0 || set.spans) continue;
+    if (set.granted < set.want || set.shared > 0) {
+      out.push_back({s, set.want, set.granted, set.shared});
+    }
+  }
+  return out;
+}
+
+void DeviceShare::CountTasks(JobShare& js) {
+  const JobGraph& g = *js.run->graph;
+  for (uint32_t i = js.tasks_counted; i < g.size() && i < js.run->est_us.size(); ++i) {
+    Set& set = js.sets[g.task(i).submodel];
+    set.total_us += js.run->est_us[i] * g.steps();
+    if (g.task(i).is_comm) {
+      set.comm_us += js.run->est_us[i];
+      ++set.comm_n;
+    }
+    js.tasks_counted = i + 1;
+  }
+}
+
+void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
+  claims_.resize(pool.device_count(), 0);
+  const uint32_t alive = static_cast<uint32_t>(pool.alive_device_count());
+  if (alive == 0) return;  // sets fill as devices join
+  std::vector<bool> held(pool.device_count(), false);
+  for (size_t s = 0; s < first; ++s) {
+    if (js.sets[s].spans) continue;
+    for (DeviceId d : js.sets[s].devices) held[d] = true;
+  }
+  auto free_nodes = [&](const Set* own) {
+    std::unordered_map<uint32_t, size_t> index;
+    std::vector<NodeFree> nodes;
+    for (DeviceId d = 0; d < pool.device_count(); ++d) {
+      if (!pool.device(d).alive || (own == nullptr && held[d])) continue;
+      if (own != nullptr && d < own->slot.size() && own->slot[d] != 0) continue;
+      uint32_t node = pool.device(d).desc.node;
+      auto [it, fresh] = index.emplace(node, nodes.size());
+      if (fresh) nodes.push_back({node, {}, 0});
+      nodes[it->second].devices.push_back(d);
+    }
+    for (NodeFree& n : nodes) {
+      std::stable_sort(n.devices.begin(), n.devices.end(),
+                       [&](DeviceId a, DeviceId b) { return claims_[a] < claims_[b]; });
+    }
+    return nodes;
+  };
+  // Largest sets first, so they find whole nodes.
+  std::vector<uint32_t> order;
+  for (size_t s = first; s < js.sets.size(); ++s) {
+    if (js.sets[s].want > 0) order.push_back(static_cast<uint32_t>(s));
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return js.sets[a].want > js.sets[b].want; });
+  const JobId id = js.run->id;
+  std::vector<NodeFree> nodes = free_nodes(nullptr);
+  for (uint32_t s : order) {
+    Set& set = js.sets[s];
+    uint32_t target = std::min(std::max(set.want, set.floor), alive);
+    if (set.want >= alive) {
+      set.spans = true;
+      for (DeviceId d = 0; d < pool.device_count(); ++d) {
+        if (pool.device(d).alive) Insert(id, js, s, d, pool);
+      }
+      continue;
+    }
+    std::vector<DeviceId> got = PickDevices(nodes, target, claims_);
+    for (DeviceId d : got) Insert(id, js, s, d, pool);
+    if (got.size() < target) {
+      // The pool is full: the rest overlaps other sets of the job.
+      std::vector<NodeFree> again = free_nodes(&set);
+      for (DeviceId d : PickDevices(again, target - static_cast<uint32_t>(got.size()), claims_)) {
+        Insert(id, js, s, d, pool);
+      }
+    }
+  }
+}
+
+DeviceId DeviceShare::SpareDevice(const JobShare& js, const ResourcePool& pool) const {
+  std::vector<uint32_t> held(pool.device_count(), 0);
+  for (const Set& s : js.sets) {
+    for (DeviceId d : s.devices) ++held[d];
+  }
+  DeviceId best = kNoDevice;
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (!pool.device(d).alive) continue;
+    if (best == kNoDevice || held[d] < held[best] ||
+        (held[d] == held[best] && claims_[d] < claims_[best])) {
+      best = d;
+    }
+  }
+  return best;
+}
+
+void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
+  claims_.resize(pool.device_count(), 0);
+  for (auto& [id, js] : jobs_) {
+    js.moved_at.resize(pool.device_count(), kNever);
+    // Spanning sets take every device up to their ask; of the others, the
+    // one furthest below its ask takes it.
+    int64_t best = -1;
+    uint32_t best_gap = 0;
+    for (uint32_t s = 0; s < js.sets.size(); ++s) {
+      Set& set = js.sets[s];
+      uint32_t target = std::max(set.want, set.floor);
+      if (set.want == 0 || set.devices.size() >= target) continue;
+      if (set.spans) {
+        ++set.granted;
+        Insert(id, js, s, device, pool);
+        Record(id, device, kNoSubmodel, static_cast<int32_t>(s));
+        continue;
+      }
+      uint32_t gap = target - static_cast<uint32_t>(set.devices.size());
+      if (gap > best_gap) {
+        best = s;
+        best_gap = gap;
+      }
+    }
+    if (best >= 0) {
+      ++js.sets[best].granted;
+      Insert(id, js, static_cast<uint32_t>(best), device, pool);
+      Record(id, device, kNoSubmodel, static_cast<int32_t>(best));
+    }
+  }
+}
+
+void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
+  for (auto& [id, js] : jobs_) {
+    for (uint32_t s = 0; s < js.sets.size(); ++s) {
+      Set& set = js.sets[s];
+      if (device >= set.slot.size() || set.slot[device] == 0) continue;
+      Erase(id, js, s, device);
+      set.granted = std::min(set.granted, static_cast<uint32_t>(set.devices.size()));
+      Record(id, device, static_cast<int32_t>(s), kNoSubmodel);
+      if (set.devices.empty() && set.Backlog() > 0 && pool.alive_device_count() > 0) {
+        DeviceId d = SpareDevice(js, pool);
+        Insert(id, js, s, d, pool);
+        Record(id, d, kNoSubmodel, static_cast<int32_t>(s));
+      }
+    }
+  }
+}
+
+}  // namespace hmpmd
