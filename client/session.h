@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -21,6 +22,18 @@
 #include "hmpmd/protocol/messages.h"
 
 namespace hmpmd::client::internal {
+
+inline int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A deadline `timeout_ms` from now; a negative timeout: none.
+inline std::chrono::steady_clock::time_point Deadline(int64_t timeout_ms) {
+  if (timeout_ms < 0) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+}
 
 class Session;
 

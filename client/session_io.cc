@@ -1,0 +1,271 @@
+// Session's I/O thread: opening the session, the loop that sends queued
+// calls and heartbeats and applies the controller's updates. The calls
+// users make (Submit, Wait, Cancel, Close) are in session.cc.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/types.h"
+#include "session.h"
+
+namespace hmpmd::client::internal {
+Status Session::Start() {
+  if (Status st = CheckEndpoint(options_.controller, /*bind=*/false); !st.ok()) {
+    return Status::InvalidArgument("controller: " + st.message());
+  }
+  if (options_.max_batch == 0) return Status::InvalidArgument("max_batch: must be at least 1");
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return Status::Internal("eventfd failed");
+  try {
+    socket_ = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::sndhwm, 0);
+    socket_.set(zmq::sockopt::rcvhwm, 0);
+    if (!options_.curve_server_key.empty()) {
+      socket_.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
+      socket_.set(zmq::sockopt::curve_publickey, options_.curve_public_key);
+      socket_.set(zmq::sockopt::curve_secretkey, options_.curve_secret_key);
+    }
+    socket_.connect(options_.controller);
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument("controller '" + options_.controller + "': " + e.what());
+  }
+  SessionOpen open;
+  open.name = options_.session;
+  open.token = options_.token;
+  open.weight = options_.weight;
+  open.heartbeat_ms = options_.heartbeat_ms;
+  open.sent_us = NowUs();
+  if (!SendMessage(open)) return Status::Unavailable("cannot send to " + options_.controller);
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  const auto deadline = Deadline(options_.connect_timeout_ms);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (options_.connect_timeout_ms >= 0 && left.count() <= 0) break;
+    if (zmq::poll(&item, 1,
+                  options_.connect_timeout_ms < 0 ? std::chrono::milliseconds(-1) : left) == 0) {
+      break;
+    }
+    std::vector<zmq::message_t> parts;
+    do {
+      zmq::message_t m;
+      (void)socket_.recv(m);
+      parts.push_back(std::move(m));
+    } while (parts.back().more());
+    if (parts.size() != 2) continue;
+    auto msg = Decode(parts[0].to_string_view(), parts[1].to_string_view());
+    if (!msg.ok() || !std::holds_alternative<SessionAck>(*msg)) continue;
+    const SessionAck& ack = std::get<SessionAck>(*msg);
+    if (ack.job == 0) {
+      return ack.permission ? Status::PermissionDenied("controller: " + ack.error)
+                            : Status::InvalidArgument("controller: " + ack.error);
+    }
+    job_ = ack.job;
+    io_ = std::thread([this] { Loop(); });
+    return Status::Ok();
+  }
+  return Status::Unavailable("no controller answered at " + options_.controller + " within " +
+                             std::to_string(options_.connect_timeout_ms) + " ms");
+}
+
+bool Session::SendMessage(const Message& m) {
+  EncodedFrames f = Encode(m);
+  try {
+    if (!socket_.send(zmq::buffer(f.header), zmq::send_flags::sndmore)) return false;
+    return socket_.send(zmq::buffer(f.body), zmq::send_flags::none).has_value();
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+}
+
+void Session::Wake() {
+  uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+// Heartbeat periods without a word from the controller after which the
+// session is lost (as the controller declares a silent driver lost).
+constexpr int64_t kSilentPeriods = 10;
+
+void Session::Loop() {
+  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                             {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  const int64_t heartbeat_us = int64_t{std::max(1u, options_.heartbeat_ms)} * 1000;
+  int64_t last_sent = NowUs(), last_heard = last_sent;
+  bool lost = false;
+  while (!stop_) {
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(options_.heartbeat_ms));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      std::lock_guard lock(mu_);
+      lost_ = std::string("poll: ") + e.what();
+      break;
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t n;
+      (void)!::read(wake_fd_, &n, sizeof(n));
+    }
+    for (int i = 0; i < 1024; ++i) {
+      zmq::message_t header, body;
+      if (!socket_.recv(header, zmq::recv_flags::dontwait)) break;
+      bool two = header.more();
+      if (two) (void)socket_.recv(body, zmq::recv_flags::none);
+      while (socket_.get(zmq::sockopt::rcvmore)) {
+        zmq::message_t extra;
+        (void)socket_.recv(extra, zmq::recv_flags::none);
+        two = false;
+      }
+      if (!two) continue;
+      auto msg = Decode(header.to_string_view(), body.to_string_view());
+      if (!msg.ok()) continue;
+      last_heard = NowUs();
+      if (auto* u = std::get_if<SessionUpdate>(&*msg)) HandleUpdate(*u);
+    }
+    const int64_t now = NowUs();
+    if (!lost && now - last_heard > kSilentPeriods * heartbeat_us) {
+      // The controller answers every heartbeat: it is gone (killed, or
+      // unreachable). Nothing would ever end the futures: fail them.
+      lost = true;
+      SessionUpdate u;
+      u.job = job_;
+      u.closed = true;
+      u.job_state = "lost";
+      u.job_error = "driver session lost: the controller at " + options_.controller +
+                    " did not answer for " + std::to_string((now - last_heard) / 1000) + " ms";
+      HandleUpdate(u);
+    }
+    if (Flush(now)) {
+      last_sent = now;
+    } else if (now - last_sent >= heartbeat_us) {
+      SessionControl hb;
+      hb.job = job_;
+      hb.sent_us = now;
+      SendMessage(hb);
+      last_sent = now;
+    }
+  }
+}
+
+bool Session::Flush(int64_t now_us) {
+  std::vector<SubmitGroup> groups;
+  SessionControl control;
+  {
+    std::lock_guard lock(mu_);
+    if (outbox_.empty() && release_.empty() && cancel_.empty() &&
+        close_ == SessionControl::kKeepOpen) {
+      return false;
+    }
+    groups.swap(outbox_);
+    control.release.swap(release_);
+    control.cancel.swap(cancel_);
+    control.close = std::exchange(close_, SessionControl::kKeepOpen);
+  }
+  // Submits first: a release or close must follow the tasks it concerns.
+  SessionSubmit submit;
+  submit.job = job_;
+  size_t tasks = 0;
+  for (SubmitGroup& g : groups) {
+    tasks += g.tasks.size();
+    submit.groups.push_back(std::move(g));
+    if (tasks >= options_.max_batch) {
+      SendMessage(submit);
+      submit.groups.clear();
+      tasks = 0;
+    }
+  }
+  if (!submit.groups.empty()) SendMessage(submit);
+  if (!control.release.empty() || !control.cancel.empty() ||
+      control.close != SessionControl::kKeepOpen) {
+    control.job = job_;
+    control.sent_us = now_us;
+    SendMessage(control);
+  }
+  return true;
+}
+
+void Session::HandleUpdate(SessionUpdate& u) {
+  // States locked here may be the last reference; they are destroyed (and
+  // release their task, which takes mu_) after the lock is let go.
+  std::vector<std::shared_ptr<FutureState>> keep;
+  {
+    std::lock_guard lock(mu_);
+    for (GroupAck& ack : u.acks) {
+      if (auto actor = actor_seq_.find(ack.seq); actor != actor_seq_.end()) {
+        if (!ack.error.empty()) refused_[actor->second] = ack.error;
+        actor_seq_.erase(actor);
+      }
+      auto it = unacked_.find(ack.seq);
+      if (it == unacked_.end()) continue;
+      std::vector<std::weak_ptr<FutureState>> members = std::move(it->second);
+      unacked_.erase(it);
+      for (size_t i = 0; i < members.size(); ++i) {
+        const uint32_t index = ack.first_task + static_cast<uint32_t>(i);
+        std::shared_ptr<FutureState> f = members[i].lock();
+        if (f) keep.push_back(f);
+        if (!ack.error.empty()) {
+          ++ended_;
+          if (f) {
+            f->phase = FutureState::Phase::kRejected;
+            f->error = ack.error;
+          }
+          continue;
+        }
+        if (tasks_.size() <= index) tasks_.resize(index + 1);
+        tasks_[index] = members[i];
+        if (f) {
+          f->index = index;
+        } else {
+          release_.push_back(index);  // dropped before its ack
+        }
+      }
+    }
+    for (TaskEnded& e : u.ended) {
+      if (e.task >= tasks_.size()) continue;
+      std::shared_ptr<FutureState> f = tasks_[e.task].lock();
+      if (f) keep.push_back(f);
+      ++ended_;
+      if (!f || Ended(*f)) continue;
+      f->phase = e.state == TaskEnded::kDone     ? FutureState::Phase::kDone
+                 : e.state == TaskEnded::kFailed ? FutureState::Phase::kFailed
+                                                 : FutureState::Phase::kCancelled;
+      f->error = std::move(e.error);
+      f->endpoint = std::move(e.endpoint);
+      f->bytes = e.output_bytes;
+    }
+    if (u.closed && !closed_) {
+      closed_ = true;
+      final_ =
+          u.job_state == "succeeded"
+              ? Status::Ok()
+              : Status::Aborted("session '" + options_.session + "' (job " + std::to_string(job_) +
+                                ") " + u.job_state + ": " + u.job_error);
+      const std::string why =
+          u.job_state == "lost" ? u.job_error : "the session ended (" + u.job_state + ")";
+      for (auto& w : tasks_) {
+        if (auto f = w.lock(); f && !Ended(*f)) {
+          f->phase = FutureState::Phase::kLost;
+          f->error = why;
+          keep.push_back(std::move(f));
+        } else if (f) {
+          keep.push_back(std::move(f));
+        }
+      }
+      for (auto& [seq, members] : unacked_) {
+        for (auto& w : members) {
+          if (auto f = w.lock(); f && !Ended(*f)) {
+            f->phase = FutureState::Phase::kLost;
+            f->error = why;
+          }
+        }
+      }
+      unacked_.clear();
+    }
+  }
+  cv_.notify_all();
+}
+
+}  // namespace hmpmd::client::internal
