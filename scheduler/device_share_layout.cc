@@ -84,10 +84,17 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
     Analyse(js);
   }
   // A collective group's members in one sub-model need distinct devices.
+  // A group spanning sub-models needs as many distinct devices across
+  // their sets, which may overlap (a pool smaller than their asks): each
+  // of those sets holds at least the whole group, so every member finds a
+  // device of its set that no other member took.
   for (const CollectiveGroup& grp : g.groups()) {
     std::unordered_map<uint32_t, uint32_t> per;
     for (uint32_t m : grp.members) ++per[g.task(m).submodel];
-    for (const auto& [sm, n] : per) js.sets[sm].floor = std::max(js.sets[sm].floor, n);
+    const uint32_t all = static_cast<uint32_t>(grp.members.size());
+    for (const auto& [sm, n] : per) {
+      js.sets[sm].floor = std::max(js.sets[sm].floor, per.size() > 1 ? all : n);
+    }
   }
   CountTasks(js);
   Layout(js, first, pool);

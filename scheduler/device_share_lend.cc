@@ -134,13 +134,24 @@ void DeviceShare::Move(JobId job, JobShare& js, uint32_t from, uint32_t to, Devi
   Insert(job, js, to, d, pool);
   if (js.moved_at.size() <= d) js.moved_at.resize(d + 1, kNever);
   js.moved_at[d] = now;
-  if (js.lent_by.size() <= d) js.lent_by.resize(d + 1, kNoSubmodel);
+  if (js.lent_by.size() <= d) {
+    js.lent_by.resize(d + 1, kNoSubmodel);
+    js.lent_to.resize(d + 1, kNoSubmodel);
+  }
   // A device going back to the set that lent it is no longer on loan.
-  js.lent_by[d] =
-      js.lent_by[d] == static_cast<int32_t>(to) ? kNoSubmodel : static_cast<int32_t>(from);
+  const bool back = js.lent_by[d] == static_cast<int32_t>(to);
+  js.lent_by[d] = back ? kNoSubmodel : static_cast<int32_t>(from);
+  js.lent_to[d] = back ? kNoSubmodel : static_cast<int32_t>(to);
   l.gave_at = now;
   w.received_at = now;
   Record(job, d, static_cast<int32_t>(from), static_cast<int32_t>(to));
+}
+
+bool DeviceShare::LentTo(const JobShare& js, DeviceId d, uint32_t lender, const Set& borrower) {
+  // Sets may overlap (a pool smaller than their asks): only the set the
+  // device moved into holds it on loan, not another that held it already.
+  return d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(lender) &&
+         js.lent_to[d] >= 0 && &js.sets[static_cast<size_t>(js.lent_to[d])] == &borrower;
 }
 
 DeviceId DeviceShare::Movable(const JobShare& js, const Set& l, uint32_t to, CoreKind kind,
@@ -158,9 +169,7 @@ DeviceId DeviceShare::Movable(const JobShare& js, const Set& l, uint32_t to, Cor
       continue;
     }
     if (d < l.running.size() && l.running[d] > 0) continue;  // a run of l is there
-    int r = d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(to)
-                ? 2
-                : (pool.device(d).desc.node == home ? 1 : 0);
+    int r = LentTo(js, d, to, l) ? 2 : (pool.device(d).desc.node == home ? 1 : 0);
     if (r > rank) {
       pick = d;
       rank = r;
@@ -182,7 +191,7 @@ DeviceId DeviceShare::Recall(JobId job, JobShare& js, uint32_t sm, CoreKind kind
       if (pass == 1 && (!l.elastic || l.devices.size() <= std::max<size_t>(1, l.floor))) continue;
       const DeviceId d = Movable(js, l, sm, kind, pool, now, urgent);
       if (d == UINT32_MAX) continue;
-      if (pass == 1 || (d < js.lent_by.size() && js.lent_by[d] == static_cast<int32_t>(sm))) {
+      if (pass == 1 || LentTo(js, d, sm, l)) {
         Move(job, js, s, sm, d, pool, now);
         return d;
       }

@@ -360,13 +360,11 @@ TaskSpec Member(const std::string& id, const std::string& group, const std::stri
 // Found by probing `hmpmd sim` with generated specs (rand24 on 8 devices):
 // overlapping device sets (the sets ask for 12 of 8 devices), a device of
 // reward set sm0 lent to learner sm5, also held since admission by the
-// pinned learner sm2. When sm0 recalls its loan (DeviceShare::Recall, pass
-// 0), it takes the device from the first set holding it with lent_by ==
-// sm0, which is the pinned sm2 (never the borrower), so sm2 is left with 2
-// devices for its 3-member gang and step 2 waits forever ("simulation
-// stuck at t=3220 us"). In scheduler/device_share_lend.cc (the
-// integrator's): DISABLED_ until that fix lands; enable it with it.
-TEST(SimRandom, DISABLED_ARecalledLoanIsNotTakenFromAPinnedSetThatAlsoHoldsIt) {
+// pinned learner sm2. Recalling the loan took the device from the first
+// set holding it, the pinned sm2 (never the borrower), which was left with
+// 2 devices for its 3-member gang: "simulation stuck at t=3220 us". A loan
+// now comes back only from the set it moved into (DeviceShare::LentTo).
+TEST(SimRandom, ARecalledLoanIsNotTakenFromAPinnedSetThatAlsoHoldsIt) {
   SpecBuilder b;
   b.Repeat(3)
       .Submodel("sm0", SubmodelKind::kReward, 1)
@@ -391,12 +389,11 @@ TEST(SimRandom, DISABLED_ARecalledLoanIsNotTakenFromAPinnedSetThatAlsoHoldsIt) {
 
 // Found the same way (set348 on 4 and 8 devices): gang g6 has 3 members in
 // actor s3 (asks 1 device, floor 3) and 1 in reward s2 (asks 3); the four
-// sets ask for 11 devices, so they overlap, and s2's set lies inside s3's:
-// the gang needs 4 distinct devices of s3 and s2 together and there are 3,
-// for good (pinned or elastic): "simulation stuck". DeviceShare::Layout
-// (scheduler/device_share.cc, the integrator's) does not count a gang that
-// spans sets. DISABLED_ until that fix lands.
-TEST(SimRandom, DISABLED_AGangSpanningOverlappingSetsFindsDistinctDevices) {
+// sets ask for 11 devices, so they overlap, and s2's set lay inside s3's:
+// the gang needed 4 distinct devices of s3 and s2 together and there were
+// 3, for good (pinned or elastic): "simulation stuck". Now every set a
+// group spans holds at least the whole group (device_share_layout.cc).
+TEST(SimRandom, AGangSpanningOverlappingSetsFindsDistinctDevices) {
   for (bool elastic : {false, true}) {
     SpecBuilder b;
     b.Submodel("s0", SubmodelKind::kReward, 1)

@@ -9,7 +9,9 @@
 //    a hint for the spmd-1f1b baseline): the sub-model level is balanced
 //    moment by moment, which beats any device set (see README, Simulation).
 // 1. At admission every such sub-model with `devices` = N > 0 gets a set
-//    of N devices (at least its largest collective group), chosen to span
+//    of N devices (at least its members of its largest collective group;
+//    the whole group when it spans sub-models, whose sets may overlap, so
+//    each member finds a device of its set no other took), chosen to span
 //    as few nodes as possible and, across jobs, the devices fewest other
 //    sets hold. Sets of one job are disjoint while the pool has room; a
 //    sub-model that asks for the whole pool spans it (expert-parallel
@@ -198,6 +200,7 @@ class DeviceShare {
     std::vector<double> start_us, chain_us;
     double cp_us = 0;
     std::vector<int32_t> lent_by;  // per device: the set that lent it, or kNoSubmodel
+    std::vector<int32_t> lent_to;  // per device on loan: the set it moved into
   };
 
   // Lays out sets [first, end) of `js` on the alive devices.
@@ -230,6 +233,9 @@ class DeviceShare {
   // Moves `d` from set `from` to `to` and records it.
   void Move(JobId job, JobShare& js, uint32_t from, uint32_t to, DeviceId d,
             const ResourcePool& pool, TimeUs now);
+  // Whether `d` is on loan from set `lender` in `borrower` (the set it moved
+  // into; another set holding it too does not count).
+  static bool LentTo(const JobShare& js, DeviceId d, uint32_t lender, const Set& borrower);
   // A device of `l` that may move to set `to` now (none of l's runs on it,
   // not moved within the dwell unless `urgent`; those `to` lent first), or
   // UINT32_MAX.
