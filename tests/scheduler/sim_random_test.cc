@@ -322,5 +322,111 @@ TEST(SimRandom, EveryPolicyCompletesOrRefusesClearly) {
   std::printf("completed %d job runs, refused %d\n", completed, refused);
 }
 
+using test::SpecBuilder;
+using test::TaskBuilder;
+
+// Runs `spec` on `devices` devices (8 per node, else one node) under every
+// policy: each must complete every task.
+void RunsToTheEnd(const JobSpec& spec, uint32_t devices) {
+  auto g = JobGraph::Build(spec);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  for (const std::string& policy : PolicyNames()) {
+    SimOptions o;
+    o.policy = policy;
+    o.pool = MakePoolSpec(devices);
+    auto sim = Simulator::Create(o);
+    ASSERT_TRUE(sim.ok()) << sim.status().message();
+    auto id = (*sim)->Submit(*g);
+    ASSERT_TRUE(id.ok()) << policy << ": " << id.status().message();
+    Status st = (*sim)->Run();
+    EXPECT_TRUE(st.ok()) << policy << ": " << st.message();
+    EXPECT_EQ((*sim)->scheduler().job(*id)->state, JobState::kSucceeded) << policy;
+  }
+}
+
+TaskSpec Member(const std::string& id, const std::string& group, const std::string& op,
+                uint32_t size, const std::string& submodel) {
+  TaskSpec t = TaskBuilder(id, op).Vector().Submodel(submodel).Collective(group, op, 1);
+  if (op == "alltoall") {
+    std::string sizes;
+    for (uint32_t m = 0; m < size; ++m) sizes += m ? ",1" : "1";
+    t.args = {{"n", int64_t{size}}, {"sizes", sizes}};
+  } else {
+    t.args = {{"n", int64_t{8} * size}};
+  }
+  return t;
+}
+
+// Found by probing `hmpmd sim` with generated specs (rand24 on 8 devices):
+// overlapping device sets (the sets ask for 12 of 8 devices), a device of
+// reward set sm0 lent to learner sm5, also held since admission by the
+// pinned learner sm2. When sm0 recalls its loan (DeviceShare::Recall, pass
+// 0), it takes the device from the first set holding it with lent_by ==
+// sm0, which is the pinned sm2 (never the borrower), so sm2 is left with 2
+// devices for its 3-member gang and step 2 waits forever ("simulation
+// stuck at t=3220 us"). In scheduler/device_share_lend.cc (the
+// integrator's): DISABLED_ until that fix lands; enable it with it.
+TEST(SimRandom, DISABLED_ARecalledLoanIsNotTakenFromAPinnedSetThatAlsoHoldsIt) {
+  SpecBuilder b;
+  b.Repeat(3)
+      .Submodel("sm0", SubmodelKind::kReward, 1)
+      .Submodel("sm2", SubmodelKind::kLearner, 1)
+      .Submodel("sm5", SubmodelKind::kLearner, 3);
+  JobSpec spec = b.Build();
+  spec.submodels[1].elastic = false;
+  for (int m = 0; m < 3; ++m) {
+    spec.tasks.push_back(Member("a" + std::to_string(m), "g3", "allgather", 3, "sm2"));
+  }
+  spec.tasks.push_back(TaskBuilder("t79").Vector().Us(1000));
+  for (int m = 0; m < 6; ++m) {
+    spec.tasks.push_back(Member("b" + std::to_string(m), "g5", "alltoall", 6, "sm0"));
+  }
+  for (int m = 0; m < 3; ++m) {
+    spec.tasks.push_back(Member("c" + std::to_string(m), "g9", "reduce_scatter", 3, "sm5"));
+  }
+  spec.tasks.push_back(
+      TaskBuilder("t129", "sleep").Vector().Us(100).Inputs({"b5"}).Submodel("sm5"));
+  RunsToTheEnd(spec, 8);
+}
+
+// Found the same way (set348 on 4 and 8 devices): gang g6 has 3 members in
+// actor s3 (asks 1 device, floor 3) and 1 in reward s2 (asks 3); the four
+// sets ask for 11 devices, so they overlap, and s2's set lies inside s3's:
+// the gang needs 4 distinct devices of s3 and s2 together and there are 3,
+// for good (pinned or elastic): "simulation stuck". DeviceShare::Layout
+// (scheduler/device_share.cc, the integrator's) does not count a gang that
+// spans sets. DISABLED_ until that fix lands.
+TEST(SimRandom, DISABLED_AGangSpanningOverlappingSetsFindsDistinctDevices) {
+  for (bool elastic : {false, true}) {
+    SpecBuilder b;
+    b.Submodel("s0", SubmodelKind::kReward, 1)
+        .Submodel("s1", SubmodelKind::kActor, 1)
+        .Submodel("s2", SubmodelKind::kReward, 3)
+        .Submodel("s3", SubmodelKind::kActor, 1);
+    JobSpec spec = b.Build();
+    spec.elastic = elastic;
+    for (int m = 0; m < 4; ++m) {
+      TaskSpec t =
+          Member("g6_" + std::to_string(m), "g6", "reduce_scatter", 4, m == 1 ? "s2" : "s3");
+      t.core = CoreKind::kCube;
+      spec.tasks.push_back(t);
+    }
+    for (int m = 0; m < 2; ++m) {
+      TaskSpec t = Member("g16_" + std::to_string(m), "g16", "allgather", 2, "s1");
+      t.core = CoreKind::kCube;
+      spec.tasks.push_back(t);
+    }
+    for (int m = 0; m < 3; ++m) {
+      TaskSpec t = Member("g17_" + std::to_string(m), "g17", "reduce_scatter", 3, "s0");
+      t.core = CoreKind::kCube;
+      spec.tasks.push_back(t);
+    }
+    for (uint32_t devices : {4u, 8u}) {
+      SCOPED_TRACE((elastic ? "elastic, " : "pinned, ") + std::to_string(devices) + " devices");
+      RunsToTheEnd(spec, devices);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hmpmd
