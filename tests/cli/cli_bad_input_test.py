@@ -86,9 +86,18 @@ class Refusals(unittest.TestCase):
                          "tasks": [{"id": "a", "kernel": "noop", "submodel": "e"}]}),
              "submodels[0]: state_bytes: only actor, reward and learner sub-models hold state"),
         ]
+        # A member with inputs sends their data (16 floats of a 4x4 gemm),
+        # not its n: accepted and simulated before, failed live mid-run.
+        gemm_fed = {"tasks": [{"id": "mm", "kernel": "gemm", "args": {"m": 4, "n": 4, "k": 4}},
+                              member("a", "g", inputs=["mm"], n=16), member("b", "g", n=8)]}
+        cases.append((json.dumps(gemm_fed),
+                      "tasks[2] 'b': args: 8 elements, but 'a' of group 'g' has 16 (the data"))
         for i, (text, what) in enumerate(cases):
             spec = self.file(f"spec{i}.json", text)
             self.refused(["sim", spec, "--devices", "8", "--policy", "fifo"], what)
+        # Live refuses it the same way, before starting any worker.
+        self.refused(["run", self.file("gemm_fed.json", json.dumps(gemm_fed)), "--workers", "2"],
+                     "'a' of group 'g' has 16 (the data of its inputs)")
         self.refused(["sim", self.tmp.name, "--devices", "8"], "is a directory, not a file")
         self.refused(["run", self.tmp.name], "is a directory, not a file")
 
