@@ -1,5 +1,6 @@
 #include "hmpmd/protocol/strict_json.h"
 
+#include <algorithm>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -105,6 +106,17 @@ class StrictSax : public DomParser {
 Result<json> ParseStrictJson(std::string_view text) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return Status::InvalidArgument("invalid JSON: the text is empty");
+  }
+  // nlohmann's lexer takes a NUL byte for the end of the input, so
+  // `{...}<NUL>anything` would parse as `{...}`. JSON has no NUL outside a
+  // string, and inside one it must be escaped: the byte is an error.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    const std::string_view before = text.substr(0, nul);
+    const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+    const size_t line_start = before.rfind('\n');
+    const size_t column = nul - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    return Status::InvalidArgument("invalid JSON: a NUL byte at line " + std::to_string(line) +
+                                   ", column " + std::to_string(column));
   }
   json root;
   try {

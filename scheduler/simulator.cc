@@ -1,6 +1,8 @@
 #include "hmpmd/scheduler/simulator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <functional>
 #include <unordered_map>
 
@@ -142,6 +144,8 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
       if (too_long_.empty()) {
         const JobRun& job = *scheduler_->job(d.job);
         too_long_ = job.graph->spec_task(d.run % job.graph->size()).id;
+        too_long_start_ = now_;
+        too_long_us_ = us;
       }
       us = limit;
     }
@@ -169,8 +173,19 @@ Status Simulator::Run() {
       std::string why = "simulation passed its time limit of " +
                         std::to_string(options_.max_time_us / 1'000'000) + " s";
       if (!too_long_.empty()) {
-        why += ": task '" + too_long_ + "' alone would run past it (check its cost hints and " +
-               "its sub-model's state_bytes)";
+        // "alone" only when it started at 0: a task of a long chain may be
+        // short itself and start late.
+        char took[96];
+        if (std::isfinite(too_long_us_)) {
+          std::snprintf(took, sizeof took, "takes %.6g s", too_long_us_ / 1e6);
+        } else {
+          std::snprintf(took, sizeof took, "takes longer than any number of seconds");
+        }
+        char at[64];
+        std::snprintf(at, sizeof at, "%.6f", static_cast<double>(too_long_start_) / 1e6);
+        why += ": task '" + too_long_ + "' starts at " + at + " s and " + took +
+               (too_long_start_ == 0 ? ", alone past it" : ", ending past it") +
+               " (check its cost hints and its sub-model's state_bytes)";
       }
       return Status::ResourceExhausted(why);
     }

@@ -105,6 +105,15 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
   if (j.contains("name")) {
     if (!j["name"].is_string()) return Status::InvalidArgument("name: must be a string");
     s.name = j["name"].get<std::string>();
+    // Printed in the table's header line and in --json, as a job's name is:
+    // the same rules (a newline there split the header in two).
+    if (s.name.size() > SpecLimits{}.max_string) {
+      return Status::InvalidArgument("name: longer than the limit of " +
+                                     std::to_string(SpecLimits{}.max_string));
+    }
+    if (std::string c = FirstControlChar(s.name); !c.empty()) {
+      return Status::InvalidArgument("name: contains the control character " + c);
+    }
   }
   RETURN_IF_ERROR(Count(j, "", "nodes", 1, kMaxSimDevices, &s.nodes));
   RETURN_IF_ERROR(Count(j, "", "devices_per_node", 1, kMaxSimDevices, &s.devices_per_node));

@@ -110,7 +110,10 @@ int SimSeveral(const SimSeveralArgs& a) {
       json j = JobSummaryJson(job, rp, false);
       j.update(MetricsJson(m, rp));
       j.erase("utilisation_by_device");
-      j["state"] = st.ok() ? std::string(JobStateName(job.state)) : "failed";
+      // A simulation that stopped (time limit) fails the jobs it left
+      // unfinished; one that had ended keeps its state.
+      const bool ended = st.ok() || job.state == JobState::kSucceeded;
+      j["state"] = ended ? std::string(JobStateName(job.state)) : "failed";
       j["tasks"] = m.tasks;
       j["end_s"] = end_s;
       j["weight"] = weight;
@@ -120,7 +123,7 @@ int SimSeveral(const SimSeveralArgs& a) {
       std::snprintf(
           line, sizeof line, "%-10s %-14.14s %6u %-9s %9llu %11.6f %7.1f%% %7.1f%% %7.2f\n",
           name.c_str(), OneLine(job.graph->spec().name).c_str(), weight,
-          st.ok() ? std::string(JobStateName(job.state)).c_str() : "failed",
+          ended ? std::string(JobStateName(job.state)).c_str() : "failed",
           static_cast<unsigned long long>(m.tasks), end_s, fair * 100, share[i] * 100, wall);
       table += line;
       if (!job.error.empty()) table += "  " + name + ": " + OneLine(job.error) + "\n";

@@ -78,10 +78,26 @@ class Refusals(unittest.TestCase):
             (json.dumps({"tasks": [member("a", "g", n=16), member("b", "g", n=99)]}),
              "tasks[1] 'b': args: 99 elements, but 'a' of group 'g' has 16"),
             ("", "job spec: invalid JSON: the text is empty"),
+            # Text after a NUL byte was ignored (nlohmann stops there).
+            ('{"tasks": [{"id": "a", "kernel": "noop"}]}\0{garbage',
+             "job spec: invalid JSON: a NUL byte at line 1, column 43"),
+            # Silently ignored before: only stateful kinds hold state.
+            (json.dumps({"submodels": [{"name": "e", "kind": "encoder", "state_bytes": 1e9}],
+                         "tasks": [{"id": "a", "kernel": "noop", "submodel": "e"}]}),
+             "submodels[0]: state_bytes: only actor, reward and learner sub-models hold state"),
         ]
+        # A member with inputs sends their data (16 floats of a 4x4 gemm),
+        # not its n: accepted and simulated before, failed live mid-run.
+        gemm_fed = {"tasks": [{"id": "mm", "kernel": "gemm", "args": {"m": 4, "n": 4, "k": 4}},
+                              member("a", "g", inputs=["mm"], n=16), member("b", "g", n=8)]}
+        cases.append((json.dumps(gemm_fed),
+                      "tasks[2] 'b': args: 8 elements, but 'a' of group 'g' has 16 (the data"))
         for i, (text, what) in enumerate(cases):
             spec = self.file(f"spec{i}.json", text)
             self.refused(["sim", spec, "--devices", "8", "--policy", "fifo"], what)
+        # Live refuses it the same way, before starting any worker.
+        self.refused(["run", self.file("gemm_fed.json", json.dumps(gemm_fed)), "--workers", "2"],
+                     "'a' of group 'g' has 16 (the data of its inputs)")
         self.refused(["sim", self.tmp.name, "--devices", "8"], "is a directory, not a file")
         self.refused(["run", self.tmp.name], "is a directory, not a file")
 
@@ -93,7 +109,11 @@ class Refusals(unittest.TestCase):
                   "cores.cube.count: must be between 0 and 256"),
                  ('{"memory_mb": 1e300}', "memory_mb: must be between 0 and"),
                  ('{"nodes": 2, "nodes": 3}', "field 'nodes' given twice"),
-                 ("[", "invalid JSON: parse error at line 1, column 2")]
+                 ("[", "invalid JSON: parse error at line 1, column 2"),
+                 # The name is printed in the table's header: a newline split it.
+                 ('{"name": "a\\nb"}', "name: contains the control character U+000A"),
+                 (json.dumps({"name": "p" * 5000}), "name: longer than the limit of 4096"),
+                 ('{"nodes": 1}\0garbage', "invalid JSON: a NUL byte at line 1, column 13")]
         for i, (text, what) in enumerate(cases):
             pool = self.file(f"pool{i}.json", text)
             self.refused(["sim", "pipeline", "--pool", pool, "--policy", "fifo"], what,

@@ -238,6 +238,27 @@ TEST_F(JobSpecParserTest, SubmodelStateBytesIsANonNegativeNumber) {
                  .Task(R"({"id": "a", "kernel": "k"})")
                  .Build(),
              {"submodels[0]: state_bytes: must be a finite number >= 0"});
+  // Only actor, reward and learner sub-models hold state: on another kind
+  // the figure used to be accepted and silently ignored.
+  for (const char* kind : {"encoder", "pipeline_stage", "expert", "generic"}) {
+    ParseFails(SpecText()
+                   .Top(std::string(R"("submodels": [{"name": "v", "kind": ")") + kind +
+                        R"(", "state_bytes": 1e6}])")
+                   .Task(R"({"id": "a", "kernel": "k", "submodel": "v"})")
+                   .Build(),
+               {"submodels[0]: state_bytes: only actor, reward and learner sub-models hold state",
+                std::string("not kind '") + kind + "'"});
+    ParseOk(SpecText()
+                .Top(std::string(R"("submodels": [{"name": "v", "kind": ")") + kind +
+                     R"(", "state_bytes": 0}])")
+                .Task(R"({"id": "a", "kernel": "k", "submodel": "v"})")
+                .Build());
+  }
+  ParseFails(SpecText()
+                 .Top(R"("submodels": [{"name": "v", "state_bytes": 1}])")
+                 .Task(R"({"id": "a", "kernel": "k"})")
+                 .Build(),
+             {"not kind 'generic'"});
 }
 
 TEST_F(JobSpecParserTest, ElasticOnTheJobAndOnSubmodelsIsABoolean) {
@@ -386,6 +407,11 @@ TEST_F(JobSpecParserTest, InvalidJsonReportsLineAndColumn) {
   EXPECT_EQ(msg.find("[json.exception"), std::string::npos) << "library prefix stripped: " << msg;
   ParseFails("", {"invalid JSON"});
   ParseFails("{\"tasks\": []} trailing", {"invalid JSON"});
+  // nlohmann's lexer stops at a NUL byte: what followed it was ignored.
+  const std::string spec = OneTask(R"({"id": "a", "kernel": "k"})");
+  ParseFails(spec + std::string(1, '\0') + "{garbage", {"invalid JSON: a NUL byte at line 1"});
+  ParseFails("{\n \"tasks\": [{\"id\": \"a" + std::string(1, '\0') + "\", \"kernel\": \"k\"}]}",
+             {"invalid JSON: a NUL byte at line 2, column 21"});
 }
 
 TEST_F(JobSpecParserTest, NestingDeeperThanTheLimitIsRejectedBeforeParsing) {

@@ -333,6 +333,68 @@ TEST_F(JobGraphTest, GangMembersMustMoveTheSamePayload) {
                  {"tasks[1] 'r1'", "collective.bytes: 99 differs from 1024 of 'r0'"});
 }
 
+TEST_F(JobGraphTest, AMemberWithInputsMovesTheirDataAndMustMatchTheOthers) {
+  // A member with inputs that hold data sends that data, not its `n` (as a
+  // worker does): a 4x4 gemm's 16 floats against 8 generated failed
+  // mid-run ("rank 0 sent 32 bytes where 16 were left") and was accepted.
+  auto gemm = [] { return TaskBuilder("mm", "gemm").Arg("m", int64_t{4}).Arg("n", int64_t{4}); };
+  auto member = [](std::string id, int64_t n) {
+    return TaskBuilder(std::move(id), "allreduce").Arg("n", n).Collective("g", "allreduce");
+  };
+  ExpectRejected(SpecBuilder()
+                     .Add(gemm().Arg("k", int64_t{4}))
+                     .Add(member("a", 16).Inputs({"mm"}))
+                     .Add(member("b", 8)),
+                 {"tasks[2] 'b': args: 8 elements, but 'a' of group 'g' has 16 (the data of "
+                  "its inputs)"});
+  EXPECT_NE(test::BuildGraph(SpecBuilder()
+                                 .Add(gemm().Arg("k", int64_t{4}))
+                                 .Add(member("a", 8).Inputs({"mm"}))
+                                 .Add(member("b", 16))),
+            nullptr);
+  // Ordering-only inputs (spin, noop, sleep hold no data) keep `n`.
+  EXPECT_NE(test::BuildGraph(SpecBuilder()
+                                 .Add(TaskBuilder("s").Us(5))
+                                 .Add(member("a", 8).Inputs({"s"}))
+                                 .Add(member("b", 8))),
+            nullptr);
+  // Sizes follow sends and earlier gangs: a reduce_scatter of 8 over 2
+  // gives each rank 4 elements; a send of 64 bytes hands on 16.
+  ExpectRejected(
+      SpecBuilder()
+          .Add(TaskBuilder("r0", "reduce_scatter")
+                   .Arg("n", int64_t{8})
+                   .Collective("rs", "reduce_scatter"))
+          .Add(TaskBuilder("r1", "reduce_scatter")
+                   .Arg("n", int64_t{8})
+                   .Collective("rs", "reduce_scatter"))
+          .Add(TaskBuilder("x", "send").Arg("bytes", int64_t{64}))
+          .Add(TaskBuilder("y", "send").Inputs({"x"}))
+          .Add(member("a", 1).Inputs({"r0"}))
+          .Add(member("b", 1).Inputs({"y"})),
+      {"tasks[5] 'b': inputs: 16 elements (the data of its inputs), but 'a' of group 'g' has 4"});
+  // An alltoall's counts must sum to what the member really sends.
+  ExpectRejected(SpecBuilder()
+                     .Add(gemm().Arg("k", int64_t{1}))
+                     .Add(TaskBuilder("a", "alltoall")
+                              .Arg("sizes", std::string("1,1"))
+                              .Inputs({"mm"})
+                              .Collective("t", "alltoall"))
+                     .Add(TaskBuilder("b", "alltoall")
+                              .Arg("n", int64_t{2})
+                              .Arg("sizes", std::string("1,1"))
+                              .Collective("t", "alltoall")),
+                 {"tasks[1] 'a': args.sizes: counts sum to 2, the member sends 16 elements (the "
+                  "data of its inputs)"});
+  // A worker's own kernel or a gemm sized by flops alone: known only live.
+  EXPECT_NE(test::BuildGraph(SpecBuilder()
+                                 .Add(TaskBuilder("k", "my_kernel"))
+                                 .Add(TaskBuilder("f", "gemm").Flops(1e6))
+                                 .Add(member("a", 8).Inputs({"k"}))
+                                 .Add(member("b", 16).Inputs({"f"}))),
+            nullptr);
+}
+
 TEST_F(JobGraphTest, TopoOrderRespectsEdgesOnRandomDags) {
   constexpr uint64_t kSeed = 20240611;
   test::LogSeed("random_dags", kSeed);

@@ -100,7 +100,11 @@ struct Gen {
       t.core = core;
       t.collective = CollectiveSpec{name, op, bytes};
       for (uint32_t k = Uniform(rng, 0, 1); k > 0 && before > 0; --k) {
-        t.inputs.push_back(spec.tasks[Uniform(rng, 0, static_cast<uint32_t>(before) - 1)].id);
+        // Not a send or another gang's member: their data would set this
+        // member's size apart from the others' (refused, as a worker
+        // would fail it); spin, noop and gemm (sized by flops) do not.
+        const TaskSpec& in = spec.tasks[Uniform(rng, 0, static_cast<uint32_t>(before) - 1)];
+        if (in.kernel != "send" && !in.collective) t.inputs.push_back(in.id);
       }
       if (Chance(rng, 0.7)) {
         t.args.push_back({"shard", int64_t{Chance(rng, 0.8) ? m : Uniform(rng, 0, 9)}});

@@ -241,6 +241,22 @@ TEST(Simulator, ATaskLongerThanTheTimeLimitFailsTheRunNamingIt) {
   }
 }
 
+TEST(Simulator, ATaskThatEndsPastTheTimeLimitLateInAChainIsNotSaidToRunPastItAlone) {
+  // Each spin is exactly the limit (86,400 s): the second starts at the
+  // limit and ends past it; it used to be reported as running past it
+  // "alone".
+  SpecBuilder b;
+  b.Add(TaskBuilder("h0", "spin").Us(86400e6));
+  b.Add(TaskBuilder("h1", "spin").Us(86400e6).Inputs({"h0"}));
+  Outcome o = Simulate(b.Build(), "fifo", MakePoolSpec(1));
+  EXPECT_EQ(o.status.code(), StatusCode::kResourceExhausted);
+  const std::string& m = o.status.message();
+  EXPECT_NE(m.find("task 'h1' starts at 86400.000000 s and takes 86400 s, ending past it"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("alone"), std::string::npos) << m;
+}
+
 TEST(Simulator, RejectsBadPoolAndPolicy) {
   SimOptions o;
   o.pool.nodes = 0;

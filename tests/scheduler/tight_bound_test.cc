@@ -108,7 +108,12 @@ JobSpec RandomDag(std::mt19937_64& rng, uint32_t devices) {
       if (l > 0) {
         const int inputs = 1 + static_cast<int>(rng() % 3);
         for (int k = 0; k < inputs; ++k) {
-          std::string in = "t" + std::to_string(l - 1) + "_" + std::to_string(rng() % width);
+          const int from = static_cast<int>(rng() % width);
+          std::string in = "t" + std::to_string(l - 1) + "_" + std::to_string(from);
+          // A gang member reads no send or gang output: their data would give the
+          // members different sizes (refused, as a worker would fail it).
+          const TaskSpec& producer = spec.tasks[spec.tasks.size() - i - width + from];
+          if (gang && (producer.kernel == "send" || producer.collective)) continue;
           if (std::find(t.inputs.begin(), t.inputs.end(), in) == t.inputs.end()) {
             t.inputs.push_back(in);
           }

@@ -13,6 +13,8 @@ namespace hmpmd {
 
 // InvalidArgument "invalid JSON: parse error at line L, column C: ..." or
 // "tasks[2].args: field 'us' given twice" ("field 'x' given twice" at the top).
+// A NUL byte anywhere is an error ("invalid JSON: a NUL byte at line L,
+// column C"), not the end of the text.
 Result<nlohmann::ordered_json> ParseStrictJson(std::string_view text);
 
 }  // namespace hmpmd

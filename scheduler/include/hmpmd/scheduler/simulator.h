@@ -95,7 +95,9 @@ class Simulator {
   std::vector<uint64_t> loads_on_;
   uint64_t state_loads_ = 0;
   double state_load_us_ = 0;
-  std::string too_long_;  // the first task that would end past max_time_us
+  std::string too_long_;       // the first task that would end past max_time_us
+  TimeUs too_long_start_ = 0;  // when it started
+  double too_long_us_ = 0;     // how long it would take (may be inf or NaN)
 };
 
 }  // namespace hmpmd
