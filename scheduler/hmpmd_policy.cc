@@ -25,8 +25,14 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
   if (gang != kNoGroup) p -= static_cast<double>(gang % 1024 + 1) / 1025.0;
   // Several jobs: the job furthest behind its fair share of the core kind
   // the task will run on goes first (job_shares.h); each microsecond a job
-  // is ahead outweighs kFairGain microseconds of rank and waiting.
-  if (fair_.size() > 1) p -= kFairGain * fair_.Clock(task.job, RunsOn(task));
+  // is ahead outweighs kFairGain microseconds of rank and waiting. The
+  // clock counts in steps of kFairStepUs: a job's waiting tasks then go
+  // stale (re-keyed in the engine's heap) once per step, not at each of
+  // its placements.
+  if (fair_.size() > 1) {
+    const double clock = fair_.Clock(task.job, RunsOn(task));
+    p -= kFairGain * std::floor(clock / kFairStepUs) * kFairStepUs;
+  }
   return p;
 }
 
