@@ -60,9 +60,9 @@ class HmpmdPolicy final : public Policy {
   // tie-breaks (clocks restart when the pool has no job).
   static constexpr double kFairGain = 64;
   // Steps of a job's clock the priority sees: jobs within one step of each
-  // other are ordered by rank. 1 ms of fair-share time (moe + moe + moe at
-  // 1:2:3 on 64 devices: shares within 0.5 points of continuous clocks,
-  // simulated 2-4x faster: fewer stale heap entries).
+  // other are ordered by rank. 1 ms of fair-share time (built-in mixes on
+  // 64 devices: cube shares within 2.6 points of continuous clocks, and
+  // simulated 1.5-3x faster: fewer stale entries in the engine's heap).
   static constexpr double kFairStepUs = 1000;
 
   std::string_view Name() const override { return "hmpmd"; }
