@@ -12,17 +12,18 @@
 //
 // Charging: at placement with the estimate, so one scheduling pass already
 // alternates between jobs; again when the run ends, with its measured run
-// time minus that estimate (estimates are per kernel and size
-// bucket and blend the jobs' tasks: charging estimates alone gave one job
-// of a multimodal + moe mix 62% of the cube cores at equal weights).
+// time minus that estimate (estimates are per kernel and size bucket and
+// blend the jobs' tasks: charging estimates alone gave one job of a
+// multimodal + moe mix 62% of the cube cores at equal weights).
 //
 // Lag bound: a clock never trails the most advanced clock of its kind by
 // more than max_lag_us (or twice the largest single charge seen, for tasks
-// long enough that one placement moves a clock further), so a job that had no ready work of a kind
-// for a while (or got less because it had too little) banks at most that much credit and does not
-// then take the cores alone for as long as it was short. A job joins at the least clock of the
-// active jobs; when the last job leaves, the clocks start again from 0 (keeping them small keeps
-// the policy's priorities exact).
+// long enough that one placement moves a clock further), so a job that had
+// no ready work of a kind for a while (or got less because it had too
+// little) banks at most that much credit and does not then take the cores
+// alone for as long as it was short. A job joins at the least clock of the
+// active jobs; when the last job leaves, the clocks start again from 0
+// (keeping them small keeps the policy's priorities exact).
 //
 // Thread-safety: not thread-safe; owned by the policy (scheduler thread).
 #pragma once
