@@ -23,13 +23,26 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
     for (uint32_t c : task.task->consumers) gang = std::min(gang, task.graph->task(c).group);
   }
   if (gang != kNoGroup) p -= static_cast<double>(gang % 1024 + 1) / 1025.0;
-  if (shares_.size() > 1) {
-    auto it = shares_.find(task.job);
-    if (it != shares_.end()) {
-      p -= it->second.placed_us / it->second.weight / cores_ * total_weight_;
-    }
+  // Several jobs: the job furthest behind its fair share of the core kind
+  // the task will run on goes first (job_shares.h); each microsecond a job
+  // is ahead outweighs kFairGain microseconds of rank and waiting. The
+  // clock counts in steps of kFairStepUs: a job's waiting tasks then go
+  // stale (re-keyed in the engine's heap) once per step, not at each of
+  // its placements.
+  if (fair_.size() > 1) {
+    const double clock = fair_.Clock(task.job, RunsOn(task));
+    p -= kFairGain * std::floor(clock / kFairStepUs) * kFairStepUs;
   }
   return p;
+}
+
+CoreKind HmpmdPolicy::RunsOn(const TaskView& task) const {
+  // As Place() chooses (where vector cores have no capacity now, a
+  // communication task may take its own kind's core instead).
+  if (task.task != nullptr && task.task->is_comm && fair_.cores(CoreKind::kVector) > 0) {
+    return CoreKind::kVector;
+  }
+  return task.spec != nullptr ? task.spec->core : CoreKind::kCube;
 }
 
 uint64_t HmpmdPolicy::WaitClass(const TaskView& task) const {
@@ -46,12 +59,9 @@ uint64_t HmpmdPolicy::WaitClass(const TaskView& task) const {
 }
 
 void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
-  double w = std::max(1u, job.graph->spec().weight);
-  shares_[job.id] = {w, 0};
-  total_weight_ += w;
-  double cores = 0;
-  for (int k = 0; k < kNumCoreKinds; ++k) cores += pool.alive_cores(static_cast<CoreKind>(k));
-  cores_ = std::max(1.0, cores);
+  pool_ = &pool;
+  fair_.SetCores(pool);
+  fair_.AddJob(job.id, job.graph->spec().weight);
   share_.AddJob(job, pool);
 }
 
@@ -60,18 +70,29 @@ void HmpmdPolicy::OnJobGrown(const JobRun& job, const ResourcePool& pool) {
 }
 
 void HmpmdPolicy::OnJobRemoved(JobId job) {
-  auto it = shares_.find(job);
-  if (it == shares_.end()) return;
-  total_weight_ -= it->second.weight;
-  shares_.erase(it);
+  fair_.RemoveJob(job);
   share_.RemoveJob(job);
 }
 
 void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId core) {
   share_.OnPlaced(task, core);
   if (task.task != nullptr && task.task->is_comm) comm_cores_.insert(core);
-  auto it = shares_.find(task.job);
-  if (it != shares_.end()) it->second.placed_us += task.est_us;
+  if (pool_ != nullptr) fair_.Charge(task.job, pool_->core(core).kind, task.est_us);
+}
+
+void HmpmdPolicy::OnRunDone(JobId job, uint32_t /*run*/, CoreId core, double est_us,
+                            double ran_us) {
+  if (pool_ != nullptr) fair_.Charge(job, pool_->core(core).kind, ran_us - est_us);
+}
+
+void HmpmdPolicy::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
+  fair_.SetCores(pool);
+  share_.OnDeviceAdded(device, pool);
+}
+
+void HmpmdPolicy::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
+  fair_.SetCores(pool);
+  share_.OnDeviceRemoved(device, pool);
 }
 
 // A core of `kind` free now on a device whose vector core runs

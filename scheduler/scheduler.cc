@@ -344,6 +344,7 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   uint32_t index = run % g.size();
   cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start),
                 pool_.core(rec.core).device);
+  policy_->OnRunDone(job.id, run, rec.core, rec.est_us, static_cast<double>(rec.end - rec.start));
   uint32_t base = run - index;
   // Each input was read once more; the last read frees it on its worker.
   for (uint32_t in : g.task(index).inputs) {

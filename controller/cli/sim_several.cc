@@ -33,21 +33,47 @@ std::string TraceFile(const std::string& file, const std::string& policy, bool s
   return (p.parent_path() / (p.stem().string() + "." + policy + p.extension().string())).string();
 }
 
-std::vector<double> ShareWhileAllRun(const std::vector<const JobRun*>& jobs) {
-  std::vector<double> share(jobs.size(), 0);
+namespace {
+
+// Core time of each job (per kind when `pool` is set, else in slot 0)
+// from 0 to the first job's end, as parts of the total.
+std::vector<std::array<double, kNumCoreKinds>> Shares(const std::vector<const JobRun*>& jobs,
+                                                      const ResourcePool* pool) {
+  std::vector<std::array<double, kNumCoreKinds>> share(jobs.size());
   if (jobs.empty()) return share;
   TimeUs until = jobs.front()->finished;
   for (const JobRun* j : jobs) until = std::min(until, j->finished);
-  double total = 0;
+  std::array<double, kNumCoreKinds> total{};
   for (size_t i = 0; i < jobs.size(); ++i) {
     for (const TaskRecord& r : jobs[i]->runs) {
       const TimeUs from = std::max<TimeUs>(r.start, 0), to = std::min(r.end, until);
-      if (to > from) share[i] += static_cast<double>(to - from);
+      if (to <= from) continue;
+      size_t k = 0;
+      if (pool != nullptr) {
+        if (r.core >= pool->core_count()) continue;
+        k = static_cast<size_t>(pool->core(r.core).kind);
+      }
+      share[i][k] += static_cast<double>(to - from);
+      total[k] += static_cast<double>(to - from);
     }
-    total += share[i];
   }
-  for (double& s : share) s = total > 0 ? s / total : 0;
+  for (auto& s : share) {
+    for (size_t k = 0; k < kNumCoreKinds; ++k) s[k] = total[k] > 0 ? s[k] / total[k] : 0;
+  }
   return share;
+}
+
+}  // namespace
+
+std::vector<double> ShareWhileAllRun(const std::vector<const JobRun*>& jobs) {
+  std::vector<double> out;
+  for (const auto& s : Shares(jobs, nullptr)) out.push_back(s[0]);
+  return out;
+}
+
+std::vector<std::array<double, kNumCoreKinds>> ShareWhileAllRunByKind(
+    const std::vector<const JobRun*>& jobs, const ResourcePool& pool) {
+  return Shares(jobs, &pool);
 }
 
 int SimSeveral(const SimSeveralArgs& a) {
@@ -63,8 +89,9 @@ int SimSeveral(const SimSeveralArgs& a) {
   out["policies"] = json::object();
   std::string table;
   char line[256];
-  std::snprintf(line, sizeof line, "%-10s %-14s %6s %-9s %9s %11s %8s %8s %7s\n", "policy", "job",
-                "weight", "state", "tasks", "end_s", "fair", "share", "wall_s");
+  std::snprintf(line, sizeof line, "%-10s %-14s %6s %-9s %9s %11s %8s %8s %8s %8s %7s\n", "policy",
+                "job", "weight", "state", "tasks", "end_s", "fair", "share", "cube", "vector",
+                "wall_s");
   table += line;
   bool all_ok = true;
   const bool several = a.policies.size() > 1;
@@ -90,6 +117,7 @@ int SimSeveral(const SimSeveralArgs& a) {
     std::vector<const JobRun*> jobs;
     for (JobId id : ids) jobs.push_back((*sim)->scheduler().job(id));
     const std::vector<double> share = ShareWhileAllRun(jobs);
+    const auto by_kind = ShareWhileAllRunByKind(jobs, rp);
     json p;
     p["state"] = st.ok() ? "done" : "failed";
     if (!st.ok()) p["error"] = st.message();
@@ -119,12 +147,18 @@ int SimSeveral(const SimSeveralArgs& a) {
       j["weight"] = weight;
       j["fair_share"] = fair;
       j["share_while_all_run"] = share[i];
+      json kinds = json::object();
+      for (size_t k = 0; k < kNumCoreKinds; ++k) {
+        kinds[std::string(CoreKindName(static_cast<CoreKind>(k)))] = by_kind[i][k];
+      }
+      j["share_while_all_run_by_kind"] = std::move(kinds);
       p["jobs"].push_back(std::move(j));
-      std::snprintf(
-          line, sizeof line, "%-10s %-14.14s %6u %-9s %9llu %11.6f %7.1f%% %7.1f%% %7.2f\n",
-          name.c_str(), OneLine(job.graph->spec().name).c_str(), weight,
-          ended ? std::string(JobStateName(job.state)).c_str() : "failed",
-          static_cast<unsigned long long>(m.tasks), end_s, fair * 100, share[i] * 100, wall);
+      std::snprintf(line, sizeof line,
+                    "%-10s %-14.14s %6u %-9s %9llu %11.6f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.2f\n",
+                    name.c_str(), OneLine(job.graph->spec().name).c_str(), weight,
+                    ended ? std::string(JobStateName(job.state)).c_str() : "failed",
+                    static_cast<unsigned long long>(m.tasks), end_s, fair * 100, share[i] * 100,
+                    by_kind[i][0] * 100, by_kind[i][1] * 100, wall);
       table += line;
       if (!job.error.empty()) table += "  " + name + ": " + OneLine(job.error) + "\n";
       if (!a.trace_file.empty()) {
@@ -157,7 +191,7 @@ int SimSeveral(const SimSeveralArgs& a) {
     std::cout << a.graphs.size() << " jobs on pool " << a.pool.name << " (" << a.pool.devices()
               << " devices, " << a.pool.nodes << " nodes), submitted together; fair: the job's "
               << "weight / all weights; share: its part of the core time the jobs got while all "
-                 "ran\n"
+                 "ran (cube, vector: of that kind's)\n"
               << table;
   }
   return all_ok ? kExitOk : kExitFailed;

@@ -2,6 +2,7 @@
 // pool, per policy, to show how the pool is shared (each job's `weight`).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,5 +33,9 @@ std::string TraceFile(const std::string& file, const std::string& policy, bool s
 // running (from 0 to the first job's end) that each job got, in submission
 // order; all zero when that window is empty.
 std::vector<double> ShareWhileAllRun(const std::vector<const JobRun*>& jobs);
+// The same per core kind (each kind's core time on its own; runs on
+// `pool`'s cores): [job][kind].
+std::vector<std::array<double, kNumCoreKinds>> ShareWhileAllRunByKind(
+    const std::vector<const JobRun*>& jobs, const ResourcePool& pool);
 
 }  // namespace hmpmd

@@ -391,6 +391,9 @@ class EmbeddedRun(unittest.TestCase):
         # Equal work, weights 3 and 1: while both run the heavy job gets
         # about three quarters of the cores, and finishes first.
         self.assertAlmostEqual(jobs[0]["share_while_all_run"], 0.75, delta=0.1)
+        # Spins run on the cube cores only: that kind's share is the same.
+        self.assertAlmostEqual(jobs[0]["share_while_all_run_by_kind"]["cube"], 0.75, delta=0.05)
+        self.assertEqual(jobs[0]["share_while_all_run_by_kind"]["vector"], 0)
         self.assertAlmostEqual(jobs[0]["fair_share"], 0.75)
         self.assertLess(jobs[0]["end_s"], jobs[1]["end_s"])
         # One trace with both jobs on the pool's clock.

@@ -97,6 +97,10 @@ class Policy {
   // gang member proposed and taken back before OnPlaced.
   virtual void OnReleased(JobId /*job*/, uint32_t /*run*/, CoreId /*core*/,
                           const ResourcePool& /*pool*/) {}
+  // Run `run` of `job` ended on `core` (done) after running `ran_us` (its
+  // worker's measure, end - start); OnPlaced() was told `est_us`.
+  virtual void OnRunDone(JobId /*job*/, uint32_t /*run*/, CoreId /*core*/, double /*est_us*/,
+                         double /*ran_us*/) {}
   // A device joined the pool or died (after the pool counts it).
   virtual void OnDeviceAdded(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
   virtual void OnDeviceRemoved(DeviceId /*device*/, const ResourcePool& /*pool*/) {}
