@@ -98,6 +98,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   if (core == kNoCore || !pool_.device(device).alive) return false;
   // Its heap entry is skipped lazily, as for a cancelled run.
   TaskView v = View(job, run);
+  const bool was_ready = rec.state == TaskState::kReady;
   rec.state = TaskState::kRunning;
   rec.early = false;
   rec.attempt = attempt;
@@ -105,6 +106,12 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   rec.est_us = static_cast<float>(cost_.Estimate(*v.spec, kind, device));
   rec.dispatched = now;
   pool_.Assign(core, rec.est_us, now);
+  // The policy counts it as placed, as if it had dispatched it: its job's
+  // fair share is charged the estimate here and the rest when it ends
+  // (OnRunDone), and a device set sees the run on its device.
+  v.est_us = rec.est_us;
+  if (!was_ready) policy_->OnReady(v);
+  policy_->OnPlaced(v, core);
   ++job.running;
   if (job.started < 0) job.started = now;
   job.state = JobState::kRunning;

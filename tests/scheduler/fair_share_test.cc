@@ -282,5 +282,27 @@ TEST_F(FairShareEngine, ALateJobDoesNotTakeThePoolToCatchUp) {
   EXPECT_NEAR(held[0] / (held[0] + held[1]), 0.5, 0.05);
 }
 
+// A run adopted after a controller restart (still running on its worker)
+// is charged to its job like a dispatched one: x's adopted 10 ms run puts
+// x behind y, so y goes first although x's tasks rank higher.
+TEST_F(FairShareEngine, AnAdoptedRunIsChargedToItsJob) {
+  auto p = MakePolicy("hmpmd");
+  ASSERT_TRUE(p.ok());
+  s_ = std::make_unique<Scheduler>(SchedulerOptions{}, std::move(*p));
+  ASSERT_TRUE(s_->RestoreJob(1, test::BuildGraph(Spins("x", 3, 10'000, 1)), {}, JobState::kQueued,
+                             "", 0, -1, 100)
+                  .ok());
+  ASSERT_TRUE(s_->RestoreJob(2, test::BuildGraph(Spins("y", 3, 9'000, 1)), {}, JobState::kQueued,
+                             "", 0, -1, 100)
+                  .ok());
+  const DeviceId d = s_->AddDevice(Device("d0", 1));
+  ASSERT_TRUE(s_->AdoptRun(1, 0, 0, d, CoreKind::kCube, 0, 100));
+  ASSERT_TRUE(s_->OnTaskDone(1, 0, 0, 100, 10'100, 10'100));
+  std::vector<Dispatch> out;
+  s_->Schedule(10'100, &out);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].job, 2u);
+}
+
 }  // namespace
 }  // namespace hmpmd
