@@ -89,8 +89,9 @@ std::string ShortSetsText(const json& sets) {
   for (const json& f : sets) {
     if (!f.is_object()) continue;
     if (!out.empty()) out += "; ";
+    const unsigned asked = f.value("asked", 0u);
     out += "sub-model '" + f.value("submodel", std::string()) + "' asked for " +
-           std::to_string(f.value("asked", 0u)) + " devices and got " +
+           std::to_string(asked) + (asked == 1 ? " device" : " devices") + " and got " +
            std::to_string(f.value("got", 0u));
     if (f.value("shared", 0u) > 0) {
       out += ", " + std::to_string(f.value("shared", 0u)) + " of them shared with other sub-models";

@@ -66,7 +66,7 @@ class SeparateProcesses(unittest.TestCase):
             self.assertEqual((s["asked"], s["got"], s["shared"]), (1, 1, 1), s)
         text = run("status", str(job["id"]), env=self.env).stdout
         self.assertIn("short sets", text)
-        self.assertIn("asked for 1 devices and got 1, 1 of them shared", text)
+        self.assertIn("asked for 1 device and got 1, 1 of them shared", text)
 
     def test_submit_wait_json_reports_a_succeeded_job(self):
         r = run("submit", EXAMPLE, "--wait", "--json", env=self.env)
