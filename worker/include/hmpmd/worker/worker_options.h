@@ -18,8 +18,12 @@ struct WorkerOptions {
   /// Default: none; Run() fails with InvalidArgument when it is empty.
   std::string controller_endpoint;
 
-  /// Human-readable name the controller shows. Default: empty, which
-  /// means "HOSTNAME:PID".
+  /// Human-readable name the controller shows; unique among live workers.
+  /// A worker that registers under the name of a live one with another
+  /// process instance is taken for its restart: the old one is declared
+  /// lost (its tasks run again, its outputs are rebuilt) and refused if
+  /// it comes back. Default: empty, which means "HOSTNAME:PID" (with "/N"
+  /// for the Nth Worker of one process).
   std::string name;
 
   /// Number of cube cores (matrix work). Each core gets its own lane, a
