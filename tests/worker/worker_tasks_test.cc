@@ -210,5 +210,45 @@ TEST_F(WorkerTasksTest, CancelJobDropsQueuedTasksOnly) {
   EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.running == 0; }));
 }
 
+// A gang member dispatched behind a busy lane, whose gang starts over (or
+// whose job fails) before it starts: the controller's CancelRuns drops it
+// from the queue. It must never run, or it would hold the lane waiting for
+// peers that moved on, for the whole peer time-out.
+TEST_F(WorkerTasksTest, CancelRunsDropsAQueuedGangMemberBeforeItWaitsForPeers) {
+  options_.peer_timeout_ms = 60'000;  // far beyond the deadline of every wait here
+  std::promise<void> started;
+  std::promise<void> release;
+  std::shared_future<void> release_signal = release.get_future().share();
+  extra_kernels_.push_back(
+      {"gate", [&started, release_signal](const KernelArgs&, std::span<const Buffer>) {
+         started.set_value();
+         release_signal.wait_for(std::chrono::seconds(5));
+         return std::vector<Buffer>{};
+       }});
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  controller_.Send(AssignBatch{{Task(1, 0, "gate", CoreKind::kVector, 0)}});
+  ASSERT_EQ(started.get_future().wait_for(FakeController::kDeadline), std::future_status::ready);
+
+  // Rank 0 of a gang whose rank 1 never answers; queued behind the gate.
+  TaskAssign member = Task(1, 1, "allreduce", CoreKind::kVector, 0, {{"n", int64_t{16}}});
+  member.gang = GangInfo{0, {"tcp://127.0.0.1:1", "tcp://127.0.0.1:2"}, 77};
+  controller_.Send(AssignBatch{{member, Task(2, 0, "noop", CoreKind::kVector, 0)}});
+  controller_.Send(CancelRuns{1, {1}});
+  EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.running == 2; }))
+      << "the queued member was not dropped";
+  release.set_value();
+
+  // Job 2's task is behind the member on the lane: it finishes within the
+  // deadline only if the member never ran.
+  std::map<Key, TaskResult> got;
+  while (!got.contains(Key(2, 0))) {
+    std::optional<DoneBatch> batch = controller_.WaitFor<DoneBatch>();
+    ASSERT_TRUE(batch) << "the lane is held by the cancelled gang member";
+    for (const TaskResult& r : batch->results) got[Key(r.job, r.task)] = r;
+  }
+  EXPECT_TRUE(got[Key(1, 0)].ok);
+  EXPECT_FALSE(got.contains(Key(1, 1))) << "the cancelled member ran";
+}
+
 }  // namespace
 }  // namespace hmpmd::worker
