@@ -97,6 +97,8 @@ struct WorkerOptions {
   /// the controller runs its whole gang again (counted as one of the gang's
   /// attempts). Smaller finds a stuck or unreachable peer sooner; too small
   /// fails collectives whose peers are merely busy with earlier work.
+  /// Collective frames that arrive for a collective this worker never runs
+  /// (its member went elsewhere) are dropped after 4x this long.
   uint32_t peer_timeout_ms = 60000;
 
   /// Stop (as Worker::Stop) once the process with this pid is no longer
