@@ -199,33 +199,40 @@ JobSpec LongThenGangOfTwo() {
       .Build();
 }
 
-// The dispatched member that shares the long task's core (queued behind
-// it, not started), and the other one; fails the test if there is none.
-std::pair<Dispatch, Dispatch> QueuedAndStartedMember(const std::vector<Dispatch>& out) {
-  EXPECT_EQ(out.size(), 3u);
-  if (out.size() != 3u) return {};
-  const Dispatch& long_task = out[0];
-  EXPECT_EQ(long_task.run, 0u);
+// Submits LongThenGangOfTwo() on two devices of one vector core and
+// dispatches it: the member that shares the long task's core (queued
+// behind it, not started) and the other one. Fails the test otherwise.
+struct QueuedGang {
+  JobId job = 0;
   Dispatch queued, other;
+};
+QueuedGang DispatchWithAQueuedMember(Scheduler& s) {
+  QueuedGang q;
+  for (int i = 0; i < 2; ++i) s.AddDevice(Device("d" + std::to_string(i), 0, 1));
+  auto id = s.AddJob(BuildGraph(LongThenGangOfTwo()), 0);
+  EXPECT_TRUE(id.ok());
+  if (!id.ok()) return q;
+  q.job = *id;
+  const std::vector<Dispatch> out = Step(s, 0);
+  EXPECT_EQ(out.size(), 3u);
+  if (out.size() != 3u) return q;
+  EXPECT_EQ(out[0].run, 0u);  // the long task
   int found = 0;
   for (size_t i = 1; i < out.size(); ++i) {
-    if (out[i].core == long_task.core) {
-      queued = out[i];
+    if (out[i].core == out[0].core) {
+      q.queued = out[i];
       ++found;
     } else {
-      other = out[i];
+      q.other = out[i];
     }
   }
   EXPECT_EQ(found, 1) << "no member queued behind the long task";
-  return {queued, other};
+  return q;
 }
 
 TEST(GangRestartTest, AMemberQueuedBehindOtherWorkIsStoppedWhenAPeerDies) {
   auto s = MakeQueueingScheduler();
-  for (int i = 0; i < 2; ++i) s->AddDevice(Device("d" + std::to_string(i), 0, 1));
-  auto id = s->AddJob(BuildGraph(LongThenGangOfTwo()), 0);
-  ASSERT_TRUE(id.ok());
-  auto [queued, other] = QueuedAndStartedMember(Step(*s, 0));
+  const auto [id, queued, other] = DispatchWithAQueuedMember(*s);
   ASSERT_FALSE(HasFailure());
   s->RemoveDevice(other.device, 100);
   // The queued member never started, but its worker holds it: stopped there.
@@ -242,19 +249,16 @@ TEST(GangRestartTest, AMemberQueuedBehindOtherWorkIsStoppedWhenAPeerDies) {
   EXPECT_NE(again[0].device, again[1].device);
   for (const Dispatch& d : again)
     ASSERT_TRUE(s->OnTaskDone(d.job, d.run, d.attempt, 310, 400, 400));
-  ASSERT_TRUE(s->OnTaskDone(*id, 0, 0, 0, 500, 500));
-  EXPECT_EQ(s->job(*id)->state, JobState::kSucceeded);
+  ASSERT_TRUE(s->OnTaskDone(id, 0, 0, 0, 500, 500));
+  EXPECT_EQ(s->job(id)->state, JobState::kSucceeded);
 }
 
 TEST(GangRestartTest, AMemberQueuedBehindOtherWorkIsStoppedWhenItsPeerFailsTheJob) {
   auto s = MakeQueueingScheduler();
-  for (int i = 0; i < 2; ++i) s->AddDevice(Device("d" + std::to_string(i), 0, 1));
-  auto id = s->AddJob(BuildGraph(LongThenGangOfTwo()), 0);
-  ASSERT_TRUE(id.ok());
-  auto [queued, other] = QueuedAndStartedMember(Step(*s, 0));
+  const auto [id, queued, other] = DispatchWithAQueuedMember(*s);
   ASSERT_FALSE(HasFailure());
-  ASSERT_TRUE(s->OnTaskFailed(*id, other.run, other.attempt, "allreduce: bad frame", false, 10));
-  EXPECT_EQ(s->job(*id)->state, JobState::kFailed);
+  ASSERT_TRUE(s->OnTaskFailed(id, other.run, other.attempt, "allreduce: bad frame", false, 10));
+  EXPECT_EQ(s->job(id)->state, JobState::kFailed);
   // The queued member and the long task are stopped on their worker.
   std::set<uint32_t> stopped;
   for (const RunEnded& a : s->TakeAborted()) {
