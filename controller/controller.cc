@@ -235,6 +235,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
                     Reject{"a worker needs 1 to 4096 cores and at least one kernel", false});
     return;
   }
+  if (!CheckInstance(identity, m, now)) return;
   if (WorkerInfo* old = FindByIdentity(identity)) MarkDead(*old, "re-registered", now);
   // The same process on a new socket (it reconnects when a register goes
   // unanswered, e.g. while this loop was slow): its old entry is gone too.
@@ -254,6 +255,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   w.name = m.name;
   w.data_endpoint = m.data_endpoint;
   w.pid = m.pid;
+  w.instance = m.instance;
   w.last_seen = w.joined = now;
   int64_t offset = now - m.sent_us;
   w.clock_offset_us = (offset > kSameClockUs || offset < -kSameClockUs) ? offset : 0;
@@ -262,6 +264,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   device_worker_[w.device] = w.id;
   by_identity_[identity] = w.id;
   if (!m.data_endpoint.empty()) by_key_[w.key] = w.id;
+  if (m.instance != 0) by_name_[m.name] = w.id;
   workers_.push_back(w);
   outbox_.resize(workers_.size());
   ++alive_workers_;
@@ -290,6 +293,38 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
       ++it;
     }
   }
+}
+
+bool Controller::CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now) {
+  if (m.instance == 0) return true;
+  if (retired_.count(m.instance) > 0) {
+    // Two live processes under one name would replace each other forever:
+    // the older one leaves (Reject without reregister ends its Run()).
+    spdlog::warn("refused worker '{}' (pid {}): a newer process registered under its name", m.name,
+                 m.pid);
+    transport_.Send(identity, Reject{"a newer process registered as worker '" + m.name +
+                                         "'; worker names must be unique",
+                                     false});
+    return false;
+  }
+  auto known = by_name_.find(m.name);
+  if (known == by_name_.end()) return true;
+  WorkerInfo& old = workers_[known->second];
+  if (old.instance == m.instance) return true;  // the same process reconnecting
+  // A new process under this name (the old one crashed and was restarted):
+  // it holds none of the old one's tasks or outputs. The old one is lost,
+  // as when it misses its heartbeats: its running tasks run again and the
+  // outputs only it held are rebuilt (lineage).
+  ++counters_.worker_restarts;
+  if (retired_.insert(old.instance).second) {
+    retired_order_.push_back(old.instance);
+    if (retired_order_.size() > kRetiredKept) {
+      retired_.erase(retired_order_.front());
+      retired_order_.pop_front();
+    }
+  }
+  MarkDead(old, "restarted: a new process registered under its name", now);
+  return true;
 }
 
 void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {

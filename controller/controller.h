@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -95,6 +96,7 @@ struct WorkerInfo {
   std::string name;
   std::string data_endpoint;  // where peers fetch its outputs
   uint32_t pid = 0;
+  uint64_t instance = 0;  // RegisterMsg::instance; 0: not given
   DeviceId device = 0;
   bool alive = true;
   int64_t clock_offset_us = 0;  // added to the worker's timestamps
@@ -140,6 +142,7 @@ struct ControllerCounters {
   uint64_t rebuilt_runs = 0;     // done runs run again for outputs held nowhere
   uint64_t lost_inputs = 0;      // task runs that could not read an input
   uint64_t early_runs = 0;       // runs dispatched behind a producer not yet done
+  uint64_t worker_restarts = 0;  // new processes under a known worker name
 };
 
 class Controller {
@@ -208,6 +211,11 @@ class Controller {
  private:
   void Handle(Incoming in, TimeUs now);
   void OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now);
+  // Restart detection (RegisterMsg::instance): false when `m` comes from
+  // an instance a newer process of its name replaced (refused); else, when
+  // it is a new process under a known name, the old one is declared lost
+  // and its instance is refused from then on.
+  bool CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now);
   void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
   void CheckLiveness(TimeUs now);
   void MarkDead(WorkerInfo& w, std::string why, TimeUs now);
@@ -263,7 +271,14 @@ class Controller {
   std::vector<WorkerInfo> workers_;                        // by WorkerId
   std::unordered_map<std::string, WorkerId> by_identity_;  // live workers
   std::unordered_map<std::string, WorkerId> by_key_;       // live workers, by WorkerKey()
-  std::vector<WorkerId> device_worker_;                    // by DeviceId
+  // The last worker that registered under each name with an instance,
+  // alive or not; and the instances a newer process of their name replaced
+  // (the last kRetiredKept, oldest first in retired_order_).
+  std::unordered_map<std::string, WorkerId> by_name_;
+  std::set<uint64_t> retired_;
+  std::deque<uint64_t> retired_order_;
+  static constexpr size_t kRetiredKept = 4096;
+  std::vector<WorkerId> device_worker_;  // by DeviceId
   size_t alive_workers_ = 0;
   std::vector<std::pair<size_t, std::function<void()>>> worker_waiters_;
   std::map<JobId, std::vector<JobCallback>> job_watchers_;

@@ -1,14 +1,27 @@
 #include "collective_inbox.h"
 
-#include "clock.h"
+#include <algorithm>
+#include <vector>
 
 namespace hmpmd::worker {
+
+CollectiveInbox::CollectiveInbox(CollectiveInboxOptions options) : options_(std::move(options)) {}
 
 void CollectiveInbox::Deliver(uint64_t tag, uint32_t src, zmq::message_t payload) {
   {
     MutexLock lock(&mu_);
+    int64_t now = 0;
+    if (options_.expire_us > 0) {
+      now = options_.now();
+      if (now >= next_sweep_us_) {
+        ExpireLocked(now);
+        next_sweep_us_ = now + std::max<int64_t>(1, options_.expire_us / 4);
+      }
+    }
     if (closed_.count(tag) > 0) return;  // late traffic of an ended collective
-    queues_[{tag, src}].push_back(std::move(payload));
+    Queue& q = queues_[{tag, src}];
+    if (q.frames.empty()) q.since = now;
+    q.frames.push_back(std::move(payload));
   }
   cv_.SignalAll();
 }
@@ -19,10 +32,14 @@ std::optional<zmq::message_t> CollectiveInbox::Take(uint64_t tag, uint32_t src,
   MutexLock lock(&mu_);
   for (;;) {
     auto it = queues_.find({tag, src});
-    if (it != queues_.end() && !it->second.empty()) {
-      zmq::message_t m = std::move(it->second.front());
-      it->second.pop_front();
-      if (it->second.empty()) queues_.erase(it);
+    if (it != queues_.end() && !it->second.frames.empty()) {
+      zmq::message_t m = std::move(it->second.frames.front());
+      it->second.frames.pop_front();
+      if (it->second.frames.empty()) {
+        queues_.erase(it);
+      } else if (options_.expire_us > 0) {
+        it->second.since = options_.now();  // its collective is at work
+      }
       return m;
     }
     const int64_t left = deadline - NowUs();
@@ -33,6 +50,10 @@ std::optional<zmq::message_t> CollectiveInbox::Take(uint64_t tag, uint32_t src,
 
 void CollectiveInbox::Drop(uint64_t tag) {
   MutexLock lock(&mu_);
+  CloseLocked(tag);
+}
+
+void CollectiveInbox::CloseLocked(uint64_t tag) {
   auto it = queues_.lower_bound({tag, 0});
   while (it != queues_.end() && it->first.first == tag) it = queues_.erase(it);
   if (!closed_.insert(tag).second) return;
@@ -43,11 +64,44 @@ void CollectiveInbox::Drop(uint64_t tag) {
   }
 }
 
+void CollectiveInbox::ExpireLocked(int64_t now) {
+  // One pass over the queues, which are ordered by tag: a tag expires when
+  // the latest claim over all its senders is too old.
+  std::vector<uint64_t> stale;
+  size_t frames = 0;
+  for (auto it = queues_.begin(); it != queues_.end();) {
+    const uint64_t tag = it->first.first;
+    int64_t latest = INT64_MIN;
+    size_t n = 0;
+    for (; it != queues_.end() && it->first.first == tag; ++it) {
+      latest = std::max(latest, it->second.since);
+      n += it->second.frames.size();
+    }
+    if (now - latest > options_.expire_us) {
+      stale.push_back(tag);
+      frames += n;
+    }
+  }
+  for (uint64_t tag : stale) CloseLocked(tag);
+  expired_ += stale.size();
+  if (!stale.empty() && options_.log != nullptr) {
+    options_.log->debug(
+        "collective inbox: dropped {} frame(s) of {} collective(s) nobody claimed for {} ms "
+        "(first tag {:#x})",
+        frames, stale.size(), options_.expire_us / 1000, stale.front());
+  }
+}
+
 size_t CollectiveInbox::queued() const {
   MutexLock lock(&mu_);
   size_t n = 0;
-  for (const auto& [key, q] : queues_) n += q.size();
+  for (const auto& [key, q] : queues_) n += q.frames.size();
   return n;
+}
+
+uint64_t CollectiveInbox::expired() const {
+  MutexLock lock(&mu_);
+  return expired_;
 }
 
 }  // namespace hmpmd::worker

@@ -6,25 +6,49 @@
 // collective needs. The controller gives every dispatch of a gang a new
 // tag, so frames of an attempt that was stopped never mix into the next
 // one; those arriving after their collective ended here (Drop) are
-// discarded instead of kept forever.
+// discarded instead of kept forever. Frames of a collective this worker
+// never joins (its member was placed elsewhere, or stopped before the lane
+// saw it) are never Dropped: they expire once nobody has claimed any frame
+// of their tag for CollectiveInboxOptions::expire_us.
 //
 // Thread-safety: thread-safe; the data server delivers, lanes take.
 #pragma once
 
+#include <spdlog/logger.h>
+
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <utility>
 #include <zmq.hpp>
 
+#include "clock.h"
 #include "mutex.h"
 
 namespace hmpmd::worker {
 
+struct CollectiveInboxOptions {
+  // A tag whose frames nobody has claimed (taken) for this long is dropped
+  // and closed, as by Drop(). Long enough that its collective has given up
+  // by then: the data plane uses 4x the peer time-out, after which every
+  // peer waiting on this worker has failed. A member that starts even later
+  // finds nothing and times out (retryable). 0: never. Default: 0.
+  int64_t expire_us = 0;
+  // The clock (monotonic microseconds). Default: NowUs.
+  std::function<int64_t()> now = NowUs;
+  // Where an expiry is logged (debug, one line per sweep); may be null.
+  spdlog::logger* log = nullptr;
+};
+
 class CollectiveInbox {
  public:
+  explicit CollectiveInbox(CollectiveInboxOptions options = {});
+
+  // Queues `payload`; first drops the tags that expired, at most once per
+  // quarter of expire_us.
   void Deliver(uint64_t tag, uint32_t src, zmq::message_t payload) EXCLUDES(mu_);
   // The oldest payload from `src` for `tag`, waiting up to `timeout_us`;
   // nullopt on time-out.
@@ -35,15 +59,31 @@ class CollectiveInbox {
   void Drop(uint64_t tag) EXCLUDES(mu_);
   // Payloads queued, over every tag (for tests and logs).
   size_t queued() const EXCLUDES(mu_);
+  // Tags dropped because nobody claimed them in time.
+  uint64_t expired() const EXCLUDES(mu_);
 
   static constexpr size_t kClosedKept = 4096;
 
  private:
+  // Frames from one sender, and when one of them was last claimed (or,
+  // before any was, when the first arrived).
+  struct Queue {
+    std::deque<zmq::message_t> frames;
+    int64_t since = 0;
+  };
+  void CloseLocked(uint64_t tag) REQUIRES(mu_);
+  // Drops and closes every tag none of whose queues was claimed within
+  // expire_us of `now`.
+  void ExpireLocked(int64_t now) REQUIRES(mu_);
+
+  const CollectiveInboxOptions options_;
   mutable Mutex mu_;
   CondVar cv_;
-  std::map<std::pair<uint64_t, uint32_t>, std::deque<zmq::message_t>> queues_ GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, uint32_t>, Queue> queues_ GUARDED_BY(mu_);
   std::set<uint64_t> closed_ GUARDED_BY(mu_);
   std::deque<uint64_t> closed_order_ GUARDED_BY(mu_);  // oldest first, to bound closed_
+  int64_t next_sweep_us_ GUARDED_BY(mu_) = 0;
+  uint64_t expired_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hmpmd::worker

@@ -16,6 +16,8 @@ DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
       log_(log),
       ctx_(1),
       store_(options_.cap_bytes),
+      // Every peer waiting on this worker has given up long before this.
+      inbox_(CollectiveInboxOptions{.expire_us = 4 * options_.timeout_us, .log = log}),
       server_(&ctx_, &store_, &inbox_, log),
       fetcher_(
           &ctx_, &store_,

@@ -38,7 +38,8 @@ struct DataPlaneOptions {
   uint64_t cap_bytes = 0;          // object store cap; 0: none
   // A fetch or collective step waits this long. A peer that died is found
   // out by the controller, which runs the work again; this only bounds how
-  // long a lane stays stuck on the dead peer.
+  // long a lane stays stuck on the dead peer. Collective frames nobody
+  // claims for 4x this long are dropped (CollectiveInboxOptions::expire_us).
   int64_t timeout_us = 10'000'000;
   // Most bytes of queued tasks' inputs fetched ahead (also kept under
   // cap_bytes with the stored outputs); 0: fetch when a task starts.

@@ -21,10 +21,17 @@ namespace {
 // Lanes are threads; more than this per kind is a typo, not a device.
 constexpr uint32_t kMaxCoresPerKind = 256;
 
+// HOSTNAME:PID, and HOSTNAME:PID/N for the Nth Worker of one process: the
+// controller takes another process (instance) under a known name for a
+// restart of that worker, so two live workers must not share one.
 std::string DefaultName() {
+  static std::atomic<uint32_t> made{0};
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return std::string(host[0] != '\0' ? host : "worker") + ":" + std::to_string(::getpid());
+  std::string name =
+      std::string(host[0] != '\0' ? host : "worker") + ":" + std::to_string(::getpid());
+  if (const uint32_t n = ++made; n > 1) name += "/" + std::to_string(n);
+  return name;
 }
 
 // The address this host uses to reach the controller's host, found by

@@ -4,9 +4,15 @@
 // several times (a gang "fitted" a pool it did not) until sends to the old
 // sockets failed. Now an entry of the same process (name, pid, data
 // endpoint) is replaced, whatever socket it came from.
+//
+// A worker restarted under its name is a new process (RegisterMsg::instance):
+// the old entry is declared lost at once, and the old instance is refused
+// should it come back (two live processes of one name would replace each
+// other forever).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <zmq.hpp>
 
 #include "cluster_fixture.h"
@@ -36,6 +42,15 @@ void RegisterFrom(zmq::socket_t& s, const std::string& endpoint, const RegisterM
   ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(10000)), 1) << "no RegisterAck";
 }
 
+// The controller's answer to the register just sent on `s`.
+std::optional<Message> Reply(zmq::socket_t& s) {
+  zmq::message_t header, body;
+  if (!s.recv(header) || !s.recv(body)) return std::nullopt;
+  auto m = Decode(header.to_string_view(), body.to_string_view());
+  if (!m.ok()) return std::nullopt;
+  return *m;
+}
+
 class WorkerReconnectTest : public ClusterTest {};
 
 TEST_F(WorkerReconnectTest, TheSameWorkerOnANewSocketReplacesItsOldEntry) {
@@ -60,6 +75,56 @@ TEST_F(WorkerReconnectTest, TheSameWorkerOnANewSocketReplacesItsOldEntry) {
   RegisterFrom(bare1, endpoint, FakeWorker(""));
   RegisterFrom(bare2, endpoint, FakeWorker(""));
   EXPECT_EQ(alive(), 5u);
+}
+
+TEST_F(WorkerReconnectTest, ANewInstanceUnderAKnownNameReplacesTheOldOneWhichIsThenRefused) {
+  StartCluster(1, "cube=1");
+  auto alive = [&] {
+    return cluster_->Call([&] { return cluster_->controller().alive_workers(); });
+  };
+  const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
+  zmq::context_t ctx(1);
+  zmq::socket_t first(ctx, zmq::socket_type::dealer), again(ctx, zmq::socket_type::dealer),
+      restarted(ctx, zmq::socket_type::dealer), back(ctx, zmq::socket_type::dealer);
+  RegisterMsg old_process = FakeWorker("tcp://127.0.0.1:1");
+  old_process.instance = 11;
+  RegisterFrom(first, endpoint, old_process);
+  ASSERT_TRUE(Reply(first).has_value());
+  EXPECT_EQ(alive(), 2u);
+  // The same instance on a new socket: the same process reconnecting.
+  RegisterFrom(again, endpoint, old_process);
+  std::optional<Message> ack = Reply(again);
+  ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
+  EXPECT_EQ(alive(), 2u);
+  EXPECT_EQ(cluster_->Call([&] { return cluster_->controller().counters().worker_restarts; }), 0u);
+  // Another instance under the name (another pid and data socket): a
+  // restart. The old entry is lost at once, not after missed heartbeats.
+  RegisterMsg new_process = FakeWorker("tcp://127.0.0.1:3");
+  new_process.pid = 4343;
+  new_process.instance = 22;
+  RegisterFrom(restarted, endpoint, new_process);
+  ack = Reply(restarted);
+  ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
+  EXPECT_EQ(alive(), 2u) << "the restarted worker counted twice";
+  cluster_->Call([&] {
+    const Controller& c = cluster_->controller();
+    EXPECT_EQ(c.counters().worker_restarts, 1u);
+    for (const WorkerInfo& w : c.workers()) {
+      if (w.name != "fake") continue;
+      EXPECT_EQ(w.alive, w.instance == 22) << "instance " << w.instance;
+      if (w.instance == 11 && w.left_reason != "re-registered on a new connection") {
+        EXPECT_NE(w.left_reason.find("restarted"), std::string::npos) << w.left_reason;
+      }
+    }
+  });
+  // The old process was not dead after all: refused for good, so the two
+  // do not take the name from each other in turn.
+  RegisterFrom(back, endpoint, old_process);
+  std::optional<Message> no = Reply(back);
+  ASSERT_TRUE(no && std::holds_alternative<Reject>(*no));
+  EXPECT_FALSE(std::get<Reject>(*no).reregister);
+  EXPECT_NE(std::get<Reject>(*no).reason.find("newer process"), std::string::npos);
+  EXPECT_EQ(alive(), 2u);
 }
 
 }  // namespace

@@ -116,6 +116,7 @@ std::vector<Message> SampleMessages() {
       .held = {{7, 3, 1, CoreKind::kVector, 2}, {9, 0, 0, CoreKind::kCube, 0}},
       .outputs = {{7, 2, uint64_t{1} << 33}, {9, 0, 0}},
       .epoch = 0x0123456789abcdefULL,
+      .instance = 0xfedcba9876543210ULL,
   });
   out.push_back(RegisterMsg{});  // every field at its zero value
   out.push_back(RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(),
@@ -468,12 +469,13 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
 std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
                          const std::function<void(MsgpackWriter&)>& kernels) {
   MsgpackWriter w;
-  w.Array(11).Str("n").Str("").Uint(1);
+  w.Array(12).Str("n").Str("").Uint(1);
   cores(w);
   w.Uint(0);
   kernels(w);
   w.Str("").Int(0).Array(0).Array(0);  // held, outputs: none
   w.Uint(0);                           // epoch: none
+  w.Uint(0);                           // instance: not given
   return w.bytes();
 }
 
@@ -488,6 +490,15 @@ TEST_F(CodecTest, RegisterBodyWrittenByHandDecodes) {
   EXPECT_EQ(m.cores[1].kind, CoreKind::kVector);
   EXPECT_EQ(m.cores[1].count, 3u);
   EXPECT_EQ(m.kernels, std::vector<std::string>{"spin"});
+}
+
+// A version-7 register (no instance) is one field short: refused, not
+// taken for a worker that gave no instance.
+TEST_F(CodecTest, RegisterBodyWithoutItsInstanceIsRejected) {
+  MsgpackWriter w;
+  w.Array(11).Str("n").Str("").Uint(1).Array(1).Array(2).Uint(0).Uint(1).Uint(0);
+  w.Array(1).Str("spin").Str("").Int(0).Array(0).Array(0).Uint(0);
+  ExpectCorruption(SafeDecode(Header(MsgType::kRegister), w.bytes()), "body: ");
 }
 
 TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
@@ -618,7 +629,7 @@ TEST_F(CodecTest, BatchOverMaxBatchIsRejected) {
 
 TEST_F(CodecTest, BatchLimitSmallerThanFieldCountStillDecodesStructs) {
   // max_batch bounds batches, not the field arrays of a struct: a one-task
-  // limit must still admit a TaskAssign (11 fields) and a RegisterMsg (8).
+  // limit must still admit a TaskAssign (11 fields) and a RegisterMsg (12).
   DecodeLimits limits;
   limits.max_batch = 1;
   TaskAssign t;

@@ -179,5 +179,94 @@ TEST(GangRestartTest, ANonRetryableMemberFailureFailsTheJobAndStopsItsPeers) {
   }
 }
 
+// A scheduler whose cores take work queued behind the running task, as
+// the controller's do: a gang member may be dispatched to a worker and
+// wait there, not started, behind other work.
+std::unique_ptr<Scheduler> MakeQueueingScheduler() {
+  SchedulerOptions o;
+  o.pool.max_queue_per_core = 4;
+  o.pool.lookahead_us = 1e12;
+  return std::make_unique<Scheduler>(o, std::move(MakePolicy("fifo")).value());
+}
+
+// A long task, then a gang of two: with two devices of one vector core,
+// one member queues behind the long task.
+JobSpec LongThenGangOfTwo() {
+  return SpecBuilder()
+      .Add(TaskBuilder("long", "sleep").Vector().Us(1'000'000))
+      .Add(TaskBuilder("ar0", "allreduce").Vector().Collective("g", "allreduce"))
+      .Add(TaskBuilder("ar1", "allreduce").Vector().Collective("g", "allreduce"))
+      .Build();
+}
+
+// Submits LongThenGangOfTwo() on two devices of one vector core and
+// dispatches it: the member that shares the long task's core (queued
+// behind it, not started) and the other one. Fails the test otherwise.
+struct QueuedGang {
+  JobId job = 0;
+  Dispatch queued, other;
+};
+QueuedGang DispatchWithAQueuedMember(Scheduler& s) {
+  QueuedGang q;
+  for (int i = 0; i < 2; ++i) s.AddDevice(Device("d" + std::to_string(i), 0, 1));
+  auto id = s.AddJob(BuildGraph(LongThenGangOfTwo()), 0);
+  EXPECT_TRUE(id.ok());
+  if (!id.ok()) return q;
+  q.job = *id;
+  const std::vector<Dispatch> out = Step(s, 0);
+  EXPECT_EQ(out.size(), 3u);
+  if (out.size() != 3u) return q;
+  EXPECT_EQ(out[0].run, 0u);  // the long task
+  int found = 0;
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].core == out[0].core) {
+      q.queued = out[i];
+      ++found;
+    } else {
+      q.other = out[i];
+    }
+  }
+  EXPECT_EQ(found, 1) << "no member queued behind the long task";
+  return q;
+}
+
+TEST(GangRestartTest, AMemberQueuedBehindOtherWorkIsStoppedWhenAPeerDies) {
+  auto s = MakeQueueingScheduler();
+  const auto [id, queued, other] = DispatchWithAQueuedMember(*s);
+  ASSERT_FALSE(HasFailure());
+  s->RemoveDevice(other.device, 100);
+  // The queued member never started, but its worker holds it: stopped there.
+  std::vector<RunEnded> aborted = s->TakeAborted();
+  ASSERT_EQ(aborted.size(), 1u);
+  EXPECT_EQ(aborted[0].run, queued.run);
+  EXPECT_EQ(aborted[0].device, queued.device);
+  // With one device left the gang waits (it needs two) instead of running
+  // one member alone; a new device lets it run again, together.
+  EXPECT_TRUE(Step(*s, 200).empty());
+  s->AddDevice(Device("d2", 0, 1));
+  std::vector<Dispatch> again = Step(*s, 300);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_NE(again[0].device, again[1].device);
+  for (const Dispatch& d : again)
+    ASSERT_TRUE(s->OnTaskDone(d.job, d.run, d.attempt, 310, 400, 400));
+  ASSERT_TRUE(s->OnTaskDone(id, 0, 0, 0, 500, 500));
+  EXPECT_EQ(s->job(id)->state, JobState::kSucceeded);
+}
+
+TEST(GangRestartTest, AMemberQueuedBehindOtherWorkIsStoppedWhenItsPeerFailsTheJob) {
+  auto s = MakeQueueingScheduler();
+  const auto [id, queued, other] = DispatchWithAQueuedMember(*s);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(s->OnTaskFailed(id, other.run, other.attempt, "allreduce: bad frame", false, 10));
+  EXPECT_EQ(s->job(id)->state, JobState::kFailed);
+  // The queued member and the long task are stopped on their worker.
+  std::set<uint32_t> stopped;
+  for (const RunEnded& a : s->TakeAborted()) {
+    EXPECT_EQ(a.device, queued.device);
+    stopped.insert(a.run);
+  }
+  EXPECT_EQ(stopped, (std::set<uint32_t>{0, queued.run}));
+}
+
 }  // namespace
 }  // namespace hmpmd::test

@@ -382,5 +382,47 @@ TEST(CollectiveInboxTest, FramesOfAnEndedCollectiveAreDroppedEvenWhenTheyComeLat
   EXPECT_EQ(inbox.queued(), 1u);
 }
 
+// Frames for a collective this worker never joins (its member went to
+// another worker, or was dropped before the lane saw it) are claimed by
+// nobody and never Dropped: they expire after the bound instead of staying
+// for the life of the process. A collective that takes its frames keeps
+// them, however long it runs.
+TEST(CollectiveInboxTest, FramesNobodyClaimsExpireAfterTheBound) {
+  int64_t now = 1'000'000;
+  CollectiveInbox inbox(CollectiveInboxOptions{.expire_us = 400, .now = [&now] { return now; }});
+  inbox.Deliver(1, 0, zmq::message_t(std::string("never claimed")));
+  inbox.Deliver(2, 0, zmq::message_t(std::string("claimed")));
+  inbox.Deliver(2, 0, zmq::message_t(std::string("claimed later")));
+  now += 300;
+  ASSERT_TRUE(inbox.Take(2, 0, 0).has_value());  // tag 2's member is at work
+  now += 200;  // tag 1 waited 500 us, tag 2 was last claimed 200 us ago
+  inbox.Deliver(3, 1, zmq::message_t(std::string("fresh")));  // the sweep runs here
+  EXPECT_EQ(inbox.queued(), 2u);
+  EXPECT_EQ(inbox.expired(), 1u);
+  EXPECT_FALSE(inbox.Take(1, 0, 0).has_value());
+  // A peer of the expired collective that sends on is dropped too.
+  inbox.Deliver(1, 0, zmq::message_t(std::string("late")));
+  EXPECT_FALSE(inbox.Take(1, 0, 0).has_value());
+  std::optional<zmq::message_t> m = inbox.Take(2, 0, 0);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->to_string(), "claimed later");
+  // Much later, the rest goes the same way; bounded by the clock, not by
+  // what arrives (the sweep needs only one delivery).
+  now += 10'000;
+  inbox.Deliver(4, 0, zmq::message_t(std::string("new")));
+  EXPECT_EQ(inbox.queued(), 1u);
+  EXPECT_EQ(inbox.expired(), 2u);
+}
+
+TEST(CollectiveInboxTest, WithoutABoundNothingExpires) {
+  int64_t now = 0;
+  CollectiveInbox inbox(CollectiveInboxOptions{.expire_us = 0, .now = [&now] { return now; }});
+  inbox.Deliver(1, 0, zmq::message_t(std::string("kept")));
+  now += int64_t{1} << 40;
+  inbox.Deliver(2, 0, zmq::message_t(std::string("kept too")));
+  EXPECT_EQ(inbox.queued(), 2u);
+  EXPECT_EQ(inbox.expired(), 0u);
+}
+
 }  // namespace
 }  // namespace hmpmd::worker

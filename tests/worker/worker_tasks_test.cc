@@ -20,7 +20,41 @@ using testing::Key;
 using testing::kWorkerId;
 using testing::Task;
 
-class WorkerTasksTest : public testing::WorkerFixture {};
+class WorkerTasksTest : public testing::WorkerFixture {
+ protected:
+  // Registers a kernel "gate" that holds its lane until OpenGate() (at
+  // most 5 s), so that tasks queue behind it.
+  void AddGate() {
+    extra_kernels_.push_back({"gate", [this, release = gate_release_.get_future().share()](
+                                          const KernelArgs&, std::span<const Buffer>) {
+                                gate_started_.set_value();
+                                release.wait_for(std::chrono::seconds(5));
+                                return std::vector<Buffer>{};
+                              }});
+  }
+  bool GateStarted() {
+    return gate_started_.get_future().wait_for(FakeController::kDeadline) ==
+           std::future_status::ready;
+  }
+  void OpenGate() { gate_release_.set_value(); }
+  // Results until `last` has one (each wait bounded by the deadline).
+  std::map<Key, TaskResult> ResultsUntil(Key last) {
+    std::map<Key, TaskResult> got;
+    while (!got.contains(last)) {
+      std::optional<DoneBatch> batch = controller_.WaitFor<DoneBatch>();
+      if (!batch) {
+        ADD_FAILURE() << "no result of job " << last.first << " task " << last.second;
+        break;
+      }
+      for (const TaskResult& r : batch->results) got[Key(r.job, r.task)] = r;
+    }
+    return got;
+  }
+
+ private:
+  std::promise<void> gate_started_;
+  std::promise<void> gate_release_;
+};
 
 TEST_F(WorkerTasksTest, RunsTasksOnCubeAndVectorLanes) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
@@ -174,19 +208,10 @@ TEST_F(WorkerTasksTest, RandomFramesNeverStopTheWorker) {
 }
 
 TEST_F(WorkerTasksTest, CancelJobDropsQueuedTasksOnly) {
-  std::promise<void> started;
-  std::shared_future<void> release_signal;
-  std::promise<void> release;
-  release_signal = release.get_future().share();
-  extra_kernels_.push_back(
-      {"gate", [&started, release_signal](const KernelArgs&, std::span<const Buffer>) {
-         started.set_value();
-         release_signal.wait_for(std::chrono::seconds(5));
-         return std::vector<Buffer>{};
-       }});
+  AddGate();
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   controller_.Send(AssignBatch{{Task(1, 0, "gate", CoreKind::kCube, 0)}});
-  ASSERT_EQ(started.get_future().wait_for(FakeController::kDeadline), std::future_status::ready);
+  ASSERT_TRUE(GateStarted());
 
   AssignBatch queued;
   for (uint32_t t = 1; t <= 3; ++t) queued.tasks.push_back(Task(1, t, "noop", CoreKind::kCube, 0));
@@ -195,19 +220,43 @@ TEST_F(WorkerTasksTest, CancelJobDropsQueuedTasksOnly) {
   controller_.Send(CancelJob{1});
   // The heartbeat counts the running gate and job 2's task once the cancel is in.
   EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.running == 2; }));
-  release.set_value();
+  OpenGate();
 
   // Job 2's task sits behind job 1's on the lane: once it is done, any
   // result of a cancelled task would have come.
-  std::map<Key, TaskResult> got;
-  while (!got.contains(Key(2, 0))) {
-    std::optional<DoneBatch> batch = controller_.WaitFor<DoneBatch>();
-    ASSERT_TRUE(batch) << "job 2's task never finished";
-    for (const TaskResult& r : batch->results) got[Key(r.job, r.task)] = r;
-  }
+  std::map<Key, TaskResult> got = ResultsUntil(Key(2, 0));
+  ASSERT_TRUE(got.contains(Key(2, 0))) << "job 2's task never finished";
   EXPECT_TRUE(got[Key(1, 0)].ok);
   EXPECT_EQ(got.size(), 2u) << "a cancelled task ran";
   EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.running == 0; }));
+}
+
+// A gang member dispatched behind a busy lane, whose gang starts over (or
+// whose job fails) before it starts: the controller's CancelRuns drops it
+// from the queue. It must never run, or it would hold the lane waiting for
+// peers that moved on, for the whole peer time-out.
+TEST_F(WorkerTasksTest, CancelRunsDropsAQueuedGangMemberBeforeItWaitsForPeers) {
+  options_.peer_timeout_ms = 60'000;  // far beyond the deadline of every wait here
+  AddGate();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  controller_.Send(AssignBatch{{Task(1, 0, "gate", CoreKind::kVector, 0)}});
+  ASSERT_TRUE(GateStarted());
+
+  // Rank 0 of a gang whose rank 1 never answers; queued behind the gate.
+  TaskAssign member = Task(1, 1, "allreduce", CoreKind::kVector, 0, {{"n", int64_t{16}}});
+  member.gang = GangInfo{0, {"tcp://127.0.0.1:1", "tcp://127.0.0.1:2"}, 77};
+  controller_.Send(AssignBatch{{member, Task(2, 0, "noop", CoreKind::kVector, 0)}});
+  controller_.Send(CancelRuns{1, {1}});
+  EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.running == 2; }))
+      << "the queued member was not dropped";
+  OpenGate();
+
+  // Job 2's task is behind the member on the lane: it finishes within the
+  // deadline only if the member never ran.
+  std::map<Key, TaskResult> got = ResultsUntil(Key(2, 0));
+  ASSERT_TRUE(got.contains(Key(2, 0))) << "the lane is held by the cancelled gang member";
+  EXPECT_TRUE(got[Key(1, 0)].ok);
+  EXPECT_FALSE(got.contains(Key(1, 1))) << "the cancelled member ran";
 }
 
 }  // namespace

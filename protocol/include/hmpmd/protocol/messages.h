@@ -23,8 +23,10 @@ namespace hmpmd {
 // peer would refuse or drop; 6: the store's epoch in RegisterMsg and
 // RegisterAck (a version-5 worker would adopt a new controller's job ids
 // for an old controller's outputs); 7: TaskResult.retryable (a collective
-// that timed out restarts its gang; the decoder takes an exact field count).
-inline constexpr uint8_t kProtocolVersion = 7;
+// that timed out restarts its gang; the decoder takes an exact field count);
+// 8: RegisterMsg.instance (a worker restarted under the same name is told
+// apart from the same process reconnecting).
+inline constexpr uint8_t kProtocolVersion = 8;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -107,9 +109,18 @@ struct RegisterMsg {
   // same epoch; another one (a fresh store, or none) has other jobs under
   // the same ids.
   uint64_t epoch = 0;
+  // Drawn at random once per worker process (per Worker object, for
+  // embedded ones), never 0 from a real worker. A register under a known
+  // name with another instance comes from a new process: the controller
+  // declares the old one lost (its tasks run again, its outputs are rebuilt)
+  // and refuses the old instance from then on. The same instance is the
+  // same process reconnecting. 0: not given (only the name, pid and data
+  // endpoint tell workers apart).
+  uint64_t instance = 0;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held, outputs, epoch);
+    ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held, outputs, epoch,
+       instance);
   }
   friend bool operator==(const RegisterMsg&, const RegisterMsg&) = default;
 };

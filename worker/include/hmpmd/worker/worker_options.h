@@ -18,8 +18,12 @@ struct WorkerOptions {
   /// Default: none; Run() fails with InvalidArgument when it is empty.
   std::string controller_endpoint;
 
-  /// Human-readable name the controller shows. Default: empty, which
-  /// means "HOSTNAME:PID".
+  /// Human-readable name the controller shows; unique among live workers.
+  /// A worker that registers under the name of a live one with another
+  /// process instance is taken for its restart: the old one is declared
+  /// lost (its tasks run again, its outputs are rebuilt) and refused if
+  /// it comes back. Default: empty, which means "HOSTNAME:PID" (with "/N"
+  /// for the Nth Worker of one process).
   std::string name;
 
   /// Number of cube cores (matrix work). Each core gets its own lane, a
@@ -93,6 +97,8 @@ struct WorkerOptions {
   /// the controller runs its whole gang again (counted as one of the gang's
   /// attempts). Smaller finds a stuck or unreachable peer sooner; too small
   /// fails collectives whose peers are merely busy with earlier work.
+  /// Collective frames that arrive for a collective this worker never runs
+  /// (its member went elsewhere) are dropped after 4x this long.
   uint32_t peer_timeout_ms = 60000;
 
   /// Stop (as Worker::Stop) once the process with this pid is no longer
