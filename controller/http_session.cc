@@ -10,6 +10,8 @@
 #include <exception>
 #include <utility>
 
+#include "http_target.h"
+
 namespace hmpmd {
 namespace http_internal {
 namespace {
@@ -86,13 +88,12 @@ bool IsHttpParseError(const beast::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category();
 }
 
-HttpRequest ToHttpRequest(http::request<http::string_body>&& req) {
+HttpRequest ToHttpRequest(http::request<http::string_body>&& req, HttpTarget&& target) {
   HttpRequest out;
   out.method = std::string(Sv(req.method_string()));
-  out.target = std::string(Sv(req.target()));
-  size_t q = out.target.find('?');
-  out.path = out.target.substr(0, q);
-  if (q != std::string::npos) out.query = out.target.substr(q + 1);
+  out.target = std::move(target.origin);
+  out.path = std::move(target.path);
+  out.query = std::move(target.query);
   for (const auto& field : req) {
     auto [it, inserted] =
         out.headers.emplace(ToLower(Sv(field.name_string())), std::string(Sv(field.value())));
@@ -103,6 +104,13 @@ HttpRequest ToHttpRequest(http::request<http::string_body>&& req) {
   }
   out.body = std::move(req.body());
   return out;
+}
+
+bool IsImplemented(const HttpServerOptions& options, std::string_view method) {
+  for (const std::string& m : options.methods) {
+    if (m == method) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -198,7 +206,17 @@ void Session::OnRead(beast::error_code ec) {
   version_ = req.version();
   keep_alive_ = req.keep_alive();
   head_ = req.method() == http::verb::head;
-  HttpRequest request = ToHttpRequest(std::move(req));
+  // The request was read whole, so the connection stays usable after these
+  // answers. The method is judged first: CONNECT's target is no path, and
+  // what it needs to hear is that the server does not do CONNECT.
+  const std::string_view method = Sv(req.method_string());
+  if (!IsImplemented(core_->options, method)) {
+    return WriteResponse(
+        ErrorResponse(501, "method " + ShownInError(method) + " is not implemented"));
+  }
+  auto target = ParseHttpTarget(Sv(req.target()));
+  if (!target.ok()) return WriteResponse(ErrorResponse(400, target.status().message()));
+  HttpRequest request = ToHttpRequest(std::move(req), std::move(target).value());
   // The stream takes no query parameters: one given goes to the handler,
   // which refuses it (RestApi: 400 naming it). "?" and "?&" name none.
   if (request.method == "GET" && request.path == kHttpEventsPath &&
