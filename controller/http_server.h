@@ -65,6 +65,10 @@ struct HttpServerOptions {
   // connection is closed. Job specs are small; a higher limit lets a client
   // make the server buffer more. Default: 16 MiB.
   size_t max_body_bytes = size_t{16} << 20;
+  // The option that sets max_body_bytes, named in the 413 answer so that
+  // its reader knows what to raise (`hmpmd controller`: "--max-spec-mb",
+  // which also sets max_body_bytes). Default: none.
+  std::string max_body_flag;
   // Request methods the server implements: any other gets 501 (and never
   // reaches the handler), before its target is looked at. A method named
   // here that a route does not take is the handler's to refuse (405).

@@ -113,6 +113,24 @@ bool IsImplemented(const HttpServerOptions& options, std::string_view method) {
   return false;
 }
 
+// "request body exceeds the limit of 1 MiB (1048576 bytes; set by --max-spec-mb)"
+std::string BodyLimitError(const HttpServerOptions& options) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  const size_t limit = options.max_body_bytes;
+  std::string out = "request body exceeds the limit of ";
+  std::string detail;
+  if (limit >= kMiB && limit % kMiB == 0) {
+    out += std::to_string(limit / kMiB) + " MiB";
+    detail = std::to_string(limit) + " bytes";
+  } else {
+    out += std::to_string(limit) + " bytes";
+  }
+  if (!options.max_body_flag.empty()) {
+    detail += (detail.empty() ? "set by " : "; set by ") + options.max_body_flag;
+  }
+  return detail.empty() ? out : out + " (" + detail + ")";
+}
+
 }  // namespace
 
 HttpResponse ErrorResponse(int status, std::string_view message) {
@@ -185,10 +203,7 @@ void Session::ReadBody() {
 
 void Session::OnRead(beast::error_code ec) {
   if (closed_) return;
-  if (ec == http::error::body_limit) {
-    return WriteError(
-        413, "request body exceeds " + std::to_string(core_->options.max_body_bytes) + " bytes");
-  }
+  if (ec == http::error::body_limit) return WriteError(413, BodyLimitError(core_->options));
   if (ec == http::error::header_limit) return WriteError(431, "request headers too large");
   // end_of_stream is a clean close between requests; partial_message is
   // a peer that vanished mid-request: neither gets an answer.

@@ -260,6 +260,53 @@ TEST_F(HttpServerTest, MalformedRequestGets400AndServerKeepsServing) {
   EXPECT_EQ(ok->status, 200);
 }
 
+TEST_F(HttpServerTest, BodyOverLimitGets413NamingTheLimitThenTheConnectionCloses) {
+  HttpServerOptions o = Options();
+  o.max_body_bytes = size_t{1} << 20;
+  o.max_body_flag = "--max-spec-mb";
+  std::atomic<int> handled{0};
+  auto server = StartServer(o, [&](HttpRequest req, HttpReply reply) {
+    ++handled;
+    EchoHandler()(std::move(req), std::move(reply));
+  });
+  const std::string want =
+      R"x({"error": "request body exceeds the limit of 1 MiB (1048576 bytes; set by --max-spec-mb)"})x";
+  {
+    // A keep-alive connection: a good request, then one whose declared
+    // length is over the limit, answered before its body is sent.
+    RawSocket raw(server->port());
+    ASSERT_TRUE(raw.connected());
+    std::string got;
+    ASSERT_TRUE(raw.Send("GET /one HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(raw.ReadUntil(&got, "\"path\":\"/one\""));
+    got.clear();
+    ASSERT_TRUE(
+        raw.Send("POST /two HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 2097152\r\n\r\n"));
+    EXPECT_TRUE(raw.ReadToEof(&got)) << "the connection is closed, not left mid-body: " << got;
+    EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+    EXPECT_NE(got.find("Connection: close\r\n"), std::string::npos) << got;
+    EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), want);
+  }
+  {
+    // Chunked: found out while reading the body.
+    RawSocket raw(server->port());
+    ASSERT_TRUE(raw.connected());
+    std::string got;
+    ASSERT_TRUE(raw.Send("POST /three HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    const std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
+    for (int i = 0; i < 17 && raw.Send(chunk); ++i) {
+    }
+    EXPECT_TRUE(raw.ReadToEof(&got)) << got;
+    EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got.substr(0, 200);
+    EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), want);
+  }
+  EXPECT_EQ(handled.load(), 1);
+  auto ok = HttpCall(Url(*server), "POST", "/four", std::string(1 << 20, 'x'), {}, kCallTimeout);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->status, 200) << "a body of exactly the limit is taken";
+}
+
 TEST_F(HttpServerTest, AbsoluteFormTargetsAreRoutedByTheirPathAndQuery) {
   auto server = StartServer(Options(), EchoHandler());
   RawSocket raw(server->port());
