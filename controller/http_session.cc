@@ -300,9 +300,11 @@ void Session::WriteResponse(HttpResponse r) {
     h += value;
     h += "\r\n";
   }
-  h += "Content-Length: ";
-  AppendNumber(h, body.size());
-  h += "\r\n";
+  if (out_.status != 204) {  // RFC 9110 §8.6: a 204 has no Content-Length
+    h += "Content-Length: ";
+    AppendNumber(h, body.size());
+    h += "\r\n";
+  }
   if (version_ == 10 && keep_alive) h += "Connection: keep-alive\r\n";
   if (version_ != 10 && !keep_alive) h += "Connection: close\r\n";
   h += "\r\n";
