@@ -1,8 +1,13 @@
 // HttpServer: the controller's HTTP/1.1 front door, on Boost.Beast/Asio.
 //
 // It parses requests into plain HttpRequest values and hands them to one
-// HttpHandler; the handler answers later, from any thread, through the
-// HttpReply it was given. GET /api/v1/events never reaches the handler: the
+// HttpHandler, having answered itself what no handler could: a malformed
+// request (400, or 431 for a huge head), a body over max_body_bytes (413,
+// then the connection is closed), a method outside `methods` (501) and a
+// request-target that is not a path (400; see http_target.h: absolute-form
+// targets are stripped to their path and the path is percent-decoded).
+// The handler answers later, from any thread, through the HttpReply it was
+// given. GET /api/v1/events never reaches the handler: the
 // server keeps those connections open as Server-Sent Events streams and
 // feeds them from Broadcast(). No Beast type appears in this header.
 //
@@ -30,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cpu_budget.h"
 #include "hmpmd/protocol/status.h"
@@ -59,6 +65,15 @@ struct HttpServerOptions {
   // connection is closed. Job specs are small; a higher limit lets a client
   // make the server buffer more. Default: 16 MiB.
   size_t max_body_bytes = size_t{16} << 20;
+  // The option that sets max_body_bytes, named in the 413 answer so that
+  // its reader knows what to raise (`hmpmd controller`: "--max-spec-mb",
+  // which also sets max_body_bytes). Default: none.
+  std::string max_body_flag;
+  // Request methods the server implements: any other gets 501 (and never
+  // reaches the handler), before its target is looked at. A method named
+  // here that a route does not take is the handler's to refuse (405).
+  // Default: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS.
+  std::vector<std::string> methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
   // Open connections (SSE streams included) beyond which new connections
   // get 503 and are closed. Each costs a socket and a few KiB.
   // Default: 1024.

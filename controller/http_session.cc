@@ -10,6 +10,8 @@
 #include <exception>
 #include <utility>
 
+#include "http_target.h"
+
 namespace hmpmd {
 namespace http_internal {
 namespace {
@@ -86,13 +88,12 @@ bool IsHttpParseError(const beast::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category();
 }
 
-HttpRequest ToHttpRequest(http::request<http::string_body>&& req) {
+HttpRequest ToHttpRequest(http::request<http::string_body>&& req, HttpTarget&& target) {
   HttpRequest out;
   out.method = std::string(Sv(req.method_string()));
-  out.target = std::string(Sv(req.target()));
-  size_t q = out.target.find('?');
-  out.path = out.target.substr(0, q);
-  if (q != std::string::npos) out.query = out.target.substr(q + 1);
+  out.target = std::move(target.origin);
+  out.path = std::move(target.path);
+  out.query = std::move(target.query);
   for (const auto& field : req) {
     auto [it, inserted] =
         out.headers.emplace(ToLower(Sv(field.name_string())), std::string(Sv(field.value())));
@@ -103,6 +104,31 @@ HttpRequest ToHttpRequest(http::request<http::string_body>&& req) {
   }
   out.body = std::move(req.body());
   return out;
+}
+
+bool IsImplemented(const HttpServerOptions& options, std::string_view method) {
+  for (const std::string& m : options.methods) {
+    if (m == method) return true;
+  }
+  return false;
+}
+
+// "request body exceeds the limit of 1 MiB (1048576 bytes; set by --max-spec-mb)"
+std::string BodyLimitError(const HttpServerOptions& options) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  const size_t limit = options.max_body_bytes;
+  std::string out = "request body exceeds the limit of ";
+  std::string detail;
+  if (limit >= kMiB && limit % kMiB == 0) {
+    out += std::to_string(limit / kMiB) + " MiB";
+    detail = std::to_string(limit) + " bytes";
+  } else {
+    out += std::to_string(limit) + " bytes";
+  }
+  if (!options.max_body_flag.empty()) {
+    detail += (detail.empty() ? "set by " : "; set by ") + options.max_body_flag;
+  }
+  return detail.empty() ? out : out + " (" + detail + ")";
 }
 
 }  // namespace
@@ -177,10 +203,7 @@ void Session::ReadBody() {
 
 void Session::OnRead(beast::error_code ec) {
   if (closed_) return;
-  if (ec == http::error::body_limit) {
-    return WriteError(
-        413, "request body exceeds " + std::to_string(core_->options.max_body_bytes) + " bytes");
-  }
+  if (ec == http::error::body_limit) return WriteError(413, BodyLimitError(core_->options));
   if (ec == http::error::header_limit) return WriteError(431, "request headers too large");
   // end_of_stream is a clean close between requests; partial_message is
   // a peer that vanished mid-request: neither gets an answer.
@@ -198,7 +221,17 @@ void Session::OnRead(beast::error_code ec) {
   version_ = req.version();
   keep_alive_ = req.keep_alive();
   head_ = req.method() == http::verb::head;
-  HttpRequest request = ToHttpRequest(std::move(req));
+  // The request was read whole, so the connection stays usable after these
+  // answers. The method is judged first: CONNECT's target is no path, and
+  // what it needs to hear is that the server does not do CONNECT.
+  const std::string_view method = Sv(req.method_string());
+  if (!IsImplemented(core_->options, method)) {
+    return WriteResponse(
+        ErrorResponse(501, "method " + ShownInError(method) + " is not implemented"));
+  }
+  auto target = ParseHttpTarget(Sv(req.target()));
+  if (!target.ok()) return WriteResponse(ErrorResponse(400, target.status().message()));
+  HttpRequest request = ToHttpRequest(std::move(req), std::move(target).value());
   // The stream takes no query parameters: one given goes to the handler,
   // which refuses it (RestApi: 400 naming it). "?" and "?&" name none.
   if (request.method == "GET" && request.path == kHttpEventsPath &&
@@ -267,9 +300,11 @@ void Session::WriteResponse(HttpResponse r) {
     h += value;
     h += "\r\n";
   }
-  h += "Content-Length: ";
-  AppendNumber(h, body.size());
-  h += "\r\n";
+  if (out_.status != 204) {  // RFC 9110 §8.6: a 204 has no Content-Length
+    h += "Content-Length: ";
+    AppendNumber(h, body.size());
+    h += "\r\n";
+  }
   if (version_ == 10 && keep_alive) h += "Connection: keep-alive\r\n";
   if (version_ != 10 && !keep_alive) h += "Connection: close\r\n";
   h += "\r\n";

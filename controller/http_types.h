@@ -12,10 +12,12 @@
 namespace hmpmd {
 
 struct HttpRequest {
-  std::string method;                          // "GET", "POST", "DELETE", ...
-  std::string target;                          // path and query, e.g. "/api/v1/jobs/3?x=1"
-  std::string path;                            // target without the query
-  std::string query;                           // after '?', may be empty
+  std::string method;  // "GET", "POST", "DELETE", ...
+  // Origin-form, as sent (an absolute-form target is stripped to this):
+  // path and query, escapes kept, e.g. "/api/v1/jobs/%33?x=1".
+  std::string target;
+  std::string path;   // the target's path, percent-decoded: "/api/v1/jobs/3"
+  std::string query;  // after '?', escapes kept (decoded per parameter); may be empty
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
 };

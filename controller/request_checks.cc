@@ -1,51 +1,23 @@
 #include "request_checks.h"
 
 #include "hmpmd/protocol/job_spec.h"
+#include "http_target.h"
 
 namespace hmpmd {
 namespace {
 
 constexpr std::string_view kJobsPrefix = "/api/v1/jobs/";
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string Printable(std::string_view text) {
-  std::string shown;
-  for (char c : text.substr(0, 64)) {
-    const auto u = static_cast<unsigned char>(c);
-    shown += u >= 0x20 && u < 0x7f ? c : '?';
-  }
-  return text.size() > 64 ? shown + "..." : shown;
-}
-
 // application/x-www-form-urlencoded: %XX is a byte, '+' a space. A '%'
 // not followed by two hex digits, an encoded NUL or control character, or
 // bytes that are not UTF-8 are refused rather than guessed at.
 Result<std::string> Decode(std::string_view raw, std::string_view piece) {
-  std::string out;
-  out.reserve(raw.size());
-  for (size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] == '+') {
-      out += ' ';
-    } else if (raw[i] != '%') {
-      out += raw[i];
-    } else {
-      const int hi = i + 2 < raw.size() ? HexDigit(raw[i + 1]) : -1;
-      const int lo = hi >= 0 ? HexDigit(raw[i + 2]) : -1;
-      if (lo < 0) {
-        return Status::InvalidArgument("query: bad percent-encoding in '" + Printable(piece) + "'");
-      }
-      out += static_cast<char>(hi * 16 + lo);
-      i += 2;
-    }
+  auto out = PercentDecode(raw, /*plus_is_space=*/true);
+  if (!out.ok()) {
+    return Status::InvalidArgument("query: bad percent-encoding in '" + ShownInError(piece) + "'");
   }
-  if (!IsUtf8(out) || !FirstControlChar(out).empty()) {
-    return Status::InvalidArgument("query: '" + Printable(piece) +
+  if (!IsUtf8(*out) || !FirstControlChar(*out).empty()) {
+    return Status::InvalidArgument("query: '" + ShownInError(piece) +
                                    "' decodes to invalid UTF-8 or a control character");
   }
   return out;
@@ -104,7 +76,7 @@ Status CheckJsonContentType(std::string_view content_type) {
   }
   size_t semi = content_type.find(';');
   if (Lower(Trim(content_type.substr(0, semi))) != "application/json") {
-    return Status::InvalidArgument("Content-Type: '" + Printable(content_type) +
+    return Status::InvalidArgument("Content-Type: '" + ShownInError(content_type) +
                                    "' is not application/json");
   }
   while (semi != std::string_view::npos) {
@@ -118,7 +90,7 @@ Status CheckJsonContentType(std::string_view content_type) {
       value = value.substr(1, value.size() - 2);
     }
     if (Lower(value) != "utf-8") {
-      return Status::InvalidArgument("Content-Type: charset '" + Printable(value) +
+      return Status::InvalidArgument("Content-Type: charset '" + ShownInError(value) +
                                      "' is not utf-8 (a job spec is UTF-8 JSON)");
     }
   }
@@ -144,13 +116,13 @@ Result<QueryParams> ParseQueryParams(std::string_view query, std::string_view ro
     if (!known) {
       std::string takes;
       for (std::string_view a : allowed) takes += (takes.empty() ? "" : ", ") + std::string(a);
-      return Status::InvalidArgument("query: unknown parameter '" + Printable(name) +
+      return Status::InvalidArgument("query: unknown parameter '" + ShownInError(name) +
                                      "': " + std::string(route) + " takes " +
                                      (takes.empty() ? std::string("none") : takes));
     }
     for (const auto& seen : out) {
       if (seen.first == name) {
-        return Status::InvalidArgument("query: parameter '" + Printable(name) + "' given twice");
+        return Status::InvalidArgument("query: parameter '" + ShownInError(name) + "' given twice");
       }
     }
     out.emplace_back(std::move(name), std::move(value));

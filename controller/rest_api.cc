@@ -8,6 +8,7 @@
 #include "job_report.h"
 #include "live_metrics.h"
 #include "request_checks.h"
+#include "rest_routes.h"
 #include "task_table.h"
 #include "thread_priority.h"
 
@@ -96,6 +97,14 @@ HttpResponse RestApi::Error(int status, const std::string& message) {
                                                     nlohmann::json::error_handler_t::replace));
 }
 
+HttpResponse RestApi::Allow(int status, std::string_view allow) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type.clear();  // no body
+  r.headers["Allow"] = std::string(allow);
+  return r;
+}
+
 HttpResponse RestApi::Json(int status, const std::string& body) {
   HttpResponse r;
   r.status = status;
@@ -131,8 +140,29 @@ bool RestApi::Authorised(const HttpRequest& req) const {
 }
 
 void RestApi::Handle(HttpRequest req, HttpReply reply) {
-  bool mutating = req.method == "POST" || req.method == "DELETE" || req.method == "PUT" ||
-                  req.method == "PATCH";
+  // The route and its methods are judged first, token or not: what they
+  // tell (404, 405 and Allow) is in the OpenAPI document anyway.
+  if (req.path == "*") {  // asterisk-form: the server as a whole
+    if (req.method != "OPTIONS") {
+      reply(Error(400, "request target '*': only for OPTIONS"));
+    } else {
+      reply(Allow(204, kAllServedMethods));
+    }
+    return;
+  }
+  const std::string_view allow = RouteMethods(req.path);
+  if (allow.empty()) {
+    reply(Error(404, "no route " + req.path));
+    return;
+  }
+  if (!MethodAllowed(allow, req.method)) {
+    HttpResponse r = Error(405, "method " + req.method + " not allowed on " + req.path +
+                                    " (it takes " + std::string(allow) + ")");
+    r.headers["Allow"] = std::string(allow);
+    reply(std::move(r));
+    return;
+  }
+  const bool mutating = req.method == "POST" || req.method == "DELETE";
   if (mutating && !Authorised(req)) {
     auto it = req.headers.find("authorization");
     reply(it == req.headers.end() ? Error(401, "missing Authorization: Bearer token")
@@ -147,20 +177,14 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
       return;
     }
   }
-  if (req.path == "/api/v1/events") {
-    // The server streams GET /api/v1/events itself (HttpServer); what
-    // reaches here used another method.
-    reply(Error(405, "method " + req.method + " not allowed on " + req.path));
+  if (req.method == "OPTIONS") {
+    reply(Allow(204, allow));
     return;
   }
   // HEAD is GET without the body (the server leaves the body out).
   if (req.method == "HEAD") req.method = "GET";
   if (const EmbeddedAsset* a = FindDashboardAsset(req.path == "/" ? "/index.html" : req.path)) {
     // Static files are compiled in; they never touch the loop.
-    if (req.method != "GET" && req.method != "HEAD") {
-      reply(Error(405, "method " + req.method + " not allowed on " + req.path));
-      return;
-    }
     HttpResponse r;
     r.content_type = a->content_type;
     r.shared_body = AssetBody(*a);  // one copy of the file, shared by every answer
@@ -376,8 +400,8 @@ void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
 void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   const Controller& c = *controller_;
   const std::string& m = req.method;
+  // Handle() let through only the methods each route takes (RouteMethods).
   if (req.path == "/api/v1/pool" || req.path == "/api/v1/jobs" || req.path == "/metrics") {
-    if (m != "GET") return reply(Error(405, "method " + m + " not allowed on " + req.path));
     auto snap = snapshots_->RefreshOnLoop(Controller::NowUs());
     if (snap && FromSnapshot(snap, req, reply)) return;
     return reply(Error(503, "no snapshot of the controller's state"));  // only once detached
@@ -437,9 +461,6 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     }
     return reply(Json(200, json{{"id", job->id}, {"outputs", std::move(outputs)}}.dump(
                                -1, ' ', false, nlohmann::json::error_handler_t::replace)));
-  }
-  if (rest.empty() || rest == "tasks" || rest == "trace" || rest == "dag" || rest == "outputs") {
-    return reply(Error(405, "method " + m + " not allowed on " + req.path));
   }
   return reply(Error(404, "no route " + req.path));
 }

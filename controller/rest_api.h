@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "api_snapshot.h"
@@ -101,6 +102,8 @@ class RestApi {
   // One-line JSON error body: {"error": "..."}.
   static HttpResponse Error(int status, const std::string& message);
   static HttpResponse Json(int status, const std::string& body);
+  // `status` (204 for OPTIONS) with no body and the header Allow: `allow`.
+  static HttpResponse Allow(int status, std::string_view allow);
   // 200 with `body` shared, not copied (a snapshot's or a kept rendering).
   static HttpResponse SharedJson(std::shared_ptr<const std::string> body);
 

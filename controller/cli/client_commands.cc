@@ -1,12 +1,14 @@
 // `hmpmd submit | status | cancel | pool`: clients of the controller's REST
 // API at --url (default $HMPMD_URL, else http://127.0.0.1:8080).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "../http_client.h"
@@ -54,10 +56,9 @@ Result<Client> Connect(const ClientArgs& a) {
   return c;
 }
 
-// Calls the API; a non-2xx answer becomes a Status carrying its "error".
-Result<json> Call(const Client& c, std::string_view method, const std::string& target,
-                  std::string_view body = {}) {
-  ASSIGN_OR_RETURN(HttpResponse r, HttpCall(c.url, method, target, body, c.headers, c.timeout));
+// A 2xx answer's JSON; any other answer becomes a Status carrying its "error".
+Result<json> FromAnswer(const Client& c, std::string_view method, const std::string& target,
+                        const HttpResponse& r) {
   json j = json::parse(r.body, nullptr, false);
   if (r.status >= 200 && r.status < 300) {
     if (j.is_discarded()) return Status::Internal(target + ": the controller sent invalid JSON");
@@ -73,6 +74,13 @@ Result<json> Call(const Client& c, std::string_view method, const std::string& t
                     : r.status == 401 || r.status == 403 ? StatusCode::kPermissionDenied
                                                          : StatusCode::kUnavailable;
   return Status(code, msg);
+}
+
+// Calls the API (FromAnswer).
+Result<json> Call(const Client& c, std::string_view method, const std::string& target,
+                  std::string_view body = {}) {
+  ASSIGN_OR_RETURN(HttpResponse r, HttpCall(c.url, method, target, body, c.headers, c.timeout));
+  return FromAnswer(c, method, target, r);
 }
 
 std::string Pct(const json& j, const char* key) {
@@ -126,6 +134,64 @@ bool Terminal(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "cancelled";
 }
 
+constexpr milliseconds kPollPeriod{100};
+
+// Why `st` (an HttpCall failure) failed, without the URL it names first.
+std::string TransportReason(const Client& c, const Status& st) {
+  std::string reason = st.message();
+  for (const std::string& prefix :
+       {"cannot reach " + c.url.ToString() + ": ", c.url.ToString() + ": "}) {
+    if (reason.starts_with(prefix)) return reason.substr(prefix.size());
+  }
+  return reason;
+}
+
+// When `submit --wait` stops waiting (--wait-timeout is in double seconds).
+using Deadline = std::chrono::time_point<std::chrono::steady_clock, std::chrono::duration<double>>;
+
+// GETs job `id`'s summary for `submit --wait`. A controller that cannot be
+// reached or answers 5xx (restarting after a crash, recovering its jobs) is
+// waited for until `deadline`: one line on stderr when it goes away and one
+// when it is back, however many polls fail in between. Any other error
+// answer (404: the job is gone) is returned at once.
+Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline) {
+  using Clock = std::chrono::steady_clock;
+  const std::string target = "/api/v1/jobs/" + std::to_string(id);
+  const std::string url = c.url.ToString();
+  auto seconds_since = [](Clock::time_point t) {
+    return std::to_string(std::lround(std::chrono::duration<double>(Clock::now() - t).count()));
+  };
+  std::optional<Clock::time_point> down_since;
+  std::string outage;  // "controller unreachable at URL: why"
+  while (true) {
+    // A poll never runs past the deadline by more than a connect attempt.
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    auto r = HttpCall(c.url, "GET", target, "", c.headers,
+                      std::min(c.timeout, std::max(left, milliseconds(100))));
+    if (!r.ok()) {
+      outage = "controller unreachable at " + url + ": " + TransportReason(c, r.status());
+    } else if (r->status >= 500) {
+      outage = "controller at " + url + " answered HTTP " + std::to_string(r->status) + ": " +
+               FromAnswer(c, "GET", target, *r).status().message();
+    } else {
+      if (down_since) {
+        std::cerr << "hmpmd: controller back at " << url << " after " << seconds_since(*down_since)
+                  << " s; still waiting for job " << id << std::endl;
+      }
+      return FromAnswer(c, "GET", target, *r);
+    }
+    if (!down_since) {
+      down_since = Clock::now();
+      std::cerr << "hmpmd: " << OneLine(outage) << "; retrying" << std::endl;
+    }
+    if (Clock::now() >= deadline) {
+      return Status::Unavailable("job " + std::to_string(id) + ": " + outage + ", for " +
+                                 seconds_since(*down_since) + " s; gave up after --wait-timeout");
+    }
+    std::this_thread::sleep_for(kPollPeriod);
+  }
+}
+
 int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_timeout_s,
            const std::string& fetch_dir) {
   auto c = Connect(a);
@@ -153,17 +219,8 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_timeout_s);
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
   while (true) {
-    auto j = Call(*c, "GET", target);
-    if (!j.ok()) {
-      // A controller restarting (crash recovery) is unreachable for a
-      // moment: keep waiting for it until --wait-timeout.
-      if (j.status().code() != StatusCode::kUnavailable ||
-          std::chrono::steady_clock::now() > deadline) {
-        return Fail(j.status());
-      }
-      std::this_thread::sleep_for(milliseconds(100));
-      continue;
-    }
+    auto j = PollJob(*c, id, deadline);
+    if (!j.ok()) return Fail(j.status());
     std::string state = (*j).value("state", "");
     if (Terminal(state)) {
       if (a.json)
@@ -184,7 +241,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
       return Fail(Status::Unavailable("job " + std::to_string(id) + " still " + state +
                                       " after --wait-timeout"));
     }
-    std::this_thread::sleep_for(milliseconds(100));
+    std::this_thread::sleep_for(kPollPeriod);
   }
 }
 

@@ -120,6 +120,10 @@ int ControllerMain(const ControllerArgs& a) {
     ho.nice = a.http_nice;
     ho.idle_priority = a.http_idle;
     ho.cpu_budget = http_budget;
+    // A spec is the largest body the API takes: the HTTP parser refuses a
+    // larger one (413) before buffering it, at the same limit.
+    ho.max_body_bytes = opts.spec_limits.max_bytes;
+    ho.max_body_flag = "--max-spec-mb";
     http = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
       api.Handle(std::move(req), std::move(reply));
     });

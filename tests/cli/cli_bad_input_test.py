@@ -12,11 +12,15 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
+import urllib.error
+import urllib.request
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from cluster import Cluster  # noqa: E402
+from ports import free_port  # noqa: E402
 HMPMD = os.path.join(BIN, "hmpmd")
 EXAMPLE = os.path.join(SRC, "examples", "multimodal.json")
 
@@ -313,6 +317,65 @@ class AgainstAController(unittest.TestCase):
                                                    "manifest.json"])
         for _, name in files:
             self.assertEqual(os.path.getsize(os.path.join(out, name)), 16)
+
+
+class SpecSizeLimit(unittest.TestCase):
+    """`hmpmd controller --max-spec-mb N` bounds the request body too: the
+    HTTP parser had its own 16 MiB limit, so a spec between 16 MiB and the
+    flag's value was refused, and one over the flag was buffered whole."""
+
+    @classmethod
+    def setUpClass(cls):
+        http = f"127.0.0.1:{free_port()}"
+        cls.url = "http://" + http
+        cls.controller = subprocess.Popen(
+            [HMPMD, "controller", "--listen", f"tcp://127.0.0.1:{free_port()}", "--http", http,
+             "--db", "", "--log-level", "warn", "--max-spec-mb", "20"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cls.tmp = tempfile.TemporaryDirectory()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(cls.url + "/api/v1/pool", timeout=2).read()
+                return
+            except OSError:
+                if time.monotonic() > deadline or cls.controller.poll() is not None:
+                    cls.tearDownClass()
+                    raise
+                time.sleep(0.05)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.controller.kill()
+        cls.controller.wait()
+        cls.tmp.cleanup()
+
+    def post(self, body):
+        req = urllib.request.Request(self.url + "/api/v1/jobs", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def test_a_spec_under_the_flag_is_judged_by_its_content(self):
+        # 17 MiB of JSON: over the old 16 MiB, under --max-spec-mb 20.
+        status, answer = self.post(b'{"tasks": []' + b" " * (17 << 20) + b"}")
+        self.assertEqual(status, 400, answer)
+        self.assertNotIn("exceeds", answer["error"])
+
+    def test_a_spec_over_the_flag_gets_413_naming_the_limit(self):
+        spec = os.path.join(self.tmp.name, "big.json")
+        with open(spec, "wb") as f:
+            f.write(b'{"tasks": []' + b" " * (21 << 20) + b"}")
+        r = run("submit", spec, "--url", self.url)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr, f"hmpmd: {spec}: request body exceeds the limit of 20 MiB "
+                                   "(20971520 bytes; set by --max-spec-mb)\n")
+        # The controller is still serving, and took nothing.
+        with urllib.request.urlopen(self.url + "/api/v1/jobs", timeout=30) as r:
+            self.assertEqual(json.loads(r.read())["jobs"], [])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Faults around the command line's clients, as a user meets them: the
 controller killed (SIGKILL) and restarted with the same --db while
-`hmpmd submit --wait --fetch` waits. Every process started here is stopped
+`hmpmd submit --wait --fetch` waits, or killed for good while
+`hmpmd submit --wait` waits. Every process started here is stopped
 here, by PID. Usage: cli_faults_test.py BIN_DIR"""
 import json
 import os
@@ -60,10 +61,42 @@ class ControllerRestart(unittest.TestCase):
         with urllib.request.urlopen(f"{self.url}/api/v1/jobs/{job_id}", timeout=30) as r:
             return json.loads(r.read())
 
-    def test_submit_wait_survives_a_controller_restart(self):
-        self.start_controller()
+    def start_worker(self):
         self.spawn([os.path.join(BIN, "hmpmd-worker"), "--controller", self.zmq, "--cores",
                     "cube=1,vector=1"], "worker.log")
+
+    def submit_wait(self, spec, *args):
+        client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--url", self.url, *args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(client)
+        return client
+
+    def kill_controller_once_running(self, job_id):
+        # By progress, not by a timer.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if self.job_state(job_id).get("state") == "running":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        self.controller.send_signal(signal.SIGKILL)
+        self.controller.wait()
+
+    def assert_outage_then(self, stderr, last):
+        # One line when the controller goes away, however many polls fail
+        # (it used to say nothing), then one matching `last`.
+        lines = stderr.splitlines()
+        self.assertEqual(len(lines), 2, stderr)
+        self.assertTrue(lines[0].startswith(f"hmpmd: controller unreachable at {self.url}: "),
+                        lines[0])
+        self.assertTrue(lines[0].endswith("; retrying"), lines[0])
+        self.assertRegex(lines[1], last)
+
+    def test_submit_wait_survives_a_controller_restart(self):
+        self.start_controller()
+        self.start_worker()
         spec = os.path.join(self.tmp.name, "chain.json")
         tasks = [{"id": "a", "kernel": "scale", "args": {"n": 1024, "factor": 2.0}}]
         for i in range(8):
@@ -74,31 +107,35 @@ class ControllerRestart(unittest.TestCase):
         with open(spec, "w") as f:
             json.dump({"name": "chain", "tasks": tasks}, f)
         out = os.path.join(self.tmp.name, "out")
-        client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--json", "--fetch", out,
-                                   "--url", self.url, "--wait-timeout", "120"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.procs.append(client)
-        # Kill the controller once the job runs (by progress, not by a timer).
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if self.job_state(1).get("state") == "running":
-                    break
-            except OSError:
-                pass
-            time.sleep(0.01)
-        self.controller.send_signal(signal.SIGKILL)
-        self.controller.wait()
+        client = self.submit_wait(spec, "--json", "--fetch", out, "--wait-timeout", "120")
+        self.kill_controller_once_running(1)
         # Down for five of the client's 100 ms polls, so it meets the outage.
         time.sleep(0.5)
         self.start_controller()
         stdout, stderr = client.communicate(timeout=150)
         # Before: "hmpmd: cannot reach ...: Connection refused" and exit 1.
         self.assertEqual(client.returncode, 0, stderr)
+        self.assert_outage_then(stderr, rf"^hmpmd: controller back at {self.url} after \d+ s; "
+                                        r"still waiting for job 1$")
         self.assertEqual(json.loads(stdout)["state"], "succeeded")
         with open(os.path.join(out, "manifest.json")) as f:
             self.assertIn("out", json.dumps(json.load(f)))
 
+    def test_submit_wait_gives_up_on_a_controller_gone_for_good_after_wait_timeout(self):
+        self.start_controller()
+        self.start_worker()
+        spec = os.path.join(self.tmp.name, "long.json")
+        with open(spec, "w") as f:
+            json.dump({"name": "long", "tasks": [{"id": "s", "kernel": "sleep",
+                                                  "args": {"us": 60000000}}]}, f)
+        client = self.submit_wait(spec, "--wait-timeout", "15")
+        self.kill_controller_once_running(1)
+        started = time.monotonic()
+        stdout, stderr = client.communicate(timeout=60)
+        self.assertLess(time.monotonic() - started, 30, "bounded by --wait-timeout")
+        self.assertEqual(client.returncode, 1, stderr)
+        self.assert_outage_then(stderr, rf"^hmpmd: job 1: controller unreachable at {self.url}: "
+                                        r".*, for \d+ s; gave up after --wait-timeout$")
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)

@@ -4,12 +4,7 @@
 // controller's reply delay.
 #include "http_server.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,6 +18,7 @@
 #include <vector>
 
 #include "http_client.h"
+#include "raw_socket.h"
 
 namespace hmpmd {
 namespace {
@@ -117,70 +113,6 @@ class FakeLoop {
   std::deque<std::function<void()>> queue_;
   bool done_ = false;
   std::thread thread_;
-};
-
-// A blocking loopback TCP client that sends exactly the bytes it is given.
-class RawSocket {
- public:
-  explicit RawSocket(uint16_t port, int rcvbuf = 0) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  ~RawSocket() { ::close(fd_); }
-  bool connected() const { return connected_; }
-
-  bool Send(std::string_view bytes) {
-    while (!bytes.empty()) {
-      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // Appends to `out` until it contains `stop`, the peer closes, or `limit`
-  // passes. True when `stop` was seen.
-  bool ReadUntil(std::string* out, std::string_view stop, std::chrono::milliseconds limit = 5s) {
-    auto deadline = Clock::now() + limit;
-    while (out->find(stop) == std::string::npos) {
-      if (!ReadSome(out, deadline)) return out->find(stop) != std::string::npos;
-    }
-    return true;
-  }
-
-  // Appends to `out` until the peer closes (true) or `limit` passes.
-  bool ReadToEof(std::string* out, std::chrono::milliseconds limit = 5s) {
-    auto deadline = Clock::now() + limit;
-    while (ReadSome(out, deadline)) {
-    }
-    return eof_;
-  }
-
- private:
-  // False on EOF, error or deadline.
-  bool ReadSome(std::string* out, Clock::time_point deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-    char buf[4096];
-    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0) {
-      eof_ = true;
-      return false;
-    }
-    out->append(buf, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-  bool eof_ = false;
 };
 
 class HttpServerTest : public ::testing::Test {
@@ -326,6 +258,130 @@ TEST_F(HttpServerTest, MalformedRequestGets400AndServerKeepsServing) {
   auto ok = HttpCall(Url(*server), "GET", "/still-here", "", {}, kCallTimeout);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(HttpServerTest, BodyOverLimitGets413NamingTheLimitThenTheConnectionCloses) {
+  HttpServerOptions o = Options();
+  o.max_body_bytes = size_t{1} << 20;
+  o.max_body_flag = "--max-spec-mb";
+  std::atomic<int> handled{0};
+  auto server = StartServer(o, [&](HttpRequest req, HttpReply reply) {
+    ++handled;
+    EchoHandler()(std::move(req), std::move(reply));
+  });
+  const std::string want =
+      R"x({"error": "request body exceeds the limit of 1 MiB (1048576 bytes; set by --max-spec-mb)"})x";
+  {
+    // A keep-alive connection: a good request, then one whose declared
+    // length is over the limit, answered before its body is sent.
+    RawSocket raw(server->port());
+    ASSERT_TRUE(raw.connected());
+    std::string got;
+    ASSERT_TRUE(raw.Send("GET /one HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(raw.ReadUntil(&got, "\"path\":\"/one\""));
+    got.clear();
+    ASSERT_TRUE(
+        raw.Send("POST /two HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 2097152\r\n\r\n"));
+    EXPECT_TRUE(raw.ReadToEof(&got)) << "the connection is closed, not left mid-body: " << got;
+    EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+    EXPECT_NE(got.find("Connection: close\r\n"), std::string::npos) << got;
+    EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), want);
+  }
+  {
+    // Chunked: found out while reading the body.
+    RawSocket raw(server->port());
+    ASSERT_TRUE(raw.connected());
+    std::string got;
+    ASSERT_TRUE(raw.Send("POST /three HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    const std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
+    for (int i = 0; i < 17 && raw.Send(chunk); ++i) {
+    }
+    EXPECT_TRUE(raw.ReadToEof(&got)) << got;
+    EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got.substr(0, 200);
+    EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), want);
+  }
+  EXPECT_EQ(handled.load(), 1);
+  auto ok = HttpCall(Url(*server), "POST", "/four", std::string(1 << 20, 'x'), {}, kCallTimeout);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->status, 200) << "a body of exactly the limit is taken";
+}
+
+TEST_F(HttpServerTest, AbsoluteFormTargetsAreRoutedByTheirPathAndQuery) {
+  auto server = StartServer(Options(), EchoHandler());
+  RawSocket raw(server->port());
+  ASSERT_TRUE(raw.connected());
+  const std::string host = "127.0.0.1:" + std::to_string(server->port());
+  std::string got;
+  ASSERT_TRUE(raw.Send("GET http://" + host + "/api/v1/jobs?limit=3 HTTP/1.1\r\nHost: " + host +
+                       "\r\n\r\n"));
+  ASSERT_TRUE(raw.ReadUntil(&got, "\"path\":\"/api/v1/jobs\",\"query\":\"limit=3\"")) << got;
+  got.clear();
+  ASSERT_TRUE(raw.Send("DELETE HTTPS://other.example/api/v1/jobs/%37 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(raw.ReadUntil(&got, R"({"method":"DELETE","path":"/api/v1/jobs/7","query":"")"))
+      << got;
+}
+
+TEST_F(HttpServerTest, PathsArePercentDecodedAndBadEscapesGet400OnTheSameConnection) {
+  std::atomic<int> handled{0};
+  auto server = StartServer(Options(), [&](HttpRequest req, HttpReply reply) {
+    ++handled;
+    EchoHandler()(std::move(req), std::move(reply));
+  });
+  auto one = HttpCall(Url(*server), "GET", "/api/v1/jobs/%31?state=d%6Fne", "", {}, kCallTimeout);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->body,
+            R"({"method":"GET","path":"/api/v1/jobs/1","query":"state=d%6Fne","body":""})");
+
+  RawSocket raw(server->port());
+  ASSERT_TRUE(raw.connected());
+  const std::pair<const char*, const char*> cases[] = {
+      {"/api/v1/jobs/%zz", "bad percent-encoding '%zz' in the path"},
+      {"/api/v1/jobs/%4", "bad percent-encoding '%4' in the path"},
+      {"/api/v1/jobs%2F1", "the path has an encoded '/' (%2F)"},
+      {"/api/v1/jobs/1%00", "the path has an encoded control character (%00)"},
+      {"api/v1/jobs", "expected a path starting with '/' or an http:// URL"},
+  };
+  for (const auto& [target, why] : cases) {
+    std::string got;
+    ASSERT_TRUE(raw.Send(std::string("GET ") + target + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const std::string body =
+        std::string(R"({"error": "request target ')") + target + "': " + why + "\"}";
+    ASSERT_TRUE(raw.ReadUntil(&got, body)) << target << ": " << got;
+    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  }
+  std::string got;
+  ASSERT_TRUE(raw.Send("GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_TRUE(raw.ReadToEof(&got));
+  EXPECT_NE(got.find("\"path\":\"/after\""), std::string::npos) << "still usable: " << got;
+  EXPECT_EQ(handled.load(), 2);
+}
+
+TEST_F(HttpServerTest, MethodsTheServerDoesNotImplementGet501) {
+  std::atomic<int> handled{0};
+  auto server = StartServer(Options(), [&](HttpRequest req, HttpReply reply) {
+    ++handled;
+    EchoHandler()(std::move(req), std::move(reply));
+  });
+  RawSocket raw(server->port());
+  ASSERT_TRUE(raw.connected());
+  for (const char* line : {"BREW /pot", "CONNECT example.com:443", "TRACE /api/v1/jobs",
+                           "get /api/v1/jobs", "PROPFIND /%zz"}) {
+    const std::string method(line, std::string_view(line).find(' '));
+    std::string got;
+    ASSERT_TRUE(raw.Send(std::string(line) + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(raw.ReadUntil(&got, "{\"error\": \"method " + method + " is not implemented\"}"))
+        << line << ": " << got;
+    EXPECT_EQ(got.rfind("HTTP/1.1 501", 0), 0u) << got;
+  }
+  EXPECT_EQ(handled.load(), 0);
+  // The methods the server implements reach the handler, which judges them.
+  for (const char* method : {"PUT", "PATCH", "OPTIONS"}) {
+    auto r = HttpCall(Url(*server), method, "/api/v1/jobs", "", {}, kCallTimeout);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200) << method;
+  }
+  EXPECT_EQ(handled.load(), 3);
 }
 
 TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsAndHonoursClose) {

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "../controller/raw_socket.h"
 #include "rest_api_fixture.h"
 
 namespace hmpmd::testing {
@@ -254,6 +255,134 @@ TEST_F(RestApiTest, AJobHasOnePathAndHeadAnswersLikeGet) {
     EXPECT_EQ(r.body, "") << path;
   }
   EXPECT_EQ(Call("HEAD", "/api/v1/jobs/7").status, 404);
+}
+
+TEST_F(RestApiTest, MethodsARouteDoesNotTakeGet405WithAllowAndOptionsListsThem) {
+  struct Case {
+    const char* method;
+    const char* path;
+    const char* allow;
+  };
+  // Checked before the token: a PUT is refused as a PUT, token or not.
+  for (const Case& c :
+       {Case{"PUT", "/api/v1/jobs", "GET, HEAD, POST, OPTIONS"},
+        Case{"PATCH", "/api/v1/jobs/1", "GET, HEAD, DELETE, OPTIONS"},
+        Case{"DELETE", "/api/v1/pool", "GET, HEAD, OPTIONS"},
+        Case{"POST", "/api/v1/jobs/1/tasks", "GET, HEAD, OPTIONS"},
+        Case{"DELETE", "/api/v1/jobs/1/outputs", "GET, HEAD, OPTIONS"},
+        Case{"POST", "/metrics", "GET, HEAD, OPTIONS"}, Case{"DELETE", "/", "GET, HEAD, OPTIONS"},
+        Case{"POST", "/api/v1/openapi.json", "GET, HEAD, OPTIONS"},
+        Case{"POST", "/api/v1/events", "GET, OPTIONS"},
+        Case{"HEAD", "/api/v1/events", "GET, OPTIONS"}}) {
+    for (const std::string& token : {std::string(kToken), std::string()}) {
+      HttpResponse r = Call(c.method, c.path, "", token);
+      EXPECT_EQ(r.status, 405) << c.method << " " << c.path << ": " << r.body;
+      EXPECT_EQ(r.headers["allow"], c.allow) << c.method << " " << c.path;
+      if (c.method == std::string("HEAD")) continue;
+      EXPECT_EQ(json::parse(r.body)["error"], std::string("method ") + c.method +
+                                                  " not allowed on " + c.path + " (it takes " +
+                                                  c.allow + ")");
+    }
+  }
+  // OPTIONS answers what each route takes; no token needed, nothing changes.
+  for (const Case& c : {Case{"OPTIONS", "/api/v1/jobs", "GET, HEAD, POST, OPTIONS"},
+                        Case{"OPTIONS", "/api/v1/jobs/7", "GET, HEAD, DELETE, OPTIONS"},
+                        Case{"OPTIONS", "/api/v1/jobs/7/trace", "GET, HEAD, OPTIONS"},
+                        Case{"OPTIONS", "/", "GET, HEAD, OPTIONS"},
+                        Case{"OPTIONS", "/api/v1/events", "GET, OPTIONS"}}) {
+    HttpResponse r = Call(c.method, c.path, "", "");
+    EXPECT_EQ(r.status, 204) << c.path << ": " << r.body;
+    EXPECT_EQ(r.headers["allow"], c.allow) << c.path;
+    EXPECT_EQ(r.body, "") << c.path;
+  }
+  // Unknown paths stay 404 whatever the method; methods no route takes are 501.
+  EXPECT_EQ(GetJson("/api/v1/nope", 404)["error"], "no route /api/v1/nope");
+  EXPECT_EQ(Call("OPTIONS", "/api/v1/nope").status, 404);
+  EXPECT_EQ(Call("PUT", "/api/v1/nope").status, 404);
+  // The server as a whole (asterisk-form, which HttpCall cannot send).
+  RawSocket raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  std::string got;
+  ASSERT_TRUE(raw.Send("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(raw.ReadUntil(&got, "\r\n\r\n")) << got;
+  EXPECT_EQ(got.rfind("HTTP/1.1 204", 0), 0u) << got;
+  EXPECT_NE(got.find("\r\nAllow: GET, HEAD, POST, DELETE, OPTIONS\r\n"), std::string::npos) << got;
+  got.clear();
+  ASSERT_TRUE(raw.Send("GET * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(raw.ReadToEof(&got)) << got;
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_NE(got.find("request target '*': only for OPTIONS"), std::string::npos) << got;
+  for (const char* method : {"BREW", "TRACE", "CONNECT"}) {
+    HttpResponse r = Call(method, "/api/v1/jobs");
+    EXPECT_EQ(r.status, 501) << method;
+    EXPECT_EQ(json::parse(r.body)["error"],
+              std::string("method ") + method + " is not implemented");
+  }
+  EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 0u);
+}
+
+TEST_F(RestApiTest, TheOpenApiDocumentListsTheMethodsEachRouteTakes) {
+  json doc = GetJson("/api/v1/openapi.json");
+  ASSERT_TRUE(doc["paths"].is_object());
+  for (const auto& [path, ops] : doc["paths"].items()) {
+    std::string concrete = path;
+    if (size_t at = concrete.find("{id}"); at != std::string::npos) concrete.replace(at, 4, "1");
+    HttpResponse r = Call("OPTIONS", concrete, "", "");
+    ASSERT_EQ(r.status, 204) << path;
+    std::set<std::string> allowed, documented;
+    std::string allow = r.headers["allow"];
+    for (size_t i = 0; i <= allow.size();) {
+      size_t comma = std::min(allow.find(", ", i), allow.size());
+      allowed.insert(allow.substr(i, comma - i));
+      i = comma + 2;
+    }
+    allowed.erase("HEAD");  // GET's, without the body
+    for (const auto& [op, unused] : ops.items()) {
+      if (op == "parameters") continue;
+      std::string method = op;
+      for (char& ch : method) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      documented.insert(method);
+    }
+    EXPECT_EQ(documented, allowed) << path << ": Allow: " << allow;
+  }
+}
+
+TEST_F(RestApiTest, AbsoluteFormAndPercentEncodedPathsRouteLikeThePlainPath) {
+  uint64_t id = SubmitOk(Chain(2));
+  ASSERT_EQ(id, 1u);
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  const std::string plain = Call("GET", "/api/v1/jobs/1").body;
+  EXPECT_EQ(Call("GET", "/api/v1/jobs/%31").body, plain);
+  EXPECT_EQ(GetJson("/api/v1/jobs/%31/t%61sks?st%61te=done")["total"], 2);
+  // A proxy's absolute-form target, with its query kept.
+  RawSocket raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  const std::string host = "127.0.0.1:" + std::to_string(server_->port());
+  std::string got;
+  ASSERT_TRUE(
+      raw.Send("GET http://" + host + "/api/v1/jobs HTTP/1.1\r\nHost: " + host + "\r\n\r\n"));
+  ASSERT_TRUE(raw.ReadUntil(&got, "\"jobs\"")) << got;
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  got.clear();
+  ASSERT_TRUE(raw.Send("GET http://" + host + "/api/v1/jobs/%31/tasks?limit=1 HTTP/1.1\r\nHost: " +
+                       host + "\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(raw.ReadToEof(&got)) << got;
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  json page = json::parse(got.substr(got.find("\r\n\r\n") + 4));
+  EXPECT_EQ(page["count"], 1);
+  EXPECT_EQ(page["total"], 2);
+  // Malformed escapes and an encoded '/' are refused, naming the problem.
+  for (const auto& [target, why] :
+       {std::pair<std::string, std::string>{"/api/v1/jobs/%zz",
+                                            "bad percent-encoding '%zz' in the path"},
+        {"/api/v1/jobs/%4", "bad percent-encoding '%4' in the path"},
+        {"/api/v1/jobs%2F1", "the path has an encoded '/' (%2F)"},
+        {"/api/v1/jobs/1%00", "the path has an encoded control character (%00)"}}) {
+    HttpResponse r = Call("DELETE", target);
+    EXPECT_EQ(r.status, 400) << target << ": " << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"], "request target '" + target + "': " + why);
+  }
+  EXPECT_EQ(GetJson("/api/v1/jobs/1")["state"], "succeeded");
 }
 
 TEST_F(RestApiTest, ReadsAreAnsweredWhileTheLoopIsBusy) {
