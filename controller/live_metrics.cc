@@ -201,6 +201,9 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   metric("hmpmd_early_dispatched_total", "counter",
          "Task runs dispatched behind a producer on the same core before it finished.",
          static_cast<double>(k.early_runs));
+  metric("hmpmd_worker_restarts_total", "counter",
+         "Workers lost because a new process registered under their name.",
+         static_cast<double>(k.worker_restarts));
   metric("hmpmd_rebuilt_runs_total", "counter",
          "Done task runs run again at the end of a restart for outputs no worker held.",
          static_cast<double>(k.rebuilt_runs));

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cluster_fixture.h"
+#include "live_metrics.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -100,6 +101,9 @@ TEST_F(WorkerRestartTest, AWorkerRestartedUnderItsNameIsANewWorkerAndTheOldOneIs
     const Controller& ctl = cluster_->controller();
     EXPECT_EQ(ctl.alive_workers(), 2u) << "the restarted worker counted twice";
     EXPECT_EQ(ctl.counters().worker_restarts, 1u);
+    LiveMetrics metrics(&ctl);
+    EXPECT_NE(metrics.PrometheusText(0, "").find("\nhmpmd_worker_restarts_total 1\n"),
+              std::string::npos);
     size_t named = 0;
     for (const WorkerInfo& w : ctl.workers()) {
       if (w.name != "local-0") continue;
