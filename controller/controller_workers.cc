@@ -1,0 +1,169 @@
+// Controller: worker membership. Registration (token, sizes, restart
+// detection by RegisterMsg::instance, the device it becomes), liveness by
+// heartbeat, and declaring a worker dead. The loop in controller.cc calls
+// these; what a worker reports back after a controller restart is in
+// controller_recovery.cc.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "controller.h"
+
+// See controller.cc: GCC 12's false -Wmaybe-uninitialized when a vector of
+// StoreRecord grows.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace hmpmd {
+namespace {
+
+// Compares secrets in time that does not depend on where they differ.
+bool TokenMatches(const std::string& want, const std::string& got) {
+  if (want.size() != got.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ got[i]);
+  return diff == 0;
+}
+
+// Workers on this host share our monotonic clock; a worker whose clock is
+// off by more than this is on another host, and we shift its timestamps.
+constexpr int64_t kSameClockUs = 1'000'000;
+
+}  // namespace
+
+void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now) {
+  if (!options_.token.empty() && !TokenMatches(options_.token, m.token)) {
+    spdlog::warn("refused worker '{}' (pid {}): wrong or missing token", m.name, m.pid);
+    transport_.Send(identity, Reject{"wrong or missing token", false});
+    return;
+  }
+  DeviceDesc desc;
+  desc.name = m.name;
+  desc.memory_mb = m.memory_mb;
+  desc.kernels = m.kernels;
+  uint32_t total = 0;
+  for (const CoreGroup& g : m.cores) {
+    desc.cores[static_cast<size_t>(g.kind)] += g.count;
+    total += g.count;
+  }
+  if (total == 0 || total > 4096 || m.kernels.empty()) {
+    transport_.Send(identity,
+                    Reject{"a worker needs 1 to 4096 cores and at least one kernel", false});
+    return;
+  }
+  if (!CheckInstance(identity, m, now)) return;
+  if (WorkerInfo* old = FindByIdentity(identity)) MarkDead(*old, "re-registered", now);
+  // The same process on a new socket (it reconnects when a register goes
+  // unanswered, e.g. while this loop was slow): its old entry is gone too.
+  // Its data endpoint, a socket it bound, tells it apart from another
+  // worker of the same name and pid (embedded workers without one may
+  // share both).
+  if (auto k = m.data_endpoint.empty() ? by_key_.end() : by_key_.find(WorkerKey(m));
+      k != by_key_.end()) {
+    MarkDead(workers_[k->second], "re-registered on a new connection", now);
+  }
+
+  WorkerInfo w;
+  w.id = static_cast<WorkerId>(workers_.size());
+  desc.worker = w.id;
+  w.identity = identity;
+  w.key = WorkerKey(m);
+  w.name = m.name;
+  w.data_endpoint = m.data_endpoint;
+  w.pid = m.pid;
+  w.instance = m.instance;
+  w.last_seen = w.joined = now;
+  int64_t offset = now - m.sent_us;
+  w.clock_offset_us = (offset > kSameClockUs || offset < -kSameClockUs) ? offset : 0;
+  w.device = scheduler_->AddDevice(std::move(desc));
+  if (device_worker_.size() <= w.device) device_worker_.resize(w.device + 1);
+  device_worker_[w.device] = w.id;
+  by_identity_[identity] = w.id;
+  if (!m.data_endpoint.empty()) by_key_[w.key] = w.id;
+  if (m.instance != 0) by_name_[m.name] = w.id;
+  workers_.push_back(w);
+  outbox_.resize(workers_.size());
+  ++alive_workers_;
+  recovery_.OnRegistered(w.key);
+  if (writer_) store_pending_.push_back(WorkerRecord{w.key, true});
+  // Tasks it still holds run (or ran) there: do not start them again. Held
+  // for another controller (another store, or none), they belong to other
+  // jobs, whatever their ids: the worker drops them on our epoch.
+  if (m.epoch == epoch_) {
+    AdoptReported(workers_.back(), m, now);
+  } else if (!m.held.empty() || !m.outputs.empty()) {
+    spdlog::warn("worker '{}' holds {} task(s) and {} output(s) of another controller: dropped",
+                 m.name, m.held.size(), m.outputs.size());
+  }
+  transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms, epoch_});
+  spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", w.id, m.name,
+               scheduler_->pool().device(w.device).desc.cores[0],
+               scheduler_->pool().device(w.device).desc.cores[1], m.kernels.size());
+  // Wake whoever waits for enough workers.
+  for (auto it = worker_waiters_.begin(); it != worker_waiters_.end();) {
+    if (alive_workers_ >= it->first) {
+      auto cb = std::move(it->second);
+      it = worker_waiters_.erase(it);
+      cb();
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool Controller::CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now) {
+  if (m.instance == 0) return true;
+  if (retired_.count(m.instance) > 0) {
+    // Two live processes under one name would replace each other forever:
+    // the older one leaves (Reject without reregister ends its Run()).
+    spdlog::warn("refused worker '{}' (pid {}): a newer process registered under its name", m.name,
+                 m.pid);
+    transport_.Send(identity, Reject{"a newer process registered as worker '" + m.name +
+                                         "'; worker names must be unique",
+                                     false});
+    return false;
+  }
+  auto known = by_name_.find(m.name);
+  if (known == by_name_.end()) return true;
+  WorkerInfo& old = workers_[known->second];
+  if (old.instance == m.instance) return true;  // the same process reconnecting
+  // A new process under this name (the old one crashed and was restarted):
+  // it holds none of the old one's tasks or outputs. The old one is lost,
+  // as when it misses its heartbeats: its running tasks run again and the
+  // outputs only it held are rebuilt (lineage).
+  ++counters_.worker_restarts;
+  if (retired_.insert(old.instance).second) {
+    retired_order_.push_back(old.instance);
+    if (retired_order_.size() > kRetiredKept) {
+      retired_.erase(retired_order_.front());
+      retired_order_.pop_front();
+    }
+  }
+  MarkDead(old, "restarted: a new process registered under its name", now);
+  return true;
+}
+
+void Controller::CheckLiveness(TimeUs now) {
+  TimeUs limit = static_cast<TimeUs>(options_.worker_timeout_ms) * 1000;
+  for (WorkerInfo& w : workers_) {
+    if (w.alive && now - w.last_seen > limit) {
+      MarkDead(w, "missed heartbeats for " + std::to_string(options_.worker_timeout_ms) + " ms",
+               now);
+    }
+  }
+}
+
+void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
+  if (!w.alive) return;
+  w.alive = false;
+  w.left_reason = why;
+  if (writer_) store_pending_.push_back(WorkerRecord{w.key, false});
+  --alive_workers_;
+  by_identity_.erase(w.identity);
+  if (auto k = by_key_.find(w.key); k != by_key_.end() && k->second == w.id) by_key_.erase(k);
+  spdlog::warn("worker {} '{}' declared dead: {}", w.id, w.name, why);
+  scheduler_->RemoveDevice(w.device, now);
+}
+
+}  // namespace hmpmd
