@@ -14,6 +14,8 @@ import unittest
 
 BIN = sys.argv[1]
 HMPMD = os.path.join(BIN, "hmpmd")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from cluster import Cluster  # noqa: E402
 
 
 def children(pid):
@@ -111,6 +113,38 @@ class RunWithAWorkerKilled(unittest.TestCase):
         summary = json.loads(out)
         self.assertEqual((summary["state"], summary["tasks"]), ("succeeded", 80))
         self.assertNotIn("waiting", summary)
+
+
+class SubmitWaitForWorkers(unittest.TestCase):
+    def test_submit_wait_says_once_why_its_job_waits_and_when_it_goes_on(self):
+        # A controller with no worker yet accepts the job; `submit --wait`
+        # used to say nothing at all until a worker came.
+        with tempfile.TemporaryDirectory() as tmp, Cluster(BIN, workers=0) as cluster:
+            spec = os.path.join(tmp, "job.json")
+            with open(spec, "w") as f:
+                json.dump({"tasks": [{"id": "a", "kernel": "spin", "args": {"us": 1000}}]}, f)
+            with open(os.path.join(tmp, "err"), "w+") as err:
+                client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--url", cluster.url,
+                                           "--wait-timeout", "120"],
+                                          stdout=subprocess.PIPE, stderr=err, text=True)
+                cluster.procs.append(client)  # stopped by PID with the cluster
+                deadline = time.monotonic() + 60
+                text = ""
+                while "waits for workers" not in text and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    err.seek(0)
+                    text = err.read()
+                self.assertEqual(text, "hmpmd: job 1 waits for workers: no live worker\n")
+                cluster.procs.append(subprocess.Popen(
+                    [HMPMD, "worker", "--controller", cluster.endpoint, "--cores",
+                     "cube=1,vector=1", "--log-level", "warn"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout, _ = client.communicate(timeout=120)
+                self.assertEqual(client.returncode, 0, stdout)
+                self.assertIn("succeeded", stdout)
+                err.seek(0)
+                self.assertEqual(err.read(), "hmpmd: job 1 waits for workers: no live worker\n"
+                                             "hmpmd: job 1 no longer waits for workers\n")
 
 
 if __name__ == "__main__":
