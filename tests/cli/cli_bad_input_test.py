@@ -79,6 +79,10 @@ class Refusals(unittest.TestCase):
             (json.dumps({"tasks": [member("a", "g", "broadcast", root=5),
                                    member("b", "g", "broadcast", root=5)]}),
              "args.root: 5 is not a rank of group 'g'"),
+            # Each member kept its own data and the job succeeded.
+            (json.dumps({"tasks": [member("a", "g", "broadcast", root=0),
+                                   member("b", "g", "broadcast", root=1)]}),
+             "tasks[1] 'b': args.root: 1 differs from 0 of 'a' in group 'g'"),
             (json.dumps({"tasks": [member("a", "g", n=16), member("b", "g", n=99)]}),
              "tasks[1] 'b': args: 99 elements, but 'a' of group 'g' has 16"),
             ("", "job spec: invalid JSON: the text is empty"),
