@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <optional>
 
 namespace hmpmd {
 
@@ -79,11 +80,36 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
   });
   auto deadline = std::chrono::steady_clock::now() + timeout;
   Status failure;
+  // No worker joins a local cluster but its own: once one has exited, a job
+  // that waits for workers (a gang larger than the devices left, a core
+  // kind or kernel only the lost one had) would wait until `timeout`. It
+  // fails once it has waited 2 s on end (a live worker declared dead for a
+  // late heartbeat registers again within that).
+  std::string lost;
+  auto next_check = std::chrono::steady_clock::time_point::min();
+  std::optional<std::chrono::steady_clock::time_point> waiting_since;
   while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
     if (std::string exited = workers_.Exited(); !exited.empty()) {
       spdlog::warn("{}", exited);
       if (workers_.pids().empty()) {
         failure = Status::Unavailable(exited + "; no worker is left");
+        break;
+      }
+      lost = exited;
+    }
+    if (!lost.empty() && std::chrono::steady_clock::now() >= next_check) {
+      next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      const JobId id = *job_id;
+      std::string waiting = Call([this, id]() -> std::string {
+        const JobRun* job = id == 0 ? nullptr : controller_->scheduler().job(id);
+        return job == nullptr || IsTerminal(job->state) ? "" : job->waiting;
+      });
+      if (waiting.empty()) {
+        waiting_since.reset();
+      } else if (!waiting_since) {
+        waiting_since = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - *waiting_since >= std::chrono::seconds(2)) {
+        failure = Status::Unavailable(lost + "; the workers left cannot run the job: " + waiting);
         break;
       }
     }

@@ -67,7 +67,8 @@ class LocalCluster {
   }
 
   // Submits `graph`, waits for it to end, and calls `on_end` on the loop with
-  // the ended job. Fails if the job is refused, all workers exit, or
+  // the ended job. Fails if the job is refused, all workers exit, a worker
+  // exits and the job then waits for workers (none but these ever join), or
   // `timeout` passes.
   Status RunJob(std::shared_ptr<const JobGraph> graph, std::chrono::milliseconds timeout,
                 std::function<void(const JobRun&, const Controller&)> on_end,

@@ -286,6 +286,15 @@ Status CheckGroup(const GangView& v, const std::vector<uint32_t>& members, Outpu
           Num(c0.bytes) + " of '" + v.tasks[first]->id + "' in group '" + c0.group +
           "' (the members move one payload)");
     }
+    // Each broadcast member reads `root` on its own: members that disagree
+    // each kept their own data and the job succeeded (a wrong result).
+    if (t.kernel == "broadcast" && v.tasks[first]->kernel == "broadcast" &&
+        ArgNumber(t.args, "root", 0) != ArgNumber(v.tasks[first]->args, "root", 0)) {
+      return Status::InvalidArgument(
+          Where(v, m) + ": args.root: " + Num(ArgNumber(t.args, "root", 0)) + " differs from " +
+          Num(ArgNumber(v.tasks[first]->args, "root", 0)) + " of '" + v.tasks[first]->id +
+          "' in group '" + c0.group + "' (the members broadcast from one rank)");
+    }
     // Ring allreduce, allgather and reduce_scatter exchange equal blocks.
     if (t.kernel != "allreduce" && t.kernel != "allgather" && t.kernel != "reduce_scatter") {
       continue;

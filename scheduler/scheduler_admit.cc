@@ -49,7 +49,7 @@ Status Scheduler::CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t fir
 }
 
 Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job,
-                                std::span<const uint8_t> needed) const {
+                                std::span<const uint8_t> needed, bool set_sizes) const {
   if (pool_.alive_device_count() == 0) return Status::Ok();  // waits for workers
   for (uint32_t i = 0; i < graph.size(); ++i) {
     if (!needed.empty() && !needed[i]) continue;
@@ -64,6 +64,7 @@ Status Scheduler::CheckFeasible(const JobGraph& graph, const JobRun& job,
     }
   }
   RETURN_IF_ERROR(CheckGangsFit(graph.spec().tasks, 0, job.kernel_ids, needed));
+  if (!set_sizes) return Status::Ok();
   for (size_t s = 0; s < graph.spec().submodels.size(); ++s) {
     const SubmodelSpec& sm = graph.spec().submodels[s];
     if (sm.devices > pool_.alive_device_count()) {
@@ -92,7 +93,9 @@ void Scheduler::UpdateWaiting() {
     for (uint32_t i = 0; i < g.size() && last + i < job.runs.size(); ++i) {
       needed[i] = job.runs[last + i].state != TaskState::kDone;
     }
-    Status st = CheckFeasible(g, job, needed);
+    // A set larger than the devices left runs short (JobRun::short_sets
+    // says so); the job does not wait for it.
+    Status st = CheckFeasible(g, job, needed, /*set_sizes=*/false);
     job.waiting = st.ok() ? "" : st.message();
   }
 }

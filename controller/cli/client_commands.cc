@@ -135,6 +135,8 @@ bool Terminal(const std::string& state) {
 }
 
 constexpr milliseconds kPollPeriod{100};
+// How long a job waits for workers before `submit --wait` says why.
+constexpr milliseconds kWaitingNotice{3000};
 
 // Why `st` (an HttpCall failure) failed, without the URL it names first.
 std::string TransportReason(const Client& c, const Status& st) {
@@ -218,10 +220,31 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_timeout_s);
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
+  // Why the job waits for workers (its "waiting" field), said once on stderr
+  // when it has lasted kWaitingNotice: a short wait (workers registering
+  // again after a controller restart) says nothing.
+  std::string waiting, told;
+  auto waiting_since = std::chrono::steady_clock::now();
   while (true) {
     auto j = PollJob(*c, id, deadline);
     if (!j.ok()) return Fail(j.status());
     std::string state = (*j).value("state", "");
+    std::string now_waiting;
+    if (auto w = j->find("waiting"); w != j->end() && w->is_string() && !Terminal(state)) {
+      now_waiting = w->get<std::string>();
+    }
+    if (now_waiting != waiting) {
+      waiting = now_waiting;
+      waiting_since = std::chrono::steady_clock::now();
+    }
+    if (waiting.empty() && !told.empty()) {
+      std::cerr << "hmpmd: job " << id << " no longer waits for workers" << std::endl;
+      told.clear();
+    } else if (!waiting.empty() && waiting != told &&
+               std::chrono::steady_clock::now() - waiting_since >= kWaitingNotice) {
+      std::cerr << "hmpmd: job " << id << " waits for workers: " << OneLine(waiting) << std::endl;
+      told = waiting;
+    }
     if (Terminal(state)) {
       if (a.json)
         std::cout << j->dump(2) << std::endl;

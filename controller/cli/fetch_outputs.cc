@@ -49,7 +49,27 @@ std::string OutputFileName(const std::string& task, size_t index) {
       name += buf;
     }
   }
-  return name + "." + std::to_string(index) + ".bin";
+  // A task id may be 4096 bytes, escapes triple some, but a file name has
+  // at most 255 (NAME_MAX): a longer one is cut, not inside an escape or a
+  // UTF-8 character, and ends with a hash of the whole id (FNV-1a) so that
+  // names stay distinct; '~' occurs only there (an id's '~' is escaped).
+  const std::string suffix = "." + std::to_string(index) + ".bin";
+  constexpr size_t kMaxFileName = 255, kHashChars = 17;  // "~" + 16 hex digits
+  if (name.size() + suffix.size() > kMaxFileName) {
+    size_t cut = kMaxFileName - suffix.size() - kHashChars;
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+    if (name[cut - 1] == '%') {
+      cut -= 1;
+    } else if (name[cut - 2] == '%') {
+      cut -= 2;
+    }
+    uint64_t hash = 14695981039346656037ull;
+    for (unsigned char c : task) hash = (hash ^ c) * 1099511628211ull;
+    char hex[kHashChars + 1];
+    std::snprintf(hex, sizeof hex, "~%016llx", static_cast<unsigned long long>(hash));
+    name = name.substr(0, cut) + hex;
+  }
+  return name + suffix;
 }
 
 Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::string& dir,

@@ -79,6 +79,10 @@ class Refusals(unittest.TestCase):
             (json.dumps({"tasks": [member("a", "g", "broadcast", root=5),
                                    member("b", "g", "broadcast", root=5)]}),
              "args.root: 5 is not a rank of group 'g'"),
+            # Each member kept its own data and the job succeeded.
+            (json.dumps({"tasks": [member("a", "g", "broadcast", root=0),
+                                   member("b", "g", "broadcast", root=1)]}),
+             "tasks[1] 'b': args.root: 1 differs from 0 of 'a' in group 'g'"),
             (json.dumps({"tasks": [member("a", "g", n=16), member("b", "g", n=99)]}),
              "tasks[1] 'b': args: 99 elements, but 'a' of group 'g' has 16"),
             ("", "job spec: invalid JSON: the text is empty"),
@@ -317,6 +321,28 @@ class AgainstAController(unittest.TestCase):
                                                    "manifest.json"])
         for _, name in files:
             self.assertEqual(os.path.getsize(os.path.join(out, name)), 16)
+
+    def test_fetch_names_files_of_task_ids_longer_than_a_file_name(self):
+        # Ids may be 4096 bytes; a file name at most 255. The fetch used to
+        # fail after the job had run ("--fetch: cannot write '.../xxxx...").
+        ids = ["x" * 4096, "x" * 4095 + "y", "字" * 1000, "%" * 1365, "a" * 245]
+        spec = os.path.join(self.tmp.name, "long-ids.json")
+        with open(spec, "w") as f:
+            json.dump({"tasks": [{"id": i, "kernel": "add", "args": {"n": 4}} for i in ids]}, f)
+        out = os.path.join(self.tmp.name, "long-out")
+        r = run("submit", spec, "--wait", "--fetch", out, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr[:500])
+        with open(os.path.join(out, "manifest.json")) as f:
+            files = {e["task"]: e["file"] for e in json.load(f)}
+        self.assertEqual(sorted(files), sorted(ids))
+        self.assertEqual(len(set(files.values())), len(ids), "distinct names")
+        self.assertEqual(files["a" * 245], "a" * 245 + ".0.bin", "short enough: kept whole")
+        for task, name in files.items():
+            self.assertLessEqual(len(name.encode("utf-8")), 255, name)  # whole UTF-8 characters
+            self.assertTrue(name.endswith(".0.bin"), name)
+            self.assertEqual(os.path.getsize(os.path.join(out, name)), 16)
+        self.assertRegex(files["x" * 4096], r"^x+~[0-9a-f]{16}\.0\.bin$")
+        self.assertRegex(files["%" * 1365], r"^(%25)+~[0-9a-f]{16}\.0\.bin$")
 
 
 class SpecSizeLimit(unittest.TestCase):

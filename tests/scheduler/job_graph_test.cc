@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -299,6 +300,23 @@ TEST_F(JobGraphTest, BroadcastRootAndAlltoallSizesMustFitTheGroup) {
   ExpectRejected(pair("broadcast", "root", int64_t{2}),
                  {"tasks[0] 'm0'", "args.root: 2 is not a rank of group 'g' (2 members"});
   EXPECT_NE(test::BuildGraph(pair("broadcast", "root", int64_t{1})), nullptr);
+  // Members that disagree on the root each kept their own data, and the job
+  // succeeded; a root left out is rank 0.
+  auto roots = [](int64_t r0, std::optional<int64_t> r1) {
+    TaskBuilder m1("m1", "broadcast");
+    m1.Arg("n", int64_t{4}).Collective("g", "broadcast");
+    if (r1) m1.Arg("root", *r1);
+    return SpecBuilder()
+        .Add(TaskBuilder("m0", "broadcast")
+                 .Arg("n", int64_t{4})
+                 .Arg("root", r0)
+                 .Collective("g", "broadcast"))
+        .Add(m1);
+  };
+  ExpectRejected(roots(0, 1),
+                 {"tasks[1] 'm1'", "args.root: 1 differs from 0 of 'm0' in group 'g'"});
+  ExpectRejected(roots(1, std::nullopt), {"tasks[1] 'm1'", "args.root: 0 differs from 1 of 'm0'"});
+  EXPECT_NE(test::BuildGraph(roots(0, std::nullopt)), nullptr);
   ExpectRejected(pair("alltoall", "sizes", std::string("1,x")),
                  {"tasks[0] 'm0'", "args.sizes: '1,x' is not a list of element counts"});
   ExpectRejected(pair("alltoall", "sizes", std::string("1,1,2")),

@@ -105,5 +105,22 @@ TEST_F(SchedulerTest, AJobSaysWhyItWaitsWhileItsGangDoesNotFitTheLiveDevices) {
   EXPECT_EQ(Job(job).waiting, "no live worker");
 }
 
+TEST_F(SchedulerTest, AJobWhoseSetLostADeviceRunsShortWithoutSayingItWaits) {
+  Make();
+  std::vector<DeviceId> d;
+  for (int i = 0; i < 2; ++i) d.push_back(sched_->AddDevice(Device("d" + std::to_string(i), 1)));
+  JobId job = Add(SpecBuilder()
+                      .Submodel("a", SubmodelKind::kActor, 2)
+                      .Add(TaskBuilder("x").Submodel("a"))
+                      .Add(TaskBuilder("y").Submodel("a")));
+  ASSERT_NE(job, 0u);
+  sched_->RemoveDevice(d[1], 0);
+  // `hmpmd status` printed "waiting  submodels[0] 'a': devices: asks for 2,
+  // the pool has 1" while the job ran on, and `hmpmd run` took it for a job
+  // the workers left cannot run.
+  EXPECT_EQ(Job(job).waiting, "");
+  EXPECT_FALSE(ScheduleAt(1).empty()) << "the set runs on the device left";
+}
+
 }  // namespace
 }  // namespace hmpmd

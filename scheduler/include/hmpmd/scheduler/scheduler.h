@@ -344,9 +344,11 @@ class Scheduler {
   // Attempts that count against max_attempts.
   static uint32_t AttemptsUsed(const TaskRecord& rec) { return rec.attempt - rec.recalled; }
   // Whether the live devices can run the tasks of `graph` (only those with
-  // `needed[i]` set, when `needed` is not empty).
+  // `needed[i]` set, when `needed` is not empty), and with `set_sizes`
+  // whether they are as many as each sub-model's set asks for (admission
+  // only: a running job whose set lost devices runs short instead).
   Status CheckFeasible(const JobGraph& graph, const JobRun& job,
-                       std::span<const uint8_t> needed = {}) const;
+                       std::span<const uint8_t> needed = {}, bool set_sizes = true) const;
   // A gang's members need distinct devices (scheduler_place.cc): refuses a
   // collective group of `tasks` (task `first` + i, kernels interned as
   // `kernel_ids`; those with `needed[i]` set when `needed` is not empty)
