@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <optional>
 
 namespace hmpmd {
 
@@ -87,7 +86,10 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
   // late heartbeat registers again within that).
   std::string lost;
   auto next_check = std::chrono::steady_clock::time_point::min();
-  std::optional<std::chrono::steady_clock::time_point> waiting_since;
+  // When the job began waiting on end; max(): it is not waiting. (Not a
+  // std::optional: GCC 12 warns it may be read uninitialized.)
+  constexpr auto kNotWaiting = std::chrono::steady_clock::time_point::max();
+  auto waiting_since = kNotWaiting;
   while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
     if (std::string exited = workers_.Exited(); !exited.empty()) {
       spdlog::warn("{}", exited);
@@ -105,10 +107,10 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
         return job == nullptr || IsTerminal(job->state) ? "" : job->waiting;
       });
       if (waiting.empty()) {
-        waiting_since.reset();
-      } else if (!waiting_since) {
+        waiting_since = kNotWaiting;
+      } else if (waiting_since == kNotWaiting) {
         waiting_since = std::chrono::steady_clock::now();
-      } else if (std::chrono::steady_clock::now() - *waiting_since >= std::chrono::seconds(2)) {
+      } else if (std::chrono::steady_clock::now() - waiting_since >= std::chrono::seconds(2)) {
         failure = Status::Unavailable(lost + "; the workers left cannot run the job: " + waiting);
         break;
       }
