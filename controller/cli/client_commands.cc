@@ -218,6 +218,9 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
       std::cout << "submitted job " << id << std::endl;
     return kExitOk;
   }
+  // The id before the wait: a user who stops waiting (Ctrl-C) can still
+  // follow or cancel the job, and stdout keeps only the final summary.
+  std::cerr << "hmpmd: submitted job " << id << "; waiting for it to end" << std::endl;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_timeout_s);
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
   // Why the job waits for workers (its "waiting" field), said once on stderr

@@ -6,6 +6,7 @@ controller killed (SIGKILL) and restarted with the same --db while
 here, by PID. Usage: cli_faults_test.py BIN_DIR"""
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -66,9 +67,24 @@ class ControllerRestart(unittest.TestCase):
                     "cube=1,vector=1"], "worker.log")
 
     def submit_wait(self, spec, *args):
+        """Starts `hmpmd submit --wait` and returns once it has said on stderr
+        that the controller accepted the job: a controller killed before its
+        answer reached the client would fail the submission itself."""
         client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--url", self.url, *args],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(client)
+        # Byte by byte from the descriptor: communicate() reads the rest from
+        # there too, so nothing may sit in a Python buffer.
+        line = b""
+        deadline = time.monotonic() + 60
+        while not line.endswith(b"\n") and time.monotonic() < deadline:
+            ready, _, _ = select.select([client.stderr], [], [], 1)
+            if ready:
+                byte = os.read(client.stderr.fileno(), 1)
+                if not byte:
+                    break
+                line += byte
+        self.assertEqual(line.decode(), "hmpmd: submitted job 1; waiting for it to end\n")
         return client
 
     def kill_controller_once_running(self, job_id):

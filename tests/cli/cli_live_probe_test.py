@@ -134,7 +134,8 @@ class SubmitWaitForWorkers(unittest.TestCase):
                     time.sleep(0.1)
                     err.seek(0)
                     text = err.read()
-                self.assertEqual(text, "hmpmd: job 1 waits for workers: no live worker\n")
+                self.assertEqual(text, "hmpmd: submitted job 1; waiting for it to end\n"
+                                       "hmpmd: job 1 waits for workers: no live worker\n")
                 cluster.procs.append(subprocess.Popen(
                     [HMPMD, "worker", "--controller", cluster.endpoint, "--cores",
                      "cube=1,vector=1", "--log-level", "warn"],
@@ -143,7 +144,8 @@ class SubmitWaitForWorkers(unittest.TestCase):
                 self.assertEqual(client.returncode, 0, stdout)
                 self.assertIn("succeeded", stdout)
                 err.seek(0)
-                self.assertEqual(err.read(), "hmpmd: job 1 waits for workers: no live worker\n"
+                self.assertEqual(err.read(), "hmpmd: submitted job 1; waiting for it to end\n"
+                                             "hmpmd: job 1 waits for workers: no live worker\n"
                                              "hmpmd: job 1 no longer waits for workers\n")
 
 
