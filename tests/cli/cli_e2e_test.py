@@ -17,6 +17,7 @@ BIN, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from cluster import Cluster  # noqa: E402
 from ports import free_port  # noqa: E402
+from procs import children  # noqa: E402
 HMPMD = os.path.join(BIN, "hmpmd")
 EXAMPLE = os.path.join(SRC, "examples", "multimodal.json")
 
@@ -245,18 +246,6 @@ class EmbeddedRun(unittest.TestCase):
             self.assertIn(args[-2], r.stderr)
 
     def test_run_stopped_by_a_signal_leaves_no_worker_behind(self):
-        def children(pid):
-            kids = []
-            for entry in os.listdir("/proc"):
-                try:
-                    with open("/proc/%s/stat" % entry) as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                except (OSError, IndexError):
-                    continue
-                if fields[1] == str(pid):
-                    kids.append(int(entry))
-            return kids
-
         def running(pid):  # a zombie has left already
             try:
                 with open("/proc/%d/stat" % pid) as f:

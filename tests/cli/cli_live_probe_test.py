@@ -16,19 +16,7 @@ BIN = sys.argv[1]
 HMPMD = os.path.join(BIN, "hmpmd")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from cluster import Cluster  # noqa: E402
-
-
-def children(pid):
-    kids = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/stat" % entry) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[1] == str(pid):
-            kids.append(int(entry))
-    return sorted(kids)
+from procs import children  # noqa: E402
 
 
 def gang_spec(steps, spin_us):
