@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 
 #include "hmpmd/protocol/builtin_args.h"
 
@@ -45,7 +44,7 @@ Status Controller::Start() {
     RETURN_IF_ERROR(zap_->Start());
     RETURN_IF_ERROR(transport_.EnableCurveServer(options_.curve_secret_key));
   }
-  while (epoch_ == 0) epoch_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  if (epoch_ == 0) epoch_ = RandomId();
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
   spdlog::info("controller listening on {} (policy {})", transport_.endpoint(), options_.policy);
   return Status::Ok();

@@ -1,6 +1,8 @@
 #include "hmpmd/protocol/types.h"
 
 #include <charconv>
+#include <chrono>
+#include <random>
 
 namespace hmpmd {
 
@@ -98,5 +100,12 @@ bool IsCollectiveKernel(std::string_view k) {
 }
 
 bool IsCommKernel(std::string_view k) { return k == "send" || IsCollectiveKernel(k); }
+
+uint64_t RandomId() {
+  std::random_device rd;
+  const auto clock = std::chrono::steady_clock::now().time_since_epoch().count();
+  const uint64_t id = ((uint64_t{rd()} << 32) | rd()) ^ static_cast<uint64_t>(clock);
+  return id != 0 ? id : 1;
+}
 
 }  // namespace hmpmd

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <random>
 #include <system_error>
 #include <utility>
 #include <variant>
@@ -30,15 +29,6 @@ constexpr size_t kMaxRecent = 4096;
 // Outputs a re-registration reports, below the decoder's batch limit; a
 // restarted controller rebuilds any beyond (lineage).
 constexpr size_t kMaxReportedOutputs = 60000;
-
-// RegisterMsg::instance: random per process (per ServeLoop, which a Worker
-// makes once), never 0. The clock is mixed in for a random_device that is
-// deterministic on some platforms.
-uint64_t DrawInstance() {
-  std::random_device rd;
-  const uint64_t id = ((uint64_t{rd()} << 32) | rd()) ^ static_cast<uint64_t>(NowUs());
-  return id != 0 ? id : 1;
-}
 
 // True for 1, 2, 4, 8, ...: log the first of a kind loudly, then rarely.
 bool IsPowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
@@ -65,7 +55,7 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
   register_.name = options.name;
   register_.token = options.token;
   register_.pid = static_cast<uint32_t>(::getpid());
-  register_.instance = DrawInstance();
+  register_.instance = RandomId();  // per process (per ServeLoop, made once per Worker)
   if (options.cube_cores > 0) register_.cores.push_back({CoreKind::kCube, options.cube_cores});
   if (options.vector_cores > 0) {
     register_.cores.push_back({CoreKind::kVector, options.vector_cores});

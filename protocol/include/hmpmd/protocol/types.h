@@ -67,4 +67,9 @@ bool IsCommKernel(std::string_view kernel);
 // True for the collective kernels, which run as a gang.
 bool IsCollectiveKernel(std::string_view kernel);
 
+// A random 64-bit id, never 0 (0 means "not given" on the wire): the
+// controller's store epoch, a worker process's instance. The clock is mixed
+// in for a std::random_device that is deterministic on some platforms.
+uint64_t RandomId();
+
 }  // namespace hmpmd
