@@ -14,6 +14,7 @@ struct ArgRule {
   ArgType type;
   double min = 0;  // inclusive range for numbers
   double max = 0;
+  int64_t multiple_of = 1;  // integers: the values a kernel can use whole
 };
 
 // Limits the workers enforce (worker/f32_util.h, builtin_kernels.cc).
@@ -31,13 +32,14 @@ constexpr ArgRule kAdd[] = {{"n", ArgType::kInteger, 1, kMaxElements}};
 constexpr ArgRule kScale[] = {{"n", ArgType::kInteger, 1, kMaxElements},
                               {"factor", ArgType::kNumber, -HUGE_VAL, HUGE_VAL}};
 constexpr ArgRule kSend[] = {{"bytes", ArgType::kInteger, 0, kMaxBytes}};
-constexpr ArgRule kCollective[] = {{"n", ArgType::kInteger, 0, kMaxElements},
-                                   {"bytes", ArgType::kInteger, 0, kMaxBytes}};
-constexpr ArgRule kAllToAll[] = {{"n", ArgType::kInteger, 0, kMaxElements},
-                                 {"bytes", ArgType::kInteger, 0, kMaxBytes},
-                                 {"sizes", ArgType::kString}};
+// A collective member without inputs moves `bytes` / 4 float32 elements;
+// a remainder would be dropped without a word, so it is refused.
+constexpr ArgRule kF32Bytes = {"bytes", ArgType::kInteger, 0, kMaxBytes, 4};
+constexpr ArgRule kCollective[] = {{"n", ArgType::kInteger, 0, kMaxElements}, kF32Bytes};
+constexpr ArgRule kAllToAll[] = {
+    {"n", ArgType::kInteger, 0, kMaxElements}, kF32Bytes, {"sizes", ArgType::kString}};
 constexpr ArgRule kBroadcast[] = {{"n", ArgType::kInteger, 0, kMaxElements},
-                                  {"bytes", ArgType::kInteger, 0, kMaxBytes},
+                                  kF32Bytes,
                                   {"root", ArgType::kInteger, 0, kMaxElements}};
 
 // Hints the spmd-1f1b policy reads from any task (README, "Policies"):
@@ -103,6 +105,11 @@ Status CheckOne(const ArgRule& rule, const ArgValue& v) {
                                   std::string(" in [") + Num(rule.min) + ", " + Num(rule.max) + "]";
     return Status::InvalidArgument(field + ": must be " + range);
   }
+  if (rule.multiple_of > 1 && static_cast<int64_t>(x) % rule.multiple_of != 0) {
+    return Status::InvalidArgument(field + ": must be a multiple of " +
+                                   std::to_string(rule.multiple_of) +
+                                   " (whole float32 elements), got " + Num(x));
+  }
   return Status::Ok();
 }
 
@@ -136,13 +143,35 @@ Status CheckBuiltinArgs(std::string_view kernel, const Args& args) {
 
 Status CheckWorkerArgs(std::string_view kernel, const Args& args) {
   if (kernel != "gemm") return Status::Ok();
-  for (std::string_view name : {"m", "n", "k"}) {
+  double size[3] = {0, 0, 0};  // m, n, k; 0 when not a number (CheckBuiltinArgs says so)
+  const std::string_view names[3] = {"m", "n", "k"};
+  for (int i = 0; i < 3; ++i) {
     bool given = false;
-    for (const Arg& a : args) given = given || a.name == name;
+    for (const Arg& a : args) {
+      if (a.name != names[i]) continue;
+      given = true;
+      if (const auto* v = std::get_if<int64_t>(&a.value)) size[i] = static_cast<double>(*v);
+      if (const auto* v = std::get_if<double>(&a.value)) size[i] = *v;
+    }
     if (!given) {
-      return Status::InvalidArgument("args." + std::string(name) +
+      return Status::InvalidArgument("args." + std::string(names[i]) +
                                      ": required: a worker's gemm multiplies an m x k by a k x n "
                                      "matrix (only a simulation may give cost.flops instead)");
+    }
+  }
+  // Each matrix must fit the worker's kernel limit (worker/gemm_kernel.cc),
+  // or the job would be accepted and fail when the gemm runs.
+  const struct {
+    const char* what;
+    double elements;
+  } matrices[] = {{"A (m x k)", size[0] * size[2]},
+                  {"B (k x n)", size[2] * size[1]},
+                  {"C (m x n)", size[0] * size[1]}};
+  for (const auto& matrix : matrices) {
+    if (matrix.elements > kMaxElements) {
+      return Status::InvalidArgument(std::string("args: gemm's ") + matrix.what + " would have " +
+                                     Num(matrix.elements) + " elements, over the " +
+                                     Num(kMaxElements) + " a worker's gemm takes");
     }
   }
   return Status::Ok();

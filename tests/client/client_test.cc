@@ -35,7 +35,9 @@ class ClientTest : public ::testing::Test {
     cluster_ = std::make_unique<ProcessCluster>(dir_.string());
     if (std::getenv("HMPMD_TEST_LOG")) cluster_->set_log_level(std::getenv("HMPMD_TEST_LOG"));
     ASSERT_TRUE(cluster_->StartController().ok());
-    for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker().ok());
+    // A 16 MiB store: enough for every test's outputs, and a task whose
+    // output is larger fails on the worker (a failure only it can see).
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker({"--memory-mb", "16"}).ok());
     // Both workers registered before the session starts.
     for (int i = 0; i < 250; ++i) {
       auto pool = cluster_->Get("/api/v1/pool");
@@ -130,15 +132,26 @@ TEST_F(ClientTest, CancelStopsASpinAndFailsItsDependents) {
 TEST_F(ClientTest, AFailingKernelsMessageReachesTheDriver) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);
-  // Arguments in range, so accepted; gemm refuses an output this large.
-  Future bad = c->Submit({.kernel = "gemm",
-                          .args = {{"m", int64_t{65536}}, {"n", int64_t{65536}}, {"k", int64_t{1}}},
-                          .label = "t3"})
-                   .value();
+  // Arguments in range, so accepted; the worker's 16 MiB store cannot
+  // keep its 32 MiB output.
+  Future bad =
+      c->Submit({.kernel = "add", .args = {{"n", int64_t{1} << 23}}, .label = "t3"}).value();
   Future dep = c->Submit({.kernel = "noop", .inputs = {bad}}).value();
   Status s = bad.Wait(20000);
   EXPECT_EQ(s.code(), StatusCode::kAborted);
-  EXPECT_EQ(s.message(), "task 't3' failed: gemm: C (m x n) has more than 268435456 elements");
+  EXPECT_EQ(s.message().rfind("task 't3' failed: object store: outputs of job", 0), 0)
+      << s.message();
+  EXPECT_NE(s.message().find("need 33554432 bytes"), std::string::npos) << s.message();
+  // A gemm too large for a worker is refused when submitted.
+  Status big = c->Submit({.kernel = "gemm",
+                          .args = {{"m", int64_t{65536}}, {"n", int64_t{65536}}, {"k", int64_t{1}}},
+                          .label = "big"})
+                   .value()
+                   .Wait(20000);
+  EXPECT_EQ(big.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(big.message().find("'big': args: gemm's C (m x n) would have 4294967296 elements"),
+            std::string::npos)
+      << big.message();
   Status d = dep.Wait(20000);
   EXPECT_EQ(d.code(), StatusCode::kAborted);
   EXPECT_NE(d.message().find("input 't3' failed"), std::string::npos) << d.message();

@@ -68,15 +68,27 @@ TEST_F(BadSpecTest, EachBadSpecGetsOneLineAndTheControllerKeepsServing) {
   EXPECT_EQ(jobs, 1u) << "refused specs must not leave jobs behind";
 }
 
-TEST_F(BadSpecTest, KernelErrorFailsTheJobWithItsMessage) {
+TEST_F(BadSpecTest, GemmOverAWorkersLimitIsRefusedAtSubmission) {
   StartCluster(1);
-  // Each size is in range, so the spec is accepted, but gemm refuses an
-  // output this large when it runs; the job fails naming the task.
-  JobResult r =
-      RunSpec(R"({"tasks":[{"id":"bad","kernel":"gemm","args":{"m":65536,"n":65536,"k":1}}]})");
+  // Each size is in range, but C would not fit a worker's gemm: refused
+  // now, not failed when it runs.
+  Status st =
+      Submit(R"({"tasks":[{"id":"big","kernel":"gemm","args":{"m":65536,"n":65536,"k":1}}]})");
+  EXPECT_EQ(st.message(),
+            "tasks[0] 'big': args: gemm's C (m x n) would have 4294967296 elements, over the "
+            "268435456 a worker's gemm takes");
+}
+
+TEST_F(BadSpecTest, TaskErrorOnTheWorkerFailsTheJobWithItsMessage) {
+  // The spec is fine; the worker's 1 MiB store cannot keep the 4 MiB
+  // output, which only the worker finds out when the task runs.
+  extra_worker_args_ = {"--memory-mb", "1"};
+  StartCluster(1);
+  JobResult r = RunSpec(R"({"tasks":[{"id":"bad","kernel":"add","args":{"n":1048576}}]})");
   EXPECT_EQ(r.state, JobState::kFailed);
-  EXPECT_NE(r.error.find("task 'bad' failed: gemm: C (m x n) has more than"), std::string::npos)
+  EXPECT_NE(r.error.find("task 'bad' failed: object store: outputs of job"), std::string::npos)
       << r.error;
+  EXPECT_NE(r.error.find("need 4194304 bytes"), std::string::npos) << r.error;
   // The worker is still there for the next job.
   JobResult ok = RunSpec(R"({"tasks":[{"id":"fine","kernel":"noop"}]})");
   EXPECT_EQ(ok.state, JobState::kSucceeded) << ok.error;

@@ -76,6 +76,36 @@ TEST(BuiltinArgsTest, AWorkersGemmNeedsAllThreeSizes) {
   EXPECT_TRUE(CheckWorkerArgs("my_gemm", {}).ok());
 }
 
+TEST(BuiltinArgsTest, AWorkersGemmKeepsEachMatrixWithinItsLimit) {
+  auto gemm = [](int64_t m, int64_t n, int64_t k) {
+    Status s = CheckWorkerArgs("gemm", {{"m", m}, {"n", n}, {"k", k}});
+    return s.ok() ? std::string("ok") : s.message();
+  };
+  EXPECT_EQ(gemm(16384, 16384, 1), "ok");  // C: exactly 2^28 elements
+  EXPECT_EQ(gemm(65536, 65536, 1),
+            "args: gemm's C (m x n) would have 4294967296 elements, over the 268435456 a "
+            "worker's gemm takes");
+  EXPECT_EQ(gemm(268435456, 1, 2),
+            "args: gemm's A (m x k) would have 536870912 elements, over the 268435456 a "
+            "worker's gemm takes");
+  EXPECT_EQ(gemm(1, 268435456, 2),
+            "args: gemm's B (k x n) would have 536870912 elements, over the 268435456 a "
+            "worker's gemm takes");
+  // A simulation times any size (CheckBuiltinArgs only bounds each size).
+  EXPECT_EQ(Check("gemm", {{"m", int64_t{65536}}, {"n", int64_t{65536}}, {"k", int64_t{1}}}), "ok");
+}
+
+TEST(BuiltinArgsTest, ACollectivesBytesAreWholeFloats) {
+  EXPECT_EQ(Check("allreduce", {{"bytes", int64_t{64}}}), "ok");
+  EXPECT_EQ(Check("allreduce", {{"bytes", int64_t{10}}}),
+            "args.bytes: must be a multiple of 4 (whole float32 elements), got 10");
+  EXPECT_EQ(Check("broadcast", {{"bytes", int64_t{2}}}),
+            "args.bytes: must be a multiple of 4 (whole float32 elements), got 2");
+  EXPECT_EQ(Check("alltoall", {{"bytes", 6.0}}),
+            "args.bytes: must be a multiple of 4 (whole float32 elements), got 6");
+  EXPECT_EQ(Check("send", {{"bytes", int64_t{10}}}), "ok");  // raw bytes
+}
+
 TEST(BuiltinArgsTest, ATaskListNamesTheFirstTaskAWorkerCannotRun) {
   std::vector<TaskSpec> tasks(3);
   tasks[0].id = "a";

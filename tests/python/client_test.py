@@ -21,7 +21,9 @@ TIMEOUT_MS = 30000
 class ClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.cluster = Cluster(BIN, workers=2).__enter__()
+        # A 16 MiB store: enough for every test's outputs, and a task whose
+        # output is larger fails on the worker (a failure only it can see).
+        cls.cluster = Cluster(BIN, workers=2, worker_args=["--memory-mb", "16"]).__enter__()
 
     @classmethod
     def tearDownClass(cls):
@@ -74,18 +76,20 @@ class ClientTest(unittest.TestCase):
 
     def test_failing_kernel_raises_with_its_message(self):
         c = self.connect("fails")
-        # Passes the submission-time argument check; fails in the kernel.
-        bad = c.submit("gemm", args={"m": 65536, "n": 65536, "k": 1}, label="bad")
+        # Passes the submission-time checks; its 32 MiB output does not fit
+        # the worker's 16 MiB store.
+        bad = c.submit("add", args={"n": 1 << 23}, label="bad")
         after = c.submit("noop", inputs=[bad], label="after")
         with self.assertRaises(hmpmd.TaskFailed) as e:
             bad.wait(TIMEOUT_MS)
-        self.assertIn("gemm: C (m x n) has more than", str(e.exception))
+        self.assertIn("object store: outputs of job", str(e.exception))
+        self.assertIn("need 33554432 bytes", str(e.exception))
         self.assertNotIn("\n", str(e.exception))
         with self.assertRaises(hmpmd.TaskFailed):
             after.get(TIMEOUT_MS)  # an input failed
         with self.assertRaises(hmpmd.TaskFailed) as e:
             c.close()  # the session's job failed
-        self.assertIn("gemm: C (m x n)", str(e.exception))
+        self.assertIn("need 33554432 bytes", str(e.exception))
         with self.assertRaises(hmpmd.TaskFailed):
             c.close()  # idempotent: the same outcome
 

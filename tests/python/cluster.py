@@ -17,13 +17,14 @@ from ports import free_port
 
 class Cluster:
     def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", worker_binary=None,
-                 log_level="warn", start_timeout_s=60):
+                 log_level="warn", start_timeout_s=60, worker_args=()):
         self.bin_dir = bin_dir
         self.workers = workers
         self.cores = cores
         self.worker_binary = worker_binary
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
+        self.worker_args = list(worker_args)  # more flags for every worker
         self.procs = []
 
     def __enter__(self):
@@ -52,7 +53,7 @@ class Cluster:
             cores = self.cores if isinstance(self.cores, str) else self.cores[i]
             binary = [self.worker_binary] if self.worker_binary else [hmpmd, "worker"]
             cmd = binary + ["--controller", self.endpoint, "--cores", cores, "--name", f"w{i}",
-                            "--log-level", self.log_level]
+                            "--log-level", self.log_level] + self.worker_args
             self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))
         # Bounded but generous: ctest -j2 on 2 cores slows start-up a lot.
