@@ -289,8 +289,8 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
   return id;
 }
 
-Status Controller::Cancel(JobId id) {
-  RETURN_IF_ERROR(scheduler_->CancelJob(id, "cancelled by the user", NowUs()));
+Status Controller::Cancel(JobId id, const std::string& reason) {
+  RETURN_IF_ERROR(scheduler_->CancelJob(id, reason, NowUs()));
   for (const WorkerInfo& w : workers_) {
     if (w.alive) transport_.Send(w.identity, CancelJob{id});
   }

@@ -172,7 +172,13 @@ class Controller {
   // `spec_json` is the spec's text, kept in the store (if any) so the job
   // survives a restart; without it the job is not stored.
   Result<JobId> SubmitGraph(std::shared_ptr<const JobGraph> graph, std::string spec_json = {});
-  Status Cancel(JobId id);
+  // Cancels job `id`; `reason` becomes its error (e.g. why a local run
+  // gave up on it).
+  Status Cancel(JobId id, const std::string& reason = "cancelled by the user");
+  // A worker process this host started (LocalCluster) has exited: the live
+  // worker that registered with `pid` is declared dead now, not after its
+  // missed heartbeats, so its tasks are re-queued at once.
+  void WorkerProcessExited(uint32_t pid, const std::string& why);
   // Calls `cb` once when the job ends (at once if it has).
   void WatchJob(JobId id, JobCallback cb);
   // Calls `fn` once every record of this iteration so far is in the store

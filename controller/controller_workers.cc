@@ -154,6 +154,12 @@ void Controller::CheckLiveness(TimeUs now) {
   }
 }
 
+void Controller::WorkerProcessExited(uint32_t pid, const std::string& why) {
+  for (WorkerInfo& w : workers_) {
+    if (w.alive && w.pid == pid) MarkDead(w, why, NowUs());
+  }
+}
+
 void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
   if (!w.alive) return;
   w.alive = false;

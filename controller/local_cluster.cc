@@ -91,8 +91,13 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
   constexpr auto kNotWaiting = std::chrono::steady_clock::time_point::max();
   auto waiting_since = kNotWaiting;
   while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
-    if (std::string exited = workers_.Exited(); !exited.empty()) {
+    pid_t pid = 0;
+    if (std::string exited = workers_.Exited(&pid); !exited.empty()) {
       spdlog::warn("{}", exited);
+      // Its tasks go back to the queue now, not after missed heartbeats.
+      controller_->Post([this, pid, exited] {
+        controller_->WorkerProcessExited(static_cast<uint32_t>(pid), exited);
+      });
       if (workers_.pids().empty()) {
         failure = Status::Unavailable(exited + "; no worker is left");
         break;
@@ -130,8 +135,8 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
   if (failure.ok()) return fut.get();
   // Cancel the job and let its callback run now, while the caller's state
   // that `on_end` may use still exists.
-  controller_->Post([this, job_id] {
-    if (*job_id != 0) (void)controller_->Cancel(*job_id);
+  controller_->Post([this, job_id, why = failure.message()] {
+    if (*job_id != 0) (void)controller_->Cancel(*job_id, why);
   });
   fut.wait_for(std::chrono::seconds(5));
   return failure;

@@ -64,7 +64,7 @@ Status LocalWorkers::Start(const std::string& binary, const std::vector<std::str
   return Status::Ok();
 }
 
-std::string LocalWorkers::Exited() {
+std::string LocalWorkers::Exited(pid_t* pid) {
   for (auto it = pids_.begin(); it != pids_.end(); ++it) {
     int status = 0;
     pid_t r = waitpid(*it, &status, WNOHANG);
@@ -73,6 +73,7 @@ std::string LocalWorkers::Exited() {
           "worker pid " + std::to_string(*it) +
           (WIFSIGNALED(status) ? " was killed by signal " + std::to_string(WTERMSIG(status))
                                : " exited with status " + std::to_string(WEXITSTATUS(status)));
+      if (pid != nullptr) *pid = *it;
       pids_.erase(it);
       return what;
     }

@@ -25,8 +25,8 @@ class LocalWorkers {
   // Starts `binary` with `args` (argv[0] excluded).
   Status Start(const std::string& binary, const std::vector<std::string>& args);
   // First child that has exited, as "pid N exited with status S"; empty
-  // when all still run. Reaps it.
-  std::string Exited();
+  // when all still run. Reaps it, and sets *pid (if given) to its pid.
+  std::string Exited(pid_t* pid = nullptr);
   // SIGTERM, then SIGKILL after `grace`; waits for every child.
   void StopAll(std::chrono::milliseconds grace);
   const std::vector<pid_t>& pids() const { return pids_; }

@@ -89,6 +89,19 @@ class RunWithAWorkerKilled(unittest.TestCase):
         summary = json.loads(out)
         self.assertEqual((summary["state"], summary["tasks"]), ("succeeded", 90))
 
+    def test_a_killed_worker_is_declared_dead_when_its_process_exits(self):
+        # One 5 s sleep per worker: nothing more is sent to the killed one,
+        # so only its heartbeats (5 s late) told the controller before;
+        # `hmpmd run` sees its child exit and says so at once.
+        spec = {"tasks": [{"id": t, "kernel": "sleep", "args": {"us": 5_000_000}}
+                          for t in ("a", "b")]}
+        code, out, err, _ = self.run_and_kill_one_worker(spec, 2)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["state"], "succeeded")
+        self.assertRegex(err, r"worker \d+ 'local-\d' declared dead: "
+                              r"worker pid \d+ was killed by signal 9")
+        self.assertNotIn("missed heartbeats", err)
+
     def test_a_pinned_set_that_lost_a_device_runs_short_to_the_end(self):
         # An actor set pinned to both devices loses one: it runs on the one
         # left (short), which is not waiting for workers.
