@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -80,6 +81,69 @@ std::string OneLine(std::string_view text) {
       out += ch;
     }
   }
+  return out;
+}
+
+namespace {
+
+// Length of the UTF-8 sequence starting at text[i] and its code point;
+// a malformed byte is a sequence of one (shown as it is, one column).
+size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp) {
+  const auto b0 = static_cast<unsigned char>(text[i]);
+  size_t len = 0;  // from the lead byte: 0xxxxxxx, 110xxxxx, 1110xxxx, 11110xxx
+  if (b0 < 0x80) {
+    len = 1;
+  } else if ((b0 >> 5) == 0x6) {
+    len = 2;
+  } else if ((b0 >> 4) == 0xe) {
+    len = 3;
+  } else if ((b0 >> 3) == 0x1e) {
+    len = 4;
+  }
+  if (len == 0 || i + len > text.size()) {
+    *cp = b0;
+    return 1;
+  }
+  uint32_t v = len == 1 ? b0 : b0 & (0x7f >> len);
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(text[i + k]);
+    if ((b & 0xc0) != 0x80) {
+      *cp = b0;
+      return 1;
+    }
+    v = (v << 6) | (b & 0x3f);
+  }
+  *cp = v;
+  return len;
+}
+
+// Terminal columns of code point `cp`: two for East Asian wide and
+// full-width characters and emoji, else one.
+size_t ColumnsOf(uint32_t cp) {
+  const bool wide = (cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) ||
+                    (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
+                    (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60) ||
+                    (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1faff) ||
+                    (cp >= 0x20000 && cp <= 0x3fffd);
+  return wide ? 2 : 1;
+}
+
+}  // namespace
+
+std::string Column(std::string_view text, size_t width, bool cut) {
+  const std::string line = OneLine(text);
+  std::string out;
+  size_t columns = 0;
+  for (size_t i = 0; i < line.size();) {
+    uint32_t cp = 0;
+    const size_t len = DecodeUtf8(line, i, &cp);
+    const size_t w = ColumnsOf(cp);
+    if (cut && columns + w > width) break;
+    out.append(line, i, len);
+    columns += w;
+    i += len;
+  }
+  if (columns < width) out.append(width - columns, ' ');
   return out;
 }
 

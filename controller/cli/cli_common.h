@@ -30,6 +30,10 @@ Status WriteFile(const std::string& path, const std::string& content);
 Status CheckWritable(const std::string& flag, const std::string& path);
 // `text` with control characters written as \n, \t or \xHH: one line.
 std::string OneLine(std::string_view text);
+// OneLine(text) padded with spaces to `width` terminal columns, for a
+// table: UTF-8 characters count one column, East Asian wide ones two. With
+// `cut`, longer text is cut to `width` columns at a character boundary.
+std::string Column(std::string_view text, size_t width, bool cut = false);
 // Reads a token file: its first line, trimmed; an empty token is an error.
 Result<std::string> ReadToken(const std::string& path);
 // trace, debug, info, warn, error, off.

@@ -295,8 +295,8 @@ int StatusCmd(const ClientArgs& a, const std::string& job, bool given) {
   }
   std::printf("%-6s %-24s %-10s %s\n", "ID", "NAME", "STATE", "PROGRESS");
   for (const json& e : (*j)["jobs"]) {
-    std::printf("%-6llu %-24s %-10s %llu/%llu\n", static_cast<unsigned long long>(e.value("id", 0)),
-                OneLine(e.value("name", "")).c_str(), e.value("state", "").c_str(),
+    std::printf("%-6llu %s %-10s %llu/%llu\n", static_cast<unsigned long long>(e.value("id", 0)),
+                Column(e.value("name", ""), 24).c_str(), e.value("state", "").c_str(),
                 static_cast<unsigned long long>(e.value("done", 0)),
                 static_cast<unsigned long long>(e.value("tasks", 0)));
   }
@@ -332,8 +332,8 @@ int PoolCmd(const ClientArgs& a) {
     for (const json& core : d["cores"]) {
       cores += core.value("name", "") + "(" + std::to_string(core.value("queued", 0)) + ") ";
     }
-    std::printf("%-4u %-24s %-6s %-8u %s\n", d.value("id", 0u),
-                OneLine(d.value("name", "")).c_str(), d.value("alive", false) ? "yes" : "no",
+    std::printf("%-4u %s %-6s %-8u %s\n", d.value("id", 0u),
+                Column(d.value("name", ""), 24).c_str(), d.value("alive", false) ? "yes" : "no",
                 d.value("pid", 0u), cores.c_str());
   }
   std::printf("policy %s, %zu live devices\n", (*j).value("policy", "").c_str(),

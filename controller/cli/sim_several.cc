@@ -154,8 +154,8 @@ int SimSeveral(const SimSeveralArgs& a) {
       j["share_while_all_run_by_kind"] = std::move(kinds);
       p["jobs"].push_back(std::move(j));
       std::snprintf(line, sizeof line,
-                    "%-10s %-14.14s %6u %-9s %9llu %11.6f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.2f\n",
-                    name.c_str(), OneLine(job.graph->spec().name).c_str(), weight,
+                    "%-10s %s %6u %-9s %9llu %11.6f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.2f\n",
+                    name.c_str(), Column(job.graph->spec().name, 14, /*cut=*/true).c_str(), weight,
                     ended ? std::string(JobStateName(job.state)).c_str() : "failed",
                     static_cast<unsigned long long>(m.tasks), end_s, fair * 100, share[i] * 100,
                     by_kind[i][0] * 100, by_kind[i][1] * 100, wall);

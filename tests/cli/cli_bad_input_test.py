@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 import unittest
 import urllib.error
 import urllib.request
@@ -167,18 +168,32 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def send_json(self, status, body):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def run_against(handler, *args, path=""):
+    """Runs `hmpmd ARGS --url URL` against a local HTTP server answering
+    with `handler`, stopped before returning."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        return run(*args, "--url", f"http://127.0.0.1:{server.server_port}{path}")
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
 
 class NotAController(unittest.TestCase):
     def test_an_http_server_that_is_not_a_controller_is_named(self):
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            r = run("status", "--url", f"http://127.0.0.1:{server.server_port}")
-        finally:
-            server.shutdown()
-            thread.join()
-            server.server_close()
+        r = run_against(Quiet, "status")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
         self.assertIn("GET /api/v1/jobs: HTTP 404", r.stderr)
@@ -191,24 +206,36 @@ class NotAController(unittest.TestCase):
         class Prefixed(Quiet):
             def do_GET(self):
                 seen.append(self.path)
-                body = b'{"jobs": []}' if self.path == "/hmpmd/api/v1/jobs" else b'{"error": "x"}'
-                self.send_response(200 if self.path == "/hmpmd/api/v1/jobs" else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                if self.path == "/hmpmd/api/v1/jobs":
+                    self.send_json(200, {"jobs": []})
+                else:
+                    self.send_json(404, {"error": "x"})
 
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prefixed)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            r = run("status", "--json", "--url", f"http://127.0.0.1:{server.server_port}/hmpmd")
-        finally:
-            server.shutdown()
-            thread.join()
-            server.server_close()
+        r = run_against(Prefixed, "status", "--json", path="/hmpmd")
         self.assertEqual(seen, ["/hmpmd/api/v1/jobs"])
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_status_columns_line_up_with_wide_and_accented_names(self):
+        jobs = [{"id": 1, "name": "视觉编码器", "state": "running", "done": 1, "tasks": 2},
+                {"id": 2, "name": "café-ü", "state": "succeeded", "done": 2, "tasks": 2},
+                {"id": 3, "name": "plain", "state": "failed", "done": 0, "tasks": 2}]
+
+        class Listing(Quiet):
+            def do_GET(self):
+                self.send_json(200, {"jobs": jobs})
+
+        r = run_against(Listing, "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+        def columns(text):  # terminal columns: East Asian wide characters take two
+            return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 4, r.stdout)
+        state_at = [columns(line[:line.index(word)]) for line, word in
+                    zip(lines, ["STATE", "running", "succeeded", "failed"])]
+        self.assertEqual(state_at, [state_at[0]] * 4, r.stdout)
+        self.assertIn("视觉编码器", lines[1])
 
 
 class AgainstAController(unittest.TestCase):
