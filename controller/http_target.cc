@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <vector>
 
 namespace hmpmd {
 namespace {
@@ -27,6 +28,38 @@ bool IsScheme(std::string_view s) {
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// RFC 3986 §5.2.4, on a decoded path: "." segments go, ".." takes the
+// segment before it with it (never above the root), so
+// "/api/v1/jobs/../pool" is "/api/v1/pool" as a browser or curl sends it.
+std::string RemoveDotSegments(std::string_view path) {
+  std::vector<std::string_view> kept;
+  bool ends_dir = false;  // "/a/." and "/a/.." name a directory: "/a/", "/"
+  size_t start = 1;       // after the leading '/'
+  while (start <= path.size()) {
+    const size_t end = std::min(path.find('/', start), path.size());
+    const std::string_view segment = path.substr(start, end - start);
+    ends_dir = false;
+    if (segment == "..") {
+      if (!kept.empty()) kept.pop_back();
+      ends_dir = true;
+    } else if (segment == ".") {
+      ends_dir = true;
+    } else if (end < path.size() || !segment.empty()) {
+      kept.push_back(segment);
+    } else {
+      ends_dir = true;  // a trailing '/'
+    }
+    start = end + 1;
+  }
+  std::string out;
+  for (std::string_view s : kept) {
+    out += '/';
+    out += s;
+  }
+  if (out.empty() || ends_dir) out += '/';
   return out;
 }
 
@@ -103,7 +136,7 @@ Result<HttpTarget> ParseHttpTarget(std::string_view target) {
     }
     i += 2;
   }
-  out.path = std::move(path).value();
+  out.path = RemoveDotSegments(*path);
   return out;
 }
 

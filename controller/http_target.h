@@ -2,7 +2,9 @@
 // the path a router matches and the query it checks: origin-form
 // ("/api/v1/jobs?x=1") as it is, absolute-form ("http://host:8080/api/v1/jobs?x=1",
 // which a proxy sends) with its scheme and authority stripped, and the
-// path's %XX escapes decoded, so that "/api/v1/jobs/%31" is "/api/v1/jobs/1".
+// path's %XX escapes decoded, so that "/api/v1/jobs/%31" is "/api/v1/jobs/1",
+// and its dot-segments removed (RFC 3986 §5.2.4): "/api/v1/x/../jobs" is
+// "/api/v1/jobs".
 // Thread-safety: free functions; safe from any thread.
 #pragma once
 
@@ -15,7 +17,7 @@ namespace hmpmd {
 
 struct HttpTarget {
   std::string origin;  // origin-form, escapes kept: "/api/v1/jobs/%31?x=1"
-  std::string path;    // decoded path: "/api/v1/jobs/1"; "*" for asterisk-form
+  std::string path;    // decoded, dot-segments removed: "/api/v1/jobs/1"; "*" for asterisk-form
   std::string query;   // after '?', escapes kept (each parameter is decoded on its own)
 };
 

@@ -26,6 +26,19 @@ TEST(HttpTargetTest, OriginFormIsKeptAndItsPathDecoded) {
   EXPECT_EQ(Parsed("*"), "*||*");
 }
 
+TEST(HttpTargetTest, DotSegmentsAreRemovedAsRfc3986Says) {
+  EXPECT_EQ(Parsed("/api/v1/jobs/../pool"), "/api/v1/pool||/api/v1/jobs/../pool");
+  EXPECT_EQ(Parsed("/api/./v1/./jobs"), "/api/v1/jobs||/api/./v1/./jobs");
+  EXPECT_EQ(Parsed("/../../metrics"), "/metrics||/../../metrics") << "never above the root";
+  EXPECT_EQ(Parsed("/api/v1/%2e%2E/v1/jobs"), "/api/v1/jobs||/api/v1/%2e%2E/v1/jobs");
+  EXPECT_EQ(Parsed("/api/v1/jobs/.."), "/api/v1/||/api/v1/jobs/..");
+  EXPECT_EQ(Parsed("/api/v1/jobs/."), "/api/v1/jobs/||/api/v1/jobs/.");
+  EXPECT_EQ(Parsed("/.."), "/||/..");
+  EXPECT_EQ(Parsed("/"), "/||/");
+  EXPECT_EQ(Parsed("/a//b/"), "/a//b/||/a//b/") << "empty segments are kept";
+  EXPECT_EQ(Parsed("/a/..b/.c"), "/a/..b/.c||/a/..b/.c") << "only whole segments are dots";
+}
+
 TEST(HttpTargetTest, AbsoluteFormRoutesLikeItsPathAndQuery) {
   EXPECT_EQ(Parsed("http://127.0.0.1:8080/api/v1/jobs"), "/api/v1/jobs||/api/v1/jobs");
   EXPECT_EQ(Parsed("HTTP://Example.COM/api/v1/jobs?limit=2"),
