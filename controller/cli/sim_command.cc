@@ -147,6 +147,29 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
 }
 
 // `weight` > 0 replaces the spec's.
+// Says once on stderr when tasks have nothing to be timed by: a worker's
+// own kernel without cost.flops (or a collective's bytes) takes the
+// simulator's minimum, 1 us, so a misspelt kernel name ("gemn") would
+// otherwise pass unnoticed.
+void WarnUntimed(const std::string& workload, const JobSpec& spec) {
+  size_t count = 0, first = 0;
+  for (size_t i = 0; i < spec.tasks.size(); ++i) {
+    const TaskSpec& t = spec.tasks[i];
+    const bool builtin = std::find(std::begin(kBuiltinKernels), std::end(kBuiltinKernels),
+                                   t.kernel) != std::end(kBuiltinKernels);
+    if (builtin || t.cost.flops > 0 || t.collective) continue;
+    if (count++ == 0) first = i;
+  }
+  if (count == 0) return;
+  const TaskSpec& t = spec.tasks[first];
+  std::cerr << "hmpmd sim: warning: " << OneLine(workload) << ": tasks[" << first << "] '"
+            << OneLine(t.id) << "': kernel '" << OneLine(t.kernel)
+            << "' is not built in and has no cost.flops to time it by; "
+            << (count > 1 ? "it and " + std::to_string(count - 1) + " more such tasks take"
+                          : "it takes")
+            << " 1 us (the minimum) each run" << std::endl;
+}
+
 Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t devices,
                                                      uint32_t weight) {
   bool builtin = false;
@@ -189,6 +212,7 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   }
   auto graph = JobGraph::Build(std::move(spec).value());
   if (!graph.ok()) return Status::InvalidArgument(a.workload + ": " + graph.status().message());
+  WarnUntimed(a.workload, (*graph)->spec());
   return graph;
 }
 

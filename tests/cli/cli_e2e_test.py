@@ -421,6 +421,24 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("neither a readable job spec nor a built-in workload", r.stderr)
 
+    def test_sim_warns_once_about_kernels_it_cannot_time(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "typo.json")
+            with open(path, "w") as f:
+                json.dump({"tasks": [{"id": "a", "kernel": "gemn"},
+                                     {"id": "b", "kernel": "gemn", "inputs": ["a"]},
+                                     {"id": "c", "kernel": "mine", "cost": {"flops": 1e9}},
+                                     {"id": "d", "kernel": "gemm", "args": {"m": 8, "n": 8,
+                                                                             "k": 8}}]}, f)
+            r = run("sim", path, "--policy", "fifo", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn("tasks[0] 'a': kernel 'gemn' is not built in and has no cost.flops "
+                          "to time it by; it and 1 more such tasks take 1 us", r.stderr)
+            self.assertEqual(json.loads(r.stdout)["policies"]["fifo"]["state"], "succeeded")
+            r = run("sim", "multimodal", "--policy", "fifo", "--devices", "16")
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])
