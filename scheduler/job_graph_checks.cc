@@ -9,6 +9,9 @@
 namespace hmpmd {
 namespace {
 
+// A member sends at most 2^28 elements (args.n's limit, builtin_args.cc).
+constexpr uint64_t kMaxSizesCount = uint64_t{1} << 28;
+
 constexpr uint32_t kNone = UINT32_MAX;
 
 std::string Where(const GangView& v, uint32_t i) {
@@ -46,6 +49,9 @@ bool ParseSizes(const std::string& text, std::vector<uint64_t>* sizes, uint64_t*
     uint64_t x = 0;
     auto [next, ec] = std::from_chars(p, end, x);
     if (ec != std::errc() || (next < end && *next != ',')) return false;
+    // A count beyond any member's elements; also keeps the sum from
+    // wrapping (a wrapped sum once matched and crashed the worker).
+    if (x > kMaxSizesCount) return false;
     sizes->push_back(x);
     *total += x;
     p = next < end ? next + 1 : next;
@@ -255,7 +261,8 @@ Status CheckMember(const GangView& v, uint32_t i, size_t members, Outputs& outpu
       uint64_t total = 0;
       if (!ParseSizes(text, &sizes, &total)) {
         return Status::InvalidArgument(Where(v, i) + ": args.sizes: '" + text +
-                                       "' is not a list of element counts like '4,4,8'");
+                                       "' is not a list of element counts like '4,4,8', each at "
+                                       "most 268435456");
       }
       if (sizes.size() != members) {
         return Status::InvalidArgument(

@@ -38,8 +38,12 @@ std::vector<size_t> Sizes(const KernelArgs& args, size_t n, uint32_t p) {
   while (c < end) {
     size_t v = 0;
     auto [next, ec] = std::from_chars(c, end, v);
-    if (ec != std::errc())
-      throw std::invalid_argument("alltoall: argument 'sizes' must be 'a,b,...'");
+    // A count over the element limit also keeps `total` from wrapping
+    // around to n (the blocks would then run past the buffer).
+    if (ec != std::errc() || v > static_cast<size_t>(kMaxElements)) {
+      throw std::invalid_argument(
+          "alltoall: argument 'sizes' must be 'a,b,...' of counts up to 2^28");
+    }
     sizes.push_back(v);
     total += v;
     c = next;

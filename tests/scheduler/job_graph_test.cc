@@ -319,6 +319,11 @@ TEST_F(JobGraphTest, BroadcastRootAndAlltoallSizesMustFitTheGroup) {
   EXPECT_NE(test::BuildGraph(roots(0, std::nullopt)), nullptr);
   ExpectRejected(pair("alltoall", "sizes", std::string("1,x")),
                  {"tasks[0] 'm0'", "args.sizes: '1,x' is not a list of element counts"});
+  // Counts whose sum wraps around 2^64 to the member's 4 elements.
+  ExpectRejected(pair("alltoall", "sizes", std::string("18446744073709551614,6")),
+                 {"args.sizes: '18446744073709551614,6' is not a list of element counts like "
+                  "'4,4,8', each at most 268435456"});
+  ExpectRejected(pair("alltoall", "sizes", std::string("268435457,0")), {"each at most 268435456"});
   ExpectRejected(pair("alltoall", "sizes", std::string("1,1,2")),
                  {"args.sizes: 3 counts, but group 'g' has 2 members"});
   ExpectRejected(pair("alltoall", "sizes", std::string("1,1")),

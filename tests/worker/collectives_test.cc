@@ -325,6 +325,20 @@ TEST_F(CommunicatorTest, AnUnreachablePeerFailsTheKernelAsRetryable) {
   }
 }
 
+TEST_F(CommunicatorTest, AlltoallSizesWhoseSumWrapsAreRefusedBeforeAnyExchange) {
+  // 2^64 - 2 + 6 wraps to the member's 4 elements: the blocks ran past the
+  // buffer and the worker crashed (SIGSEGV).
+  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 11},
+                    200'000);
+  const Args args = {{"n", int64_t{4}}, {"sizes", std::string("18446744073709551614,6")}};
+  try {
+    RunCollective("alltoall", KernelArgs(args), {}, comm);
+    FAIL() << "wrapping sizes were accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("counts up to 2^28"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CommunicatorTest, AFailedZeroCopyCallEndsAndCanBeRepeated) {
   // 1 MiB chunks go zero-copy and stay queued for rank 1, which never
   // connects: the call fails, closes its sockets and waits (bounded by the
