@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -145,6 +146,19 @@ std::string Column(std::string_view text, size_t width, bool cut) {
   }
   if (columns < width) out.append(width - columns, ' ');
   return out;
+}
+
+Result<uint64_t> ParseWhole(const std::string& flag, std::string_view text, uint64_t min,
+                            uint64_t max) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [next, ec] = std::from_chars(text.data(), end, value);
+  const bool digits = !text.empty() && text.front() >= '0' && text.front() <= '9';
+  if (!digits || ec != std::errc() || next != end || value < min || value > max) {
+    return Status::InvalidArgument(flag + ": expected a whole number from " + std::to_string(min) +
+                                   " to " + std::to_string(max) + ", got '" + OneLine(text) + "'");
+  }
+  return value;
 }
 
 Result<std::string> ReadToken(const std::string& path) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,11 @@ std::string OneLine(std::string_view text);
 // table: UTF-8 characters count one column, East Asian wide ones two. With
 // `cut`, longer text is cut to `width` columns at a character boundary.
 std::string Column(std::string_view text, size_t width, bool cut = false);
+// `text` as a whole number in [min, max], decimal digits only; else
+// InvalidArgument naming `flag`: "--seed: expected a whole number from 0
+// to 18446744073709551615, got 'x'".
+Result<uint64_t> ParseWhole(const std::string& flag, std::string_view text, uint64_t min,
+                            uint64_t max);
 // Reads a token file: its first line, trimmed; an empty token is an error.
 Result<std::string> ReadToken(const std::string& path);
 // trace, debug, info, warn, error, off.

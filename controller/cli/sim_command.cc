@@ -31,6 +31,7 @@ constexpr uint64_t kMaxSimDevices = 1'000'000;
 
 struct SimArgs {
   std::vector<std::string> workloads;  // several: submitted together
+  std::string weights_text;            // --weights as given: "3,1"
   std::vector<uint32_t> weights;       // per workload; empty: the specs' own
   std::string workload;                // the one LoadWorkload reads
   uint32_t devices = 384;
@@ -38,6 +39,7 @@ struct SimArgs {
   std::string policy;  // empty: all
   bool json = false;
   std::string trace_file;
+  std::string seed_text = "1";  // --seed as given
   uint64_t seed = 1;
   bool pinned = false;  // elastic: false on the job
   // Task runs (tasks x repeat) simulated at most: each costs about 1 KB of
@@ -216,6 +218,22 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   return graph;
 }
 
+// --weights and --seed from their text, every item checked.
+Status ParseFlags(SimArgs* a) {
+  ASSIGN_OR_RETURN(a->seed, ParseWhole("--seed", a->seed_text, 0, UINT64_MAX));
+  a->weights.clear();
+  if (a->weights_text.empty()) return Status::Ok();
+  for (size_t start = 0; start <= a->weights_text.size();) {
+    const size_t comma = std::min(a->weights_text.find(',', start), a->weights_text.size());
+    ASSIGN_OR_RETURN(
+        const uint64_t w,
+        ParseWhole("--weights", a->weights_text.substr(start, comma - start), 1, 1'000'000));
+    a->weights.push_back(static_cast<uint32_t>(w));
+    start = comma + 1;
+  }
+  return Status::Ok();
+}
+
 int SimMain(const SimArgs& a) {
   PoolSpec pool = MakePoolSpec(a.devices);
   if (!a.pool_file.empty()) {
@@ -240,8 +258,11 @@ int SimMain(const SimArgs& a) {
     }
     policies = {a.policy};
   }
-  // Checked before simulating: a long run must not end at a bad path.
+  // Checked before simulating: a long run must not end at a bad path. The
+  // path named is checked too when each policy writes beside it: a
+  // directory ("out", "out/") made files "out.fifo" or "out/.fifo".
   if (!a.trace_file.empty()) {
+    if (Status st = CheckWritable("--trace", a.trace_file); !st.ok()) return Fail(st);
     for (const std::string& name : policies) {
       Status st = CheckWritable("--trace", TraceFile(a.trace_file, name, policies.size() > 1));
       if (!st.ok()) return Fail(st);
@@ -347,8 +368,7 @@ int SimMain(const SimArgs& a) {
   } else {
     std::cout << "workload " << (*graph)->spec().name << " (" << (*graph)->size()
               << " tasks) on pool " << pool.name << " (" << pool.devices() << " devices, "
-              << pool.nodes << " nodes)\n"
-              << table;
+              << pool.nodes << (pool.nodes == 1 ? " node)\n" : " nodes)\n") << table;
   }
   return all_ok ? kExitOk : kExitFailed;
 }
@@ -363,10 +383,11 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                   "Job spec (JSON) or built-in workload: multimodal, moe, rl, pipeline; several "
                   "share the pool, submitted together")
       ->required();
-  sub->add_option("--weights", args->weights,
-                  "Each workload's weight (share of the pool), in order; default: the specs'")
-      ->delimiter(',')
-      ->check(CLI::Range(1u, 1000000u));
+  // Parsed by ParseFlags: CLI11 skipped empty items ("3,,1" was 3,1) and
+  // took a flag after a lone "," as a weight.
+  sub->add_option("--weights", args->weights_text,
+                  "Each workload's weight (share of the pool), in order, e.g. 3,1; default: the "
+                  "specs'");
   auto* devices =
       sub->add_option("--devices", args->devices, "Devices of a generated pool (8 per node)")
           ->capture_default_str();
@@ -377,13 +398,18 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Pin every sub-model's device set (as \"elastic\": false on the job)");
   sub->add_option("--trace", args->trace_file,
                   "Write the simulated schedule as a Chrome trace (FILE.POLICY.json for several)");
-  sub->add_option("--seed", args->seed, "Seed of the built-in generators")->capture_default_str();
+  sub->add_option("--seed", args->seed_text, "Seed of the built-in generators")
+      ->capture_default_str();
   sub->add_option("--max-runs", args->max_runs,
                   "Task runs (tasks x repeat) simulated at most, about 1 KB of memory each")
       ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
       ->capture_default_str();
   sub->callback([args, exit_code] {
     args->workload = args->workloads.front();
+    if (Status st = ParseFlags(args.get()); !st.ok()) {
+      *exit_code = Fail(st);
+      return;
+    }
     *exit_code = SimMain(*args);
   });
 }

@@ -189,7 +189,8 @@ int SimSeveral(const SimSeveralArgs& a) {
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
   } else {
     std::cout << a.graphs.size() << " jobs on pool " << a.pool.name << " (" << a.pool.devices()
-              << " devices, " << a.pool.nodes << " nodes), submitted together; fair: the job's "
+              << " devices, " << a.pool.nodes << (a.pool.nodes == 1 ? " node" : " nodes")
+              << "), submitted together; fair: the job's "
               << "weight / all weights; share: its part of the core time the jobs got while all "
                  "ran (cube, vector: of that kind's)\n"
               << table;

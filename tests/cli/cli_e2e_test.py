@@ -420,6 +420,36 @@ class EmbeddedRun(unittest.TestCase):
         r = run("sim", "no_such_workload")
         self.assertEqual(r.returncode, 2)
         self.assertIn("neither a readable job spec nor a built-in workload", r.stderr)
+        two = ("sim", "pipeline", "pipeline", "--devices", "8")
+        for args, what in (
+                ([*two, "--weights", "3,,1"], "--weights: expected a whole number from 1 to "
+                                              "1000000, got ''"),
+                ([*two, "--weights", "1,1,"], "got ''"),
+                ([*two, "--weights", ",", "--policy", "fifo"], "--weights: expected a whole"),
+                ([*two, "--weights", "0,1"], "got '0'"),
+                ([*two, "--weights", "1,x"], "got 'x'"),
+                (["sim", "pipeline", "--seed", "99999999999999999999999"],
+                 "--seed: expected a whole number from 0 to 18446744073709551615"),
+                (["sim", "pipeline", "--seed", ""], "--seed: expected a whole number"),
+                (["sim", "pipeline", "--seed", "1.5"], "got '1.5'")):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(what, r.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            # Several policies write FILE.POLICY.json beside the path named:
+            # a directory made 'DIR.fifo' and friends.
+            for path in (tmp, tmp + "/"):
+                r = run("sim", "pipeline", "--devices", "8", "--trace", path)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("is a directory; give a file name", r.stderr)
+            self.assertEqual(os.listdir(tmp), [])
+            self.assertFalse(os.path.exists(tmp + ".fifo"))
+        r = run("sim", "pipeline", "pipeline", "--devices", "8", "--weights", "3,1",
+                "--policy", "hmpmd", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([j["weight"] for j in json.loads(r.stdout)["policies"]["hmpmd"]["jobs"]],
+                         [3, 1])
 
     def test_sim_warns_once_about_kernels_it_cannot_time(self):
         with tempfile.TemporaryDirectory() as tmp:
