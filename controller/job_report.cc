@@ -122,6 +122,8 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["finished_us"] = job.finished;
   if (with_metrics && AllDonePlaced(job)) {
     j.update(MetricsJson(ComputeMetrics(job, pool), pool));
+  } else if (const double s = IsTerminal(job.state) ? MakespanS(job) : 0; s > 0) {
+    j["makespan_s"] = s;  // the jobs list: an ended job's step time alone
   } else {
     j["makespan_s"] = nullptr;
   }

@@ -101,6 +101,17 @@ double EnergeticBound(const JobGraph& g, const std::vector<double>& dur,
 
 }  // namespace
 
+double MakespanS(const JobRun& job) {
+  TimeUs first = std::numeric_limits<TimeUs>::max(), last = std::numeric_limits<TimeUs>::min();
+  for (const TaskRecord& r : job.runs) {
+    if (r.state != TaskState::kDone) continue;
+    first = std::min(first, r.start);
+    last = std::max(last, r.end);
+  }
+  if (first > last) return 0;
+  return static_cast<double>(std::max<TimeUs>(1, last - first)) / 1e6;
+}
+
 ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
   ScheduleMetrics m;
   const JobGraph& g = *job.graph;
@@ -108,17 +119,14 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
 
   std::vector<bool> counted(pool.device_count(), false);
   for (DeviceId d = 0; d < pool.device_count(); ++d) counted[d] = pool.device(d).alive;
-  TimeUs first = std::numeric_limits<TimeUs>::max(), last = std::numeric_limits<TimeUs>::min();
   for (const TaskRecord& r : job.runs) {
     if (r.state != TaskState::kDone) continue;
     ++m.tasks;
-    first = std::min(first, r.start);
-    last = std::max(last, r.end);
     counted[pool.core(r.core).device] = true;
   }
   if (m.tasks == 0) return m;
-  const double makespan_us = std::max<TimeUs>(1, last - first);
-  m.makespan_s = makespan_us / 1e6;
+  m.makespan_s = MakespanS(job);
+  const double makespan_us = m.makespan_s * 1e6;
 
   // Busy time per device and core kind; comm and compute intervals per device.
   std::vector<double> busy_dev(pool.device_count(), 0);

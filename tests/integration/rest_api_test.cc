@@ -40,6 +40,9 @@ TEST_F(RestApiTest, SubmitRunsTheJobAndEveryJobRouteAnswers) {
   json list = GetJson("/api/v1/jobs");
   ASSERT_EQ(list["jobs"].size(), 1u);
   EXPECT_EQ(list["jobs"][0]["id"], id);
+  // The list gives an ended job's step time too (it said null).
+  EXPECT_TRUE(list["jobs"][0]["makespan_s"].is_number()) << list.dump();
+  EXPECT_EQ(list["jobs"][0]["makespan_s"], j["makespan_s"]);
   json trace = GetJson(base + "/trace");
   int complete = 0;
   for (const auto& e : trace["traceEvents"]) {

@@ -55,5 +55,8 @@ struct ScheduleMetrics {
 
 // Devices counted are those alive now plus those that ran a task of the job.
 ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool);
+// ComputeMetrics' makespan_s alone: the first done run's start to the last
+// one's end (at least 1 us), in seconds; 0 when no run is done.
+double MakespanS(const JobRun& job);
 
 }  // namespace hmpmd
