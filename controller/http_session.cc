@@ -131,6 +131,25 @@ std::string BodyLimitError(const HttpServerOptions& options) {
   return detail.empty() ? out : out + " (" + detail + ")";
 }
 
+// The first transfer coding in `value` ("gzip, chunked") other than
+// chunked; empty when there is none.
+std::string UnsupportedCoding(std::string_view value) {
+  while (!value.empty()) {
+    const size_t comma = std::min(value.find(','), value.size());
+    std::string_view coding = value.substr(0, comma);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) {
+      coding.remove_prefix(1);
+    }
+    coding = coding.substr(0, coding.find_first_of(" \t;"));
+    if (!coding.empty() &&
+        !beast::iequals(beast::string_view(coding.data(), coding.size()), "chunked")) {
+      return std::string(coding);
+    }
+    value.remove_prefix(std::min(comma + 1, value.size()));
+  }
+  return "";
+}
+
 }  // namespace
 
 HttpResponse ErrorResponse(int status, std::string_view message) {
@@ -183,6 +202,16 @@ void Session::DoRead() {
 
 void Session::OnHeader() {
   if (closed_) return;
+  // Beast frames a body by its last coding, chunked, and leaves the others
+  // to us: "gzip, chunked" was read as a plain body. We decode none, so
+  // the request is refused (RFC 9112 §6.1: 501), and the connection closed
+  // since its body cannot be skipped reliably.
+  if (std::string coding = UnsupportedCoding(Sv(parser_->get()[http::field::transfer_encoding]));
+      !coding.empty()) {
+    version_ = parser_->get().version();
+    return WriteError(
+        501, "Transfer-Encoding '" + ShownInError(coding) + "' is not supported (only chunked)");
+  }
   bool expects_continue =
       !parser_->is_done() && beast::iequals(parser_->get()[http::field::expect], "100-continue");
   if (!expects_continue) return ReadBody();

@@ -307,6 +307,35 @@ TEST_F(HttpServerTest, BodyOverLimitGets413NamingTheLimitThenTheConnectionCloses
   EXPECT_EQ(ok->status, 200) << "a body of exactly the limit is taken";
 }
 
+TEST_F(HttpServerTest, TransferCodingsOtherThanChunkedAre501AndNeverReachTheHandler) {
+  std::atomic<int> handled{0};
+  auto server = StartServer(Options(), [&](HttpRequest req, HttpReply reply) {
+    ++handled;
+    EchoHandler()(std::move(req), std::move(reply));
+  });
+  // "gzip, chunked" was read as a chunked body of plain bytes.
+  for (const char* coding : {"gzip, chunked", "GZIP,chunked", "chunked, chunked;x=1, br"}) {
+    RawSocket raw(server->port());
+    ASSERT_TRUE(raw.connected());
+    std::string got;
+    ASSERT_TRUE(raw.Send(std::string("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ") +
+                         coding + "\r\n\r\n2\r\n{}\r\n0\r\n\r\n"));
+    EXPECT_TRUE(raw.ReadToEof(&got)) << coding << ": " << got;
+    EXPECT_EQ(got.rfind("HTTP/1.1 501", 0), 0u) << coding << ": " << got;
+    EXPECT_NE(got.find("is not supported (only chunked)"), std::string::npos) << got;
+  }
+  EXPECT_EQ(handled.load(), 0);
+  // Plain chunked still works.
+  RawSocket raw(server->port());
+  ASSERT_TRUE(raw.connected());
+  std::string got;
+  ASSERT_TRUE(
+      raw.Send("POST /y HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "2\r\n{}\r\n0\r\n\r\n"));
+  ASSERT_TRUE(raw.ReadUntil(&got, "\"path\":\"/y\"")) << got;
+  EXPECT_EQ(handled.load(), 1);
+}
+
 TEST_F(HttpServerTest, AbsoluteFormTargetsAreRoutedByTheirPathAndQuery) {
   auto server = StartServer(Options(), EchoHandler());
   RawSocket raw(server->port());
