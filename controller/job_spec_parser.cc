@@ -90,6 +90,20 @@ class ObjectReader {
   Status Uint(std::string_view field, uint64_t min, uint64_t max, uint32_t* out) {
     const json* v = Find(field);
     if (!v) return Status::Ok();
+    // A whole number written as a float (Python's json.dumps(2.0) is
+    // "2.0") is that integer, as for built-in kernels' arguments.
+    if (v->is_number_float()) {
+      const double d = v->get<double>();
+      if (std::isfinite(d) && std::trunc(d) == d && d >= static_cast<double>(min) &&
+          d <= static_cast<double>(max)) {
+        *out = static_cast<uint32_t>(d);
+        return Status::Ok();
+      }
+      if (std::isfinite(d) && std::trunc(d) == d) {
+        return Error(field,
+                     "must be between " + std::to_string(min) + " and " + std::to_string(max));
+      }
+    }
     if (!v->is_number_integer()) return Error(field, "expected an integer, got " + TypeName(*v));
     if (v->is_number_unsigned() ? v->get<uint64_t>() < min || v->get<uint64_t>() > max
                                 : v->get<int64_t>() < static_cast<int64_t>(min)) {

@@ -200,6 +200,16 @@ TEST_F(JobSpecParserTest, TopLevelFieldTypeErrorsNameTheField) {
        }) {
     ParseFails(SpecText().Top(c.top).Task(R"({"id": "a", "kernel": "k"})").Build(), {c.needle});
   }
+  ParseFails(SpecText().Top(R"("repeat": 2e5)").Task(R"({"id": "a", "kernel": "k"})").Build(),
+             {"repeat: must be between 1 and 100000"});
+  // A whole number written as a float is that integer.
+  auto spec = ParseJobSpec(SpecText()
+                               .Top(R"("repeat": 3.0, "weight": 1e1)")
+                               .Task(R"({"id": "a", "kernel": "k"})")
+                               .Build());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->repeat, 3u);
+  EXPECT_EQ(spec->weight, 10u);
   ParseFails(R"({"tasks": {}})", {"tasks: expected an array, got an object"});
   ParseFails(R"({"name": "x"})", {"tasks: required"});
   ParseFails(R"([1, 2])", {"job spec: expected an object, got an array"});
