@@ -63,32 +63,10 @@ Status CheckWritable(const std::string& flag, const std::string& path) {
   return Status::Ok();
 }
 
-std::string OneLine(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 namespace {
 
 // Length of the UTF-8 sequence starting at text[i] and its code point;
-// a malformed byte is a sequence of one (shown as it is, one column).
+// a byte that starts no well-formed sequence is a sequence of one.
 size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp) {
   const auto b0 = static_cast<unsigned char>(text[i]);
   size_t len = 0;  // from the lead byte: 0xxxxxxx, 110xxxxx, 1110xxxx, 11110xxx
@@ -130,6 +108,33 @@ size_t ColumnsOf(uint32_t cp) {
 }
 
 }  // namespace
+
+std::string OneLine(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    uint32_t cp = 0;
+    const size_t len = DecodeUtf8(text, i, &cp);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f || (len == 1 && c >= 0x80)) {
+      // Control characters, and bytes that are not UTF-8 (a terminal
+      // would show garbage or swallow what follows).
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out.append(text, i, len);
+    }
+    i += len;
+  }
+  return out;
+}
 
 std::string Column(std::string_view text, size_t width, bool cut) {
   const std::string line = OneLine(text);

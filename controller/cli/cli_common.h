@@ -29,7 +29,8 @@ Status WriteFile(const std::string& path, const std::string& content);
 // a directory, its folder exists and is writable. Leaves no file behind.
 // The error names `flag` and the path.
 Status CheckWritable(const std::string& flag, const std::string& path);
-// `text` with control characters written as \n, \t or \xHH: one line.
+// `text` with control characters written as \n, \t or \xHH, and bytes
+// that are not UTF-8 as \xHH: one line a terminal shows as it is.
 std::string OneLine(std::string_view text);
 // OneLine(text) padded with spaces to `width` terminal columns, for a
 // table: UTF-8 characters count one column, East Asian wide ones two. With

@@ -110,6 +110,22 @@ class Refusals(unittest.TestCase):
         self.refused(["sim", self.tmp.name, "--devices", "8"], "is a directory, not a file")
         self.refused(["run", self.tmp.name], "is a directory, not a file")
 
+    def test_bytes_that_are_not_utf8_are_escaped_in_the_error(self):
+        # The parser's excerpt of what it read went to the terminal raw.
+        path = self.file("latin1.json", b'{"tasks": [{"id": "a\xff", "kernel": "noop"}]}')
+        r = subprocess.run([HMPMD, "sim", path, "--devices", "8"], capture_output=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertNotIn(b"\xff", r.stderr)
+        err = r.stderr.decode("utf-8")  # raises if the bytes are not UTF-8
+        self.assertIn("\\xff", err)
+        self.assertEqual(err.count("\n"), 1, err)
+        # UTF-8 names are shown as they are.
+        path = self.file("utf8.json", json.dumps({"tasks": [{"id": "视觉", "kernel": "noop",
+                                                             "inputs": ["無"]}]},
+                                                 ensure_ascii=False))
+        self.refused(["sim", path, "--devices", "8"], "'视觉'")
+
     def test_bad_pool_specs(self):
         cases = [('{"nodes": 1.5}', "nodes: must be a whole number"),
                  ('{"nodes": 4294967296}', "nodes: must be between 1 and 1000000"),
