@@ -24,6 +24,7 @@ using std::chrono::milliseconds;
 
 struct ClientArgs {
   std::string url;
+  bool url_given = false;  // --url '' (an unset variable in a script) is an error, not the default
   std::string token_file;
   bool json = false;
   double timeout_s = 10;  // per request
@@ -37,6 +38,9 @@ struct Client {
 
 Result<Client> Connect(const ClientArgs& a) {
   std::string url = a.url;
+  if (a.url_given && url.empty()) {
+    return Status::InvalidArgument("--url: empty; give the controller's http://HOST:PORT");
+  }
   if (url.empty()) {
     const char* env = std::getenv("HMPMD_URL");
     url = env && *env ? env : "http://127.0.0.1:8080";
@@ -343,7 +347,8 @@ int PoolCmd(const ClientArgs& a) {
 
 void AddCommon(CLI::App* sub, ClientArgs* a) {
   sub->add_option("--url", a->url,
-                  "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080)");
+                  "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080)")
+      ->each([a](const std::string&) { a->url_given = true; });
   sub->add_option("--token-file", a->token_file, "File holding the controller's token");
   sub->add_flag("--json", a->json, "Print JSON");
   sub->add_option("--request-timeout", a->timeout_s, "Seconds per HTTP request")

@@ -167,6 +167,8 @@ class Refusals(unittest.TestCase):
         self.refused(["submit", spec, "--wait", "--wait-timeout", "nan"], "--wait-timeout")
         self.refused(["status", "99999999999999999999999"], "JOB: expected a job id")
         self.refused(["status", ""], "JOB: expected a job id (a number), got ''")
+        # An unset variable in a script: not silently the default controller.
+        self.refused(["status", "--url", ""], "--url: empty; give the controller's http://HOST:PORT")
         self.refused(["stauts"], "unknown command 'stauts' (run, controller,")
         self.refused(["run"], "job is required")
         self.refused(["keygen", ""], "keygen: DIR is empty")
