@@ -148,7 +148,6 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
   return s;
 }
 
-// `weight` > 0 replaces the spec's.
 // Says once on stderr when tasks have nothing to be timed by: a worker's
 // own kernel without cost.flops (or a collective's bytes) takes the
 // simulator's minimum, 1 us, so a misspelt kernel name ("gemn") would
@@ -172,6 +171,7 @@ void WarnUntimed(const std::string& workload, const JobSpec& spec) {
             << " 1 us (the minimum) each run" << std::endl;
 }
 
+// `weight` > 0 replaces the spec's.
 Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t devices,
                                                      uint32_t weight) {
   bool builtin = false;
