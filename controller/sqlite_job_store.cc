@@ -1,7 +1,12 @@
 #include "sqlite_job_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 
 namespace hmpmd {
@@ -58,6 +63,29 @@ std::string ColumnText(sqlite3_stmt* s, int i) {
 
 Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(path));
+  // Two controllers on one file both started and wrote job 1, each over
+  // the other's. The lock file is beside the database (like its -wal and
+  // -shm files) and says which process holds it.
+  const std::string lock_path = path + "-lock";
+  store->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (store->lock_fd_ < 0) {
+    return Status::Unavailable("job store " + path + ": cannot open " + lock_path + ": " +
+                               std::strerror(errno));
+  }
+  if (::flock(store->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {};
+    const ssize_t n = ::pread(store->lock_fd_, holder, sizeof holder - 1, 0);
+    std::string pid = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "";
+    pid.erase(pid.find_last_not_of("\n ") + 1);
+    return Status::InvalidArgument("job store " + path + ": in use by another controller" +
+                                   (pid.empty() ? "" : " (pid " + pid + ")") +
+                                   "; one controller per file");
+  }
+  // The pid only serves a refused second controller's message.
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(store->lock_fd_, 0) == 0) {
+    (void)!::pwrite(store->lock_fd_, me.data(), me.size(), 0);
+  }
   int rc =
       sqlite3_open_v2(path.c_str(), &store->db_,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -108,6 +136,7 @@ SqliteJobStore::~SqliteJobStore() {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
 Status SqliteJobStore::Error(const std::string& what) const {

@@ -7,8 +7,11 @@
 // store's epoch, drawn at random when the file is made ('epoch'). Files of an
 // older version get the new columns on Open(). Write() is one transaction; with synchronous=NORMAL
 // a power loss may drop the last transactions but never corrupts the file, and a process crash
-// (kill -9) loses nothing that Write() returned for. This is an adapter: SQLite errors become
-// Status, naming the file. Thread-safety: one thread at a time (SQLITE_OPEN_NOMUTEX).
+// (kill -9) loses nothing that Write() returned for. One store at a time holds a file: Open()
+// takes an exclusive lock on FILE-lock (flock, released when the store closes or its process
+// dies), so a second controller on the same --db is refused instead of overwriting the first's
+// jobs. This is an adapter: SQLite errors become Status, naming the file. Thread-safety: one
+// thread at a time (SQLITE_OPEN_NOMUTEX).
 #pragma once
 
 #include <memory>
@@ -45,6 +48,7 @@ class SqliteJobStore : public JobStore {
   Status Apply(const StoreRecord& record);
 
   std::string path_;
+  int lock_fd_ = -1;  // FILE-lock, held (flock) while the store is open
   sqlite3* db_ = nullptr;
   sqlite3_stmt* insert_job_ = nullptr;
   sqlite3_stmt* insert_run_ = nullptr;

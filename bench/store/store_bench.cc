@@ -116,6 +116,6 @@ int main(int argc, char** argv) {
   std::printf("  store on (SQLite, WAL)   %9.0f tasks/s [%.0f .. %.0f]\n", b.median, b.min, b.max);
   std::printf("  ratio on/off = %.2f   (target >= 0.80)\n", b.median / a.median);
   shared.reset();
-  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+  for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(db + ext);
   return 0;
 }

@@ -41,7 +41,7 @@ class JobStoreTest : public ::testing::Test {
   void TearDown() override {
     store_.reset();
     if (!path_.empty()) {
-      for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + ext);
+      for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(path_ + ext);
     }
   }
   // Reopens the file (SQLite) to prove the data is on disk.
@@ -182,7 +182,7 @@ TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
   auto jobs = (*s)->Load();
   ASSERT_TRUE(jobs.ok());
   EXPECT_EQ((*jobs)[0].done[1].bytes, 64u);
-  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(path + ext);
+  for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(path + ext);
 }
 
 // The epoch names the file: the same across reopenings (a restarted
@@ -206,8 +206,28 @@ TEST(SqliteJobStoreTest, TheEpochIsKeptInTheFileAndDiffersBetweenFiles) {
   ASSERT_TRUE(other.ok());
   EXPECT_NE((*other)->LoadEpoch().value(), first);
   for (const std::string& p : {a, b}) {
-    for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(p + ext);
+    for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(p + ext);
   }
+}
+
+TEST(SqliteJobStoreTest, OneStoreAtATimeHoldsAFile) {
+  // Two controllers on one --db both wrote job 1, each over the other's.
+  std::string path = TempPath("locked");
+  for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(path + ext);
+  {
+    auto first = SqliteJobStore::Open(path);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    auto second = SqliteJobStore::Open(path);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().message(),
+              "job store " + path + ": in use by another controller (pid " +
+                  std::to_string(::getpid()) + "); one controller per file");
+  }
+  {
+    auto after = SqliteJobStore::Open(path);  // the first closed: free again
+    EXPECT_TRUE(after.ok()) << after.status().ToString();
+  }
+  for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(path + ext);
 }
 
 TEST(SqliteJobStoreTest, NotADatabaseIsAnErrorNamingTheFile) {
