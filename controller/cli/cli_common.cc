@@ -1,7 +1,10 @@
 #include "cli_common.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -50,6 +53,14 @@ Status CheckWritable(const std::string& flag, const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     return Status::InvalidArgument(flag + ": '" + path + "' is a directory; give a file name");
+  }
+  // A FIFO is only checked for permission: opening it would wait for a
+  // reader (`--trace FIFO` hung here before the job ran), and a probe that
+  // opened and closed it would end its reader's input. The write at the end
+  // waits for a reader, as `echo > FIFO` does.
+  if (fs::is_fifo(path, ec)) {
+    if (::access(path.c_str(), W_OK) == 0) return Status::Ok();
+    return Status::InvalidArgument(flag + ": cannot write '" + path + "': " + std::strerror(errno));
   }
   const bool existed = fs::exists(path, ec);
   {
@@ -164,6 +175,15 @@ Result<uint64_t> ParseWhole(const std::string& flag, std::string_view text, uint
                                    " to " + std::to_string(max) + ", got '" + OneLine(text) + "'");
   }
   return value;
+}
+
+const CLI::Validator& NonEmptyPath() {
+  static const CLI::Validator check(
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty path; give a file name") : std::string();
+      },
+      "PATH");
+  return check;
 }
 
 Result<std::string> ReadToken(const std::string& path) {

@@ -11,7 +11,8 @@
 
 namespace CLI {
 class App;
-}
+class Validator;
+}  // namespace CLI
 
 namespace hmpmd {
 
@@ -41,6 +42,9 @@ std::string Column(std::string_view text, size_t width, bool cut = false);
 // to 18446744073709551615, got 'x'".
 Result<uint64_t> ParseWhole(const std::string& flag, std::string_view text, uint64_t min,
                             uint64_t max);
+// A check for a path flag (CLI::Option::check): an empty value, as an unset
+// variable in a script gives, is refused instead of read as "not given".
+const CLI::Validator& NonEmptyPath();
 // Reads a token file: its first line, trimmed; an empty token is an error.
 Result<std::string> ReadToken(const std::string& path);
 // trace, debug, info, warn, error, off.

@@ -373,7 +373,8 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     auto fetch = std::make_shared<std::string>();
     sub->add_option("--fetch", *fetch,
                     "With --wait: fetch the job's final outputs from the workers holding them "
-                    "into this directory (one .bin file per buffer and manifest.json)");
+                    "into this directory (one .bin file per buffer and manifest.json)")
+        ->check(NonEmptyPath());
     AddCommon(sub, a.get());
     sub->callback([=] {
       if (!fetch->empty() && !*wait) {

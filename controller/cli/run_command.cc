@@ -127,8 +127,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--worker-binary", args->worker_binary,
                   "Worker program to start (default: hmpmd-worker beside hmpmd); e.g. a "
-                  "program embedding hmpmd::worker with its own kernels");
-  sub->add_option("--trace", args->trace_file, "Write a Chrome trace / Perfetto JSON here");
+                  "program embedding hmpmd::worker with its own kernels")
+      ->check(NonEmptyPath());
+  sub->add_option("--trace", args->trace_file, "Write a Chrome trace / Perfetto JSON here")
+      ->check(NonEmptyPath());
   sub->add_flag("--json", args->json, "Print the summary as one JSON object");
   sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo, spmd-1f1b)")
       ->capture_default_str();

@@ -391,13 +391,16 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   auto* devices =
       sub->add_option("--devices", args->devices, "Devices of a generated pool (8 per node)")
           ->capture_default_str();
-  sub->add_option("--pool", args->pool_file, "Pool spec (JSON)")->excludes(devices);
+  sub->add_option("--pool", args->pool_file, "Pool spec (JSON)")
+      ->excludes(devices)
+      ->check(NonEmptyPath());
   sub->add_option("--policy", args->policy, "One policy (hmpmd, fifo, spmd-1f1b); default all");
   sub->add_flag("--json", args->json, "Print one JSON object, one entry per policy");
   sub->add_flag("--pinned", args->pinned,
                 "Pin every sub-model's device set (as \"elastic\": false on the job)");
   sub->add_option("--trace", args->trace_file,
-                  "Write the simulated schedule as a Chrome trace (FILE.POLICY.json for several)");
+                  "Write the simulated schedule as a Chrome trace (FILE.POLICY.json for several)")
+      ->check(NonEmptyPath());
   sub->add_option("--seed", args->seed_text, "Seed of the built-in generators")
       ->capture_default_str();
   sub->add_option("--max-runs", args->max_runs,

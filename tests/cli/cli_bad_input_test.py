@@ -110,6 +110,21 @@ class Refusals(unittest.TestCase):
         self.refused(["sim", self.tmp.name, "--devices", "8"], "is a directory, not a file")
         self.refused(["run", self.tmp.name], "is a directory, not a file")
 
+    def test_a_trace_written_to_a_fifo_reaches_its_reader(self):
+        # The check before the run opened the FIFO, waiting for a reader
+        # (and ending the input of one that was there): it hung.
+        spec = self.file("ok.json", '{"tasks": [{"id": "a", "kernel": "noop"}]}')
+        fifo = os.path.join(self.tmp.name, "trace.fifo")
+        os.mkfifo(fifo)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+        reader.start()
+        r = run("run", spec, "--workers", "1", "--trace", fifo, timeout=60)
+        reader.join(timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(got), 1)
+        self.assertIn("traceEvents", json.loads(got[0]))
+
     def test_bytes_that_are_not_utf8_are_escaped_in_the_error(self):
         # The parser's excerpt of what it read went to the terminal raw.
         path = self.file("latin1.json", b'{"tasks": [{"id": "a\xff", "kernel": "noop"}]}')
@@ -163,6 +178,11 @@ class Refusals(unittest.TestCase):
                      "directory")
         self.refused(["run", spec, "--trace", "/nonexistent/t.json"], "--trace: cannot write")
         self.refused(["sim", "moe", "--trace", "/nonexistent/t.json"], "--trace: cannot write")
+        # Empty paths, as an unset variable gives: refused, not "not given".
+        for args in (["run", spec, "--trace", ""], ["run", spec, "--worker-binary", ""],
+                     ["sim", spec, "--trace", ""], ["sim", spec, "--pool", ""],
+                     ["submit", spec, "--wait", "--fetch", ""]):
+            self.refused(args, f"{args[-2]}: an empty path; give a file name")
         self.refused(["status", "--request-timeout", "nan"], "--request-timeout: must be")
         self.refused(["submit", spec, "--wait", "--wait-timeout", "nan"], "--wait-timeout")
         self.refused(["status", "99999999999999999999999"], "JOB: expected a job id")
