@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <utility>
 
+#include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd::client::internal {
@@ -38,6 +41,20 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
       const std::string where =
           "call " + std::to_string(i) + (c.label.empty() ? "" : " '" + c.label + "'");
       if (c.kernel.empty()) return Status::InvalidArgument(where + ": kernel: empty");
+      // Checked here, not only by the controller: a refused label failed
+      // its task later, and its consumers as "unknown task".
+      for (const auto& [field, text] : {std::pair{"kernel", &c.kernel}, {"label", &c.label}}) {
+        if (std::string ch = FirstControlChar(*text); !ch.empty()) {
+          return Status::InvalidArgument(where + ": " + field +
+                                         ": contains the control character " + ch);
+        }
+      }
+      for (const auto& [field, value] :
+           {std::pair{"cost.flops", c.cost.flops}, {"cost.bytes", c.cost.bytes}}) {
+        if (!(std::isfinite(value) && value >= 0)) {
+          return Status::InvalidArgument(where + ": " + field + ": must be a finite number >= 0");
+        }
+      }
       if (!c.label.empty()) {
         if (c.label.find('/') != std::string::npos) {
           return Status::InvalidArgument(where + ": label: must not contain '/'");
@@ -107,6 +124,9 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
 Status Session::AddActor(const ActorOptions& options) {
   if (options.name.empty()) return Status::InvalidArgument("actor: name: empty");
   if (options.name == "default") return Status::InvalidArgument("actor: name: 'default' is taken");
+  if (std::string ch = FirstControlChar(options.name); !ch.empty()) {
+    return Status::InvalidArgument("actor: name: contains the control character " + ch);
+  }
   {
     std::lock_guard lock(mu_);
     if (closing_ || closed_) return Status::InvalidArgument("actor: the session is closed");

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/types.h"
 #include "session.h"
 
@@ -16,6 +17,15 @@ Status Session::Start() {
     return Status::InvalidArgument("controller: " + st.message());
   }
   if (options_.max_batch == 0) return Status::InvalidArgument("max_batch: must be at least 1");
+  // 0 made the client's loop spin on a 0 ms heartbeat timer.
+  if (options_.heartbeat_ms == 0)
+    return Status::InvalidArgument("heartbeat_ms: must be at least 1");
+  if (options_.weight < 1 || options_.weight > 1'000'000) {
+    return Status::InvalidArgument("weight: must be between 1 and 1000000 (as a job spec's)");
+  }
+  if (std::string ch = FirstControlChar(options_.session); !ch.empty()) {
+    return Status::InvalidArgument("session: contains the control character " + ch);
+  }
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::Internal("eventfd failed");
   try {

@@ -6,6 +6,7 @@
 
 #include "controller.h"
 #include "hmpmd/protocol/builtin_args.h"
+#include "hmpmd/protocol/job_spec.h"
 
 namespace hmpmd {
 namespace {
@@ -69,6 +70,12 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
   }
   if (session_of_.count(identity)) {
     transport_.Send(identity, SessionAck{0, "this connection already has a session", false});
+    return;
+  }
+  // A name is printed in logs, listings and `hmpmd status`, as a job spec's.
+  if (std::string ch = FirstControlChar(m.name); !ch.empty()) {
+    transport_.Send(identity,
+                    SessionAck{0, "session name: contains the control character " + ch, false});
     return;
   }
   JobSpec spec;

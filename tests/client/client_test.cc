@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -220,6 +221,28 @@ TEST_F(ClientTest, BadCallsGetOneLineErrors) {
   EXPECT_EQ(gemm_status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(gemm_status.message().find("'g': args.m: required"), std::string::npos)
       << gemm_status.message();
+  // Refused when submitted: a bad label used to fail its task later and
+  // its consumers as "unknown task".
+  EXPECT_EQ(c->Submit({.kernel = "noop", .label = "bad\nlabel"}).status().message(),
+            "call 0 'bad\nlabel': label: contains the control character U+000A");
+  EXPECT_EQ(c->Submit({.kernel = "noop", .cost = {.flops = std::nan("")}}).status().message(),
+            "call 0: cost.flops: must be a finite number >= 0");
+  EXPECT_EQ(c->Submit({.kernel = "noop", .cost = {.bytes = -1}}).status().message(),
+            "call 0: cost.bytes: must be a finite number >= 0");
+  EXPECT_EQ(c->CreateActor({.name = "act\x1b[2J"}).status().message(),
+            "actor: name: contains the control character U+001B");
+  auto refused = [&](auto change) {
+    ClientOptions o;
+    o.controller = cluster_->zmq_endpoint();
+    change(o);
+    return Client::Connect(o).status().message();
+  };
+  EXPECT_EQ(refused([](ClientOptions& o) { o.heartbeat_ms = 0; }),
+            "heartbeat_ms: must be at least 1");
+  EXPECT_EQ(refused([](ClientOptions& o) { o.weight = 0; }),
+            "weight: must be between 1 and 1000000 (as a job spec's)");
+  EXPECT_EQ(refused([](ClientOptions& o) { o.session = "a\x1b[31mRED"; }),
+            "session: contains the control character U+001B");
   ClientOptions typo;
   typo.controller = "tcp://127.0.0.1:99999";
   EXPECT_EQ(Client::Connect(typo).status().message(),
