@@ -73,8 +73,9 @@ Result<json> FromAnswer(const Client& c, std::string_view method, const std::str
                         : std::string(method) + " " + target + ": HTTP " +
                               std::to_string(r.status) + " from " + c.url.ToString() +
                               ", without an hmpmd error (is it an hmpmd controller?)";
-  StatusCode code = r.status == 400 || r.status == 404 || r.status == 413
-                        ? StatusCode::kInvalidArgument
+  // 404 and 400 both exit 2 (Fail); `submit --wait` tells 404 apart.
+  StatusCode code = r.status == 404                      ? StatusCode::kNotFound
+                    : r.status == 400 || r.status == 413 ? StatusCode::kInvalidArgument
                     : r.status == 401 || r.status == 403 ? StatusCode::kPermissionDenied
                                                          : StatusCode::kUnavailable;
   return Status(code, msg);
@@ -234,6 +235,15 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   auto waiting_since = std::chrono::steady_clock::now();
   while (true) {
     auto j = PollJob(*c, id, deadline);
+    if (!j.ok() && j.status().code() == StatusCode::kNotFound) {
+      // Accepted, then gone: it ended and other jobs' ends pushed it out of
+      // the controller's history before this poll (a small --keep-jobs), or
+      // the controller restarted without its --db. Not bad input: exit 1.
+      return Fail(Status::Unavailable(
+          "job " + std::to_string(id) +
+          ": no such job any more: it was forgotten after it ended (the controller's "
+          "--keep-jobs, --keep-hours) or the controller restarted without its --db"));
+    }
     if (!j.ok()) return Fail(j.status());
     std::string state = (*j).value("state", "");
     std::string now_waiting;

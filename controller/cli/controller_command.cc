@@ -205,7 +205,8 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--keep-jobs", args->keep_jobs,
                   "Finished jobs kept for queries (in memory and in --db)")
-      ->check(CLI::Range(size_t{0}, size_t{100'000'000}))
+      // 0 forgot each job as it ended: `submit --wait` never saw the end.
+      ->check(CLI::Range(size_t{1}, size_t{100'000'000}))
       ->capture_default_str();
   sub->add_option("--keep-hours", args->keep_hours,
                   "Also forget finished jobs this many hours after they ended (0 = no limit)")

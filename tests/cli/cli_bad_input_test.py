@@ -196,6 +196,9 @@ class Refusals(unittest.TestCase):
         self.refused(["controller", "--listen", "tcp://127.0.0.1:99999", "--db", ""],
                      "--listen: 'tcp://127.0.0.1:99999' port '99999' is not a number from 0 to")
         self.refused(["controller", "--listen", "bogus", "--db", ""], "--listen: 'bogus' is not")
+        # Each job was forgotten as it ended: `submit --wait` never saw it end.
+        self.refused(["controller", "--keep-jobs", "0", "--db", ""],
+                     "--keep-jobs: Value 0 not in range 1 to")
         r = subprocess.run([os.path.join(BIN, "hmpmd-worker"), "--controller",
                             "tcp://127.0.0.1:99999"], capture_output=True, text=True, timeout=20)
         self.assertEqual(r.returncode, 2, r.stderr)
@@ -252,6 +255,24 @@ class NotAController(unittest.TestCase):
         r = run_against(Prefixed, "status", "--json", path="/hmpmd")
         self.assertEqual(seen, ["/hmpmd/api/v1/jobs"])
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_submit_wait_on_a_job_the_controller_forgot_exits_1_saying_why(self):
+        class Forgetful(Quiet):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_json(201, {"id": 7})
+
+            def do_GET(self):
+                self.send_json(404, {"error": "job 7: no such job"})
+
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "ok.json")
+            with open(spec, "w") as f:
+                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
+            r = run_against(Forgetful, "submit", spec, "--wait")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("hmpmd: job 7: no such job any more: it was forgotten after it ended "
+                      "(the controller's --keep-jobs, --keep-hours)", r.stderr)
 
     def test_status_columns_line_up_with_wide_and_accented_names(self):
         jobs = [{"id": 1, "name": "视觉编码器", "state": "running", "done": 1, "tasks": 2},
