@@ -7,7 +7,8 @@
 //       print(memoryview(y.get(timeout_ms=10000)[0]).tolist())
 //
 // Every call that may block (connect, wait, get, wait_any, close, cancel,
-// submit) releases the GIL while it waits, so other Python threads run.
+// submit) releases the GIL while it waits, so other Python threads run;
+// wait, get and wait_any also take Ctrl-C (KeyboardInterrupt) while they wait.
 // Errors raise hmpmd.Error subclasses (see convert.h) with the one-line
 // message of the C++ Status.
 //
@@ -16,6 +17,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +39,37 @@ using client::Client;
 using client::ClientOptions;
 using client::Future;
 
+// Blocks until `wait_for(ms)` (a wait of at most ms) returns anything but
+// DeadlineExceeded or `timeout_ms` (client::kForever: no limit) passes, in
+// short waits with the GIL released and a check for signals between them:
+// one blocking wait ignored Ctrl-C until the task ended. Returns false when
+// the time ran out first; else the caller makes the real call, which
+// answers at once.
+template <typename Slice>
+bool WaitInterruptibly(int64_t timeout_ms, Slice wait_for) {
+  constexpr int64_t kSliceMs = 50;
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    int64_t slice = kSliceMs;
+    bool last = false;
+    if (timeout_ms >= 0) {
+      const int64_t spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - start)
+                                .count();
+      slice = std::clamp<int64_t>(timeout_ms - spent, 0, kSliceMs);
+      last = timeout_ms - spent <= kSliceMs;
+    }
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = wait_for(slice);
+    }
+    if (s.code() != StatusCode::kDeadlineExceeded) return true;
+    if (last) return false;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // KeyboardInterrupt
+  }
+}
+
 // The keyword arguments every submit-like method takes, after `kernel`.
 #define HMPMD_CALL_KWARGS                                                                         \
   py::arg("args") = py::none(), py::arg("inputs") = std::vector<Future>{},                        \
@@ -54,10 +88,14 @@ void BindFuture(py::module_& m) {
       .def(
           "wait",
           [](const Future& f, int64_t timeout_ms) {
+            if (!WaitInterruptibly(timeout_ms, [&](int64_t ms) { return f.Wait(ms); })) {
+              Check(Status::DeadlineExceeded("task '" + f.label() + "' not ended within " +
+                                             std::to_string(timeout_ms) + " ms"));
+            }
             Status s;
             {
               py::gil_scoped_release release;
-              s = f.Wait(timeout_ms);
+              s = f.Wait(0);  // ended (or empty): at once
             }
             Check(s);
           },
@@ -67,10 +105,23 @@ void BindFuture(py::module_& m) {
       .def(
           "get",
           [](const Future& f, int64_t timeout_ms) {
+            const auto start = std::chrono::steady_clock::now();
+            if (!WaitInterruptibly(timeout_ms, [&](int64_t ms) { return f.Wait(ms); })) {
+              Check(Status::DeadlineExceeded("task '" + f.label() + "' not ended within " +
+                                             std::to_string(timeout_ms) + " ms"));
+            }
+            // Ended: what is left of the timeout bounds the fetch.
+            int64_t left = timeout_ms;
+            if (timeout_ms >= 0) {
+              left = std::max<int64_t>(
+                  1, timeout_ms - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - start)
+                                      .count());
+            }
             Result<std::vector<Buffer>> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
-              r = f.Get(timeout_ms);
+              r = f.Get(left);
             }
             return Unwrap(std::move(r));
           },
@@ -223,10 +274,18 @@ void BindClient(py::module_& m) {
       .def(
           "wait_any",
           [](Client& c, std::vector<Future> futures, int64_t timeout_ms) {
+            if (!WaitInterruptibly(timeout_ms, [&](int64_t ms) {
+                  Result<size_t> r = c.WaitAny(futures, ms);
+                  return r.ok() ? Status::Ok() : r.status();
+                })) {
+              Check(Status::DeadlineExceeded("WaitAny: none of " + std::to_string(futures.size()) +
+                                             " tasks ended within " + std::to_string(timeout_ms) +
+                                             " ms"));
+            }
             Result<size_t> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
-              r = c.WaitAny(futures, timeout_ms);
+              r = c.WaitAny(futures, 0);  // one has ended (or the call is refused): at once
             }
             return Unwrap(std::move(r));
           },

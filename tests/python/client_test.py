@@ -5,6 +5,7 @@ a failing kernel raising with its message, cancellation, timeouts, bad calls,
 and that waits release the GIL. Every process started here is stopped here,
 by PID. Usage: client_test.py BIN_DIR PYTHON_MODULE_DIR"""
 import os
+import signal
 import sys
 import threading
 import unittest
@@ -106,6 +107,32 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(hmpmd.Error):
             dependent.wait(TIMEOUT_MS)
         c.cancel(long)  # already ended: a no-op
+        with self.assertRaises(hmpmd.Error):
+            c.close()
+
+    def test_ctrl_c_interrupts_a_wait(self):
+        # A wait on a running task ignored SIGINT until the task ended.
+        c = self.connect("interrupt")
+        long = c.submit("sleep", args={"us": 20_000_000}, label="long")
+        other = c.submit("sleep", args={"us": 20_000_000}, label="other")
+        for wait in (lambda: long.wait(), lambda: long.get(), lambda: c.wait_any([long, other]),
+                     lambda: long.wait(timeout_ms=60_000)):
+            timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                with self.assertRaises(KeyboardInterrupt):
+                    wait()
+            finally:
+                timer.join()
+            self.assertFalse(long.ready)  # interrupted, not ended
+        # A finished task is still seen with a zero timeout (on the vector
+        # cores: the sleeps hold both cube cores).
+        quick = c.submit("noop", core="vector")
+        quick.wait(TIMEOUT_MS)
+        quick.wait(timeout_ms=0)
+        self.assertEqual(c.wait_any([long, quick], timeout_ms=0), 1)
+        c.cancel(long)
+        c.cancel(other)
         with self.assertRaises(hmpmd.Error):
             c.close()
 
