@@ -18,8 +18,9 @@ Status Session::Start() {
   }
   if (options_.max_batch == 0) return Status::InvalidArgument("max_batch: must be at least 1");
   // 0 made the client's loop spin on a 0 ms heartbeat timer.
-  if (options_.heartbeat_ms == 0)
+  if (options_.heartbeat_ms == 0) {
     return Status::InvalidArgument("heartbeat_ms: must be at least 1");
+  }
   if (options_.weight < 1 || options_.weight > 1'000'000) {
     return Status::InvalidArgument("weight: must be between 1 and 1000000 (as a job spec's)");
   }

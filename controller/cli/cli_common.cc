@@ -80,7 +80,7 @@ namespace {
 // a byte that starts no well-formed sequence is a sequence of one.
 size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp) {
   const auto b0 = static_cast<unsigned char>(text[i]);
-  size_t len = 0;  // from the lead byte: 0xxxxxxx, 110xxxxx, 1110xxxx, 11110xxx
+  size_t len = 0;  // from the lead byte's high bits: 0, 110, 1110 or 11110
   if (b0 < 0x80) {
     len = 1;
   } else if ((b0 >> 5) == 0x6) {
