@@ -226,10 +226,14 @@ Status Session::Cancel(const FutureState& f) {
     if (Ended(f)) return Status::Ok();
     if (closed_) return Status::Ok();
     // Its index comes with the ack; wait for it (the I/O thread sends soon).
+    // A negative connect_timeout_ms waits as long as the session lives (it
+    // fails every pending future when the controller goes silent).
     while (f.index < 0 && !Ended(f)) {
-      if (cv_.wait_for(lock, std::chrono::milliseconds(options_.connect_timeout_ms)) ==
-              std::cv_status::timeout &&
-          f.index < 0) {
+      if (options_.connect_timeout_ms < 0) {
+        cv_.wait(lock);
+      } else if (cv_.wait_for(lock, std::chrono::milliseconds(options_.connect_timeout_ms)) ==
+                     std::cv_status::timeout &&
+                 f.index < 0) {
         return Status::Unavailable("cancel: task '" + f.label + "' not acknowledged");
       }
     }

@@ -50,8 +50,7 @@ class ClientTest : public ::testing::Test {
     cluster_.reset();
     if (!HasFailure()) std::filesystem::remove_all(dir_);  // logs stay for a failure
   }
-  std::unique_ptr<Client> Connect(std::string session = "test") {
-    ClientOptions o;
+  std::unique_ptr<Client> Connect(std::string session = "test", ClientOptions o = {}) {
     o.controller = cluster_->zmq_endpoint();
     o.session = std::move(session);
     auto c = Client::Connect(o);
@@ -128,6 +127,23 @@ TEST_F(ClientTest, CancelStopsASpinAndFailsItsDependents) {
   EXPECT_TRUE(next.Wait(20000).ok());
   Status closed = c->Close();
   EXPECT_EQ(closed.code(), StatusCode::kAborted) << closed.ToString();
+}
+
+TEST_F(ClientTest, CancelBeforeTheAckWaitsForItWithoutATimeout) {
+  // connect_timeout_ms < 0 (no limit) also bounds Cancel's wait for the
+  // task's ack; it used to give up at once with "not acknowledged".
+  ClientOptions o;
+  o.connect_timeout_ms = client::kForever;
+  auto c = Connect("forever", o);
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 20; ++i) {
+    Future spin = c->Submit({.kernel = "spin", .args = {{"us", int64_t{60'000'000}}}}).value();
+    Status cancelled = c->Cancel(spin);
+    ASSERT_TRUE(cancelled.ok()) << i << ": " << cancelled.ToString();
+    Status s = spin.Wait(20000);
+    EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
+  }
+  (void)c->Close();
 }
 
 TEST_F(ClientTest, AFailingKernelsMessageReachesTheDriver) {
