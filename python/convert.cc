@@ -114,6 +114,7 @@ void Raise(const Status& status) {
       type = g_timeout;
       break;
     case StatusCode::kInvalidArgument:
+    case StatusCode::kAlreadyExists:  // a duplicate name is a bad call too
       type = g_invalid_argument;
       break;
     case StatusCode::kUnavailable:

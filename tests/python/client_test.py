@@ -166,8 +166,9 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(hmpmd.InvalidArgument):
                 c.create_actor("x", kind="wizard")
             c.create_actor("dup")
-            with self.assertRaises(hmpmd.Error):
+            with self.assertRaises(hmpmd.InvalidArgument) as e:
                 c.create_actor("dup")
+            self.assertIn("duplicate 'dup'", str(e.exception))
             # A built-in kernel's argument of the wrong type is rejected by
             # the controller, naming it; the session goes on.
             with self.assertRaises(hmpmd.InvalidArgument) as e:
