@@ -1,15 +1,13 @@
 #include "cli_options.h"
 
 #include <cctype>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/read_file.h"
 #include "hmpmd/protocol/strict_json.h"
 #include "hmpmd/protocol/types.h"
 
@@ -73,15 +71,14 @@ Status CheckControllerEndpoint(std::string_view endpoint) {
   return Status::Ok();
 }
 
+// Token and device files are a few lines; the limit keeps /dev/zero or a
+// wrong big file from filling memory.
+constexpr size_t kMaxSmallFile = size_t{1} << 20;
+
 Result<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::InvalidArgument("--token-file: cannot read '" + path +
-                                   "': " + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
+  Result<std::string> text = ReadFile(path, kMaxSmallFile);
+  if (!text.ok()) return Status::InvalidArgument("--token-file: " + text.status().message());
+  std::string token = std::move(text).value();
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
   if (token.empty()) return Status::InvalidArgument("--token-file: '" + path + "' is empty");
   return token;
@@ -148,13 +145,9 @@ Status ParseDeviceDescription(std::string_view text, const std::string& source,
 }
 
 Status LoadDeviceFile(const std::string& path, WorkerOptions* options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::InvalidArgument("--device: cannot read '" + path + "': " + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseDeviceDescription(text.str(), path, options);
+  Result<std::string> text = ReadFile(path, kMaxSmallFile);
+  if (!text.ok()) return Status::InvalidArgument("--device: " + text.status().message());
+  return ParseDeviceDescription(*text, path, options);
 }
 
 }  // namespace hmpmd::worker

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "hmpmd/protocol/read_file.h"
 #include "hmpmd/protocol/status.h"
 
 namespace CLI {
@@ -22,9 +23,6 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 
-// Reads a whole regular file (or pipe) of at most `max_bytes`; a directory,
-// a missing file or a larger one is an error naming the path. Default: 1 GiB.
-Result<std::string> ReadFile(const std::string& path, size_t max_bytes = size_t{1} << 30);
 Status WriteFile(const std::string& path, const std::string& content);
 // Checks before any work that `path` can be written by WriteFile later: not
 // a directory, its folder exists and is writable. Leaves no file behind.

@@ -159,7 +159,22 @@ TEST(LoadDeviceFileTest, ReadsTheFileAndReportsMissingOnes) {
   EXPECT_EQ(o.cube_cores, 8u);
   EXPECT_EQ(o.memory_mb, 32768u);
   std::remove(path.c_str());
-  EXPECT_THAT(LoadDeviceFile(path, &o).message(), HasSubstr("--device: cannot read"));
+  EXPECT_THAT(LoadDeviceFile(path, &o).message(),
+              HasSubstr("--device: " + path + ": cannot open: No such file"));
+}
+
+TEST(LoadDeviceFileTest, RefusesADirectoryAndAnEndlessFile) {
+  // A directory opened as a file read as empty text ("invalid JSON: the
+  // text is empty"); /dev/zero was read until memory ran out.
+  WorkerOptions o;
+  EXPECT_EQ(LoadDeviceFile(::testing::TempDir(), &o).message(),
+            "--device: " + ::testing::TempDir() + ": is a directory, not a file");
+  EXPECT_THAT(LoadDeviceFile("/dev/zero", &o).message(),
+              HasSubstr("--device: /dev/zero: larger than the limit"));
+  EXPECT_THAT(ReadTokenFile(::testing::TempDir()).status().message(),
+              HasSubstr("--token-file: " + ::testing::TempDir() + ": is a directory"));
+  EXPECT_THAT(ReadTokenFile("/dev/zero").status().message(),
+              HasSubstr("--token-file: /dev/zero: larger than the limit"));
 }
 
 }  // namespace
