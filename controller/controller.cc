@@ -430,7 +430,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
     }
   }
   bool ahead = false;
-  for (uint32_t p : gt.inputs) {
+  for (uint32_t p : g.kernel_inputs(index)) {
     InputRef in;
     in.run = base + p;
     if (job.runs[in.run].state != TaskState::kDone) {

@@ -94,6 +94,7 @@ Result<std::shared_ptr<const JobGraph>> JobGraph::Build(JobSpec spec) {
       sm = submodel_index.emplace("default", spec.submodels.size() - 1).first;
     }
     gt.submodel = sm->second;
+    std::vector<uint32_t> order;
     for (const std::string& in : t.inputs) {
       auto p = index.find(in);
       if (p == index.end()) {
@@ -102,10 +103,12 @@ Result<std::shared_ptr<const JobGraph>> JobGraph::Build(JobSpec spec) {
       if (p->second == i) {
         return Status::InvalidArgument(Where(spec, i) + ": inputs: a task cannot consume itself");
       }
+      order.push_back(p->second);
       if (std::find(gt.inputs.begin(), gt.inputs.end(), p->second) == gt.inputs.end()) {
         gt.inputs.push_back(p->second);
       }
     }
+    if (order.size() != gt.inputs.size()) g->repeated_inputs_.emplace(i, std::move(order));
     gt.is_comm = IsCommKernel(t.kernel);
     if (t.collective) {
       const CollectiveSpec& c = *t.collective;
@@ -170,7 +173,8 @@ Result<std::shared_ptr<const JobGraph>> JobGraph::Build(JobSpec spec) {
   for (uint32_t i = 0; i < g->tasks_.size(); ++i) {
     view.tasks.push_back(&spec.tasks[i]);
     view.group.push_back(g->tasks_[i].group);
-    view.inputs.push_back(g->tasks_[i].inputs);
+    const std::span<const uint32_t> in = g->kernel_inputs(i);
+    view.inputs.emplace_back(in.begin(), in.end());
   }
   for (const CollectiveGroup& grp : g->groups_) view.members.push_back(grp.members);
   RETURN_IF_ERROR(CheckGangs(view));

@@ -169,13 +169,16 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     const uint32_t index = first + i;
     GraphTask& gt = tasks_[index];
     gt.submodel = static_cast<uint32_t>(submodel_of(t.submodel));
+    std::vector<uint32_t> order;
     for (const std::string& in : t.inputs) {
       const uint32_t p = static_cast<uint32_t>(task_of(in));
+      order.push_back(p);
       if (std::find(gt.inputs.begin(), gt.inputs.end(), p) == gt.inputs.end()) {
         gt.inputs.push_back(p);
         tasks_[p].consumers.push_back(index);
       }
     }
+    if (order.size() != gt.inputs.size()) repeated_inputs_.emplace(index, std::move(order));
     gt.is_comm = IsCommKernel(t.kernel);
     if (group_of[i] != kNoGroup) {
       gt.group = first_group + group_of[i];

@@ -110,16 +110,9 @@ class Outputs {
   }
 
  private:
-  // Inputs outside the view (JobGraph::Append) are left out of v_.inputs.
-  bool AllInView(uint32_t t) const {
-    const std::vector<std::string>& ids = v_.tasks[t]->inputs;
-    size_t distinct = 0;
-    for (size_t k = 0; k < ids.size(); ++k) {
-      const auto here = ids.begin() + static_cast<std::ptrdiff_t>(k);
-      distinct += std::find(ids.begin(), here, ids[k]) == here;
-    }
-    return distinct == v_.inputs[t].size();
-  }
+  // Inputs outside the view (JobGraph::Append) are left out of v_.inputs,
+  // which lists them as the kernel reads them, repeats included.
+  bool AllInView(uint32_t t) const { return v_.tasks[t]->inputs.size() == v_.inputs[t].size(); }
   // A task whose outputs depend on what its inputs (a collective: its
   // group's members' inputs) hold.
   bool ReadsInputs(uint32_t t) const {

@@ -28,7 +28,8 @@ struct GangView {
   std::vector<const TaskSpec*> tasks;
   // Per task: its group's local index, or UINT32_MAX for none.
   std::vector<uint32_t> group;
-  // Per task: its inputs inside the part (local indices).
+  // Per task: its inputs inside the part (local indices), in the order its
+  // kernel reads them, repeats included.
   std::vector<std::vector<uint32_t>> inputs;
   // Per group: its members (local indices, spec order).
   std::vector<std::vector<uint32_t>> members;

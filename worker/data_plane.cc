@@ -8,6 +8,25 @@
 #include "peer_fetch.h"
 
 namespace hmpmd::worker {
+namespace {
+
+// A task may name one input twice (`add` of x and x): each run is fetched
+// and read once (one read of its producer's count), and handed to the
+// kernel as often as it is named. `slot[i]`: input i's place in the result.
+std::vector<InputRef> DistinctInputs(const std::vector<InputRef>& named,
+                                     std::vector<size_t>* slot = nullptr) {
+  std::vector<InputRef> distinct;
+  distinct.reserve(named.size());
+  for (const InputRef& in : named) {
+    size_t k = 0;
+    while (k < distinct.size() && distinct[k].run != in.run) ++k;
+    if (k == distinct.size()) distinct.push_back(in);
+    if (slot != nullptr) slot->push_back(k);
+  }
+  return distinct;
+}
+
+}  // namespace
 
 InputSet::~InputSet() { RecycleTensorBytes(std::span<Buffer>(owned_)); }
 
@@ -37,13 +56,15 @@ void DataPlane::Stop() {
 }
 
 PrefetchedInputs DataPlane::PrefetchInputs(const TaskAssign& task) {
-  return fetcher_.Begin(task.job, task.inputs, server_.endpoint());
+  return fetcher_.Begin(task.job, DistinctInputs(task.inputs), server_.endpoint());
 }
 
-Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>& inputs,
+Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>& named,
                                          const PrefetchedInputs* ahead,
                                          const std::atomic<bool>* cancelled,
                                          std::vector<uint32_t>* lost_runs) {
+  std::vector<size_t> slot;
+  const std::vector<InputRef> inputs = DistinctInputs(named, &slot);
   PrefetchedInputs own;
   if (ahead == nullptr || !*ahead) {
     own = fetcher_.Begin(job, inputs, server_.endpoint());
@@ -125,22 +146,31 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
   for (size_t i = 0; i < n; ++i) {
     if ((local[i] != nullptr && !local[i]->empty()) || !fetched[i].empty()) ++sources, last = i;
   }
-  if (sources == 1 && local[last] != nullptr) {
+  if (sources == 1 && local[last] != nullptr && named.size() == n) {
     set.shared_ = std::move(local[last]);  // the stored list itself
     return set;
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (local[i] != nullptr) {
+  // An input named again later is copied here and moved at its last use.
+  std::vector<size_t> last_use(n);
+  for (size_t i = 0; i < named.size(); ++i) last_use[slot[i]] = i;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const size_t k = slot[i];
+    const bool final_use = last_use[k] == i;
+    if (local[k] != nullptr) {
       // The last holder of a list the store has freed may take its buffers
       // (the store makes its lists non-const); otherwise copy them.
-      if (local[i].use_count() == 1) {
-        auto& mine = const_cast<BufferList&>(*local[i]);
+      if (final_use && local[k].use_count() == 1) {
+        auto& mine = const_cast<BufferList&>(*local[k]);
         for (Buffer& b : mine) set.owned_.push_back(std::move(b));
       } else {
-        set.owned_.insert(set.owned_.end(), local[i]->begin(), local[i]->end());
+        set.owned_.insert(set.owned_.end(), local[k]->begin(), local[k]->end());
       }
     }
-    for (Buffer& b : fetched[i]) set.owned_.push_back(std::move(b));
+    if (final_use) {
+      for (Buffer& b : fetched[k]) set.owned_.push_back(std::move(b));
+    } else {
+      set.owned_.insert(set.owned_.end(), fetched[k].begin(), fetched[k].end());
+    }
   }
   return set;
 }

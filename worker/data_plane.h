@@ -86,7 +86,8 @@ class DataPlane {
   // pushes the task to a lane). Dropping the handle abandons the fetches.
   PrefetchedInputs PrefetchInputs(const TaskAssign& task);
 
-  // The outputs of every input run, concatenated in input order. `ahead`
+  // The outputs of every input run, concatenated in input order; a run
+  // named twice is fetched and read once and appears twice. `ahead`
   // (may be null or empty) holds what PrefetchInputs started; fetches not
   // started yet start now. When inputs cannot be read (not in the store, no
   // location, the peer failed or did not answer), the error names the
@@ -95,7 +96,7 @@ class DataPlane {
   // fetched inputs' reads are taken from their producers. When
   // `*cancelled` (may be null) becomes true while fetches are out, the
   // call fails with Cancelled and no lost run.
-  Result<InputSet> GatherInputs(JobId job, const std::vector<InputRef>& inputs,
+  Result<InputSet> GatherInputs(JobId job, const std::vector<InputRef>& named,
                                 const PrefetchedInputs* ahead = nullptr,
                                 const std::atomic<bool>* cancelled = nullptr,
                                 std::vector<uint32_t>* lost_runs = nullptr);

@@ -94,6 +94,41 @@ TEST_F(ClientTest, ChainedFuturesMoveDataBetweenWorkers) {
   EXPECT_EQ(pids.size(), 2u) << "every chain ran on one worker";
 }
 
+TEST_F(ClientTest, AnInputNamedTwiceIsReadTwice) {
+  // add(x, x) is x + x, on x's worker or the other one; the graph used to
+  // keep x once, so add got one buffer and generated its data.
+  auto c = Connect("twice");
+  ASSERT_NE(c, nullptr);
+  std::vector<Future> xs, ys, gs;
+  for (int i = 0; i < 8; ++i) {
+    Future x = c->Submit({.kernel = "scale", .args = {{"n", int64_t{4}}, {"factor", 2.0}}}).value();
+    xs.push_back(x);
+    ys.push_back(c->Submit({.kernel = "add", .inputs = {x, x}}).value());
+    // A 2x2 matrix times itself.
+    gs.push_back(c->Submit({.kernel = "gemm",
+                            .args = {{"m", int64_t{2}}, {"n", int64_t{2}}, {"k", int64_t{2}}},
+                            .inputs = {x, x}})
+                     .value());
+  }
+  for (int i = 0; i < 8; ++i) {
+    auto x = xs[i].Get(20000), y = ys[i].Get(20000), g = gs[i].Get(20000);
+    ASSERT_TRUE(x.ok() && y.ok() && g.ok())
+        << x.status().ToString() << y.status().ToString() << g.status().ToString();
+    ASSERT_EQ(y->size(), 1u);
+    ASSERT_EQ(g->size(), 1u);
+    std::vector<float> xv = Floats((*x)[0]), yv = Floats((*y)[0]), gv = Floats((*g)[0]);
+    ASSERT_EQ(yv.size(), 4u);
+    for (size_t k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(yv[k], xv[k] * 2.0f) << k;
+    ASSERT_EQ(gv.size(), 4u);
+    for (size_t r = 0; r < 2; ++r) {
+      for (size_t col = 0; col < 2; ++col) {
+        EXPECT_FLOAT_EQ(gv[r * 2 + col], xv[r * 2] * xv[col] + xv[r * 2 + 1] * xv[2 + col]);
+      }
+    }
+  }
+  EXPECT_TRUE(c->Close().ok());
+}
+
 TEST_F(ClientTest, WaitAnyReturnsTheFirstToEnd) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);

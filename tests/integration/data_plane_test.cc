@@ -44,6 +44,37 @@ TEST_F(DataPlaneTest, TensorsFlowFromProducersOnTwoWorkersIntoAnAdd) {
   EXPECT_EQ(freed.status().code(), StatusCode::kNotFound) << freed.status().ToString();
 }
 
+TEST_F(DataPlaneTest, AnInputNamedTwiceReachesTheKernelTwice) {
+  // `add` of a and a is 2a, and a's other reader still finds it: the
+  // worker reads a once (one of its two reads) and hands it over twice.
+  StartCluster(2);
+  json tasks = json::array({
+      {{"id", "a"}, {"kernel", "scale"}, {"args", {{"n", 4096}, {"factor", 3.0}}}},
+      {{"id", "twice"}, {"kernel", "add"}, {"core", "vector"}, {"inputs", {"a", "a"}}},
+      {{"id", "once"}, {"kernel", "scale"}, {"args", {{"factor", 1.0}}}, {"inputs", {"a"}}},
+  });
+  for (int round = 0; round < 3; ++round) {
+    JobResult r = RunSpec(json{{"name", "twice"}, {"tasks", tasks}}.dump());
+    ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
+    const std::vector<float> twice = Floats(FetchOutputs(r.id, 1).at(0));
+    const std::vector<float> once = Floats(FetchOutputs(r.id, 2).at(0));
+    const std::vector<float> want = ScaleGenerated(4096, 3.0);
+    ASSERT_EQ(twice.size(), want.size());
+    ASSERT_EQ(once.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(twice[i], 2 * want[i], 1e-5 * (1 + std::abs(want[i]))) << i;
+      ASSERT_NEAR(once[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << i;
+    }
+    std::string endpoint = cluster_->Call([&]() -> std::string {
+      const OutputLocation* loc = cluster_->controller().OutputOf(r.id, 0);
+      return loc ? cluster_->controller().workers()[loc->worker].data_endpoint : "";
+    });
+    auto freed = worker::FetchOutputs(endpoint, r.id, 0, 10000);
+    EXPECT_EQ(freed.status().code(), StatusCode::kNotFound)
+        << "a is freed once both readers took it: " << freed.status().ToString();
+  }
+}
+
 TEST_F(DataPlaneTest, AllreduceGangSpansThreeWorkers) {
   StartCluster(3);
   json tasks = json::array();

@@ -80,6 +80,11 @@ TEST_F(JobGraphTest, BuildsIndicesForAValidSpec) {
   EXPECT_EQ(g->roots(), std::vector<uint32_t>{0});
   EXPECT_EQ(g->task(1).inputs, std::vector<uint32_t>{0});
   EXPECT_EQ(g->task(2).inputs, (std::vector<uint32_t>{1, 0})) << "inputs deduplicated, in order";
+  // The kernel still reads x0 twice, in the spec's order.
+  auto kernel = g->kernel_inputs(2);
+  EXPECT_EQ(std::vector<uint32_t>(kernel.begin(), kernel.end()), (std::vector<uint32_t>{1, 0, 1}));
+  auto plain = g->kernel_inputs(1);
+  EXPECT_EQ(std::vector<uint32_t>(plain.begin(), plain.end()), std::vector<uint32_t>{0});
   EXPECT_EQ(g->task(0).consumers, (std::vector<uint32_t>{1, 2}));
   EXPECT_EQ(g->task(1).consumers, std::vector<uint32_t>{2});
   EXPECT_TRUE(g->task(2).consumers.empty());

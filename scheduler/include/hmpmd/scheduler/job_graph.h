@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -57,6 +58,14 @@ class JobGraph {
   const JobSpec& spec() const { return spec_; }
   const TaskSpec& spec_task(uint32_t i) const { return spec_.tasks[i]; }
   const GraphTask& task(uint32_t i) const { return tasks_[i]; }
+  // The producers task i's kernel reads, in the order its spec lists them,
+  // repeats included (`add` of x and x reads x twice); task(i).inputs,
+  // which the scheduler counts, holds each producer once.
+  std::span<const uint32_t> kernel_inputs(uint32_t i) const {
+    auto it = repeated_inputs_.find(i);
+    return it == repeated_inputs_.end() ? std::span<const uint32_t>(tasks_[i].inputs)
+                                        : std::span<const uint32_t>(it->second);
+  }
   // Tasks in one step.
   uint32_t size() const { return static_cast<uint32_t>(tasks_.size()); }
   uint32_t steps() const { return spec_.repeat; }
@@ -75,6 +84,8 @@ class JobGraph {
   std::vector<uint32_t> roots_;
   std::vector<uint32_t> topo_;
   std::vector<CollectiveGroup> groups_;
+  // Tasks whose spec names an input more than once: their kernel_inputs.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> repeated_inputs_;
   // Open graphs only: names to indices, for Append().
   bool open_ = false;
   std::unordered_map<std::string, uint32_t> ids_;
