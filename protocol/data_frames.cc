@@ -37,12 +37,28 @@ class Reader {
   size_t left_;
 };
 
-// Bounds that no real tensor reaches; they stop a bad frame early.
-constexpr uint32_t kMaxBuffers = 1 << 16;
-constexpr uint32_t kMaxRank = 32;
-constexpr uint32_t kMaxDtype = 64;
-
 }  // namespace
+
+Status CheckOutputMeta(const std::vector<Buffer>& buffers) {
+  if (buffers.size() > kMaxOutputBuffers) {
+    return Status::InvalidArgument(std::to_string(buffers.size()) + " output buffers, over the " +
+                                   std::to_string(kMaxOutputBuffers) + " a task may return");
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer& b = buffers[i];
+    if (b.dtype.size() > kMaxDtypeBytes) {
+      return Status::InvalidArgument("outputs[" + std::to_string(i) + "]: a dtype of " +
+                                     std::to_string(b.dtype.size()) + " bytes, over the " +
+                                     std::to_string(kMaxDtypeBytes) + " allowed");
+    }
+    if (b.shape.size() > kMaxRank) {
+      return Status::InvalidArgument("outputs[" + std::to_string(i) + "]: a shape of " +
+                                     std::to_string(b.shape.size()) + " dimensions, over the " +
+                                     std::to_string(kMaxRank) + " allowed");
+    }
+  }
+  return Status::Ok();
+}
 
 Result<DataHeader> ParseDataHeader(const void* data, size_t size) {
   DataHeader h;
@@ -74,13 +90,13 @@ Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,
                   std::vector<uint64_t>* sizes) {
   Reader r(data, size);
   uint32_t n = 0;
-  if (!r.Get(&n) || n > kMaxBuffers) return Status::Corruption("data meta: bad buffer count");
+  if (!r.Get(&n) || n > kMaxOutputBuffers) return Status::Corruption("data meta: bad buffer count");
   out->assign(n, Buffer{});
   sizes->assign(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t len = 0, rank = 0;
-    if (!r.Get(&len) || len > kMaxDtype || !r.GetString(len, &(*out)[i].dtype) || !r.Get(&rank) ||
-        rank > kMaxRank) {
+    if (!r.Get(&len) || len > kMaxDtypeBytes || !r.GetString(len, &(*out)[i].dtype) ||
+        !r.Get(&rank) || rank > kMaxRank) {
       return Status::Corruption("data meta: bad dtype or rank of buffer " + std::to_string(i));
     }
     (*out)[i].shape.resize(rank);

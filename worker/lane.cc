@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "collective_kernels.h"
+#include "hmpmd/protocol/data_frames.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -178,6 +179,11 @@ TaskResult Lane::Execute(const LaneTask& task) {
   }
   try {
     BufferList outputs = RunKernel(task, inputs->buffers());
+    // Refused here, where the task fails naming its kernel, rather than at
+    // each worker that fetches them (which would rerun it to no end).
+    if (Status meta = CheckOutputMeta(outputs); !meta.ok()) {
+      throw std::runtime_error("kernel '" + task.assign.kernel + "' returned " + meta.message());
+    }
     r.output_bytes = ObjectStore::BytesOf(outputs);
     // No buffers: nothing to keep (consumers skip a producer of 0 bytes).
     if (!outputs.empty() && task.assign.reads != TaskAssign::kDropOutputs) {

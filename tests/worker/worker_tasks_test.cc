@@ -9,6 +9,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "hmpmd/protocol/data_frames.h"
 #include "worker_fixture.h"
 
 namespace hmpmd::worker {
@@ -98,6 +99,51 @@ TEST_F(WorkerTasksTest, SpinsOnDifferentCoresOverlapAndOnOneLaneDoNot) {
   EXPECT_LT(std::max(cube_a.start_us, vector_a.start_us), std::min(cube_a.end_us, vector_a.end_us));
   // One lane runs one task at a time, in order.
   EXPECT_LE(cube_a.end_us, cube_b.start_us);
+}
+
+Buffer OneByte(std::string dtype, std::vector<int64_t> shape) {
+  Buffer b;
+  b.data = {std::byte{1}};
+  b.shape = std::move(shape);
+  b.dtype = std::move(dtype);
+  return b;
+}
+
+TEST_F(WorkerTasksTest, OutputsNoPeerCouldFetchFailTheirTask) {
+  // Stored as done, they used to fail every reader on another worker
+  // ("data meta: bad buffer count") and rerun the producer to no end.
+  extra_kernels_.push_back(
+      {"many", [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> {
+         return std::vector<Buffer>(kMaxOutputBuffers + 1, OneByte("u8", {1}));
+       }});
+  extra_kernels_.push_back(
+      {"long_dtype", [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> {
+         return {OneByte(std::string(kMaxDtypeBytes + 1, 'z'), {1})};
+       }});
+  extra_kernels_.push_back(
+      {"deep", [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> {
+         return {OneByte("u8", std::vector<int64_t>(kMaxRank + 1, 1))};
+       }});
+  extra_kernels_.push_back(
+      {"at_bounds", [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> {
+         return {OneByte(std::string(kMaxDtypeBytes, 'z'), std::vector<int64_t>(kMaxRank, 1))};
+       }});
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  AssignBatch batch;
+  batch.tasks.push_back(Task(1, 0, "many", CoreKind::kCube, 0));
+  batch.tasks.push_back(Task(1, 1, "long_dtype", CoreKind::kCube, 0));
+  batch.tasks.push_back(Task(1, 2, "deep", CoreKind::kCube, 0));
+  batch.tasks.push_back(Task(1, 3, "at_bounds", CoreKind::kCube, 0));
+  controller_.Send(batch);
+  auto results = CollectResults(4);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[Key(1, 0)].error,
+            "kernel 'many' returned 65537 output buffers, over the 65536 a task may return");
+  EXPECT_EQ(results[Key(1, 1)].error,
+            "kernel 'long_dtype' returned outputs[0]: a dtype of 65 bytes, over the 64 allowed");
+  EXPECT_EQ(results[Key(1, 2)].error,
+            "kernel 'deep' returned outputs[0]: a shape of 33 dimensions, over the 32 allowed");
+  EXPECT_TRUE(results[Key(1, 3)].ok) << results[Key(1, 3)].error;
 }
 
 TEST_F(WorkerTasksTest, ThrowingKernelFailsItsTaskAndWorkerKeepsServing) {

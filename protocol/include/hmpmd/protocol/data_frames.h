@@ -57,6 +57,15 @@ static_assert(sizeof(DataHeader) == 24);
 // Reads a header frame; Corruption when it has the wrong size or op.
 Result<DataHeader> ParseDataHeader(const void* data, size_t size);
 
+// Most buffers one task may output, characters of a dtype, dimensions of
+// a shape: the bounds DecodeMeta holds a fetch reply to.
+inline constexpr uint32_t kMaxOutputBuffers = 1 << 16;
+inline constexpr uint32_t kMaxDtypeBytes = 64;
+inline constexpr uint32_t kMaxRank = 32;
+// InvalidArgument naming the first bound `buffers` breaks ("100000 output
+// buffers, over the 65536 a task may return"), else Ok: outputs that pass
+// can be fetched by any worker or driver.
+Status CheckOutputMeta(const std::vector<Buffer>& buffers);
 // dtype and shape of each buffer, and its byte count.
 std::string EncodeMeta(const std::vector<Buffer>& buffers);
 // Fills `out` with one Buffer per meta entry (shape, dtype and the byte
