@@ -27,7 +27,11 @@ struct RunArgs {
   std::string log_level = "warn";
   double timeout_s = 600;
   std::string worker_binary;  // empty: the hmpmd-worker beside hmpmd
+  std::string memory_mb;      // empty: the workers' default
 };
+
+// As hmpmd-worker takes it: 0 (no cap) up to 1 PiB.
+constexpr uint64_t kMaxMemoryMb = uint64_t{1} << 30;
 
 int RunMain(const RunArgs& a) {
   if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
@@ -53,6 +57,12 @@ int RunMain(const RunArgs& a) {
   opts.cores = a.cores;
   opts.log_level = a.log_level;
   if (!a.worker_binary.empty()) opts.worker_binary = a.worker_binary;
+  if (!a.memory_mb.empty()) {
+    // Checked here: a worker refusing it would only exit "before registering".
+    Result<uint64_t> mb = ParseWhole("--memory-mb", a.memory_mb, 0, kMaxMemoryMb);
+    if (!mb.ok()) return Fail(mb.status());
+    opts.extra_worker_args = {"--memory-mb", std::to_string(*mb)};
+  }
   auto spec = ParseJobSpec(*text, opts.controller.spec_limits);
   if (!spec.ok()) return Fail(Status::InvalidArgument(a.job_file + ": " + spec.status().message()));
   auto graph = JobGraph::Build(std::move(spec).value());
@@ -136,6 +146,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--cores", args->cores, "Cores of each worker, e.g. cube=1,vector=2")
       ->capture_default_str();
+  sub->add_option("--memory-mb", args->memory_mb,
+                  "Object store of each worker, in MiB (0: no cap; default: the worker's, "
+                  "1024)");
   sub->add_option("--log-level", args->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
   sub->add_option("--timeout", args->timeout_s, "Give up after this many seconds")

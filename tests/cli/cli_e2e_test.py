@@ -203,6 +203,23 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(r.stderr, "hmpmd: --cores: count '1000' of cube is not an integer"
                          " in [0, 256]\n")
 
+    def test_run_memory_mb_reaches_its_workers(self):
+        for value in ("-5", "abc", "1073741825", "1.5"):
+            r = run("run", EXAMPLE, "--memory-mb", value)
+            self.assertEqual(r.returncode, 2, value)
+            self.assertEqual(r.stderr, "hmpmd: --memory-mb: expected a whole number from 0 to"
+                             f" 1073741824, got '{value}'\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "big.json")
+            with open(spec, "w") as f:  # a 4 MiB final output
+                f.write('{"tasks": [{"id": "big", "kernel": "scale",'
+                        ' "args": {"n": 1048576, "factor": 2}}]}')
+            r = run("run", spec, "--workers", "1", "--memory-mb", "1")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("need 4194304 bytes; 0 of the 1048576 allowed (--memory-mb)", r.stdout)
+            r = run("run", spec, "--workers", "1", "--memory-mb", "8")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     def test_worker_rejects_bad_flags_in_one_line_without_starting(self):
         ctl = "tcp://127.0.0.1:%d" % free_port()
         for args, what in ((["--cores", "cube=x"], "--cores: count 'x' of cube"),
