@@ -21,6 +21,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -252,6 +253,9 @@ class Controller {
     TimeUs last_seen = 0;
     TimeUs timeout_us = 0;  // silent this long: "driver session lost"
     SessionUpdate update;   // to send at the end of this iteration
+    // Labels of tasks refused at submission, so that a later task naming
+    // one as its input hears why (not "unknown task").
+    std::unordered_set<std::string> refused;
   };
   // True when `in` was a driver's message (handled here).
   bool HandleSession(Incoming& in, TimeUs now);

@@ -14,6 +14,23 @@ namespace {
 // Marks a stored spec as a driver session's (RestoreSession).
 constexpr char kSessionKey[] = "hmpmd_session";
 
+// A task naming as its input a task refused earlier in the session: the
+// graph does not know that label, and "unknown task" would mislead.
+Status RefusedInput(const std::unordered_set<std::string>& refused,
+                    const std::vector<TaskSpec>& tasks, uint32_t first) {
+  if (refused.empty()) return Status::Ok();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    for (size_t k = 0; k < tasks[i].inputs.size(); ++k) {
+      if (refused.count(tasks[i].inputs[k]) > 0) {
+        return Status::InvalidArgument("tasks[" + std::to_string(first + i) + "] '" + tasks[i].id +
+                                       "': inputs[" + std::to_string(k) + "]: task '" +
+                                       tasks[i].inputs[k] + "' was refused at submission");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 bool SameSecret(const std::string& want, const std::string& got) {
   if (want.size() != got.size()) return false;
   unsigned char diff = 0;
@@ -125,9 +142,18 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
     for (WireTask& w : group.tasks) tasks.push_back(ToSpec(std::move(w)));
     // As for submitted jobs (SubmitGraph): workers run built-ins from their
     // arguments alone, so a gemm without its sizes is refused here.
-    Status st = CheckWorkerTaskArgs(tasks, ack.first_task);
+    std::vector<std::string> labels;
+    for (const TaskSpec& t : tasks) labels.push_back(t.id);
+    Status st = RefusedInput(s.refused, tasks, ack.first_task);
+    if (st.ok()) st = CheckWorkerTaskArgs(tasks, ack.first_task);
     if (st.ok()) st = scheduler_->AppendTasks(job, std::move(submodels), std::move(tasks), now);
-    if (!st.ok()) ack.error = st.message();
+    if (!st.ok()) {
+      ack.error = st.message();
+      // A refused task did not succeed: the session ends failed (Close()
+      // is not OK), as it does for a task that failed on a worker.
+      scheduler_->CountRejected(job, labels.size(), ack.error);
+      for (std::string& label : labels) s.refused.insert(std::move(label));
+    }
     s.update.acks.push_back(std::move(ack));
   }
 }

@@ -194,6 +194,14 @@ Status Scheduler::CloseJob(JobId id, bool cancel_rest, std::string reason, TimeU
   return Status::Ok();
 }
 
+void Scheduler::CountRejected(JobId id, uint64_t tasks, const std::string& error) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !it->second.open || tasks == 0) return;
+  JobRun& job = it->second;
+  if (job.not_ok == 0) job.first_error = error + " (refused at submission)";
+  job.not_ok += tasks;
+}
+
 void Scheduler::MaybeFinishOpen(JobRun& job, TimeUs now) {
   if (!job.closing || job.left_in_step > 0 || IsTerminal(job.state)) return;
   if (job.not_ok == 0) {

@@ -301,8 +301,35 @@ TEST_F(ClientTest, BadCallsGetOneLineErrors) {
   for (const std::string& m : {cross.status().message(), s.message()}) {
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
-  EXPECT_TRUE(c->Close().ok());
+  // The gemm the controller refused did not succeed, so neither did c's
+  // session; calls refused at the call never became tasks.
+  EXPECT_EQ(c->Close().code(), StatusCode::kAborted);
   EXPECT_TRUE(other->Close().ok());
+}
+
+TEST_F(ClientTest, ATaskTheControllerRefusesFailsTheSession) {
+  // gemm without its sizes passes the client's checks and is refused by
+  // the controller; Close() used to return OK ("succeeded 0/0").
+  auto c = Connect("refused");
+  ASSERT_NE(c, nullptr);
+  Future bad = c->Submit({.kernel = "gemm", .args = {{"n", int64_t{256}}}}).value();
+  Status why = bad.Wait(20000);
+  ASSERT_EQ(why.code(), StatusCode::kInvalidArgument) << why.ToString();
+  EXPECT_NE(why.message().find("args.m: required"), std::string::npos) << why.message();
+  // A consumer of the refused task hears that, not "unknown task".
+  Future after = c->Submit({.kernel = "noop", .inputs = {bad}}).value();
+  Status after_why = after.Wait(20000);
+  EXPECT_NE(after_why.message().find("inputs[0]: task 't0' was refused at submission"),
+            std::string::npos)
+      << after_why.ToString();
+  Future good = c->Submit({.kernel = "noop"}).value();
+  EXPECT_TRUE(good.Wait(20000).ok());
+  Status closed = c->Close();
+  EXPECT_EQ(closed.code(), StatusCode::kAborted) << closed.ToString();
+  EXPECT_NE(closed.message().find("2 task(s) did not succeed"), std::string::npos)
+      << closed.message();
+  EXPECT_NE(closed.message().find("(refused at submission)"), std::string::npos)
+      << closed.message();
 }
 
 TEST_F(ClientTest, ActorTasksRunInTheirSession) {
@@ -315,9 +342,11 @@ TEST_F(ClientTest, ActorTasksRunInTheirSession) {
   auto huge = c->CreateActor({.name = "huge", .devices = 9});
   ASSERT_TRUE(huge.ok());
   Status refused;
+  bool sent = false;  // a call that went out before the refusal came back
   for (int i = 0; i < 200; ++i) {
     refused = huge->Call("noop", {}).status();
     if (!refused.ok()) break;
+    sent = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(refused.message(),
@@ -328,7 +357,8 @@ TEST_F(ClientTest, ActorTasksRunInTheirSession) {
     steps.push_back(learner->Call("spin", {.args = {{"us", int64_t{2000}}}}).value());
   }
   for (auto& f : steps) ASSERT_TRUE(f.Wait(20000).ok()) << f.Wait(0).ToString();
-  EXPECT_TRUE(c->Close().ok());
+  // The controller refused the calls that went out (no sub-model 'huge').
+  EXPECT_EQ(c->Close().ok(), !sent);
   auto dag = cluster_->Get("/api/v1/jobs/" + std::to_string(c->job()) + "/dag");
   bool found = false;
   for (const auto& sm : dag.value("submodels", nlohmann::json::array())) {

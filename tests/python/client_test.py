@@ -154,7 +154,8 @@ class ClientTest(unittest.TestCase):
             c.close()  # the cancelled task fails the session's job
 
     def test_bad_calls_raise_at_once(self):
-        with self.connect("bad") as c:
+        c = self.connect("bad")
+        try:
             with self.assertRaises(hmpmd.InvalidArgument) as e:
                 c.submit("noop", args={"x": [1, 2]})
             self.assertIn("args['x']", str(e.exception))
@@ -175,6 +176,12 @@ class ClientTest(unittest.TestCase):
                 c.submit("spin", args={"us": "10"}).wait(TIMEOUT_MS)
             self.assertIn("args.us: expected a number, got a string", str(e.exception))
             c.submit("noop").wait(TIMEOUT_MS)
+        finally:
+            # The refused task did not succeed: neither does the session.
+            with self.assertRaises(hmpmd.TaskFailed) as e:
+                c.close()
+            self.assertIn("1 task(s) did not succeed", str(e.exception))
+            self.assertIn("(refused at submission)", str(e.exception))
 
     def test_unreachable_controller_raises_unavailable(self):
         with self.assertRaises(hmpmd.Unavailable):

@@ -191,6 +191,10 @@ class Scheduler {
   // like AddJob. Calls Policy::OnJobGrown.
   Status AppendTasks(JobId id, std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks,
                      TimeUs now);
+  // Counts `tasks` tasks the controller refused to append to an open job
+  // (AppendTasks or an argument check failed) as tasks that did not
+  // succeed: the job then ends failed, naming `error` if it is the first.
+  void CountRejected(JobId id, uint64_t tasks, const std::string& error);
   // Ends an open job: at once, cancelling what is left, when `cancel_rest`;
   // else once every run has ended (succeeded when all were done).
   Status CloseJob(JobId id, bool cancel_rest, std::string reason, TimeUs now);
