@@ -3,7 +3,7 @@
 // `n` generated values in [-1, 1) without one).
 //
 // It takes the flags `hmpmd run` and LocalCluster pass to a worker
-// (--controller, --cores cube=C,vector=V, --name, --log-level), so
+// (--controller, --cores cube=1,vector=2, --name, --log-level), so
 //   hmpmd run job.json --worker-binary ./embedded_worker
 // runs a job on it.
 #include <algorithm>
@@ -43,13 +43,14 @@ std::vector<Buffer> Relu(const KernelArgs& args, std::span<const Buffer> inputs)
   return {std::move(out)};
 }
 
-// "cube=C,vector=V" into the options; false when malformed.
-bool ParseCores(const std::string& text, hmpmd::worker::WorkerOptions* o) {
-  unsigned cube = 0, vector = 0;
-  if (std::sscanf(text.c_str(), "cube=%u,vector=%u", &cube, &vector) != 2) return false;
-  o->cube_cores = cube;
-  o->vector_cores = vector;
-  return true;
+// "cube=1,vector=2" (a kind left out has no cores) into the options, as
+// hmpmd-worker reads it.
+hmpmd::Status ParseCores(const std::string& text, hmpmd::worker::WorkerOptions* o) {
+  hmpmd::Result<hmpmd::CoreCounts> counts = hmpmd::ParseCoreCounts(text);
+  if (!counts.ok()) return counts.status();
+  o->cube_cores = counts->count[static_cast<size_t>(hmpmd::CoreKind::kCube)];
+  o->vector_cores = counts->count[static_cast<size_t>(hmpmd::CoreKind::kVector)];
+  return hmpmd::Status::Ok();
 }
 
 }  // namespace
@@ -61,9 +62,8 @@ int main(int argc, char** argv) {
     if (flag == "--controller") {
       options.controller_endpoint = value;
     } else if (flag == "--cores") {
-      if (!ParseCores(value, &options)) {
-        std::fprintf(stderr, "embedded_worker: --cores '%s' is not cube=C,vector=V\n",
-                     value.c_str());
+      if (hmpmd::Status st = ParseCores(value, &options); !st.ok()) {
+        std::fprintf(stderr, "embedded_worker: --cores: %s\n", st.message().c_str());
         return 2;
       }
     } else if (flag == "--name") {
