@@ -1,5 +1,6 @@
 #include "hmpmd/protocol/job_spec.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <utility>
@@ -81,6 +82,25 @@ bool IsUtf8(std::string_view text) {
     i += len;
   }
   return true;
+}
+
+double CommBytes(const TaskSpec& t) {
+  if (!t.collective && !IsCommKernel(t.kernel)) return 0;
+  const double given = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+  if (given > 0) return given;
+  // As the worker sizes a member without input data (collective_kernels.cc,
+  // builtin_kernels.cc): `n` floats (collectives), else `bytes`, else 4 KiB.
+  const bool collective = t.collective || IsCollectiveKernel(t.kernel);
+  if (collective && ArgNumber(t.args, "n", -1) >= 0) return 4 * ArgNumber(t.args, "n", 0);
+  if (ArgNumber(t.args, "bytes", -1) >= 0) return ArgNumber(t.args, "bytes", 0);
+  return 4096;
+}
+
+bool CommSizedByInputsOnly(const TaskSpec& t) {
+  if (!t.collective && !IsCommKernel(t.kernel)) return false;
+  const double given = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+  return given <= 0 && !t.inputs.empty() && ArgNumber(t.args, "n", -1) < 0 &&
+         ArgNumber(t.args, "bytes", -1) < 0;
 }
 
 }  // namespace hmpmd

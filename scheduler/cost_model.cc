@@ -14,8 +14,7 @@ double SizeOf(const TaskSpec& t) {
   if (t.kernel == "gemm") {
     return 2.0 * ArgNumber(t.args, "m", 0) * ArgNumber(t.args, "n", 0) * ArgNumber(t.args, "k", 0);
   }
-  double bytes = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
-  return t.cost.flops + bytes + ArgNumber(t.args, "n", 0);
+  return t.cost.flops + CommBytes(t) + ArgNumber(t.args, "n", 0);
 }
 
 // Compute whose time follows the device's speed: not a timer (spin,
@@ -39,7 +38,7 @@ double CostModel::Prior(const TaskSpec& t, CoreKind kind) const {
       kind == CoreKind::kCube ? options_.cube_flops_per_us : options_.vector_flops_per_us;
   double flops = t.cost.flops;
   if (t.kernel == "gemm" && flops == 0) flops = SizeOf(t);
-  double bytes = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+  const double bytes = CommBytes(t);
   double us = flops / flops_per_us;
   if (bytes > 0) us += options_.link_latency_us + bytes / options_.link_bytes_per_us;
   if (us <= 0) us = options_.default_us;

@@ -42,11 +42,10 @@ double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
   }
   if ((t.kernel == "add" || t.kernel == "scale") && flops == 0) flops = ArgNumber(t.args, "n", 0);
   double us = flops / rate;
-  double bytes = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
   if (IsCommKernel(t.kernel) || t.collective) {
     // A collective alone (no gang) moves its bytes like a send.
     const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
-    us += TransferUs(bytes, link);
+    us += TransferUs(CommBytes(t), link);
   }
   return std::max(1.0, us);
 }
@@ -111,6 +110,7 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
     }
     // A member's own compute part (flops) plus the collective below.
     TaskSpec compute_only = t;
+    compute_only.kernel = "noop";  // not communication: no bytes to move
     compute_only.cost.bytes = 0;
     compute_only.collective.reset();
     own[i] = compute_only.cost.flops > 0 ? TaskUs(compute_only, d.core) : 0;
@@ -130,9 +130,8 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
         const JobRun& job = *scheduler_->job(d.job);
         const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
         std::string op = t.collective ? t.collective->op : t.kernel;
-        double bytes = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
         const LinkSpec& link = options_.pool.links[g.one_node ? 1 : 2];
-        g.us = std::max(1.0, g.own_us + CollectiveUs(op, bytes, g.members, link));
+        g.us = std::max(1.0, g.own_us + CollectiveUs(op, CommBytes(t), g.members, link));
       }
       us = g.us;
     }

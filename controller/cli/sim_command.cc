@@ -161,14 +161,29 @@ void WarnUntimed(const std::string& workload, const JobSpec& spec) {
     if (builtin || t.cost.flops > 0 || t.collective) continue;
     if (count++ == 0) first = i;
   }
+  if (count > 0) {
+    const TaskSpec& t = spec.tasks[first];
+    std::cerr << "hmpmd sim: warning: " << OneLine(workload) << ": tasks[" << first << "] '"
+              << OneLine(t.id) << "': kernel '" << OneLine(t.kernel)
+              << "' is not built in and has no cost.flops to time it by; "
+              << (count > 1 ? "it and " + std::to_string(count - 1) + " more such tasks take"
+                            : "it takes")
+              << " 1 us (the minimum) each run" << std::endl;
+  }
+  // Communication that moves its inputs' data live: sizes the simulator
+  // does not know (CommBytes guesses 4096 bytes).
+  count = 0;
+  for (size_t i = 0; i < spec.tasks.size(); ++i) {
+    if (CommSizedByInputsOnly(spec.tasks[i]) && count++ == 0) first = i;
+  }
   if (count == 0) return;
   const TaskSpec& t = spec.tasks[first];
   std::cerr << "hmpmd sim: warning: " << OneLine(workload) << ": tasks[" << first << "] '"
-            << OneLine(t.id) << "': kernel '" << OneLine(t.kernel)
-            << "' is not built in and has no cost.flops to time it by; "
-            << (count > 1 ? "it and " + std::to_string(count - 1) + " more such tasks take"
-                          : "it takes")
-            << " 1 us (the minimum) each run" << std::endl;
+            << OneLine(t.id) << "': '" << OneLine(t.kernel)
+            << "' moves its inputs' data, whose size the simulator does not know; give "
+            << (t.collective ? "collective.bytes" : "cost.bytes") << " (timed as 4096 bytes"
+            << (count > 1 ? ", as are " + std::to_string(count - 1) + " more such tasks)" : ")")
+            << std::endl;
 }
 
 // `weight` > 0 replaces the spec's.

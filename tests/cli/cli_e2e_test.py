@@ -486,6 +486,37 @@ class EmbeddedRun(unittest.TestCase):
             r = run("sim", "multimodal", "--policy", "fifo", "--devices", "16")
             self.assertEqual((r.returncode, r.stderr), (0, ""))
 
+    def test_sim_times_communication_sized_by_its_arguments(self):
+        # A send of args.bytes moves those bytes live; the simulator used to
+        # time it at 1 us because it read cost.bytes only.
+        with tempfile.TemporaryDirectory() as tmp:
+            def makespan(task):
+                path = os.path.join(tmp, "comm.json")
+                with open(path, "w") as f:
+                    json.dump({"tasks": [dict(task, id="s", core="vector")]}, f)
+                r = run("sim", path, "--devices", "8", "--policy", "fifo", "--json")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                return json.loads(r.stdout)["policies"]["fifo"]["makespan_s"], r.stderr
+            by_args, err = makespan({"kernel": "send", "args": {"bytes": 1 << 30}})
+            self.assertEqual(err, "")
+            by_cost, _ = makespan({"kernel": "send", "cost": {"bytes": 1 << 30}})
+            self.assertEqual(by_args, by_cost)
+            self.assertGreater(by_args, 0.001)
+            small, _ = makespan({"kernel": "send", "args": {"bytes": 1 << 20}})
+            self.assertLess(small, by_args)
+            # Sized by its inputs alone: a guess, and a warning saying so.
+            path = os.path.join(tmp, "fed.json")
+            with open(path, "w") as f:
+                json.dump({"tasks": [{"id": "g", "kernel": "gemm",
+                                      "args": {"m": 64, "n": 64, "k": 64}},
+                                     {"id": "s", "kernel": "send", "core": "vector",
+                                      "inputs": ["g"]}]}, f)
+            r = run("sim", path, "--devices", "8", "--policy", "fifo")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, f"hmpmd sim: warning: {path}: tasks[1] 's': 'send' moves"
+                             " its inputs' data, whose size the simulator does not know; give"
+                             " cost.bytes (timed as 4096 bytes)\n")
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])

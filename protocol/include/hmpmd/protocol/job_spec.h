@@ -79,4 +79,14 @@ struct JobSpec {
   std::vector<TaskSpec> tasks;
 };
 
+// Bytes a communication task (send, a collective kernel, or any task with
+// `collective`) moves per member, for the cost model and the simulator:
+// collective.bytes or cost.bytes, else what the worker makes when the task
+// has no input data (`n` floats, else args.bytes, else 4096); 0 for other
+// tasks. Live, a task whose inputs hold data moves those instead.
+double CommBytes(const TaskSpec& t);
+// True when CommBytes(t) comes from neither collective.bytes nor cost.bytes
+// nor a size argument: a guess where the task moves its inputs' data.
+bool CommSizedByInputsOnly(const TaskSpec& t);
+
 }  // namespace hmpmd
