@@ -85,6 +85,12 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   JobRun& job = it->second;
   if (IsTerminal(job.state) || run >= job.runs.size()) return false;
   TaskRecord& rec = job.runs[run];
+  // Only the step being run: a worker may report a run of the next step
+  // when the store lost the end of this one (its last writes died with the
+  // controller). Adopted, its end would count against this step and its
+  // consumers' inputs would be counted again when the next step starts,
+  // leaving one blocked for ever; refused, it runs again in its step.
+  if (!job.open && run / job.graph->size() != job.step) return false;
   // A blocked run counts too: the worker had its inputs, but the store had
   // not yet recorded them done (their results come back from the worker).
   if ((rec.state != TaskState::kReady && rec.state != TaskState::kBlocked) ||

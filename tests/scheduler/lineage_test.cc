@@ -157,6 +157,28 @@ TEST_F(RestoredLineageTest, ARunningReaderIsLeftAlone) {
   EXPECT_EQ(s_->job(kJob)->state, JobState::kSucceeded);
 }
 
+TEST(RestoredStepsTest, ARunOfTheNextStepIsNotAdoptedAndTheJobEnds) {
+  // The store lost the end of step 0 (t) with the controller; the workers
+  // report t of step 0 and s of step 1, both finished. Adopting s of step 1
+  // counted its end against step 0 and t of step 1 waited for ever.
+  auto s = MakeFifoScheduler();
+  JobSpec spec = SpecBuilder().Chain({"s", "t"}, 100).Repeat(3);
+  std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 0}};
+  ASSERT_TRUE(s->RestoreJob(4, BuildGraph(spec), done, JobState::kRunning, "", 0, -1, 1000).ok());
+  DeviceId d = s->AddDevice(Device("d0", 2));
+  ASSERT_TRUE(s->AdoptRun(4, 1, 0, d, CoreKind::kCube, 0, 1000)) << "t of step 0";
+  EXPECT_FALSE(s->AdoptRun(4, 2, 0, d, CoreKind::kCube, 1, 1000)) << "s of step 1";
+  EXPECT_FALSE(s->OnTaskDone(4, 2, 0, 1000, 1100, 1100)) << "its result is stale";
+  ASSERT_TRUE(s->OnTaskDone(4, 1, 0, 1000, 1100, 1100));
+  TimeUs now = 1200;
+  for (int i = 0; i < 10 && s->job(4)->state != JobState::kSucceeded; ++i, now += 100) {
+    for (const Dispatch& x : Step(*s, now))
+      ASSERT_TRUE(s->OnTaskDone(4, x.run, x.attempt, now, now + 50, now + 50));
+  }
+  EXPECT_EQ(s->job(4)->state, JobState::kSucceeded);
+  EXPECT_EQ(s->job(4)->done, 6u);
+}
+
 TEST(RestoredOutputsTest, RunsWithoutOutputsNeedNoWorker) {
   auto s = MakeFifoScheduler();
   std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 0}};
