@@ -21,6 +21,8 @@ namespace {
 constexpr int kMaxMessagesPerWake = 256;
 // Heartbeat period when the controller's RegisterAck names none.
 constexpr int64_t kDefaultHeartbeatUs = 1'000'000;
+// Registration unanswered this long: the worker says so once.
+constexpr int64_t kUnansweredNoticeUs = 5'000'000;
 // How often a worker with WorkerOptions::parent_pid looks for its parent.
 constexpr int64_t kParentCheckUs = 200'000;
 // Finished tasks a re-registration reports and re-sends. It covers results
@@ -142,6 +144,16 @@ Status ServeLoop::OnTimers(int64_t now) {
     } else if (now >= next_heartbeat_us_) {
       SendHeartbeat(now);
       next_heartbeat_us_ = now + heartbeat_us_;
+    }
+  }
+  if (phase_ == Phase::kRegistering) {
+    if (unanswered_since_us_ == 0) unanswered_since_us_ = now;
+    if (!told_unanswered_ && now - unanswered_since_us_ >= kUnansweredNoticeUs) {
+      log_->warn(
+          "no answer from the controller at {} for {} s: is it running and reachable? One "
+          "with --curve-keys ignores a worker without them (give --curve-keys DIR)",
+          options_.controller_endpoint, (now - unanswered_since_us_) / 1'000'000);
+      told_unanswered_ = true;
     }
   }
   if (phase_ == Phase::kRegistering && now >= next_register_us_) {
@@ -285,6 +297,8 @@ void ServeLoop::OnRegisterAck(const RegisterAck& ack, int64_t now) {
   timeout_us_ = std::max(int64_t{options_.controller_timeout_ms} * 1000, 2 * heartbeat_us_);
   next_heartbeat_us_ = now + heartbeat_us_;
   phase_ = Phase::kRegistered;
+  unanswered_since_us_ = 0;
+  told_unanswered_ = false;
   backoff_.Reset();
   if (registered_once_ && ack.epoch != epoch_) DropEverything();
   epoch_ = register_.epoch = ack.epoch;

@@ -103,6 +103,11 @@ class ServeLoop {
   Backoff backoff_;
   bool reconnect_ = false;  // the last attempt got no answer: use a fresh socket
   int64_t next_register_us_ = 0;
+  // When the registration now unanswered began (0: registered), and
+  // whether the worker has said so: a controller that needs CURVE keys
+  // drops a plain worker's messages without a word.
+  int64_t unanswered_since_us_ = 0;
+  bool told_unanswered_ = false;
 
   WorkerId worker_id_ = 0;
   int64_t heartbeat_us_ = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -254,7 +255,8 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
       waiting = now_waiting;
       waiting_since = std::chrono::steady_clock::now();
     }
-    if (waiting.empty() && !told.empty()) {
+    // A job that ended while it waited did not go on: its summary says how.
+    if (waiting.empty() && !told.empty() && !Terminal(state)) {
       std::cerr << "hmpmd: job " << id << " no longer waits for workers" << std::endl;
       told.clear();
     } else if (!waiting.empty() && waiting != told &&
@@ -273,7 +275,8 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
         Status fetched = FetchOutputsTo(*outs, static_cast<JobId>(id), fetch_dir, a.timeout_s);
         if (!fetched.ok()) return Fail(fetched);
         if (!a.json)
-          std::cout << "outputs written to " << fetch_dir << "/manifest.json" << std::endl;
+          std::cout << "outputs written to "
+                    << (std::filesystem::path(fetch_dir) / "manifest.json").string() << std::endl;
       }
       return state == "succeeded" ? kExitOk : kExitFailed;
     }

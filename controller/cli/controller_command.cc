@@ -165,8 +165,10 @@ void AddKeygenCommand(CLI::App& app, int* exit_code) {
       *exit_code = Fail(st);
       return;
     }
+    std::string shown = *dir;  // keys/ as given: not keys//controller.pub
+    while (shown.size() > 1 && shown.back() == '/') shown.pop_back();
     std::printf("wrote %s/{controller,worker}.{pub,key} and %s/authorized/worker.pub\n",
-                dir->c_str(), dir->c_str());
+                shown.c_str(), shown.c_str());
     *exit_code = kExitOk;
   });
 }

@@ -5,8 +5,10 @@ processes on loopback, and `hmpmd run --json --trace`. Every process started
 here is stopped here, by PID. Usage: cli_e2e_test.py BIN_DIR SOURCE_DIR"""
 import json
 import os
+import select
 import signal
 import struct
+import socket
 import subprocess
 import sys
 import tempfile
@@ -132,9 +134,9 @@ class SeparateProcesses(unittest.TestCase):
                 {"id": "neg", "kernel": "scale", "core": "vector",
                  "args": {"n": n, "factor": -1.0}}]}, f)
         out = os.path.join(self.tmp.name, "out")
-        r = run("submit", spec, "--wait", "--fetch", out, env=self.env)
+        r = run("submit", spec, "--wait", "--fetch", out + "/", env=self.env)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("outputs written to", r.stdout)
+        self.assertIn(f"outputs written to {out}/manifest.json\n", r.stdout)
         with open(os.path.join(out, "manifest.json")) as f:
             manifest = sorted(json.load(f), key=lambda e: e["task"])
         self.assertEqual([(e["task"], e["index"], e["file"]) for e in manifest],
@@ -202,6 +204,38 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertEqual(r.stderr, "hmpmd: --cores: count '1000' of cube is not an integer"
                          " in [0, 256]\n")
+
+    def test_a_worker_nobody_answers_says_so(self):
+        # As a controller with --curve-keys ignores a worker without keys:
+        # the worker used to wait without a word.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        worker = subprocess.Popen([os.path.join(BIN, "hmpmd-worker"), "--controller",
+                                   f"tcp://127.0.0.1:{port}", "--log-level", "warn"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            line = ""
+            deadline = time.monotonic() + 30
+            while "no answer" not in line and time.monotonic() < deadline:
+                ready, _, _ = select.select([worker.stderr], [], [], deadline - time.monotonic())
+                if ready:
+                    line = worker.stderr.readline()
+            self.assertRegex(line, f"no answer from the controller at tcp://127.0.0.1:{port}"
+                             r" for [5-9] s: is it running and reachable\?")
+            self.assertIn("give --curve-keys DIR", line)
+        finally:
+            worker.kill()
+            worker.wait(timeout=30)
+
+    def test_keygen_names_the_files_it_wrote(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            keys = os.path.join(tmp, "keys")
+            r = run("keygen", keys + "/")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout, f"wrote {keys}/{{controller,worker}}.{{pub,key}} and"
+                             f" {keys}/authorized/worker.pub\n")
+            self.assertTrue(os.path.exists(os.path.join(keys, "authorized", "worker.pub")))
 
     def test_run_memory_mb_reaches_its_workers(self):
         for value in ("-5", "abc", "1073741825", "1.5"):

@@ -149,6 +149,31 @@ class SubmitWaitForWorkers(unittest.TestCase):
                                              "hmpmd: job 1 waits for workers: no live worker\n"
                                              "hmpmd: job 1 no longer waits for workers\n")
 
+    def test_a_waiting_job_cancelled_is_not_said_to_go_on(self):
+        with tempfile.TemporaryDirectory() as tmp, Cluster(BIN, workers=0) as cluster:
+            spec = os.path.join(tmp, "job.json")
+            with open(spec, "w") as f:
+                json.dump({"tasks": [{"id": "a", "kernel": "spin", "args": {"us": 1000}}]}, f)
+            with open(os.path.join(tmp, "err"), "w+") as err:
+                client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--url", cluster.url,
+                                           "--wait-timeout", "120"],
+                                          stdout=subprocess.PIPE, stderr=err, text=True)
+                cluster.procs.append(client)  # stopped by PID with the cluster
+                deadline = time.monotonic() + 60
+                text = ""
+                while "waits for workers" not in text and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    err.seek(0)
+                    text = err.read()
+                cancel = subprocess.run([HMPMD, "cancel", "1", "--url", cluster.url],
+                                        capture_output=True, text=True, timeout=30)
+                self.assertEqual(cancel.returncode, 0, cancel.stderr)
+                stdout, _ = client.communicate(timeout=60)
+                self.assertIn("cancelled", stdout)
+                err.seek(0)
+                self.assertEqual(err.read(), "hmpmd: submitted job 1; waiting for it to end\n"
+                                             "hmpmd: job 1 waits for workers: no live worker\n")
+
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)
