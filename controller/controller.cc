@@ -187,6 +187,7 @@ void Controller::Handle(Incoming in, TimeUs now) {
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, Heartbeat>) {
+          w->clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
           w->dropped_frames = m.dropped_frames;
           w->in_flight = m.running;
           transport_.Send(w->identity, HeartbeatAck{});
@@ -202,7 +203,7 @@ void Controller::Handle(Incoming in, TimeUs now) {
 void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
   for (const TaskResult& r : b.results) {
     bool applied;
-    TimeUs start = r.start_us + w.clock_offset_us, end = r.end_us + w.clock_offset_us;
+    TimeUs start = r.start_us + w.clock.offset_us(), end = r.end_us + w.clock.offset_us();
     if (r.ok) {
       applied = scheduler_->OnTaskDone(r.job, r.task, r.attempt, start, end, now);
       if (applied) {

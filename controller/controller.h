@@ -32,6 +32,7 @@
 #include "recovery.h"
 #include "store_writer.h"
 #include "transport.h"
+#include "worker_clock.h"
 #include "zap_handler.h"
 
 namespace hmpmd {
@@ -100,7 +101,7 @@ struct WorkerInfo {
   uint64_t instance = 0;  // RegisterMsg::instance; 0: not given
   DeviceId device = 0;
   bool alive = true;
-  int64_t clock_offset_us = 0;  // added to the worker's timestamps
+  WorkerClock clock;  // puts its timestamps on ours
   TimeUs last_seen = 0;
   TimeUs joined = 0;
   uint64_t dropped_frames = 0;  // as the worker reported

@@ -26,10 +26,6 @@ bool TokenMatches(const std::string& want, const std::string& got) {
   return diff == 0;
 }
 
-// Workers on this host share our monotonic clock; a worker whose clock is
-// off by more than this is on another host, and we shift its timestamps.
-constexpr int64_t kSameClockUs = 1'000'000;
-
 }  // namespace
 
 void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now) {
@@ -74,8 +70,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   w.pid = m.pid;
   w.instance = m.instance;
   w.last_seen = w.joined = now;
-  int64_t offset = now - m.sent_us;
-  w.clock_offset_us = (offset > kSameClockUs || offset < -kSameClockUs) ? offset : 0;
+  w.clock.Observe(m.sent_us, now);
   w.device = scheduler_->AddDevice(std::move(desc));
   if (device_worker_.size() <= w.device) device_worker_.resize(w.device + 1);
   device_worker_[w.device] = w.id;
