@@ -255,8 +255,8 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
       waiting = now_waiting;
       waiting_since = std::chrono::steady_clock::now();
     }
-    // A job that ended while it waited did not go on: its summary says how.
-    if (waiting.empty() && !told.empty() && !Terminal(state)) {
+    // A job cancelled while it waited did not go on: its summary says so.
+    if (waiting.empty() && !told.empty() && state != "cancelled") {
       std::cerr << "hmpmd: job " << id << " no longer waits for workers" << std::endl;
       told.clear();
     } else if (!waiting.empty() && waiting != told &&
