@@ -117,26 +117,31 @@ class RunWithAWorkerKilled(unittest.TestCase):
 
 
 class SubmitWaitForWorkers(unittest.TestCase):
+    def start_waiting(self, tmp, cluster, err):
+        """Submits a one-task job to `cluster` (no workers) with `submit --wait`,
+        stderr to `err`, and returns the client once it said why it waits."""
+        spec = os.path.join(tmp, "job.json")
+        with open(spec, "w") as f:
+            json.dump({"tasks": [{"id": "a", "kernel": "spin", "args": {"us": 1000}}]}, f)
+        client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--url", cluster.url,
+                                   "--wait-timeout", "120"],
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
+        cluster.procs.append(client)  # stopped by PID with the cluster
+        deadline = time.monotonic() + 60
+        text = ""
+        while "waits for workers" not in text and time.monotonic() < deadline:
+            time.sleep(0.1)
+            err.seek(0)
+            text = err.read()
+        self.assertEqual(text, WAITING)
+        return client
+
     def test_submit_wait_says_once_why_its_job_waits_and_when_it_goes_on(self):
         # A controller with no worker yet accepts the job; `submit --wait`
         # used to say nothing at all until a worker came.
         with tempfile.TemporaryDirectory() as tmp, Cluster(BIN, workers=0) as cluster:
-            spec = os.path.join(tmp, "job.json")
-            with open(spec, "w") as f:
-                json.dump({"tasks": [{"id": "a", "kernel": "spin", "args": {"us": 1000}}]}, f)
             with open(os.path.join(tmp, "err"), "w+") as err:
-                client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--url", cluster.url,
-                                           "--wait-timeout", "120"],
-                                          stdout=subprocess.PIPE, stderr=err, text=True)
-                cluster.procs.append(client)  # stopped by PID with the cluster
-                deadline = time.monotonic() + 60
-                text = ""
-                while "waits for workers" not in text and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                    err.seek(0)
-                    text = err.read()
-                self.assertEqual(text, "hmpmd: submitted job 1; waiting for it to end\n"
-                                       "hmpmd: job 1 waits for workers: no live worker\n")
+                client = self.start_waiting(tmp, cluster, err)
                 cluster.procs.append(subprocess.Popen(
                     [HMPMD, "worker", "--controller", cluster.endpoint, "--cores",
                      "cube=1,vector=1", "--log-level", "warn"],
@@ -145,35 +150,23 @@ class SubmitWaitForWorkers(unittest.TestCase):
                 self.assertEqual(client.returncode, 0, stdout)
                 self.assertIn("succeeded", stdout)
                 err.seek(0)
-                self.assertEqual(err.read(), "hmpmd: submitted job 1; waiting for it to end\n"
-                                             "hmpmd: job 1 waits for workers: no live worker\n"
-                                             "hmpmd: job 1 no longer waits for workers\n")
+                self.assertEqual(err.read(), WAITING + "hmpmd: job 1 no longer waits for workers\n")
 
     def test_a_waiting_job_cancelled_is_not_said_to_go_on(self):
         with tempfile.TemporaryDirectory() as tmp, Cluster(BIN, workers=0) as cluster:
-            spec = os.path.join(tmp, "job.json")
-            with open(spec, "w") as f:
-                json.dump({"tasks": [{"id": "a", "kernel": "spin", "args": {"us": 1000}}]}, f)
             with open(os.path.join(tmp, "err"), "w+") as err:
-                client = subprocess.Popen([HMPMD, "submit", spec, "--wait", "--url", cluster.url,
-                                           "--wait-timeout", "120"],
-                                          stdout=subprocess.PIPE, stderr=err, text=True)
-                cluster.procs.append(client)  # stopped by PID with the cluster
-                deadline = time.monotonic() + 60
-                text = ""
-                while "waits for workers" not in text and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                    err.seek(0)
-                    text = err.read()
+                client = self.start_waiting(tmp, cluster, err)
                 cancel = subprocess.run([HMPMD, "cancel", "1", "--url", cluster.url],
                                         capture_output=True, text=True, timeout=30)
                 self.assertEqual(cancel.returncode, 0, cancel.stderr)
                 stdout, _ = client.communicate(timeout=60)
                 self.assertIn("cancelled", stdout)
                 err.seek(0)
-                self.assertEqual(err.read(), "hmpmd: submitted job 1; waiting for it to end\n"
-                                             "hmpmd: job 1 waits for workers: no live worker\n")
+                self.assertEqual(err.read(), WAITING)
 
+
+WAITING = ("hmpmd: submitted job 1; waiting for it to end\n"
+           "hmpmd: job 1 waits for workers: no live worker\n")
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)
