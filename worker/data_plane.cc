@@ -2,6 +2,7 @@
 
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "hmpmd/protocol/tensor_bytes.h"
@@ -12,18 +13,39 @@ namespace {
 
 // A task may name one input twice (`add` of x and x): each run is fetched
 // and read once (one read of its producer's count), and handed to the
-// kernel as often as it is named. `slot[i]`: input i's place in the result.
-std::vector<InputRef> DistinctInputs(const std::vector<InputRef>& named,
-                                     std::vector<size_t>* slot = nullptr) {
-  std::vector<InputRef> distinct;
-  distinct.reserve(named.size());
-  for (const InputRef& in : named) {
-    size_t k = 0;
-    while (k < distinct.size() && distinct[k].run != in.run) ++k;
-    if (k == distinct.size()) distinct.push_back(in);
-    if (slot != nullptr) slot->push_back(k);
+// kernel as often as it is named. For each named input, the index of its
+// run among the distinct ones (first-seen order); empty when every run is
+// named once, the common case, which costs no copy.
+std::vector<size_t> RepeatSlots(const std::vector<InputRef>& named) {
+  constexpr size_t kScanUpTo = 16;  // a pairwise scan without allocating
+  const size_t n = named.size();
+  std::vector<size_t> slot;
+  if (n < 2) return slot;
+  if (n <= kScanUpTo) {
+    bool repeats = false;
+    for (size_t i = 1; i < n && !repeats; ++i) {
+      for (size_t j = 0; j < i && !repeats; ++j) repeats = named[i].run == named[j].run;
+    }
+    if (!repeats) return slot;
   }
-  return distinct;
+  std::unordered_map<uint32_t, size_t> seen;
+  seen.reserve(n);
+  slot.reserve(n);
+  for (const InputRef& in : named) {
+    const size_t next = seen.size();
+    slot.push_back(seen.try_emplace(in.run, next).first->second);
+  }
+  if (seen.size() == n) slot.clear();
+  return slot;
+}
+
+std::vector<InputRef> Distinct(const std::vector<InputRef>& named,
+                               const std::vector<size_t>& slot) {
+  std::vector<InputRef> out;
+  for (size_t i = 0; i < named.size(); ++i) {
+    if (slot[i] == out.size()) out.push_back(named[i]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -56,15 +78,19 @@ void DataPlane::Stop() {
 }
 
 PrefetchedInputs DataPlane::PrefetchInputs(const TaskAssign& task) {
-  return fetcher_.Begin(task.job, DistinctInputs(task.inputs), server_.endpoint());
+  const std::vector<size_t> slot = RepeatSlots(task.inputs);
+  if (slot.empty()) return fetcher_.Begin(task.job, task.inputs, server_.endpoint());
+  return fetcher_.Begin(task.job, Distinct(task.inputs, slot), server_.endpoint());
 }
 
 Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>& named,
                                          const PrefetchedInputs* ahead,
                                          const std::atomic<bool>* cancelled,
                                          std::vector<uint32_t>* lost_runs) {
-  std::vector<size_t> slot;
-  const std::vector<InputRef> inputs = DistinctInputs(named, &slot);
+  const std::vector<size_t> slot = RepeatSlots(named);
+  std::vector<InputRef> distinct;
+  if (!slot.empty()) distinct = Distinct(named, slot);
+  const std::vector<InputRef>& inputs = slot.empty() ? named : distinct;
   PrefetchedInputs own;
   if (ahead == nullptr || !*ahead) {
     own = fetcher_.Begin(job, inputs, server_.endpoint());
@@ -146,16 +172,19 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
   for (size_t i = 0; i < n; ++i) {
     if ((local[i] != nullptr && !local[i]->empty()) || !fetched[i].empty()) ++sources, last = i;
   }
-  if (sources == 1 && local[last] != nullptr && named.size() == n) {
+  if (sources == 1 && local[last] != nullptr && slot.empty()) {
     set.shared_ = std::move(local[last]);  // the stored list itself
     return set;
   }
-  // An input named again later is copied here and moved at its last use.
-  std::vector<size_t> last_use(n);
-  for (size_t i = 0; i < named.size(); ++i) last_use[slot[i]] = i;
+  // An input named again later is copied there and moved at its last use.
+  std::vector<size_t> last_use;
+  if (!slot.empty()) {
+    last_use.resize(n);
+    for (size_t i = 0; i < named.size(); ++i) last_use[slot[i]] = i;
+  }
   for (size_t i = 0; i < named.size(); ++i) {
-    const size_t k = slot[i];
-    const bool final_use = last_use[k] == i;
+    const size_t k = slot.empty() ? i : slot[i];
+    const bool final_use = slot.empty() || last_use[k] == i;
     if (local[k] != nullptr) {
       // The last holder of a list the store has freed may take its buffers
       // (the store makes its lists non-const); otherwise copy them.

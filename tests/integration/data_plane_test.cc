@@ -75,6 +75,30 @@ TEST_F(DataPlaneTest, AnInputNamedTwiceReachesTheKernelTwice) {
   }
 }
 
+TEST_F(DataPlaneTest, ManyInputsWithRepeatsKeepTheirOrder) {
+  // Past the worker's pairwise scan (16 inputs): send hands its 24 inputs
+  // on in the order named, p0..p11 twice, fetched once each.
+  StartCluster(2);
+  json tasks = json::array();
+  json inputs = json::array();
+  for (int i = 0; i < 12; ++i) {
+    tasks.push_back({{"id", "p" + std::to_string(i)},
+                     {"kernel", "scale"},
+                     {"args", {{"n", 8}, {"factor", 1.0 + i}}}});
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 12; ++i) inputs.push_back("p" + std::to_string(i));
+  }
+  tasks.push_back({{"id", "all"}, {"kernel", "send"}, {"core", "vector"}, {"inputs", inputs}});
+  JobResult r = RunSpec(json{{"name", "many"}, {"tasks", tasks}}.dump());
+  ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
+  std::vector<worker::Buffer> out = FetchOutputs(r.id, 12);
+  ASSERT_EQ(out.size(), 24u);
+  for (size_t k = 0; k < out.size(); ++k) {
+    EXPECT_EQ(Floats(out[k]), ScaleGenerated(8, 1.0 + static_cast<double>(k % 12))) << k;
+  }
+}
+
 TEST_F(DataPlaneTest, AllreduceGangSpansThreeWorkers) {
   StartCluster(3);
   json tasks = json::array();
