@@ -84,10 +84,18 @@ bool IsUtf8(std::string_view text) {
   return true;
 }
 
+namespace {
+
+// The size a spec gives a communication task outright; 0: none.
+double GivenCommBytes(const TaskSpec& t) {
+  return t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+}
+
+}  // namespace
+
 double CommBytes(const TaskSpec& t) {
   if (!t.collective && !IsCommKernel(t.kernel)) return 0;
-  const double given = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
-  if (given > 0) return given;
+  if (const double given = GivenCommBytes(t); given > 0) return given;
   // As the worker sizes a member without input data (collective_kernels.cc,
   // builtin_kernels.cc): `n` floats (collectives), else `bytes`, else 4 KiB.
   const bool collective = t.collective || IsCollectiveKernel(t.kernel);
@@ -98,8 +106,7 @@ double CommBytes(const TaskSpec& t) {
 
 bool CommSizedByInputsOnly(const TaskSpec& t) {
   if (!t.collective && !IsCommKernel(t.kernel)) return false;
-  const double given = t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
-  return given <= 0 && !t.inputs.empty() && ArgNumber(t.args, "n", -1) < 0 &&
+  return GivenCommBytes(t) <= 0 && !t.inputs.empty() && ArgNumber(t.args, "n", -1) < 0 &&
          ArgNumber(t.args, "bytes", -1) < 0;
 }
 
