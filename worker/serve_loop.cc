@@ -149,10 +149,13 @@ Status ServeLoop::OnTimers(int64_t now) {
   if (phase_ == Phase::kRegistering) {
     if (unanswered_since_us_ == 0) unanswered_since_us_ = now;
     if (!told_unanswered_ && now - unanswered_since_us_ >= kUnansweredNoticeUs) {
-      log_->warn(
-          "no answer from the controller at {} for {} s: is it running and reachable? One "
-          "with --curve-keys ignores a worker without them (give --curve-keys DIR)",
-          options_.controller_endpoint, (now - unanswered_since_us_) / 1'000'000);
+      // The CURVE hint only where it may apply: never answered, no keys.
+      const bool curve_hint = !registered_once_ && options_.curve_server_key.empty();
+      log_->warn("no answer from the controller at {} for {} s: is it running and reachable?{}",
+                 options_.controller_endpoint, (now - unanswered_since_us_) / 1'000'000,
+                 curve_hint ? " One with --curve-keys ignores a worker without them (give "
+                              "--curve-keys DIR)"
+                            : "");
       told_unanswered_ = true;
     }
   }
