@@ -23,6 +23,16 @@ using testing::Task;
 
 class WorkerTasksTest : public testing::WorkerFixture {
  protected:
+  // Runs one task per kernel, in order, as job 1 tasks 0.. on cube lane 0,
+  // and returns their results.
+  std::map<testing::Key, TaskResult> RunOnCube(const std::vector<std::string>& kernels) {
+    AssignBatch batch;
+    for (uint32_t i = 0; i < kernels.size(); ++i) {
+      batch.tasks.push_back(testing::Task(1, i, kernels[i], CoreKind::kCube, 0));
+    }
+    controller_.Send(batch);
+    return CollectResults(kernels.size());
+  }
   // Registers a kernel "gate" that holds its lane until OpenGate() (at
   // most 5 s), so that tasks queue behind it.
   void AddGate() {
@@ -129,13 +139,7 @@ TEST_F(WorkerTasksTest, OutputsNoPeerCouldFetchFailTheirTask) {
          return {OneByte(std::string(kMaxDtypeBytes, 'z'), std::vector<int64_t>(kMaxRank, 1))};
        }});
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
-  AssignBatch batch;
-  batch.tasks.push_back(Task(1, 0, "many", CoreKind::kCube, 0));
-  batch.tasks.push_back(Task(1, 1, "long_dtype", CoreKind::kCube, 0));
-  batch.tasks.push_back(Task(1, 2, "deep", CoreKind::kCube, 0));
-  batch.tasks.push_back(Task(1, 3, "at_bounds", CoreKind::kCube, 0));
-  controller_.Send(batch);
-  auto results = CollectResults(4);
+  auto results = RunOnCube({"many", "long_dtype", "deep", "at_bounds"});
   ASSERT_EQ(results.size(), 4u);
   EXPECT_EQ(results[Key(1, 0)].error,
             "kernel 'many' returned 65537 output buffers, over the 65536 a task may return");
@@ -154,13 +158,7 @@ TEST_F(WorkerTasksTest, ThrowingKernelFailsItsTaskAndWorkerKeepsServing) {
   extra_kernels_.push_back(
       {"odd", [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> { throw 42; }});
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
-  AssignBatch batch;
-  batch.tasks.push_back(Task(1, 0, "boom", CoreKind::kCube, 0));
-  batch.tasks.push_back(Task(1, 1, "odd", CoreKind::kCube, 0));
-  batch.tasks.push_back(Task(1, 2, "noop", CoreKind::kCube, 0));
-  controller_.Send(batch);
-
-  auto results = CollectResults(3);
+  auto results = RunOnCube({"boom", "odd", "noop"});
   ASSERT_EQ(results.size(), 3u);
   EXPECT_FALSE(results[Key(1, 0)].ok);
   EXPECT_EQ(results[Key(1, 0)].error, "boom: bad input");
