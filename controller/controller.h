@@ -56,12 +56,14 @@ struct ControllerOptions {
   // dispatch round trip: for tiny tasks, and for a long task's successor,
   // which starts as soon as the long one ends. Early dispatch on: a task
   // whose producers all run on one core queues behind them there, so a
-  // dependency on that core costs no round trip either.
+  // dependency on that core costs no round trip either. Outputs a task
+  // will store count against its worker's --memory-mb from placement on.
   SchedulerOptions scheduler = [] {
     SchedulerOptions o;
     o.pool.max_queue_per_core = 64;
     o.pool.lookahead_us = 200;
     o.pool.lookahead_waiting_only = true;
+    o.pool.count_store = true;
     o.early_dispatch = true;
     return o;
   }();

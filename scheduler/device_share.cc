@@ -14,7 +14,7 @@ constexpr DeviceId kNoDevice = UINT32_MAX;
 
 bool Usable(const TaskView& task, DeviceId d, const ResourcePool& pool) {
   if (!pool.device(d).alive || !pool.Supports(d, task.kernel_id)) return false;
-  return task.input_bytes > 0 || !pool.MemoryFull(d);
+  return StoreTakes(task, d, pool);
 }
 
 }  // namespace

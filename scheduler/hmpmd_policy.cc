@@ -110,7 +110,9 @@ CoreId HmpmdPolicy::FreeCoreBesideComm(const TaskView& task, CoreKind kind,
     }
     ++looked;
     ++it;
-    if (!pool.Supports(comm.device, task.kernel_id) || pool.MemoryFull(comm.device)) continue;
+    if (!pool.Supports(comm.device, task.kernel_id) || !StoreTakes(task, comm.device, pool)) {
+      continue;
+    }
     for (CoreId c : d.cores) {
       const ResourcePool::Core& core = pool.core(c);
       if (core.kind == kind && core.queued == 0 && core.busy_until <= now) return c;
@@ -135,7 +137,7 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
   if (task.input_device != UINT32_MAX) {
     DeviceId near = task.input_device;
     const ResourcePool::Device& d = pool.device(near);
-    if (d.alive && pool.Supports(near, task.kernel_id)) {
+    if (d.alive && pool.Supports(near, task.kernel_id) && StoreTakes(task, near, pool)) {
       for (CoreId c : d.cores) {
         const ResourcePool::Core& core = pool.core(c);
         // Communication stays with its data on the producer's device (its
@@ -162,7 +164,7 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
   CoreId local = UINT32_MAX;
   const DeviceId near = task.input_device;
   if (pool.device(near).alive && pool.Supports(near, task.kernel_id) &&
-      !(task.input_bytes == 0 && pool.MemoryFull(near))) {
+      StoreTakes(task, near, pool)) {
     for (CoreId c : pool.device(near).cores) {
       if (pool.core(c).kind != kind || !pool.HasCapacity(c)) continue;
       if (local == UINT32_MAX || pool.core(c).busy_until < pool.core(local).busy_until) local = c;

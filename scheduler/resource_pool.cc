@@ -42,6 +42,8 @@ void ResourcePool::RemoveDevice(DeviceId id) {
     Core& c = cores_[cid];
     available_[Index(c.kind)].erase({c.busy_until, cid});
     --alive_cores_[Index(c.kind)];
+    movers_ -= c.movers;
+    c.movers = 0;
     c.queued = 0;
     c.queued_us = 0;
     c.queue_us.clear();
@@ -86,9 +88,14 @@ void ResourcePool::Reindex(CoreId id, TimeUs old_key) {
   if (HasCapacity(id)) set.emplace(c.busy_until, id);
 }
 
-void ResourcePool::Assign(CoreId id, double est_us, TimeUs now) {
+void ResourcePool::Assign(CoreId id, double est_us, TimeUs now, StoreUse use) {
   Core& c = cores_[id];
   TimeUs old_key = c.busy_until;
+  devices_[c.device].reserved_bytes += use.reserve;
+  if (use.moves_memory()) {
+    ++c.movers;
+    ++movers_;
+  }
   ++c.queued;
   c.queued_us += est_us;
   c.queue_us.push_back(est_us);
@@ -97,10 +104,16 @@ void ResourcePool::Assign(CoreId id, double est_us, TimeUs now) {
   Reindex(id, old_key);
 }
 
-void ResourcePool::Release(CoreId id, double est_us, TimeUs now) {
+void ResourcePool::Release(CoreId id, double est_us, TimeUs now, StoreUse use) {
   Core& c = cores_[id];
   if (!devices_[c.device].alive || c.queued == 0) return;
   TimeUs old_key = c.busy_until;
+  uint64_t& reserved = devices_[c.device].reserved_bytes;
+  reserved -= std::min(reserved, use.reserve);
+  if (use.moves_memory() && c.movers > 0) {
+    --c.movers;
+    --movers_;
+  }
   ++changes_;
   --c.queued;
   c.queued_us = c.queued == 0 ? 0 : std::max(0.0, c.queued_us - est_us);
@@ -126,7 +139,26 @@ void ResourcePool::AddHeldBytes(DeviceId device, int64_t delta) {
 
 bool ResourcePool::MemoryFull(DeviceId device) const {
   const Device& d = devices_[device];
-  return d.desc.memory_mb != 0 && d.held_bytes >= (d.desc.memory_mb << 20);
+  return d.desc.memory_mb != 0 && d.held_bytes + d.reserved_bytes >= (d.desc.memory_mb << 20);
+}
+
+bool ResourcePool::StoreTakes(DeviceId device, bool known, uint64_t output_bytes, uint64_t freed,
+                              bool reads_stored) const {
+  const Device& d = devices_[device];
+  if (d.desc.memory_mb == 0) return true;
+  const uint64_t cap = d.desc.memory_mb << 20;
+  if (options_.count_store && known) {
+    if (output_bytes == 0) return true;  // adds nothing
+    if (output_bytes <= cap) {
+      const uint64_t used = d.held_bytes + d.reserved_bytes;
+      if (used - std::min(used, freed) + output_bytes <= cap) return true;
+      if (!store_lenient_) {
+        ++store_refusals_;
+        return false;
+      }
+    }
+  }
+  return reads_stored || !MemoryFull(device);
 }
 
 }  // namespace hmpmd

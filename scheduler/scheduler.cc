@@ -4,6 +4,8 @@
 #include <span>
 #include <tuple>
 
+#include "output_bytes.h"
+
 namespace hmpmd {
 
 std::string_view TaskStateName(TaskState s) {
@@ -242,9 +244,29 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
         (p.output_bytes > v.input_bytes || v.input_device == UINT32_MAX)) {
       v.input_device = p.output_device;
       v.input_bytes = p.output_bytes;
+      v.input_last_read = p.reads_left <= 1;
     }
   }
   return v;
+}
+
+void Scheduler::GuessOutput(const JobRun& job, TaskView* v) const {
+  if (!pool_.options().count_store) return;
+  const uint32_t base = v->run - v->index;
+  std::span<const uint32_t> ins = v->graph->kernel_inputs(v->index);
+  std::vector<uint64_t>& sizes = input_sizes_;
+  sizes.clear();
+  for (uint32_t in : ins) {
+    const TaskRecord& p = job.runs[base + in];
+    const bool known = p.state == TaskState::kDone && p.output_device != UINT32_MAX;
+    sizes.push_back(known ? p.output_bytes : UINT64_MAX);
+  }
+  const uint32_t group = v->task->group;
+  const OutputGuess g = GuessOutputBytes(
+      *v->spec, sizes,
+      group == kNoGroup ? 0 : static_cast<uint32_t>(v->graph->groups()[group].members.size()));
+  v->output_known = g.known;
+  v->output_bytes = g.bytes;
 }
 
 void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64_t bytes) {
@@ -313,7 +335,9 @@ void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
 }
 
 void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
-  pool_.Release(rec.core, rec.est_us, now);
+  pool_.Release(rec.core, rec.est_us, now, rec.store_use());
+  rec.reserved_kib = 0;
+  rec.reads_stored = false;
   policy_->OnReleased(job.id, static_cast<uint32_t>(&rec - job.runs.data()), rec.core, pool_);
   --job.running;
   if (!parked_.empty()) Unpark(rec.core);

@@ -87,8 +87,10 @@ bool Scheduler::PlaceEarly(JobRun& job, const ReadyItem& item, TimeUs now,
   // Release() later gets the same estimate back.
   const double est =
       static_cast<float>(cost_.Estimate(*v.spec, pool_.core(core).kind, pool_.core(core).device));
-  pool_.Assign(core, est, now);
-  Commit(job, item.run, core, est, now, out);
+  GuessOutput(job, &v);
+  const StoreUse use = StoreUseOf(v);
+  pool_.Assign(core, est, now, use);
+  Commit(job, item.run, core, est, use, now, out);
   v.ready_seq = item.seq;
   v.est_us = est;
   policy_->OnPlaced(v, core);

@@ -35,6 +35,19 @@ void Scheduler::Wake() {
 }
 
 void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
+  const uint64_t refusals = pool_.store_refusals();
+  SchedulePass(now, out);
+  if (pool_.store_refusals() != refusals && pool_.store_movers() == 0) {
+    // Outputs were refused for room that no queued work will make: place
+    // them by the old rule (their workers fail them naming the cap if they
+    // still do not fit) rather than wait forever.
+    pool_.set_store_lenient(true);
+    SchedulePass(now, out);
+    pool_.set_store_lenient(false);
+  }
+}
+
+void Scheduler::SchedulePass(TimeUs now, std::vector<Dispatch>* out) {
   for (int k = 0; k < kNumCoreKinds; ++k) {
     CoreKind kind = static_cast<CoreKind>(k);
     auto& heap = ready_[k];
@@ -148,13 +161,15 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
   }
 }
 
-void Scheduler::Commit(JobRun& job, uint32_t run, CoreId core, double est_us, TimeUs now,
-                       std::vector<Dispatch>* out) {
+void Scheduler::Commit(JobRun& job, uint32_t run, CoreId core, double est_us, StoreUse use,
+                       TimeUs now, std::vector<Dispatch>* out) {
   TaskRecord& rec = job.runs[run];
   rec.state = TaskState::kRunning;
   rec.early = false;  // placed ahead of its inputs when pending > 0
   rec.core = core;
   rec.est_us = static_cast<float>(est_us);
+  rec.reserved_kib = static_cast<uint32_t>(use.reserve >> 10);
+  rec.reads_stored = use.reads_stored;
   rec.dispatched = now;
   ++job.running;
   if (job.started < 0) {
@@ -197,6 +212,7 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
       TaskView v = View(job, base + m);
       v.ready_seq = item.seq;
       v.est_us = cost_.Estimate(*v.spec, v.spec->core);
+      GuessOutput(job, &v);
       Placement p = policy_->Place(v, pool_, now);
       if (p.kind == Placement::Kind::kPlaced && order.size() > 1) {
         // Members of a gang need distinct devices: two on one device could
@@ -218,8 +234,8 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
         }
       }
       if (p.kind != Placement::Kind::kPlaced) {
-        for (const auto& [run, core, est] : placed_) {
-          pool_.Release(core, est, now);
+        for (const auto& [run, core, est, use] : placed_) {
+          pool_.Release(core, est, now, use);
           policy_->OnReleased(job.id, kNoRun, core, pool_);
         }
         if (p.kind == Placement::Kind::kInfeasible) {
@@ -232,8 +248,9 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
       // Release() later gets the same estimate back.
       double est = static_cast<float>(
           cost_.Estimate(*v.spec, pool_.core(p.core).kind, pool_.core(p.core).device));
-      pool_.Assign(p.core, est, now);
-      placed_.push_back({base + m, p.core, est});
+      const StoreUse use = StoreUseOf(v);
+      pool_.Assign(p.core, est, now, use);
+      placed_.push_back({base + m, p.core, est, use});
     }
     if (failed == order.size()) break;
     const uint32_t sm = g.task(order[failed]).submodel;
@@ -248,14 +265,14 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
                           [&](uint32_t m) { return g.task(m).submodel == sm; });
     order = reordered;
   }
-  for (const auto& [run, core, est] : placed_) {
-    Commit(job, run, core, est, now, out);
+  for (const auto& [run, core, est, use] : placed_) {
+    Commit(job, run, core, est, use, now, out);
     TaskView v = View(job, run);
     v.est_us = est;
     policy_->OnPlaced(v, core);
   }
   if (options_.early_dispatch) {
-    for (const auto& [run, core, est] : placed_) ReadyEarlyConsumers(job, run, now);
+    for (const auto& [run, core, est, use] : placed_) ReadyEarlyConsumers(job, run, now);
   }
   return Placement::Placed(placed_.empty() ? 0 : std::get<1>(placed_.front()));
 }

@@ -254,6 +254,19 @@ class EmbeddedRun(unittest.TestCase):
             r = run("run", spec, "--workers", "1", "--memory-mb", "8")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def test_outputs_that_together_pass_a_store_go_to_different_workers(self):
+        # The two earliest-free cores are one worker's; 40 + 40 MiB of
+        # outputs do not fit its 64 MiB store, so the second goes elsewhere.
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "two.json")
+            with open(spec, "w") as f:
+                f.write('{"tasks": ['
+                        '{"id": "a", "kernel": "scale", "args": {"n": 10485760, "factor": 2}},'
+                        '{"id": "b", "kernel": "scale", "args": {"n": 10485760, "factor": 3}}]}')
+            r = run("run", spec, "--workers", "2", "--cores", "cube=2", "--memory-mb", "64")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("tasks        2 of 2", r.stdout)
+
     def test_worker_rejects_bad_flags_in_one_line_without_starting(self):
         ctl = "tcp://127.0.0.1:%d" % free_port()
         for args, what in ((["--cores", "cube=x"], "--cores: count 'x' of cube"),

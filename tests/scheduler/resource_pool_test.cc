@@ -298,5 +298,42 @@ TEST_F(ResourcePoolTest, AnySupportsNeedsAnAliveDeviceWithTheCoreKind) {
   EXPECT_FALSE(pool.AnySupports(gemm, CoreKind::kCube)) << "dead devices do not count";
 }
 
+TEST_F(ResourcePoolTest, QueuedOutputsCountAgainstTheStoreUntilReleased) {
+  PoolOptions o;
+  o.max_queue_per_core = 4;
+  o.lookahead_us = 1e9;
+  o.count_store = true;
+  ResourcePool pool(o);
+  DeviceDesc desc = Device("d", 1);
+  desc.memory_mb = 4;
+  const DeviceId d = pool.AddDevice(desc);
+  const CoreId core = pool.device(d).cores[0];
+  const uint64_t mib = 1 << 20;
+  EXPECT_TRUE(pool.StoreTakes(d, true, 3 * mib, 0, false));
+  pool.Assign(core, 10, 0, StoreUse{3 * mib, false});
+  EXPECT_EQ(pool.store_movers(), 1u);
+  const uint64_t refused = pool.store_refusals();
+  EXPECT_FALSE(pool.StoreTakes(d, true, 2 * mib, 0, false)) << "3 + 2 MiB on a 4 MiB store";
+  EXPECT_EQ(pool.store_refusals(), refused + 1);
+  EXPECT_TRUE(pool.StoreTakes(d, true, 2 * mib, 2 * mib, false)) << "its read frees 2 MiB";
+  EXPECT_TRUE(pool.StoreTakes(d, true, 0, 0, false)) << "adds nothing";
+  EXPECT_TRUE(pool.StoreTakes(d, true, 5 * mib, 0, false)) << "larger than the store: the old rule";
+  EXPECT_TRUE(pool.StoreTakes(d, false, 0, 0, false)) << "unknown size: not full yet";
+  pool.set_store_lenient(true);
+  EXPECT_TRUE(pool.StoreTakes(d, true, 2 * mib, 0, false));
+  pool.set_store_lenient(false);
+  pool.Assign(core, 10, 0, StoreUse{1 * mib, false});
+  EXPECT_TRUE(pool.MemoryFull(d)) << "4 MiB expected on a 4 MiB store";
+  EXPECT_FALSE(pool.StoreTakes(d, false, 0, 0, false));
+  EXPECT_TRUE(pool.StoreTakes(d, false, 0, 0, true)) << "a reader frees memory";
+  pool.Release(core, 10, 5, StoreUse{3 * mib, false});
+  EXPECT_EQ(pool.device(d).reserved_bytes, 1 * mib);
+  EXPECT_EQ(pool.store_movers(), 1u);
+  pool.Assign(core, 10, 5, StoreUse{0, true});
+  EXPECT_EQ(pool.store_movers(), 2u);
+  pool.RemoveDevice(d);
+  EXPECT_EQ(pool.store_movers(), 0u) << "a dead device's tasks make no room";
+}
+
 }  // namespace
 }  // namespace hmpmd

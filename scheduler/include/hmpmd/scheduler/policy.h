@@ -4,6 +4,7 @@
 // decisions to the ResourcePool.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,6 +36,13 @@ struct TaskView {
   // and that input's size: placing the task there saves fetching it.
   DeviceId input_device = UINT32_MAX;
   uint64_t input_bytes = 0;
+  // That input's last read is this task's (reading it frees it there).
+  bool input_last_read = false;
+  // The bytes of outputs it will store, where the kernel is built in and
+  // its arguments and inputs tell (output_known); set for placement when
+  // the pool counts stores (PoolOptions::count_store).
+  bool output_known = false;
+  uint64_t output_bytes = 0;
 };
 
 struct JobRun;
@@ -128,16 +136,31 @@ std::vector<std::string> PolicyNames();
 // "hmpmd" or "fifo"; NotFound otherwise, naming the known ones.
 Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 
+// Whether `device`'s object store takes the task's outputs
+// (ResourcePool::StoreTakes).
+inline bool StoreTakes(const TaskView& task, DeviceId device, const ResourcePool& pool) {
+  const uint64_t freed = device == task.input_device && task.input_last_read ? task.input_bytes : 0;
+  return pool.StoreTakes(device, task.output_known, task.output_bytes, freed, task.input_bytes > 0);
+}
+
+// What placing `task` does to its device's store (ResourcePool::Assign):
+// the outputs it will add, in whole KiB, and whether it reads stored inputs.
+inline StoreUse StoreUseOf(const TaskView& task) {
+  const uint64_t kib =
+      task.output_known ? std::min<uint64_t>((task.output_bytes + 1023) >> 10, UINT32_MAX) : 0;
+  return {kib << 10, task.input_bytes > 0};
+}
+
 // The earliest-draining core of `kind` that runs the task's kernel and that
 // `allowed` accepts (nullptr: any). Shared by policies that place by
-// earliest finish time. A device whose object store is full (memory_mb)
-// takes only tasks that read stored inputs, which free memory.
+// earliest finish time. Only devices whose object store takes the task's
+// outputs (StoreTakes).
 template <typename Pred>
 Placement EarliestCore(const TaskView& task, CoreKind kind, const ResourcePool& pool,
                        Pred&& allowed) {
   for (const auto& [busy_until, core] : pool.available(kind)) {
     DeviceId dev = pool.core(core).device;
-    if (task.input_bytes == 0 && pool.MemoryFull(dev)) continue;
+    if (!StoreTakes(task, dev, pool)) continue;
     if (pool.Supports(dev, task.kernel_id) && allowed(dev)) return Placement::Placed(core);
   }
   return Placement::RetryLater();

@@ -56,6 +56,20 @@ struct PoolOptions {
   // task is bound to that core before it frees. Default: false (the
   // running task counts too; the simulator has no round trip to hide).
   bool lookahead_waiting_only = false;
+  // Count the outputs a placed task will add to its device's object store
+  // (StoreUse) against the device's memory_mb, so that tasks whose outputs
+  // together pass it go to different devices. Default: false (the
+  // simulator keeps no outputs); the controller turns it on.
+  bool count_store = false;
+};
+
+// What a task placed on a core does to its device's object store: the
+// output bytes it is expected to add (reserved until it ends) and whether
+// it reads stored inputs (which frees them after the last read).
+struct StoreUse {
+  uint64_t reserve = 0;
+  bool reads_stored = false;
+  bool moves_memory() const { return reserve > 0 || reads_stored; }
 };
 
 class ResourcePool {
@@ -71,6 +85,8 @@ class ResourcePool {
     // Estimates of the queued tasks in assignment order; the front one
     // runs (a worker's lane runs its queue in order).
     std::vector<double> queue_us;
+    // Queued tasks with a StoreUse that moves memory.
+    uint32_t movers = 0;
     // Estimated work waiting behind the running task.
     double waiting_us() const { return queue_us.empty() ? 0 : queued_us - queue_us.front(); }
   };
@@ -78,8 +94,9 @@ class ResourcePool {
     DeviceDesc desc;
     bool alive = true;
     std::vector<CoreId> cores;
-    std::vector<bool> kernels;  // by kernel id; empty = all
-    uint64_t held_bytes = 0;    // outputs its object store keeps (live only)
+    std::vector<bool> kernels;    // by kernel id; empty = all
+    uint64_t held_bytes = 0;      // outputs its object store keeps (live only)
+    uint64_t reserved_bytes = 0;  // outputs expected from tasks queued here
   };
   using Available = std::set<std::pair<TimeUs, CoreId>>;
 
@@ -111,14 +128,31 @@ class ResourcePool {
   uint64_t changes() const { return changes_; }
 
   // Puts a task of `est_us` estimated work on `core`.
-  void Assign(CoreId core, double est_us, TimeUs now);
-  // Takes back the task Assign() put there.
-  void Release(CoreId core, double est_us, TimeUs now);
+  void Assign(CoreId core, double est_us, TimeUs now, StoreUse use = {});
+  // Takes back the task Assign() put there (the same `use`).
+  void Release(CoreId core, double est_us, TimeUs now, StoreUse use = {});
 
   // Outputs kept in a device's object store: `delta` bytes more or fewer.
   void AddHeldBytes(DeviceId device, int64_t delta);
-  // True when the device's store holds at least its memory_mb (0: no cap).
+  // True when the device's store holds, or expects from queued tasks, at
+  // least its memory_mb (0: no cap).
   bool MemoryFull(DeviceId device) const;
+  // Whether `device` may take a task that adds `output_bytes` of outputs
+  // to its store (known: the size is predicted, else only the run tells),
+  // after its read frees `freed` bytes there. A task with a known size
+  // goes only where it fits (each refusal counted in store_refusals()),
+  // unless the store is smaller than its outputs or the pool is lenient;
+  // then, as without count_store or with the size unknown, any device not
+  // full, or any device at all for a task that reads stored inputs (that
+  // frees memory).
+  bool StoreTakes(DeviceId device, bool known, uint64_t output_bytes, uint64_t freed,
+                  bool reads_stored) const;
+  uint64_t store_refusals() const { return store_refusals_; }
+  // Queued tasks whose StoreUse moves memory: while there are none, no
+  // refused output will find room by waiting (the scheduler then places
+  // it leniently, and its worker fails it naming the cap if it does not fit).
+  uint64_t store_movers() const { return movers_; }
+  void set_store_lenient(bool lenient) { store_lenient_ = lenient; }
 
  private:
   static size_t Index(CoreKind k) { return static_cast<size_t>(k); }
@@ -131,6 +165,9 @@ class ResourcePool {
   std::array<uint32_t, kNumCoreKinds> alive_cores_{};
   size_t alive_devices_ = 0;
   uint64_t changes_ = 0;
+  uint64_t movers_ = 0;  // queued tasks that move memory, all devices
+  bool store_lenient_ = false;
+  mutable uint64_t store_refusals_ = 0;
   std::unordered_map<std::string, uint32_t> kernel_ids_;
 };
 

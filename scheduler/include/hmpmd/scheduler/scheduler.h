@@ -59,6 +59,9 @@ struct TaskRecord {
   uint32_t pending = 0;  // inputs not yet done
   CoreId core = kNoCore;
   float est_us = 0;  // estimate it was placed with
+  // Its StoreUse while placed: output KiB reserved on its device, and
+  // whether it reads stored inputs.
+  uint32_t reserved_kib = 0;
   TimeUs dispatched = 0;
   TimeUs start = 0;
   TimeUs end = 0;
@@ -70,6 +73,8 @@ struct TaskRecord {
   // Open jobs: the driver released its outputs (ReleaseOutput); until then
   // they are held whatever their consumers did.
   bool released = false;
+  bool reads_stored = false;
+  StoreUse store_use() const { return {uint64_t{reserved_kib} << 10, reads_stored}; }
 };
 
 struct JobRun {
@@ -306,7 +311,11 @@ class Scheduler {
   void Prepare(const JobGraph& graph, JobRun* job);
   // Fills job->state_load_us for every sub-model of `graph`.
   void EstimateStateLoads(const JobGraph& graph, JobRun* job) const;
+  // One walk of the ready heaps (Schedule() may take two).
+  void SchedulePass(TimeUs now, std::vector<Dispatch>* out);
   TaskView View(const JobRun& job, uint32_t run) const;
+  // With PoolOptions::count_store: sets v->output_known/output_bytes.
+  void GuessOutput(const JobRun& job, TaskView* v) const;
   void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   // A gang member made ready again (scheduler_lineage.cc): the gang's
   // other members cannot finish without it, so those running are stopped
@@ -320,7 +329,7 @@ class Scheduler {
   JobRun* RunningAttempt(JobId job_id, uint32_t run, uint32_t attempt);
   void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
   // Records run `run` as placed on `core` and reports it in `out`.
-  void Commit(JobRun& job, uint32_t run, CoreId core, double est_us, TimeUs now,
+  void Commit(JobRun& job, uint32_t run, CoreId core, double est_us, StoreUse use, TimeUs now,
               std::vector<Dispatch>* out);
   // Places one ready item (a gang when it leads one); the outcome of the
   // first member that could not be placed, or kPlaced.
@@ -420,7 +429,8 @@ class Scheduler {
   // Early-ready items waiting for room on their producers' core, by core;
   // put back in the ready heap when that core releases a run.
   std::map<CoreId, std::vector<ReadyItem>> parked_;
-  std::vector<std::tuple<uint32_t, CoreId, double>> placed_;  // PlaceItem scratch
+  std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
+  mutable std::vector<uint64_t> input_sizes_;                           // GuessOutput scratch
   std::vector<RunEnded> ended_;
   std::vector<RunEnded> aborted_;
   std::vector<OutputFreed> freed_;

@@ -1,0 +1,56 @@
+// GuessOutputBytes: what a built-in kernel stores, from its arguments and
+// its inputs' sizes, as the worker's kernels make them.
+#include "output_bytes.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "test_builders.h"
+
+namespace hmpmd::test {
+namespace {
+
+OutputGuess Guess(TaskBuilder b, std::vector<uint64_t> inputs = {}, uint32_t group = 0) {
+  return GuessOutputBytes(b.spec(), inputs, group);
+}
+
+TEST(OutputBytesTest, BuiltInKernelsFromTheirArguments) {
+  EXPECT_EQ(Guess(TaskBuilder("g", "gemm").Arg("m", 3.0).Arg("n", 5.0).Arg("k", 7.0)).bytes, 60u);
+  EXPECT_FALSE(Guess(TaskBuilder("g", "gemm").Flops(1e6)).known) << "sized by cost.flops alone";
+  EXPECT_EQ(Guess(TaskBuilder("s", "scale").Arg("n", 10.0)).bytes, 40u);
+  EXPECT_EQ(Guess(TaskBuilder("s", "scale")).bytes, 4096u) << "1024 floats by default";
+  EXPECT_EQ(Guess(TaskBuilder("s", "send").Arg("bytes", 100.0)).bytes, 100u);
+  EXPECT_EQ(Guess(TaskBuilder("s", "send")).bytes, 4096u);
+  for (const char* k : {"noop", "spin", "sleep"}) {
+    OutputGuess g = Guess(TaskBuilder("x", k));
+    EXPECT_TRUE(g.known) << k;
+    EXPECT_EQ(g.bytes, 0u) << k;
+  }
+  EXPECT_FALSE(Guess(TaskBuilder("x", "mine")).known) << "a worker's own kernel";
+}
+
+TEST(OutputBytesTest, KernelsThatReadTheirInputsTakeTheirSizes) {
+  EXPECT_EQ(Guess(TaskBuilder("a", "add").Arg("n", 8.0), {400, 400}).bytes, 400u);
+  EXPECT_EQ(Guess(TaskBuilder("a", "add").Arg("n", 8.0), {400, 0}).bytes, 32u)
+      << "unequal inputs order only: n floats";
+  EXPECT_EQ(Guess(TaskBuilder("a", "add").Arg("n", 8.0), {400}, 0).bytes, 32u);
+  EXPECT_EQ(Guess(TaskBuilder("a", "add"), {400}, 0).bytes, 4096u);
+  EXPECT_EQ(Guess(TaskBuilder("s", "scale").Arg("n", 8.0), {400}).bytes, 400u);
+  EXPECT_EQ(Guess(TaskBuilder("s", "scale").Arg("n", 8.0), {0}).bytes, 32u);
+  EXPECT_EQ(Guess(TaskBuilder("s", "send"), {100, 200}).bytes, 300u);
+  EXPECT_EQ(Guess(TaskBuilder("s", "send"), {0}).bytes, 4096u);
+  EXPECT_FALSE(Guess(TaskBuilder("s", "send"), {UINT64_MAX}).known) << "an input not done";
+}
+
+TEST(OutputBytesTest, CollectivesKeepWhatTheirOpGives) {
+  EXPECT_EQ(Guess(TaskBuilder("r", "allreduce").Arg("n", 100.0), {}, 4).bytes, 400u);
+  EXPECT_EQ(Guess(TaskBuilder("r", "allreduce"), {800}, 4).bytes, 800u);
+  EXPECT_EQ(Guess(TaskBuilder("r", "allgather").Arg("n", 100.0), {}, 4).bytes, 1600u);
+  EXPECT_EQ(Guess(TaskBuilder("r", "reduce_scatter").Arg("n", 100.0), {}, 4).bytes, 100u);
+  EXPECT_EQ(Guess(TaskBuilder("r", "broadcast").Arg("bytes", 64.0), {}, 2).bytes, 64u);
+  EXPECT_EQ(Guess(TaskBuilder("r", "alltoall"), {}, 2).bytes, 4096u);
+}
+
+}  // namespace
+}  // namespace hmpmd::test
