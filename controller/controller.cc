@@ -46,6 +46,11 @@ Status Controller::Start() {
   }
   if (epoch_ == 0) epoch_ = RandomId();
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
+  // Workers can register from now on: the grace starts here, not before
+  // the store load (seconds for millions of stored runs).
+  if (recovery_.open()) {
+    recovery_.set_deadline(NowUs() + TimeUs{options_.recovery_grace_ms} * 1000);
+  }
   spdlog::info("controller listening on {} (policy {})", transport_.endpoint(), options_.policy);
   return Status::Ok();
 }
@@ -200,8 +205,23 @@ void Controller::Handle(Incoming in, TimeUs now) {
       in.message);
 }
 
+bool Controller::HoldsRun(const WorkerInfo& w, JobId job_id, uint32_t run) const {
+  const JobRun* job = scheduler_->job(job_id);
+  if (job == nullptr || run >= job->runs.size()) return true;  // the scheduler says stale
+  const CoreId core = job->runs[run].core;
+  return core == kNoCore || scheduler_->pool().core(core).device == w.device;
+}
+
 void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
   for (const TaskResult& r : b.results) {
+    // Attempts start at 0 again after a controller restart, so a worker
+    // that comes back late may report the attempt number of a run that
+    // has moved to another worker meanwhile (the stale one it was told to
+    // cancel): only the worker the run is placed on speaks for it.
+    if (!HoldsRun(w, r.job, r.task)) {
+      ++counters_.stale_results;
+      continue;
+    }
     bool applied;
     TimeUs start = r.start_us + w.clock.offset_us(), end = r.end_us + w.clock.offset_us();
     if (r.ok) {

@@ -227,6 +227,8 @@ class Controller {
   // and its instance is refused from then on.
   bool CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now);
   void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
+  // Whether run `run` of `job` is placed on w's device (or on none).
+  bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;
   void CheckLiveness(TimeUs now);
   void MarkDead(WorkerInfo& w, std::string why, TimeUs now);
   void ScheduleAndSend(TimeUs now);

@@ -31,6 +31,9 @@ class RecoveryWindow {
   // Opens the window until `deadline`, waiting for the workers in
   // `expected` (nullopt: not known; then only the deadline ends it).
   void Open(std::optional<std::vector<std::string>> expected, TimeUs deadline);
+  // Moves the deadline of an open window (the grace counts from when
+  // workers can reach the controller, not from before a long store load).
+  void set_deadline(TimeUs deadline) { deadline_ = deadline; }
   // A worker registered (during the window or not).
   void OnRegistered(const std::string& key);
   // True while the window is open and has not ended by `now`.

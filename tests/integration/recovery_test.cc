@@ -3,6 +3,7 @@
 // every successful kernel run (--exec-log), so "no completed task ran
 // twice" is checked from the workers' side.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -107,6 +108,43 @@ TEST_F(RecoveryTest, KilledWorkerTasksEndDoneExactlyOnce) {
   }
   EXPECT_EQ(any.size(), static_cast<size_t>(kTasks));
   for (const auto& [task, count] : survivors) EXPECT_EQ(count, 1) << "task run " << task;
+}
+
+// A worker that comes back after the grace still runs attempts the
+// restarted controller has placed again elsewhere, under the same attempt
+// numbers (they start at 0 after a restart). It is told to cancel them,
+// and its reports of those cancelled attempts used to end the runs on the
+// other worker: the job failed with "sleep: cancelled".
+TEST_F(RecoveryTest, ALateWorkersCancelledAttemptsDoNotEndTheRunsThatMovedOn) {
+  cluster_->set_recovery_grace_ms(300);
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker({}, "cube=2,vector=1").ok());
+  ASSERT_TRUE(cluster_->WaitWorkers(1, 10000));
+  auto id = cluster_->Submit(
+      R"({"name":"two","tasks":[{"id":"a","kernel":"sleep","args":{"us":2500000}},)"
+      R"({"id":"b","kernel":"sleep","args":{"us":2500000}}]})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  // Both run on the first worker before the second joins.
+  bool running = false;
+  for (int i = 0; i < 200 && !running; ++i) {
+    auto t = cluster_->Get("/api/v1/jobs/" + std::to_string(*id) + "/tasks");
+    running = t.is_object() && t["tasks"].size() == 2 && t["tasks"][0]["state"] == "running" &&
+              t["tasks"][1]["state"] == "running";
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(running);
+  ASSERT_TRUE(cluster_->StartWorker({}, "cube=2,vector=1").ok());
+  ASSERT_TRUE(cluster_->WaitWorkers(2, 10000));
+  cluster_->KillController();
+  const pid_t late = cluster_->worker_pid(0);
+  ASSERT_EQ(::kill(late, SIGSTOP), 0);
+  const Status started = cluster_->StartController();
+  // The grace ends without it; both runs go to the other worker.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ASSERT_EQ(::kill(late, SIGCONT), 0);
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  auto j = cluster_->WaitJob(*id, 30000);
+  EXPECT_EQ(j.value("state", ""), "succeeded") << j.dump();
 }
 
 // Both faults, several times in one job, at points drawn from a fixed seed.
