@@ -46,10 +46,6 @@ Result<Client> Connect(const ClientArgs& a) {
     const char* env = std::getenv("HMPMD_URL");
     url = env && *env ? env : "http://127.0.0.1:8080";
   }
-  // CLI::Range lets NaN through.
-  if (!std::isfinite(a.timeout_s)) {
-    return Status::InvalidArgument("--request-timeout: must be a number of seconds");
-  }
   Client c;
   ASSIGN_OR_RETURN(c.url, ParseHttpUrl(url));
   if (!a.token_file.empty()) {
@@ -365,7 +361,7 @@ void AddCommon(CLI::App* sub, ClientArgs* a) {
   sub->add_option("--token-file", a->token_file, "File holding the controller's token");
   sub->add_flag("--json", a->json, "Print JSON");
   sub->add_option("--request-timeout", a->timeout_s, "Seconds per HTTP request")
-      ->check(CLI::Range(0.001, 86400.0))
+      ->check(FiniteRange(0.001, 86400.0))
       ->capture_default_str();
 }
 
@@ -381,7 +377,7 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     sub->add_option("job", *file, "Job spec (JSON)")->required();
     sub->add_flag("--wait", *wait, "Wait for the job to end and print its summary");
     sub->add_option("--wait-timeout", *wait_timeout, "Seconds --wait waits at most")
-        ->check(CLI::Range(0.001, 1e7))
+        ->check(FiniteRange(0.001, 1e7))
         ->capture_default_str();
     auto fetch = std::make_shared<std::string>();
     sub->add_option("--fetch", *fetch,

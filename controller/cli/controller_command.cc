@@ -190,7 +190,7 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--http-cpu-percent", args->http_cpu_percent,
                   "Most CPU the HTTP server and formatting threads take together, in percent of "
                   "one core; over it they pause and requests wait (none is refused). 0 = no cap")
-      ->check(CLI::Range(0.0, 6400.0))
+      ->check(FiniteRange(0.0, 6400.0))
       ->capture_default_str();
   sub->add_option("--token-file", args->token_file,
                   "File holding the token workers and mutating REST calls must present");
@@ -212,7 +212,7 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--keep-hours", args->keep_hours,
                   "Also forget finished jobs this many hours after they ended (0 = no limit)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(FiniteRange(0.0, 1e6))
       ->capture_default_str();
   sub->add_option("--recovery-grace-ms", args->recovery_grace_ms,
                   "After a restart, longest wait for the workers to re-register before "

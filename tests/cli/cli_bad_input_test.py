@@ -183,8 +183,11 @@ class Refusals(unittest.TestCase):
                      ["sim", spec, "--trace", ""], ["sim", spec, "--pool", ""],
                      ["submit", spec, "--wait", "--fetch", ""]):
             self.refused(args, f"{args[-2]}: an empty path; give a file name")
-        self.refused(["status", "--request-timeout", "nan"], "--request-timeout: must be")
+        # CLI::Range alone lets NaN through.
+        self.refused(["status", "--request-timeout", "nan"], "--request-timeout: Value nan is not")
         self.refused(["submit", spec, "--wait", "--wait-timeout", "nan"], "--wait-timeout")
+        for flag in ("--keep-hours", "--http-cpu-percent"):
+            self.refused(["controller", flag, "nan", "--db", ""], f"{flag}: Value nan is not a")
         self.refused(["status", "99999999999999999999999"], "JOB: expected a job id")
         self.refused(["status", ""], "JOB: expected a job id (a number), got ''")
         # An unset variable in a script: not silently the default controller.
