@@ -120,7 +120,8 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["submitted_us"] = job.submitted;
   j["started_us"] = job.started;
   j["finished_us"] = job.finished;
-  if (with_metrics && AllDonePlaced(job)) {
+  // A job that ended with no run done has no step to measure.
+  if (with_metrics && job.done > 0 && AllDonePlaced(job)) {
     j.update(MetricsJson(ComputeMetrics(job, pool), pool));
   } else if (const double s = IsTerminal(job.state) ? MakespanS(job) : 0; s > 0) {
     j["makespan_s"] = s;  // the jobs list: an ended job's step time alone

@@ -124,6 +124,12 @@ TEST_F(RestApiTest, WaitingTasksSayWhatTheyWaitFor) {
   HttpResponse del = Call("DELETE", base);
   EXPECT_EQ(del.status, 200) << del.body;
   EXPECT_EQ(json::parse(del.body)["state"], "cancelled");
+  // Ended with no run done: no step time anywhere (the job's own summary
+  // gave 0.0 with every metric while the list and the reply gave null).
+  EXPECT_TRUE(json::parse(del.body)["makespan_s"].is_null()) << del.body;
+  json ended = GetJson(base);
+  EXPECT_TRUE(ended["makespan_s"].is_null()) << ended.dump();
+  EXPECT_FALSE(ended.contains("masking_ratio")) << ended.dump();
 }
 
 TEST_F(RestApiTest, ErrorsAreJsonWithTheExpectedStatus) {
