@@ -271,6 +271,11 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
   while (!base.empty() && base.back() == '/') base.remove_suffix(1);
   if (base.find_first_of("?# ") != std::string_view::npos) return bad("bad base path");
 
+  // A token goes in --token-file; user:password@ would otherwise read as
+  // a host with a colon.
+  if (authority.find('@') != std::string_view::npos) {
+    return bad("credentials (user@) are not supported; give a token with --token-file");
+  }
   HttpUrl out;
   std::string_view port;
   if (!authority.empty() && authority.front() == '[') {

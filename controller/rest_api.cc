@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "dashboard_assets.h"
@@ -131,11 +132,17 @@ bool RestApi::Authorised(const HttpRequest& req) const {
   if (token_.empty()) return true;
   auto it = req.headers.find("authorization");
   if (it == req.headers.end()) return false;
-  const std::string want = "Bearer " + token_;
-  if (it->second.size() != want.size()) return false;
+  // The scheme is case-insensitive (RFC 7235: "bearer" is "Bearer"); the
+  // token is compared in constant time.
+  constexpr std::string_view kScheme = "bearer ";
+  const std::string& got = it->second;
+  if (got.size() != kScheme.size() + token_.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(got[i])) != kScheme[i]) return false;
+  }
   unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    diff |= static_cast<unsigned char>(want[i] ^ it->second[i]);
+  for (size_t i = 0; i < token_.size(); ++i)
+    diff |= static_cast<unsigned char>(token_[i] ^ got[kScheme.size() + i]);
   return diff == 0;
 }
 

@@ -69,9 +69,9 @@ TEST(ParseHttpUrlTest, AcceptsHostPortForms) {
 }
 
 TEST(ParseHttpUrlTest, RejectsOtherFormsWithOneLine) {
-  for (std::string bad :
-       {"", "http://", "http://host", "host:", "host:http", ":8080", "host:0", "host:70000",
-        "https://host:443", "ftp://h:1", "::1:80", "[::1]", "http://h:1/a?b"}) {
+  for (std::string bad : {"", "http://", "http://host", "host:", "host:http", ":8080", "host:0",
+                          "host:70000", "https://host:443", "ftp://h:1", "::1:80", "[::1]",
+                          "http://h:1/a?b", "http://user:pw@127.0.0.1:8080"}) {
     auto r = ParseHttpUrl(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);

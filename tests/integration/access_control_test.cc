@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -85,6 +86,19 @@ TEST_F(AccessControlTest, TokenGuardsWorkersAndMutatingCallsAndIsNeverLogged) {
   auto cancel = cluster_->Call("DELETE", "/api/v1/jobs/1", "");
   ASSERT_TRUE(cancel.ok());
   EXPECT_EQ(cancel->status, 401);
+  // The scheme is case-insensitive (RFC 7235); the token is not.
+  auto lower = cluster_->Call("POST", "/api/v1/jobs", kSpec,
+                              {{"Authorization", std::string("bearer ") + kToken}});
+  ASSERT_TRUE(lower.ok());
+  EXPECT_EQ(lower->status, 201) << lower->body;
+  std::string upper = kToken;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper != kToken) {
+    auto shouted =
+        cluster_->Call("POST", "/api/v1/jobs", kSpec, {{"Authorization", "BEARER " + upper}});
+    ASSERT_TRUE(shouted.ok());
+    EXPECT_EQ(shouted->status, 403);
+  }
 
   cluster_->KillController();
   const std::string logs = Slurp("controller.log") + Slurp("worker.log");
