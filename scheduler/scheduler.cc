@@ -364,6 +364,9 @@ bool Scheduler::OnTaskDone(JobId job_id, uint32_t run, uint32_t attempt, TimeUs 
   rec.start = start;
   rec.end = std::max(start, end);
   ++job.done;
+  // A run adopted after a restart began before the controller did: the job
+  // started no later than it (the store keeps no start of its own).
+  if (start < job.started) job.started = start;
   const JobGraph& g = *job.graph;
   uint32_t index = run % g.size();
   cost_.Observe(g.spec_task(index), static_cast<double>(rec.end - rec.start),

@@ -147,6 +147,34 @@ TEST_F(RecoveryTest, ALateWorkersCancelledAttemptsDoNotEndTheRunsThatMovedOn) {
   EXPECT_EQ(j.value("state", ""), "succeeded") << j.dump();
 }
 
+// A run a surviving worker still runs across a controller restart keeps
+// its start: the job's time counts from it, not from the restart (an 8 s
+// job said it took 4.5 s).
+TEST_F(RecoveryTest, AJobRunningAcrossARestartKeepsItsStartTime) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  ASSERT_TRUE(cluster_->WaitWorkers(1, 10000));
+  auto id = cluster_->Submit(
+      R"({"name":"one","tasks":[{"id":"a","kernel":"sleep","args":{"us":1500000}}]})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  nlohmann::json before;
+  for (int i = 0; i < 200; ++i) {
+    before = cluster_->Get("/api/v1/jobs/" + std::to_string(*id));
+    if (before.is_object() && before.value("running", 0) == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(before.value("running", 0), 1) << before.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  cluster_->KillController();
+  ASSERT_TRUE(cluster_->StartController().ok());
+  auto j = cluster_->WaitJob(*id, 30000);
+  ASSERT_EQ(j.value("state", ""), "succeeded") << j.dump();
+  EXPECT_LE(j["started_us"].get<int64_t>(), before["started_us"].get<int64_t>() + 100000)
+      << j.dump();
+  EXPECT_GE(j["finished_us"].get<int64_t>() - j["started_us"].get<int64_t>(), 1500000)
+      << j.dump();
+}
+
 // Both faults, several times in one job, at points drawn from a fixed seed.
 TEST_F(RecoveryTest, RepeatedControllerAndWorkerKillsWithFixedSeed) {
   constexpr uint32_t kSeed = 2026;
