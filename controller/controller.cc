@@ -127,7 +127,7 @@ Status Controller::RestoreFromStore(TimeUs now) {
       done.push_back({r.run, r.attempt, r.start, r.end, r.bytes});
     }
     Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
-                                       j.submitted, j.finished, now);
+                                       j.submitted, j.finished, now, j.started);
     if (!st.ok()) {
       spdlog::error("job {} from the store: {}", j.id, st.message());
       continue;
@@ -409,7 +409,8 @@ void Controller::NotifyEndedJobs() {
     finished_order_.push_back(id);
     const int64_t ended_ms = finished_unix_ms_[id] = UnixMs();
     if (writer_) {
-      store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished, ended_ms});
+      store_pending_.push_back(
+          JobEndedRecord{id, job->state, job->error, job->finished, ended_ms, job->started});
     }
     if (job->state == JobState::kSucceeded) {
       spdlog::info("job {} '{}' succeeded in {:.3f} s", id, job->graph->spec().name,

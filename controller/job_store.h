@@ -48,6 +48,7 @@ struct JobEndedRecord {
   std::string error;
   TimeUs finished = 0;
   int64_t finished_unix_ms = 0;  // wall clock, for age-based retention
+  TimeUs started = -1;           // its first dispatch; -1: never started
 };
 
 // The job left the retention window: the store drops it and its runs.
@@ -77,6 +78,7 @@ struct StoredJob {
   TimeUs submitted = 0;
   TimeUs finished = -1;
   int64_t finished_unix_ms = 0;      // wall clock; 0: not known
+  TimeUs started = -1;               // ended jobs; -1: not known
   std::vector<TaskDoneRecord> done;  // by run
 };
 

@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   error TEXT NOT NULL DEFAULT '',
   submitted INTEGER NOT NULL,
   finished INTEGER NOT NULL DEFAULT -1,
-  finished_unix_ms INTEGER NOT NULL DEFAULT 0);
+  finished_unix_ms INTEGER NOT NULL DEFAULT 0,
+  started INTEGER NOT NULL DEFAULT -1);
 CREATE TABLE IF NOT EXISTS task_runs (
   job INTEGER NOT NULL,
   run INTEGER NOT NULL,
@@ -42,6 +43,7 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('epoch', (random() & 922337203685
 constexpr const char* kAddedColumns[][3] = {
     {"jobs", "finished_unix_ms", "INTEGER NOT NULL DEFAULT 0"},
     {"task_runs", "bytes", "INTEGER NOT NULL DEFAULT -1"},
+    {"jobs", "started", "INTEGER NOT NULL DEFAULT -1"},
 };
 
 // PRAGMA user_version of a file whose `workers` table is kept up to date.
@@ -118,7 +120,8 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
                      "bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
                      &store->insert_run_));
   RETURN_IF_ERROR(store->Prepare(
-      "UPDATE jobs SET state = ?, error = ?, finished = ?, finished_unix_ms = ? WHERE id = ?",
+      "UPDATE jobs SET state = ?, error = ?, finished = ?, finished_unix_ms = ?, started = ? "
+      "WHERE id = ?",
       &store->end_job_));
   RETURN_IF_ERROR(
       store->Prepare("INSERT OR REPLACE INTO workers(key) VALUES (?)", &store->add_worker_));
@@ -200,7 +203,8 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
           BindText(s, 2, r.error);
           sqlite3_bind_int64(s, 3, r.finished);
           sqlite3_bind_int64(s, 4, r.finished_unix_ms);
-          sqlite3_bind_int64(s, 5, static_cast<sqlite3_int64>(r.job));
+          sqlite3_bind_int64(s, 5, r.started);
+          sqlite3_bind_int64(s, 6, static_cast<sqlite3_int64>(r.job));
         } else if constexpr (std::is_same_v<T, WorkerRecord>) {
           s = r.alive ? add_worker_ : drop_worker_;
           BindText(s, 1, r.key);
@@ -246,8 +250,8 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   std::map<JobId, size_t> index;
   sqlite3_stmt* s = nullptr;
   RETURN_IF_ERROR(Prepare(
-      "SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms FROM jobs "
-      "ORDER BY id",
+      "SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms, started "
+      "FROM jobs ORDER BY id",
       &s));
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -266,6 +270,7 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
     j.submitted = sqlite3_column_int64(s, 5);
     j.finished = sqlite3_column_int64(s, 6);
     j.finished_unix_ms = sqlite3_column_int64(s, 7);
+    j.started = sqlite3_column_int64(s, 8);
     index[j.id] = jobs.size();
     jobs.push_back(std::move(j));
   }

@@ -9,7 +9,8 @@ namespace hmpmd {
 
 Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
                              const std::vector<RestoredRun>& done, JobState state,
-                             std::string error, TimeUs submitted, TimeUs finished, TimeUs now) {
+                             std::string error, TimeUs submitted, TimeUs finished, TimeUs now,
+                             TimeUs started) {
   if (id == 0 || jobs_.count(id)) {
     return Status::AlreadyExists("job " + std::to_string(id) + ": restored twice");
   }
@@ -32,6 +33,7 @@ Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
     ++job.done;
     if (job.started < 0 || r.start < job.started) job.started = r.start;
   }
+  if (started >= 0 && (job.started < 0 || started < job.started)) job.started = started;
   job.graph = std::move(graph);
   JobRun& stored = jobs_.emplace(id, std::move(job)).first->second;
   next_job_ = std::max(next_job_, id + 1);

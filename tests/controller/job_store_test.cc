@@ -66,7 +66,7 @@ TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
       TaskDoneRecord{7, 3, 1, 200, 250, 2},
       TaskDoneRecord{7, 1, 0, 150, 180, 0},
       JobSubmittedRecord{9, "nine", "{}", 300},
-      JobEndedRecord{9, JobState::kFailed, "task 'x' failed: boom", 400},
+      JobEndedRecord{9, JobState::kFailed, "task 'x' failed: boom", 400, 0, 350},
   };
   ASSERT_TRUE(this->store_->Write(batch).ok());
   this->Reopen();
@@ -78,6 +78,7 @@ TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
   EXPECT_EQ(a.name, "seven");
   EXPECT_EQ(a.state, JobState::kQueued);
   EXPECT_EQ(a.submitted, 100);
+  EXPECT_EQ(a.started, -1) << "not ended: its start is not stored";
   ASSERT_EQ(a.done.size(), 2u);
   EXPECT_EQ(a.done[0].run, 1u);
   EXPECT_EQ(a.done[1].run, 3u);
@@ -88,6 +89,7 @@ TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
   EXPECT_EQ(b.state, JobState::kFailed);
   EXPECT_EQ(b.error, "task 'x' failed: boom");
   EXPECT_EQ(b.finished, 400);
+  EXPECT_EQ(b.started, 350);
 }
 
 TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
@@ -167,6 +169,7 @@ TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
     ASSERT_EQ((*jobs)[0].done.size(), 1u);
     EXPECT_EQ((*jobs)[0].done[0].bytes, UINT64_MAX);
     EXPECT_EQ((*jobs)[0].finished_unix_ms, 0);
+    EXPECT_EQ((*jobs)[0].started, -1);
     auto live = (*s)->LoadLiveWorkers();
     ASSERT_TRUE(live.ok());
     EXPECT_FALSE(live->has_value()) << "an older version did not record its workers";
@@ -314,10 +317,14 @@ TEST(SchedulerRestoreTest, DoneRunsStayDoneAndTheNextOnesBecomeReady) {
   EXPECT_EQ(out[0].job, 5u);
   EXPECT_EQ(out[0].run, 1u);  // b; a is not run again
   EXPECT_EQ(s.job(5)->runs[0].state, TaskState::kDone);
+  EXPECT_EQ(s.job(5)->started, 10) << "its done run's start";
+  // An ended job whose start the store kept, with no run done.
+  ASSERT_TRUE(s.RestoreJob(7, Chain(), {}, JobState::kCancelled, "", 1, 90, 100, 40).ok());
+  EXPECT_EQ(s.job(7)->started, 40);
   // New jobs get ids above the restored ones.
   auto id = s.AddJob(Chain(), 300);
   ASSERT_TRUE(id.ok());
-  EXPECT_EQ(*id, 6u);
+  EXPECT_EQ(*id, 8u);
 }
 
 TEST(SchedulerRestoreTest, AdoptedRunsAreNotDispatchedAgain) {

@@ -223,7 +223,8 @@ class Scheduler {
   // step being run is blocked or ready as its inputs say. A terminal `state`
   // restores a finished job for queries only. Later AddJob() ids continue
   // above the largest restored id. Skips the feasibility check (the pool
-  // is empty while workers re-register).
+  // is empty while workers re-register). `started`: when it was first
+  // dispatched, where the store knows (-1: its earliest done run's start).
   // `bytes`: its outputs' size (0: none). Where they live is not known
   // until a worker reports them (RecordOutput); until then a consumer cannot
   // read them (see RebuildUnheldOutputs).
@@ -235,7 +236,7 @@ class Scheduler {
   };
   Status RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
                     const std::vector<RestoredRun>& done, JobState state, std::string error,
-                    TimeUs submitted, TimeUs finished, TimeUs now);
+                    TimeUs submitted, TimeUs finished, TimeUs now, TimeUs started = -1);
   // Later AddJob() ids are above `id` (e.g. the largest a store ever saw).
   void ReserveJobIds(JobId id) { next_job_ = std::max(next_job_, id + 1); }
   // A re-registered worker reports it still runs `run` (attempt `attempt`)
