@@ -442,11 +442,18 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
   const uint32_t used =
       group == kNoGroup ? AttemptsUsed(rec) : std::max(AttemptsUsed(rec), job.gang_retries[group]);
   if (retryable && used + 1 < options_.max_attempts) {
-    if (group != kNoGroup) ++job.gang_retries[group];
     ++rec.attempt;
     rec.core = kNoCore;
     RecallEarly(job, run, now);  // before it is ready: its consumers are blocked again
-    MakeReady(job, run, now);
+    if (group == kNoGroup) {
+      MakeReady(job, run, now);
+      return true;
+    }
+    ++job.gang_retries[group];
+    rec.state = TaskState::kBlocked;
+    ReviveReadInputs(job, run, now);
+    rec.pending = CountPending(job, run);
+    RestartGang(job, run, now);
     return true;
   }
   if (job.open) {                     // fails its dependents, not the session

@@ -13,20 +13,30 @@ namespace hmpmd {
 Status Scheduler::CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t first,
                                 std::span<const uint32_t> kernel_ids,
                                 std::span<const uint8_t> needed) const {
-  // Members per group, groups in the order their first member comes.
+  // Members per group, groups in the order their first member comes. A
+  // gang runs whole: one with any member still to run needs every member's
+  // device (its done members run again beside a member rebuilt after its
+  // worker died).
+  struct Gang {
+    uint32_t first = 0;
+    size_t members = 0;
+    bool needed = false;
+  };
   std::unordered_map<std::string_view, size_t> index;
-  std::vector<std::pair<uint32_t, size_t>> gangs;  // first member, members
+  std::vector<Gang> gangs;
   for (uint32_t i = 0; i < tasks.size(); ++i) {
-    if (!tasks[i].collective || (!needed.empty() && !needed[i])) continue;
+    if (!tasks[i].collective) continue;
     auto [it, fresh] = index.try_emplace(tasks[i].collective->group, gangs.size());
-    if (fresh) gangs.push_back({i, 0});
-    ++gangs[it->second].second;
+    if (fresh) gangs.push_back({i, 0, false});
+    Gang& gang = gangs[it->second];
+    ++gang.members;
+    gang.needed = gang.needed || needed.empty() || needed[i];
   }
   // Devices that can run a member, by (kernel, core kind): a job has many
   // groups but few such pairs.
   std::map<std::pair<uint32_t, CoreKind>, size_t> fits;
-  for (const auto& [m, members] : gangs) {
-    if (members < 2) continue;
+  for (const auto& [m, members, wanted] : gangs) {
+    if (members < 2 || !wanted) continue;
     const TaskSpec& t = tasks[m];
     auto [it, fresh] = fits.try_emplace({kernel_ids[m], t.core}, 0);
     if (fresh) {

@@ -75,6 +75,17 @@ size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
   return revived;
 }
 
+void Scheduler::ReviveReadInputs(JobRun& job, uint32_t run, TimeUs now) {
+  const JobGraph& g = *job.graph;
+  const uint32_t index = run % g.size(), base = run - index;
+  for (uint32_t in : g.task(index).inputs) {
+    const TaskRecord& p = job.runs[base + in];
+    if (p.state == TaskState::kDone && p.held && p.reads_left == 1) {
+      Revive(job, base + in, now, /*restart_readers=*/false);
+    }
+  }
+}
+
 void Scheduler::RestartGang(JobRun& job, uint32_t run, TimeUs now) {
   const JobGraph& g = *job.graph;
   const uint32_t index = run % g.size(), base = run - index;
@@ -97,6 +108,7 @@ void Scheduler::RestartGang(JobRun& job, uint32_t run, TimeUs now) {
       mr.core = kNoCore;
       mr.state = TaskState::kBlocked;
       RecallEarly(job, r, now);
+      ReviveReadInputs(job, r, now);
       mr.pending = CountPending(job, r);
     } else if (mr.state == TaskState::kReady) {
       mr.state = TaskState::kBlocked;  // its heap entry is skipped as stale

@@ -117,6 +117,97 @@ TEST(GangRestartTest, AMemberThatLostAnInputRestartsItsPeersToo) {
   EXPECT_EQ(DevicesOf(out).size(), 2u);
 }
 
+JobSpec GangReadingInputs() {
+  return SpecBuilder()
+      .Add(TaskBuilder("x0").Us(10))
+      .Add(TaskBuilder("x1").Us(10))
+      .Add(TaskBuilder("m0", "allreduce").Vector().Inputs({"x0"}).Collective("g", "allreduce"))
+      .Add(TaskBuilder("m1", "allreduce").Vector().Inputs({"x1"}).Collective("g", "allreduce"))
+      .Build();
+}
+
+// Runs each dispatch to its end, its outputs 64 bytes on its device.
+void Finish(Scheduler& s, const std::vector<Dispatch>& out, TimeUs* now) {
+  for (const Dispatch& d : out) {
+    ASSERT_TRUE(s.OnTaskDone(d.job, d.run, d.attempt, *now, *now + 5, *now + 5));
+    s.RecordOutput(d.job, d.run, d.device, 64);
+  }
+  *now += 10;
+}
+
+// A gang that starts over after a timeout: its members took the reads of
+// their inputs as they started, which freed the inputs they were the last
+// to read on their workers; those are rebuilt before the gang runs again.
+// The gang used to run at once, find them gone, and spend its attempts on
+// those losses until the job failed ("input tasks[1] 'x0' lost").
+TEST(GangRestartTest, AGangThatStartsOverRebuildsTheInputsItsMembersRead) {
+  auto s = MakeFifoScheduler();
+  for (int i = 0; i < 2; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
+  auto id = s->AddJob(BuildGraph(GangReadingInputs()), 0);
+  ASSERT_TRUE(id.ok());
+  TimeUs now = 0;
+  Finish(*s, Step(*s, now), &now);  // x0, x1
+  auto gang = Step(*s, now += 10);
+  ASSERT_EQ(gang.size(), 2u);
+  ASSERT_TRUE(s->OnTaskFailed(*id, gang[0].run, gang[0].attempt, "collective: nothing from rank 1",
+                              /*retryable=*/true, now += 10));
+  EXPECT_EQ(s->TakeAborted().size(), 1u) << "its peer is stopped";
+  auto inputs = Step(*s, now += 10);
+  ASSERT_EQ(inputs.size(), 2u) << "the inputs first";
+  for (const Dispatch& d : inputs) EXPECT_LT(d.run, 2u);
+  Finish(*s, inputs, &now);
+  gang = Step(*s, now += 10);
+  ASSERT_EQ(gang.size(), 2u);
+  Finish(*s, gang, &now);
+  EXPECT_EQ(s->job(*id)->state, JobState::kSucceeded) << s->job(*id)->error;
+  EXPECT_EQ(s->job(*id)->gang_retries[0], 1u);
+}
+
+// A gang already done whose member's output died with its worker must run
+// again whole: with too few devices left for it, the job says it waits
+// (and `hmpmd run` ends) instead of hanging with no reason given.
+TEST(GangRestartTest, ADoneGangThatMustRunAgainWaitsForDevicesForAllItsMembers) {
+  auto s = MakeFifoScheduler();
+  for (int i = 0; i < 2; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
+  auto id = s->AddJob(BuildGraph(SpecBuilder()
+                                     .Add(TaskBuilder("w").Us(1'000'000))
+                                     .Add(TaskBuilder("x0").Us(10).Vector())
+                                     .Add(TaskBuilder("x1").Us(10).Vector())
+                                     .Add(TaskBuilder("m0", "allreduce")
+                                              .Vector()
+                                              .Inputs({"x0"})
+                                              .Collective("g", "allreduce"))
+                                     .Add(TaskBuilder("m1", "allreduce")
+                                              .Vector()
+                                              .Inputs({"x1"})
+                                              .Collective("g", "allreduce"))
+                                     .Add(TaskBuilder("y0").Us(10).Inputs({"m0", "w"}))
+                                     .Add(TaskBuilder("y1").Us(10).Inputs({"m1", "w"}))
+                                     .Build()),
+                      0);
+  ASSERT_TRUE(id.ok());
+  DeviceId w_device = 0;
+  TimeUs now = 0;
+  for (int round = 0; round < 2; ++round) {  // x0, x1 and w; then the gang
+    auto out = Step(*s, now += 10);
+    ASSERT_EQ(out.size(), round == 0 ? 3u : 2u);
+    for (const Dispatch& d : out) {
+      if (d.run == 0) {
+        w_device = d.device;
+        continue;
+      }
+      ASSERT_TRUE(s->OnTaskDone(d.job, d.run, d.attempt, now, now + 5, now + 5));
+      s->RecordOutput(d.job, d.run, d.device, 64);
+    }
+  }
+  EXPECT_TRUE(s->job(*id)->waiting.empty());
+  // The other device dies with a member's output; that member waits for
+  // its input, rebuilt, and then the whole gang runs again.
+  s->RemoveDevice(1 - w_device, now += 10);
+  EXPECT_NE(s->job(*id)->waiting.find("group 'g' has 2 members"), std::string::npos)
+      << "waiting: '" << s->job(*id)->waiting << "'";
+}
+
 // A member whose collective timed out (the worker reports a retryable
 // failure) restarts the whole gang like a dead worker does, and the gang's
 // attempts are shared: whichever member fails, max_attempts (3) gang runs

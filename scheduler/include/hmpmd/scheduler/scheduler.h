@@ -323,6 +323,10 @@ class Scheduler {
   // (aborted_, not counted as attempts), those done run again, and the
   // whole gang is queued together once all are ready.
   void RestartGang(JobRun& job, uint32_t run, TimeUs now);
+  // `run` ran (or was queued) and goes again: the inputs it was the last
+  // to read were freed on their workers when it read them (a worker takes
+  // a task's reads as it starts), so they are rebuilt first.
+  void ReviveReadInputs(JobRun& job, uint32_t run, TimeUs now);
   void StartStep(JobRun& job, uint32_t step, TimeUs now);
   void FinishJob(JobRun& job, JobState state, std::string error, TimeUs now);
   // The job of (job, run) when that run is running as `attempt`; null for
