@@ -238,8 +238,17 @@ void Session::HandleUpdate(SessionUpdate& u) {
       if (e.task >= tasks_.size()) continue;
       std::shared_ptr<FutureState> f = tasks_[e.task].lock();
       if (f) keep.push_back(f);
+      if (f && Ended(*f)) {
+        // Done again: its outputs were rebuilt elsewhere after their worker
+        // died (a consumer needed them); Get() fetches them from there.
+        if (f->phase == FutureState::Phase::kDone && e.state == TaskEnded::kDone) {
+          f->endpoint = std::move(e.endpoint);
+          f->bytes = e.output_bytes;
+        }
+        continue;
+      }
       ++ended_;
-      if (!f || Ended(*f)) continue;
+      if (!f) continue;
       f->phase = e.state == TaskEnded::kDone     ? FutureState::Phase::kDone
                  : e.state == TaskEnded::kFailed ? FutureState::Phase::kFailed
                                                  : FutureState::Phase::kCancelled;

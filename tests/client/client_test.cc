@@ -398,6 +398,44 @@ TEST_F(ClientTest, ADroppedFutureFreesItsOutputsOnTheWorker) {
   EXPECT_TRUE(c->Close().ok());
 }
 
+// A done Future whose worker died: a consumer has its outputs rebuilt on
+// another worker, and Get() fetches them from there (it kept asking the
+// dead worker, and waited out the fetch timeout each time).
+TEST_F(ClientTest, AFutureWhoseOutputsWereRebuiltIsReadFromTheirNewWorker) {
+  auto c = Connect("rebuilt");
+  ASSERT_NE(c, nullptr);
+  auto x =
+      c->Submit({.kernel = "scale", .args = {{"n", int64_t{4}}, {"factor", 3.0}}, .label = "x"});
+  ASSERT_TRUE(x.ok());
+  auto before = x->Get(20000);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  auto tasks = cluster_->Get("/api/v1/jobs/" + std::to_string(c->job()) + "/tasks");
+  const uint64_t device = tasks["tasks"][0].value("device", uint64_t{99});
+  auto pool = cluster_->Get("/api/v1/pool");
+  pid_t pid = -1;
+  for (const auto& d : pool["devices"]) {
+    if (d.value("id", uint64_t{0}) == device) pid = d.value("pid", -1);
+  }
+  ASSERT_GT(pid, 0) << pool.dump();
+  const size_t victim = cluster_->worker_pid(0) == pid ? 0 : 1;
+  ASSERT_EQ(cluster_->worker_pid(victim), pid);
+  cluster_->KillWorker(victim);
+  for (int i = 0; i < 250; ++i) {  // declared dead after 1 s (ProcessCluster)
+    pool = cluster_->Get("/api/v1/pool");
+    if (pool.is_object() && pool.value("alive_devices", 0) == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(pool.value("alive_devices", 0), 1) << pool.dump();
+  auto y = c->Submit({.kernel = "scale", .args = {{"factor", 2.0}}, .inputs = {*x}});
+  ASSERT_TRUE(y.ok());
+  ASSERT_TRUE(y->Wait(20000).ok());  // x ran again first, on the live worker
+  auto after = x->Get(5000);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ(Floats((*after)[0]), Floats((*before)[0]));
+  EXPECT_TRUE(c->Close().ok());
+}
+
 TEST_F(ClientTest, ASessionOpenAcrossAControllerRestartFailsAsLost) {
   auto c = Connect("doomed");
   ASSERT_NE(c, nullptr);
