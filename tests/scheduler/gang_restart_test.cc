@@ -22,6 +22,12 @@ JobSpec GangOfThree() {
       .Build();
 }
 
+// A member of allreduce group "g" reading `input`.
+TaskBuilder Member(const char* id, const char* input) {
+  return std::move(
+      TaskBuilder(id, "allreduce").Vector().Inputs({input}).Collective("g", "allreduce"));
+}
+
 std::set<DeviceId> DevicesOf(const std::vector<Dispatch>& out) {
   std::set<DeviceId> d;
   for (const Dispatch& x : out) d.insert(x.device);
@@ -84,14 +90,8 @@ TEST(GangRestartTest, AMemberThatLostAnInputRestartsItsPeersToo) {
   for (int i = 0; i < 2; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
   auto id = s->AddJob(BuildGraph(SpecBuilder()
                                      .Add(TaskBuilder("pre").Us(10))
-                                     .Add(TaskBuilder("m0", "allreduce")
-                                              .Vector()
-                                              .Inputs({"pre"})
-                                              .Collective("g", "allreduce"))
-                                     .Add(TaskBuilder("m1", "allreduce")
-                                              .Vector()
-                                              .Inputs({"pre"})
-                                              .Collective("g", "allreduce"))
+                                     .Add(Member("m0", "pre"))
+                                     .Add(Member("m1", "pre"))
                                      .Build()),
                       0);
   ASSERT_TRUE(id.ok());
@@ -121,8 +121,8 @@ JobSpec GangReadingInputs() {
   return SpecBuilder()
       .Add(TaskBuilder("x0").Us(10))
       .Add(TaskBuilder("x1").Us(10))
-      .Add(TaskBuilder("m0", "allreduce").Vector().Inputs({"x0"}).Collective("g", "allreduce"))
-      .Add(TaskBuilder("m1", "allreduce").Vector().Inputs({"x1"}).Collective("g", "allreduce"))
+      .Add(Member("m0", "x0"))
+      .Add(Member("m1", "x1"))
       .Build();
 }
 
@@ -173,14 +173,8 @@ TEST(GangRestartTest, ADoneGangThatMustRunAgainWaitsForDevicesForAllItsMembers) 
                                      .Add(TaskBuilder("w").Us(1'000'000))
                                      .Add(TaskBuilder("x0").Us(10).Vector())
                                      .Add(TaskBuilder("x1").Us(10).Vector())
-                                     .Add(TaskBuilder("m0", "allreduce")
-                                              .Vector()
-                                              .Inputs({"x0"})
-                                              .Collective("g", "allreduce"))
-                                     .Add(TaskBuilder("m1", "allreduce")
-                                              .Vector()
-                                              .Inputs({"x1"})
-                                              .Collective("g", "allreduce"))
+                                     .Add(Member("m0", "x0"))
+                                     .Add(Member("m1", "x1"))
                                      .Add(TaskBuilder("y0").Us(10).Inputs({"m0", "w"}))
                                      .Add(TaskBuilder("y1").Us(10).Inputs({"m1", "w"}))
                                      .Build()),
