@@ -171,8 +171,7 @@ TEST_F(RecoveryTest, AJobRunningAcrossARestartKeepsItsStartTime) {
   ASSERT_EQ(j.value("state", ""), "succeeded") << j.dump();
   EXPECT_LE(j["started_us"].get<int64_t>(), before["started_us"].get<int64_t>() + 100000)
       << j.dump();
-  EXPECT_GE(j["finished_us"].get<int64_t>() - j["started_us"].get<int64_t>(), 1500000)
-      << j.dump();
+  EXPECT_GE(j["finished_us"].get<int64_t>() - j["started_us"].get<int64_t>(), 1500000) << j.dump();
 }
 
 // Both faults, several times in one job, at points drawn from a fixed seed.
