@@ -147,13 +147,17 @@ TaskBuilder Scale(const char* id, double n) {
 
 constexpr double k40MiB = 10 * 1024 * 1024;  // floats
 
+// Two independent 40 MiB outputs: x and y.
+std::shared_ptr<const JobGraph> TwoScales() {
+  return BuildGraph(SpecBuilder().Add(Scale("x", k40MiB)).Add(Scale("y", k40MiB)).Build());
+}
+
 TEST(MemoryCapTest, OutputsThatTogetherPassACapGoToDifferentDevices) {
   for (bool counting : {false, true}) {
     auto s = counting ? MakeCounting() : Make();
     const DeviceId d0 = s->AddDevice(Capped("a", 2, 64));
     s->AddDevice(Capped("b", 2, 64));
-    auto id = s->AddJob(
-        BuildGraph(SpecBuilder().Add(Scale("x", k40MiB)).Add(Scale("y", k40MiB)).Build()), 0);
+    auto id = s->AddJob(TwoScales(), 0);
     ASSERT_TRUE(id.ok());
     std::vector<Dispatch> out;
     s->Schedule(0, &out);
@@ -203,8 +207,7 @@ TEST(MemoryCapTest, WithNothingQueuedThatMayMakeRoomAnOutputIsPlacedAnyway) {
   // Its worker then fails it naming the cap, rather than the job hanging.
   auto s = MakeCounting();
   const DeviceId d0 = s->AddDevice(Capped("a", 1, 64));
-  auto id = s->AddJob(
-      BuildGraph(SpecBuilder().Add(Scale("x", k40MiB)).Add(Scale("y", k40MiB)).Build()), 0);
+  auto id = s->AddJob(TwoScales(), 0);
   ASSERT_TRUE(id.ok());
   std::vector<Dispatch> out;
   s->Schedule(0, &out);

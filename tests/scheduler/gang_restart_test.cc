@@ -128,11 +128,8 @@ JobSpec GangReadingInputs() {
 
 // Runs each dispatch to its end, its outputs 64 bytes on its device.
 void Finish(Scheduler& s, const std::vector<Dispatch>& out, TimeUs* now) {
-  for (const Dispatch& d : out) {
-    ASSERT_TRUE(s.OnTaskDone(d.job, d.run, d.attempt, *now, *now + 5, *now + 5));
-    s.RecordOutput(d.job, d.run, d.device, 64);
-  }
   *now += 10;
+  for (const Dispatch& d : out) FinishRun(s, d, *now, 64);
 }
 
 // A gang that starts over after a timeout: its members took the reads of
@@ -190,8 +187,7 @@ TEST(GangRestartTest, ADoneGangThatMustRunAgainWaitsForDevicesForAllItsMembers) 
         w_device = d.device;
         continue;
       }
-      ASSERT_TRUE(s->OnTaskDone(d.job, d.run, d.attempt, now, now + 5, now + 5));
-      s->RecordOutput(d.job, d.run, d.device, 64);
+      FinishRun(*s, d, now + 5, 64);
     }
   }
   EXPECT_TRUE(s->job(*id)->waiting.empty());

@@ -11,11 +11,6 @@ namespace hmpmd::test {
 namespace {
 
 // Runs `d` to completion with an output of `bytes`.
-void Finish(Scheduler& s, const Dispatch& d, TimeUs now, uint64_t bytes) {
-  ASSERT_TRUE(s.OnTaskDone(d.job, d.run, d.attempt, now - 10, now, now));
-  s.RecordOutput(d.job, d.run, d.device, bytes);
-}
-
 TaskState StateOf(const Scheduler& s, JobId job, uint32_t run) {
   return s.job(job)->runs[run].state;
 }
@@ -27,7 +22,7 @@ TEST(LineageTest, ALostInputIsRebuiltAndItsReaderRunsAgain) {
   ASSERT_TRUE(id.ok());
   auto out = Step(*s, 0);
   ASSERT_EQ(out.size(), 1u);
-  Finish(*s, out[0], 100, 4096);
+  FinishRun(*s, out[0], 100, 4096);
   out = Step(*s, 100);
   ASSERT_EQ(out.size(), 1u);
   ASSERT_EQ(out[0].run, 1u);
@@ -42,12 +37,12 @@ TEST(LineageTest, ALostInputIsRebuiltAndItsReaderRunsAgain) {
   out = Step(*s, 200);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].run, 0u) << "the producer runs again first";
-  Finish(*s, out[0], 300, 4096);
+  FinishRun(*s, out[0], 300, 4096);
   out = Step(*s, 300);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].run, 1u);
   EXPECT_EQ(out[0].attempt, 1u);
-  Finish(*s, out[0], 400, 0);
+  FinishRun(*s, out[0], 400, 0);
   EXPECT_EQ(s->job(*id)->state, JobState::kSucceeded);
 }
 
@@ -61,7 +56,7 @@ TEST(LineageTest, InputsLostOutOfAttemptsFailTheJobNamingTheInput) {
     auto out = Step(*s, now += 100);
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].run, 0u);
-    Finish(*s, out[0], now += 100, 64);
+    FinishRun(*s, out[0], now += 100, 64);
     out = Step(*s, now += 100);
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].attempt, attempt);
@@ -87,7 +82,7 @@ TEST(LineageTest, ALostRunThatIsNotAnInputFailsTheTaskAsItIs) {
   ASSERT_TRUE(id.ok());
   auto out = Step(*s, 0);
   ASSERT_EQ(out.size(), 2u);
-  for (const Dispatch& d : out) Finish(*s, d, 100, 64);
+  for (const Dispatch& d : out) FinishRun(*s, d, 100, 64);
   out = Step(*s, 100);
   ASSERT_EQ(out.size(), 1u);
   ASSERT_TRUE(s->OnInputsLost(*id, 2, 0, {1}, "bogus", 200));
@@ -131,7 +126,7 @@ TEST_F(RestoredLineageTest, OutputsNoWorkerReportedAreRebuiltWithTheirLostInputs
     auto out = Step(*s_, now += 100);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].run, want);
-    Finish(*s_, out[0], now += 100, want == 3 ? 0 : 64);
+    FinishRun(*s_, out[0], now += 100, want == 3 ? 0 : 64);
   }
   EXPECT_EQ(s_->job(kJob)->state, JobState::kSucceeded);
   EXPECT_EQ(s_->pool().device(dev_).held_bytes, 0u) << "every read released its output";
