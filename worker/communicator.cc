@@ -161,21 +161,41 @@ Status Communicator::RecvChunks(uint32_t peer, size_t size, Sink sink) {
   return Status::Ok();
 }
 
+Status Communicator::SendSize(uint64_t bytes) { return Send(Peer(1), &bytes, sizeof(bytes)); }
+
+Status Communicator::CheckSize(std::string_view op, uint64_t bytes) {
+  const uint32_t prev = Peer(-1);
+  ASSIGN_OR_RETURN(zmq::message_t head, Recv(prev));
+  uint64_t theirs = 0;
+  if (head.size() != sizeof(theirs))
+    return Status::Corruption(std::string(op) + ": bad size frame");
+  std::memcpy(&theirs, head.data(), sizeof(theirs));
+  if (theirs == bytes) return Status::Ok();
+  return Status::InvalidArgument(std::string(op) + ": rank " + std::to_string(prev) + " gave " +
+                                 std::to_string(theirs) + " bytes, rank " +
+                                 std::to_string(gang_.rank) + " " + std::to_string(bytes) +
+                                 "; every member must give the same size");
+}
+
 // One ring pass: p-1 steps, each sending one segment to the next rank and
 // receiving one from the previous; `reduce` adds what arrives to `in`'s
 // segment into `out` (reduce-scatter), otherwise it replaces `out`'s
 // segment (all-gather). In a reduce pass the segment sent at step s > 0 is
 // the one received at step s-1, so only step 0 sends from `in`.
-Status Communicator::RingPass(const std::byte* in, std::byte* out, size_t n, int shift,
-                              bool reduce) {
+Status Communicator::RingPass(const std::byte* in, std::byte* out, size_t n, int shift, bool reduce,
+                              std::string_view check_op) {
   const uint32_t p = size();
   constexpr size_t kF = sizeof(float);
+  if (!check_op.empty()) RETURN_IF_ERROR(SendSize(n * kF));
   for (uint32_t step = 0; step + 1 < p; ++step) {
     const uint32_t send_seg = Mod(int64_t{gang_.rank} - step + shift, p);
     const uint32_t recv_seg = Mod(int64_t{gang_.rank} - step - 1 + shift, p);
     const size_t sb = SegBegin(n, p, send_seg), se = SegBegin(n, p, send_seg + 1);
     const std::byte* from = reduce && step == 0 ? in : out;
     RETURN_IF_ERROR(SendChunks(Peer(1), from + sb * kF, (se - sb) * kF));
+    // Checked after our first segment is on its way, so the check costs no
+    // round trip.
+    if (step == 0 && !check_op.empty()) RETURN_IF_ERROR(CheckSize(check_op, n * kF));
     const size_t rb = SegBegin(n, p, recv_seg), re = SegBegin(n, p, recv_seg + 1);
     std::byte* base = out + rb * kF;
     const std::byte* mine = in + rb * kF;
@@ -210,8 +230,8 @@ Status Communicator::AllReduce(std::span<const std::byte> in, std::span<std::byt
     // overwrites a segment only after the sum it fed has come round the
     // ring, so ZeroMQ has long sent that segment; every segment of `out`
     // but r + 1 is written by it, segment r + 1 by the reduce-scatter.
-    RETURN_IF_ERROR(RingPass(in.data(), out.data(), n, 0, /*reduce=*/true));
-    return RingPass(in.data(), out.data(), n, 1, /*reduce=*/false);
+    RETURN_IF_ERROR(RingPass(in.data(), out.data(), n, 0, /*reduce=*/true, "allreduce"));
+    return RingPass(in.data(), out.data(), n, 1, /*reduce=*/false, {});
   }());
 }
 
@@ -228,7 +248,8 @@ Status Communicator::ReduceScatter(std::span<const std::byte> in, std::vector<st
   // A reduce pass reads only segments it wrote, so `work` may hold stale bytes.
   std::vector<std::byte> work;
   SizeTensorBytesForOverwrite(&work, in.size());
-  const Status s = Finish(RingPass(in.data(), work.data(), n, -1, /*reduce=*/true));
+  const Status s =
+      Finish(RingPass(in.data(), work.data(), n, -1, /*reduce=*/true, "reduce_scatter"));
   if (s.ok()) out->assign(work.data() + b * sizeof(float), work.data() + e * sizeof(float));
   RecycleTensorBytes(&work);
   return s;
@@ -240,12 +261,14 @@ Status Communicator::AllGather(std::span<const std::byte> in, std::vector<std::b
   SizeTensorBytesForOverwrite(out, block * p);  // every block is written below
   std::memcpy(out->data() + block * gang_.rank, in.data(), block);
   return Finish([&]() -> Status {
+    if (p > 1) RETURN_IF_ERROR(SendSize(block));
     for (uint32_t step = 0; step + 1 < p; ++step) {
       const uint32_t send_blk = Mod(int64_t{gang_.rank} - step, p);
       const uint32_t recv_blk = Mod(int64_t{gang_.rank} - step - 1, p);
       // Step 0 sends this rank's block straight from `in`.
       const std::byte* from = step == 0 ? in.data() : out->data() + block * send_blk;
       RETURN_IF_ERROR(SendChunks(Peer(1), from, block));
+      if (step == 0) RETURN_IF_ERROR(CheckSize("allgather", block));
       std::byte* base = out->data() + block * recv_blk;
       RETURN_IF_ERROR(RecvChunks(Peer(-1), block, [&](size_t off, const zmq::message_t& m) {
         std::memcpy(base + off, m.data(), m.size());

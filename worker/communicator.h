@@ -30,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <zmq.hpp>
 
@@ -110,11 +111,21 @@ class Communicator {
   // Receives `size` bytes from `peer` in chunks; `sink(offset, chunk)`.
   template <typename Sink>
   Status RecvChunks(uint32_t peer, size_t size, Sink sink);
+  // A ring needs the same size on every rank. Each rank tells the next its
+  // byte count before its first segment (SendSize) and checks the previous
+  // rank's before taking one from it (CheckSize, InvalidArgument naming
+  // both); equal neighbour to neighbour is equal around the ring. Unchecked,
+  // a rank with fewer bytes sends shorter segments: its neighbour took the
+  // next one as the rest of the current one and waited out the time-out.
+  Status SendSize(uint64_t bytes);
+  Status CheckSize(std::string_view op, uint64_t bytes);
   // One ring pass over the p segments of `n` float32 elements in `out`:
   // reduce-scatter when `reduce` (the first step sends from `in`, and a
   // segment that arrives is added to `in`'s into `out`), else all-gather
   // within `out`. `shift` rotates which segment each rank starts with.
-  Status RingPass(const std::byte* in, std::byte* out, size_t n, int shift, bool reduce);
+  // With `check_op` (the collective's name) sizes are checked first.
+  Status RingPass(const std::byte* in, std::byte* out, size_t n, int shift, bool reduce,
+                  std::string_view check_op);
   Status AllToAllSteps(const std::vector<std::span<const std::byte>>& send,
                        std::vector<std::byte>* out, std::vector<size_t>* recv_sizes);
   Status BroadcastSteps(uint32_t root, std::span<const std::byte> in, std::vector<std::byte>* out);

@@ -373,6 +373,67 @@ TEST_F(CommunicatorTest, ACancelledTaskStopsWaitingForAMissingMember) {
   EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
 }
 
+// A member of its own in this process: data server, inbox and store.
+struct Node {
+  explicit Node(zmq::context_t* ctx) : server(ctx, &store, &inbox, &log) {}
+  spdlog::logger log{"node"};
+  ObjectStore store{0};
+  CollectiveInbox inbox;
+  DataServer server;
+};
+
+// A member whose data is shorter than its peers' sent shorter segments: its
+// neighbour took the next segment as the rest of the current one and waited
+// out the peer time-out, then failed with "nothing from rank ..." (not
+// retryable, not naming the cause). Now the ranks whose previous rank gave
+// another size fail at once, naming both sizes, as bad arguments.
+TEST(CommunicatorSizeTest, AMemberWithAnotherSizeFailsItsNeighboursAtOnce) {
+  zmq::context_t ctx(1);
+  for (const char* op : {"allreduce", "reduce_scatter", "allgather"}) {
+    SCOPED_TRACE(op);
+    std::vector<std::unique_ptr<Node>> nodes;
+    std::vector<std::string> endpoints;
+    for (int i = 0; i < 3; ++i) {
+      nodes.push_back(std::make_unique<Node>(&ctx));
+      ASSERT_TRUE(nodes.back()->server.Bind("127.0.0.1").ok());
+      endpoints.push_back(nodes.back()->server.endpoint());
+    }
+    const int64_t counts[] = {64, 64, 48};  // rank 2 is short
+    std::atomic<bool> cancel{false};        // the controller's, once a member failed
+    std::vector<Status> got(3);
+    std::vector<std::thread> members;
+    for (uint32_t r = 0; r < 3; ++r) {
+      members.emplace_back([&, r] {
+        Communicator comm(&ctx, &nodes[r]->inbox, GangView{r, endpoints, 40}, 10'000'000, &cancel);
+        const Args args = {{"n", counts[r]}};
+        try {
+          RunCollective(op, KernelArgs(args), {}, comm);
+          got[r] = Status::Ok();
+        } catch (const CollectiveError& e) {
+          got[r] = e.status();
+        }
+      });
+    }
+    // Ranks 0 and 2 see another size from their previous rank; rank 1 waits
+    // for rank 0 until the controller cancels it.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    members[0].join();
+    members[2].join();
+    EXPECT_LT(std::chrono::steady_clock::now(), deadline) << "a neighbour waited for its peers";
+    cancel.store(true);
+    members[1].join();
+    for (auto& n : nodes) n->server.Stop();
+    EXPECT_EQ(got[2].code(), StatusCode::kInvalidArgument) << got[2].ToString();
+    EXPECT_EQ(got[2].message(), std::string(op) +
+                                    ": rank 1 gave 256 bytes, rank 2 192; every member must give "
+                                    "the same size");
+    EXPECT_EQ(got[0].code(), StatusCode::kInvalidArgument) << got[0].ToString();
+    EXPECT_NE(got[0].message().find("rank 2 gave 192 bytes"), std::string::npos)
+        << got[0].message();
+    EXPECT_FALSE(got[1].ok());
+  }
+}
+
 TEST(CollectiveInboxTest, FramesOfAnEndedCollectiveAreDroppedEvenWhenTheyComeLate) {
   CollectiveInbox inbox;
   // A peer ahead of this member: kept until the member takes them.
