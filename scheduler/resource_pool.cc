@@ -26,6 +26,9 @@ DeviceId ResourcePool::AddDevice(DeviceDesc desc) {
     }
   }
   d.desc = std::move(desc);
+  for (int k = 0; k < kNumCoreKinds; ++k) {
+    if (d.desc.cores[k] > 0) store_caps_[k].insert(StoreCap(d.desc));
+  }
   devices_.push_back(std::move(d));
   ++alive_devices_;
   ++changes_;
@@ -36,6 +39,9 @@ void ResourcePool::RemoveDevice(DeviceId id) {
   Device& d = devices_[id];
   if (!d.alive) return;
   d.alive = false;
+  for (int k = 0; k < kNumCoreKinds; ++k) {
+    if (d.desc.cores[k] > 0) store_caps_[k].erase(store_caps_[k].find(StoreCap(d.desc)));
+  }
   --alive_devices_;
   ++changes_;
   for (CoreId cid : d.cores) {
@@ -137,19 +143,28 @@ void ResourcePool::AddHeldBytes(DeviceId device, int64_t delta) {
   held = delta < 0 && static_cast<uint64_t>(-delta) > held ? 0 : held + delta;
 }
 
+uint64_t ResourcePool::StoreCap(const DeviceDesc& desc) {
+  return desc.memory_mb == 0 ? UINT64_MAX : desc.memory_mb << 20;
+}
+
 bool ResourcePool::MemoryFull(DeviceId device) const {
   const Device& d = devices_[device];
   return d.desc.memory_mb != 0 && d.held_bytes + d.reserved_bytes >= (d.desc.memory_mb << 20);
 }
 
-bool ResourcePool::StoreTakes(DeviceId device, bool known, uint64_t output_bytes, uint64_t freed,
-                              bool reads_stored) const {
+bool ResourcePool::StoreTakes(DeviceId device, CoreKind kind, bool known, uint64_t output_bytes,
+                              uint64_t freed, bool reads_stored) const {
   const Device& d = devices_[device];
   if (d.desc.memory_mb == 0) return true;
-  const uint64_t cap = d.desc.memory_mb << 20;
+  const uint64_t cap = StoreCap(d.desc);
   if (options_.count_store && known) {
     if (output_bytes == 0) return true;  // adds nothing
-    if (output_bytes <= cap) {
+    if (output_bytes > cap) {
+      // It could never fit here; it waits for a store that can hold it, if
+      // a device with a core of its kind has one, however long that stays busy.
+      const std::multiset<uint64_t>& caps = store_caps_[Index(kind)];
+      if (!caps.empty() && output_bytes <= *caps.rbegin()) return false;
+    } else {
       const uint64_t used = d.held_bytes + d.reserved_bytes;
       if (used - std::min(used, freed) + output_bytes <= cap) return true;
       if (!store_lenient_) {

@@ -227,6 +227,32 @@ TEST(MemoryCapTest, WithNothingQueuedThatMayMakeRoomAnOutputIsPlacedAnyway) {
   EXPECT_EQ(out[0].job, *big);
 }
 
+TEST(MemoryCapTest, AnOutputLargerThanAStoreWaitsForOneThatHoldsIt) {
+  // 2 MiB of outputs, a free 1 MiB worker and a busy 1 GiB one: placed on
+  // the small one (empty, so "not full") it failed naming the cap, and the
+  // job with it.
+  auto s = MakeCounting();
+  const DeviceId roomy = s->AddDevice(Capped("roomy", 1, 1024));
+  auto busy =
+      s->AddJob(BuildGraph(SpecBuilder().Add(TaskBuilder("busy").Us(1'000'000)).Build()), 0);
+  ASSERT_TRUE(busy.ok());
+  std::vector<Dispatch> out;
+  s->Schedule(0, &out);
+  ASSERT_EQ(out.size(), 1u);
+  s->AddDevice(Capped("tiny", 1, 1));
+  auto id = s->AddJob(BuildGraph(SpecBuilder().Add(Scale("x", 512 * 1024)).Build()), 10);
+  ASSERT_TRUE(id.ok());
+  out.clear();
+  s->Schedule(10, &out);
+  EXPECT_TRUE(out.empty()) << "2 MiB placed on a 1 MiB store";
+  ASSERT_TRUE(s->OnTaskDone(*busy, 0, 0, 0, 100, 100));
+  out.clear();
+  s->Schedule(100, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].job, *id);
+  EXPECT_EQ(out[0].device, roomy);
+}
+
 TEST(MemoryCapTest, TasksThatStoreNothingGoToAFullDevice) {
   auto s = MakeCounting();
   const DeviceId d0 = s->AddDevice(Capped("a", 1, 1));
@@ -246,6 +272,30 @@ TEST(MemoryCapTest, TasksThatStoreNothingGoToAFullDevice) {
   // A spin adds nothing; a worker's own kernel may add anything.
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].job, *spin);
+}
+
+TEST(MemoryCapTest, AWorkersOwnKernelCountsWhatItsEarlierRunsStored) {
+  // Only a run tells what a worker's own kernel stores. Its first run said
+  // 40 MiB; the next placement counts that: a 64 MiB store holding 40 MiB
+  // takes no second one (placed there, it failed naming the cap).
+  auto s = MakeCounting();
+  const DeviceId d0 = s->AddDevice(Capped("a", 2, 64));
+  const DeviceId d1 = s->AddDevice(Capped("b", 2, 64));
+  auto first = s->AddJob(BuildGraph(SpecBuilder().Add(TaskBuilder("o", "mine")).Build()), 0);
+  ASSERT_TRUE(first.ok());
+  std::vector<Dispatch> out;
+  s->Schedule(0, &out);
+  ASSERT_EQ(out.size(), 1u);
+  const DeviceId full = out[0].device;
+  ASSERT_TRUE(s->OnTaskDone(*first, 0, 0, 0, 100, 100));
+  s->RecordOutput(*first, 0, full, 40u << 20);  // a final output: kept
+  auto second = s->AddJob(BuildGraph(SpecBuilder().Add(TaskBuilder("o", "mine")).Build()), 100);
+  ASSERT_TRUE(second.ok());
+  out.clear();
+  s->Schedule(100, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].device, full == d0 ? d1 : d0) << "40 MiB more placed beside 40 MiB";
+  EXPECT_EQ(s->pool().device(out[0].device).reserved_bytes, 40u << 20);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "hmpmd/scheduler/learned_outputs.h"
 #include "test_builders.h"
 
 namespace hmpmd::test {
@@ -50,6 +51,27 @@ TEST(OutputBytesTest, CollectivesKeepWhatTheirOpGives) {
   EXPECT_EQ(Guess(TaskBuilder("r", "reduce_scatter").Arg("n", 100.0), {}, 4).bytes, 100u);
   EXPECT_EQ(Guess(TaskBuilder("r", "broadcast").Arg("bytes", 64.0), {}, 2).bytes, 64u);
   EXPECT_EQ(Guess(TaskBuilder("r", "alltoall"), {}, 2).bytes, 4096u);
+}
+
+TEST(LearnedOutputsTest, GuessesFromTheRunsOfTheSameKernel) {
+  LearnedOutputs learned;
+  EXPECT_FALSE(learned.Guess(7, 100).has_value()) << "no run seen";
+  learned.Observe(7, 1000, 4000);
+  learned.Observe(7, 0, 64);
+  learned.Observe(8, 1000, 10);
+  EXPECT_EQ(learned.Guess(7, 1000), 4000u) << "the same input bytes";
+  EXPECT_EQ(learned.Guess(7, 0), 64u);
+  EXPECT_EQ(learned.Guess(7, 2000), 8000u) << "the nearest size, scaled";
+  EXPECT_EQ(learned.Guess(7, 3), 64u) << "nearest is the run without inputs: not scaled";
+  EXPECT_EQ(learned.Guess(8, 1000), 10u) << "kernels apart";
+  learned.Observe(7, 1000, 5000);
+  EXPECT_EQ(learned.Guess(7, 1000), 5000u) << "the latest run of a size speaks for it";
+  EXPECT_EQ(learned.Guess(7, UINT64_MAX / 4), UINT64_MAX / 2) << "scaling is bounded";
+  // Bounded memory: the oldest size gives way.
+  for (uint64_t i = 1; i <= LearnedOutputs::kSizesKept; ++i) learned.Observe(9, i * 10, i * i);
+  EXPECT_EQ(learned.Guess(9, 10), 1u);
+  learned.Observe(9, 1'000'000, 5);
+  EXPECT_EQ(learned.Guess(9, 10), 2u) << "size 10 forgotten: 20's run (4 bytes), scaled to 10 in";
 }
 
 }  // namespace

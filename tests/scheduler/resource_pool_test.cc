@@ -309,23 +309,39 @@ TEST_F(ResourcePoolTest, QueuedOutputsCountAgainstTheStoreUntilReleased) {
   const DeviceId d = pool.AddDevice(desc);
   const CoreId core = pool.device(d).cores[0];
   const uint64_t mib = 1 << 20;
-  EXPECT_TRUE(pool.StoreTakes(d, true, 3 * mib, 0, false));
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, 3 * mib, 0, false));
   pool.Assign(core, 10, 0, StoreUse{3 * mib, false});
   EXPECT_EQ(pool.store_movers(), 1u);
   const uint64_t refused = pool.store_refusals();
-  EXPECT_FALSE(pool.StoreTakes(d, true, 2 * mib, 0, false)) << "3 + 2 MiB on a 4 MiB store";
+  EXPECT_FALSE(pool.StoreTakes(d, CoreKind::kCube, true, 2 * mib, 0, false))
+      << "3 + 2 MiB on a 4 MiB store";
   EXPECT_EQ(pool.store_refusals(), refused + 1);
-  EXPECT_TRUE(pool.StoreTakes(d, true, 2 * mib, 2 * mib, false)) << "its read frees 2 MiB";
-  EXPECT_TRUE(pool.StoreTakes(d, true, 0, 0, false)) << "adds nothing";
-  EXPECT_TRUE(pool.StoreTakes(d, true, 5 * mib, 0, false)) << "larger than the store: the old rule";
-  EXPECT_TRUE(pool.StoreTakes(d, false, 0, 0, false)) << "unknown size: not full yet";
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, 2 * mib, 2 * mib, false))
+      << "its read frees 2 MiB";
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, 0, 0, false)) << "adds nothing";
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, 5 * mib, 0, false))
+      << "larger than every store: the old rule";
+  // A larger store joins: 5 MiB wait for it, even in a lenient pass; not
+  // for one with no core of the task's kind.
+  DeviceDesc vector_only = Device("v", 0, 1);
+  vector_only.memory_mb = 8;
+  const DeviceId v = pool.AddDevice(vector_only);
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, 5 * mib, 0, false));
+  EXPECT_FALSE(pool.StoreTakes(d, CoreKind::kVector, true, 5 * mib, 0, false));
   pool.set_store_lenient(true);
-  EXPECT_TRUE(pool.StoreTakes(d, true, 2 * mib, 0, false));
+  EXPECT_FALSE(pool.StoreTakes(d, CoreKind::kVector, true, 5 * mib, 0, false));
+  pool.set_store_lenient(false);
+  pool.RemoveDevice(v);
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kVector, true, 5 * mib, 0, false)) << "it died";
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, false, 0, 0, false))
+      << "unknown size: not full yet";
+  pool.set_store_lenient(true);
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, 2 * mib, 0, false));
   pool.set_store_lenient(false);
   pool.Assign(core, 10, 0, StoreUse{1 * mib, false});
   EXPECT_TRUE(pool.MemoryFull(d)) << "4 MiB expected on a 4 MiB store";
-  EXPECT_FALSE(pool.StoreTakes(d, false, 0, 0, false));
-  EXPECT_TRUE(pool.StoreTakes(d, false, 0, 0, true)) << "a reader frees memory";
+  EXPECT_FALSE(pool.StoreTakes(d, CoreKind::kCube, false, 0, 0, false));
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, false, 0, 0, true)) << "a reader frees memory";
   pool.Release(core, 10, 5, StoreUse{3 * mib, false});
   EXPECT_EQ(pool.device(d).reserved_bytes, 1 * mib);
   EXPECT_EQ(pool.store_movers(), 1u);

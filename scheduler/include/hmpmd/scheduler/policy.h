@@ -39,8 +39,9 @@ struct TaskView {
   // That input's last read is this task's (reading it frees it there).
   bool input_last_read = false;
   // The bytes of outputs it will store, where the kernel is built in and
-  // its arguments and inputs tell (output_known); set for placement when
-  // the pool counts stores (PoolOptions::count_store).
+  // its arguments and inputs tell, or earlier runs of a worker's own kernel
+  // do (output_known); set for placement when the pool counts stores
+  // (PoolOptions::count_store).
   bool output_known = false;
   uint64_t output_bytes = 0;
 };
@@ -140,7 +141,8 @@ Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 // (ResourcePool::StoreTakes).
 inline bool StoreTakes(const TaskView& task, DeviceId device, const ResourcePool& pool) {
   const uint64_t freed = device == task.input_device && task.input_last_read ? task.input_bytes : 0;
-  return pool.StoreTakes(device, task.output_known, task.output_bytes, freed, task.input_bytes > 0);
+  return pool.StoreTakes(device, task.spec->core, task.output_known, task.output_bytes, freed,
+                         task.input_bytes > 0);
 }
 
 // What placing `task` does to its device's store (ResourcePool::Assign):

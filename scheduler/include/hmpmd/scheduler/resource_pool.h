@@ -141,11 +141,14 @@ class ResourcePool {
   // to its store (known: the size is predicted, else only the run tells),
   // after its read frees `freed` bytes there. A task with a known size
   // goes only where it fits (each refusal counted in store_refusals()),
-  // unless the store is smaller than its outputs or the pool is lenient;
-  // then, as without count_store or with the size unknown, any device not
-  // full, or any device at all for a task that reads stored inputs (that
-  // frees memory).
-  bool StoreTakes(DeviceId device, bool known, uint64_t output_bytes, uint64_t freed,
+  // unless the pool is lenient; then, as without count_store or with the
+  // size unknown, any device not full, or any device at all for a task that
+  // reads stored inputs (that frees memory). A store smaller than the
+  // outputs refuses them even then while an alive device's store could
+  // hold them (of those with cores of `kind`, the task's), and takes them
+  // as a lenient pool would when none can (the worker then fails the task
+  // naming its cap).
+  bool StoreTakes(DeviceId device, CoreKind kind, bool known, uint64_t output_bytes, uint64_t freed,
                   bool reads_stored) const;
   uint64_t store_refusals() const { return store_refusals_; }
   // Queued tasks whose StoreUse moves memory: while there are none, no
@@ -157,6 +160,8 @@ class ResourcePool {
  private:
   static size_t Index(CoreKind k) { return static_cast<size_t>(k); }
   void Reindex(CoreId id, TimeUs old_key);
+  // A device's store cap in bytes; UINT64_MAX for none.
+  static uint64_t StoreCap(const DeviceDesc& desc);
 
   PoolOptions options_;
   std::vector<Device> devices_;
@@ -167,6 +172,8 @@ class ResourcePool {
   uint64_t changes_ = 0;
   uint64_t movers_ = 0;  // queued tasks that move memory, all devices
   bool store_lenient_ = false;
+  // StoreCap of every alive device with cores of each kind.
+  std::array<std::multiset<uint64_t>, kNumCoreKinds> store_caps_;
   mutable uint64_t store_refusals_ = 0;
   std::unordered_map<std::string, uint32_t> kernel_ids_;
 };

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <span>
 #include <string>
@@ -33,6 +34,7 @@
 
 #include "hmpmd/scheduler/cost_model.h"
 #include "hmpmd/scheduler/job_graph.h"
+#include "hmpmd/scheduler/learned_outputs.h"
 #include "hmpmd/scheduler/policy.h"
 #include "hmpmd/scheduler/resource_pool.h"
 
@@ -315,8 +317,15 @@ class Scheduler {
   // One walk of the ready heaps (Schedule() may take two).
   void SchedulePass(TimeUs now, std::vector<Dispatch>* out);
   TaskView View(const JobRun& job, uint32_t run) const;
-  // With PoolOptions::count_store: sets v->output_known/output_bytes.
+  // With PoolOptions::count_store: sets v->output_known/output_bytes, for
+  // a worker's own kernel from what its earlier runs stored.
   void GuessOutput(const JobRun& job, TaskView* v) const;
+  // True when `run`'s kernel is a built-in one whose output size its spec
+  // and its inputs' sizes tell; `*bytes` gets that size.
+  bool BuiltinOutput(const JobRun& job, uint32_t run, uint64_t* bytes) const;
+  // The bytes of `run`'s inputs (repeats counted), or nullopt while one is
+  // not done with a known size.
+  std::optional<uint64_t> InputBytes(const JobRun& job, uint32_t run) const;
   void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   // A gang member made ready again (scheduler_lineage.cc): the gang's
   // other members cannot finish without it, so those running are stopped
@@ -436,6 +445,7 @@ class Scheduler {
   std::map<CoreId, std::vector<ReadyItem>> parked_;
   std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
   mutable std::vector<uint64_t> input_sizes_;                           // GuessOutput scratch
+  LearnedOutputs learned_outputs_;  // worker-own kernels' outputs (count_store)
   std::vector<RunEnded> ended_;
   std::vector<RunEnded> aborted_;
   std::vector<OutputFreed> freed_;
