@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <map>
 
 #include "job_report.h"
@@ -54,6 +55,27 @@ Result<TaskQuery> ParseTaskQuery(const std::string& query) {
 
 namespace {
 
+// Inputs of run `r` not done yet, by task index; at most `max` of them.
+std::vector<uint32_t> PendingInputs(const JobRun& job, uint32_t r, size_t max = SIZE_MAX) {
+  const JobGraph& g = *job.graph;
+  const uint32_t i = r % g.size();
+  std::vector<uint32_t> pending;
+  for (uint32_t in : g.task(i).inputs) {
+    if (pending.size() == max) break;
+    if (job.runs[uint64_t{r} - i + in].state != TaskState::kDone) pending.push_back(in);
+  }
+  return pending;
+}
+
+// The state users see. Early dispatch makes a run ready while its inputs
+// still run (it may be queued behind them on their core): it waits for
+// them, so it shows as blocked on them, not as waiting for a core.
+TaskState ShownState(const JobRun& job, uint32_t r) {
+  const TaskState s = job.runs[r].state;
+  if (s == TaskState::kReady && !PendingInputs(job, r, 1).empty()) return TaskState::kBlocked;
+  return s;
+}
+
 TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t r) {
   const JobGraph& g = *job.graph;
   const TaskRecord& rec = job.runs[r];
@@ -61,7 +83,7 @@ TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t 
   const TaskSpec& t = g.spec_task(i);
   TaskPage::Row row;
   row.run = r;
-  row.state = rec.state;
+  row.state = ShownState(job, r);
   row.attempt = rec.attempt;
   if (rec.core != kNoCore) {
     const auto& core = pool.core(rec.core);
@@ -73,18 +95,14 @@ TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t 
   row.start = rec.start;
   row.end = rec.end;
   using Wait = TaskPage::Row::Wait;
-  if (rec.state == TaskState::kBlocked) {
+  if (row.state == TaskState::kBlocked) {
     if (step > job.step) {
       row.wait = Wait::kStep;
     } else {
       row.wait = Wait::kInputs;
-      for (uint32_t in : g.task(i).inputs) {
-        if (job.runs[uint64_t{step} * g.size() + in].state != TaskState::kDone) {
-          row.pending_inputs.push_back(in);
-        }
-      }
+      row.pending_inputs = PendingInputs(job, r);
     }
-  } else if (rec.state == TaskState::kReady) {
+  } else if (row.state == TaskState::kReady) {
     bool supported = job.kernel_ids.size() <= i || pool.AnySupports(job.kernel_ids[i], t.core);
     row.wait = supported ? Wait::kCore : Wait::kKernel;
     row.alive_cores = pool.alive_cores(t.core);
@@ -171,7 +189,7 @@ TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const Tas
     return page;
   }
   for (uint64_t r = 0; r < n; ++r) {
-    if (job.runs[r].state != *q.state) continue;
+    if (ShownState(job, static_cast<uint32_t>(r)) != *q.state) continue;
     if (page.total >= q.offset && page.total < q.offset + q.limit) {
       page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r)));
     }
@@ -203,7 +221,7 @@ json SubmodelDagJson(const JobRun& job) {
     const GraphTask& t = g.task(i);
     Counts& k = c[t.submodel];
     ++k.tasks;
-    switch (job.runs[static_cast<uint64_t>(step) * g.size() + i].state) {
+    switch (ShownState(job, step * g.size() + i)) {
       case TaskState::kDone:
         ++k.done;
         break;

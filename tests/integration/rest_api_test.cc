@@ -132,6 +132,40 @@ TEST_F(RestApiTest, WaitingTasksSayWhatTheyWaitFor) {
   EXPECT_FALSE(ended.contains("masking_ratio")) << ended.dump();
 }
 
+TEST_F(RestApiTest, TasksDispatchedEarlyWaitForTheirInputsNotForACore) {
+  // b0..b7 need a0, all on cube cores: early dispatch makes them ready at
+  // once (queued behind a0 on its core, or parked until there is room).
+  // They said "ready, waiting for a free cube core" while cores sat idle.
+  json spec = {{"name", "early"}, {"tasks", json::array()}};
+  spec["tasks"].push_back({{"id", "a0"}, {"kernel", "sleep"}, {"args", {{"us", 3000000}}}});
+  for (int i = 0; i < 8; ++i) {
+    spec["tasks"].push_back({{"id", "b" + std::to_string(i)},
+                             {"kernel", "sleep"},
+                             {"args", {{"us", 1000}}},
+                             {"inputs", {"a0"}}});
+  }
+  uint64_t id = SubmitOk(spec.dump());
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  WaitJob(id, [](const json& s) { return s["running"].get<int>() >= 1; });
+  json tasks = GetJson(base + "/tasks");
+  ASSERT_EQ(tasks["tasks"][0]["state"], "running") << tasks.dump();
+  int blocked = 0;
+  for (const json& t : tasks["tasks"]) {
+    if (t["id"] == "a0") continue;
+    if (t["state"] == "running") continue;  // queued behind a0 on its lane
+    EXPECT_EQ(t["state"], "blocked") << t.dump();
+    EXPECT_EQ(t["waiting"]["for"], "inputs") << t.dump();
+    EXPECT_EQ(t["waiting"]["inputs"], json::array({"a0"})) << t.dump();
+    ++blocked;
+  }
+  EXPECT_EQ(GetJson(base + "/tasks?state=blocked")["total"], blocked);
+  EXPECT_EQ(GetJson(base + "/tasks?state=ready")["total"], 0);
+  for (const json& sub : GetJson(base + "/dag")["submodels"]) {
+    EXPECT_EQ(sub["ready"], 0) << sub.dump();
+  }
+  EXPECT_EQ(Call("DELETE", base).status, 200);
+}
+
 TEST_F(RestApiTest, ErrorsAreJsonWithTheExpectedStatus) {
   const std::string spec = Chain(2);
   HttpResponse r = Call("POST", "/api/v1/jobs", spec, "");
