@@ -456,18 +456,28 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     // for a client to fetch peer to peer from that worker.
     const JobGraph& g = *job->graph;
     const uint32_t base = (g.steps() - 1) * g.size();
+    // Those on a worker declared dead are listed as lost, not pointed at.
     json outputs = json::array();
+    json lost = json::array();
     for (uint32_t i = 0; i < g.size(); ++i) {
       if (!g.task(i).consumers.empty()) continue;
       const OutputLocation* loc = c.OutputOf(job->id, base + i);
       if (loc == nullptr || loc->bytes == 0) continue;
-      outputs.push_back({{"task", g.spec_task(i).id},
-                         {"run", base + i},
-                         {"endpoint", c.workers()[loc->worker].data_endpoint},
-                         {"bytes", loc->bytes}});
+      const WorkerInfo& w = c.workers()[loc->worker];
+      json o = {{"task", g.spec_task(i).id}, {"run", base + i}};
+      if (!w.alive) {
+        o["worker"] = w.name;
+        o["bytes"] = loc->bytes;
+        lost.push_back(std::move(o));
+        continue;
+      }
+      o["endpoint"] = w.data_endpoint;
+      o["bytes"] = loc->bytes;
+      outputs.push_back(std::move(o));
     }
-    return reply(Json(200, json{{"id", job->id}, {"outputs", std::move(outputs)}}.dump(
-                               -1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    return reply(Json(
+        200, json{{"id", job->id}, {"outputs", std::move(outputs)}, {"lost", std::move(lost)}}.dump(
+                 -1, ' ', false, nlohmann::json::error_handler_t::replace)));
   }
   return reply(Error(404, "no route " + req.path));
 }

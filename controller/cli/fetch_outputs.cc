@@ -74,6 +74,17 @@ std::string OutputFileName(const std::string& task, size_t index) {
 
 Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::string& dir,
                       double timeout_s) {
+  // Nothing is written when an output cannot be had: a partial manifest
+  // would read as the whole result.
+  const nlohmann::json lost = outputs.value("lost", nlohmann::json::array());
+  if (!lost.empty()) {
+    const nlohmann::json& first = lost.front();
+    std::string more;
+    if (lost.size() > 1) more = " (and " + std::to_string(lost.size() - 1) + " more)";
+    return Status::Unavailable("--fetch: task '" + first.value("task", std::string()) +
+                               "': its final outputs were lost with worker '" +
+                               first.value("worker", std::string()) + "'" + more);
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::InvalidArgument("--fetch: cannot create '" + dir + "': " + ec.message());

@@ -44,10 +44,10 @@ class ControllerRestart(unittest.TestCase):
         self.procs.append(p)
         return p
 
-    def start_controller(self):
+    def start_controller(self, *extra):
         self.controller = self.spawn(
             [HMPMD, "controller", "--listen", self.zmq, "--http", self.http, "--db", self.db,
-             "--heartbeat-ms", "100", "--recovery-grace-ms", "2000"], "controller.log")
+             "--heartbeat-ms", "100", "--recovery-grace-ms", "2000", *extra], "controller.log")
         deadline = time.monotonic() + 60  # bounded but generous (ctest -j2 on 2 cores)
         while time.monotonic() < deadline:
             self.assertIsNone(self.controller.poll(), "the controller exited")
@@ -62,9 +62,9 @@ class ControllerRestart(unittest.TestCase):
         with urllib.request.urlopen(f"{self.url}/api/v1/jobs/{job_id}", timeout=30) as r:
             return json.loads(r.read())
 
-    def start_worker(self):
-        self.spawn([os.path.join(BIN, "hmpmd-worker"), "--controller", self.zmq, "--cores",
-                    "cube=1,vector=1"], "worker.log")
+    def start_worker(self, cores="cube=1,vector=1", *extra):
+        return self.spawn([os.path.join(BIN, "hmpmd-worker"), "--controller", self.zmq,
+                           "--cores", cores, *extra], "worker.log")
 
     def submit_wait(self, spec, *args):
         """Starts `hmpmd submit --wait` and returns once it has said on stderr
@@ -152,6 +152,48 @@ class ControllerRestart(unittest.TestCase):
         self.assertEqual(client.returncode, 1, stderr)
         self.assert_outage_then(stderr, rf"^hmpmd: job 1: controller unreachable at {self.url}: "
                                         r".*, for \d+ s; gave up after --wait-timeout$")
+
+    def test_fetch_of_outputs_lost_with_their_worker_fails_naming_them(self):
+        # x's final output lives on the cube-only worker, killed while the
+        # vector worker's sleep keeps the job running. /outputs pointed at
+        # the dead worker's socket; --fetch then waited out its time-out.
+        self.start_controller("--worker-timeout-ms", "500")
+        cube = self.start_worker("cube=1", "--name", "cubes")
+        self.start_worker("vector=1")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pool = json.loads(urllib.request.urlopen(f"{self.url}/api/v1/pool", timeout=30).read())
+            if pool.get("alive_devices") == 2:
+                break
+            time.sleep(0.05)
+        spec = os.path.join(self.tmp.name, "lost.json")
+        with open(spec, "w") as f:
+            json.dump({"name": "lost", "tasks": [
+                {"id": "x", "kernel": "scale", "args": {"n": 1024}},
+                {"id": "s", "kernel": "sleep", "core": "vector", "args": {"us": 4000000}}]}, f)
+        out = os.path.join(self.tmp.name, "out")
+        client = self.submit_wait(spec, "--fetch", out, "--wait-timeout", "120")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            tasks = json.loads(urllib.request.urlopen(
+                f"{self.url}/api/v1/jobs/1/tasks", timeout=30).read())["tasks"]
+            if tasks[0]["state"] == "done":
+                break
+            time.sleep(0.02)
+        cube.kill()
+        cube.wait()
+        stdout, stderr = client.communicate(timeout=120)
+        self.assertEqual(client.returncode, 1, stderr)
+        self.assertEqual(stderr.splitlines()[-1],
+                         "hmpmd: --fetch: task 'x': its final outputs were lost with worker "
+                         "'cubes'", stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "manifest.json")))
+        outputs = json.loads(urllib.request.urlopen(f"{self.url}/api/v1/jobs/1/outputs",
+                                                    timeout=30).read())
+        self.assertEqual(outputs["outputs"], [])
+        self.assertEqual([o["task"] for o in outputs["lost"]], ["x"])
+        self.assertEqual(outputs["lost"][0]["bytes"], 4096)
+
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)
