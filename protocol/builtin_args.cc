@@ -15,6 +15,8 @@ struct ArgRule {
   double min = 0;  // inclusive range for numbers
   double max = 0;
   int64_t multiple_of = 1;  // integers: the values a kernel can use whole
+  // Strings: the values allowed, as "a|b"; empty: any.
+  std::string_view one_of = {};
 };
 
 // Limits the workers enforce (worker/f32_util.h, builtin_kernels.cc).
@@ -47,7 +49,7 @@ constexpr ArgRule kBroadcast[] = {{"n", ArgType::kInteger, 0, kMaxElements},
 constexpr ArgRule kHints[] = {{"shard", ArgType::kInteger, 0, kMaxElements},
                               {"mb", ArgType::kInteger, 0, kMaxElements},
                               {"order", ArgType::kInteger, 0, kMaxElements},
-                              {"pass", ArgType::kString}};
+                              {"pass", ArgType::kString, 0, 0, 1, "f|b"}};
 
 struct KernelRules {
   std::string_view kernel;
@@ -83,8 +85,20 @@ std::string Num(double v) {
 Status CheckOne(const ArgRule& rule, const ArgValue& v) {
   const std::string field = "args." + std::string(rule.name);
   if (rule.type == ArgType::kString) {
-    if (std::holds_alternative<std::string>(v)) return Status::Ok();
-    return Status::InvalidArgument(field + ": expected a string, got " + TypeOf(v));
+    const auto* s = std::get_if<std::string>(&v);
+    if (s == nullptr)
+      return Status::InvalidArgument(field + ": expected a string, got " + TypeOf(v));
+    if (rule.one_of.empty()) return Status::Ok();
+    std::string allowed;
+    for (size_t b = 0; b <= rule.one_of.size();) {
+      size_t e = rule.one_of.find('|', b);
+      if (e == std::string_view::npos) e = rule.one_of.size();
+      const std::string_view choice = rule.one_of.substr(b, e - b);
+      if (*s == choice) return Status::Ok();
+      allowed += (allowed.empty() ? "\"" : " or \"") + std::string(choice) + "\"";
+      b = e + 1;
+    }
+    return Status::InvalidArgument(field + ": must be " + allowed);
   }
   double x = 0;
   if (const auto* i = std::get_if<int64_t>(&v)) {

@@ -148,6 +148,23 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
   return s;
 }
 
+// A simulation times a gemm by m, n and k, or by cost.flops in their place;
+// with neither it took the 1 us minimum, silently.
+Status CheckGemmsTimed(const std::string& workload, const JobSpec& spec) {
+  for (size_t i = 0; i < spec.tasks.size(); ++i) {
+    const TaskSpec& t = spec.tasks[i];
+    if (t.kernel != "gemm" || t.cost.flops > 0) continue;
+    for (const char* name : {"m", "n", "k"}) {
+      if (ArgNumber(t.args, name, -1) >= 0) continue;
+      return Status::InvalidArgument(workload + ": tasks[" + std::to_string(i) + "] '" + t.id +
+                                     "': args." + name +
+                                     ": required: gemm is timed by m, n and k, or by cost.flops "
+                                     "in their place");
+    }
+  }
+  return Status::Ok();
+}
+
 // Says once on stderr when tasks have nothing to be timed by: a worker's
 // own kernel without cost.flops (or a collective's bytes) takes the
 // simulator's minimum, 1 us, so a misspelt kernel name ("gemn") would
@@ -227,6 +244,7 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   if (const uint64_t runs = uint64_t{spec->repeat} * spec->tasks.size(); runs > a.max_runs) {
     return too_many(runs, "");
   }
+  RETURN_IF_ERROR(CheckGemmsTimed(a.workload, *spec));
   auto graph = JobGraph::Build(std::move(spec).value());
   if (!graph.ok()) return Status::InvalidArgument(a.workload + ": " + graph.status().message());
   WarnUntimed(a.workload, (*graph)->spec());

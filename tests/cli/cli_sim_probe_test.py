@@ -72,7 +72,8 @@ def specs(devices):
                                         cost={"bytes": 1e6}),
                                    task("y", "spin", submodel="b", inputs=["s"],
                                         args={"us": 10})]},
-        "costs": {"tasks": [task("z", "gemm", cost={"flops": 0, "bytes": 0}),
+        "costs": {"tasks": [task("z", "gemm", args={"m": 1, "n": 1, "k": 1},
+                                 cost={"flops": 0, "bytes": 0}),
                             task("t", "gemm", cost={"flops": 1e-300}, inputs=["z"]),
                             task("n", "send", core="vector", cost={"bytes": 5e-324},
                                  inputs=["t"]),
@@ -81,11 +82,11 @@ def specs(devices):
             {"name": f"s{s}", "kind": "pipeline_stage", "devices": 1} for s in range(2)],
             "tasks": [task(f"f{s}_{m}", "spin", submodel=f"s{s}",
                            inputs=[f"f{s - 1}_{m}"] if s else [],
-                           args={"us": 10, "mb": m, "pass": "fwd"})
+                           args={"us": 10, "mb": m, "pass": "f"})
                       for m in range(4) for s in range(2)]
             + [task(f"b{s}_{m}", "spin", submodel=f"s{s}",
                     inputs=[f"f1_{m}"] if s == 1 else [f"b1_{m}"],
-                    args={"us": 20, "mb": m, "pass": "bwd"})
+                    args={"us": 20, "mb": m, "pass": "b"})
                for m in range(4) for s in (1, 0)]},
         "pinned": {"elastic": False, "submodels": [
             {"name": "a", "kind": "actor", "devices": 1, "state_bytes": 1e6},
@@ -194,6 +195,22 @@ class OddShapes(unittest.TestCase):
         r = run("sim", spec, "--pool", self.path("one.json", POOLS["one"]))
         self.assertEqual(r.returncode, 2, r.stdout)
         self.assertIn("tasks[0] 'm0': collective.group: group 'g' has 3 members", r.stderr)
+
+    def test_a_gemm_with_nothing_to_time_it_by_is_refused_in_one_line(self):
+        # It took the 1 us minimum, silently; `run` refuses it too.
+        spec = self.path("gemm.json", {"tasks": [task("g", "gemm", args={"m": 4096, "n": 4096})]})
+        r = run("sim", spec, "--devices", "1")
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(r.stderr, f"hmpmd: {spec}: tasks[0] 'g': args.k: required: gemm is "
+                                   "timed by m, n and k, or by cost.flops in their place\n")
+        spec = self.path("flops.json", {"tasks": [task("g", "gemm", cost={"flops": 1e9})]})
+        self.assertEqual(run("sim", spec, "--devices", "1").returncode, 0)
+        # A pass hint the policy does not read is refused, not ignored.
+        spec = self.path("pass.json", {"tasks": [task("s", "spin", args={"us": 1, "pass": "fwd"})]})
+        r = run("sim", spec, "--devices", "1")
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertIn("tasks[0] 's': args.pass: must be \"f\" or \"b\"", r.stderr)
 
     def test_a_job_that_ended_keeps_its_state_when_another_passes_the_time_limit(self):
         # Two spins of the whole limit (86,400 s) in a chain: that job stops

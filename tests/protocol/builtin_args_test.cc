@@ -27,11 +27,17 @@ TEST(BuiltinArgsTest, AcceptsWhatTheKernelsTake) {
                            {"k", int64_t{4}},
                            {"shard", int64_t{3}},
                            {"mb", int64_t{0}},
-                           {"pass", std::string("bwd")},
+                           {"pass", std::string("b")},
                            {"order", int64_t{7}}}),
             "ok");
   EXPECT_EQ(Check("noop", {{"shard", std::string("a")}}),
             "args.shard: expected an integer, got a string");
+  // The policy reads "f" and "b" only: anything else was silently no pass.
+  for (const char* pass : {"bwd", "F", ""}) {
+    EXPECT_EQ(Check("spin", {{"pass", std::string(pass)}}), "args.pass: must be \"f\" or \"b\"")
+        << pass;
+  }
+  EXPECT_EQ(Check("spin", {{"pass", std::string("f")}}), "ok");
 }
 
 TEST(BuiltinArgsTest, KnowsEveryBuiltinKernel) {
