@@ -187,12 +187,21 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
     for (uint32_t i = 0; i < size[s]; ++i) plan.sets[s].push_back(alive[(cursor + i) % n]);
     cursor = (cursor + size[s]) % n;
   }
-  // Pinned devices: set[shard % size].
+  // Pinned devices: set[shard % size]. A pipeline stage's micro-batch pass
+  // without a shard is pinned too when its set has one device (it can run
+  // nowhere else): it then gets its 1F1B slot below, which it missed.
   plan.device.assign(g.size(), -1);
   for (uint32_t i = 0; i < g.size(); ++i) {
-    const int64_t shard = IntArg(g.spec_task(i), "shard");
+    const TaskSpec& t = g.spec_task(i);
     const auto& set = plan.sets[g.task(i).submodel];
-    if (shard >= 0 && !set.empty()) plan.device[i] = set[shard % set.size()];
+    const int64_t shard = IntArg(t, "shard");
+    if (shard >= 0 && !set.empty()) {
+      plan.device[i] = set[shard % set.size()];
+    } else if (set.size() == 1 &&
+               submodels[g.task(i).submodel].kind == SubmodelKind::kPipelineStage &&
+               IntArg(t, "mb") >= 0 && !StrArg(t, "pass").empty()) {
+      plan.device[i] = set[0];
+    }
   }
   // A gang's members on distinct, fixed devices (the ranks of an SPMD
   // collective): those with a shard first, then the others, each on the

@@ -77,6 +77,24 @@ TEST(Simulator, SpmdReproducesAnalyticBubble) {
   }
 }
 
+TEST(Simulator, SpmdRunsOneFOneBOnOneDeviceStagesWithoutShards) {
+  // A stage with one device ran its passes in GPipe order (every forward,
+  // then every backward) unless each task also named a shard.
+  for (bool shards : {true, false}) {
+    JobSpec spec = PipelineWorkload(2, 3, 100, 200);
+    if (!shards) {
+      for (TaskSpec& t : spec.tasks) {
+        std::erase_if(t.args, [](const Arg& a) { return a.name == "shard"; });
+      }
+    }
+    Outcome o = Simulate(spec, "spmd-1f1b", ComputeOnly(2));
+    ASSERT_EQ(o.state, JobState::kSucceeded) << o.status.message();
+    // Per micro-batch j: f(0,j), f(1,j), b(1,j), b(0,j). The last stage
+    // alternates: b(1,0) before f(1,1).
+    EXPECT_LT(o.runs[2].start, o.runs[5].start) << (shards ? "with" : "without") << " shards";
+  }
+}
+
 TEST(Simulator, SpmdKeepsEachStageOnItsDevice) {
   Outcome o = Simulate(PipelineWorkload(4, 6, 100, 200), "spmd-1f1b", ComputeOnly(4));
   ASSERT_EQ(o.state, JobState::kSucceeded);
