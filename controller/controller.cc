@@ -416,8 +416,11 @@ void Controller::NotifyEndedJobs() {
       spdlog::info("job {} '{}' succeeded in {:.3f} s", id, job->graph->spec().name,
                    (job->finished - job->started) / 1e6);
     } else {
-      spdlog::warn("job {} '{}' {}: {}", id, job->graph->spec().name, JobStateName(job->state),
-                   job->error);
+      // A cancel is what someone asked for, not a fault: info, so that
+      // `hmpmd run` stopped by a signal says so in its one error line only.
+      spdlog::log(job->state == JobState::kCancelled ? spdlog::level::info : spdlog::level::warn,
+                  "job {} '{}' {}: {}", id, job->graph->spec().name, JobStateName(job->state),
+                  job->error);
     }
     if (sessions_.count(id)) EndSession(id, *job);
     auto w = job_watchers_.find(id);
