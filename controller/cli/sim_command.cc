@@ -353,21 +353,11 @@ int SimMain(const SimArgs& a) {
     const ResourcePool& rp = (*sim)->scheduler().pool();
     ScheduleMetrics m = ComputeMetrics(job, rp);
     all_ok = all_ok && st.ok() && job.state == JobState::kSucceeded;
-    json j = JobSummaryJson(job, rp, false);
-    j.update(MetricsJson(m, rp));
-    j["tight_bound_s"] = m.tight_bound_s;
-    j.erase("utilisation_by_device");
+    json j = SimulatedJobJson(**sim, *id);
     j["state"] = st.ok() ? std::string(JobStateName(job.state)) : "failed";
     if (!st.ok()) j["error"] = st.message();
-    j["tasks"] = m.tasks;
     j["sim_wall_s"] = wall;
-    // Moves of devices between the job's sub-models (hmpmd's elastic sets).
-    const auto* hp = dynamic_cast<const HmpmdPolicy*>(&(*sim)->scheduler().policy());
-    const uint64_t moves = hp != nullptr ? hp->share().MoveCount(*id) : 0;
-    j["device_moves"] = moves;
-    // Device sets short of their ask (the pool had too few devices for the
-    // job's sets to be disjoint).
-    j["short_sets"] = ShortSetsJson(job);
+    const uint64_t moves = j["device_moves"].get<uint64_t>();
     const std::string short_note =
         job.short_sets.empty() ? "" : "  " + name + ": " + ShortSetsText(j["short_sets"]) + "\n";
     // State loads the simulator charged (stateful sub-models, state_bytes).

@@ -9,6 +9,7 @@
 
 #include "../job_report.h"
 #include "cli_common.h"
+#include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/simulator.h"
 
 namespace hmpmd {
@@ -26,6 +27,22 @@ TimeUs FirstStart(const JobRun& job) {
 }
 
 }  // namespace
+
+json SimulatedJobJson(const Simulator& sim, JobId id) {
+  const JobRun& job = *sim.scheduler().job(id);
+  const ResourcePool& rp = sim.scheduler().pool();
+  const ScheduleMetrics m = ComputeMetrics(job, rp);
+  json j = JobSummaryJson(job, rp, false);
+  j.update(MetricsJson(m, rp));
+  j["tight_bound_s"] = m.tight_bound_s;
+  j.erase("utilisation_by_device");
+  j["tasks"] = m.tasks;
+  const auto* hp = dynamic_cast<const HmpmdPolicy*>(&sim.scheduler().policy());
+  j["device_moves"] = hp != nullptr ? hp->share().MoveCount(id) : 0;
+  // Sets short of their ask (too few devices for the sets to be disjoint).
+  j["short_sets"] = ShortSetsJson(job);
+  return j;
+}
 
 std::string TraceFile(const std::string& file, const std::string& policy, bool several) {
   if (!several) return file;
@@ -89,9 +106,9 @@ int SimSeveral(const SimSeveralArgs& a) {
   out["policies"] = json::object();
   std::string table;
   char line[256];
-  std::snprintf(line, sizeof line, "%-10s %-14s %6s %-9s %9s %11s %8s %8s %8s %8s %7s\n", "policy",
-                "job", "weight", "state", "tasks", "end_s", "fair", "share", "cube", "vector",
-                "wall_s");
+  std::snprintf(line, sizeof line, "%-10s %-14s %6s %-9s %9s %11s %8s %8s %8s %8s %6s %7s\n",
+                "policy", "job", "weight", "state", "tasks", "end_s", "fair", "share", "cube",
+                "vector", "moves", "wall_s");
   table += line;
   bool all_ok = true;
   const bool several = a.policies.size() > 1;
@@ -135,14 +152,12 @@ int SimSeveral(const SimSeveralArgs& a) {
       makespan = std::max(makespan, end_s);
       const uint32_t weight = std::max(1u, job.graph->spec().weight);
       const double fair = static_cast<double>(weight) / static_cast<double>(weights);
-      json j = JobSummaryJson(job, rp, false);
-      j.update(MetricsJson(m, rp));
-      j.erase("utilisation_by_device");
+      json j = SimulatedJobJson(**sim, ids[i]);
+      const uint64_t moves = j["device_moves"].get<uint64_t>();
       // A simulation that stopped (time limit) fails the jobs it left
       // unfinished; one that had ended keeps its state.
       const bool ended = st.ok() || job.state == JobState::kSucceeded;
       j["state"] = ended ? std::string(JobStateName(job.state)) : "failed";
-      j["tasks"] = m.tasks;
       j["end_s"] = end_s;
       j["weight"] = weight;
       j["fair_share"] = fair;
@@ -152,15 +167,19 @@ int SimSeveral(const SimSeveralArgs& a) {
         kinds[std::string(CoreKindName(static_cast<CoreKind>(k)))] = by_kind[i][k];
       }
       j["share_while_all_run_by_kind"] = std::move(kinds);
+      const std::string short_note =
+          job.short_sets.empty() ? "" : "  " + name + ": " + ShortSetsText(j["short_sets"]) + "\n";
       p["jobs"].push_back(std::move(j));
       std::snprintf(line, sizeof line,
-                    "%-10s %s %6u %-9s %9llu %11.6f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.2f\n",
+                    "%-10s %s %6u %-9s %9llu %11.6f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %6llu %7.2f\n",
                     name.c_str(), Column(job.graph->spec().name, 14, /*cut=*/true).c_str(), weight,
                     ended ? std::string(JobStateName(job.state)).c_str() : "failed",
                     static_cast<unsigned long long>(m.tasks), end_s, fair * 100, share[i] * 100,
-                    by_kind[i][0] * 100, by_kind[i][1] * 100, wall);
+                    by_kind[i][0] * 100, by_kind[i][1] * 100,
+                    static_cast<unsigned long long>(moves), wall);
       table += line;
       if (!job.error.empty()) table += "  " + name + ": " + OneLine(job.error) + "\n";
+      table += short_note;
       if (!a.trace_file.empty()) {
         // One trace for all jobs: each job's events start at its first run
         // (TraceJson), so they are shifted back to the pool's time 0.
@@ -178,6 +197,9 @@ int SimSeveral(const SimSeveralArgs& a) {
     }
     if (!st.ok()) table += "  " + name + ": " + st.message() + "\n";
     p["makespan_s"] = makespan;
+    // State loads the simulator charged, all jobs together.
+    p["state_loads"] = (*sim)->state_loads();
+    p["state_load_s"] = (*sim)->state_load_us() / 1e6;
     out["policies"][name] = std::move(p);
     if (!a.trace_file.empty()) {
       Status w = WriteFile(TraceFile(a.trace_file, name, several),

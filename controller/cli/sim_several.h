@@ -4,12 +4,14 @@
 
 #include <array>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "hmpmd/scheduler/job_graph.h"
 #include "hmpmd/scheduler/pool_spec.h"
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/scheduler/simulator.h"
 
 namespace hmpmd {
 
@@ -24,6 +26,12 @@ struct SimSeveralArgs {
 // Runs every policy, prints a row per job (or one JSON object) and returns
 // the exit code: kExitOk when every job of every policy succeeded.
 int SimSeveral(const SimSeveralArgs& a);
+
+// Job `id`'s figures as `hmpmd sim --json` reports them for one job or
+// several: its summary and metrics (less utilisation by device), the tight
+// bound, its device moves (hmpmd's elastic sets) and its device sets short
+// of their ask.
+nlohmann::json SimulatedJobJson(const Simulator& sim, JobId id);
 
 // `--trace FILE` for `policy`: FILE itself, or FILE.POLICY.json when
 // several policies run.

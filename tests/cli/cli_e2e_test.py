@@ -452,6 +452,17 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(jobs[0]["share_while_all_run_by_kind"]["vector"], 0)
         self.assertAlmostEqual(jobs[0]["fair_share"], 0.75)
         self.assertLess(jobs[0]["end_s"], jobs[1]["end_s"])
+        # Each job's figures as for one job (they lacked these), and the
+        # state loads of all jobs at the policy's level.
+        for j in jobs:
+            for key in ("tight_bound_s", "device_moves", "short_sets", "lower_bound_s"):
+                self.assertIn(key, j)
+            self.assertGreaterEqual(j["makespan_s"], j["tight_bound_s"] * (1 - 1e-9))
+        self.assertEqual((p["state_loads"], p["state_load_s"]), (0, 0))
+        out = json.loads(run("sim", "rl", "rl", "--devices", "64", "--policy", "hmpmd",
+                             "--json").stdout)["policies"]["hmpmd"]
+        self.assertGreater(out["state_loads"], 0)
+        self.assertGreater(sum(j["device_moves"] for j in out["jobs"]), 0)
         # One trace with both jobs on the pool's clock.
         with open(trace) as f:
             events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
@@ -464,6 +475,7 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("2 jobs on pool", r.stdout)
         self.assertRegex(r.stdout, r"hmpmd +heavy +3 +succeeded")
+        self.assertRegex(r.stdout, r" moves +wall_s\n")
         # fifo serves them in order: the light job waits, and its end (not
         # its own span from its first run) says so.
         out = json.loads(run("sim", *specs, "--devices", "4", "--weights", "3,1", "--policy",
