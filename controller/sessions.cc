@@ -116,8 +116,16 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
   s.timeout_us = TimeUs{std::max(100u, m.heartbeat_ms)} * 10'000;
   s.update.job = *job;
   session_of_[identity] = *job;
-  transport_.Send(identity, SessionAck{*job, "", false});
   spdlog::info("driver session '{}' opened as job {}", spec.name, *job);
+  if (!writer_) {
+    transport_.Send(identity, SessionAck{*job, "", false});
+    return;
+  }
+  // Acknowledged once stored, as a REST submit's 201: a controller killed
+  // before the write gave the id a driver held to the next session.
+  WhenDurable([this, identity, id = *job] {
+    Post([this, identity, id] { transport_.Send(identity, SessionAck{id, "", false}); });
+  });
 }
 
 void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, TimeUs now) {

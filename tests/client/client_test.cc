@@ -452,6 +452,24 @@ TEST_F(ClientTest, ASessionOpenAcrossAControllerRestartFailsAsLost) {
   EXPECT_FALSE(c->Close().ok());
 }
 
+TEST_F(ClientTest, ASessionIdIsStoredBeforeTheDriverHearsIt) {
+  // The controller killed at once after the open: the session's job was
+  // not in the store yet, and after the restart its id went to the next
+  // session (two drivers, one job).
+  auto c = Connect("quick");
+  ASSERT_NE(c, nullptr);
+  const JobId old = c->job();
+  cluster_->KillController();
+  ASSERT_TRUE(cluster_->StartController().ok());
+  auto job = cluster_->Get("/api/v1/jobs/" + std::to_string(old));
+  EXPECT_EQ(job.value("state", ""), "failed") << job.dump();
+  EXPECT_NE(job.value("error", "").find("driver session lost"), std::string::npos) << job.dump();
+  auto next = Connect("next");
+  ASSERT_NE(next, nullptr);
+  EXPECT_GT(next->job(), old);
+  EXPECT_TRUE(next->Close().ok());
+}
+
 // An actor's tasks stay on its device set (DeviceShare): with no other
 // actor in the session to trade with, its one device never changes.
 TEST_F(ClientTest, ActorTasksWithOneDeviceRunOnOneWorker) {
