@@ -238,7 +238,7 @@ Placement Scheduler::PlaceItem(JobRun& job, const ReadyItem& item, TimeUs now,
           pool_.Release(core, est, now, use);
           policy_->OnReleased(job.id, kNoRun, core, pool_);
         }
-        if (p.kind == Placement::Kind::kInfeasible) {
+        if (p.kind == Placement::Kind::kInfeasible && !p.job_wide) {
           p.reason = g.Describe(m) + ": cannot be placed: " + p.reason;
         }
         fail = std::move(p);

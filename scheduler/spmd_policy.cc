@@ -118,7 +118,7 @@ Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Time
   if (plan == nullptr || task.index >= plan->device.size()) {
     return EarliestCore(task, task.spec->core, pool, [](DeviceId) { return true; });
   }
-  if (!plan->error.empty()) return Placement::Infeasible(plan->error);
+  if (!plan->error.empty()) return Placement::JobInfeasible(plan->error);
   const std::vector<DeviceId>& set = plan->sets[task.task->submodel];
   if (set.empty()) return Placement::Infeasible("spmd-1f1b: submodel has no devices");
   // Communication runs on the compute core, after the compute.

@@ -156,6 +156,32 @@ TEST(SpmdPolicy, ContradictoryOrderFailsAtTimeZero) {
   EXPECT_NE(o.error.find("'a'"), std::string::npos) << o.error;
 }
 
+TEST(SpmdPolicy, APlanErrorFoundByAGangNamesOnlyTheTaskAtFault) {
+  // The same contradiction, found when a gang is placed first: the error
+  // began with the gang's member ("tasks[0] 'g0': cannot be placed:
+  // spmd-1f1b cannot run this job: tasks[3] 'a' ...").
+  SpecBuilder b;
+  b.Submodel("m", SubmodelKind::kGeneric, 1);
+  b.Add(TaskBuilder("g0", "allreduce").Vector().Collective("g", "allreduce", 64));
+  b.Add(TaskBuilder("g1", "allreduce").Vector().Collective("g", "allreduce", 64));
+  b.Add(TaskBuilder("b")
+            .Us(10)
+            .Submodel("m")
+            .Inputs({"a"})
+            .Arg("shard", int64_t{0})
+            .Arg("order", int64_t{0}));
+  b.Add(TaskBuilder("a")
+            .Us(10)
+            .Submodel("m")
+            .Inputs({"g0"})
+            .Arg("shard", int64_t{0})
+            .Arg("order", int64_t{1}));
+  Outcome o = RunSpmd(b.Build(), MakePoolSpec(2));
+  EXPECT_EQ(o.state, JobState::kFailed);
+  EXPECT_EQ(o.error.rfind("spmd-1f1b cannot run this job: ", 0), 0u) << o.error;
+  EXPECT_EQ(o.error.find("'g0'"), std::string::npos) << o.error;
+}
+
 // A pool whose devices cannot run a pinned task (communication goes to the
 // cube core, which a vector-only pool lacks, and the task's kind is there)
 // still runs; a cube task on a vector-only pool is refused at admission.

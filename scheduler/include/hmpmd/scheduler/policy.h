@@ -70,11 +70,17 @@ struct Placement {
   // reports this key from TakeWoken() (a task waiting for its turn in a
   // program order); the engine sets the task aside unasked until then.
   uint64_t wake = 0;
+  // With kInfeasible: `reason` is about the whole job and names the task
+  // at fault itself (no task of a gang is put before it).
+  bool job_wide = false;
 
   static Placement Placed(CoreId c) { return {Kind::kPlaced, c, {}}; }
   static Placement RetryLater() { return {Kind::kRetryLater, 0, {}}; }
   static Placement RetryWhen(uint64_t key) { return {Kind::kRetryLater, 0, {}, key}; }
   static Placement Infeasible(std::string why) { return {Kind::kInfeasible, 0, std::move(why)}; }
+  static Placement JobInfeasible(std::string why) {
+    return {Kind::kInfeasible, 0, std::move(why), 0, true};
+  }
 };
 
 class Policy {
