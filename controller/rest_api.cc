@@ -462,7 +462,18 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     for (uint32_t i = 0; i < g.size(); ++i) {
       if (!g.task(i).consumers.empty()) continue;
       const OutputLocation* loc = c.OutputOf(job->id, base + i);
-      if (loc == nullptr || loc->bytes == 0) continue;
+      if (loc == nullptr) {
+        // Made before a restart and held by no worker that came back (a
+        // session's are freed when it ends, not lost).
+        const TaskRecord& rec = job->runs[base + i];
+        if (rec.state == TaskState::kDone && rec.output_bytes > 0 && !job->open &&
+            !c.recovery().open()) {
+          lost.push_back(
+              {{"task", g.spec_task(i).id}, {"run", base + i}, {"bytes", rec.output_bytes}});
+        }
+        continue;
+      }
+      if (loc->bytes == 0) continue;
       const WorkerInfo& w = c.workers()[loc->worker];
       json o = {{"task", g.spec_task(i).id}, {"run", base + i}};
       if (!w.alive) {

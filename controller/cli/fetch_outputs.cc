@@ -81,9 +81,11 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     const nlohmann::json& first = lost.front();
     std::string more;
     if (lost.size() > 1) more = " (and " + std::to_string(lost.size() - 1) + " more)";
+    const std::string with = first.contains("worker")
+                                 ? "with worker '" + first.value("worker", std::string()) + "'"
+                                 : "(no worker that came back holds them)";
     return Status::Unavailable("--fetch: task '" + first.value("task", std::string()) +
-                               "': its final outputs were lost with worker '" +
-                               first.value("worker", std::string()) + "'" + more);
+                               "': its final outputs were lost " + with + more);
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -285,6 +285,35 @@ TEST_F(RecoveryDataTest, RepeatedControllerAndWorkerKillsKeepTheValuesRight) {
 
 // A consumer read its input (which freed it: it was the last reader) and
 // then its worker died; it must run again, and so must the producer.
+TEST_F(RecoveryDataTest, FinalOutputsNoWorkerBroughtBackAreListedAsLost) {
+  // The controller and the worker holding a succeeded job's output both
+  // die; a fresh worker comes back. /outputs said nothing at all of it.
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  auto id = cluster_->Submit(
+      R"({"name": "one", "tasks": [{"id": "x", "kernel": "scale", "args": {"n": 4}}]})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_EQ(cluster_->WaitJob(*id, 30000).value("state", ""), "succeeded");
+  const std::string path = "/api/v1/jobs/" + std::to_string(*id) + "/outputs";
+  ASSERT_EQ(cluster_->Get(path)["outputs"].size(), 1u);
+  cluster_->KillController();
+  cluster_->KillWorker(0);
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  nlohmann::json outs;
+  for (int i = 0; i < 1000; ++i) {  // until the recovery window closes
+    outs = cluster_->Get(path);
+    if (outs.is_object() && !outs["lost"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(outs.is_object());
+  EXPECT_TRUE(outs["outputs"].empty()) << outs.dump();
+  ASSERT_EQ(outs["lost"].size(), 1u) << outs.dump();
+  EXPECT_EQ(outs["lost"][0]["task"], "x");
+  EXPECT_EQ(outs["lost"][0]["bytes"], 16);
+  EXPECT_FALSE(outs["lost"][0].contains("worker"));
+}
+
 TEST_F(RecoveryDataTest, InputsFreedByAConsumerThatMustRunAgainAreRebuilt) {
   ASSERT_TRUE(cluster_->StartController().ok());
   ASSERT_TRUE(cluster_->StartWorker({}, "cube=2").ok());    // producers
