@@ -21,6 +21,15 @@ Status Session::Start() {
   if (options_.heartbeat_ms == 0) {
     return Status::InvalidArgument("heartbeat_ms: must be at least 1");
   }
+  // -1 (kForever) waits without limit; another negative was read the same
+  // way, silently.
+  for (auto [name, ms] : {std::pair{"connect_timeout_ms", options_.connect_timeout_ms},
+                          std::pair{"fetch_timeout_ms", options_.fetch_timeout_ms},
+                          std::pair{"close_timeout_ms", options_.close_timeout_ms}}) {
+    if (ms < 0 && ms != kForever) {
+      return Status::InvalidArgument(std::string(name) + ": must be at least 0, or -1 (no limit)");
+    }
+  }
   if (options_.weight < 1 || options_.weight > 1'000'000) {
     return Status::InvalidArgument("weight: must be between 1 and 1000000 (as a job spec's)");
   }

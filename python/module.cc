@@ -47,6 +47,10 @@ using client::Future;
 // answers at once.
 template <typename Slice>
 bool WaitInterruptibly(int64_t timeout_ms, Slice wait_for) {
+  // -2 waited forever, as FOREVER (-1) does, without a word.
+  if (timeout_ms < 0 && timeout_ms != client::kForever) {
+    Raise(Status::InvalidArgument("timeout_ms: must be at least 0, or hmpmd.FOREVER (-1)"));
+  }
   constexpr int64_t kSliceMs = 50;
   const auto start = std::chrono::steady_clock::now();
   while (true) {

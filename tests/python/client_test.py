@@ -175,7 +175,19 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(hmpmd.InvalidArgument) as e:
                 c.submit("spin", args={"us": "10"}).wait(TIMEOUT_MS)
             self.assertIn("args.us: expected a number, got a string", str(e.exception))
-            c.submit("noop").wait(TIMEOUT_MS)
+            ok = c.submit("noop")
+            ok.wait(TIMEOUT_MS)
+            # Negative timeouts other than FOREVER waited forever, silently.
+            for call in (lambda: ok.wait(-2), lambda: ok.get(-100),
+                         lambda: c.wait_any([ok], -5)):
+                with self.assertRaises(hmpmd.InvalidArgument) as e:
+                    call()
+                self.assertIn("timeout_ms: must be at least 0, or hmpmd.FOREVER (-1)",
+                              str(e.exception))
+            ok.wait(hmpmd.FOREVER)
+            with self.assertRaises(hmpmd.InvalidArgument) as e:
+                hmpmd.Client.connect(self.cluster.endpoint, session="neg", fetch_timeout_ms=-2)
+            self.assertIn("fetch_timeout_ms: must be at least 0, or -1", str(e.exception))
         finally:
             # The refused task did not succeed: neither does the session.
             with self.assertRaises(hmpmd.TaskFailed) as e:
