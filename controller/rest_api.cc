@@ -466,11 +466,18 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
         // Made before a restart and held by no worker that came back (a
         // session's are freed when it ends, not lost).
         const TaskRecord& rec = job->runs[base + i];
-        if (rec.state == TaskState::kDone && rec.output_bytes > 0 && !job->open &&
-            !c.recovery().open()) {
-          lost.push_back(
-              {{"task", g.spec_task(i).id}, {"run", base + i}, {"bytes", rec.output_bytes}});
+        if (rec.state != TaskState::kDone || rec.output_bytes == 0 || job->open) continue;
+        const TimeUs grace_end = c.started_at() + TimeUs{c.options().recovery_grace_ms} * 1000;
+        if (c.recovery().open() || Controller::NowUs() < grace_end) {
+          // Not known yet: a worker may still report it (those of ended
+          // jobs too, for which no recovery window opens). A partial list
+          // would read as the whole result.
+          return reply(Error(503, "job " + std::to_string(job->id) +
+                                      ": workers are still reporting the outputs they hold "
+                                      "after a controller restart; try again"));
         }
+        lost.push_back(
+            {{"task", g.spec_task(i).id}, {"run", base + i}, {"bytes", rec.output_bytes}});
         continue;
       }
       if (loc->bytes == 0) continue;

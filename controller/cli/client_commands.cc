@@ -153,14 +153,16 @@ std::string TransportReason(const Client& c, const Status& st) {
 // When `submit --wait` stops waiting (--wait-timeout is in double seconds).
 using Deadline = std::chrono::time_point<std::chrono::steady_clock, std::chrono::duration<double>>;
 
-// GETs job `id`'s summary for `submit --wait`. A controller that cannot be
+// GETs job `id`'s summary (or its `route`, e.g. "/outputs") for `submit
+// --wait`. A controller that cannot be
 // reached or answers 5xx (restarting after a crash, recovering its jobs) is
 // waited for until `deadline`: one line on stderr when it goes away and one
 // when it is back, however many polls fail in between. Any other error
 // answer (404: the job is gone) is returned at once.
-Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline) {
+Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline,
+                     const std::string& route = "") {
   using Clock = std::chrono::steady_clock;
-  const std::string target = "/api/v1/jobs/" + std::to_string(id);
+  const std::string target = "/api/v1/jobs/" + std::to_string(id) + route;
   const std::string url = c.url.ToString();
   auto seconds_since = [](Clock::time_point t) {
     return std::to_string(std::lround(std::chrono::duration<double>(Clock::now() - t).count()));
@@ -266,7 +268,9 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
       else
         PrintJob(*j);
       if (state == "succeeded" && !fetch_dir.empty()) {
-        auto outs = Call(*c, "GET", target + "/outputs");
+        // Through outages too: the controller may restart right as the
+        // job ends, and answers 503 while workers report what they hold.
+        auto outs = PollJob(*c, id, deadline, "/outputs");
         if (!outs.ok()) return Fail(outs.status());
         Status fetched = FetchOutputsTo(*outs, static_cast<JobId>(id), fetch_dir, a.timeout_s);
         if (!fetched.ok()) return Fail(fetched);

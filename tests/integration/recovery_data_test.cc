@@ -298,7 +298,12 @@ TEST_F(RecoveryDataTest, FinalOutputsNoWorkerBroughtBackAreListedAsLost) {
   ASSERT_EQ(cluster_->Get(path)["outputs"].size(), 1u);
   cluster_->KillController();
   cluster_->KillWorker(0);
+  cluster_->set_recovery_grace_ms(3000);
   ASSERT_TRUE(cluster_->StartController().ok());
+  // While workers may still report it, the list is not given out partial.
+  auto early = cluster_->Call("GET", path, "");
+  ASSERT_TRUE(early.ok());
+  EXPECT_EQ(early->status, 503) << early->body;
   ASSERT_TRUE(cluster_->StartWorker().ok());
   nlohmann::json outs;
   for (int i = 0; i < 1000; ++i) {  // until the recovery window closes
