@@ -138,16 +138,24 @@ TEST(SpmdPolicy, ProgramOrderRunsAgainEachStep) {
 }
 
 // A program order against the inputs fails at once, naming a task.
+// Adds a, and b, which needs a, both pinned to sub-model m's one device,
+// with program orders that put b first: a plan no device can follow.
+// `a_input` (may be null): a's own input.
+void AddContradictoryOrders(SpecBuilder& b, const char* a_input = nullptr) {
+  b.Submodel("m", SubmodelKind::kGeneric, 1);
+  auto pinned = [](const char* id, int64_t order) {
+    return std::move(
+        TaskBuilder(id).Us(10).Submodel("m").Arg("shard", int64_t{0}).Arg("order", order));
+  };
+  TaskBuilder a = pinned("a", 1);
+  if (a_input != nullptr) a.Inputs({a_input});
+  b.Add(std::move(a));
+  b.Add(pinned("b", 0).Inputs({"a"}));
+}
+
 TEST(SpmdPolicy, ContradictoryOrderFailsAtTimeZero) {
   SpecBuilder b;
-  b.Submodel("m", SubmodelKind::kGeneric, 1);
-  b.Add(TaskBuilder("a").Us(10).Submodel("m").Arg("shard", int64_t{0}).Arg("order", int64_t{1}));
-  b.Add(TaskBuilder("b")
-            .Us(10)
-            .Submodel("m")
-            .Inputs({"a"})
-            .Arg("shard", int64_t{0})
-            .Arg("order", int64_t{0}));
+  AddContradictoryOrders(b);
   Outcome o = RunSpmd(b.Build(), MakePoolSpec(2));
   EXPECT_TRUE(o.status.ok()) << o.status.message();  // the job failed; the simulation did not
   EXPECT_EQ(o.state, JobState::kFailed);
@@ -161,21 +169,9 @@ TEST(SpmdPolicy, APlanErrorFoundByAGangNamesOnlyTheTaskAtFault) {
   // began with the gang's member ("tasks[0] 'g0': cannot be placed:
   // spmd-1f1b cannot run this job: tasks[3] 'a' ...").
   SpecBuilder b;
-  b.Submodel("m", SubmodelKind::kGeneric, 1);
   b.Add(TaskBuilder("g0", "allreduce").Vector().Collective("g", "allreduce", 64));
   b.Add(TaskBuilder("g1", "allreduce").Vector().Collective("g", "allreduce", 64));
-  b.Add(TaskBuilder("b")
-            .Us(10)
-            .Submodel("m")
-            .Inputs({"a"})
-            .Arg("shard", int64_t{0})
-            .Arg("order", int64_t{0}));
-  b.Add(TaskBuilder("a")
-            .Us(10)
-            .Submodel("m")
-            .Inputs({"g0"})
-            .Arg("shard", int64_t{0})
-            .Arg("order", int64_t{1}));
+  AddContradictoryOrders(b, "g0");
   Outcome o = RunSpmd(b.Build(), MakePoolSpec(2));
   EXPECT_EQ(o.state, JobState::kFailed);
   EXPECT_EQ(o.error.rfind("spmd-1f1b cannot run this job: ", 0), 0u) << o.error;
