@@ -160,7 +160,8 @@ TEST_F(RestApiTest, TasksDispatchedEarlyWaitForTheirInputsNotForACore) {
   }
   EXPECT_EQ(GetJson(base + "/tasks?state=blocked")["total"], blocked);
   EXPECT_EQ(GetJson(base + "/tasks?state=ready")["total"], 0);
-  for (const json& sub : GetJson(base + "/dag")["submodels"]) {
+  const json dag = GetJson(base + "/dag");  // the loop reads into it: keep it alive
+  for (const json& sub : dag["submodels"]) {
     EXPECT_EQ(sub["ready"], 0) << sub.dump();
   }
   EXPECT_EQ(Call("DELETE", base).status, 200);
