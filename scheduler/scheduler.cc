@@ -305,9 +305,12 @@ void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64
   ReleaseHeld(rec);  // reported again, or by another worker
   rec.output_device = device;
   rec.output_bytes = bytes;
-  if (uint64_t builtin = 0;
-      pool_.options().count_store && !BuiltinOutput(it->second, run, &builtin)) {
-    // Only the run tells what a worker's own kernel stores: remember it.
+  const std::string& kernel = g.spec_task(run % g.size()).kernel;
+  if (pool_.options().count_store &&
+      std::find(std::begin(kBuiltinKernels), std::end(kBuiltinKernels), kernel) ==
+          std::end(kBuiltinKernels)) {
+    // Only the run tells what a worker's own kernel stores: remember it
+    // (a built-in one's size its arguments and inputs tell, GuessOutput).
     if (const std::optional<uint64_t> in = InputBytes(it->second, run)) {
       learned_outputs_.Observe(it->second.kernel_ids[run % g.size()], *in, bytes);
     }
