@@ -173,7 +173,23 @@ bool ResourcePool::StoreTakes(DeviceId device, CoreKind kind, bool known, uint64
       }
     }
   }
-  return reads_stored || !MemoryFull(device);
+  if (reads_stored || !MemoryFull(device)) return true;
+  if (!store_lenient_) {
+    ++store_refusals_;  // so that Schedule's lenient pass runs if nothing frees room
+    return false;
+  }
+  // No queued work will free room: a full store takes it when every store
+  // of its kind is full (its worker fails it naming the cap) rather than
+  // keep it waiting forever.
+  return !AnyRoom(kind);
+}
+
+bool ResourcePool::AnyRoom(CoreKind kind) const {
+  for (DeviceId id = 0; id < devices_.size(); ++id) {
+    const Device& d = devices_[id];
+    if (d.alive && d.desc.cores[Index(kind)] > 0 && !MemoryFull(id)) return true;
+  }
+  return false;
 }
 
 }  // namespace hmpmd

@@ -227,6 +227,32 @@ TEST(MemoryCapTest, WithNothingQueuedThatMayMakeRoomAnOutputIsPlacedAnyway) {
   EXPECT_EQ(out[0].job, *big);
 }
 
+TEST(MemoryCapTest, AStoreExactlyFullWithNothingToFreeItTakesTheOutputAnyway) {
+  // Kept final outputs fill the 4 MiB store to the byte: nothing will make
+  // room, so the next output goes there (to fail naming the cap), for a
+  // size known ahead (scale) or not (a worker's own kernel).
+  for (const char* kernel : {"scale", "mine"}) {
+    auto s = MakeCounting();
+    const DeviceId d0 = s->AddDevice(Capped("a", 1, 4));
+    const double n = 1024 * 1024;  // floats: 4 MiB
+    JobSpec spec = SpecBuilder()
+                       .Add(Scale("x", n))
+                       .Add(std::move(TaskBuilder("y", kernel).Arg("n", n).Arg("factor", 2.0)))
+                       .Build();
+    auto id = s->AddJob(BuildGraph(spec), 0);
+    ASSERT_TRUE(id.ok());
+    std::vector<Dispatch> out;
+    s->Schedule(0, &out);
+    ASSERT_EQ(out.size(), 1u) << kernel;
+    ASSERT_TRUE(s->OnTaskDone(*id, out[0].run, 0, 0, 100, 100));
+    s->RecordOutput(*id, out[0].run, d0, 4u << 20);
+    ASSERT_TRUE(s->pool().MemoryFull(d0));
+    out.clear();
+    s->Schedule(100, &out);
+    EXPECT_EQ(out.size(), 1u) << kernel << ": waits forever for room nothing will make";
+  }
+}
+
 TEST(MemoryCapTest, AnOutputLargerThanAStoreWaitsForOneThatHoldsIt) {
   // 2 MiB of outputs, a free 1 MiB worker and a busy 1 GiB one: placed on
   // the small one (empty, so "not full") it failed naming the cap, and the

@@ -147,10 +147,13 @@ class ResourcePool {
   // outputs refuses them even then while an alive device's store could
   // hold them (of those with cores of `kind`, the task's), and takes them
   // as a lenient pool would when none can (the worker then fails the task
-  // naming its cap).
+  // naming its cap). A full store refuses a task unless it reads stored
+  // inputs, or the pool is lenient and every store of `kind` is full.
   bool StoreTakes(DeviceId device, CoreKind kind, bool known, uint64_t output_bytes, uint64_t freed,
                   bool reads_stored) const;
   uint64_t store_refusals() const { return store_refusals_; }
+  // Whether an alive device with cores of `kind` has a store not full.
+  bool AnyRoom(CoreKind kind) const;
   // Queued tasks whose StoreUse moves memory: while there are none, no
   // refused output will find room by waiting (the scheduler then places
   // it leniently, and its worker fails it naming the cap if it does not fit).
