@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "hmpmd/protocol/builtin_args.h"
+#include "hmpmd/protocol/one_line.h"
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
 // constructor when a vector of StoreRecord grows (GCC bug 105593 family).
@@ -14,6 +15,12 @@
 #endif
 
 namespace hmpmd {
+namespace {
+
+// A longer message from a kernel is cut (saying how much was left out).
+constexpr size_t kMaxTaskErrorBytes = 4096;
+
+}  // namespace
 
 TimeUs Controller::NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -224,6 +231,9 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
     }
     bool applied;
     TimeUs start = r.start_us + w.clock.offset_us(), end = r.end_us + w.clock.offset_us();
+    // A kernel's message reaches logs, terminals and the store: one line,
+    // of bounded length.
+    const std::string error = r.ok ? std::string() : OneLine(r.error, kMaxTaskErrorBytes);
     if (r.ok) {
       applied = scheduler_->OnTaskDone(r.job, r.task, r.attempt, start, end, now);
       if (applied) {
@@ -241,21 +251,21 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
       }
     } else if (!r.lost_inputs.empty()) {
       // An input is gone: rebuild it (lineage) and run this task again.
-      applied = scheduler_->OnInputsLost(r.job, r.task, r.attempt, r.lost_inputs, r.error, now);
+      applied = scheduler_->OnInputsLost(r.job, r.task, r.attempt, r.lost_inputs, error, now);
       if (applied) {
         ++counters_.tasks_failed;
         ++counters_.lost_inputs;
         spdlog::info("job {} run {}: input run {} lost ({}); rebuilding it", r.job, r.task,
-                     r.lost_inputs.front(), r.error);
+                     r.lost_inputs.front(), error);
       }
     } else {
       // Retryable: a collective that timed out or could not reach a peer;
       // its gang runs again while the gang's attempts last.
-      applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, r.error, r.retryable, now);
+      applied = scheduler_->OnTaskFailed(r.job, r.task, r.attempt, error, r.retryable, now);
       if (applied) ++counters_.tasks_failed;
       if (applied && r.retryable) {
         spdlog::info("job {} run {} attempt {} failed ({}); its gang runs again if attempts last",
-                     r.job, r.task, r.attempt, r.error);
+                     r.job, r.task, r.attempt, error);
       }
     }
     if (applied) {

@@ -55,37 +55,6 @@ Status CheckWritable(const std::string& flag, const std::string& path) {
 
 namespace {
 
-// Length of the UTF-8 sequence starting at text[i] and its code point;
-// a byte that starts no well-formed sequence is a sequence of one.
-size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp) {
-  const auto b0 = static_cast<unsigned char>(text[i]);
-  size_t len = 0;  // from the lead byte's high bits: 0, 110, 1110 or 11110
-  if (b0 < 0x80) {
-    len = 1;
-  } else if ((b0 >> 5) == 0x6) {
-    len = 2;
-  } else if ((b0 >> 4) == 0xe) {
-    len = 3;
-  } else if ((b0 >> 3) == 0x1e) {
-    len = 4;
-  }
-  if (len == 0 || i + len > text.size()) {
-    *cp = b0;
-    return 1;
-  }
-  uint32_t v = len == 1 ? b0 : b0 & (0x7f >> len);
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(text[i + k]);
-    if ((b & 0xc0) != 0x80) {
-      *cp = b0;
-      return 1;
-    }
-    v = (v << 6) | (b & 0x3f);
-  }
-  *cp = v;
-  return len;
-}
-
 // Terminal columns of code point `cp`: two for East Asian wide and
 // full-width characters and emoji, else one.
 size_t ColumnsOf(uint32_t cp) {
@@ -98,33 +67,6 @@ size_t ColumnsOf(uint32_t cp) {
 }
 
 }  // namespace
-
-std::string OneLine(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    uint32_t cp = 0;
-    const size_t len = DecodeUtf8(text, i, &cp);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f || (len == 1 && c >= 0x80)) {
-      // Control characters, and bytes that are not UTF-8 (a terminal
-      // would show garbage or swallow what follows).
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out.append(text, i, len);
-    }
-    i += len;
-  }
-  return out;
-}
 
 std::string Column(std::string_view text, size_t width, bool cut) {
   const std::string line = OneLine(text);

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "hmpmd/protocol/one_line.h"
 #include "hmpmd/protocol/read_file.h"
 #include "hmpmd/protocol/status.h"
 
@@ -28,9 +29,6 @@ Status WriteFile(const std::string& path, const std::string& content);
 // a directory, its folder exists and is writable. Leaves no file behind.
 // The error names `flag` and the path.
 Status CheckWritable(const std::string& flag, const std::string& path);
-// `text` with control characters written as \n, \t or \xHH, and bytes
-// that are not UTF-8 as \xHH: one line a terminal shows as it is.
-std::string OneLine(std::string_view text);
 // OneLine(text) padded with spaces to `width` terminal columns, for a
 // table: UTF-8 characters count one column, East Asian wide ones two. With
 // `cut`, longer text is cut to `width` columns at a character boundary.

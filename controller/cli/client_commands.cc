@@ -102,7 +102,7 @@ std::string Ms(const json& j, const char* key) {
 void PrintJob(const json& j) {
   std::cout << "job " << j.value("id", 0) << " '" << j.value("name", "")
             << "': " << j.value("state", "?");
-  if (j.contains("error")) std::cout << " (" << j["error"].get<std::string>() << ")";
+  if (j.contains("error")) std::cout << " (" << OneLine(j["error"].get<std::string>()) << ")";
   if (j.contains("waiting") && j["waiting"].is_string()) {
     std::cout << "\n  waiting      " << j["waiting"].get<std::string>();
   }

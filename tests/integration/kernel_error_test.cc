@@ -1,0 +1,97 @@
+// A worker's message for a failed task, as the controller passes it on: a
+// fake worker on the controller's socket fails a task with a message of
+// several lines, terminal escapes and 10 kB; the job's error (REST, CLI,
+// logs and the store all read it) is one line of bounded length.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <zmq.hpp>
+
+#include "hmpmd/protocol/codec.h"
+#include "process_cluster.h"
+
+namespace hmpmd::testing {
+namespace {
+
+void Send(zmq::socket_t& s, const Message& m) {
+  std::string body;
+  EncodeBody(m, &body);
+  const std::string header = EncodeHeader(TypeOf(m));
+  s.send(zmq::buffer(header), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(body), zmq::send_flags::none);
+}
+
+// The next message of type `want` within 10 s, skipping others.
+std::optional<Message> Next(zmq::socket_t& s, MsgType want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+    zmq::message_t header, body;
+    if (!s.recv(header) || !header.more() || !s.recv(body)) continue;
+    auto m = Decode(header.to_string_view(), body.to_string_view());
+    if (m.ok() && TypeOf(*m) == want) return std::move(*m);
+  }
+  return std::nullopt;
+}
+
+TEST(KernelErrorTest, AFailedTasksMessageBecomesOneLineOfBoundedLength) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("hmpmd-kernel-error-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    ProcessCluster cluster(dir.string());
+    ASSERT_TRUE(cluster.StartController().ok());
+    zmq::context_t ctx(1);
+    zmq::socket_t fake(ctx, zmq::socket_type::dealer);
+    fake.set(zmq::sockopt::linger, 0);
+    fake.connect(cluster.zmq_endpoint());
+    RegisterMsg reg;
+    reg.name = "fake";
+    reg.pid = static_cast<uint32_t>(::getpid());
+    reg.cores = {CoreGroup{CoreKind::kCube, 1}, CoreGroup{CoreKind::kVector, 1}};
+    reg.kernels = {"noop"};
+    reg.instance = 7;
+    Send(fake, Message(reg));
+    auto ack = Next(fake, MsgType::kRegisterAck);
+    ASSERT_TRUE(ack.has_value()) << "no RegisterAck";
+    const WorkerId me = std::get<RegisterAck>(*ack).worker_id;
+
+    auto id = cluster.Submit(R"({"name":"e","tasks":[{"id":"x","kernel":"noop"}]})");
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    auto assign = Next(fake, MsgType::kAssignBatch);
+    ASSERT_TRUE(assign.has_value()) << "no task assigned";
+    const TaskAssign& t = std::get<AssignBatch>(*assign).tasks.at(0);
+    TaskResult r;
+    r.job = t.job;
+    r.task = t.task;
+    r.attempt = t.attempt;
+    r.ok = false;
+    r.error = "first line\nsecond \x1b[31mred\x1b[0m\ttab\r" + std::string(10000, 'L');
+    Send(fake, Message(DoneBatch{me, {r}, 1}));
+
+    nlohmann::json job;
+    for (int i = 0; i < 100; ++i) {
+      auto got = cluster.Call("GET", "/api/v1/jobs/" + std::to_string(*id), "");
+      ASSERT_TRUE(got.ok());
+      job = nlohmann::json::parse(got->body);
+      if (job["state"] == "failed") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(job["state"], "failed") << job.dump();
+    const std::string error = job["error"];
+    EXPECT_EQ(error.find_first_of("\n\r\t\x1b"), std::string::npos) << error.substr(0, 80);
+    EXPECT_NE(error.find(R"(first line\nsecond \x1b[31mred\x1b[0m\ttab\r)"), std::string::npos)
+        << error.substr(0, 120);
+    EXPECT_LT(error.size(), 4400u);
+    EXPECT_NE(error.find("more bytes)"), std::string::npos) << error.substr(error.size() - 60);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hmpmd::testing
