@@ -429,8 +429,12 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     Status st = controller_->Cancel(job->id);
     if (!st.ok()) return reply(Error(409, st.message()));
     snapshots_->MarkChanged();  // a read after this answer sees the cancel
-    return reply(Json(200, JobSummaryJson(*job, pool, false)
-                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    HttpResponse r = Json(200, JobSummaryJson(*job, pool, false)
+                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    // Answered once stored, as a submit is: a controller killed after the
+    // answer must not run the job to its end after its restart.
+    controller_->WhenDurable([reply, r = std::move(r)]() mutable { reply(std::move(r)); });
+    return;
   }
   if (IsRenderedOffLoop(rest) && m == "GET") {
     if (IsTerminal(job->state)) {

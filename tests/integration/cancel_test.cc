@@ -51,5 +51,30 @@ TEST(CancelTest, CancelledJobStopsItsRunningKernelsAndFreesTheLanes) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CancelTest, AnAnsweredCancelSurvivesAControllerKilledRightAfter) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("hmpmd-cancel-durable-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    ProcessCluster cluster(dir.string());
+    ASSERT_TRUE(cluster.StartController().ok());
+    ASSERT_TRUE(cluster.StartWorker().ok());
+    // Several rounds: before the cancel waited for the store, most lost it.
+    for (int round = 0; round < 3; ++round) {
+      SCOPED_TRACE("round " + std::to_string(round));
+      auto id =
+          cluster.Submit(R"({"tasks":[{"id":"a","kernel":"sleep","args":{"us":3600000000}}]})");
+      ASSERT_TRUE(id.ok()) << id.status().ToString();
+      auto cancel = cluster.Call("DELETE", "/api/v1/jobs/" + std::to_string(*id), "");
+      ASSERT_TRUE(cancel.ok());
+      ASSERT_EQ(cancel->status, 200) << cancel->body;
+      cluster.KillController();
+      ASSERT_TRUE(cluster.StartController().ok());
+      EXPECT_EQ(cluster.Get("/api/v1/jobs/" + std::to_string(*id)).value("state", ""), "cancelled");
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace hmpmd::testing
