@@ -114,8 +114,7 @@ size_t Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_rea
       cr.state = TaskState::kBlocked;
       RecallEarly(job, base + c, now);
     } else if (cr.state == TaskState::kReady) {
-      cr.state = TaskState::kBlocked;  // its heap entry is skipped as stale
-      cr.early = false;
+      Unready(job, base + c);
     }
     // Counted afresh (one ready early or adopted may wait for others too);
     // a reader left running is now ahead of this input.
@@ -344,6 +343,16 @@ void Scheduler::ReleaseHeld(TaskRecord& rec) {
   if (!rec.held) return;
   rec.held = false;
   pool_.AddHeldBytes(rec.output_device, -static_cast<int64_t>(rec.output_bytes));
+}
+
+void Scheduler::Unready(JobRun& job, uint32_t run) {
+  TaskRecord& rec = job.runs[run];
+  rec.state = TaskState::kBlocked;  // its heap entry is skipped as stale
+  rec.early = false;
+  // A gang member: its gang is not complete any more (a gang queued under
+  // its first member is skipped as stale until it is again).
+  const uint32_t group = job.graph->task(run % job.graph->size()).group;
+  if (group != kNoGroup && job.gang_ready[group] > 0) --job.gang_ready[group];
 }
 
 void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {

@@ -116,8 +116,7 @@ void Scheduler::RecallEarly(JobRun& job, uint32_t run, TimeUs now) {
     for (uint32_t c : g.task(r - base).consumers) {
       TaskRecord& cr = job.runs[base + c];
       if (cr.state == TaskState::kReady && cr.early) {
-        cr.state = TaskState::kBlocked;  // its heap or parked entry is stale
-        cr.early = false;
+        Unready(job, base + c);  // its heap or parked entry is stale
       } else if (cr.state == TaskState::kRunning && cr.pending > 0) {
         // Queued behind `r` on the worker: that attempt is stale now (the
         // worker finds its input missing and runs no kernel), and it does

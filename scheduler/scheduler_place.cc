@@ -87,7 +87,8 @@ void Scheduler::SchedulePass(TimeUs now, std::vector<Dispatch>* out) {
       }
       JobRun& job = it->second;
       TaskRecord& rec = job.runs[item.run];
-      if (IsTerminal(job.state) || rec.state != TaskState::kReady) {  // stale entry
+      if (IsTerminal(job.state) || rec.state != TaskState::kReady ||
+          !GangComplete(job, item.run)) {  // stale entry
         next_lead();
         continue;
       }

@@ -160,6 +160,34 @@ TEST(GangRestartTest, AGangThatStartsOverRebuildsTheInputsItsMembersRead) {
   EXPECT_EQ(s->job(*id)->gang_retries[0], 1u);
 }
 
+// A gang queued (every member ready) whose member's input dies before it
+// is placed waits for that input again, as a whole: its other member is
+// not sent alone (after a restart, the rebuild of outputs no worker
+// reported did that, and the job failed: "collective kernel ran without a
+// gang").
+TEST(GangRestartTest, AQueuedGangWhoseMemberLosesAnInputIsNotSentWithoutIt) {
+  auto s = MakeFifoScheduler();
+  for (int i = 0; i < 3; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
+  auto id = s->AddJob(BuildGraph(GangReadingInputs()), 0);
+  ASSERT_TRUE(id.ok());
+  TimeUs now = 0;
+  std::vector<Dispatch> inputs = Step(*s, now);
+  ASSERT_EQ(inputs.size(), 2u);
+  Finish(*s, inputs, &now);  // x0, x1: the gang is queued, not yet placed
+  const DeviceId x1_device = inputs[0].run == 1 ? inputs[0].device : inputs[1].device;
+  s->RemoveDevice(x1_device, now += 10);
+  std::vector<Dispatch> out = Step(*s, now += 10);
+  for (const Dispatch& d : out)
+    EXPECT_EQ(d.run, 1u) << "run " << d.run << " placed before x1 is back";
+  ASSERT_EQ(out.size(), 1u);
+  Finish(*s, out, &now);
+  std::vector<Dispatch> gang = Step(*s, now += 10);
+  ASSERT_EQ(gang.size(), 2u) << "the gang, together";
+  EXPECT_EQ(DevicesOf(gang).size(), 2u);
+  Finish(*s, gang, &now);
+  EXPECT_EQ(s->job(*id)->state, JobState::kSucceeded) << s->job(*id)->error;
+}
+
 // A gang already done whose member's output died with its worker must run
 // again whole: with too few devices left for it, the job says it waits
 // (and `hmpmd run` ends) instead of hanging with no reason given.

@@ -342,6 +342,14 @@ class Scheduler {
   // a stale or unknown report (ended job, another attempt, not running).
   JobRun* RunningAttempt(JobId job_id, uint32_t run, uint32_t attempt);
   void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
+  // A ready run waits again (an input it read is gone): blocked, and its
+  // gang, if any, counted one member short.
+  void Unready(JobRun& job, uint32_t run);
+  // False for a gang's queued entry while a member is not ready any more.
+  static bool GangComplete(const JobRun& job, uint32_t run) {
+    const uint32_t group = job.graph->task(run % job.graph->size()).group;
+    return group == kNoGroup || job.gang_ready[group] >= job.graph->groups()[group].members.size();
+  }
   // Records run `run` as placed on `core` and reports it in `out`.
   void Commit(JobRun& job, uint32_t run, CoreId core, double est_us, StoreUse use, TimeUs now,
               std::vector<Dispatch>* out);
