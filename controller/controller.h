@@ -261,6 +261,9 @@ class Controller {
     // Labels of tasks refused at submission, so that a later task naming
     // one as its input hears why (not "unknown task").
     std::unordered_set<std::string> refused;
+    // Actors (sub-models) refused at submission, with why: a later task on
+    // one hears that, not "unknown submodel".
+    std::unordered_map<std::string, std::string> refused_actors;
   };
   // True when `in` was a driver's message (handled here).
   bool HandleSession(Incoming& in, TimeUs now);

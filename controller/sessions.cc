@@ -31,6 +31,21 @@ Status RefusedInput(const std::unordered_set<std::string>& refused,
   return Status::Ok();
 }
 
+// A task on an actor refused earlier in the session: the graph does not
+// know that sub-model, and "unknown submodel" would hide why.
+Status RefusedActor(const std::unordered_map<std::string, std::string>& refused,
+                    const std::vector<TaskSpec>& tasks, uint32_t first) {
+  if (refused.empty()) return Status::Ok();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    auto it = refused.find(tasks[i].submodel);
+    if (it == refused.end()) continue;
+    return Status::InvalidArgument("tasks[" + std::to_string(first + i) + "] '" + tasks[i].id +
+                                   "': actor '" + it->first +
+                                   "' was refused by the controller: " + it->second);
+  }
+  return Status::Ok();
+}
+
 bool SameSecret(const std::string& want, const std::string& got) {
   if (want.size() != got.size()) return false;
   unsigned char diff = 0;
@@ -135,7 +150,9 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
     ack.seq = group.seq;
     ack.first_task = run ? run->graph->size() : 0;
     std::vector<SubmodelSpec> submodels;
+    std::vector<std::string> actors;
     for (WireSubmodel& w : group.submodels) {
+      actors.push_back(w.name);
       SubmodelSpec sm;
       sm.name = std::move(w.name);
       sm.kind = w.kind <= static_cast<uint8_t>(SubmodelKind::kLearner)
@@ -153,6 +170,7 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
     std::vector<std::string> labels;
     for (const TaskSpec& t : tasks) labels.push_back(t.id);
     Status st = RefusedInput(s.refused, tasks, ack.first_task);
+    if (st.ok()) st = RefusedActor(s.refused_actors, tasks, ack.first_task);
     if (st.ok()) st = CheckWorkerTaskArgs(tasks, ack.first_task);
     if (st.ok()) st = scheduler_->AppendTasks(job, std::move(submodels), std::move(tasks), now);
     if (!st.ok()) {
@@ -161,6 +179,9 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
       // is not OK), as it does for a task that failed on a worker.
       scheduler_->CountRejected(job, labels.size(), ack.error);
       for (std::string& label : labels) s.refused.insert(std::move(label));
+      for (std::string& actor : actors) s.refused_actors[std::move(actor)] = ack.error;
+    } else {
+      for (const std::string& actor : actors) s.refused_actors.erase(actor);
     }
     s.update.acks.push_back(std::move(ack));
   }

@@ -342,16 +342,25 @@ TEST_F(ClientTest, ActorTasksRunInTheirSession) {
   auto huge = c->CreateActor({.name = "huge", .devices = 9});
   ASSERT_TRUE(huge.ok());
   Status refused;
-  bool sent = false;  // a call that went out before the refusal came back
+  std::vector<Future> early;  // calls that went out before the refusal came back
   for (int i = 0; i < 200; ++i) {
-    refused = huge->Call("noop", {}).status();
+    auto call = huge->Call("noop", {});
+    refused = call.status();
     if (!refused.ok()) break;
-    sent = true;
+    early.push_back(std::move(call).value());
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  const bool sent = !early.empty();
   EXPECT_EQ(refused.message(),
             "call 0: actor: 'huge' was refused by the controller: submodels[2] 'huge': devices: "
             "asks for 9, the pool has 2");
+  // Those the controller refused name why too, not "unknown submodel".
+  for (Future& f : early) {
+    EXPECT_NE(f.Wait(20000).message().find("actor 'huge' was refused by the controller: "
+                                           "submodels[2] 'huge': devices: asks for 9"),
+              std::string::npos)
+        << f.Wait(0).message();
+  }
   std::vector<Future> steps;
   for (int i = 0; i < 6; ++i) {
     steps.push_back(learner->Call("spin", {.args = {{"us", int64_t{2000}}}}).value());
