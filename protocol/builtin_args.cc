@@ -1,6 +1,7 @@
 #include "hmpmd/protocol/builtin_args.h"
 
 #include <cmath>
+#include <cstdio>
 #include <span>
 #include <string>
 
@@ -31,8 +32,11 @@ constexpr ArgRule kGemm[] = {{"m", ArgType::kInteger, 1, kMaxElements},
                              {"n", ArgType::kInteger, 1, kMaxElements},
                              {"k", ArgType::kInteger, 1, kMaxElements}};
 constexpr ArgRule kAdd[] = {{"n", ArgType::kInteger, 1, kMaxElements}};
+// The kernel multiplies float32: a larger factor would make every element
+// inf (and 0 x inf NaN).
+constexpr double kMaxF32 = 3.4028234663852886e38;
 constexpr ArgRule kScale[] = {{"n", ArgType::kInteger, 1, kMaxElements},
-                              {"factor", ArgType::kNumber, -HUGE_VAL, HUGE_VAL}};
+                              {"factor", ArgType::kNumber, -kMaxF32, kMaxF32}};
 constexpr ArgRule kSend[] = {{"bytes", ArgType::kInteger, 0, kMaxBytes}};
 // A collective member without inputs moves `bytes` / 4 float32 elements;
 // a remainder would be dropped without a word, so it is refused.
@@ -78,8 +82,12 @@ std::string TypeOf(const ArgValue& v) {
 
 std::string Num(double v) {
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  std::string s = std::to_string(static_cast<long long>(v));
-  return s;
+  if (std::fabs(v) >= 1e15) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+  }
+  return std::to_string(static_cast<long long>(v));
 }
 
 Status CheckOne(const ArgRule& rule, const ArgValue& v) {

@@ -67,7 +67,11 @@ TEST(BuiltinArgsTest, NamesTheArgumentAndWhatIsWrong) {
   EXPECT_EQ(Check("alltoall", {{"sizes", int64_t{3}}}),
             "args.sizes: expected a string, got an integer");
   EXPECT_EQ(Check("scale", {{"factor", std::numeric_limits<double>::infinity()}}),
-            "args.factor: must be a finite number");
+            "args.factor: must be a number in [-3.40282347e+38, 3.40282347e+38]");
+  // Finite as a double, inf as the kernel's float32.
+  EXPECT_EQ(Check("scale", {{"factor", 1e39}}),
+            "args.factor: must be a number in [-3.40282347e+38, 3.40282347e+38]");
+  EXPECT_EQ(Check("scale", {{"factor", -3e38}}), "ok");
 }
 
 TEST(BuiltinArgsTest, AWorkersGemmNeedsAllThreeSizes) {
