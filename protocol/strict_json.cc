@@ -12,13 +12,38 @@ namespace {
 using json = nlohmann::ordered_json;
 using DomParser = nlohmann::detail::json_sax_dom_parser<json>;
 
+// "line 3, column 7" of byte `offset` of `text` (both counted from 1).
+std::string LineColumn(std::string_view text, size_t offset) {
+  const std::string_view before = text.substr(0, std::min(offset, text.size()));
+  const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+  const size_t line_start = before.rfind('\n');
+  const size_t column =
+      before.size() - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
 // The DOM parser of nlohmann, plus a record of the keys of every open
 // object and the place (object key or array index) of every open value.
 // Its methods shadow the base's: json::sax_parse is a template on the
 // handler type, so no virtual call is needed.
 class StrictSax : public DomParser {
  public:
-  explicit StrictSax(json& out) : DomParser(out, /*allow_exceptions=*/true) {}
+  StrictSax(json& out, std::string_view text)
+      : DomParser(out, /*allow_exceptions=*/true), text_(text) {}
+
+  // nlohmann's errors carry their place, except a number too large for a
+  // double ("number overflow parsing '1e400'"): that one is given here.
+  template <typename Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& ex) {
+    if (ex.id != 406) return DomParser::parse_error(position, token, ex);
+    std::string what = ex.what();
+    const size_t cut = what.find("] ");
+    if (cut != std::string::npos) what = what.substr(cut + 2);
+    // `position` counts the bytes read, the number included.
+    const size_t start = position >= token.size() ? position - token.size() : 0;
+    error_ = "invalid JSON: " + what + " at " + LineColumn(text_, start);
+    return false;
+  }
 
   bool null() { return Value() && DomParser::null(); }
   bool boolean(bool v) { return Value() && DomParser::boolean(v); }
@@ -97,6 +122,7 @@ class StrictSax : public DomParser {
     return out;
   }
 
+  std::string_view text_;
   std::vector<Level> levels_;
   std::string error_;
 };
@@ -111,16 +137,11 @@ Result<json> ParseStrictJson(std::string_view text) {
   // `{...}<NUL>anything` would parse as `{...}`. JSON has no NUL outside a
   // string, and inside one it must be escaped: the byte is an error.
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
-    const std::string_view before = text.substr(0, nul);
-    const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
-    const size_t line_start = before.rfind('\n');
-    const size_t column = nul - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
-    return Status::InvalidArgument("invalid JSON: a NUL byte at line " + std::to_string(line) +
-                                   ", column " + std::to_string(column));
+    return Status::InvalidArgument("invalid JSON: a NUL byte at " + LineColumn(text, nul));
   }
   json root;
   try {
-    StrictSax sax(root);
+    StrictSax sax(root, text);
     if (!json::sax_parse(text, &sax)) return Status::InvalidArgument(sax.error());
   } catch (const json::exception& e) {
     std::string what = e.what();

@@ -422,6 +422,9 @@ TEST_F(JobSpecParserTest, InvalidJsonReportsLineAndColumn) {
   ParseFails(spec + std::string(1, '\0') + "{garbage", {"invalid JSON: a NUL byte at line 1"});
   ParseFails("{\n \"tasks\": [{\"id\": \"a" + std::string(1, '\0') + "\", \"kernel\": \"k\"}]}",
              {"invalid JSON: a NUL byte at line 2, column 21"});
+  // A number too large for a double: the one error nlohmann gives no place.
+  ParseFails("{\"tasks\": [{\"id\": \"a\", \"kernel\": \"k\",\n  \"args\": {\"x\": 1e400}}]}",
+             {"invalid JSON: number overflow parsing '1e400' at line 2, column 17"});
 }
 
 TEST_F(JobSpecParserTest, NestingDeeperThanTheLimitIsRejectedBeforeParsing) {
