@@ -48,7 +48,8 @@ bool ParseSizes(const std::string& text, std::vector<uint64_t>* sizes, uint64_t*
   while (p < end) {
     uint64_t x = 0;
     auto [next, ec] = std::from_chars(p, end, x);
-    if (ec != std::errc() || (next < end && *next != ',')) return false;
+    // A comma must be followed by a count ("1,3," is not a list).
+    if (ec != std::errc() || (next < end && (*next != ',' || next + 1 == end))) return false;
     // A count beyond any member's elements; also keeps the sum from
     // wrapping (a wrapped sum once matched and crashed the worker).
     if (x > kMaxSizesCount) return false;

@@ -40,7 +40,9 @@ std::vector<size_t> Sizes(const KernelArgs& args, size_t n, uint32_t p) {
     auto [next, ec] = std::from_chars(c, end, v);
     // A count over the element limit also keeps `total` from wrapping
     // around to n (the blocks would then run past the buffer).
-    if (ec != std::errc() || v > static_cast<size_t>(kMaxElements)) {
+    // A comma must be followed by a count ("1,3," is not a list).
+    if (ec != std::errc() || v > static_cast<size_t>(kMaxElements) ||
+        (next < end && next + 1 == end && *next == ',')) {
       throw std::invalid_argument(
           "alltoall: argument 'sizes' must be 'a,b,...' of counts up to 2^28");
     }

@@ -324,6 +324,8 @@ TEST_F(JobGraphTest, BroadcastRootAndAlltoallSizesMustFitTheGroup) {
   EXPECT_NE(test::BuildGraph(roots(0, std::nullopt)), nullptr);
   ExpectRejected(pair("alltoall", "sizes", std::string("1,x")),
                  {"tasks[0] 'm0'", "args.sizes: '1,x' is not a list of element counts"});
+  ExpectRejected(pair("alltoall", "sizes", std::string("1,3,")),
+                 {"tasks[0] 'm0'", "args.sizes: '1,3,' is not a list of element counts"});
   // Counts whose sum wraps around 2^64 to the member's 4 elements.
   ExpectRejected(pair("alltoall", "sizes", std::string("18446744073709551614,6")),
                  {"args.sizes: '18446744073709551614,6' is not a list of element counts like "
