@@ -139,6 +139,19 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
 
 HttpServer::~HttpServer() { Stop(); }
 
+Status HttpServer::CheckBind(const std::string& bind) {
+  net::io_context ioc;
+  ASSIGN_OR_RETURN(auto endpoint, http_internal::ResolveBind(ioc, bind));
+  boost::asio::ip::tcp::acceptor acceptor(ioc);
+  boost::system::error_code ec;
+  if (acceptor.open(endpoint.protocol(), ec); !ec) {
+    acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    acceptor.bind(endpoint, ec);
+  }
+  if (ec) return Status::Unavailable("http: cannot bind " + bind + ": " + ec.message());
+  return Status::Ok();
+}
+
 Status HttpServer::Start() {
   ServerCore& c = *core_;
   {

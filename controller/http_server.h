@@ -132,6 +132,9 @@ class HttpServer {
   // InvalidArgument for a malformed address and Unavailable when the
   // address cannot be bound; the message names the address. Call once.
   Status Start();
+  // What Start() would say of `bind` (resolved, and bound for a moment),
+  // for checking a flag before other work starts.
+  static Status CheckBind(const std::string& bind);
   // The bound port; 0 before Start(). Thread-safe.
   uint16_t port() const;
   // Closes the listener and every connection, then joins the threads.

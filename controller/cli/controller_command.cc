@@ -44,6 +44,13 @@ int ControllerMain(const ControllerArgs& a) {
   if (Status st = CheckEndpoint(a.listen, /*bind=*/true); !st.ok()) {
     return Fail(Status::InvalidArgument("--listen: " + st.message()));
   }
+  if (!a.http.empty()) {
+    if (Status st = HttpServer::CheckBind(a.http); !st.ok()) {
+      return Fail(st.code() == StatusCode::kInvalidArgument
+                      ? Status::InvalidArgument("--http: " + st.message())
+                      : st);
+    }
+  }
   ControllerOptions opts;
   opts.listen = a.listen;
   opts.policy = a.policy;

@@ -199,6 +199,14 @@ class Refusals(unittest.TestCase):
         self.refused(["controller", "--listen", "tcp://127.0.0.1:99999", "--db", ""],
                      "--listen: 'tcp://127.0.0.1:99999' port '99999' is not a number from 0 to")
         self.refused(["controller", "--listen", "bogus", "--db", ""], "--listen: 'bogus' is not")
+        # Checked before --db is opened: a typo leaves no new store behind.
+        with tempfile.TemporaryDirectory() as tmp:
+            db = os.path.join(tmp, "new.db")
+            for http, why in (("127.0.0.1:abc", "port 'abc' is not a number"),
+                              ("localhost", "expected HOST:PORT")):
+                self.refused(["controller", "--listen", f"tcp://127.0.0.1:{free_port()}",
+                              "--http", http, "--db", db], f"--http: http bind '{http}': {why}")
+            self.assertEqual(os.listdir(tmp), [])
         # Each job was forgotten as it ended: `submit --wait` never saw it end.
         self.refused(["controller", "--keep-jobs", "0", "--db", ""],
                      "--keep-jobs: Value 0 not in range 1 to")
