@@ -423,8 +423,10 @@ void Controller::NotifyEndedJobs() {
           JobEndedRecord{id, job->state, job->error, job->finished, ended_ms, job->started});
     }
     if (job->state == JobState::kSucceeded) {
+      // A session that ran no task never started: from its submission.
+      const TimeUs began = job->started >= 0 ? job->started : job->submitted;
       spdlog::info("job {} '{}' succeeded in {:.3f} s", id, job->graph->spec().name,
-                   (job->finished - job->started) / 1e6);
+                   (job->finished - began) / 1e6);
     } else {
       // A cancel is what someone asked for, not a fault: info, so that
       // `hmpmd run` stopped by a signal says so in its one error line only.

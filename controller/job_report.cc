@@ -118,8 +118,10 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["running"] = job.running;
   j["progress"] = job.graph->total_runs() ? double(job.done) / job.graph->total_runs() : 0.0;
   j["submitted_us"] = job.submitted;
-  j["started_us"] = job.started;
-  j["finished_us"] = job.finished;
+  // null until the first dispatch and until the end (never, for a job
+  // that ended before any run started).
+  j["started_us"] = job.started >= 0 ? json(job.started) : json(nullptr);
+  j["finished_us"] = job.finished >= 0 ? json(job.finished) : json(nullptr);
   // A job that ended with no run done has no step to measure.
   if (with_metrics && job.done > 0 && AllDonePlaced(job)) {
     j.update(MetricsJson(ComputeMetrics(job, pool), pool));
