@@ -98,6 +98,12 @@ size_t Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_rea
   const uint32_t index = run % g.size(), base = run - index;
   ReleaseHeld(rec);
   rec.state = TaskState::kBlocked;
+  if (g.task(index).group != kNoGroup) {
+    // A gang member runs again only with its gang: its done attempt, which
+    // a worker that comes back may report, is stale (not charged).
+    ++rec.attempt;
+    if (rec.recalled < UINT16_MAX) ++rec.recalled;
+  }
   rec.output_device = UINT32_MAX;
   rec.output_bytes = 0;
   --job.done;

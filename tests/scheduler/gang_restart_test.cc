@@ -188,6 +188,30 @@ TEST(GangRestartTest, AQueuedGangWhoseMemberLosesAnInputIsNotSentWithoutIt) {
   EXPECT_EQ(s->job(*id)->state, JobState::kSucceeded) << s->job(*id)->error;
 }
 
+// A member done, then rebuilt when its output died with its worker, is
+// reported finished again by that worker coming back (it was stopped, not
+// dead): taking that report back would complete the member alone while
+// its gang starts over, which then never gathers (the job hung, every
+// core idle). The old attempt is stale.
+TEST(GangRestartTest, ARebuiltMembersOldAttemptIsNotTakenBack) {
+  auto s = MakeFifoScheduler();
+  for (int i = 0; i < 3; ++i) s->AddDevice(Device("d" + std::to_string(i), 1, 1));
+  JobSpec spec = GangReadingInputs();
+  spec.tasks.push_back(TaskBuilder("y").Us(10).Inputs({"m0", "m1"}).spec());
+  auto id = s->AddJob(BuildGraph(spec), 0);
+  ASSERT_TRUE(id.ok());
+  TimeUs now = 0;
+  Finish(*s, Step(*s, now), &now);  // x0, x1
+  std::vector<Dispatch> gang = Step(*s, now += 10);
+  ASSERT_EQ(gang.size(), 2u);
+  Finish(*s, gang, &now);  // m0, m1 done; y not yet placed
+  const Dispatch& m0 = gang[0].run == 2 ? gang[0] : gang[1];
+  s->RemoveDevice(m0.device, now += 10);  // declared dead: m0's output is gone
+  const DeviceId back = s->AddDevice(Device("back", 1, 1));
+  EXPECT_FALSE(s->AdoptRun(*id, m0.run, m0.attempt, back, CoreKind::kVector, 0, now += 10))
+      << "a rebuilt gang member's old attempt taken back alone";
+}
+
 // A gang already done whose member's output died with its worker must run
 // again whole: with too few devices left for it, the job says it waits
 // (and `hmpmd run` ends) instead of hanging with no reason given.
