@@ -112,7 +112,7 @@ CLI::Validator FiniteRange(double min, double max) {
   return CLI::Validator(
       [range](std::string& value) mutable {
         double x = 0;
-        if (CLI::detail::lexical_cast(value, x) && std::isnan(x)) {
+        if (!CLI::detail::lexical_cast(value, x) || std::isnan(x)) {
           return "Value " + value + " is not a number";
         }
         return range(value);

@@ -69,21 +69,27 @@ int ControllerMain(const ControllerArgs& a) {
     opts.curve_allowed = keys->allowed;
     spdlog::info("CurveZMQ on: {} authorized worker key(s)", opts.curve_allowed.size());
   }
-  if (!a.db.empty()) {
-    auto store = SqliteJobStore::Open(a.db);
-    if (!store.ok()) return Fail(Status::InvalidArgument("--db: " + store.status().message()));
-    opts.store = std::shared_ptr<JobStore>(std::move(store).value());
-    spdlog::info("job store: {}", a.db);
-  }
   if (!a.token_file.empty()) {
     auto token = ReadToken(a.token_file);
     if (!token.ok())
       return Fail(Status::InvalidArgument("--token-file: " + token.status().message()));
     opts.token = *token;
   }
-  if (opts.heartbeat_ms == 0 || opts.worker_timeout_ms <= opts.heartbeat_ms) {
-    return Fail(Status::InvalidArgument(
-        "--worker-timeout-ms: must be larger than --heartbeat-ms (which must be > 0)"));
+  if (opts.heartbeat_ms == 0) {
+    return Fail(Status::InvalidArgument("--heartbeat-ms: must be at least 1"));
+  }
+  if (opts.worker_timeout_ms <= opts.heartbeat_ms) {
+    return Fail(
+        Status::InvalidArgument("--worker-timeout-ms: must be larger than --heartbeat-ms (" +
+                                std::to_string(opts.heartbeat_ms) + ")"));
+  }
+
+  // Last of the checks: it creates the file.
+  if (!a.db.empty()) {
+    auto store = SqliteJobStore::Open(a.db);
+    if (!store.ok()) return Fail(Status::InvalidArgument("--db: " + store.status().message()));
+    opts.store = std::shared_ptr<JobStore>(std::move(store).value());
+    spdlog::info("job store: {}", a.db);
   }
 
   // Signals are taken by one thread with sigwait, never by a handler that

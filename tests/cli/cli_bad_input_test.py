@@ -206,7 +206,15 @@ class Refusals(unittest.TestCase):
                               ("localhost", "expected HOST:PORT")):
                 self.refused(["controller", "--listen", f"tcp://127.0.0.1:{free_port()}",
                               "--http", http, "--db", db], f"--http: http bind '{http}': {why}")
+            # Named as the flag given, and before the store too.
+            self.refused(["controller", "--heartbeat-ms", "0", "--db", db],
+                         "--heartbeat-ms: must be at least 1")
+            self.refused(["controller", "--heartbeat-ms", "500", "--worker-timeout-ms", "400",
+                          "--db", db], "--worker-timeout-ms: must be larger than --heartbeat-ms "
+                         "(500)")
             self.assertEqual(os.listdir(tmp), [])
+        self.refused(["submit", "x.json", "--wait-timeout", "abc"],
+                     "--wait-timeout: Value abc is not a number")
         # Each job was forgotten as it ended: `submit --wait` never saw it end.
         self.refused(["controller", "--keep-jobs", "0", "--db", ""],
                      "--keep-jobs: Value 0 not in range 1 to")
