@@ -57,8 +57,20 @@ hmpmd::Status ParseCores(const std::string& text, hmpmd::worker::WorkerOptions* 
 
 int main(int argc, char** argv) {
   hmpmd::worker::WorkerOptions options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::puts(
+          "usage: embedded_worker --controller tcp://HOST:PORT [--cores cube=C,vector=V]\n"
+          "                       [--name NAME] [--log-level debug|info|warn]\n"
+          "A worker with the built-in kernels and 'relu'.");
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "embedded_worker: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    const std::string value = argv[i + 1];
     if (flag == "--controller") {
       options.controller_endpoint = value;
     } else if (flag == "--cores") {

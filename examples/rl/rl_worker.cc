@@ -23,10 +23,20 @@ bool ParseCores(const std::string& text, hmpmd::worker::WorkerOptions* o) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: rl_worker --controller tcp://HOST:PORT [--cores cube=C,vector=V] [--name NAME]\n"
+    "                 [--log-level debug|info|warn|error]\n"
+    "A worker with the RL example's kernels (rl.init, rl.load_weights, rl.rollout,\n"
+    "rl.reward, rl.train) besides the built-in ones.\n";
+
 int main(int argc, char** argv) {
   hmpmd::worker::WorkerOptions options;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "rl_worker: %s needs a value\n", flag.c_str());
       return 2;
