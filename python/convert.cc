@@ -182,9 +182,39 @@ SubmodelKind SubmodelKindFromString(const std::string& kind) {
   return *k;
 }
 
+namespace {
+
+CollectiveSpec CollectiveFromDict(const py::object& obj) {
+  if (!py::isinstance<py::dict>(obj)) {
+    Raise(Status::InvalidArgument(
+        "collective: must be a dict {'group': str, 'op': str, 'bytes': number}"));
+  }
+  CollectiveSpec c;
+  for (const auto& [key, value] : obj.cast<py::dict>()) {
+    const std::string k = py::str(key);
+    if (k == "group" || k == "op") {
+      if (!py::isinstance<py::str>(value)) {
+        Raise(Status::InvalidArgument("collective." + k + ": must be a str"));
+      }
+      (k == "group" ? c.group : c.op) = value.cast<std::string>();
+    } else if (k == "bytes") {
+      if (!py::isinstance<py::int_>(value) && !py::isinstance<py::float_>(value)) {
+        Raise(Status::InvalidArgument("collective.bytes: must be a number"));
+      }
+      c.bytes = value.cast<double>();
+    } else {
+      Raise(Status::InvalidArgument("collective." + k + ": no such field (group, op, bytes)"));
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
 client::Call MakeCall(std::string kernel, const py::object& args,
                       std::vector<client::Future> inputs, const std::string& core,
-                      std::string actor, std::string label, double flops, double bytes) {
+                      std::string actor, std::string label, double flops, double bytes,
+                      const py::object& collective) {
   client::Call call;
   call.kernel = std::move(kernel);
   if (!args.is_none()) {
@@ -197,6 +227,7 @@ client::Call MakeCall(std::string kernel, const py::object& args,
   call.label = std::move(label);
   call.cost.flops = flops;
   call.cost.bytes = bytes;
+  if (!collective.is_none()) call.collective = CollectiveFromDict(collective);
   return call;
 }
 

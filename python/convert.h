@@ -46,10 +46,12 @@ CoreKind CoreFromString(const std::string& core);
 // "actor", "learner", ...; raises InvalidArgument otherwise.
 SubmodelKind SubmodelKindFromString(const std::string& kind);
 
-// Fills `call` from the keyword arguments every submit method takes.
+// Fills `call` from the keyword arguments every submit method takes;
+// `collective` is None or {"group": str, "op": str[, "bytes": number]}.
 client::Call MakeCall(std::string kernel, const pybind11::object& args,
                       std::vector<client::Future> inputs, const std::string& core,
-                      std::string actor, std::string label, double flops, double bytes);
+                      std::string actor, std::string label, double flops, double bytes,
+                      const pybind11::object& collective);
 
 // Binds hmpmd.Buffer (bytes, shape, dtype; the buffer protocol, so
 // memoryview(b) and numpy.asarray(b) read it without a copy).

@@ -78,7 +78,7 @@ bool WaitInterruptibly(int64_t timeout_ms, Slice wait_for) {
 #define HMPMD_CALL_KWARGS                                                                         \
   py::arg("args") = py::none(), py::arg("inputs") = std::vector<Future>{},                        \
   py::arg("core") = "cube", py::arg("actor") = "", py::arg("label") = "", py::arg("flops") = 0.0, \
-  py::arg("bytes") = 0.0
+  py::arg("bytes") = 0.0, py::arg("collective") = py::none()
 
 void BindFuture(py::module_& m) {
   py::class_<Future>(m, "Future",
@@ -145,9 +145,9 @@ void BindCall(py::module_& m) {
   py::class_<Call>(m, "Call", "One task for Client.submit_graph (same fields as Client.submit).")
       .def(py::init([](std::string kernel, const py::object& args, std::vector<Future> inputs,
                        const std::string& core, std::string actor, std::string label, double flops,
-                       double bytes) {
+                       double bytes, const py::object& collective) {
              return MakeCall(std::move(kernel), args, std::move(inputs), core, std::move(actor),
-                             std::move(label), flops, bytes);
+                             std::move(label), flops, bytes, collective);
            }),
            py::arg("kernel"), HMPMD_CALL_KWARGS)
       .def_readwrite("kernel", &Call::kernel)
@@ -173,13 +173,13 @@ void BindActor(py::module_& m) {
           "call",
           [](const Actor& a, std::string method, const py::object& args, std::vector<Future> inputs,
              const std::string& core, const std::string& actor, std::string label, double flops,
-             double bytes) {
+             double bytes, const py::object& collective) {
             if (!actor.empty() && actor != a.name()) {
               Raise(Status::InvalidArgument("actor: Actor.call runs on '" + a.name() + "', not '" +
                                             actor + "'"));
             }
             Call call = MakeCall(method, args, std::move(inputs), core, a.name(), std::move(label),
-                                 flops, bytes);
+                                 flops, bytes, collective);
             Result<Future> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
@@ -234,9 +234,9 @@ void BindClient(py::module_& m) {
           "submit",
           [](Client& c, std::string kernel, const py::object& args, std::vector<Future> inputs,
              const std::string& core, std::string actor, std::string label, double flops,
-             double bytes) {
+             double bytes, const py::object& collective) {
             Call call = MakeCall(std::move(kernel), args, std::move(inputs), core, std::move(actor),
-                                 std::move(label), flops, bytes);
+                                 std::move(label), flops, bytes, collective);
             Result<Future> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;

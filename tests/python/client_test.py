@@ -75,6 +75,26 @@ class ClientTest(unittest.TestCase):
             slow.wait(TIMEOUT_MS)
             self.assertEqual(c.wait_any([slow, fast]), 0)  # both ready: the lowest index
 
+    def test_a_collective_gang_from_submit_graph(self):
+        with self.connect("gang") as c:
+            x0 = c.submit("scale", args={"n": 8, "factor": 2.0})
+            x1 = c.submit("scale", args={"n": 8, "factor": 3.0})
+            g = {"group": "g", "op": "allreduce"}
+            r0, r1 = c.submit_graph([
+                hmpmd.Call("allreduce", inputs=[x0], core="vector", collective=g),
+                hmpmd.Call("allreduce", inputs=[x1], core="vector", collective=g)])
+            want = [a + b for a, b in zip(memoryview(x0.get(TIMEOUT_MS)[0]).tolist(),
+                                          memoryview(x1.get(TIMEOUT_MS)[0]).tolist())]
+            for r in (r0, r1):
+                self.assertEqual(memoryview(r.get(TIMEOUT_MS)[0]).tolist(), want)
+            for bad, why in (("g", "collective: must be a dict"),
+                             ({"group": "g", "op": 3}, "collective.op: must be a str"),
+                             ({"group": "g", "op": "allreduce", "size": 1},
+                              "collective.size: no such field")):
+                with self.assertRaises(hmpmd.InvalidArgument) as e:
+                    hmpmd.Call("allreduce", collective=bad)
+                self.assertIn(why, str(e.exception))
+
     def test_failing_kernel_raises_with_its_message(self):
         c = self.connect("fails")
         # Passes the submission-time checks; its 32 MiB output does not fit
