@@ -297,6 +297,15 @@ Result<JobId> Controller::SubmitSpec(JobSpec spec, std::string spec_json) {
 
 Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
                                       std::string spec_json) {
+  // Its 201 waits for the store: while writes fail (a full disk), the
+  // client would time out with no id while the job ran, and a crash before
+  // the disk had room again would lose it and hand its id out again.
+  if (writer_) {
+    if (Status w = writer_->last_write(); !w.ok()) {
+      return Status::Unavailable("job not submitted: the job store cannot be written (" +
+                                 w.message() + "); try again once it can");
+    }
+  }
   // Specs were checked when parsed; this also covers graphs built in code.
   if (graph->total_runs() > options_.spec_limits.max_runs) {
     return Status::ResourceExhausted("job: tasks x repeat is over " +

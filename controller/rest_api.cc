@@ -222,7 +222,8 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
       auto id = c->SubmitGraph(std::move(g), std::move(body));
       snaps->MarkChanged();  // a read after the 201 sees the job
       if (!id.ok()) {
-        reply(Error(400, id.status().message()));
+        const bool later = id.status().code() == StatusCode::kUnavailable;  // the store
+        reply(Error(later ? 503 : 400, id.status().message()));
         return;
       }
       HttpResponse r = Json(

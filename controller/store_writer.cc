@@ -79,6 +79,11 @@ uint64_t StoreWriter::batches_written() const {
   return batches_;
 }
 
+Status StoreWriter::last_write() const {
+  std::lock_guard lock(mu_);
+  return last_;
+}
+
 uint64_t StoreWriter::write_errors() const {
   std::lock_guard lock(mu_);
   return errors_;

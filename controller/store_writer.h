@@ -69,6 +69,9 @@ class StoreWriter {
 
   uint64_t batches_written() const;
   uint64_t write_errors() const;
+  // The status of the latest write: not OK while records wait for a failed
+  // batch to succeed (a full disk). Thread-safe.
+  Status last_write() const;
   // A copy of the write latency histogram. Thread-safe.
   StoreWriteLatency write_latency() const;
 

@@ -82,6 +82,39 @@ TEST(StoreMetricsTest, MetricsShowTheControllersStoreWrites) {
   EXPECT_NE(m.find("hmpmd_store_batches_written_total 1\n"), std::string::npos) << m;
 }
 
+TEST(StoreMetricsTest, SubmitsAreRefusedWhileTheStoreCannotBeWritten) {
+  ControllerOptions o;
+  o.listen = "tcp://127.0.0.1:0";
+  auto store = std::make_shared<InMemoryJobStore>();
+  o.store = store;
+  o.store_writer.flush_ms = 1;
+  Controller c(o);
+  ASSERT_TRUE(c.Start().ok());
+  std::thread loop([&c] { c.Run(); });
+  auto submit = [&c] {
+    std::promise<Status> done;
+    c.Post([&] { done.set_value(c.SubmitJson(kSpec).status()); });
+    return done.get_future().get();
+  };
+  store->FailWrites(true);  // a full disk
+  EXPECT_TRUE(submit().ok()) << "not known yet: its answer waits for the store";
+  for (int i = 0; i < 500 && c.store_writer()->write_errors() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const Status refused = submit();
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  EXPECT_NE(refused.message().find("job not submitted: the job store cannot be written"),
+            std::string::npos)
+      << refused.message();
+  store->FailWrites(false);  // room again: the waiting batch is written
+  for (int i = 0; i < 500 && !c.store_writer()->last_write().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(submit().ok());
+  c.Stop();
+  loop.join();
+}
+
 TEST(StoreMetricsTest, NoStoreNoStoreMetrics) {
   ControllerOptions o;
   o.listen = "tcp://127.0.0.1:0";
