@@ -272,8 +272,11 @@ void Session::HandleUpdate(SessionUpdate& u) {
               ? Status::Ok()
               : Status::Aborted("session '" + options_.session + "' (job " + std::to_string(job_) +
                                 ") " + u.job_state + ": " + u.job_error);
-      const std::string why =
-          u.job_state == "lost" ? u.job_error : "the session ended (" + u.job_state + ")";
+      const std::string why = u.job_state == "lost"
+                                  ? u.job_error
+                                  : "the session ended (" + u.job_state +
+                                        (u.job_error.empty() ? std::string() : ": " + u.job_error) +
+                                        ")";
       for (auto& w : tasks_) {
         if (auto f = w.lock(); f && !Ended(*f)) {
           f->phase = FutureState::Phase::kLost;

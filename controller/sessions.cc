@@ -81,8 +81,16 @@ bool Controller::HandleSession(Incoming& in, TimeUs now) {
   auto s = id == session_of_.end() ? sessions_.end() : sessions_.find(id->second);
   if (s == sessions_.end()) {
     ++counters_.unknown_peers;
-    transport_.Send(in.identity,
-                    SessionUpdate{0, {}, {}, true, "failed", "no such driver session"});
+    // A session of before a restart (restored as failed) hears why.
+    const JobId claimed = type == MsgType::kSessionSubmit
+                              ? std::get<SessionSubmit>(in.message).job
+                              : std::get<SessionControl>(in.message).job;
+    const JobRun* old = claimed != 0 ? scheduler_->job(claimed) : nullptr;
+    std::string why = "no such driver session";
+    if (old != nullptr && old->graph->open() && IsTerminal(old->state) && !old->error.empty()) {
+      why += ": " + old->error;
+    }
+    transport_.Send(in.identity, SessionUpdate{0, {}, {}, true, "failed", std::move(why)});
     return true;
   }
   s->second.last_seen = now;

@@ -455,10 +455,13 @@ TEST_F(ClientTest, ASessionOpenAcrossAControllerRestartFailsAsLost) {
   auto job = cluster_->Get("/api/v1/jobs/" + std::to_string(c->job()));
   EXPECT_EQ(job.value("state", ""), "failed") << job.dump();
   EXPECT_NE(job.value("error", "").find("driver session lost"), std::string::npos) << job.dump();
-  // The driver hears it at its next heartbeat: its futures fail.
+  // The driver hears it at its next heartbeat: its futures fail, naming why.
   Status s = spin.Wait(20000);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
-  EXPECT_FALSE(c->Close().ok());
+  EXPECT_NE(s.message().find("driver session lost"), std::string::npos) << s.ToString();
+  Status closed = c->Close();
+  EXPECT_FALSE(closed.ok());
+  EXPECT_NE(closed.message().find("driver session lost"), std::string::npos) << closed.ToString();
 }
 
 TEST_F(ClientTest, ASessionIdIsStoredBeforeTheDriverHearsIt) {
