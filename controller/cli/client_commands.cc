@@ -65,11 +65,15 @@ Result<json> FromAnswer(const Client& c, std::string_view method, const std::str
     if (j.is_discarded()) return Status::Internal(target + ": the controller sent invalid JSON");
     return j;
   }
-  std::string msg = j.is_object() && j.contains("error") && j["error"].is_string()
-                        ? j["error"].get<std::string>()
-                        : std::string(method) + " " + target + ": HTTP " +
-                              std::to_string(r.status) + " from " + c.url.ToString() +
-                              ", without an hmpmd error (is it an hmpmd controller?)";
+  const bool ours = j.is_object() && j.contains("error") && j["error"].is_string();
+  std::string msg = ours ? j["error"].get<std::string>()
+                         : std::string(method) + " " + target + ": HTTP " +
+                               std::to_string(r.status) + " from " + c.url.ToString() +
+                               ", without an hmpmd error (is it an hmpmd controller?)";
+  // Not an hmpmd controller at --url (a 4xx, or 501 for a method it lacks):
+  // the input was wrong, for every command (GET exited 2, POST 1). A bare
+  // 502/503 is a proxy whose controller is down: unavailable.
+  if (!ours && (r.status < 500 || r.status == 501)) return Status::InvalidArgument(msg);
   // 404 and 400 both exit 2 (Fail); `submit --wait` tells 404 apart.
   StatusCode code = r.status == 404                      ? StatusCode::kNotFound
                     : r.status == 400 || r.status == 413 ? StatusCode::kInvalidArgument

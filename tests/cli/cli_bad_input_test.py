@@ -258,6 +258,14 @@ class NotAController(unittest.TestCase):
         self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
         self.assertIn("GET /api/v1/jobs: HTTP 404", r.stderr)
         self.assertIn("is it an hmpmd controller?", r.stderr)
+        # A POST there gets 501 (no do_POST): the same mistake, the same exit.
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "j.json")
+            with open(spec, "w") as f:
+                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
+            r = run_against(Quiet, "submit", spec)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("POST /api/v1/jobs: HTTP 501", r.stderr)
 
     def test_a_url_with_a_path_prefix_is_used_once(self):
         # Behind a reverse proxy at /hmpmd; the CLI sent /hmpmd/hmpmd/api/v1/jobs.
