@@ -18,11 +18,9 @@ namespace hmpmd::testing {
 namespace {
 
 void Send(zmq::socket_t& s, const Message& m) {
-  std::string body;
-  EncodeBody(m, &body);
-  const std::string header = EncodeHeader(TypeOf(m));
-  s.send(zmq::buffer(header), zmq::send_flags::sndmore);
-  s.send(zmq::buffer(body), zmq::send_flags::none);
+  const EncodedFrames f = Encode(m);
+  s.send(zmq::buffer(f.header), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(f.body), zmq::send_flags::none);
 }
 
 // The next message of type `want` within 10 s, skipping others.

@@ -152,8 +152,6 @@ class ResourcePool {
   bool StoreTakes(DeviceId device, CoreKind kind, bool known, uint64_t output_bytes, uint64_t freed,
                   bool reads_stored) const;
   uint64_t store_refusals() const { return store_refusals_; }
-  // Whether an alive device with cores of `kind` has a store not full.
-  bool AnyRoom(CoreKind kind) const;
   // Queued tasks whose StoreUse moves memory: while there are none, no
   // refused output will find room by waiting (the scheduler then places
   // it leniently, and its worker fails it naming the cap if it does not fit).
@@ -161,6 +159,8 @@ class ResourcePool {
   void set_store_lenient(bool lenient) { store_lenient_ = lenient; }
 
  private:
+  // Whether an alive device with cores of `kind` has a store not full.
+  bool AnyRoom(CoreKind kind) const;
   static size_t Index(CoreKind k) { return static_cast<size_t>(k); }
   void Reindex(CoreId id, TimeUs old_key);
   // A device's store cap in bytes; UINT64_MAX for none.
