@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_options.h"
+#include "hmpmd/protocol/cli_checks.h"
 #include "hmpmd/protocol/tensor_bytes.h"
 #include "hmpmd/worker/worker.h"
 #include "tune_allocator.h"
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
       "--cores", cores, "Cores per kind, e.g. cube=1,vector=2 (default cube=1,vector=1)");
   CLI::Option* memory_flag =
       app.add_option("--memory-mb", memory_mb, "Device memory to offer, in MiB (0: no cap)")
-          ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
+          ->check(hmpmd::WholeRange(0, int64_t{1} << 30))
           ->capture_default_str();
   CLI::Option* name_flag =
       app.add_option("--name", name, "Name shown by the controller (default HOST:PID)");
@@ -73,12 +74,12 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch-mb", options.prefetch_mb,
                  "Most MiB of queued tasks' inputs fetched ahead, within --memory-mb too "
                  "(0: fetch when a task starts)")
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
+      ->check(hmpmd::WholeRange(0, int64_t{1} << 30))
       ->capture_default_str();
   app.add_option("--tensor-pool-mb", tensor_pool_mb,
                  "Most MiB of freed large tensors kept for reuse by later outputs and "
                  "fetches, beside --memory-mb (0: none)")
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
+      ->check(hmpmd::WholeRange(0, int64_t{1} << 30))
       ->capture_default_str();
   app.add_option("--data-host", options.data_host,
                  "Interface of the data socket peers fetch from (default: the one that "
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   app.add_option("--peer-timeout-ms", options.peer_timeout_ms,
                  "How long a collective step waits for a gang peer, and an input fetch for "
                  "its producer, before failing; a collective that times out runs its gang again")
-      ->check(CLI::Range(uint32_t{1}, uint32_t{86'400'000}))
+      ->check(hmpmd::WholeRange(1, 86'400'000))
       ->capture_default_str();
   app.add_option("--token-file", token_file, "File holding the controller's shared token");
   app.add_option("--curve-keys", curve_dir,

@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -105,19 +104,6 @@ const CLI::Validator& NonEmptyPath() {
       },
       "PATH");
   return check;
-}
-
-CLI::Validator FiniteRange(double min, double max) {
-  CLI::Validator range = CLI::Range(min, max);
-  return CLI::Validator(
-      [range](std::string& value) mutable {
-        double x = 0;
-        if (!CLI::detail::lexical_cast(value, x) || std::isnan(x)) {
-          return "Value " + value + " is not a number";
-        }
-        return range(value);
-      },
-      range.get_description());
 }
 
 Result<std::string> ReadToken(const std::string& path) {

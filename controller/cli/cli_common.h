@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "hmpmd/protocol/cli_checks.h"
 #include "hmpmd/protocol/one_line.h"
 #include "hmpmd/protocol/read_file.h"
 #include "hmpmd/protocol/status.h"
@@ -41,9 +42,6 @@ Result<uint64_t> ParseWhole(const std::string& flag, std::string_view text, uint
 // A check for a path flag (CLI::Option::check): an empty value, as an unset
 // variable in a script gives, is refused instead of read as "not given".
 const CLI::Validator& NonEmptyPath();
-// CLI::Range(min, max) for a number flag that also refuses NaN (which the
-// range's comparisons let through).
-CLI::Validator FiniteRange(double min, double max);
 // Reads a token file: its first line, trimmed; an empty token is an error.
 Result<std::string> ReadToken(const std::string& path);
 // trace, debug, info, warn, error, off.

@@ -195,7 +195,7 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--http-nice", args->http_nice,
                   "Nice value of the HTTP server and formatting threads: higher gives dispatch "
                   "the CPU first on a busy machine (0 = the process's priority)")
-      ->check(CLI::Range(-20, 19))
+      ->check(WholeRange(-20, 19))
       ->capture_default_str();
   sub->add_flag("--http-idle", args->http_idle,
                 "Run the HTTP server and formatting threads at SCHED_IDLE: only on CPU time "
@@ -210,10 +210,10 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--curve-keys", args->curve_keys,
                   "Key directory from `hmpmd keygen`: CurveZMQ with authorized worker keys");
   sub->add_option("--max-tasks", args->max_tasks, "Largest job spec accepted, in tasks per step")
-      ->check(CLI::Range(size_t{1}, size_t{100'000'000}))
+      ->check(WholeRange(1, 100'000'000))
       ->capture_default_str();
   sub->add_option("--max-spec-mb", args->max_spec_mb, "Largest job spec accepted, in MiB of JSON")
-      ->check(CLI::Range(size_t{1}, size_t{65536}))
+      ->check(WholeRange(1, 65536))
       ->capture_default_str();
   sub->add_option("--db", args->db,
                   "SQLite file keeping jobs across restarts ('' = in memory only)")
@@ -221,7 +221,7 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--keep-jobs", args->keep_jobs,
                   "Finished jobs kept for queries (in memory and in --db)")
       // 0 forgot each job as it ended: `submit --wait` never saw the end.
-      ->check(CLI::Range(size_t{1}, size_t{100'000'000}))
+      ->check(WholeRange(1, 100'000'000))
       ->capture_default_str();
   sub->add_option("--keep-hours", args->keep_hours,
                   "Also forget finished jobs this many hours after they ended (0 = no limit)")
@@ -230,13 +230,16 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--recovery-grace-ms", args->recovery_grace_ms,
                   "After a restart, longest wait for the workers to re-register before "
                   "dispatch resumes (it resumes once all of them are back)")
+      ->check(WholeRange(0, UINT32_MAX))
       ->capture_default_str();
   sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo, spmd-1f1b)")
       ->capture_default_str();
   sub->add_option("--heartbeat-ms", args->heartbeat_ms, "Worker heartbeat period")
+      ->check(WholeRange(0, UINT32_MAX))
       ->capture_default_str();
   sub->add_option("--worker-timeout-ms", args->worker_timeout_ms,
                   "Silence after which a worker is declared dead")
+      ->check(WholeRange(0, UINT32_MAX))
       ->capture_default_str();
   sub->add_option("--log-level", args->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();

@@ -35,9 +35,6 @@ constexpr uint64_t kMaxMemoryMb = uint64_t{1} << 30;
 
 int RunMain(const RunArgs& a) {
   if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
-  if (a.workers < 1 || a.workers > 256) {
-    return Fail(Status::InvalidArgument("--workers: must be between 1 and 256"));
-  }
   if (!(a.timeout_s > 0 && a.timeout_s <= kMaxTimeoutS)) {
     return Fail(Status::InvalidArgument("--timeout: must be a number of seconds in (0, " +
                                         std::to_string(static_cast<int64_t>(kMaxTimeoutS)) + "]"));
@@ -134,6 +131,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "run", "Run one job on an embedded controller with local workers, print its summary");
   sub->add_option("job", args->job_file, "Job spec (JSON)")->required();
   sub->add_option("--workers", args->workers, "Local worker processes to start")
+      ->check(WholeRange(1, 256))
       ->capture_default_str();
   sub->add_option("--worker-binary", args->worker_binary,
                   "Worker program to start (default: hmpmd-worker beside hmpmd); e.g. a "

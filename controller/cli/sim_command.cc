@@ -413,6 +413,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                   "specs'");
   auto* devices =
       sub->add_option("--devices", args->devices, "Devices of a generated pool (8 per node)")
+          ->check(WholeRange(1, UINT32_MAX))
           ->capture_default_str();
   sub->add_option("--pool", args->pool_file, "Pool spec (JSON)")
       ->excludes(devices)
@@ -428,7 +429,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--max-runs", args->max_runs,
                   "Task runs (tasks x repeat) simulated at most, about 1 KB of memory each")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
+      ->check(WholeRange(1, 100'000'000))
       ->capture_default_str();
   sub->callback([args, exit_code] {
     args->workload = args->workloads.front();

@@ -170,7 +170,7 @@ class Refusals(unittest.TestCase):
 
     def test_flags_are_checked_before_any_work(self):
         spec = self.file("ok.json", '{"tasks": [{"id": "a", "kernel": "noop"}]}')
-        for value in ("nan", "inf", "1e308"):
+        for value in ("nan", "inf", "1e308", "0"):
             self.refused(["run", spec, "--timeout", value], "--timeout: must be a number")
         # Checked once by hmpmd run, not once per worker it starts.
         self.refused(["run", spec, "--cores", "gpu=1"], "--cores: 'gpu' is not a core kind")
@@ -222,6 +222,23 @@ class Refusals(unittest.TestCase):
                             "tcp://127.0.0.1:99999"], capture_output=True, text=True, timeout=20)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("port '99999' is not a number from 1 to 65535", r.stderr)
+
+    def test_whole_number_flags_say_so(self):
+        # CLI::Range alone said "Value abc not in range" for a word.
+        for args in (["controller", "--keep-jobs"], ["controller", "--heartbeat-ms"],
+                     ["controller", "--recovery-grace-ms"], ["run", "x.json", "--workers"],
+                     ["sim", "moe", "--devices"], ["sim", "moe", "--max-runs"]):
+            for word in ("abc", "1.5", "2e3"):
+                self.refused(args + [word], f"{args[-1]}: Value {word} is not a whole number")
+        worker = os.path.join(BIN, "hmpmd-worker")
+        for flag in ("--memory-mb", "--prefetch-mb", "--tensor-pool-mb", "--peer-timeout-ms"):
+            r = subprocess.run([worker, "--controller", "tcp://127.0.0.1:1", flag, "abc"],
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f"{flag}: Value abc is not a whole number", r.stderr)
+        r = subprocess.run([worker, "--controller", "tcp://127.0.0.1:1", "--memory-mb", "-1"],
+                           capture_output=True, text=True, timeout=20)
+        self.assertIn("--memory-mb: Value -1 not in range 0 to", r.stderr)
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
