@@ -25,8 +25,10 @@ Result<std::vector<Buffer>> Future::Get(int64_t timeout_ms) const {
   RETURN_IF_ERROR(Wait(timeout_ms));
   std::string endpoint;
   uint64_t bytes = 0;
-  RETURN_IF_ERROR(state_->session->Outcome(*state_, &endpoint, &bytes));
-  if (endpoint.empty() || bytes == 0) return std::vector<Buffer>{};  // no outputs
+  uint32_t buffers = 0;
+  RETURN_IF_ERROR(state_->session->Outcome(*state_, &endpoint, &bytes, &buffers));
+  // None kept; empty buffers are fetched, for their shapes and count.
+  if (endpoint.empty() || (bytes == 0 && buffers == 0)) return std::vector<Buffer>{};
   int64_t left = state_->session->options().fetch_timeout_ms;
   if (timeout_ms >= 0) {
     const int64_t spent = std::chrono::duration_cast<std::chrono::milliseconds>(

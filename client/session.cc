@@ -179,7 +179,8 @@ Status Session::Wait(const FutureState& f, int64_t timeout_ms) {
   return StatusOf(f);
 }
 
-Status Session::Outcome(const FutureState& f, std::string* endpoint, uint64_t* bytes) {
+Status Session::Outcome(const FutureState& f, std::string* endpoint, uint64_t* bytes,
+                        uint32_t* buffers) {
   std::lock_guard lock(mu_);
   if (closed_ && f.phase == FutureState::Phase::kDone) {
     return Status::Unavailable("task '" + f.label +
@@ -187,6 +188,7 @@ Status Session::Outcome(const FutureState& f, std::string* endpoint, uint64_t* b
   }
   *endpoint = f.endpoint;
   *bytes = f.bytes;
+  if (buffers != nullptr) *buffers = f.buffers;
   return StatusOf(f);
 }
 

@@ -56,6 +56,7 @@ class FutureState {
   std::string error;     // why, unless done
   std::string endpoint;  // done: the worker holding its outputs
   uint64_t bytes = 0;
+  uint32_t buffers = 0;  // how many it kept (empty ones count)
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -76,7 +77,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Status Wait(const FutureState& f, int64_t timeout_ms);
   bool Ready(const FutureState& f);
   // Status of `f` and, when done, where its outputs are.
-  Status Outcome(const FutureState& f, std::string* endpoint, uint64_t* bytes);
+  Status Outcome(const FutureState& f, std::string* endpoint, uint64_t* bytes,
+                 uint32_t* buffers = nullptr);
   void Dropped(FutureState& f);
 
   JobId job() const { return job_; }

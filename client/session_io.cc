@@ -253,6 +253,7 @@ void Session::HandleUpdate(SessionUpdate& u) {
         if (f->phase == FutureState::Phase::kDone && e.state == TaskEnded::kDone) {
           f->endpoint = std::move(e.endpoint);
           f->bytes = e.output_bytes;
+          f->buffers = e.output_buffers;
         }
         continue;
       }
@@ -264,6 +265,7 @@ void Session::HandleUpdate(SessionUpdate& u) {
       f->error = std::move(e.error);
       f->endpoint = std::move(e.endpoint);
       f->bytes = e.output_bytes;
+      f->buffers = e.output_buffers;
     }
     if (u.closed && !closed_) {
       closed_ = true;

@@ -131,7 +131,7 @@ Status Controller::RestoreFromStore(TimeUs now) {
     std::vector<Scheduler::RestoredRun> done;
     done.reserve(j.done.size());
     for (const TaskDoneRecord& r : j.done) {
-      done.push_back({r.run, r.attempt, r.start, r.end, r.bytes});
+      done.push_back({r.run, r.attempt, r.start, r.end, r.bytes, r.buffers});
     }
     Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
                                        j.submitted, j.finished, now, j.started);
@@ -238,15 +238,15 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
       applied = scheduler_->OnTaskDone(r.job, r.task, r.attempt, start, end, now);
       if (applied) {
         ++counters_.tasks_finished;
-        outputs_[{r.job, r.task}] = OutputLocation{w.id, r.output_bytes};
-        scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes);
+        outputs_[{r.job, r.task}] = OutputLocation{w.id, r.output_bytes, r.output_buffers};
+        scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes, r.output_buffers);
         if (auto s = sessions_.find(r.job); s != sessions_.end()) {
           s->second.update.ended.push_back(
-              {r.task, TaskEnded::kDone, "", w.data_endpoint, r.output_bytes});
+              {r.task, TaskEnded::kDone, "", w.data_endpoint, r.output_bytes, r.output_buffers});
         }
         if (writer_) {
-          store_pending_.push_back(
-              TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device, r.output_bytes});
+          store_pending_.push_back(TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device,
+                                                  r.output_bytes, r.output_buffers});
         }
       }
     } else if (!r.lost_inputs.empty()) {
@@ -491,8 +491,9 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
     // The size is known even where no worker holds the output (after a
     // restart); an empty endpoint then fails the task, naming the input.
     in.bytes = job.runs[in.run].output_bytes;
+    in.buffers = job.runs[in.run].output_buffers;
     const OutputLocation* loc = OutputOf(d.job, in.run);
-    if (loc != nullptr && in.bytes > 0 && workers_[loc->worker].alive) {
+    if (loc != nullptr && in.kept() && workers_[loc->worker].alive) {
       in.endpoint = workers_[loc->worker].data_endpoint;
     }
     a.inputs.push_back(std::move(in));

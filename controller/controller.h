@@ -130,6 +130,8 @@ class ControllerObserver {
 struct OutputLocation {
   WorkerId worker = 0;
   uint64_t bytes = 0;
+  uint32_t buffers = 0;  // empty ones count; 0 (with 0 bytes): nothing kept
+  bool kept() const { return bytes > 0 || buffers > 0; }
 };
 
 // Counters exported by /metrics and the run summary.

@@ -49,8 +49,8 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
       continue;
     }
     if (o.run >= job->runs.size() || job->runs[o.run].state != TaskState::kDone) continue;
-    outputs_[{o.job, o.run}] = OutputLocation{w.id, o.bytes};
-    scheduler_->RecordOutput(o.job, o.run, w.device, o.bytes);
+    outputs_[{o.job, o.run}] = OutputLocation{w.id, o.bytes, o.buffers};
+    scheduler_->RecordOutput(o.job, o.run, w.device, o.bytes, o.buffers);
     ++counters_.adopted_outputs;
   }
   for (JobId job : unknown) transport_.Send(w.identity, FreeJob{job});

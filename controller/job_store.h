@@ -39,7 +39,8 @@ struct TaskDoneRecord {
   TimeUs start = 0;
   TimeUs end = 0;
   DeviceId device = 0;
-  uint64_t bytes = 0;  // its outputs' size; 0: none (nothing to rebuild)
+  uint64_t bytes = 0;    // its outputs' size
+  uint32_t buffers = 0;  // how many (empty ones count); both 0: none, nothing to rebuild
 };
 
 struct JobEndedRecord {

@@ -471,7 +471,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
         // Made before a restart and held by no worker that came back (a
         // session's are freed when it ends, not lost).
         const TaskRecord& rec = job->runs[base + i];
-        if (rec.state != TaskState::kDone || rec.output_bytes == 0 || job->open) continue;
+        if (rec.state != TaskState::kDone || !rec.kept() || job->open) continue;
         const TimeUs grace_end = c.started_at() + TimeUs{c.options().recovery_grace_ms} * 1000;
         if (c.recovery().open() || Controller::NowUs() < grace_end) {
           // Not known yet: a worker may still report it (those of ended
@@ -481,21 +481,25 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
                                       ": workers are still reporting the outputs they hold "
                                       "after a controller restart; try again"));
         }
-        lost.push_back(
-            {{"task", g.spec_task(i).id}, {"run", base + i}, {"bytes", rec.output_bytes}});
+        lost.push_back({{"task", g.spec_task(i).id},
+                        {"run", base + i},
+                        {"bytes", rec.output_bytes},
+                        {"buffers", rec.output_buffers}});
         continue;
       }
-      if (loc->bytes == 0) continue;
+      if (!loc->kept()) continue;
       const WorkerInfo& w = c.workers()[loc->worker];
       json o = {{"task", g.spec_task(i).id}, {"run", base + i}};
       if (!w.alive) {
         o["worker"] = w.name;
         o["bytes"] = loc->bytes;
+        o["buffers"] = loc->buffers;
         lost.push_back(std::move(o));
         continue;
       }
       o["endpoint"] = w.data_endpoint;
       o["bytes"] = loc->bytes;
+      o["buffers"] = loc->buffers;
       outputs.push_back(std::move(o));
     }
     return reply(Json(

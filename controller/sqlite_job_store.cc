@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS task_runs (
   end INTEGER NOT NULL,
   device INTEGER NOT NULL,
   bytes INTEGER NOT NULL DEFAULT -1,
+  buffers INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (job, run)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS workers (key TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
@@ -44,6 +45,8 @@ constexpr const char* kAddedColumns[][3] = {
     {"jobs", "finished_unix_ms", "INTEGER NOT NULL DEFAULT 0"},
     {"task_runs", "bytes", "INTEGER NOT NULL DEFAULT -1"},
     {"jobs", "started", "INTEGER NOT NULL DEFAULT -1"},
+    // 0 (not known): such a run kept outputs if it had bytes, as before.
+    {"task_runs", "buffers", "INTEGER NOT NULL DEFAULT 0"},
 };
 
 // PRAGMA user_version of a file whose `workers` table is kept up to date.
@@ -117,7 +120,7 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
                      &store->insert_job_));
   RETURN_IF_ERROR(
       store->Prepare("INSERT OR REPLACE INTO task_runs(job, run, attempt, start, end, device, "
-                     "bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     "bytes, buffers) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      &store->insert_run_));
   RETURN_IF_ERROR(store->Prepare(
       "UPDATE jobs SET state = ?, error = ?, finished = ?, finished_unix_ms = ?, started = ? "
@@ -197,6 +200,7 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
           sqlite3_bind_int64(s, 5, r.end);
           sqlite3_bind_int64(s, 6, r.device);
           sqlite3_bind_int64(s, 7, static_cast<sqlite3_int64>(r.bytes));
+          sqlite3_bind_int64(s, 8, r.buffers);
         } else if constexpr (std::is_same_v<T, JobEndedRecord>) {
           s = end_job_;
           sqlite3_bind_int(s, 1, static_cast<int>(r.state));
@@ -276,8 +280,10 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   }
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return Error("read jobs");
-  RETURN_IF_ERROR(Prepare(
-      "SELECT job, run, attempt, start, end, device, bytes FROM task_runs ORDER BY job, run", &s));
+  RETURN_IF_ERROR(
+      Prepare("SELECT job, run, attempt, start, end, device, bytes, buffers FROM task_runs "
+              "ORDER BY job, run",
+              &s));
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     TaskDoneRecord r;
     r.job = static_cast<JobId>(sqlite3_column_int64(s, 0));
@@ -288,6 +294,7 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
     r.device = static_cast<DeviceId>(sqlite3_column_int64(s, 5));
     // -1 (written by an older version): size not known, taken as not empty.
     r.bytes = static_cast<uint64_t>(sqlite3_column_int64(s, 6));
+    r.buffers = static_cast<uint32_t>(sqlite3_column_int64(s, 7));
     auto it = index.find(r.job);
     if (it != index.end()) jobs[it->second].done.push_back(r);
   }

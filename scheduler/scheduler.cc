@@ -86,7 +86,7 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
 
 bool Scheduler::OutputAvailable(const TaskRecord& rec) const {
   if (rec.state != TaskState::kDone) return false;
-  if (rec.output_bytes == 0) return true;  // nothing to fetch: the edge only orders
+  if (!rec.kept()) return true;  // nothing to fetch: the edge only orders
   return rec.held && rec.output_device != UINT32_MAX && pool_.device(rec.output_device).alive;
 }
 
@@ -106,6 +106,7 @@ size_t Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_rea
   }
   rec.output_device = UINT32_MAX;
   rec.output_bytes = 0;
+  rec.output_buffers = 0;
   --job.done;
   ++job.left_in_step;
   // Its consumers wait for it again; one that was reading the lost output
@@ -301,7 +302,8 @@ void Scheduler::GuessOutput(const JobRun& job, TaskView* v) const {
   v->output_bytes = learned.value_or(0);
 }
 
-void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64_t bytes) {
+void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64_t bytes,
+                             uint32_t buffers) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || run >= it->second.runs.size()) return;
   const JobGraph& g = *it->second.graph;
@@ -310,6 +312,8 @@ void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64
   ReleaseHeld(rec);  // reported again, or by another worker
   rec.output_device = device;
   rec.output_bytes = bytes;
+  rec.output_buffers = buffers;
+  const bool kept = rec.kept();
   const std::string& kernel = g.spec_task(run % g.size()).kernel;
   if (pool_.options().count_store &&
       std::find(std::begin(kBuiltinKernels), std::end(kBuiltinKernels), kernel) ==
@@ -328,7 +332,7 @@ void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64
   }
   // Kept by the worker: outputs with readers, and the last step's sinks.
   const bool last_step = run / g.size() + 1 == g.steps();
-  rec.held = bytes > 0 && (rec.reads_left > 0 || last_step);
+  rec.held = kept && (rec.reads_left > 0 || last_step);
   if (it->second.open) {
     // A consumer that ended without reading them counts as read.
     rec.reads_left = 0;
@@ -338,9 +342,9 @@ void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64
         ++rec.reads_left;
       }
     }
-    rec.held = bytes > 0 && (!rec.released || rec.reads_left > 0);
+    rec.held = kept && (!rec.released || rec.reads_left > 0);
     // The worker keeps them until told.
-    if (bytes > 0 && !rec.held) freed_.push_back({job_id, run, device});
+    if (kept && !rec.held) freed_.push_back({job_id, run, device});
   }
   if (rec.held) pool_.AddHeldBytes(device, static_cast<int64_t>(bytes));
 }

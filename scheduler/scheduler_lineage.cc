@@ -64,7 +64,7 @@ size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
   size_t revived = 0;
   for (uint32_t r = base; r < base + n; ++r) {
     const TaskRecord& rec = job.runs[r];
-    if (rec.state != TaskState::kDone || rec.output_bytes == 0 || rec.held) continue;
+    if (rec.state != TaskState::kDone || !rec.kept() || rec.held) continue;
     const std::vector<uint32_t>& consumers = g.task(r - base).consumers;
     const bool awaited = std::any_of(consumers.begin(), consumers.end(), [&](uint32_t c) {
       const TaskState s = job.runs[base + c].state;

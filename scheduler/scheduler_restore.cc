@@ -30,6 +30,7 @@ Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
     rec.start = r.start;
     rec.end = std::max(r.start, r.end);
     rec.output_bytes = r.bytes;  // held nowhere until a worker reports it
+    rec.output_buffers = r.buffers;
     ++job.done;
     if (job.started < 0 || r.start < job.started) job.started = r.start;
   }

@@ -196,7 +196,7 @@ Status Simulator::Run() {
       // Its outputs stay on its device (no bytes: the simulation moves no
       // data), where the policy may place their consumers.
       if (scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_)) {
-        scheduler_->RecordOutput(ev.d.job, ev.d.run, ev.d.device, 0);
+        scheduler_->RecordOutput(ev.d.job, ev.d.run, ev.d.device, 0, 0);
       }
       ++events_;
     }

@@ -114,9 +114,8 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
   // task takes no read of its local inputs (their other readers keep them).
   for (size_t i = 0; i < n; ++i) {
     const InputRef& in = inputs[i];
-    // A producer that made 0 bytes (no outputs, like noop or spin) kept
-    // nothing: there is nothing to read.
-    if (in.bytes == 0 || in.endpoint == server_.endpoint()) continue;
+    // A producer that kept no buffers (like noop or spin): nothing to read.
+    if (!in.kept() || in.endpoint == server_.endpoint()) continue;
     if (in.endpoint.empty()) {
       failed[i] = Status::NotFound("input: the controller knows no location of job " +
                                    std::to_string(job) + " run " + std::to_string(in.run));
@@ -147,7 +146,7 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
   }
   for (size_t i = 0; i < n && failed.empty(); ++i) {
     const InputRef& in = inputs[i];
-    if (in.bytes == 0 || in.endpoint != server_.endpoint()) continue;
+    if (!in.kept() || in.endpoint != server_.endpoint()) continue;
     local[i] = store_.Read(job, in.run);
     if (local[i] == nullptr) {
       failed[i] = Status::NotFound("input: no outputs of job " + std::to_string(job) + " run " +

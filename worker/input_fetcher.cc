@@ -96,8 +96,8 @@ PrefetchedInputs InputFetcher::Begin(JobId job, const std::vector<InputRef>& inp
   batch->job = job;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const InputRef& in = inputs[i];
-    // 0 bytes: nothing to read; no endpoint or our own: not a peer's.
-    if (in.bytes == 0 || in.endpoint.empty() || in.endpoint == self) continue;
+    // Nothing kept: nothing to read; no endpoint or our own: not a peer's.
+    if (!in.kept() || in.endpoint.empty() || in.endpoint == self) continue;
     Part part;
     part.index = i;
     part.ref = in;

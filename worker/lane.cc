@@ -135,7 +135,8 @@ void Lane::Loop() {
       running_job_ = 0;
     }
     if (ran_.size() == kRanKept) ran_.pop_front();
-    ran_.push_back({result.job, result.task, result.ok, result.output_bytes});
+    ran_.push_back(
+        {result.job, result.task, result.ok, result.output_bytes, result.output_buffers});
     done_->Push(std::move(result));
   }
 }
@@ -185,7 +186,9 @@ TaskResult Lane::Execute(const LaneTask& task) {
       throw std::runtime_error("kernel '" + task.assign.kernel + "' returned " + meta.message());
     }
     r.output_bytes = ObjectStore::BytesOf(outputs);
-    // No buffers: nothing to keep (consumers skip a producer of 0 bytes).
+    r.output_buffers = static_cast<uint32_t>(outputs.size());
+    // No buffers: nothing to keep (consumers skip a producer that kept none).
+    // Empty buffers are kept: their shapes and positions reach consumers.
     if (!outputs.empty() && task.assign.reads != TaskAssign::kDropOutputs) {
       Status kept = data_->store().Put(r.job, r.task, std::move(outputs), task.assign.reads);
       if (!kept.ok()) throw std::runtime_error(kept.message());
@@ -229,7 +232,8 @@ bool Lane::ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint
       *lost = in.run;
       return false;
     }
-    in.bytes = it->bytes;  // 0: nothing kept, nothing to read
+    in.bytes = it->bytes;
+    in.buffers = it->buffers;  // 0: nothing kept, nothing to read
     in.endpoint = data_->endpoint();
   }
   return true;

@@ -99,6 +99,7 @@ class Lane {
     uint32_t run = 0;
     bool ok = false;
     uint64_t bytes = 0;
+    uint32_t buffers = 0;
   };
   static constexpr size_t kRanKept = 4096;  // well above a core's queue
   std::deque<Ran> ran_;

@@ -64,7 +64,8 @@ std::vector<HeldOutput> ObjectStore::List(size_t max) const {
   out.reserve(std::min(max, entries_.size()));
   for (const auto& [key, e] : entries_) {
     if (out.size() >= max) break;
-    out.push_back(HeldOutput{key.first, key.second, e.bytes});
+    out.push_back(
+        HeldOutput{key.first, key.second, e.bytes, static_cast<uint32_t>(e.outputs->size())});
   }
   return out;
 }

@@ -413,7 +413,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                   "specs'");
   auto* devices =
       sub->add_option("--devices", args->devices, "Devices of a generated pool (8 per node)")
-          ->check(WholeRange(1, UINT32_MAX))
+          ->check(WholeRange(0, UINT32_MAX))
           ->capture_default_str();
   sub->add_option("--pool", args->pool_file, "Pool spec (JSON)")
       ->excludes(devices)

@@ -94,6 +94,27 @@ TEST_F(ClientTest, ChainedFuturesMoveDataBetweenWorkers) {
   EXPECT_EQ(pids.size(), 2u) << "every chain ran on one worker";
 }
 
+TEST_F(ClientTest, AFutureOfAnEmptyTensorGetsThatTensor) {
+  // 0 bytes is not "no outputs": an empty tensor is handed to consumers and
+  // to Get(), in its place.
+  auto c = Connect("empty");
+  ASSERT_NE(c, nullptr);
+  Future z = c->Submit({.kernel = "send", .args = {{"bytes", int64_t{0}}}}).value();
+  Future a = c->Submit({.kernel = "send", .args = {{"bytes", int64_t{3}}}}).value();
+  Future za = c->Submit({.kernel = "send", .inputs = {z, a}}).value();
+  auto got = z.Get(20000);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].shape, std::vector<int64_t>{0});
+  EXPECT_EQ(z.output_bytes(), 0u);
+  got = za.Get(20000);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].shape, std::vector<int64_t>{0});
+  EXPECT_EQ((*got)[1].shape, std::vector<int64_t>{3});
+  EXPECT_TRUE(c->Close().ok());
+}
+
 TEST_F(ClientTest, AnInputNamedTwiceIsReadTwice) {
   // add(x, x) is x + x, on x's worker or the other one; the graph used to
   // keep x once, so add got one buffer and generated its data.

@@ -116,8 +116,9 @@ TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
 TYPED_TEST(JobStoreTest, OutputSizesEndTimesAndLiveWorkersAreKept) {
   std::vector<StoreRecord> batch = {
       JobSubmittedRecord{1, "a", "{}", 1},
-      TaskDoneRecord{1, 0, 0, 1, 2, 0, uint64_t{5} << 32},
+      TaskDoneRecord{1, 0, 0, 1, 2, 0, uint64_t{5} << 32, 2},
       TaskDoneRecord{1, 1, 0, 2, 3, 1, 0},
+      TaskDoneRecord{1, 2, 0, 2, 3, 1, 0, 3},  // three empty tensors
       JobEndedRecord{1, JobState::kSucceeded, "", 3, 1'700'000'000'123},
       WorkerRecord{"w1|10|tcp://127.0.0.1:7001", true},
       WorkerRecord{"w2|11|tcp://127.0.0.1:7002", true},
@@ -130,9 +131,13 @@ TYPED_TEST(JobStoreTest, OutputSizesEndTimesAndLiveWorkersAreKept) {
   auto jobs = this->store_->Load();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
-  ASSERT_EQ((*jobs)[0].done.size(), 2u);
+  ASSERT_EQ((*jobs)[0].done.size(), 3u);
   EXPECT_EQ((*jobs)[0].done[0].bytes, uint64_t{5} << 32);
+  EXPECT_EQ((*jobs)[0].done[0].buffers, 2u);
   EXPECT_EQ((*jobs)[0].done[1].bytes, 0u);
+  EXPECT_EQ((*jobs)[0].done[1].buffers, 0u);
+  EXPECT_EQ((*jobs)[0].done[2].bytes, 0u);
+  EXPECT_EQ((*jobs)[0].done[2].buffers, 3u);
   EXPECT_EQ((*jobs)[0].finished_unix_ms, 1'700'000'000'123);
   auto live = this->store_->LoadLiveWorkers();
   ASSERT_TRUE(live.ok());
@@ -168,6 +173,7 @@ TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
     ASSERT_EQ(jobs->size(), 1u);
     ASSERT_EQ((*jobs)[0].done.size(), 1u);
     EXPECT_EQ((*jobs)[0].done[0].bytes, UINT64_MAX);
+    EXPECT_EQ((*jobs)[0].done[0].buffers, 0u);
     EXPECT_EQ((*jobs)[0].finished_unix_ms, 0);
     EXPECT_EQ((*jobs)[0].started, -1);
     auto live = (*s)->LoadLiveWorkers();

@@ -99,6 +99,47 @@ TEST_F(DataPlaneTest, ManyInputsWithRepeatsKeepTheirOrder) {
   }
 }
 
+TEST_F(DataPlaneTest, EmptyTensorsKeepTheirPlaceAmongInputs) {
+  // A producer whose only output is a tensor of 0 elements (an expert that
+  // received no tokens) still hands that tensor on: 0 bytes is not
+  // "nothing kept", and the inputs after it keep their positions.
+  StartCluster(2);
+  json tasks = json::array({
+      {{"id", "z"}, {"kernel", "send"}, {"args", {{"bytes", 0}}}},
+      {{"id", "a"}, {"kernel", "scale"}, {"args", {{"n", 3}, {"factor", 1.0}}}},
+      {{"id", "za"}, {"kernel", "send"}, {"core", "vector"}, {"inputs", {"z", "a"}}},
+      {{"id", "zz"}, {"kernel", "send"}, {"core", "vector"}, {"inputs", {"z", "z"}}},
+  });
+  JobResult r = RunSpec(json{{"name", "empty"}, {"tasks", tasks}}.dump());
+  ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
+  std::vector<worker::Buffer> za = FetchOutputs(r.id, 2);
+  ASSERT_EQ(za.size(), 2u);
+  EXPECT_EQ(za[0].shape, std::vector<int64_t>{0});
+  EXPECT_TRUE(za[0].data.empty());
+  EXPECT_EQ(Floats(za[1]), ScaleGenerated(3, 1.0));
+  std::vector<worker::Buffer> zz = FetchOutputs(r.id, 3);
+  ASSERT_EQ(zz.size(), 2u);
+  for (const worker::Buffer& b : zz) EXPECT_EQ(b.shape, std::vector<int64_t>{0});
+}
+
+TEST_F(DataPlaneTest, AnEmptyTensorFlowsDownAChainOnOneCore) {
+  // One core: each consumer is queued behind its producer (early dispatch)
+  // and reads the empty tensor that producer left in the local store.
+  StartCluster(1, "cube=1,vector=0");
+  json tasks = json::array({
+      {{"id", "z"}, {"kernel", "send"}, {"args", {{"bytes", 0}}}},
+      {{"id", "c"}, {"kernel", "send"}, {"inputs", {"z"}}},
+      {{"id", "d"}, {"kernel", "send"}, {"inputs", {"c"}}},
+  });
+  JobResult r = RunSpec(json{{"name", "chain"}, {"tasks", tasks}}.dump());
+  ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
+  // Passed on: had c seen no input, it would have made 4096 bytes.
+  std::vector<worker::Buffer> d = FetchOutputs(r.id, 2);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].shape, std::vector<int64_t>{0});
+  EXPECT_TRUE(d[0].data.empty());
+}
+
 TEST_F(DataPlaneTest, AllreduceGangSpansThreeWorkers) {
   StartCluster(3);
   json tasks = json::array();

@@ -78,7 +78,7 @@ TEST(LocalityTest, AConsumerGoesWhereItsLargestInputIs) {
   for (const Dispatch& d : out) {
     ASSERT_TRUE(s->OnTaskDone(*id, d.run, 0, 0, 100, 100));
     // b's output is the big one.
-    s->RecordOutput(*id, d.run, d.device, d.run == 1 ? 64 << 20 : 1024);
+    s->RecordOutput(*id, d.run, d.device, d.run == 1 ? 64 << 20 : 1024, 1);
   }
   const DeviceId b_device = out[0].run == 1 ? out[0].device : out[1].device;
   out.clear();
@@ -107,7 +107,7 @@ TEST(MemoryCapTest, AFullDeviceTakesNoNewOutputsUntilTheyAreRead) {
   // p's device; the other one runs hog for a long time.
   const DeviceId d0 = out[0].run == 0 ? out[0].device : out[1].device;
   ASSERT_TRUE(s->OnTaskDone(*id, 0, 0, 0, 100, 100));
-  s->RecordOutput(*id, 0, d0, 2 << 20);  // p's 2 MiB fill d0's 1 MiB store
+  s->RecordOutput(*id, 0, d0, 2 << 20, 1);  // p's 2 MiB fill d0's 1 MiB store
   EXPECT_TRUE(s->pool().MemoryFull(d0));
   // d0 is the only free core, but a root would only add to its store.
   auto other = s->AddJob(BuildGraph(SpecBuilder().Add(TaskBuilder("r").Us(100)).Build()), 100);
@@ -190,7 +190,7 @@ TEST(MemoryCapTest, AnOutputThatFitsNowhereWaitsWhileQueuedWorkMayMakeRoom) {
   ASSERT_EQ(out.size(), 1u) << "y fits beside x on no store";
   ASSERT_EQ(out[0].run, 0u) << "x goes first (z waits for it)";
   ASSERT_TRUE(s->OnTaskDone(*id, 0, 0, 0, 100, 100));
-  s->RecordOutput(*id, 0, d0, 40u << 20);
+  s->RecordOutput(*id, 0, d0, 40u << 20, 1);
   out.clear();
   s->Schedule(100, &out);
   // z reads x (the last read frees it); the other scale still waits for it.
@@ -213,7 +213,7 @@ TEST(MemoryCapTest, WithNothingQueuedThatMayMakeRoomAnOutputIsPlacedAnyway) {
   s->Schedule(0, &out);
   ASSERT_EQ(out.size(), 1u);
   ASSERT_TRUE(s->OnTaskDone(*id, out[0].run, 0, 0, 100, 100));
-  s->RecordOutput(*id, out[0].run, d0, 40u << 20);  // a final output: kept
+  s->RecordOutput(*id, out[0].run, d0, 40u << 20, 1);  // a final output: kept
   out.clear();
   s->Schedule(100, &out);
   ASSERT_EQ(out.size(), 1u) << "waited for work that can never make room";
@@ -245,7 +245,7 @@ TEST(MemoryCapTest, AStoreExactlyFullWithNothingToFreeItTakesTheOutputAnyway) {
     s->Schedule(0, &out);
     ASSERT_EQ(out.size(), 1u) << kernel;
     ASSERT_TRUE(s->OnTaskDone(*id, out[0].run, 0, 0, 100, 100));
-    s->RecordOutput(*id, out[0].run, d0, 4u << 20);
+    s->RecordOutput(*id, out[0].run, d0, 4u << 20, 1);
     ASSERT_TRUE(s->pool().MemoryFull(d0));
     out.clear();
     s->Schedule(100, &out);
@@ -288,7 +288,7 @@ TEST(MemoryCapTest, TasksThatStoreNothingGoToAFullDevice) {
   s->Schedule(0, &out);
   ASSERT_EQ(out.size(), 1u);
   ASSERT_TRUE(s->OnTaskDone(*id, 0, 0, 0, 100, 100));
-  s->RecordOutput(*id, 0, d0, 1u << 20);
+  s->RecordOutput(*id, 0, d0, 1u << 20, 1);
   ASSERT_TRUE(s->pool().MemoryFull(d0));
   auto spin = s->AddJob(BuildGraph(SpecBuilder().Add(TaskBuilder("s").Us(100)).Build()), 100);
   auto own = s->AddJob(BuildGraph(SpecBuilder().Add(TaskBuilder("o", "mine")).Build()), 100);
@@ -314,7 +314,7 @@ TEST(MemoryCapTest, AWorkersOwnKernelCountsWhatItsEarlierRunsStored) {
   ASSERT_EQ(out.size(), 1u);
   const DeviceId full = out[0].device;
   ASSERT_TRUE(s->OnTaskDone(*first, 0, 0, 0, 100, 100));
-  s->RecordOutput(*first, 0, full, 40u << 20);  // a final output: kept
+  s->RecordOutput(*first, 0, full, 40u << 20, 1);  // a final output: kept
   auto second = s->AddJob(BuildGraph(SpecBuilder().Add(TaskBuilder("o", "mine")).Build()), 100);
   ASSERT_TRUE(second.ok());
   out.clear();

@@ -319,7 +319,7 @@ TEST_F(EarlyDispatchTest, AProducerWaitingForARebuiltInputRecallsItsEarlyConsume
   Add(SpecBuilder().Chain({"x", "a", "b", "c"}, 1000));
   ASSERT_EQ(Names(Step(0)), (Ids{"x", "a"}));
   ASSERT_TRUE(Done("x", 0, 1000));
-  s_->RecordOutput(job_, Run("x"), 0, 4096);
+  s_->RecordOutput(job_, Run("x"), 0, 4096, 1);
   ASSERT_EQ(Names(Step(1000)), (Ids{"b"})) << "b goes behind a";
   // a could not read x's output: x is rebuilt, a waits, b is recalled.
   ASSERT_TRUE(s_->OnInputsLost(job_, Run("a"), 0, {Run("x")}, "gone", 1100));

@@ -20,7 +20,7 @@ inline std::unique_ptr<Scheduler> MakeFifoScheduler() {
 // `bytes` of outputs on its device.
 inline void FinishRun(Scheduler& s, const Dispatch& d, TimeUs now, uint64_t bytes) {
   ASSERT_TRUE(s.OnTaskDone(d.job, d.run, d.attempt, now - 10, now, now));
-  s.RecordOutput(d.job, d.run, d.device, bytes);
+  s.RecordOutput(d.job, d.run, d.device, bytes, bytes > 0 ? 1 : 0);
 }
 
 // Schedules at `now` and returns the runs dispatched.

@@ -98,7 +98,7 @@ TEST(GangRestartTest, AMemberThatLostAnInputRestartsItsPeersToo) {
   auto out = Step(*s, 0);
   ASSERT_EQ(out.size(), 1u);
   ASSERT_TRUE(s->OnTaskDone(*id, 0, 0, 0, 10, 10));
-  s->RecordOutput(*id, 0, out[0].device, 64);
+  s->RecordOutput(*id, 0, out[0].device, 64, 1);
   out = Step(*s, 20);
   ASSERT_EQ(out.size(), 2u);
   // m0 could not read pre's output: pre runs again, and m1, waiting for m0
@@ -111,7 +111,7 @@ TEST(GangRestartTest, AMemberThatLostAnInputRestartsItsPeersToo) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].run, 0u) << "the lost input first";
   ASSERT_TRUE(s->OnTaskDone(*id, 0, out[0].attempt, 40, 50, 50));
-  s->RecordOutput(*id, 0, out[0].device, 64);
+  s->RecordOutput(*id, 0, out[0].device, 64, 1);
   out = Step(*s, 60);
   ASSERT_EQ(out.size(), 2u) << "then the gang, together";
   EXPECT_EQ(DevicesOf(out).size(), 2u);

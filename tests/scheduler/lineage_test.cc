@@ -114,7 +114,7 @@ class RestoredLineageTest : public ::testing::Test {
 };
 
 TEST_F(RestoredLineageTest, OutputsNoWorkerReportedAreRebuiltWithTheirLostInputs) {
-  s_->RecordOutput(kJob, 2, dev_, 2048);  // q's is on d0
+  s_->RecordOutput(kJob, 2, dev_, 2048, 1);  // q's is on d0
   // a's output was read by p before the restart and is gone too.
   EXPECT_EQ(s_->RebuildUnheldOutputs(kJob, 1000), 2u);
   EXPECT_EQ(StateOf(*s_, kJob, 0), TaskState::kReady);
@@ -133,8 +133,8 @@ TEST_F(RestoredLineageTest, OutputsNoWorkerReportedAreRebuiltWithTheirLostInputs
 }
 
 TEST_F(RestoredLineageTest, ReportedOutputsAreNotRebuilt) {
-  s_->RecordOutput(kJob, 1, dev_, 1024);
-  s_->RecordOutput(kJob, 2, dev_, 2048);
+  s_->RecordOutput(kJob, 1, dev_, 1024, 1);
+  s_->RecordOutput(kJob, 2, dev_, 2048, 1);
   // a's output is needed by nobody (p is done): no rebuild.
   EXPECT_EQ(s_->RebuildUnheldOutputs(kJob, 1000), 0u);
   auto out = Step(*s_, 1100);
@@ -197,12 +197,12 @@ TEST(RecordOutputTest, CountsOnlyReadersNotDoneAndIgnoresRunsNotDone) {
                      .Build();
   std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 100}, {1, 0, 20, 30, 0}};
   ASSERT_TRUE(s->RestoreJob(4, BuildGraph(spec), done, JobState::kQueued, "", 0, -1, 1000).ok());
-  s->RecordOutput(4, 2, d, 999);  // c is not done: ignored
+  s->RecordOutput(4, 2, d, 999, 1);  // c is not done: ignored
   EXPECT_EQ(s->pool().device(d).held_bytes, 0u);
-  s->RecordOutput(4, 0, d, 100);
+  s->RecordOutput(4, 0, d, 100, 1);
   EXPECT_EQ(s->job(4)->runs[0].reads_left, 1u) << "b read it before the restart";
   EXPECT_EQ(s->pool().device(d).held_bytes, 100u);
-  s->RecordOutput(4, 0, d, 100);  // reported twice: counted once
+  s->RecordOutput(4, 0, d, 100, 1);  // reported twice: counted once
   EXPECT_EQ(s->pool().device(d).held_bytes, 100u);
 }
 

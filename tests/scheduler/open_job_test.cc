@@ -56,7 +56,7 @@ class OpenJobTest : public ::testing::Test {
   }
   void Finish(const Dispatch& d, uint64_t bytes = 0) {
     ASSERT_TRUE(sched_->OnTaskDone(d.job, d.run, d.attempt, now_, now_ + 1, now_));
-    sched_->RecordOutput(d.job, d.run, d.device, bytes);
+    sched_->RecordOutput(d.job, d.run, d.device, bytes, bytes > 0 ? 1 : 0);
   }
   const JobRun& Job() const { return *sched_->job(job_); }
 

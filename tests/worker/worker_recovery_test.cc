@@ -73,7 +73,7 @@ TEST_F(WorkerRecoveryTest, ReRegistrationReportsTheOutputsItKeeps) {
   controller_.Send(Reject{"unknown worker; register again", true});
   std::optional<RegisterMsg> reg = controller_.WaitFor<RegisterMsg>({}, milliseconds(3000));
   ASSERT_TRUE(reg);
-  EXPECT_EQ(reg->outputs, (std::vector<HeldOutput>{{3, 0, 64 * 4}, {3, 1, 32 * 4}}));
+  EXPECT_EQ(reg->outputs, (std::vector<HeldOutput>{{3, 0, 64 * 4, 1}, {3, 1, 32 * 4, 1}}));
   EXPECT_EQ(reg->held.size(), 3u) << "the finished tasks, whose results it sends again";
   controller_.Send(RegisterAck{kWorkerId, kHeartbeatMs});
   EXPECT_TRUE(controller_.WaitFor<Heartbeat>());

@@ -80,9 +80,10 @@ struct HeldOutput {
   JobId job = 0;
   uint32_t run = 0;
   uint64_t bytes = 0;
+  uint32_t buffers = 0;  // how many; empty ones count (a tensor of shape (0,))
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, run, bytes);
+    ar(job, run, bytes, buffers);
   }
   friend bool operator==(const HeldOutput&, const HeldOutput&) = default;
 };
@@ -183,9 +184,15 @@ struct InputRef {
   uint32_t run = 0;
   std::string endpoint;
   uint64_t bytes = 0;  // total size of that run's outputs; kAhead: not known yet
+  // How many buffers that run kept; 0: none, the edge only orders. Empty
+  // buffers count: a producer of only 0-byte tensors still hands them on.
+  uint32_t buffers = 0;
+  // Whether there is anything to read (bytes alone cannot say: 0 bytes may
+  // be empty tensors).
+  bool kept() const { return bytes > 0 || buffers > 0; }
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(run, endpoint, bytes);
+    ar(run, endpoint, bytes, buffers);
   }
   friend bool operator==(const InputRef&, const InputRef&) = default;
 };
@@ -245,8 +252,9 @@ struct TaskResult {
   bool ok = true;
   int64_t start_us = 0;
   int64_t end_us = 0;
-  std::string error;          // the kernel's message when !ok
-  uint64_t output_bytes = 0;  // kept in the worker's object store
+  std::string error;            // the kernel's message when !ok
+  uint64_t output_bytes = 0;    // kept in the worker's object store
+  uint32_t output_buffers = 0;  // how many buffers it kept (empty ones count)
   // With !ok: the producer runs whose outputs could not be read (freed, or
   // their worker unreachable). The controller rebuilds them (lineage) and
   // runs this task again instead of failing the job.
@@ -257,7 +265,8 @@ struct TaskResult {
   bool retryable = false;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, ok, start_us, end_us, error, output_bytes, lost_inputs, retryable);
+    ar(job, task, attempt, ok, start_us, end_us, error, output_bytes, output_buffers, lost_inputs,
+       retryable);
   }
   friend bool operator==(const TaskResult&, const TaskResult&) = default;
 };
@@ -433,9 +442,10 @@ struct TaskEnded {
   std::string error;     // failed or cancelled: why
   std::string endpoint;  // done: the data endpoint of the worker holding its outputs
   uint64_t output_bytes = 0;
+  uint32_t output_buffers = 0;  // 0: it kept nothing
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(task, state, error, endpoint, output_bytes);
+    ar(task, state, error, endpoint, output_bytes, output_buffers);
   }
   friend bool operator==(const TaskEnded&, const TaskEnded&) = default;
 };

@@ -70,13 +70,16 @@ struct TaskRecord {
   // Where its outputs live and how big they are (RecordOutput; live only).
   DeviceId output_device = UINT32_MAX;
   uint64_t output_bytes = 0;
-  uint32_t reads_left = 0;  // consumers that have not read them yet
-  bool held = false;        // counted in the device's held bytes
+  uint32_t output_buffers = 0;  // empty ones count
+  uint32_t reads_left = 0;      // consumers that have not read them yet
+  bool held = false;            // counted in the device's held bytes
   // Open jobs: the driver released its outputs (ReleaseOutput); until then
   // they are held whatever their consumers did.
   bool released = false;
   bool reads_stored = false;
   StoreUse store_use() const { return {uint64_t{reserved_kib} << 10, reads_stored}; }
+  // Whether it left outputs to read (0 bytes may still be empty tensors).
+  bool kept() const { return output_bytes > 0 || output_buffers > 0; }
 };
 
 struct JobRun {
@@ -227,7 +230,8 @@ class Scheduler {
   // above the largest restored id. Skips the feasibility check (the pool
   // is empty while workers re-register). `started`: when it was first
   // dispatched, where the store knows (-1: its earliest done run's start).
-  // `bytes`: its outputs' size (0: none). Where they live is not known
+  // `bytes`, `buffers`: its outputs' size and count (both 0: none; an
+  // older store knows no count). Where they live is not known
   // until a worker reports them (RecordOutput); until then a consumer cannot
   // read them (see RebuildUnheldOutputs).
   struct RestoredRun {
@@ -235,6 +239,7 @@ class Scheduler {
     uint32_t attempt = 0;
     TimeUs start = 0, end = 0;
     uint64_t bytes = 0;
+    uint32_t buffers = 0;
   };
   Status RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
                     const std::vector<RestoredRun>& done, JobState state, std::string error,
@@ -269,7 +274,7 @@ class Scheduler {
   // A done run's outputs stay on `device` (its worker's object store); the
   // policy may prefer placing its consumers there. They are read once by
   // each consumer not yet done. Ignored unless the run is done.
-  void RecordOutput(JobId job, uint32_t run, DeviceId device, uint64_t bytes);
+  void RecordOutput(JobId job, uint32_t run, DeviceId device, uint64_t bytes, uint32_t buffers);
 
   // After a restart, once workers have reported what they hold: done runs
   // of the step being run whose outputs no worker holds but that a waiting
