@@ -72,6 +72,20 @@ size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
     });
     if (awaited) revived += Revive(job, r, now, /*restart_readers=*/false);
   }
+  // A gang whose members did not all come back alike (one rebuilt above,
+  // or not adopted, beside a mate done or adopted running) starts over
+  // whole: the member left would otherwise wait for its gang for ever, or
+  // go alone.
+  for (const CollectiveGroup& group : g.groups()) {
+    bool ran = false;
+    uint32_t waits = UINT32_MAX;
+    for (uint32_t m : group.members) {
+      const TaskState s = job.runs[base + m].state;
+      if (s == TaskState::kDone || s == TaskState::kRunning) ran = true;
+      if (s == TaskState::kBlocked || s == TaskState::kReady) waits = base + m;
+    }
+    if (ran && waits != UINT32_MAX) RestartGang(job, waits, now);
+  }
   return revived;
 }
 

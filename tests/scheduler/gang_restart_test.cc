@@ -401,5 +401,68 @@ TEST(GangRestartTest, AMemberQueuedBehindOtherWorkIsStoppedWhenItsPeerFailsTheJo
   EXPECT_EQ(stopped, (std::set<uint32_t>{0, queued.run}));
 }
 
+// After a controller restart, a done gang one of whose members' outputs no
+// worker brought back starts over whole: the rebuilt member alone would
+// wait for its gang for ever (its mate stays done).
+TEST(GangRestartTest, AfterARestartAGangWithOneOutputLostRunsAgainWhole) {
+  auto s = MakeFifoScheduler();
+  JobSpec spec = GangReadingInputs();
+  spec.tasks.push_back(TaskBuilder("y").Us(10).Inputs({"m0", "m1"}).spec());
+  std::vector<Scheduler::RestoredRun> done;
+  for (uint32_t r = 0; r < 4; ++r) done.push_back({r, 0, 10, 20, 64, 1});
+  const JobId id = 7;
+  ASSERT_TRUE(s->RestoreJob(id, BuildGraph(spec), done, JobState::kRunning, "", 0, -1, 100).ok());
+  std::vector<DeviceId> devices;
+  for (int i = 0; i < 3; ++i)
+    devices.push_back(s->AddDevice(Device("d" + std::to_string(i), 1, 1)));
+  s->RecordOutput(id, 2, devices[0], 64, 1);  // m0's came back; m1's did not
+  EXPECT_GT(s->RebuildUnheldOutputs(id, 200), 0u);
+  TimeUs now = 200;
+  std::set<uint32_t> ran;
+  for (int round = 0; round < 4 && s->job(id)->state == JobState::kRunning; ++round) {
+    std::vector<Dispatch> out = Step(*s, now += 10);
+    std::set<uint32_t> members;
+    for (const Dispatch& d : out) {
+      ran.insert(d.run);
+      if (d.run == 2 || d.run == 3) members.insert(d.run);
+    }
+    EXPECT_TRUE(members.empty() || members.size() == 2u) << "a gang member went alone";
+    Finish(*s, out, &now);
+  }
+  EXPECT_EQ(s->job(id)->state, JobState::kSucceeded);
+  EXPECT_TRUE(ran.count(2) && ran.count(3)) << "the whole gang ran again";
+}
+
+// After a restart a worker brought one member back running, its mate's
+// worker did not: the gang starts over (the adopted member is stopped)
+// rather than sending the mate alone.
+TEST(GangRestartTest, AfterARestartAnAdoptedMemberWithoutItsMateStartsItsGangOver) {
+  auto s = MakeFifoScheduler();
+  std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 64, 1}, {1, 0, 10, 20, 64, 1}};
+  const JobId id = 8;
+  ASSERT_TRUE(
+      s->RestoreJob(id, BuildGraph(GangReadingInputs()), done, JobState::kRunning, "", 0, -1, 100)
+          .ok());
+  std::vector<DeviceId> devices;
+  for (int i = 0; i < 2; ++i)
+    devices.push_back(s->AddDevice(Device("d" + std::to_string(i), 1, 1)));
+  s->RecordOutput(id, 0, devices[0], 64, 1);
+  s->RecordOutput(id, 1, devices[1], 64, 1);
+  ASSERT_TRUE(s->AdoptRun(id, 2, 0, devices[0], CoreKind::kVector, 0, 150));
+  s->RebuildUnheldOutputs(id, 200);
+  std::vector<RunEnded> aborted = s->TakeAborted();
+  ASSERT_EQ(aborted.size(), 1u);
+  EXPECT_EQ(aborted[0].run, 2u);
+  // The stopped member had read x0 (its one read): x0 runs again first.
+  TimeUs now = 200;
+  std::vector<Dispatch> out = Step(*s, now += 10);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].run, 0u);
+  Finish(*s, out, &now);
+  out = Step(*s, now += 10);
+  ASSERT_EQ(out.size(), 2u) << "the gang, together";
+  EXPECT_EQ(DevicesOf(out).size(), 2u);
+}
+
 }  // namespace
 }  // namespace hmpmd::test

@@ -280,6 +280,8 @@ class Scheduler {
   // of the step being run whose outputs no worker holds but that a waiting
   // (blocked or ready) run still has to read run again (lineage). Running
   // readers are left alone (they have read, or they report the loss).
+  // A gang some of whose members are done or running (adopted) while
+  // others wait starts over whole (RestartGang).
   // Returns how many runs it revived, inputs they need included.
   size_t RebuildUnheldOutputs(JobId job, TimeUs now);
 
