@@ -251,7 +251,8 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
       }
     } else if (!r.lost_inputs.empty()) {
       // An input is gone: rebuild it (lineage) and run this task again.
-      applied = scheduler_->OnInputsLost(r.job, r.task, r.attempt, r.lost_inputs, error, now);
+      applied = scheduler_->OnInputsLost(r.job, r.task, r.attempt, r.lost_inputs, error, now,
+                                         r.inputs_gone);
       if (applied) {
         ++counters_.tasks_failed;
         ++counters_.lost_inputs;

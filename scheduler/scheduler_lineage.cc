@@ -9,7 +9,7 @@ namespace hmpmd {
 
 bool Scheduler::OnInputsLost(JobId job_id, uint32_t run, uint32_t attempt,
                              const std::vector<uint32_t>& lost, const std::string& error,
-                             TimeUs now) {
+                             TimeUs now, bool gone) {
   JobRun* found = RunningAttempt(job_id, run, attempt);
   if (found == nullptr) return false;
   JobRun& job = *found;
@@ -33,12 +33,22 @@ bool Scheduler::OnInputsLost(JobId job_id, uint32_t run, uint32_t attempt,
       !producers.empty() && std::none_of(producers.begin(), producers.end(), [&](uint32_t p) {
         return job.runs[p].state == TaskState::kDone;
       });
-  if (producers.empty() || (!ahead && AttemptsUsed(rec) + 1 >= options_.max_attempts)) {
+  // Lost inputs this scheduler still counts held on a live device: not
+  // the task's doing. A worker's store counts reads per attempt, and a
+  // reader that ran again (rebuilt, or an attempt thrown away) took one
+  // meant for another. No attempt lost, a bounded number of times.
+  const bool slipped =
+      gone && !ahead && !producers.empty() && rec.slips < TaskRecord::kMaxSlips &&
+      std::all_of(producers.begin(), producers.end(), [&](uint32_t p) {
+        return job.runs[p].state != TaskState::kDone || OutputAvailable(job.runs[p]);
+      });
+  if (producers.empty() || (!ahead && !slipped && AttemptsUsed(rec) + 1 >= options_.max_attempts)) {
     return OnTaskFailed(job_id, run, attempt, why, /*retryable=*/!producers.empty(), now);
   }
   ReleaseRun(job, rec, now);
   ++rec.attempt;
-  if (ahead && rec.recalled < UINT16_MAX) ++rec.recalled;
+  if ((ahead || slipped) && rec.recalled < UINT16_MAX) ++rec.recalled;
+  if (slipped) ++rec.slips;
   rec.core = kNoCore;
   rec.state = TaskState::kBlocked;
   // Consumers dispatched ahead of this run wait for it again.

@@ -160,8 +160,14 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
     }
     Status first = failed.begin()->second;
     if (failed.size() == 1) return first;
-    return Status(first.code(), first.message() + " (and " + std::to_string(failed.size() - 1) +
-                                    " more input(s) lost)");
+    // NotFound only when every one was (the controller tells freed inputs
+    // from unreachable ones by it).
+    StatusCode code = first.code();
+    for (const auto& [i, status] : failed) {
+      if (status.code() != StatusCode::kNotFound) code = status.code();
+    }
+    return Status(code, first.message() + " (and " + std::to_string(failed.size() - 1) +
+                            " more input(s) lost)");
   }
   // The task runs with every input: only now does it take the reads of
   // the fetched ones (a task short of one leaves them to its rerun).

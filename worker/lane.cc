@@ -173,6 +173,7 @@ TaskResult Lane::Execute(const LaneTask& task) {
   if (!inputs.ok()) {
     r.ok = false;
     r.error = inputs.status().message();
+    r.inputs_gone = !r.lost_inputs.empty() && inputs.status().code() == StatusCode::kNotFound;
     r.end_us = NowUs();
     log_->debug("{}: job {} task {} attempt {}: {} input(s) lost: {}", name_, r.job, r.task,
                 r.attempt, r.lost_inputs.size(), r.error);

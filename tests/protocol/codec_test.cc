@@ -417,7 +417,7 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                          .Int(2)
                          .Int(0)
                          .bytes();
-  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 11 fields");
+  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 12 fields");
   // HeartbeatAck has no fields; one is too many.
   ExpectCorruption(
       SafeDecode(Header(MsgType::kHeartbeatAck), MsgpackWriter().Array(1).Nil().bytes()),

@@ -70,6 +70,31 @@ TEST(LineageTest, InputsLostOutOfAttemptsFailTheJobNamingTheInput) {
       << s->job(*id)->error;
 }
 
+// A worker whose store let an input go early (a reader that ran again took
+// the read meant for another) answers "no such outputs" while the
+// scheduler counts them held on a live device: the reader is not to blame
+// and loses no attempt, a bounded number of times.
+TEST(LineageTest, InputsFreedEarlyOnALiveWorkerCostNoAttempt) {
+  auto s = MakeFifoScheduler();
+  s->AddDevice(Device("d0", 1));
+  auto id = s->AddJob(BuildGraph(SpecBuilder().Chain({"p", "c"}, 100)), 0);
+  ASSERT_TRUE(id.ok());
+  TimeUs now = 0;
+  uint32_t rounds = 0;
+  for (uint32_t attempt = 0; attempt < 40; ++attempt, ++rounds) {
+    auto out = Step(*s, now += 100);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].run, 0u);
+    FinishRun(*s, out[0], now += 100, 64);
+    out = Step(*s, now += 100);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_TRUE(s->OnInputsLost(*id, 1, attempt, {0}, "no outputs", now += 100, /*gone=*/true));
+    if (IsTerminal(s->job(*id)->state)) break;
+  }
+  EXPECT_EQ(s->job(*id)->state, JobState::kFailed) << "bounded all the same";
+  EXPECT_EQ(rounds, TaskRecord::kMaxSlips + 2u) << "then attempts count again (3)";
+}
+
 TEST(LineageTest, ALostRunThatIsNotAnInputFailsTheTaskAsItIs) {
   auto s = MakeFifoScheduler();
   s->AddDevice(Device("d0", 2));

@@ -259,6 +259,9 @@ struct TaskResult {
   // their worker unreachable). The controller rebuilds them (lineage) and
   // runs this task again instead of failing the job.
   std::vector<uint32_t> lost_inputs;
+  // With lost_inputs: every one was answered "no such outputs" by the
+  // worker that should hold it (freed early), none went unanswered.
+  bool inputs_gone = false;
   // With !ok: the failure is not the task's own (a collective timed out
   // waiting for a peer, or could not reach one). The controller runs the
   // task's gang again, while attempts last, instead of failing the job.
@@ -266,7 +269,7 @@ struct TaskResult {
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(job, task, attempt, ok, start_us, end_us, error, output_bytes, output_buffers, lost_inputs,
-       retryable);
+       inputs_gone, retryable);
   }
   friend bool operator==(const TaskResult&, const TaskResult&) = default;
 };

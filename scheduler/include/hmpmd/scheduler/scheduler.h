@@ -77,6 +77,10 @@ struct TaskRecord {
   // they are held whatever their consumers did.
   bool released = false;
   bool reads_stored = false;
+  // Inputs it found gone while this scheduler counted them held on a live
+  // device (OnInputsLost); each cost it no attempt, up to kMaxSlips.
+  uint8_t slips = 0;
+  static constexpr uint8_t kMaxSlips = 16;
   StoreUse store_use() const { return {uint64_t{reserved_kib} << 10, reads_stored}; }
   // Whether it left outputs to read (0 bytes may still be empty tensors).
   bool kept() const { return output_bytes > 0 || output_buffers > 0; }
@@ -267,9 +271,12 @@ class Scheduler {
   // on their worker, or it did not answer): those that are done are rebuilt
   // by running them again (lineage) and this run waits for them, then runs
   // again. Counts as an attempt; out of attempts, the job fails with `error`.
-  // Stale results return false and change nothing.
+  // `gone`: their workers answered that they hold no such outputs; where
+  // this scheduler still counted them held there, it costs no attempt (up
+  // to TaskRecord::kMaxSlips times). Stale results return false and change
+  // nothing.
   bool OnInputsLost(JobId job, uint32_t run, uint32_t attempt, const std::vector<uint32_t>& lost,
-                    const std::string& error, TimeUs now);
+                    const std::string& error, TimeUs now, bool gone = false);
 
   // A done run's outputs stay on `device` (its worker's object store); the
   // policy may prefer placing its consumers there. They are read once by
