@@ -86,6 +86,18 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
                                    (pid.empty() ? "" : " (pid " + pid + ")") +
                                    "; one controller per file");
   }
+  // A symbolic or hard link to the file has its own FILE-lock: the file's
+  // own lock (flock, apart from SQLite's POSIX locks) catches it.
+  store->file_lock_fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (store->file_lock_fd_ < 0) {
+    return Status::Unavailable("job store " + path + ": cannot open: " + std::strerror(errno));
+  }
+  if (::flock(store->file_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return Status::InvalidArgument(
+        "job store " + path +
+        ": in use by another controller under another name (a link to the same file); one "
+        "controller per file");
+  }
   // The pid only serves a refused second controller's message.
   const std::string me = std::to_string(::getpid()) + "\n";
   if (::ftruncate(store->lock_fd_, 0) == 0) {
@@ -142,6 +154,7 @@ SqliteJobStore::~SqliteJobStore() {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
+  if (file_lock_fd_ >= 0) ::close(file_lock_fd_);
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 

@@ -49,6 +49,10 @@ class SqliteJobStore : public JobStore {
 
   std::string path_;
   int lock_fd_ = -1;  // FILE-lock, held (flock) while the store is open
+  // The database file itself, held (flock) too: a link to it has another
+  // FILE-lock beside it. Closed only after SQLite lets go of the file
+  // (closing any descriptor of it drops SQLite's POSIX locks).
+  int file_lock_fd_ = -1;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* insert_job_ = nullptr;
   sqlite3_stmt* insert_run_ = nullptr;

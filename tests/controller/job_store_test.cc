@@ -239,6 +239,37 @@ TEST(SqliteJobStoreTest, OneStoreAtATimeHoldsAFile) {
   for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(path + ext);
 }
 
+TEST(SqliteJobStoreTest, ALinkToAHeldFileIsRefusedToo) {
+  // A symbolic or hard link has its own FILE-lock name beside it; two
+  // controllers through two names gave out the same job ids.
+  std::string path = TempPath("linked");
+  const std::string soft = path + ".soft", hard = path + ".hard";
+  auto clean = [&] {
+    for (const std::string& p : {path, soft, hard}) {
+      for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(p + ext);
+    }
+  };
+  clean();
+  {
+    auto first = SqliteJobStore::Open(path);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    std::filesystem::create_symlink(path, soft);
+    std::filesystem::create_hard_link(path, hard);
+    for (const std::string& other : {soft, hard}) {
+      auto second = SqliteJobStore::Open(other);
+      ASSERT_FALSE(second.ok()) << other;
+      EXPECT_NE(second.status().message().find("in use by another controller under another name"),
+                std::string::npos)
+          << second.status().message();
+    }
+  }
+  {
+    auto after = SqliteJobStore::Open(soft);  // the first closed: free again
+    EXPECT_TRUE(after.ok()) << after.status().ToString();
+  }
+  clean();
+}
+
 TEST(SqliteJobStoreTest, NotADatabaseIsAnErrorNamingTheFile) {
   std::string path = TempPath("garbage");
   std::ofstream(path) << std::string(4096, 'x');
