@@ -17,6 +17,7 @@ Client::~Client() {
 }
 
 Result<Future> Client::Submit(Call call) {
+  RETURN_IF_ERROR(internal::RefuseLoneMember(call));
   std::vector<Call> calls;
   calls.push_back(std::move(call));
   ASSIGN_OR_RETURN(std::vector<Future> out, session_->Submit(std::move(calls)));

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/one_line.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd::client::internal {
@@ -27,6 +28,14 @@ Session::~Session() {
 }
 
 FutureState* Session::StateOf(const Future& f) { return f.state_.get(); }
+
+Status RefuseLoneMember(const Call& call) {
+  if (!call.collective) return Status::Ok();
+  return Status::InvalidArgument(
+      "call" + (call.label.empty() ? std::string() : " '" + call.label + "'") +
+      ": collective: a member of group '" + OneLine(call.collective->group, 256) +
+      "' goes in one submit_graph / SubmitGraph() with the rest of its group");
+}
 
 Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
   if (calls.empty()) return Status::InvalidArgument("submit: no calls");

@@ -127,4 +127,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string lost_;      // the link failed: why
 };
 
+// Submit() and Actor::Call() send one call: a collective member there
+// would run as a gang of one (an allreduce of its own data). Its group
+// goes whole in one SubmitGraph().
+Status RefuseLoneMember(const Call& call);
+
 }  // namespace hmpmd::client::internal

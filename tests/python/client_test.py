@@ -94,6 +94,16 @@ class ClientTest(unittest.TestCase):
                 with self.assertRaises(hmpmd.InvalidArgument) as e:
                     hmpmd.Call("allreduce", collective=bad)
                 self.assertIn(why, str(e.exception))
+            # Alone, a member would be a gang of one: an allreduce of its own data.
+            actor = c.create_actor("a", devices=1)
+            for submit in (lambda: c.submit("allreduce", inputs=[x0], core="vector",
+                                            collective={"group": "h", "op": "allreduce"}),
+                           lambda: actor.call("allreduce", inputs=[x0], core="vector",
+                                              collective={"group": "h", "op": "allreduce"})):
+                with self.assertRaises(hmpmd.InvalidArgument) as e:
+                    submit()
+                self.assertIn("collective: a member of group 'h' goes in one submit_graph",
+                              str(e.exception))
 
     def test_failing_kernel_raises_with_its_message(self):
         c = self.connect("fails")
