@@ -214,7 +214,9 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
                                      " task runs, over the limit of " + std::to_string(a.max_runs) +
                                      " (--max-runs; each takes about 1 KB of memory)");
   };
-  if (builtin && !std::filesystem::exists(a.workload)) {
+  // A file of that name is read instead; a directory (examples/rl beside
+  // examples/*.json) is not.
+  if (builtin && !std::filesystem::is_regular_file(a.workload)) {
     // The generators grow with the pool (about 80 runs per device): sized
     // from a small pool first, so a huge one is refused before it is built.
     constexpr uint32_t kProbeDevices = 1024;

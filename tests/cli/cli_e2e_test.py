@@ -386,6 +386,15 @@ class EmbeddedRun(unittest.TestCase):
             for key in ("tasks", "utilisation", "masking_ratio", "bubble_ratio"):
                 self.assertIn(key, p, name)
 
+    def test_sim_takes_a_builtin_name_beside_a_directory_of_that_name(self):
+        # From examples/, whose rl/ directory was read as the workload.
+        with tempfile.TemporaryDirectory() as tmp:
+            os.mkdir(os.path.join(tmp, "rl"))
+            r = subprocess.run([HMPMD, "sim", "rl", "--devices", "16", "--policy", "fifo",
+                                "--json"], capture_output=True, text=True, timeout=60, cwd=tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["policies"]["fifo"]["state"], "succeeded")
+
     def test_sim_spmd_on_small_pools_and_plans_it_cannot_follow(self):
         # spmd-1f1b used to end "simulation stuck" on multimodal below 16 devices.
         for devices in ("3", "8", "15"):
