@@ -144,14 +144,23 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
       fetched[i] = std::move(got->value());
     }
   }
+  // Local inputs are looked at before any read is taken, and every one
+  // missing is named: a task short of one took the reads of the others,
+  // which its rerun then found gone (one lost input per attempt).
+  const auto missing = [&](uint32_t run) {
+    return Status::NotFound("input: no outputs of job " + std::to_string(job) + " run " +
+                            std::to_string(run) + " in this worker's store");
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const InputRef& in = inputs[i];
+    if (!in.kept() || in.endpoint != server_.endpoint()) continue;
+    if (store_.Peek(job, in.run) == nullptr) failed[i] = missing(in.run);
+  }
   for (size_t i = 0; i < n && failed.empty(); ++i) {
     const InputRef& in = inputs[i];
     if (!in.kept() || in.endpoint != server_.endpoint()) continue;
     local[i] = store_.Read(job, in.run);
-    if (local[i] == nullptr) {
-      failed[i] = Status::NotFound("input: no outputs of job " + std::to_string(job) + " run " +
-                                   std::to_string(in.run) + " in this worker's store");
-    }
+    if (local[i] == nullptr) failed[i] = missing(in.run);  // freed since the look
   }
   if (!failed.empty()) {
     // Never run a kernel on a missing input: the caller fails the task.

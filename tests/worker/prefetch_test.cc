@@ -291,6 +291,22 @@ TEST_F(DataPlaneInputsTest, EveryLostInputIsNamedAndLocalOnesAreNotRead) {
   EXPECT_EQ(plane_.store().entries(), 1u) << "a doomed task took a read of its local input";
 }
 
+TEST_F(DataPlaneInputsTest, EveryMissingLocalInputIsNamedAndThePresentOnesAreNotRead) {
+  // Two local inputs gone, one there: all gone ones are named at once, and
+  // the one there keeps its read for the rerun (a task that took it lost
+  // it on its next attempt, one input per attempt).
+  ASSERT_TRUE(plane_.store().Put(kJob, 7, {Values(10, 7)}, 1).ok());
+  const InputRef there{7, plane_.endpoint(), 40}, gone_a{8, plane_.endpoint(), 40},
+      gone_b{9, plane_.endpoint(), 40};
+  std::vector<uint32_t> lost;
+  Result<InputSet> got =
+      plane_.GatherInputs(kJob, {there, gone_a, gone_b}, nullptr, nullptr, &lost);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(lost, (std::vector<uint32_t>{8, 9}));
+  EXPECT_NE(plane_.store().Peek(kJob, 7), nullptr) << "a doomed task took a read of run 7";
+}
+
 TEST_F(DataPlaneInputsTest, AFetchedInputIsReadOnlyOnceItsTaskRuns) {
   const InputRef in = Keep(producer_, 20, 300, 20);  // one read
   PrefetchedInputs ahead = plane_.PrefetchInputs(Consumer(4, {in}));
