@@ -257,8 +257,9 @@ void Controller::FlushSessions(TimeUs now) {
   for (JobId job : lost) {
     spdlog::warn("driver session {} lost: no message for {} ms", job,
                  sessions_[job].timeout_us / 1000);
-    if (scheduler_->CloseJob(job, true, "driver session lost: no message from the driver", now)
-            .ok()) {
+    // Failed, as a session the controller lost in a restart: a driver that
+    // died with nothing pending did not succeed either.
+    if (scheduler_->FailOpenJob(job, "driver session lost: no message from the driver", now).ok()) {
       for (const WorkerInfo& w : workers_) {
         if (w.alive) transport_.Send(w.identity, CancelJob{job});
       }

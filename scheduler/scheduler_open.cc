@@ -194,6 +194,18 @@ Status Scheduler::CloseJob(JobId id, bool cancel_rest, std::string reason, TimeU
   return Status::Ok();
 }
 
+Status Scheduler::FailOpenJob(JobId id, std::string reason, TimeUs now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Status::NotFound("job " + std::to_string(id) + ": no such job");
+  JobRun& job = it->second;
+  if (!job.open) return Status::InvalidArgument("job " + std::to_string(id) + ": not open");
+  if (IsTerminal(job.state)) return Status::Ok();
+  job.closing = true;
+  FinishJob(job, JobState::kFailed, std::move(reason), now);
+  for (TaskRecord& rec : job.runs) ReleaseHeld(rec);  // its workers free them (FreeJob)
+  return Status::Ok();
+}
+
 void Scheduler::CountRejected(JobId id, uint64_t tasks, const std::string& error) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || !it->second.open || tasks == 0) return;

@@ -209,6 +209,19 @@ TEST_F(OpenJobTest, AbortCancelsWhatIsLeft) {
   EXPECT_FALSE(Append({Task("c")}).ok());
 }
 
+TEST_F(OpenJobTest, ALostDriverFailsTheJobWithOrWithoutTasksLeft) {
+  // With nothing pending, a crashed driver's session read as succeeded.
+  ASSERT_TRUE(Append({Task("a")}).ok());
+  auto d = Schedule();
+  ASSERT_EQ(d.size(), 1u);
+  Finish(d[0], 64);
+  ASSERT_TRUE(sched_->FailOpenJob(job_, "driver session lost", now_).ok());
+  EXPECT_EQ(Job().state, JobState::kFailed);
+  EXPECT_EQ(Job().error, "driver session lost");
+  EXPECT_FALSE(Job().runs[0].held) << "its outputs are freed with the session";
+  EXPECT_FALSE(Append({Task("b")}).ok());
+}
+
 TEST_F(OpenJobTest, AppendIsAmortisedOverManyTasks) {
   // 20,000 single-task appends in a chain: each costs its own size.
   std::string prev;

@@ -212,6 +212,9 @@ class Scheduler {
   // Ends an open job: at once, cancelling what is left, when `cancel_rest`;
   // else once every run has ended (succeeded when all were done).
   Status CloseJob(JobId id, bool cancel_rest, std::string reason, TimeUs now);
+  // Ends an open job at once as failed with `reason` (its driver is gone),
+  // whether or not anything was left to run.
+  Status FailOpenJob(JobId id, std::string reason, TimeUs now);
   // Cancels one run of an open job that has not ended; its dependents end
   // cancelled too (TakeEnded). OK when it had already ended.
   Status CancelRun(JobId id, uint32_t run, TimeUs now);
