@@ -202,6 +202,9 @@ Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline,
   }
 }
 
+// Extra seconds a submit waits for its answer per MiB of spec.
+constexpr double kSubmitSecondsPerMiB = 5.0;
+
 int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_timeout_s,
            const std::string& fetch_dir) {
   auto c = Connect(a);
@@ -215,6 +218,12 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   }
   auto spec = ReadFile(file);
   if (!spec.ok()) return Fail(spec.status());
+  // The controller parses a spec under its HTTP CPU budget (10% by default:
+  // about 1.5 s per MiB on a busy 2-core host): a large one outlasted the
+  // request timeout, and the job it created ran while the CLI said it
+  // timed out (a retry ran it twice). A submit waits longer for each MiB.
+  c->timeout += std::chrono::milliseconds(static_cast<int64_t>(
+      kSubmitSecondsPerMiB * 1000.0 * static_cast<double>(spec->size()) / (1 << 20)));
   auto r = Call(*c, "POST", "/api/v1/jobs", *spec);
   if (!r.ok()) return Fail(Status(r.status().code(), file + ": " + r.status().message()));
   uint64_t id = (*r).value("id", 0);

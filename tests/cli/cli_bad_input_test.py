@@ -318,6 +318,24 @@ class NotAController(unittest.TestCase):
         self.assertIn("hmpmd: job 7: no such job any more: it was forgotten after it ended "
                       "(the controller's --keep-jobs, --keep-hours)", r.stderr)
 
+    def test_a_large_submit_waits_longer_for_its_answer(self):
+        # The controller parses a spec under its HTTP CPU budget: a 10 MB one
+        # outlasted --request-timeout and the CLI said "timed out" for a job
+        # that was created and ran. A 1 MiB spec waits 5 s more.
+        class SlowParse(Quiet):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                time.sleep(2.5)
+                self.send_json(201, {"id": 9})
+
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "big.json")
+            with open(spec, "w") as f:
+                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}' + " " * (1 << 20))
+            r = run_against(SlowParse, "submit", spec, "--request-timeout", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("submitted job 9", r.stdout)
+
     def test_status_columns_line_up_with_wide_and_accented_names(self):
         jobs = [{"id": 1, "name": "视觉编码器", "state": "running", "done": 1, "tasks": 2},
                 {"id": 2, "name": "café-ü", "state": "succeeded", "done": 2, "tasks": 2},
