@@ -42,7 +42,10 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
   std::vector<Future> out;
   {
     std::unique_lock lock(mu_);
-    if (closing_ || closed_) return Status::InvalidArgument("submit: the session is closed");
+    if (closing_) return Status::InvalidArgument("submit: the session is closed");
+    // Ended by the controller, or lost with it: the session is gone, not
+    // the call bad (a retry on ConnectionError in Python catches this).
+    if (closed_) return Status::Unavailable("submit: " + end_why_);
     // Check every call before queueing any.
     std::set<std::string> fresh;
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -138,7 +141,8 @@ Status Session::AddActor(const ActorOptions& options) {
   }
   {
     std::lock_guard lock(mu_);
-    if (closing_ || closed_) return Status::InvalidArgument("actor: the session is closed");
+    if (closing_) return Status::InvalidArgument("actor: the session is closed");
+    if (closed_) return Status::Unavailable("actor: " + end_why_);
     if (!actors_.insert(options.name).second) {
       return Status::AlreadyExists("actor: name: duplicate '" + options.name + "'");
     }

@@ -125,6 +125,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closing_ = false;  // Close() was called
   Status final_;          // once closed
   std::string lost_;      // the link failed: why
+  std::string end_why_;   // closed_ without Close(): why (lost, cancelled...)
 };
 
 // Submit() and Actor::Call() send one call: a collective member there

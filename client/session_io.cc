@@ -18,8 +18,10 @@ Status Session::Start() {
   }
   if (options_.max_batch == 0) return Status::InvalidArgument("max_batch: must be at least 1");
   // 0 made the client's loop spin on a 0 ms heartbeat timer.
-  if (options_.heartbeat_ms == 0) {
-    return Status::InvalidArgument("heartbeat_ms: must be at least 1");
+  // Above a minute, a driver that died held its session open for hours.
+  if (options_.heartbeat_ms == 0 || options_.heartbeat_ms > ClientOptions::kMaxHeartbeatMs) {
+    return Status::InvalidArgument("heartbeat_ms: must be from 1 to " +
+                                   std::to_string(ClientOptions::kMaxHeartbeatMs));
   }
   // -1 (kForever) waits without limit; another negative was read the same
   // way, silently.
@@ -279,6 +281,7 @@ void Session::HandleUpdate(SessionUpdate& u) {
                                   : "the session ended (" + u.job_state +
                                         (u.job_error.empty() ? std::string() : ": " + u.job_error) +
                                         ")";
+      end_why_ = why;
       for (auto& w : tasks_) {
         if (auto f = w.lock(); f && !Ended(*f)) {
           f->phase = FutureState::Phase::kLost;

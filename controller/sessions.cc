@@ -2,6 +2,7 @@
 // that the driver grows task by task; see controller.h.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "controller.h"
@@ -136,7 +137,9 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
   DriverSession& s = sessions_[*job];
   s.identity = identity;
   s.last_seen = now;
-  s.timeout_us = TimeUs{std::max(100u, m.heartbeat_ms)} * 10'000;
+  // Bounded as the client library bounds it: a driver that died with a
+  // huge period would hold its session open for days.
+  s.timeout_us = TimeUs{std::clamp(m.heartbeat_ms, 100u, 60'000u)} * 10'000;
   s.update.job = *job;
   session_of_[identity] = *job;
   spdlog::info("driver session '{}' opened as job {}", spec.name, *job);

@@ -310,7 +310,10 @@ TEST_F(ClientTest, BadCallsGetOneLineErrors) {
     return Client::Connect(o).status().message();
   };
   EXPECT_EQ(refused([](ClientOptions& o) { o.heartbeat_ms = 0; }),
-            "heartbeat_ms: must be at least 1");
+            "heartbeat_ms: must be from 1 to 60000");
+  // A driver that died with a huge period held its session open for days.
+  EXPECT_EQ(refused([](ClientOptions& o) { o.heartbeat_ms = 1'000'000'000; }),
+            "heartbeat_ms: must be from 1 to 60000");
   EXPECT_EQ(refused([](ClientOptions& o) { o.weight = 0; }),
             "weight: must be between 1 and 1000000 (as a job spec's)");
   EXPECT_EQ(refused([](ClientOptions& o) { o.session = "a\x1b[31mRED"; }),
@@ -554,6 +557,10 @@ TEST_F(ClientTest, AControllerThatDiesFailsThePendingFutures) {
   Status s = slow.Wait();  // no timeout: must still end
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("driver session lost"), std::string::npos) << s.ToString();
+  // The session is gone, not the call bad (it said InvalidArgument).
+  auto late = (*c)->Submit({.kernel = "noop"});
+  EXPECT_EQ(late.status().code(), StatusCode::kUnavailable) << late.status().ToString();
+  EXPECT_NE(late.status().message().find("driver session lost"), std::string::npos);
   Status closed = (*c)->Close();
   EXPECT_FALSE(closed.ok());
   EXPECT_FALSE((*c)->Close().ok()) << "closing twice gives the same answer";

@@ -57,9 +57,10 @@ struct ClientOptions {
   /// controller answers each, and a controller silent for 10 periods (killed,
   /// unreachable) fails every future still pending with "driver session
   /// lost: the controller at ... did not answer" instead of leaving Wait()
-  /// blocked.
+  /// blocked. At most 60000 (kMaxHeartbeatMs).
   /// Default: 1000.
   uint32_t heartbeat_ms = 1000;
+  static constexpr uint32_t kMaxHeartbeatMs = 60'000;
   /// Most tasks per submit message. Default: 4096.
   uint32_t max_batch = 4096;
   /// CurveZMQ keys (Z85; see `hmpmd keygen`), as for workers: all three set
