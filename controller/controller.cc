@@ -114,11 +114,17 @@ void Controller::Run() {
 
 Status Controller::RestoreFromStore(TimeUs now) {
   ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, options_.store->Load());
+  // --max-tasks and --max-spec-mb admit new jobs: one accepted under larger
+  // ones before a restart was left out (404, its client told it had been
+  // forgotten) and came back with the old flags.
+  SpecLimits stored_limits = options_.spec_limits;
+  stored_limits.max_tasks = SIZE_MAX;
+  stored_limits.max_bytes = SIZE_MAX;
   size_t unfinished = 0;
   for (StoredJob& j : jobs) {
     if (RestoreSession(j, now)) continue;
     // A job that cannot be rebuilt is reported and left out; the rest go on.
-    auto spec = ParseJobSpec(j.spec_json, options_.spec_limits);
+    auto spec = ParseJobSpec(j.spec_json, stored_limits);
     if (!spec.ok()) {
       spdlog::error("job {} from the store: spec: {}", j.id, spec.status().message());
       continue;

@@ -40,5 +40,32 @@ TEST(RestartGraceTest, TheGraceStartsAfterTheStoreIsLoaded) {
       << "the 300 ms grace ran out during the 400 ms load";
 }
 
+// --max-tasks admits new jobs; a job accepted before a restart under a
+// larger limit resumes (it was left out: 404, and its client was told it
+// had been forgotten).
+TEST(RestoreLimitsTest, AnAcceptedJobOverTodaysMaxTasksResumes) {
+  auto store = std::make_shared<InMemoryJobStore>();
+  std::vector<StoreRecord> records;
+  records.push_back(JobSubmittedRecord{
+      1, "wide",
+      R"({"name":"wide","tasks":[{"id":"a","kernel":"noop"},{"id":"b","kernel":"noop"},)"
+      R"({"id":"c","kernel":"noop"}]})",
+      1});
+  ASSERT_TRUE(store->Write(records).ok());
+  ControllerOptions o;
+  o.listen = "tcp://127.0.0.1:0";
+  o.store = store;
+  o.spec_limits.max_tasks = 2;
+  Controller c(o);
+  ASSERT_TRUE(c.Start().ok());
+  const JobRun* job = c.scheduler().job(1);
+  ASSERT_NE(job, nullptr) << "the accepted job was left out";
+  EXPECT_FALSE(IsTerminal(job->state));
+  // New submits are still held to the flag.
+  EXPECT_FALSE(c.SubmitJson(R"({"tasks":[{"id":"a","kernel":"noop"},{"id":"b","kernel":"noop"},)"
+                            R"({"id":"c","kernel":"noop"}]})")
+                   .ok());
+}
+
 }  // namespace
 }  // namespace hmpmd
