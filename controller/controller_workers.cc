@@ -127,7 +127,8 @@ bool Controller::CheckInstance(const std::string& identity, const RegisterMsg& m
   // it holds none of the old one's tasks or outputs. The old one is lost,
   // as when it misses its heartbeats: its running tasks run again and the
   // outputs only it held are rebuilt (lineage).
-  ++counters_.worker_restarts;
+  // One already declared dead (missed heartbeats) lost nothing to it.
+  if (old.alive) ++counters_.worker_restarts;
   if (retired_.insert(old.instance).second) {
     retired_order_.push_back(old.instance);
     if (retired_order_.size() > kRetiredKept) {

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <optional>
+#include <thread>
 #include <zmq.hpp>
 
 #include "cluster_fixture.h"
@@ -125,6 +126,41 @@ TEST_F(WorkerReconnectTest, ANewInstanceUnderAKnownNameReplacesTheOldOneWhichIsT
   EXPECT_FALSE(std::get<Reject>(*no).reregister);
   EXPECT_NE(std::get<Reject>(*no).reason.find("newer process"), std::string::npos);
   EXPECT_EQ(alive(), 2u);
+}
+
+TEST_F(WorkerReconnectTest, ANewInstanceOfAWorkerAlreadyDeclaredDeadIsNotARestart) {
+  // hmpmd_worker_restarts_total counts workers lost because a new process
+  // took their name; one already declared dead lost nothing to it.
+  ControllerOptions o;
+  o.heartbeat_ms = 50;
+  o.worker_timeout_ms = 300;
+  StartCluster(1, "cube=1", o);
+  const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
+  zmq::context_t ctx(1);
+  zmq::socket_t first(ctx, zmq::socket_type::dealer), later(ctx, zmq::socket_type::dealer);
+  RegisterMsg old_process = FakeWorker("tcp://127.0.0.1:1");
+  old_process.instance = 31;
+  RegisterFrom(first, endpoint, old_process);
+  ASSERT_TRUE(Reply(first).has_value());
+  // It never sends a heartbeat: declared dead after 300 ms.
+  bool dead = false;
+  for (int i = 0; i < 500 && !dead; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    dead = cluster_->Call([&] {
+      for (const WorkerInfo& w : cluster_->controller().workers()) {
+        if (w.instance == 31) return !w.alive;
+      }
+      return false;
+    });
+  }
+  ASSERT_TRUE(dead);
+  RegisterMsg new_process = FakeWorker("tcp://127.0.0.1:3");
+  new_process.pid = 4444;
+  new_process.instance = 32;
+  RegisterFrom(later, endpoint, new_process);
+  std::optional<Message> ack = Reply(later);
+  ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
+  EXPECT_EQ(cluster_->Call([&] { return cluster_->controller().counters().worker_restarts; }), 0u);
 }
 
 }  // namespace
