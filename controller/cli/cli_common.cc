@@ -97,13 +97,12 @@ Result<uint64_t> ParseWhole(const std::string& flag, std::string_view text, uint
   return value;
 }
 
-const CLI::Validator& NonEmptyPath() {
-  static const CLI::Validator check(
-      [](std::string& value) {
-        return value.empty() ? std::string("an empty path; give a file name") : std::string();
+CLI::Validator NonEmptyPath(const std::string& give) {
+  return CLI::Validator(
+      [give](std::string& value) {
+        return value.empty() ? "an empty path; give " + give : std::string();
       },
       "PATH");
-  return check;
 }
 
 Result<std::string> ReadToken(const std::string& path) {

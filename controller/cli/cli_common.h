@@ -41,7 +41,8 @@ Result<uint64_t> ParseWhole(const std::string& flag, std::string_view text, uint
                             uint64_t max);
 // A check for a path flag (CLI::Option::check): an empty value, as an unset
 // variable in a script gives, is refused instead of read as "not given".
-const CLI::Validator& NonEmptyPath();
+// `give` says what to give instead: "a file name", "a directory".
+CLI::Validator NonEmptyPath(const std::string& give = "a file name");
 // Reads a token file: its first line, trimmed; an empty token is an error.
 Result<std::string> ReadToken(const std::string& path);
 // trace, debug, info, warn, error, off.

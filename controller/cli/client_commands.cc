@@ -400,7 +400,7 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     sub->add_option("--fetch", *fetch,
                     "With --wait: fetch the job's final outputs from the workers holding them "
                     "into this directory (one .bin file per buffer and manifest.json)")
-        ->check(NonEmptyPath());
+        ->check(NonEmptyPath("a directory"));
     AddCommon(sub, a.get());
     sub->callback([=] {
       if (!fetch->empty() && !*wait) {

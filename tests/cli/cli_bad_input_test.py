@@ -182,7 +182,8 @@ class Refusals(unittest.TestCase):
         for args in (["run", spec, "--trace", ""], ["run", spec, "--worker-binary", ""],
                      ["sim", spec, "--trace", ""], ["sim", spec, "--pool", ""],
                      ["submit", spec, "--wait", "--fetch", ""]):
-            self.refused(args, f"{args[-2]}: an empty path; give a file name")
+            give = "a directory" if args[-2] == "--fetch" else "a file name"
+            self.refused(args, f"{args[-2]}: an empty path; give {give}")
         # CLI::Range alone lets NaN through.
         self.refused(["status", "--request-timeout", "nan"], "--request-timeout: Value nan is not")
         self.refused(["submit", spec, "--wait", "--wait-timeout", "nan"], "--wait-timeout")
