@@ -179,13 +179,20 @@ Status Scheduler::CancelRun(JobId id, uint32_t run, TimeUs now) {
   return Status::Ok();
 }
 
-Status Scheduler::CloseJob(JobId id, bool cancel_rest, std::string reason, TimeUs now) {
+Result<JobRun*> Scheduler::CloseOpenJob(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Status::NotFound("job " + std::to_string(id) + ": no such job");
   JobRun& job = it->second;
   if (!job.open) return Status::InvalidArgument("job " + std::to_string(id) + ": not open");
-  if (IsTerminal(job.state)) return Status::Ok();
+  if (IsTerminal(job.state)) return nullptr;
   job.closing = true;
+  return &job;
+}
+
+Status Scheduler::CloseJob(JobId id, bool cancel_rest, std::string reason, TimeUs now) {
+  ASSIGN_OR_RETURN(JobRun * closing, CloseOpenJob(id));
+  if (closing == nullptr) return Status::Ok();
+  JobRun& job = *closing;
   if (cancel_rest && job.left_in_step > 0) {
     FinishJob(job, JobState::kCancelled, std::move(reason), now);
     return Status::Ok();
@@ -195,14 +202,10 @@ Status Scheduler::CloseJob(JobId id, bool cancel_rest, std::string reason, TimeU
 }
 
 Status Scheduler::FailOpenJob(JobId id, std::string reason, TimeUs now) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return Status::NotFound("job " + std::to_string(id) + ": no such job");
-  JobRun& job = it->second;
-  if (!job.open) return Status::InvalidArgument("job " + std::to_string(id) + ": not open");
-  if (IsTerminal(job.state)) return Status::Ok();
-  job.closing = true;
-  FinishJob(job, JobState::kFailed, std::move(reason), now);
-  for (TaskRecord& rec : job.runs) ReleaseHeld(rec);  // its workers free them (FreeJob)
+  ASSIGN_OR_RETURN(JobRun * closing, CloseOpenJob(id));
+  if (closing == nullptr) return Status::Ok();
+  FinishJob(*closing, JobState::kFailed, std::move(reason), now);
+  for (TaskRecord& rec : closing->runs) ReleaseHeld(rec);  // its workers free them (FreeJob)
   return Status::Ok();
 }
 

@@ -359,6 +359,8 @@ class Scheduler {
   // a stale or unknown report (ended job, another attempt, not running).
   JobRun* RunningAttempt(JobId job_id, uint32_t run, uint32_t attempt);
   void ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now);
+  // The open job `id`, marked closing; nullptr when it has ended already.
+  Result<JobRun*> CloseOpenJob(JobId id);
   // A ready run waits again (an input it read is gone): blocked, and its
   // gang, if any, counted one member short.
   void Unready(JobRun& job, uint32_t run);
