@@ -102,7 +102,11 @@ void Controller::Run() {
     NotifyEndedJobs();
     if (writer_) {
       writer_->Append(&store_pending_);
-      for (auto& fn : durable_waiters_) writer_->AfterWritten(std::move(fn));
+      for (auto& fn : durable_waiters_) {
+        writer_->AfterWritten([this, fn = std::move(fn)](const Status& st) mutable {
+          Post([fn = std::move(fn), st] { fn(st); });
+        });
+      }
       durable_waiters_.clear();
     }
   }
@@ -284,12 +288,17 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
   }
 }
 
-void Controller::WhenDurable(std::function<void()> fn) {
+void Controller::WhenDurable(std::function<void(const Status&)> fn) {
   if (writer_) {
     durable_waiters_.push_back(std::move(fn));
   } else {
-    fn();
+    fn(Status::Ok());
   }
+}
+
+Status UnstoredSubmit(const Status& write) {
+  return Status::Unavailable("job not submitted: the job store cannot be written (" +
+                             write.message() + "); try again once it can");
 }
 
 Result<JobId> Controller::SubmitJson(std::string_view spec_json) {
@@ -308,10 +317,7 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
   // client would time out with no id while the job ran, and a crash before
   // the disk had room again would lose it and hand its id out again.
   if (writer_) {
-    if (Status w = writer_->last_write(); !w.ok()) {
-      return Status::Unavailable("job not submitted: the job store cannot be written (" +
-                                 w.message() + "); try again once it can");
-    }
+    if (Status w = writer_->last_write(); !w.ok()) return UnstoredSubmit(w);
   }
   // Specs were checked when parsed; this also covers graphs built in code.
   if (graph->total_runs() > options_.spec_limits.max_runs) {
@@ -320,23 +326,43 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
   }
   // Workers run built-in kernels from their arguments alone (no cost hints).
   RETURN_IF_ERROR(CheckWorkerTaskArgs(graph->spec().tasks));
-  ASSIGN_OR_RETURN(JobId id, scheduler_->AddJob(std::move(graph), NowUs()));
+  // A job to be stored runs once its record is: the first submit after a
+  // disk filled used to run while its write failed, unanswered, and a crash
+  // then lost it and gave its id to the next job.
+  const bool stored = writer_ && !spec_json.empty();
+  ASSIGN_OR_RETURN(JobId id, scheduler_->AddJob(std::move(graph), NowUs(), stored));
   live_jobs_.insert(id);
   const JobRun* job = scheduler_->job(id);
   spdlog::info("job {} '{}' submitted: {} tasks x {} steps", id, job->graph->spec().name,
                job->graph->size(), job->graph->steps());
-  if (writer_) {
-    if (spec_json.empty()) {
-      spdlog::warn("job {}: submitted without its spec text; it is not kept in the store", id);
-    } else {
-      store_pending_.push_back(
-          JobSubmittedRecord{id, job->graph->spec().name, std::move(spec_json), job->submitted});
-    }
+  if (writer_ && !stored) {
+    spdlog::warn("job {}: submitted without its spec text; it is not kept in the store", id);
+  }
+  if (stored) {
+    store_pending_.push_back(
+        JobSubmittedRecord{id, job->graph->spec().name, std::move(spec_json), job->submitted});
+    WhenDurable([this, id](const Status& st) {
+      if (st.ok()) {
+        scheduler_->StartHeldJob(id, NowUs());
+        return;
+      }
+      // Nothing of it ran. It ends cancelled, so that its records, written
+      // once the disk has room, say what became of it.
+      (void)scheduler_->CancelJob(id, UnstoredSubmit(st).message(), NowUs());
+    });
   }
   return id;
 }
 
 Status Controller::Cancel(JobId id, const std::string& reason) {
+  // A cancel the store cannot keep would be undone by a restart.
+  if (writer_) {
+    if (Status w = writer_->last_write(); !w.ok()) {
+      return Status::Unavailable("job " + std::to_string(id) +
+                                 " not cancelled: the job store cannot be written (" + w.message() +
+                                 "); try again once it can");
+    }
+  }
   RETURN_IF_ERROR(scheduler_->CancelJob(id, reason, NowUs()));
   for (const WorkerInfo& w : workers_) {
     if (w.alive) transport_.Send(w.identity, CancelJob{id});

@@ -37,6 +37,10 @@
 
 namespace hmpmd {
 
+// Why a submit was refused, or withdrawn, while the job store cannot be
+// written (`write`: the store's error). Unavailable: try again later.
+Status UnstoredSubmit(const Status& write);
+
 struct ControllerOptions {
   // ROUTER endpoint workers connect to. Port 0 picks a free one.
   // Default: tcp://*:5555.
@@ -176,7 +180,9 @@ class Controller {
   Result<JobId> SubmitSpec(JobSpec spec, std::string spec_json = {});
   // Admits a job whose structure was already checked (e.g. off the loop).
   // `spec_json` is the spec's text, kept in the store (if any) so the job
-  // survives a restart; without it the job is not stored.
+  // survives a restart; without it the job is not stored. A stored job
+  // runs once its record is written; if the write fails it ends cancelled
+  // (see UnstoredSubmit) and its WhenDurable() waiters hear the error.
   Result<JobId> SubmitGraph(std::shared_ptr<const JobGraph> graph, std::string spec_json = {});
   // Cancels job `id`; `reason` becomes its error (e.g. why a local run
   // gave up on it).
@@ -187,10 +193,11 @@ class Controller {
   void WorkerProcessExited(uint32_t pid, const std::string& why);
   // Calls `cb` once when the job ends (at once if it has).
   void WatchJob(JobId id, JobCallback cb);
-  // Calls `fn` once every record of this iteration so far is in the store
-  // (on the store's writer thread; at once without a store): e.g. a job
-  // just submitted survives a crash from then on.
-  void WhenDurable(std::function<void()> fn);
+  // Calls `fn` on the loop once every record of this iteration so far is in
+  // the store (OK; at once without a store): e.g. a job just submitted
+  // survives a crash from then on. Called with the store's error instead
+  // when the write of those records fails (a full disk); they are retried.
+  void WhenDurable(std::function<void(const Status&)> fn);
   // Calls `cb` once when at least `n` workers are alive.
   void WhenWorkers(size_t n, std::function<void()> cb);
   // Sets (or clears, with nullptr) the one observer; it outlives its use.
@@ -314,7 +321,8 @@ class Controller {
   uint64_t next_gang_ = 0;
   // RegisterAck::epoch: the store's, else drawn in Start(); never 0.
   uint64_t epoch_ = 0;
-  std::vector<std::function<void()>> durable_waiters_;  // WhenDurable(), this iteration
+  // WhenDurable() callbacks of this iteration.
+  std::vector<std::function<void(const Status&)>> durable_waiters_;
   std::vector<Dispatch> dispatch_scratch_;
   std::vector<AssignBatch> outbox_;  // by WorkerId
   std::string body_scratch_;

@@ -4,6 +4,7 @@
 // Thread-safety: like every JobStore, one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <set>
 #include <string>
@@ -28,7 +29,7 @@ class InMemoryJobStore : public JobStore {
   std::map<JobId, StoredJob> jobs_;
   std::set<std::string> live_workers_;
   JobId max_job_ = 0;
-  bool fail_writes_ = false;
+  std::atomic<bool> fail_writes_{false};  // set by a test's thread
   size_t batches_ = 0;
   size_t records_ = 0;
 };

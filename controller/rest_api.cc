@@ -231,7 +231,10 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
       r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
       // Acknowledged once stored: a job a client was told about survives
       // a crash of the controller (before, up to 20 ms of them did not).
-      c->WhenDurable([reply, r = std::move(r)]() mutable { reply(std::move(r)); });
+      // A failed write withdrew the job (SubmitGraph): 503, no id.
+      c->WhenDurable([reply, r = std::move(r)](const Status& st) mutable {
+        reply(st.ok() ? std::move(r) : Error(503, UnstoredSubmit(st).message()));
+      });
     });
     return;
   }
@@ -428,13 +431,22 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   }
   if (rest.empty() && m == "DELETE") {
     Status st = controller_->Cancel(job->id);
-    if (!st.ok()) return reply(Error(409, st.message()));
+    if (!st.ok()) {
+      return reply(Error(st.code() == StatusCode::kUnavailable ? 503 : 409, st.message()));
+    }
     snapshots_->MarkChanged();  // a read after this answer sees the cancel
     HttpResponse r = Json(200, JobSummaryJson(*job, pool, false)
                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     // Answered once stored, as a submit is: a controller killed after the
-    // answer must not run the job to its end after its restart.
-    controller_->WhenDurable([reply, r = std::move(r)]() mutable { reply(std::move(r)); });
+    // answer must not run the job to its end after its restart. The cancel
+    // stands if its write fails (its runs were stopped), and is retried;
+    // the client hears that it is not stored yet.
+    controller_->WhenDurable([reply, r = std::move(r), id = job->id](const Status& w) mutable {
+      if (w.ok()) return reply(std::move(r));
+      reply(Error(503, "job " + std::to_string(id) +
+                           " cancelled, but the job store cannot be written (" + w.message() +
+                           "): a controller restart before it can would run the job again"));
+    });
     return;
   }
   if (IsRenderedOffLoop(rest) && m == "GET") {

@@ -149,8 +149,18 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
   }
   // Acknowledged once stored, as a REST submit's 201: a controller killed
   // before the write gave the id a driver held to the next session.
-  WhenDurable([this, identity, id = *job] {
-    Post([this, identity, id] { transport_.Send(identity, SessionAck{id, "", false}); });
+  WhenDurable([this, identity, id = *job](const Status& st) {
+    if (st.ok()) {
+      transport_.Send(identity, SessionAck{id, "", false});
+      return;
+    }
+    // SubmitGraph withdrew the job; the driver may try again later.
+    transport_.Send(identity, SessionAck{0, UnstoredSubmit(st).message(), false});
+    auto open = sessions_.find(id);
+    if (open != sessions_.end() && open->second.identity == identity) {
+      session_of_.erase(identity);
+      sessions_.erase(open);
+    }
   });
 }
 

@@ -44,7 +44,7 @@ Status StoreWriter::Flush() {
   return last_;
 }
 
-void StoreWriter::AfterWritten(std::function<void()> fn) {
+void StoreWriter::AfterWritten(std::function<void(const Status&)> fn) {
   bool queued = false;
   {
     std::lock_guard lock(mu_);
@@ -57,7 +57,7 @@ void StoreWriter::AfterWritten(std::function<void()> fn) {
   if (queued) {
     cv_.notify_one();
   } else {
-    fn();  // nothing waits to be written
+    fn(Status::Ok());  // nothing waits to be written
   }
 }
 
@@ -122,14 +122,18 @@ void StoreWriter::Loop() {
     }
     if (batch.empty()) durable_ = target;  // written (or nothing to write)
     if (!after_written_.empty()) {
-      std::vector<std::function<void()>> due;
+      // Written: those waiting up to durable_. Failed: every one whose
+      // records were in this try, told once.
+      const uint64_t told = batch.empty() ? durable_ : target;
+      const Status st = last_;
+      std::vector<std::function<void(const Status&)>> due;
       std::erase_if(after_written_, [&](auto& w) {
-        if (w.first > durable_) return false;
+        if (w.first > told) return false;
         due.push_back(std::move(w.second));
         return true;
       });
       lock.unlock();
-      for (auto& fn : due) fn();
+      for (auto& fn : due) fn(batch.empty() ? Status::Ok() : st);
       lock.lock();
     }
     written_ = target;

@@ -60,12 +60,15 @@ class StoreWriter {
   // Blocks until everything appended before the call is written (or failed).
   // Returns the status of the last write.
   Status Flush();
-  // Calls `fn` on the writer thread once everything appended before this
-  // call is in the store (written; a failed batch first has to succeed on
-  // a retry). For acknowledgements that must survive a crash (a submitted
-  // job's 201); the writer writes at once instead of at its next period.
-  // Callbacks still waiting when the writer stops are dropped.
-  void AfterWritten(std::function<void()> fn);
+  // Calls `fn` once on the writer thread: with OK once everything appended
+  // before this call is in the store, or with the error of the first write
+  // of those records that fails (they stay queued and are retried, but the
+  // caller learns now that they are not stored: a full disk must not leave
+  // a client waiting for an answer). For acknowledgements that must survive
+  // a crash (a submitted job's 201); the writer writes at once instead of at
+  // its next period. Callbacks still waiting when the writer stops are
+  // dropped.
+  void AfterWritten(std::function<void(const Status&)> fn);
 
   uint64_t batches_written() const;
   uint64_t write_errors() const;
@@ -91,7 +94,7 @@ class StoreWriter {
   bool flush_now_ = false;            // guarded by mu_
   uint64_t durable_ = 0;              // batches handed over and written; guarded by mu_
   // AfterWritten() callbacks with the `appended_` they wait for; guarded by mu_.
-  std::vector<std::pair<uint64_t, std::function<void()>>> after_written_;
+  std::vector<std::pair<uint64_t, std::function<void(const Status&)>>> after_written_;
   bool stop_ = false;          // guarded by mu_
   Status last_{};              // guarded by mu_
   StoreWriteLatency latency_;  // guarded by mu_

@@ -195,7 +195,7 @@ void Scheduler::Prepare(const JobGraph& graph, JobRun* job) {
   }
 }
 
-Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now) {
+Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now, bool held) {
   JobRun job;
   Prepare(*graph, &job);
   RETURN_IF_ERROR(CheckFeasible(*graph, job));
@@ -209,8 +209,16 @@ Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs no
   ++active_jobs_;
   policy_->OnJobAdded(stored, pool_);
   stored.short_sets = policy_->ShortSets(id);
-  StartStep(stored, 0, now);
+  stored.held = held;
+  if (!held) StartStep(stored, 0, now);
   return id;
+}
+
+void Scheduler::StartHeldJob(JobId id, TimeUs now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !it->second.held || IsTerminal(it->second.state)) return;
+  it->second.held = false;
+  StartStep(it->second, 0, now);
 }
 
 void Scheduler::StartStep(JobRun& job, uint32_t step, TimeUs now) {

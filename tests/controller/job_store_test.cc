@@ -302,24 +302,29 @@ TEST(StoreWriterTest, BatchesAreWrittenAndFailedOnesRetried) {
   EXPECT_EQ((*jobs)[0].done.size(), 2u);  // the failed batch was kept
 }
 
-TEST(StoreWriterTest, AfterWrittenWaitsUntilTheRecordsAreStored) {
+TEST(StoreWriterTest, AfterWrittenTellsOnceWhetherTheRecordsAreStored) {
   InMemoryJobStore store;
   StoreWriter writer(&store, StoreWriterOptions{1, 8192});
-  std::atomic<int> calls{0};
-  writer.AfterWritten([&] { ++calls; });
-  EXPECT_EQ(calls.load(), 1) << "nothing waited: called at once";
+  std::atomic<int> stored{0}, failed{0};
+  auto count = [&](const Status& st) { ++(st.ok() ? stored : failed); };
+  writer.AfterWritten(count);
+  EXPECT_EQ(stored.load(), 1) << "nothing waited: called at once";
   store.FailWrites(true);
   std::vector<StoreRecord> recs = {JobSubmittedRecord{1, "a", "{}", 1}};
   writer.Append(&recs);
-  writer.AfterWritten([&] { ++calls; });
+  writer.AfterWritten(count);
   EXPECT_FALSE(writer.Flush().ok());
-  EXPECT_EQ(calls.load(), 1) << "not acknowledged while the write fails";
+  EXPECT_EQ(stored.load(), 1) << "not acknowledged while the write fails";
+  EXPECT_EQ(failed.load(), 1) << "told of the failed write";
+  // One waiting behind the failed records hears of their retry.
   store.FailWrites(false);
+  writer.AfterWritten(count);
   recs = {TaskDoneRecord{1, 0, 0, 1, 2, 0}};
   writer.Append(&recs);
   ASSERT_TRUE(writer.Flush().ok());
-  EXPECT_EQ(calls.load(), 2);
-  EXPECT_EQ(store.records_written(), 2u);
+  EXPECT_EQ(stored.load(), 2);
+  EXPECT_EQ(failed.load(), 1) << "told once";
+  EXPECT_EQ(store.records_written(), 2u) << "the failed records were retried";
 }
 
 // --- Scheduler::RestoreJob / AdoptRun, driven by hand ---

@@ -99,10 +99,36 @@ TEST(StoreMetricsTest, SubmitsAreRefusedWhileTheStoreCannotBeWritten) {
     return done.get_future().get();
   };
   store->FailWrites(true);  // a full disk
-  EXPECT_TRUE(submit().ok()) << "not known yet: its answer waits for the store";
-  for (int i = 0; i < 500 && c.store_writer()->write_errors() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // Not known yet: accepted, held (nothing runs) until its write is in,
+  // and its answer (the REST 201) waits for the store.
+  std::promise<Status> answer;
+  std::promise<JobId> first;
+  c.Post([&] {
+    auto id = c.SubmitJson(kSpec);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    EXPECT_TRUE(c.scheduler().job(*id)->held);
+    c.WhenDurable([&](const Status& st) { answer.set_value(st); });
+    first.set_value(*id);
+  });
+  const JobId withdrawn = first.get_future().get();
+  // The write fails: the waiter is told (a 503, not a client timeout), and
+  // the job, which never ran, ends cancelled saying why.
+  const Status told = answer.get_future().get();
+  EXPECT_FALSE(told.ok());
+  EXPECT_NE(told.message().find("writes fail"), std::string::npos) << told.ToString();
+  auto state = [&c](JobId id) {
+    std::promise<std::pair<JobState, std::string>> p;
+    c.Post([&] {
+      const JobRun* j = c.scheduler().job(id);
+      p.set_value({j->state, j->error});
+    });
+    return p.get_future().get();
+  };
+  auto [st, why] = state(withdrawn);
+  EXPECT_EQ(st, JobState::kCancelled);
+  EXPECT_NE(why.find("job not submitted: the job store cannot be written"), std::string::npos)
+      << why;
+
   const Status refused = submit();
   EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
   EXPECT_NE(refused.message().find("job not submitted: the job store cannot be written"),
@@ -113,6 +139,47 @@ TEST(StoreMetricsTest, SubmitsAreRefusedWhileTheStoreCannotBeWritten) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(submit().ok());
+  c.Stop();
+  loop.join();
+  // The withdrawn job's records were kept: it is in the store as it ended.
+  auto jobs = store->Load();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].id, withdrawn);
+  EXPECT_EQ((*jobs)[0].state, JobState::kCancelled);
+}
+
+TEST(StoreMetricsTest, ACancelTheStoreCannotKeepIsRefused) {
+  ControllerOptions o;
+  o.listen = "tcp://127.0.0.1:0";
+  auto store = std::make_shared<InMemoryJobStore>();
+  o.store = store;
+  o.store_writer.flush_ms = 1;
+  Controller c(o);
+  ASSERT_TRUE(c.Start().ok());
+  std::thread loop([&c] { c.Run(); });
+  std::promise<JobId> submitted;
+  c.Post([&] {
+    auto id = c.SubmitJson(kSpec);
+    c.WhenDurable([&, id = *id](const Status&) { submitted.set_value(id); });
+  });
+  const JobId id = submitted.get_future().get();
+  store->FailWrites(true);  // a full disk, found by the next write
+  c.Post([&c] { (void)c.SubmitJson(kSpec); });
+  for (int i = 0; i < 500 && c.store_writer()->write_errors() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::promise<std::pair<Status, JobState>> cancel;
+  c.Post([&] {
+    Status st = c.Cancel(id);
+    cancel.set_value({st, c.scheduler().job(id)->state});
+  });
+  auto [st, state] = cancel.get_future().get();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("not cancelled: the job store cannot be written"), std::string::npos)
+      << st.message();
+  EXPECT_NE(state, JobState::kCancelled) << "nothing changed";
+  store->FailWrites(false);
   c.Stop();
   loop.join();
 }

@@ -477,6 +477,30 @@ TEST_F(SchedulerTest, CancelJobOfUnknownOrEndedJobIsAnError) {
   EXPECT_EQ(Job(job).error, "x");
 }
 
+TEST_F(SchedulerTest, AHeldJobRunsNothingUntilStarted) {
+  Make();
+  sched_->AddDevice(Device("w", 2));
+  auto held = sched_->AddJob(test::BuildGraph(SpecBuilder().Chain({"a", "b"}, 10)), 0, true);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_TRUE(ScheduleAt(1).empty()) << "held: its record is not stored yet";
+  EXPECT_EQ(Job(*held).state, JobState::kQueued);
+  sched_->StartHeldJob(*held, 2);
+  std::vector<Dispatch> out = ScheduleAt(3);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(TaskOf(*held, out[0].run), "a");
+  sched_->StartHeldJob(*held, 4);  // started once only
+  EXPECT_TRUE(ScheduleAt(5).empty());
+
+  // One withdrawn while held never runs, even if started after.
+  auto withdrawn = sched_->AddJob(test::BuildGraph(SpecBuilder().Chain({"x"}, 1)), 6, true);
+  ASSERT_TRUE(withdrawn.ok());
+  ASSERT_TRUE(sched_->CancelJob(*withdrawn, "not stored", 7).ok());
+  sched_->StartHeldJob(*withdrawn, 8);
+  EXPECT_TRUE(ScheduleAt(9).empty());
+  EXPECT_EQ(Job(*withdrawn).state, JobState::kCancelled);
+  EXPECT_EQ(Job(*withdrawn).started, -1);
+}
+
 TEST_F(SchedulerTest, EraseJobForgetsOnlyEndedJobs) {
   Make();
   sched_->AddDevice(Device("w", 1));

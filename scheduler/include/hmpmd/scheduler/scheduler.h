@@ -116,6 +116,7 @@ struct JobRun {
   TimeUs submitted = 0;
   TimeUs started = -1;  // first dispatch
   TimeUs finished = -1;
+  bool held = false;  // AddJob(held): nothing runs until StartHeldJob()
   // Open jobs (driver sessions, JobGraph::BuildOpen): they grow by
   // AppendTasks() and end only after CloseJob(); a failed or cancelled run
   // fails its dependents, not the job.
@@ -191,8 +192,13 @@ class Scheduler {
 
   // --- jobs ---
   // Admits a job. Checks that the pool can run it (kernels, core kinds,
-  // devices asked for) unless the pool is still empty.
-  Result<JobId> AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now);
+  // devices asked for) unless the pool is still empty. A `held` job is
+  // queued with nothing ready until StartHeldJob() (the controller holds a
+  // job until its record is stored: one that ran unstored was lost by a
+  // crash, and its id given out again).
+  Result<JobId> AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now, bool held = false);
+  // Starts a held job's first step. A job not held (or ended) is left as it is.
+  void StartHeldJob(JobId id, TimeUs now);
   // Cancels a job that has not ended; frees the cores its runs held.
   Status CancelJob(JobId id, std::string reason, TimeUs now);
   // Forgets an ended job's records.
