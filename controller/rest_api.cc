@@ -1,7 +1,5 @@
 #include "rest_api.h"
 
-#include <pthread.h>
-
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -11,7 +9,6 @@
 #include "request_checks.h"
 #include "rest_routes.h"
 #include "task_table.h"
-#include "thread_priority.h"
 
 namespace hmpmd {
 namespace {
@@ -46,21 +43,16 @@ RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits,
   controller_->Post([c = controller_, snaps = snapshots_] {
     c->SetIterationHook([snaps](TimeUs now) { snaps->Tick(now); });
   });
-  formatter_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "hmpmd-format");
-    (void)SetThisThreadPriority(options_.formatter_nice, options_.formatter_idle);
-    FormatterLoop();
-  });
+  formatter_ = std::make_unique<TaskThread>(TaskThreadOptions{
+      "hmpmd-format", options_.formatter_nice, options_.formatter_idle, options_.cpu_budget});
+  parser_ = std::make_unique<TaskThread>(TaskThreadOptions{
+      "hmpmd-parse", options_.formatter_nice, options_.formatter_idle, options_.parse_budget});
 }
 
 RestApi::~RestApi() {
   snapshots_->Detach();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  formatter_.join();
+  parser_.reset();  // finishes the specs queued, which post to the loop only
+  formatter_.reset();
 }
 
 void RestApi::SetEventFeed(EventFeed* feed) {
@@ -68,30 +60,7 @@ void RestApi::SetEventFeed(EventFeed* feed) {
   feed_->SetBeforeFlush([snaps = snapshots_](TimeUs now) { snaps->Tick(now); });
 }
 
-void RestApi::OffLoop(std::function<void()> fn) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(fn));
-  }
-  cv_.notify_one();
-}
-
-void RestApi::FormatterLoop() {
-  CpuBudget::Meter meter(options_.cpu_budget, std::chrono::microseconds(0));
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and nothing left
-    auto fn = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    fn();
-    // Renderings are few and large: charge each one (a pause here delays
-    // the next rendering, never the loop).
-    (void)meter.MaybeCharge(true);
-    lock.lock();
-  }
-}
+void RestApi::OffLoop(std::function<void()> fn) { formatter_->Post(std::move(fn)); }
 
 HttpResponse RestApi::Error(int status, const std::string& message) {
   return Json(status, json{{"error", message}}.dump(-1, ' ', false,
@@ -205,36 +174,9 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
       reply(Error(415, st.message()));
       return;
     }
-    // Parse and check the spec here, off the loop.
-    auto spec = ParseJobSpec(req.body, limits_);
-    if (!spec.ok()) {
-      int code = spec.status().code() == StatusCode::kResourceExhausted ? 413 : 400;
-      reply(Error(code, spec.status().message()));
-      return;
-    }
-    auto graph = JobGraph::Build(std::move(spec).value());
-    if (!graph.ok()) {
-      reply(Error(400, graph.status().message()));
-      return;
-    }
-    controller_->Post([c = controller_, snaps = snapshots_, g = std::move(graph).value(),
-                       body = std::move(req.body), reply]() mutable {
-      auto id = c->SubmitGraph(std::move(g), std::move(body));
-      snaps->MarkChanged();  // a read after the 201 sees the job
-      if (!id.ok()) {
-        const bool later = id.status().code() == StatusCode::kUnavailable;  // the store
-        reply(Error(later ? 503 : 400, id.status().message()));
-        return;
-      }
-      HttpResponse r = Json(
-          201, json{{"id", *id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-      r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
-      // Acknowledged once stored: a job a client was told about survives
-      // a crash of the controller (before, up to 20 ms of them did not).
-      // A failed write withdrew the job (SubmitGraph): 503, no id.
-      c->WhenDurable([reply, r = std::move(r)](const Status& st) mutable {
-        reply(st.ok() ? std::move(r) : Error(503, UnstoredSubmit(st).message()));
-      });
+    // Parsed and checked off the loop and off this thread.
+    parser_->Post([this, body = std::move(req.body), reply]() mutable {
+      ParseAndSubmit(std::move(body), std::move(reply));
     });
     return;
   }
@@ -247,6 +189,39 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
   }
   loop_requests_.fetch_add(1, std::memory_order_relaxed);
   controller_->Post([this, req = std::move(req), reply]() { OnLoop(req, reply); });
+}
+
+void RestApi::ParseAndSubmit(std::string body, HttpReply reply) {
+  auto spec = ParseJobSpec(body, limits_);
+  if (!spec.ok()) {
+    int code = spec.status().code() == StatusCode::kResourceExhausted ? 413 : 400;
+    reply(Error(code, spec.status().message()));
+    return;
+  }
+  auto graph = JobGraph::Build(std::move(spec).value());
+  if (!graph.ok()) {
+    reply(Error(400, graph.status().message()));
+    return;
+  }
+  controller_->Post([c = controller_, snaps = snapshots_, g = std::move(graph).value(),
+                     body = std::move(body), reply]() mutable {
+    auto id = c->SubmitGraph(std::move(g), std::move(body));
+    snaps->MarkChanged();  // a read after the 201 sees the job
+    if (!id.ok()) {
+      const bool later = id.status().code() == StatusCode::kUnavailable;  // the store
+      reply(Error(later ? 503 : 400, id.status().message()));
+      return;
+    }
+    HttpResponse r =
+        Json(201, json{{"id", *id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
+    // Acknowledged once stored: a job a client was told about survives
+    // a crash of the controller (before, up to 20 ms of them did not).
+    // A failed write withdrew the job (SubmitGraph): 503, no id.
+    c->WhenDurable([reply, r = std::move(r)](const Status& st) mutable {
+      reply(st.ok() ? std::move(r) : Error(503, UnstoredSubmit(st).message()));
+    });
+  });
 }
 
 void RestApi::Park(HttpRequest req, HttpReply reply) {

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <list>
@@ -27,7 +26,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "api_snapshot.h"
 #include "controller.h"
@@ -35,6 +33,7 @@
 #include "dashboard_assets.h"
 #include "event_feed.h"
 #include "http_types.h"
+#include "task_thread.h"
 
 namespace hmpmd {
 
@@ -50,6 +49,11 @@ struct RestApiOptions {
   // with the HTTP server: HttpServerOptions::cpu_budget); over budget it
   // pauses before the next one. Null: no cap. Default: null.
   std::shared_ptr<CpuBudget> cpu_budget;
+  // CPU budget of the thread that parses submitted specs (at the
+  // formatter's priority), charged per spec. Its own, not cpu_budget: a
+  // large spec's parse (seconds of CPU) put the shared one in debt and
+  // paused every read for ten times as long. Null: no cap. Default: null.
+  std::shared_ptr<CpuBudget> parse_budget;
   // Ended jobs whose copy is kept for their task pages, trace and DAG (each
   // costs about 80 bytes per task run). Default: 4.
   size_t ended_job_copies = 4;
@@ -139,7 +143,8 @@ class RestApi {
   // Runs `fn` on the formatting thread: large answers are copied out on the
   // loop and turned into JSON there, so they cost the loop a copy only.
   void OffLoop(std::function<void()> fn);
-  void FormatterLoop();
+  // Parsing thread: checks a submitted spec and hands the job to the loop.
+  void ParseAndSubmit(std::string body, HttpReply reply);
 
   Controller* controller_;
   std::string token_;
@@ -169,11 +174,8 @@ class RestApi {
   std::list<std::pair<std::string, std::shared_ptr<const std::string>>> rendered_;
   size_t rendered_bytes_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  bool stop_ = false;                        // guarded by mu_
-  std::thread formatter_;
+  std::unique_ptr<TaskThread> formatter_;
+  std::unique_ptr<TaskThread> parser_;  // submitted specs, in arrival order
 };
 
 }  // namespace hmpmd

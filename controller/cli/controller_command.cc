@@ -102,17 +102,20 @@ int ControllerMain(const ControllerArgs& a) {
 
   Controller controller(opts);
   if (Status st = controller.Start(); !st.ok()) return Fail(st);
-  // One CPU budget for the whole HTTP side: server and formatting threads.
-  std::shared_ptr<CpuBudget> http_budget;
+  // One CPU budget for the HTTP side's server and formatting threads, and
+  // one as large for parsing submitted specs (a large one takes seconds).
+  std::shared_ptr<CpuBudget> http_budget, parse_budget;
   if (a.http_cpu_percent > 0) {
     CpuBudgetOptions bo;
     bo.percent = a.http_cpu_percent;
     http_budget = std::make_shared<CpuBudget>(bo);
+    parse_budget = std::make_shared<CpuBudget>(bo);
   }
   RestApiOptions api_options;
   api_options.formatter_nice = a.http_nice;
   api_options.formatter_idle = a.http_idle;
   api_options.cpu_budget = http_budget;
+  api_options.parse_budget = parse_budget;
   RestApi api(&controller, opts.token, opts.spec_limits, api_options);
   std::unique_ptr<HttpServer> http;
   // Live events (SSE) and the /metrics additions; batched off the task path.
@@ -202,7 +205,8 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
                 "dispatch and local workers leave over (requests wait while they are busy)");
   sub->add_option("--http-cpu-percent", args->http_cpu_percent,
                   "Most CPU the HTTP server and formatting threads take together, in percent of "
-                  "one core; over it they pause and requests wait (none is refused). 0 = no cap")
+                  "one core (the spec parsing thread has a budget as large of its own); over it "
+                  "they pause and requests wait (none is refused). 0 = no cap")
       ->check(FiniteRange(0.0, 6400.0))
       ->capture_default_str();
   sub->add_option("--token-file", args->token_file,

@@ -9,12 +9,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "http_client.h"
 #include "http_server.h"
+#include "rest_api.h"
 
 namespace hmpmd {
 namespace {
@@ -133,6 +135,57 @@ TEST(CpuBudgetTest, ServerOverItsBudgetPausesAndStillAnswersEveryRequestCorrectl
   // Everything the handler burnt was charged (the server thread's clock is
   // read at least once a millisecond of wall time while it works).
   EXPECT_GE(s.charged_us, static_cast<uint64_t>(kClients * kEach - 1) * kWorkUs);
+}
+
+TEST(CpuBudgetTest, ASpecsParseIsChargedToItsOwnBudgetAndReadsGoOnMeanwhile) {
+  ControllerOptions co;
+  co.listen = "tcp://127.0.0.1:0";
+  Controller c(co);
+  ASSERT_TRUE(c.Start().ok());
+  std::thread loop([&c] { c.Run(); });
+  // The request threads' budget is roomy; the parser's is 1% of a core.
+  auto http_budget = std::make_shared<CpuBudget>(Budget(100, 1'000'000));
+  auto parse_budget = std::make_shared<CpuBudget>(Budget(1, 0));
+  RestApiOptions ao;
+  ao.cpu_budget = http_budget;
+  ao.parse_budget = parse_budget;
+  auto api = std::make_unique<RestApi>(&c, "", SpecLimits{}, ao);
+  HttpServerOptions so;
+  so.bind = "127.0.0.1:0";
+  so.cpu_budget = http_budget;
+  HttpServer server(so, [&api](HttpRequest req, HttpReply reply) {
+    api->Handle(std::move(req), std::move(reply));
+  });
+  ASSERT_TRUE(server.Start().ok());
+  HttpUrl url{"127.0.0.1", std::to_string(server.port()), ""};
+  const std::map<std::string, std::string> json = {{"Content-Type", "application/json"}};
+  const std::string spec = R"({"name":"p","tasks":[{"id":"a","kernel":"noop"}]})";
+  auto post = [&] {
+    auto r = HttpCall(url, "POST", "/api/v1/jobs", spec, json, std::chrono::seconds(60));
+    return r.ok() ? r->status : 0;
+  };
+  EXPECT_EQ(post(), 201);
+  // Its parse is charged after the answer is on its way.
+  for (int i = 0; i < 500 && parse_budget->stats().charged_us == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // As if the parser had just taken ten minutes of CPU: the next spec is
+  // parsed, then the parser pauses before the one after.
+  (void)parse_budget->Charge(6'000'000);
+  EXPECT_EQ(post(), 201);
+  std::atomic<int> third{-1};
+  std::thread waiting([&] { third = post(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto pool = HttpCall(url, "GET", "/api/v1/pool", "", {}, std::chrono::seconds(30));
+  EXPECT_TRUE(pool.ok() && pool->status == 200) << "a read does not wait for the parser";
+  EXPECT_EQ(third.load(), -1) << "the third spec waits for the parser's budget";
+  EXPECT_GT(parse_budget->stats().charged_us, 6'000'000u) << "each parse is charged there";
+  api.reset();  // the parser stops pausing: it parses the third spec, which is answered
+  waiting.join();
+  EXPECT_EQ(third.load(), 201);
+  server.Stop();
+  c.Stop();
+  loop.join();
 }
 
 }  // namespace
