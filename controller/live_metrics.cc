@@ -33,9 +33,18 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
-// Ratios are recomputed at most this often per job (and less often for big
-// jobs): they walk its runs.
+// Ratios are recomputed at most this often per job (sooner while its step
+// is young, less often for big jobs): they walk its runs.
 constexpr TimeUs kRatioPeriodUs = 1'000'000;
+
+// Until the next recomputation of a step `age` old whose last one cost
+// `cost`: 200 x the cost (0.5% of a thread), and no more than the step's
+// age up to kRatioPeriodUs (a young step's first figures, from a few runs,
+// are soon replaced).
+TimeUs RatioPeriod(TimeUs age, TimeUs cost) {
+  return std::max(std::min(kRatioPeriodUs, age), 200 * cost);
+}
+
 // Jobs with at most this many runs get their step ratios at once (the copy
 // and walk take well under a millisecond); larger ones after a period.
 constexpr size_t kEagerRatioRuns = 20'000;
@@ -86,22 +95,6 @@ void LiveMetrics::OnTaskEnded(JobId job_id, uint32_t run, TimeUs start, TimeUs e
   device_busy_s_[d] += std::max<TimeUs>(0, end - start) / 1e6;
 }
 
-namespace {
-
-// `job` with only its current step's runs counted (ComputeMetrics walks
-// every step's records, so the copy keeps them all).
-void KeepStepOnly(JobRun& job) {
-  const uint64_t size = job.graph->size();
-  for (uint64_t i = 0; i < job.runs.size(); ++i) {
-    // Runs reloaded from a job store after a restart keep no core, so
-    // placement-based ratios cannot cover them: leave them out.
-    TaskRecord& rec = job.runs[i];
-    if (i / size != job.step || rec.core == kNoCore) rec.state = TaskState::kBlocked;
-  }
-}
-
-}  // namespace
-
 void LiveMetrics::ComputeRatios(JobId id, const JobRun& job, StepRatios& r, TimeUs now,
                                 bool large) {
   const TimeUs cpu0 = ThreadCpuUs();
@@ -115,27 +108,29 @@ void LiveMetrics::ComputeRatios(JobId id, const JobRun& job, StepRatios& r, Time
     r.pending = true;
     const TimeUs copy_cost = ThreadCpuUs() - cpu0;
     next_large_ = now + 200 * copy_cost;
-    offload_([copy, pool, id, results = results_, copy_cost] {
+    offload_([copy, pool, id, results = results_, copy_cost, now] {
       const TimeUs c0 = ThreadCpuUs();
-      KeepStepOnly(*copy);
+      StepSoFar(copy.get(), now);
       ScheduleMetrics m = ComputeMetrics(*copy, *pool);
-      Result res{copy->step, m.masking_ratio, m.bubble_ratio, m.utilisation,
-                 copy_cost + ThreadCpuUs() - c0};
+      Result res{copy->step,     m.tasks > 0,   m.masking_ratio,
+                 m.bubble_ratio, m.utilisation, copy_cost + ThreadCpuUs() - c0};
       std::lock_guard<std::mutex> lock(results->mu);
       results->ready[id] = res;
     });
     return;
   }
   JobRun step_only = job;
-  KeepStepOnly(step_only);
+  StepSoFar(&step_only, now);
   ScheduleMetrics m = ComputeMetrics(step_only, controller_->scheduler().pool());
   // Spend at most ~0.5% of the loop's CPU on this: wait 200x what it
   // cost (a 200,000-task step costs ~20 ms here, so its ratios are
-  // recomputed every ~4 s while /metrics is read; small steps every 1 s).
+  // recomputed every ~4 s while /metrics is read; small steps every 1 s,
+  // or as often as the step is old while it is younger).
   const TimeUs cost = ThreadCpuUs() - cpu0;
-  r.computed = now;
-  r.period = std::max(kRatioPeriodUs, 200 * cost);
   if (large) next_large_ = now + 200 * cost;
+  if (m.tasks == 0) return;  // nothing ran yet: still NaN
+  r.computed = now;
+  r.period = RatioPeriod(now - r.since, cost);
   r.masking = m.masking_ratio;
   r.bubble = m.bubble_ratio;
   r.utilisation = m.utilisation;
@@ -153,11 +148,12 @@ void LiveMetrics::TakeResults(TimeUs now) {
     StepRatios& r = it->second;
     if (res.step != r.step) continue;  // a step that is over
     r.pending = false;
+    if (!res.known) continue;  // nothing ran yet: still NaN
     r.computed = now;
     // Off the loop the walk costs the loop only its copy, but the same 0.5%
     // rule keeps the helper thread's share as small (only large steps are
     // walked there, so they share the large steps' budget).
-    r.period = std::max(kRatioPeriodUs, 200 * res.cost_us);
+    r.period = RatioPeriod(now - r.since, res.cost_us);
     next_large_ = std::max(next_large_, now + 200 * res.cost_us);
     r.masking = res.masking;
     r.bubble = res.bubble;

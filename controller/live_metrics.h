@@ -1,10 +1,13 @@
 // LiveMetrics: what /metrics adds to the controller's counters, gathered
 // from the loop's task events: the dispatch latency histogram (controller
 // send to worker-reported start), busy time per device, and the masking and
-// bubble ratios of each running job's step (recomputed at most once a
-// second per job, and no more than 0.5% of the loop's CPU, since that walks
-// the job's runs; steps of more than 20,000 runs show NaN for at least their
-// first second, and their recomputations together stay within that 0.5%).
+// bubble ratios of each running job's step so far, running work counted
+// as busy up to now (StepSoFar; NaN until a run of the step has started;
+// recomputed at most once a second per job, as often as the step is old
+// while it is younger, and no more than 0.5% of the loop's CPU, since that
+// walks the job's runs; steps of more than 20,000 runs show NaN for at
+// least their first second, and their recomputations together stay within
+// that 0.5%).
 // With an offload function (SetOffload), the walk of a step of more than
 // 20,000 runs runs there: the loop only copies the job's runs (a memcpy),
 // and the figures appear in a later rendering.
@@ -67,6 +70,7 @@ class LiveMetrics {
   // Figures computed off the loop, picked up by the next rendering.
   struct Result {
     uint32_t step = 0;
+    bool known = false;  // some run of the step had run (else: still NaN)
     double masking = 0, bubble = 0, utilisation = 0;
     TimeUs cost_us = 0;  // CPU time of the copy's walk
   };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 #include <utility>
 
 namespace hmpmd {
@@ -100,6 +101,36 @@ double EnergeticBound(const JobGraph& g, const std::vector<double>& dur,
 }
 
 }  // namespace
+
+void StepSoFar(JobRun* job, TimeUs now) {
+  const uint64_t size = job->graph->size();
+  const uint64_t first = job->step * size, last = first + size;
+  // Per core: the step's latest done end, and the run executing there.
+  std::unordered_map<CoreId, std::pair<TimeUs, int64_t>> cores;
+  for (uint64_t i = 0; i < job->runs.size(); ++i) {
+    TaskRecord& rec = job->runs[i];
+    const bool in_step = i >= first && i < last && rec.core != kNoCore;
+    if (!in_step || (rec.state != TaskState::kDone && rec.state != TaskState::kRunning)) {
+      rec.state = TaskState::kBlocked;
+      continue;
+    }
+    auto& [done_end, executing] = cores.try_emplace(rec.core, TimeUs{0}, int64_t{-1}).first->second;
+    if (rec.state == TaskState::kDone) {
+      done_end = std::max(done_end, rec.end);
+    } else if (executing < 0 || rec.dispatched < job->runs[executing].dispatched) {
+      executing = static_cast<int64_t>(i);
+    }
+  }
+  for (uint64_t i = first; i < last && i < job->runs.size(); ++i) {
+    TaskRecord& rec = job->runs[i];
+    if (rec.state != TaskState::kRunning) continue;
+    const auto& [done_end, executing] = cores.at(rec.core);
+    rec.start = std::max(rec.dispatched, done_end);
+    rec.end = now;
+    const bool counted = executing == static_cast<int64_t>(i) && rec.start < now;
+    rec.state = counted ? TaskState::kDone : TaskState::kBlocked;
+  }
+}
 
 double MakespanS(const JobRun& job) {
   TimeUs first = std::numeric_limits<TimeUs>::max(), last = std::numeric_limits<TimeUs>::min();

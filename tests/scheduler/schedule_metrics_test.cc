@@ -213,6 +213,44 @@ TEST_F(ScheduleMetricsTest, UnfinishedRunsAreLeftOut) {
   EXPECT_EQ(Ids(m), std::vector<std::string>{"a"});
 }
 
+TEST_F(ScheduleMetricsTest, AStepSoFarCountsWhatRunsNowAsBusy) {
+  // One device, two cube cores, one step of four 100 us runs: a done on
+  // core 0 [0, 100); b running on core 0 since a ended (dispatched at 50,
+  // queued behind a); c running on core 1 since 20; d queued on core 1
+  // behind c (dispatched at 30: not executing yet).
+  pool_.AddDevice(Device("d", 2, 0));
+  NewJob(SpecBuilder()
+             .Add(TaskBuilder("a"))
+             .Add(TaskBuilder("b"))
+             .Add(TaskBuilder("c"))
+             .Add(TaskBuilder("d")));
+  Done(0, 0, 0, 100);
+  auto running = [&](uint32_t run, CoreId core, TimeUs dispatched) {
+    job_.runs[run].state = TaskState::kRunning;
+    job_.runs[run].core = core;
+    job_.runs[run].dispatched = dispatched;
+  };
+  running(1, 0, 50);
+  running(2, 1, 20);
+  running(3, 1, 30);
+  JobRun so_far = job_;
+  StepSoFar(&so_far, 200);
+  ScheduleMetrics m = ComputeMetrics(so_far, pool_);
+  EXPECT_EQ(m.tasks, 3u) << "a, and b and c executing; d waits on its core";
+  EXPECT_DOUBLE_EQ(m.makespan_s, 200 * kUs);
+  // Busy: core 0 [0, 200), core 1 [20, 200): 380 of 400 core-us.
+  EXPECT_DOUBLE_EQ(m.utilisation, 380.0 / 400.0);
+  EXPECT_DOUBLE_EQ(m.bubble_ratio, 0) << "the device was never idle";
+  // Without them, the pool read half idle (ComputeMetrics on the job as is).
+  EXPECT_DOUBLE_EQ(ComputeMetrics(job_, pool_).utilisation, 0.5);
+
+  // Nothing started yet: nothing to score (the live figures stay NaN).
+  NewJob(SpecBuilder().Add(TaskBuilder("a")));
+  so_far = job_;
+  StepSoFar(&so_far, 10);
+  EXPECT_EQ(ComputeMetrics(so_far, pool_).tasks, 0u);
+}
+
 TEST_F(ScheduleMetricsTest, NoFinishedRunsGivesZeros) {
   pool_.AddDevice(Device("d", 1, 0));
   NewJob(SpecBuilder().Chain({"a"}, 1));

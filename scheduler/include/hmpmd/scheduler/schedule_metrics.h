@@ -55,6 +55,14 @@ struct ScheduleMetrics {
 
 // Devices counted are those alive now plus those that ran a task of the job.
 ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool);
+// Turns `job` (a copy of a running job) into its current step so far, for
+// ComputeMetrics: the step's done runs, and on each core the run executing
+// there now (the earliest dispatched of the step's runs queued on it),
+// done over [when the core's last done run of the step ended, or its
+// dispatch if later; `now`). Every other run is left out, as are runs
+// with no core (restored after a restart). Live figures count running
+// work as busy, not as idle.
+void StepSoFar(JobRun* job, TimeUs now);
 // ComputeMetrics' makespan_s alone: the first done run's start to the last
 // one's end (at least 1 us), in seconds; 0 when no run is done.
 double MakespanS(const JobRun& job);
