@@ -235,22 +235,43 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
   m.bubble_ratio = capacity_us > 0 ? idle_us / capacity_us : 0;
 
   // Critical path of measured durations: longest chain per step, steps in
-  // sequence (a step starts after the previous one ends).
+  // sequence (a step starts after the previous one ends). The chain itself
+  // is kept: from[i] is the input it came through.
   double cp_us = 0;
   std::vector<double> step_cps;
   std::vector<double> chain(n);
+  std::vector<int64_t> from(n);
   for (uint32_t s = 0; s < g.steps(); ++s) {
-    double step_cp = 0;
+    const TaskRecord* runs = job.runs.data() + uint64_t{s} * n;
+    auto later = [&](int64_t a, int64_t b) {  // ties: the one that ended last
+      return b < 0 || chain[a] > chain[b] ||
+             (chain[a] == chain[b] && runs[a].state == TaskState::kDone &&
+              (runs[b].state != TaskState::kDone || runs[a].end > runs[b].end));
+    };
+    int64_t last = -1;
     for (uint32_t i : g.topo_order()) {
-      const TaskRecord& rec = job.runs[s * n + i];
+      const TaskRecord& rec = runs[i];
       double own = rec.state == TaskState::kDone ? static_cast<double>(rec.end - rec.start) : 0;
-      double before = 0;
-      for (uint32_t in : g.task(i).inputs) before = std::max(before, chain[in]);
-      chain[i] = before + own;
-      step_cp = std::max(step_cp, chain[i]);
+      from[i] = -1;
+      for (uint32_t in : g.task(i).inputs) {
+        if (later(in, from[i])) from[i] = in;
+      }
+      chain[i] = (from[i] < 0 ? 0 : chain[from[i]]) + own;
+      if (later(i, last)) last = i;
     }
+    const double step_cp = last < 0 ? 0 : chain[last];
     cp_us += step_cp;
     step_cps.push_back(step_cp);
+    const size_t step_first = m.critical_path.size();
+    for (int64_t i = last; i >= 0; i = from[i]) {
+      const TaskRecord& rec = runs[i];
+      if (rec.state != TaskState::kDone) continue;
+      m.critical_path.push_back({g.spec_task(static_cast<uint32_t>(i)).id, s,
+                                 pool.core(rec.core).device, pool.core(rec.core).kind,
+                                 static_cast<double>(rec.end - rec.start)});
+    }
+    std::reverse(m.critical_path.begin() + static_cast<ptrdiff_t>(step_first),
+                 m.critical_path.end());
   }
   m.critical_path_s = cp_us / 1e6;
   m.lower_bound_s = std::max(cp_us, work_bound_us) / 1e6;
@@ -268,33 +289,6 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
     tight_us += std::max(step_cps[s], EnergeticBound(g, dur, kind, cores_kind));
   }
   m.tight_bound_s = std::max(m.lower_bound_s, tight_us / 1e6);
-
-  // The realised critical path: from the last task to end, step back to the
-  // input (or, at a step's root, the previous step's task) that ended last.
-  int64_t cur = -1;
-  for (uint32_t r = 0; r < job.runs.size(); ++r) {
-    if (job.runs[r].state == TaskState::kDone && (cur < 0 || job.runs[r].end > job.runs[cur].end)) {
-      cur = r;
-    }
-  }
-  while (cur >= 0) {
-    const TaskRecord& rec = job.runs[cur];
-    uint32_t step = static_cast<uint32_t>(cur / n), i = static_cast<uint32_t>(cur % n);
-    m.critical_path.push_back({g.spec_task(i).id, step, pool.core(rec.core).device,
-                               pool.core(rec.core).kind, static_cast<double>(rec.end - rec.start)});
-    int64_t prev = -1;
-    auto consider = [&](uint32_t r) {
-      const TaskRecord& p = job.runs[r];
-      if (p.state == TaskState::kDone && (prev < 0 || p.end > job.runs[prev].end)) prev = r;
-    };
-    if (!g.task(i).inputs.empty()) {
-      for (uint32_t in : g.task(i).inputs) consider(step * n + in);
-    } else if (step > 0) {
-      for (uint32_t j = 0; j < n; ++j) consider((step - 1) * n + j);
-    }
-    cur = prev;
-  }
-  std::reverse(m.critical_path.begin(), m.critical_path.end());
   return m;
 }
 

@@ -105,7 +105,7 @@ TEST_F(TwoDeviceMetricsTest, LowerBoundIsTheCriticalPathWhenItDominates) {
   EXPECT_DOUBLE_EQ(m_.lower_bound_s, 300 * kUs);
 }
 
-TEST_F(TwoDeviceMetricsTest, RealisedCriticalPathFollowsTheLastInputs) {
+TEST_F(TwoDeviceMetricsTest, CriticalPathIsTheLongestChainOfMeasuredDurations) {
   ASSERT_EQ(Ids(m_), (std::vector<std::string>{"a", "x", "c"}));
   const auto& cp = m_.critical_path;
   EXPECT_EQ(cp[0].device, 0u);
@@ -171,6 +171,25 @@ TEST_F(ScheduleMetricsTest, CriticalPathPicksTheInputThatEndedLast) {
   ScheduleMetrics m = ComputeMetrics(job_, pool_);
   EXPECT_EQ(Ids(m), (std::vector<std::string>{"late", "join"}));
   EXPECT_DOUBLE_EQ(m.critical_path_s, 100 * kUs);
+}
+
+TEST_F(ScheduleMetricsTest, CriticalPathAddsUpToItsDurationNotToWhatEndedLast) {
+  // A long chain a -> b ends early; a short root c ends last (it waited for
+  // a core). The list is the chain critical_path_s measures.
+  pool_.AddDevice(Device("d", 2, 0));
+  NewJob(SpecBuilder().Chain({"a", "b"}, 1).Add(TaskBuilder("c")).Repeat(2));
+  Done(0, 0, 0, 400);
+  Done(1, 0, 400, 900);
+  Done(2, 1, 950, 960);
+  Done(3, 0, 1000, 1400);
+  Done(4, 0, 1400, 1900);
+  Done(5, 1, 1950, 1960);
+  ScheduleMetrics m = ComputeMetrics(job_, pool_);
+  ASSERT_EQ(Ids(m), (std::vector<std::string>{"a", "b", "a", "b"}));
+  double sum_us = 0;
+  for (const auto& e : m.critical_path) sum_us += e.duration_us;
+  EXPECT_DOUBLE_EQ(sum_us * kUs, m.critical_path_s);
+  EXPECT_DOUBLE_EQ(m.critical_path_s, 1800 * kUs);
 }
 
 TEST_F(ScheduleMetricsTest, CommOnAnotherDeviceThanTheComputeIsNotMasked) {

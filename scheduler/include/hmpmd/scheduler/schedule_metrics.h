@@ -49,7 +49,9 @@ struct ScheduleMetrics {
   double masking_ratio = 0;
   // Idle device-time inside steps / (devices * step spans).
   double bubble_ratio = 0;
-  // The realised critical path, first task first.
+  // The chain critical_path_s measures (its runs' durations add up to it),
+  // step after step, first task first; among inputs of equal chains, the
+  // one that ended last.
   std::vector<CriticalPathEntry> critical_path;
 };
 
