@@ -6,6 +6,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "in_memory_job_store.h"
 #include "live_metrics.h"
@@ -20,6 +21,15 @@ std::vector<StoreRecord> OneRecord(JobId id) {
   std::vector<StoreRecord> r;
   r.push_back(JobSubmittedRecord{id, "j", kSpec, 1});
   return r;
+}
+
+// A controller on a free port writing to `store` every millisecond.
+ControllerOptions WithStore(std::shared_ptr<JobStore> store) {
+  ControllerOptions o;
+  o.listen = "tcp://127.0.0.1:0";
+  o.store = std::move(store);
+  o.store_writer.flush_ms = 1;
+  return o;
 }
 
 TEST(StoreMetricsTest, EveryWrittenBatchIsTimedFailedOnesIncluded) {
@@ -60,11 +70,7 @@ TEST(StoreMetricsTest, EveryWrittenBatchIsTimedFailedOnesIncluded) {
 }
 
 TEST(StoreMetricsTest, MetricsShowTheControllersStoreWrites) {
-  ControllerOptions o;
-  o.listen = "tcp://127.0.0.1:0";
-  o.store = std::make_shared<InMemoryJobStore>();
-  o.store_writer.flush_ms = 1;
-  Controller c(o);
+  Controller c(WithStore(std::make_shared<InMemoryJobStore>()));
   ASSERT_TRUE(c.Start().ok());
   std::thread loop([&c] { c.Run(); });
   // The loop hands the submitted job to the writer; poll (bounded) until a
@@ -85,12 +91,8 @@ TEST(StoreMetricsTest, MetricsShowTheControllersStoreWrites) {
 }
 
 TEST(StoreMetricsTest, SubmitsAreRefusedWhileTheStoreCannotBeWritten) {
-  ControllerOptions o;
-  o.listen = "tcp://127.0.0.1:0";
   auto store = std::make_shared<InMemoryJobStore>();
-  o.store = store;
-  o.store_writer.flush_ms = 1;
-  Controller c(o);
+  Controller c(WithStore(store));
   ASSERT_TRUE(c.Start().ok());
   std::thread loop([&c] { c.Run(); });
   auto submit = [&c] {
@@ -150,12 +152,8 @@ TEST(StoreMetricsTest, SubmitsAreRefusedWhileTheStoreCannotBeWritten) {
 }
 
 TEST(StoreMetricsTest, ACancelTheStoreCannotKeepIsRefused) {
-  ControllerOptions o;
-  o.listen = "tcp://127.0.0.1:0";
   auto store = std::make_shared<InMemoryJobStore>();
-  o.store = store;
-  o.store_writer.flush_ms = 1;
-  Controller c(o);
+  Controller c(WithStore(store));
   ASSERT_TRUE(c.Start().ok());
   std::thread loop([&c] { c.Run(); });
   std::promise<JobId> submitted;
