@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "../job_report.h"
@@ -45,6 +46,13 @@ struct SimArgs {
   // Task runs (tasks x repeat) simulated at most: each costs about 1 KB of
   // memory over the run. Default: 20,000,000 (about 20 GB).
   uint64_t max_runs = 20'000'000;
+};
+
+// How big a simulation had grown, for the message when memory runs out.
+struct SimSize {
+  uint32_t devices = 0;  // the pool's, once known
+  uint64_t runs = 0;     // task runs of the workloads sized so far
+  bool about = false;    // `runs` holds a built-in's estimate
 };
 
 using ojson = nlohmann::ordered_json;
@@ -203,9 +211,11 @@ void WarnUntimed(const std::string& workload, const JobSpec& spec) {
             << std::endl;
 }
 
-// `weight` > 0 replaces the spec's.
+// `weight` > 0 replaces the spec's. Adds the workload's task runs to
+// `size->runs` as soon as they are known (a built-in's estimate first).
 Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t devices,
-                                                     uint32_t weight) {
+                                                     uint32_t weight, SimSize* size) {
+  const uint64_t runs_before = size->runs;
   bool builtin = false;
   for (const std::string& n : WorkloadNames()) builtin = builtin || n == a.workload;
   Result<JobSpec> spec = Status::Internal("no workload loaded");  // set on every path below
@@ -228,6 +238,8 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
       if (estimate > a.max_runs) {
         return too_many(estimate, "on " + std::to_string(devices) + " devices makes about ");
       }
+      size->runs = runs_before + estimate;
+      size->about = true;
     }
     spec = MakeWorkload(a.workload, devices, a.seed);
   } else {
@@ -243,9 +255,10 @@ Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t 
   if (!spec.ok()) return Status::InvalidArgument(a.workload + ": " + spec.status().message());
   if (a.pinned) spec->elastic = false;
   if (weight > 0) spec->weight = weight;
-  if (const uint64_t runs = uint64_t{spec->repeat} * spec->tasks.size(); runs > a.max_runs) {
-    return too_many(runs, "");
-  }
+  const uint64_t runs = uint64_t{spec->repeat} * spec->tasks.size();
+  if (runs > a.max_runs) return too_many(runs, "");
+  size->runs = runs_before + runs;
+  size->about = false;
   RETURN_IF_ERROR(CheckGemmsTimed(a.workload, *spec));
   auto graph = JobGraph::Build(std::move(spec).value());
   if (!graph.ok()) return Status::InvalidArgument(a.workload + ": " + graph.status().message());
@@ -269,7 +282,7 @@ Status ParseFlags(SimArgs* a) {
   return Status::Ok();
 }
 
-int SimMain(const SimArgs& a) {
+int SimMain(const SimArgs& a, SimSize* size) {
   PoolSpec pool = MakePoolSpec(a.devices);
   if (!a.pool_file.empty()) {
     auto text = ReadFile(a.pool_file);
@@ -303,6 +316,7 @@ int SimMain(const SimArgs& a) {
       if (!st.ok()) return Fail(st);
     }
   }
+  size->devices = pool.devices();
   if (!a.weights.empty() && a.weights.size() != a.workloads.size()) {
     return Fail(Status::InvalidArgument("--weights: " + std::to_string(a.weights.size()) +
                                         " given for " + std::to_string(a.workloads.size()) +
@@ -314,7 +328,7 @@ int SimMain(const SimArgs& a) {
     for (size_t i = 0; i < a.workloads.size(); ++i) {
       SimArgs one = a;
       one.workload = a.workloads[i];
-      auto g = LoadWorkload(one, pool.devices(), a.weights.empty() ? 0 : a.weights[i]);
+      auto g = LoadWorkload(one, pool.devices(), a.weights.empty() ? 0 : a.weights[i], size);
       if (!g.ok()) return Fail(g.status());
       runs += (*g)->total_runs();
       if (runs > a.max_runs) {
@@ -326,7 +340,7 @@ int SimMain(const SimArgs& a) {
     }
     return SimSeveral(s);
   }
-  auto graph = LoadWorkload(a, pool.devices(), a.weights.empty() ? 0 : a.weights[0]);
+  auto graph = LoadWorkload(a, pool.devices(), a.weights.empty() ? 0 : a.weights[0], size);
   if (!graph.ok()) return Fail(graph.status());
   json out;
   out["workload"] = (*graph)->spec().name;
@@ -398,6 +412,19 @@ int SimMain(const SimArgs& a) {
   return all_ok ? kExitOk : kExitFailed;
 }
 
+// One line and kExitFailed for a std::bad_alloc: --max-runs and the pool's
+// limits bound a simulation, not the host's memory (a small host, or a
+// ulimit -v, runs out first).
+int OutOfMemory(const SimArgs& a, const SimSize& size) {
+  std::string what = size.runs > 0
+                         ? (size.about ? "about " : "") + std::to_string(size.runs) + " task runs"
+                         : "workload '" + OneLine(a.workload, 256) + "'";
+  if (size.devices > 0) what += " on " + std::to_string(size.devices) + " devices";
+  std::cerr << "hmpmd: out of memory simulating " << what << "; lower --max-runs or the pool"
+            << std::endl;
+  return kExitFailed;
+}
+
 }  // namespace
 
 void AddSimCommand(CLI::App& app, int* exit_code) {
@@ -439,7 +466,12 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       *exit_code = Fail(st);
       return;
     }
-    *exit_code = SimMain(*args);
+    SimSize size;
+    try {
+      *exit_code = SimMain(*args, &size);
+    } catch (const std::bad_alloc&) {
+      *exit_code = OutOfMemory(*args, size);
+    }
   });
 }
 

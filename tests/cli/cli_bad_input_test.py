@@ -7,6 +7,7 @@ is stopped here, by PID. Usage: cli_bad_input_test.py BIN_DIR SOURCE_DIR"""
 import http.server
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -167,6 +168,20 @@ class Refusals(unittest.TestCase):
         spec = self.file("two.json", '{"repeat": 3, "tasks": [{"id": "a", "kernel": "noop"}]}')
         self.refused(["sim", spec, "--max-runs", "2"],
                      "3 task runs, over the limit of 2 (--max-runs")
+
+    def test_sim_out_of_memory_is_one_line_not_an_abort(self):
+        # Within --max-runs, but not within the host's memory (here a 1 GiB
+        # address space, as `ulimit -v` sets): std::bad_alloc aborted, rc 134.
+        def limit_memory():
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+        r = subprocess.run([HMPMD, "sim", "moe", "--devices", "60000", "--max-runs", "100000000",
+                            "--policy", "fifo"], capture_output=True, text=True, timeout=120,
+                           preexec_fn=limit_memory)
+        self.assertEqual(r.returncode, 1, r.stderr[-500:])
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr[-500:])
+        self.assertRegex(r.stderr, r"^hmpmd: out of memory simulating .+ on 60000 devices; "
+                                   r"lower --max-runs or the pool\n$")
 
     def test_flags_are_checked_before_any_work(self):
         spec = self.file("ok.json", '{"tasks": [{"id": "a", "kernel": "noop"}]}')
