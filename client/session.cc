@@ -32,7 +32,7 @@ FutureState* Session::StateOf(const Future& f) { return f.state_.get(); }
 Status RefuseLoneMember(const Call& call) {
   if (!call.collective) return Status::Ok();
   return Status::InvalidArgument(
-      "call" + (call.label.empty() ? std::string() : " '" + call.label + "'") +
+      "call" + (call.label.empty() ? std::string() : " '" + OneLine(call.label, 256) + "'") +
       ": collective: a member of group '" + OneLine(call.collective->group, 256) +
       "' goes in one submit_graph / SubmitGraph() with the rest of its group");
 }
@@ -50,8 +50,10 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
     std::set<std::string> fresh;
     for (size_t i = 0; i < calls.size(); ++i) {
       const Call& c = calls[i];
+      // The label as given, escaped: it may hold the control characters
+      // refused just below.
       const std::string where =
-          "call " + std::to_string(i) + (c.label.empty() ? "" : " '" + c.label + "'");
+          "call " + std::to_string(i) + (c.label.empty() ? "" : " '" + OneLine(c.label, 256) + "'");
       if (c.kernel.empty()) return Status::InvalidArgument(where + ": kernel: empty");
       // Checked here, not only by the controller: a refused label failed
       // its task later, and its consumers as "unknown task".
@@ -77,7 +79,7 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
         }
       }
       if (!c.actor.empty() && c.actor != "default" && !actors_.count(c.actor)) {
-        return Status::InvalidArgument(where + ": actor: unknown actor '" + c.actor +
+        return Status::InvalidArgument(where + ": actor: unknown actor '" + OneLine(c.actor, 256) +
                                        "' (CreateActor first)");
       }
       if (auto bad = refused_.find(c.actor); bad != refused_.end()) {

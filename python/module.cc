@@ -27,6 +27,7 @@
 
 #include "convert.h"
 #include "hmpmd/client/client.h"
+#include "hmpmd/protocol/one_line.h"
 
 namespace py = pybind11;
 
@@ -176,7 +177,7 @@ void BindActor(py::module_& m) {
              double bytes, const py::object& collective) {
             if (!actor.empty() && actor != a.name()) {
               Raise(Status::InvalidArgument("actor: Actor.call runs on '" + a.name() + "', not '" +
-                                            actor + "'"));
+                                            OneLine(actor, 256) + "'"));
             }
             Call call = MakeCall(method, args, std::move(inputs), core, a.name(), std::move(label),
                                  flops, bytes, collective);

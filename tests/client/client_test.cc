@@ -295,8 +295,15 @@ TEST_F(ClientTest, BadCallsGetOneLineErrors) {
       << gemm_status.message();
   // Refused when submitted: a bad label used to fail its task later and
   // its consumers as "unknown task".
+  // The label is quoted escaped: the message stays one line.
   EXPECT_EQ(c->Submit({.kernel = "noop", .label = "bad\nlabel"}).status().message(),
-            "call 0 'bad\nlabel': label: contains the control character U+000A");
+            "call 0 'bad\\nlabel': label: contains the control character U+000A");
+  EXPECT_EQ(c->Submit({.kernel = "noop", .label = "a\x1b[31m\x7f"}).status().message(),
+            "call 0 'a\\x1b[31m\\x7f': label: contains the control character U+001B");
+  EXPECT_EQ(c->Submit({.kernel = "bad\rkernel", .label = "k\n"}).status().message(),
+            "call 0 'k\\n': kernel: contains the control character U+000D");
+  EXPECT_EQ(c->Submit({.kernel = "noop", .actor = "gh\nost"}).status().message(),
+            "call 0: actor: unknown actor 'gh\\nost' (CreateActor first)");
   EXPECT_EQ(c->Submit({.kernel = "noop", .cost = {.flops = std::nan("")}}).status().message(),
             "call 0: cost.flops: must be a finite number >= 0");
   EXPECT_EQ(c->Submit({.kernel = "noop", .cost = {.bytes = -1}}).status().message(),

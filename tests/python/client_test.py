@@ -196,10 +196,21 @@ class ClientTest(unittest.TestCase):
                 c.submit("")
             with self.assertRaises(hmpmd.InvalidArgument):
                 c.create_actor("x", kind="wizard")
-            c.create_actor("dup")
+            dup = c.create_actor("dup")
             with self.assertRaises(hmpmd.InvalidArgument) as e:
                 c.create_actor("dup")
             self.assertIn("duplicate 'dup'", str(e.exception))
+            # A label (or actor) refused for its control characters is
+            # quoted escaped: the message stays one line.
+            for label, shown in (("a\nb", "a\\nb"), ("a\x1b[31m", "a\\x1b[31m"),
+                                 ("a\x7f", "a\\x7f")):
+                with self.assertRaises(hmpmd.InvalidArgument) as e:
+                    c.submit("noop", label=label)
+                self.assertIn(f"call 0 '{shown}': label: contains the control character",
+                              str(e.exception))
+            with self.assertRaises(hmpmd.InvalidArgument) as e:
+                dup.call("noop", actor="x\ny")
+            self.assertIn("runs on 'dup', not 'x\\ny'", str(e.exception))
             # A built-in kernel's argument of the wrong type is rejected by
             # the controller, naming it; the session goes on.
             with self.assertRaises(hmpmd.InvalidArgument) as e:
