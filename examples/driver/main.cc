@@ -1,6 +1,6 @@
 // The README's Driver API example as a program: x = scale(4 floats, 2),
 // y = add(x, x), printed; exits 1 with the error if a step fails.
-// Usage: driver [CONTROLLER] [CONNECT_TIMEOUT_MS]
+// Usage: driver [CONTROLLER] [CONNECT_TIMEOUT_MS]; --help or -h prints it.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +10,17 @@
 
 int main(int argc, char** argv) {
   using namespace hmpmd::client;
+  // Asked anywhere, as embedded_worker does: "--help" was taken for the
+  // controller's endpoint.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::puts(
+          "usage: driver [CONTROLLER] [CONNECT_TIMEOUT_MS]\n"
+          "Runs scale then add on the controller at CONTROLLER (default tcp://127.0.0.1:5555)\n"
+          "and prints the result.");
+      return 0;
+    }
+  }
   ClientOptions o;
   if (argc > 1) o.controller = argv[1];
   if (argc > 2) o.connect_timeout_ms = std::atoll(argv[2]);

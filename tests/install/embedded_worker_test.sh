@@ -33,6 +33,12 @@ cmake --build "$tmp/build" -j 2 >"$tmp/build.log" || { cat "$tmp/build.log" >&2;
 cmake -S "$src/examples/driver" -B "$tmp/driver" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >"$tmp/configure-driver.log"
 cmake --build "$tmp/driver" -j 2 >"$tmp/build-driver.log" || { cat "$tmp/build-driver.log" >&2; exit 1; }
+# --help and -h print the usage, not "'--help' is not tcp://HOST:PORT".
+for flag in --help -h; do
+  usage=$("$tmp/driver/driver" "$flag")
+  [[ $usage == "usage: driver [CONTROLLER] [CONNECT_TIMEOUT_MS]"* ]] ||
+    { echo "driver $flag printed: $usage" >&2; exit 1; }
+done
 if "$tmp/driver/driver" tcp://127.0.0.1:9 300 2>"$tmp/driver.err"; then
   echo "the driver example connected to nothing" >&2
   exit 1
