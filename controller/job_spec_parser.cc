@@ -232,6 +232,7 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
     RETURN_IF_ERROR(cr.Check());
     RETURN_IF_ERROR(cr.NonNegative("flops", &t->cost.flops));
     RETURN_IF_ERROR(cr.NonNegative("bytes", &t->cost.bytes));
+    t->cost.bytes_given = c->contains("bytes");
     RETURN_IF_ERROR(cr.NoExtraFields());
   }
   if (const json* c = r.Find("collective")) {
@@ -241,6 +242,7 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
     RETURN_IF_ERROR(cr.String("group", true, &cs.group));
     RETURN_IF_ERROR(cr.String("op", true, &cs.op));
     RETURN_IF_ERROR(cr.NonNegative("bytes", &cs.bytes));
+    cs.bytes_given = c->contains("bytes");
     RETURN_IF_ERROR(cr.NoExtraFields());
     t->collective = std::move(cs);
   }

@@ -86,16 +86,20 @@ bool IsUtf8(std::string_view text) {
 
 namespace {
 
-// The size a spec gives a communication task outright; 0: none.
-double GivenCommBytes(const TaskSpec& t) {
-  return t.collective ? std::max(t.collective->bytes, t.cost.bytes) : t.cost.bytes;
+// The size a spec gives a communication task outright, an explicit 0
+// included (a send with "cost": {"bytes": 0} moves nothing); nullopt: none.
+std::optional<double> GivenCommBytes(const TaskSpec& t) {
+  const bool cost = t.cost.bytes_given || t.cost.bytes > 0;
+  const bool group = t.collective && (t.collective->bytes_given || t.collective->bytes > 0);
+  if (!cost && !group) return std::nullopt;
+  return std::max(cost ? t.cost.bytes : 0.0, group ? t.collective->bytes : 0.0);
 }
 
 }  // namespace
 
 double CommBytes(const TaskSpec& t) {
   if (!t.collective && !IsCommKernel(t.kernel)) return 0;
-  if (const double given = GivenCommBytes(t); given > 0) return given;
+  if (const std::optional<double> given = GivenCommBytes(t)) return *given;
   // As the worker sizes a member without input data (collective_kernels.cc,
   // builtin_kernels.cc): `n` floats (collectives), else `bytes`, else 4 KiB.
   const bool collective = t.collective || IsCollectiveKernel(t.kernel);
@@ -106,7 +110,7 @@ double CommBytes(const TaskSpec& t) {
 
 bool CommSizedByInputsOnly(const TaskSpec& t) {
   if (!t.collective && !IsCommKernel(t.kernel)) return false;
-  return GivenCommBytes(t) <= 0 && !t.inputs.empty() && ArgNumber(t.args, "n", -1) < 0 &&
+  return !GivenCommBytes(t) && !t.inputs.empty() && ArgNumber(t.args, "n", -1) < 0 &&
          ArgNumber(t.args, "bytes", -1) < 0;
 }
 

@@ -127,6 +127,38 @@ TEST_F(JobSpecParserTest, DesignDocExampleParsesWithEveryField) {
   EXPECT_EQ(s.tasks[3].submodel, "default");
 }
 
+// A bytes hint of 0 is a size, not its absence: a send given
+// "cost": {"bytes": 0} moves nothing. It was timed as 4096 bytes and
+// warned about ("give cost.bytes") as if the hint were missing.
+TEST_F(JobSpecParserTest, ExplicitZeroBytesHintCountsAsZero) {
+  JobSpec s = ParseOk(SpecText()
+                          .Task(R"({"id": "g", "kernel": "noop"})")
+                          .Task(R"({"id": "zero", "kernel": "send", "inputs": ["g"],
+                                    "cost": {"bytes": 0}})")
+                          .Task(R"({"id": "none", "kernel": "send", "inputs": ["g"],
+                                    "cost": {"flops": 1}})")
+                          .Task(R"({"id": "alone", "kernel": "send", "cost": {"bytes": 0}})")
+                          .Task(R"({"id": "r0", "kernel": "allreduce", "args": {"n": 8},
+                                    "collective": {"group": "a", "op": "allreduce",
+                                                   "bytes": 0}})")
+                          .Task(R"({"id": "r", "kernel": "allreduce", "args": {"n": 8},
+                                    "collective": {"group": "b", "op": "allreduce"}})")
+                          .Build());
+  ASSERT_EQ(s.tasks.size(), 6u);
+  EXPECT_TRUE(s.tasks[1].cost.bytes_given);
+  EXPECT_EQ(CommBytes(s.tasks[1]), 0);
+  EXPECT_FALSE(CommSizedByInputsOnly(s.tasks[1])) << "no warning: its size is given";
+  // Absent: the worker's default, and the simulator's warning.
+  EXPECT_FALSE(s.tasks[2].cost.bytes_given);
+  EXPECT_EQ(CommBytes(s.tasks[2]), 4096);
+  EXPECT_TRUE(CommSizedByInputsOnly(s.tasks[2]));
+  EXPECT_EQ(CommBytes(s.tasks[3]), 0) << "not the 4096 bytes of a send without inputs";
+  EXPECT_TRUE(s.tasks[4].collective->bytes_given);
+  EXPECT_EQ(CommBytes(s.tasks[4]), 0);
+  EXPECT_FALSE(s.tasks[5].collective->bytes_given);
+  EXPECT_EQ(CommBytes(s.tasks[5]), 32) << "args.n floats";
+}
+
 TEST_F(JobSpecParserTest, SubmodelKindsAllParse) {
   for (const char* kind :
        {"encoder", "pipeline_stage", "expert", "actor", "reward", "learner", "generic"}) {

@@ -51,12 +51,17 @@ struct SubmodelSpec {
 struct CostHint {
   double flops = 0;  // matrix work on the task's core kind
   double bytes = 0;  // bytes moved (communication kernels)
+  // `bytes` was given, 0 included; false: a communication kernel's size
+  // comes from its arguments (CommBytes). A `bytes` above 0 counts as
+  // given either way.
+  bool bytes_given = false;
 };
 
 struct CollectiveSpec {
   std::string group;  // tasks that share a group form one gang
   std::string op;     // allreduce, allgather, reduce_scatter, alltoall, broadcast
   double bytes = 0;
+  bool bytes_given = false;  // as CostHint::bytes_given
 };
 
 struct TaskSpec {
@@ -81,7 +86,8 @@ struct JobSpec {
 
 // Bytes a communication task (send, a collective kernel, or any task with
 // `collective`) moves per member, for the cost model and the simulator:
-// collective.bytes or cost.bytes, else what the worker makes when the task
+// collective.bytes or cost.bytes (the larger when both are given; an
+// explicit 0 counts), else what the worker makes when the task
 // has no input data (`n` floats, else args.bytes, else 4096); 0 for other
 // tasks. Live, a task whose inputs hold data moves those instead.
 double CommBytes(const TaskSpec& t);
