@@ -169,6 +169,8 @@ class Refusals(unittest.TestCase):
         self.refused(["sim", spec, "--max-runs", "2"],
                      "3 task runs, over the limit of 2 (--max-runs")
 
+    @unittest.skipIf(os.environ.get("HMPMD_SANITIZED"),
+                     "a sanitized binary cannot start under a 1 GiB address space")
     def test_sim_out_of_memory_is_one_line_not_an_abort(self):
         # Within --max-runs, but not within the host's memory (here a 1 GiB
         # address space, as `ulimit -v` sets): std::bad_alloc aborted, rc 134.
