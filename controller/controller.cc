@@ -296,9 +296,9 @@ void Controller::WhenDurable(std::function<void(const Status&)> fn) {
   }
 }
 
-Status UnstoredSubmit(const Status& write) {
-  return Status::Unavailable("job not submitted: the job store cannot be written (" +
-                             write.message() + "); try again once it can");
+Status Unstored(const std::string& what, const Status& write) {
+  return Status::Unavailable(what + ": the job store cannot be written (" + write.message() +
+                             "); try again once it can");
 }
 
 Result<JobId> Controller::SubmitJson(std::string_view spec_json) {
@@ -358,9 +358,7 @@ Status Controller::Cancel(JobId id, const std::string& reason) {
   // A cancel the store cannot keep would be undone by a restart.
   if (writer_) {
     if (Status w = writer_->last_write(); !w.ok()) {
-      return Status::Unavailable("job " + std::to_string(id) +
-                                 " not cancelled: the job store cannot be written (" + w.message() +
-                                 "); try again once it can");
+      return Unstored("job " + std::to_string(id) + " not cancelled", w);
     }
   }
   RETURN_IF_ERROR(scheduler_->CancelJob(id, reason, NowUs()));

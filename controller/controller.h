@@ -37,9 +37,12 @@
 
 namespace hmpmd {
 
-// Why a submit was refused, or withdrawn, while the job store cannot be
-// written (`write`: the store's error). Unavailable: try again later.
-Status UnstoredSubmit(const Status& write);
+// Why a change was refused, or withdrawn, while the job store cannot be
+// written (`write`: the store's error), as "WHAT: the job store cannot be
+// written (...); try again once it can". Unavailable: try again later.
+Status Unstored(const std::string& what, const Status& write);
+// Unstored() of a submit.
+inline Status UnstoredSubmit(const Status& write) { return Unstored("job not submitted", write); }
 
 struct ControllerOptions {
   // ROUTER endpoint workers connect to. Port 0 picks a free one.
