@@ -556,17 +556,43 @@ void Controller::ForgetOldJobs() {
 }
 
 void Controller::ForgetOldest(size_t n) {
-  for (; n > 0 && !finished_order_.empty(); --n) {
-    const JobId gone = finished_order_.front();
-    for (const WorkerInfo& w : workers_) {
-      if (w.alive) transport_.Send(w.identity, FreeJob{gone});
-    }
-    outputs_.erase(outputs_.lower_bound({gone, 0}), outputs_.lower_bound({gone + 1, 0}));
-    scheduler_->EraseJob(gone);
-    finished_unix_ms_.erase(gone);
-    if (writer_) store_pending_.push_back(JobForgottenRecord{gone});
-    finished_order_.erase(finished_order_.begin());
+  n = std::min(n, finished_order_.size());
+  for (size_t i = 0; i < n; ++i) DropEndedJob(finished_order_[i]);
+  finished_order_.erase(finished_order_.begin(), finished_order_.begin() + n);
+}
+
+Result<uint64_t> Controller::Forget(JobId id) {
+  const std::string job = "job " + std::to_string(id);
+  const JobRun* run = scheduler_->job(id);
+  if (run == nullptr) return Status::NotFound(job + ": no such job");
+  // Ended once NotifyEndedJobs() has recorded it (and told its watchers).
+  auto it = std::find(finished_order_.begin(), finished_order_.end(), id);
+  if (it == finished_order_.end()) {
+    return Status::InvalidArgument(job + " not forgotten: it has not ended (" +
+                                   std::string(JobStateName(run->state)) + "); cancel it first");
   }
+  // Forgotten in memory but not in the file, it would come back listed
+  // after a restart, its outputs gone.
+  if (writer_) {
+    if (Status w = writer_->last_write(); !w.ok()) return Unstored(job + " not forgotten", w);
+  }
+  finished_order_.erase(it);
+  return DropEndedJob(id);
+}
+
+uint64_t Controller::DropEndedJob(JobId gone) {
+  for (const WorkerInfo& w : workers_) {
+    if (w.alive) transport_.Send(w.identity, FreeJob{gone});
+  }
+  uint64_t bytes = 0;
+  auto first = outputs_.lower_bound({gone, 0});
+  auto last = outputs_.lower_bound({gone + 1, 0});
+  for (auto o = first; o != last; ++o) bytes += o->second.bytes;
+  outputs_.erase(first, last);
+  scheduler_->EraseJob(gone);
+  finished_unix_ms_.erase(gone);
+  if (writer_) store_pending_.push_back(JobForgottenRecord{gone});
+  return bytes;
 }
 
 }  // namespace hmpmd

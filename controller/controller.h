@@ -190,6 +190,11 @@ class Controller {
   // Cancels job `id`; `reason` becomes its error (e.g. why a local run
   // gave up on it).
   Status Cancel(JobId id, const std::string& reason = "cancelled by the user");
+  // Forgets ended job `id` now, as --keep-jobs would in time: the workers
+  // free its outputs and state, and its records leave the store. Returns
+  // the bytes of its outputs the workers held. Refused for a job that has
+  // not ended (cancel it first) and while the store cannot be written.
+  Result<uint64_t> Forget(JobId id);
   // A worker process this host started (LocalCluster) has exited: the live
   // worker that registered with `pid` is declared dead now, not after its
   // missed heartbeats, so its tasks are re-queued at once.
@@ -248,6 +253,9 @@ class Controller {
   void ForgetOldJobs();
   // Forgets the first `n` finished jobs of finished_order_.
   void ForgetOldest(size_t n);
+  // Frees ended job `id` everywhere but finished_order_; returns the bytes
+  // of its outputs the workers held.
+  uint64_t DropEndedJob(JobId id);
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
   WorkerInfo* FindByIdentity(const std::string& identity);
   Status RestoreFromStore(TimeUs now);

@@ -61,13 +61,15 @@ std::string JobIdText(std::string_view path) {
   return std::string(tail.substr(0, tail.find('/')));
 }
 
-bool RouteTakesNoQuery(std::string_view path) {
+bool RouteTakesNoQuery(std::string_view method, std::string_view path) {
   if (path == "/metrics") return true;
   if (!path.starts_with("/api/")) return false;
   uint64_t id = 0;
   std::string rest;
-  // A task table's parser (ParseTaskQuery) checks its own parameters.
-  return !(ParseJobPath(path, &id, &rest) && rest == "tasks");
+  if (!ParseJobPath(path, &id, &rest)) return true;
+  // These check their own parameters: a task table's (ParseTaskQuery) and
+  // a job's DELETE (forget).
+  return !(rest == "tasks" || (rest.empty() && method == "DELETE"));
 }
 
 Status CheckJsonContentType(std::string_view content_type) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dashboard_assets.h"
+#include "http_target.h"
 #include "job_report.h"
 #include "live_metrics.h"
 #include "request_checks.h"
@@ -145,9 +146,10 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
                                   : Error(403, "wrong token"));
     return;
   }
-  // API routes take no query parameters but a task table's (checked by
-  // ParseTaskQuery): one given anyway is refused, not silently ignored.
-  if (!req.query.empty() && RouteTakesNoQuery(req.path)) {
+  // API routes take no query parameters but a task table's and a job's
+  // DELETE (checked where they are served): one given anyway is refused,
+  // not silently ignored.
+  if (!req.query.empty() && RouteTakesNoQuery(req.method, req.path)) {
     if (auto q = ParseQueryParams(req.query, req.method + " " + req.path, {}); !q.ok()) {
       reply(Error(400, q.status().message()));
       return;
@@ -357,6 +359,42 @@ RestApi::JobCopy RestApi::EndedCopy(const JobRun& job) {
   return copy;
 }
 
+void RestApi::DropCached(JobId id) {
+  {
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    std::erase_if(ended_copies_, [id](const auto& e) { return e.first == id; });
+  }
+  const std::string prefix = std::to_string(id) + "/";  // as RenderedKey() begins
+  std::lock_guard<std::mutex> lock(rendered_mu_);
+  std::erase_if(rendered_, [&](const auto& e) {
+    if (!e.first.starts_with(prefix)) return false;
+    rendered_bytes_ -= e.second->size();
+    return true;
+  });
+}
+
+void RestApi::ForgetOnLoop(JobId id, HttpReply reply) {
+  auto freed = controller_->Forget(id);
+  if (!freed.ok()) {
+    const Status& st = freed.status();
+    return reply(Error(st.code() == StatusCode::kUnavailable ? 503 : 409, st.message()));
+  }
+  DropCached(id);
+  snapshots_->MarkChanged();  // a read after this answer no longer finds the job
+  // Answered once stored, as a cancel is: a restart must not list it again.
+  controller_->WhenDurable([reply, id, bytes = *freed](const Status& w) {
+    if (!w.ok()) {
+      return reply(Error(503, "job " + std::to_string(id) +
+                                  " forgotten, but the job store cannot be written (" +
+                                  w.message() +
+                                  "): a controller restart before it can would list it again, "
+                                  "its outputs gone"));
+    }
+    nlohmann::json body = {{"id", id}, {"forgotten", true}, {"freed_bytes", bytes}};
+    reply(Json(200, body.dump()));
+  });
+}
+
 void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
                             const std::string& query, HttpReply reply) {
   OffLoop([this, copy = std::move(copy), ended, rest, query, reply = std::move(reply)] {
@@ -405,6 +443,15 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     return reply(SharedJson(snapshots_->EndedSummary(*job)));
   }
   if (rest.empty() && m == "DELETE") {
+    auto q = ParseQueryParams(req.query, "DELETE /api/v1/jobs/{id}", {"forget"});
+    if (!q.ok()) return reply(Error(400, q.status().message()));
+    if (!q->empty()) {
+      const std::string& v = q->front().second;
+      if (v != "true" && v != "false") {
+        return reply(Error(400, "query: forget is true or false, not '" + ShownInError(v) + "'"));
+      }
+      if (v == "true") return ForgetOnLoop(job->id, std::move(reply));
+    }
     Status st = controller_->Cancel(job->id);
     if (!st.ok()) {
       return reply(Error(st.code() == StatusCode::kUnavailable ? 503 : 409, st.message()));

@@ -140,6 +140,9 @@ class RestApi {
   void KeepRendered(const std::string& key, std::shared_ptr<const std::string> body);
   std::optional<JobCopy> FindEndedCopy(JobId id);  // any thread
   JobCopy EndedCopy(const JobRun& job);            // loop: finds or makes
+  void DropCached(JobId id);                       // any thread: a forgotten job
+  // Loop: DELETE /api/v1/jobs/{id}?forget=true.
+  void ForgetOnLoop(JobId id, HttpReply reply);
   // Runs `fn` on the formatting thread: large answers are copied out on the
   // loop and turned into JSON there, so they cost the loop a copy only.
   void OffLoop(std::function<void()> fn);

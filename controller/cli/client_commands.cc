@@ -1,4 +1,4 @@
-// `hmpmd submit | status | cancel | pool`: clients of the controller's REST
+// `hmpmd submit | status | cancel | forget | pool`: clients of the controller's REST
 // API at --url (default $HMPMD_URL, else http://127.0.0.1:8080).
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -347,6 +347,22 @@ int CancelCmd(const ClientArgs& a, const std::string& job) {
   return kExitOk;
 }
 
+int ForgetCmd(const ClientArgs& a, const std::string& job) {
+  auto c = Connect(a);
+  if (!c.ok()) return Fail(c.status());
+  auto id = CanonicalJobId(job);
+  if (!id.ok()) return Fail(id.status());
+  auto j = Call(*c, "DELETE", "/api/v1/jobs/" + *id + "?forget=true");
+  if (!j.ok()) return Fail(j.status());
+  if (a.json) {
+    std::cout << j->dump(2) << std::endl;
+  } else {
+    std::cout << "forgot job " << *id << "; the workers free its outputs ("
+              << j->value("freed_bytes", uint64_t{0}) << " bytes)" << std::endl;
+  }
+  return kExitOk;
+}
+
 int PoolCmd(const ClientArgs& a) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
@@ -425,6 +441,15 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     sub->add_option("job", *job, "Job id")->required();
     AddCommon(sub, a.get());
     sub->callback([=] { *exit_code = CancelCmd(*a, *job); });
+  }
+  {
+    auto a = std::make_shared<ClientArgs>();
+    auto job = std::make_shared<std::string>();
+    CLI::App* sub = app.add_subcommand(
+        "forget", "Forget an ended job now: its outputs are freed on the workers");
+    sub->add_option("job", *job, "Job id")->required();
+    AddCommon(sub, a.get());
+    sub->callback([=] { *exit_code = ForgetCmd(*a, *job); });
   }
   {
     auto a = std::make_shared<ClientArgs>();

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End to end through the command line, as a user runs it: `hmpmd controller`,
-`hmpmd worker` x2, `hmpmd pool|submit --wait [--fetch]|status|cancel` as separate
+`hmpmd worker` x2, `hmpmd pool|submit --wait [--fetch]|status|cancel|forget` as separate
 processes on loopback, and `hmpmd run --json --trace`. Every process started
 here is stopped here, by PID. Usage: cli_e2e_test.py BIN_DIR SOURCE_DIR"""
 import json
@@ -118,6 +118,38 @@ class SeparateProcesses(unittest.TestCase):
         status = json.loads(run("status", job_id, "--json", env=self.env).stdout)
         self.assertEqual(status["state"], "cancelled")
         self.assertLess(status["done"], 200)
+
+    def test_forget_frees_an_ended_job_and_refuses_a_running_one(self):
+        spec = os.path.join(self.tmp.name, "out.json")
+        with open(spec, "w") as f:
+            json.dump({"name": "out", "tasks": [
+                {"id": "a", "kernel": "scale", "args": {"n": 1024, "factor": 2}}]}, f)
+        r = run("submit", spec, "--wait", "--json", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job_id = str(json.loads(r.stdout)["id"])
+        r = run("forget", job_id, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "forgot job %s; the workers free its outputs (4096 bytes)\n"
+                         % job_id)
+        r = run("status", job_id, env=self.env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no such job", r.stderr)
+        self.assertNotIn("out", run("status", env=self.env).stdout.split())
+        # A running job is not forgotten: it is cancelled first.
+        with open(spec, "w") as f:
+            json.dump({"name": "long", "tasks": [
+                {"id": "s", "kernel": "sleep", "args": {"us": 3600000000}}]}, f)
+        r = run("submit", spec, "--json", env=self.env)
+        long_id = str(json.loads(r.stdout)["id"])
+        r = run("forget", long_id, env=self.env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("job %s not forgotten: it has not ended" % long_id, r.stderr)
+        self.assertEqual(run("cancel", long_id, env=self.env).returncode, 0)
+        r = run("forget", long_id, "--json", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout),
+                         {"id": int(long_id), "forgotten": True, "freed_bytes": 0})
 
     def test_submit_wait_fetch_writes_each_final_output(self):
         # a and b (generated values, scaled) feed sum on whichever worker the

@@ -182,6 +182,52 @@ TEST(StoreMetricsTest, ACancelTheStoreCannotKeepIsRefused) {
   loop.join();
 }
 
+TEST(StoreMetricsTest, AForgetTheStoreCannotKeepIsRefusedAndOneItKeepsLeavesTheFile) {
+  auto store = std::make_shared<InMemoryJobStore>();
+  Controller c(WithStore(store));
+  ASSERT_TRUE(c.Start().ok());
+  std::thread loop([&c] { c.Run(); });
+  auto on_loop = [&c](auto fn) {
+    std::promise<decltype(fn())> p;
+    c.Post([&] { p.set_value(fn()); });
+    return p.get_future().get();
+  };
+  auto durable = [&] {
+    std::promise<Status> p;
+    c.Post([&] { c.WhenDurable([&](const Status& st) { p.set_value(st); }); });
+    return p.get_future().get();
+  };
+  const JobId id = on_loop([&] { return *c.SubmitJson(kSpec); });
+  ASSERT_TRUE(on_loop([&] { return c.Cancel(id); }).ok());  // no workers: it ends here
+  ASSERT_TRUE(durable().ok());
+  store->FailWrites(true);  // a full disk, found by the next write
+  c.Post([&c] { (void)c.SubmitJson(kSpec); });
+  for (int i = 0; i < 500 && c.store_writer()->write_errors() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto refused = on_loop([&] { return c.Forget(id).status(); });
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  EXPECT_NE(refused.message().find("job " + std::to_string(id) +
+                                   " not forgotten: the job store cannot be written"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_TRUE(on_loop([&] { return c.scheduler().job(id) != nullptr; })) << "nothing changed";
+  store->FailWrites(false);
+  for (int i = 0; i < 500 && !c.store_writer()->last_write().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto forgot = on_loop([&] { return c.Forget(id); });
+  ASSERT_TRUE(forgot.ok()) << forgot.status().ToString();
+  EXPECT_EQ(*forgot, 0u) << "it never ran: no outputs";
+  ASSERT_TRUE(durable().ok());
+  EXPECT_TRUE(on_loop([&] { return c.scheduler().job(id) == nullptr; }));
+  c.Stop();
+  loop.join();
+  auto jobs = store->Load();
+  ASSERT_TRUE(jobs.ok());
+  for (const StoredJob& j : *jobs) EXPECT_NE(j.id, id) << "forgotten, yet in the file";
+}
+
 TEST(StoreMetricsTest, NoStoreNoStoreMetrics) {
   ControllerOptions o;
   o.listen = "tcp://127.0.0.1:0";

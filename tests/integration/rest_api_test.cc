@@ -244,7 +244,7 @@ TEST_F(RestApiTest, QueryParametersARouteDoesNotTakeAreRefusedNamingThem) {
             "query: unknown parameter 'limit': GET " + job + rest + " takes none");
   }
   refused("DELETE", job + "?force=1",
-          "query: unknown parameter 'force': DELETE " + job + " takes none");
+          "query: unknown parameter 'force': DELETE /api/v1/jobs/{id} takes forget");
   refused("POST", "/api/v1/jobs?wait=1",
           "query: unknown parameter 'wait': POST /api/v1/jobs takes none");
   refused("GET", "/api/v1/events?since=3",

@@ -1,0 +1,137 @@
+// `DELETE /api/v1/jobs/ID?forget=true` (hmpmd forget): an ended job is
+// forgotten at once, as --keep-jobs would in time. The worker holding its
+// outputs frees them, the REST API no longer finds it, and a controller
+// restarted on the same --db does not list it again. A running job, or a
+// bad query, is refused and changes nothing.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "hmpmd/worker/fetch.h"
+#include "process_cluster_fixture.h"
+
+namespace hmpmd::testing {
+namespace {
+
+using nlohmann::json;
+
+class ForgetTest : public ProcessClusterFixture {
+ protected:
+  ForgetTest() : ProcessClusterFixture("hmpmd-forget") {}
+
+  // A job of one `scale` task keeping n floats; waits for it to succeed.
+  uint32_t RunScale(int n) {
+    auto id = cluster_->Submit(
+        json{{"tasks", {{{"id", "a"}, {"kernel", "scale"}, {"args", {{"n", n}, {"factor", 2}}}}}}}
+            .dump());
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    if (!id.ok()) return 0;
+    EXPECT_EQ(cluster_->WaitJob(*id, 30000).value("state", ""), "succeeded");
+    return *id;
+  }
+
+  // Where job `id`'s one output lives: (endpoint, run).
+  std::pair<std::string, uint32_t> OutputOf(uint32_t id) {
+    json outs = cluster_->Get("/api/v1/jobs/" + std::to_string(id) + "/outputs");
+    if (!outs.is_object() || outs["outputs"].size() != 1) {
+      ADD_FAILURE() << "job " << id << " outputs: " << outs.dump();
+      return {};
+    }
+    return {outs["outputs"][0]["endpoint"].get<std::string>(),
+            outs["outputs"][0]["run"].get<uint32_t>()};
+  }
+
+  Result<HttpResponse> Delete(uint32_t id, const std::string& query) {
+    return cluster_->Call("DELETE", "/api/v1/jobs/" + std::to_string(id) + query, "");
+  }
+
+  int StatusOf(const std::string& path) {
+    auto r = cluster_->Call("GET", path, "");
+    return r.ok() ? r->status : 0;
+  }
+};
+
+TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  const uint32_t gone = RunScale(4096);
+  const uint32_t kept = RunScale(1024);
+  ASSERT_NE(gone, 0u);
+  ASSERT_NE(kept, 0u);
+  const auto [endpoint, run] = OutputOf(gone);
+  const auto [kept_endpoint, kept_run] = OutputOf(kept);
+  ASSERT_TRUE(worker::FetchOutputs(endpoint, gone, run, 5000).ok());
+
+  auto r = Delete(gone, "?forget=true");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body),
+            (json{{"id", gone}, {"forgotten", true}, {"freed_bytes", 4096 * 4}}));
+  const std::string path = "/api/v1/jobs/" + std::to_string(gone);
+  EXPECT_EQ(StatusOf(path), 404);
+  EXPECT_EQ(StatusOf(path + "/outputs"), 404);
+  for (const json& j : cluster_->Get("/api/v1/jobs")["jobs"]) EXPECT_NE(j.value("id", 0u), gone);
+
+  // The worker hears FreeJob after the answer: wait for it (bounded).
+  Status fetched = Status::Ok();
+  for (int i = 0; i < 200 && fetched.ok(); ++i) {
+    fetched = worker::FetchOutputs(endpoint, gone, run, 5000).status();
+    if (fetched.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(fetched.code(), StatusCode::kNotFound) << fetched.ToString();
+  // The other job is untouched.
+  EXPECT_TRUE(worker::FetchOutputs(kept_endpoint, kept, kept_run, 5000).ok());
+
+  // Forgotten twice: no such job.
+  r = Delete(gone, "?forget=true");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404) << r->body;
+
+  // The answer came once the forget was in the file: a kill right after
+  // does not bring the job back.
+  cluster_->KillController();
+  ASSERT_TRUE(cluster_->StartController().ok());
+  EXPECT_EQ(StatusOf(path), 404);
+  EXPECT_EQ(StatusOf("/api/v1/jobs/" + std::to_string(kept)), 200);
+}
+
+TEST_F(ForgetTest, ARunningJobOrABadQueryIsRefusedAndChangesNothing) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  auto id = cluster_->Submit(R"({"tasks":[{"id":"a","kernel":"sleep","args":{"us":3600000000}}]})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  const std::string path = "/api/v1/jobs/" + std::to_string(*id);
+  auto state = [&] { return cluster_->Get(path).value("state", ""); };
+
+  auto r = Delete(*id, "?forget=true");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 409) << r->body;
+  EXPECT_NE(r->body.find("job " + std::to_string(*id) + " not forgotten: it has not ended"),
+            std::string::npos)
+      << r->body;
+  for (const char* bad : {"?forget=yes", "?forget=", "?forgot=true", "?forget=true&forget=true"}) {
+    r = Delete(*id, bad);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 400) << bad << ": " << r->body;
+  }
+  r = Delete(*id, "?forget=yes");
+  EXPECT_NE(r->body.find("query: forget is true or false, not 'yes'"), std::string::npos)
+      << r->body;
+  EXPECT_NE(state(), "cancelled");
+  EXPECT_FALSE(state().empty()) << "the job is still listed";
+
+  // forget=false is a plain cancel; then the ended job is forgotten.
+  r = Delete(*id, "?forget=false");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(cluster_->WaitJob(*id, 5000).value("state", ""), "cancelled");
+  r = Delete(*id, "?forget=true");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(StatusOf(path), 404);
+}
+
+}  // namespace
+}  // namespace hmpmd::testing
