@@ -55,6 +55,12 @@ std::string OneLine(std::string_view text, size_t max_bytes) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
+    } else if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) {
+      // C1 controls (U+009B starts a terminal escape sequence, as ESC [
+      // does) and the line and paragraph separators, which break a line.
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
     } else {
       out.append(text, i, len);
     }

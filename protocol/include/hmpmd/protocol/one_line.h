@@ -14,8 +14,9 @@ namespace hmpmd {
 // as one character of length 1 (*cp = the byte).
 size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp);
 
-// `text` with control characters written as \n, \r, \t or \xHH, and bytes
-// that are not UTF-8 as \xHH. With `max_bytes`, text beyond that many
+// `text` with control characters written as \n, \r, \t or \xHH (C1
+// controls and U+2028, U+2029 as \uHHHH), and bytes that are not UTF-8
+// as \xHH. With `max_bytes`, text beyond that many
 // bytes (cut at a character boundary) is left out and said so:
 // "... (1234 more bytes)".
 std::string OneLine(std::string_view text, size_t max_bytes = SIZE_MAX);
