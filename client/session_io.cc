@@ -82,8 +82,9 @@ Status Session::Start() {
     if (!msg.ok() || !std::holds_alternative<SessionAck>(*msg)) continue;
     const SessionAck& ack = std::get<SessionAck>(*msg);
     if (ack.job == 0) {
-      return ack.permission ? Status::PermissionDenied("controller: " + ack.error)
-                            : Status::InvalidArgument("controller: " + ack.error);
+      const auto code = static_cast<StatusCode>(ack.code);
+      const bool known = ack.code > 0 && code <= StatusCode::kAborted;
+      return Status(known ? code : StatusCode::kInvalidArgument, "controller: " + ack.error);
     }
     job_ = ack.job;
     io_ = std::thread([this] { Loop(); });

@@ -38,6 +38,7 @@ json PoolJson(const Controller& c) {
       e["pid"] = w->pid;
       e["tasks_done"] = w->tasks_done;
       e["dropped_frames"] = w->dropped_frames;
+      e["store_bytes"] = w->store_bytes;
       if (!w->alive) e["left_reason"] = w->left_reason;
     }
     devices.push_back(std::move(e));
@@ -108,10 +109,11 @@ bool ApiSnapshots::LiveJobsChanged() const {
 
 uint64_t ApiSnapshots::Progress() const {
   const ControllerCounters& k = controller_->counters();
-  // Monotonic counters: any change moves the sum.
+  // Monotonic counters: any change moves the sum. Store bytes go up and
+  // down; two changes that cancel out wait for the next change.
   uint64_t sum = k.tasks_dispatched + k.tasks_finished + k.tasks_failed + k.stale_results +
                  controller_->dropped_frames();
-  for (const WorkerInfo& w : controller_->workers()) sum += w.dropped_frames;
+  for (const WorkerInfo& w : controller_->workers()) sum += w.dropped_frames + w.store_bytes;
   return sum;
 }
 

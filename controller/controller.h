@@ -115,6 +115,7 @@ struct WorkerInfo {
   TimeUs joined = 0;
   uint64_t dropped_frames = 0;  // as the worker reported
   uint32_t in_flight = 0;       // tasks queued or running there, as its last heartbeat said
+  uint64_t store_bytes = 0;     // in its object store, as its last heartbeat said
   uint64_t tasks_done = 0;
   std::string left_reason;
 };

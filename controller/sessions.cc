@@ -69,6 +69,11 @@ TaskSpec ToSpec(WireTask&& w) {
   return t;
 }
 
+// A refusal, with the code the driver's Session::Open() returns.
+SessionAck Refused(const Status& why) {
+  return SessionAck{0, why.message(), static_cast<uint8_t>(why.code())};
+}
+
 }  // namespace
 
 bool Controller::HandleSession(Incoming& in, TimeUs now) {
@@ -106,17 +111,19 @@ bool Controller::HandleSession(Incoming& in, TimeUs now) {
 void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now) {
   if (!options_.token.empty() && !SameSecret(options_.token, m.token)) {
     spdlog::warn("refused driver session '{}': wrong or missing token", m.name);
-    transport_.Send(identity, SessionAck{0, "wrong or missing token", true});
+    transport_.Send(identity, Refused(Status::PermissionDenied("wrong or missing token")));
     return;
   }
   if (session_of_.count(identity)) {
-    transport_.Send(identity, SessionAck{0, "this connection already has a session", false});
+    transport_.Send(identity,
+                    Refused(Status::AlreadyExists("this connection already has a session")));
     return;
   }
   // A name is printed in logs, listings and `hmpmd status`, as a job spec's.
   if (std::string ch = FirstControlChar(m.name); !ch.empty()) {
-    transport_.Send(identity,
-                    SessionAck{0, "session name: contains the control character " + ch, false});
+    transport_.Send(
+        identity,
+        Refused(Status::InvalidArgument("session name: contains the control character " + ch)));
     return;
   }
   JobSpec spec;
@@ -124,14 +131,14 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
   spec.weight = std::max(1u, m.weight);
   auto graph = JobGraph::BuildOpen(spec);
   if (!graph.ok()) {
-    transport_.Send(identity, SessionAck{0, graph.status().message(), false});
+    transport_.Send(identity, Refused(graph.status()));
     return;
   }
   nlohmann::json stored = {{"name", spec.name}, {kSessionKey, true}};
   auto job = SubmitGraph(std::move(graph).value(),
                          stored.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (!job.ok()) {
-    transport_.Send(identity, SessionAck{0, job.status().message(), false});
+    transport_.Send(identity, Refused(job.status()));
     return;
   }
   DriverSession& s = sessions_[*job];
@@ -144,18 +151,18 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
   session_of_[identity] = *job;
   spdlog::info("driver session '{}' opened as job {}", spec.name, *job);
   if (!writer_) {
-    transport_.Send(identity, SessionAck{*job, "", false});
+    transport_.Send(identity, SessionAck{*job, "", 0});
     return;
   }
   // Acknowledged once stored, as a REST submit's 201: a controller killed
   // before the write gave the id a driver held to the next session.
   WhenDurable([this, identity, id = *job](const Status& st) {
     if (st.ok()) {
-      transport_.Send(identity, SessionAck{id, "", false});
+      transport_.Send(identity, SessionAck{id, "", 0});
       return;
     }
     // SubmitGraph withdrew the job; the driver may try again later.
-    transport_.Send(identity, SessionAck{0, UnstoredSubmit(st).message(), false});
+    transport_.Send(identity, Refused(UnstoredSubmit(st)));
     auto open = sessions_.find(id);
     if (open != sessions_.end() && open->second.identity == identity) {
       session_of_.erase(identity);

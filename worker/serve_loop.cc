@@ -389,7 +389,8 @@ void ServeLoop::DropEverything() {
 }
 
 void ServeLoop::SendHeartbeat(int64_t now) {
-  Status sent = link_.Send(Heartbeat{worker_id_, in_flight_, dropped_frames_, now});
+  Status sent = link_.Send(
+      Heartbeat{worker_id_, in_flight_, dropped_frames_, now, data_.store().used_bytes()});
   if (!sent.ok()) log_->debug("heartbeat: {}", sent.ToString());
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -363,6 +364,18 @@ int ForgetCmd(const ClientArgs& a, const std::string& job) {
   return kExitOk;
 }
 
+// 1536 -> "1.5 KiB": what a worker's object store holds.
+std::string Bytes(uint64_t n) {
+  if (n < 1024) return std::to_string(n) + " B";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n) / 1024;
+  size_t u = 0;
+  for (; v >= 1024 && u + 1 < std::size(units); ++u) v /= 1024;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
 int PoolCmd(const ClientArgs& a) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
@@ -372,15 +385,17 @@ int PoolCmd(const ClientArgs& a) {
     std::cout << j->dump(2) << std::endl;
     return kExitOk;
   }
-  std::printf("%-4s %-24s %-6s %-8s %s\n", "DEV", "NAME", "ALIVE", "PID", "CORES (queued)");
+  std::printf("%-4s %-24s %-6s %-8s %-10s %s\n", "DEV", "NAME", "ALIVE", "PID", "STORED",
+              "CORES (queued)");
   for (const json& d : (*j)["devices"]) {
     std::string cores;
     for (const json& core : d["cores"]) {
       cores += core.value("name", "") + "(" + std::to_string(core.value("queued", 0)) + ") ";
     }
-    std::printf("%-4u %s %-6s %-8u %s\n", d.value("id", 0u),
+    std::printf("%-4u %s %-6s %-8u %-10s %s\n", d.value("id", 0u),
                 Column(d.value("name", ""), 24).c_str(), d.value("alive", false) ? "yes" : "no",
-                d.value("pid", 0u), cores.c_str());
+                d.value("pid", 0u), Bytes(d.value("store_bytes", uint64_t{0})).c_str(),
+                cores.c_str());
   }
   std::printf("policy %s, %zu live devices\n", (*j).value("policy", "").c_str(),
               static_cast<size_t>((*j).value("alive_devices", 0)));

@@ -49,6 +49,9 @@ class SeparateProcesses(unittest.TestCase):
         cores = sorted(len(d["cores"]) for d in pool["devices"] if d["alive"])
         self.assertEqual(cores, [2, 3])
         self.assertEqual(pool["cores"], {"cube": 3, "vector": 2})
+        for d in pool["devices"]:
+            self.assertGreaterEqual(d["store_bytes"], 0, d)
+        self.assertIn(" STORED ", run("pool", env=self.env).stdout.splitlines()[0])
 
     def test_status_names_device_sets_short_of_their_ask(self):
         # Three actors asking 1 device each on the 2 workers: one set overlaps.

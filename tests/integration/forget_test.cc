@@ -63,6 +63,18 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
   const auto [endpoint, run] = OutputOf(gone);
   const auto [kept_endpoint, kept_run] = OutputOf(kept);
   ASSERT_TRUE(worker::FetchOutputs(endpoint, gone, run, 5000).ok());
+  // /pool shows what the worker's store holds, as its heartbeats say.
+  auto stored = [&] {
+    json pool = cluster_->Get("/api/v1/pool");
+    return pool.is_object() ? pool["devices"][0].value("store_bytes", -1) : -1;
+  };
+  auto wait_stored = [&](int bytes) {
+    for (int i = 0; i < 500 && stored() != bytes; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return stored();
+  };
+  EXPECT_EQ(wait_stored((4096 + 1024) * 4), (4096 + 1024) * 4);
 
   auto r = Delete(gone, "?forget=true");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -83,6 +95,7 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
   EXPECT_EQ(fetched.code(), StatusCode::kNotFound) << fetched.ToString();
   // The other job is untouched.
   EXPECT_TRUE(worker::FetchOutputs(kept_endpoint, kept, kept_run, 5000).ok());
+  EXPECT_EQ(wait_stored(1024 * 4), 1024 * 4);
 
   // Forgotten twice: no such job.
   r = Delete(gone, "?forget=true");

@@ -127,7 +127,8 @@ std::vector<Message> SampleMessages() {
   out.push_back(Heartbeat{.worker_id = 7,
                           .running = 3,
                           .dropped_frames = std::numeric_limits<uint64_t>::max(),
-                          .sent_us = std::numeric_limits<int64_t>::min()});
+                          .sent_us = std::numeric_limits<int64_t>::min(),
+                          .store_bytes = uint64_t{5} << 40});
   out.push_back(HeartbeatAck{});
   TaskAssign plain;
   plain.job = 1;
@@ -176,7 +177,7 @@ std::vector<Message> SampleMessages() {
   out.push_back(FreeJob{.job = 12});
   out.push_back(
       SessionOpen{.name = "rl", .token = "s", .weight = 2, .heartbeat_ms = 500, .sent_us = 3});
-  out.push_back(SessionAck{.job = 4, .error = "", .permission = false});
+  out.push_back(SessionAck{.job = 4, .error = "", .code = 0});
   out.push_back(SessionSubmit{
       .job = 4,
       .groups = {{.seq = 9,
@@ -432,8 +433,9 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
   };
   auto heartbeat = [](auto&& fill) {
     MsgpackWriter w;
-    w.Array(4);
+    w.Array(5);
     fill(w);
+    w.Uint(0);  // store_bytes
     return w.bytes();
   };
   const std::vector<Case> cases = {

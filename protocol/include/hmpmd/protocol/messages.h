@@ -25,8 +25,10 @@ namespace hmpmd {
 // for an old controller's outputs); 7: TaskResult.retryable (a collective
 // that timed out restarts its gang; the decoder takes an exact field count);
 // 8: RegisterMsg.instance (a worker restarted under the same name is told
-// apart from the same process reconnecting).
-inline constexpr uint8_t kProtocolVersion = 8;
+// apart from the same process reconnecting); 9: Heartbeat.store_bytes and
+// SessionAck.code (a refused driver learns why: a full store is
+// kUnavailable, try again, not a bad request).
+inline constexpr uint8_t kProtocolVersion = 9;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -158,9 +160,10 @@ struct Heartbeat {
   uint32_t running = 0;         // tasks queued or running on its lanes
   uint64_t dropped_frames = 0;  // malformed frames it has dropped
   int64_t sent_us = 0;
+  uint64_t store_bytes = 0;  // held in its object store now
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(worker_id, running, dropped_frames, sent_us);
+    ar(worker_id, running, dropped_frames, sent_us, store_bytes);
   }
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
@@ -337,12 +340,12 @@ struct SessionOpen {
 
 // Controller -> driver: the session's job, or why there is none.
 struct SessionAck {
-  JobId job = 0;            // 0 when refused
-  std::string error;        // empty when opened
-  bool permission = false;  // refused for a wrong token
+  JobId job = 0;      // 0 when refused
+  std::string error;  // empty when opened
+  uint8_t code = 0;   // why refused: a StatusCode (kOk when opened)
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, error, permission);
+    ar(job, error, code);
   }
   friend bool operator==(const SessionAck&, const SessionAck&) = default;
 };
