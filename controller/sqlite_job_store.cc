@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -247,8 +248,24 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
   return Status::Ok();
 }
 
+Status SqliteJobStore::CheckStillThere() const {
+  struct stat open_file {
+  }, named{};
+  if (::fstat(file_lock_fd_, &open_file) != 0) return Status::Ok();  // cannot tell
+  const bool same = ::stat(path_.c_str(), &named) == 0 && named.st_dev == open_file.st_dev &&
+                    named.st_ino == open_file.st_ino;
+  if (same) return Status::Ok();
+  return Status::Unavailable("job store " + path_ +
+                             ": the file was deleted or replaced while the controller ran; what "
+                             "is written now would be lost at a restart (restore the file or "
+                             "restart the controller)");
+}
+
 Status SqliteJobStore::Write(std::span<const StoreRecord> batch) {
   if (batch.empty()) return Status::Ok();
+  // A deleted file takes writes without an error, and a restart finds
+  // none of them: refuse them, as a full disk's are, until it is back.
+  RETURN_IF_ERROR(CheckStillThere());
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   for (const StoreRecord& r : batch) {
     Status st = Apply(r);

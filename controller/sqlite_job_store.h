@@ -46,6 +46,10 @@ class SqliteJobStore : public JobStore {
   Result<int64_t> QueryInt(const std::string& sql);
   Status Error(const std::string& what) const;
   Status Apply(const StoreRecord& record);
+  // Ok while `path_` still names the file this store has open; an error
+  // once it was deleted or replaced (writes would go to a file no restart
+  // reads).
+  Status CheckStillThere() const;
 
   std::string path_;
   int lock_fd_ = -1;  // FILE-lock, held (flock) while the store is open

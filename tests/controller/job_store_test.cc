@@ -270,6 +270,49 @@ TEST(SqliteJobStoreTest, ALinkToAHeldFileIsRefusedToo) {
   clean();
 }
 
+TEST(SqliteJobStoreTest, WritesAreRefusedWhileTheFileIsDeletedOrReplaced) {
+  // Deleted under a running controller, the file took every write without
+  // an error, and a restart found none of them.
+  std::string path = TempPath("deleted");
+  const std::string kept = path + ".kept";
+  auto clean = [&] {
+    for (const std::string& p : {path, kept}) {
+      for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(p + ext);
+    }
+  };
+  clean();
+  {
+    auto store = SqliteJobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto write = [&](JobId id) {
+      std::vector<StoreRecord> r(1);
+      r[0] = JobSubmittedRecord{id, "j", "{}", 1};
+      return (*store)->Write(r);
+    };
+    ASSERT_TRUE(write(1).ok());
+    std::filesystem::create_hard_link(path, kept);  // to put it back later
+    std::filesystem::remove(path);
+    Status st = write(2);
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+    EXPECT_EQ(st.message(), "job store " + path +
+                                ": the file was deleted or replaced while the controller ran; "
+                                "what is written now would be lost at a restart (restore the "
+                                "file or restart the controller)");
+    std::ofstream(path) << "";  // another file under the name
+    EXPECT_FALSE(write(2).ok());
+    std::filesystem::rename(kept, path);  // the same file back: writes go on
+    EXPECT_TRUE(write(2).ok());
+  }
+  auto again = SqliteJobStore::Open(path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  auto jobs = (*again)->Load();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[1].id, 2u);
+  again->reset();
+  clean();
+}
+
 TEST(SqliteJobStoreTest, NotADatabaseIsAnErrorNamingTheFile) {
   std::string path = TempPath("garbage");
   std::ofstream(path) << std::string(4096, 'x');
