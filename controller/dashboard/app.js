@@ -44,6 +44,15 @@ async function loadPool() {
   renderPool();
 }
 
+// 1536 -> "1.5 KiB", as `hmpmd pool` writes it.
+function bytes(n) {
+  if (n < 1024) return n + ' B';
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024, u = 0;
+  for (; v >= 1024 && u + 1 < units.length; u++) v /= 1024;
+  return v.toFixed(1) + ' ' + units[u];
+}
+
 function renderPool() {
   const running = timeline.running();
   const pool = $('pool');
@@ -60,7 +69,8 @@ function renderPool() {
       if (b) core.style.background = Timeline.color(b.sub || '');
       cores.append(core);
     }
-    const why = d.alive ? 'alive, ' + (d.tasks_done || 0) + ' tasks done'
+    const why = d.alive ? 'alive, ' + (d.tasks_done || 0) + ' tasks done, ' +
+                            bytes(d.store_bytes || 0) + ' stored'
                         : 'dead: ' + (d.left_reason || 'left');
     pool.append(el('div', { class: 'device ' + (d.alive ? 'alive' : 'dead'), 'data-device': d.id },
                    el('div', { class: 'name' }, d.name),

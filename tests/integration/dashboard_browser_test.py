@@ -11,7 +11,7 @@ PID (Chromium by its own process group).
 usage: dashboard_browser_test.py --hmpmd build/bin/hmpmd --spec JOB.json --out DIR
 """
 import argparse, base64, json, os, shutil, signal, socket, struct, subprocess, sys, tempfile
-import time, urllib.request
+import re, time, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from ports import free_port  # noqa: E402
@@ -262,6 +262,11 @@ def main():
         names = cdp.eval("[...document.querySelectorAll('#pool .device .name')].map(e => e.textContent).sort()")
         if names != ["worker-0", "worker-1"]:
             fail("pool shows devices %r" % names)
+        # Each card says what its worker's object store holds (/pool's store_bytes).
+        states = cdp.eval("[...document.querySelectorAll('#pool .device .state')].map(e => e.textContent)")
+        if len(states) != 2 or not all(re.search(r"tasks done, \d+(\.\d)? (B|KiB|MiB|GiB|TiB) stored$", t)
+                                       for t in states):
+            fail("pool cards say %r, want what each worker stores" % states)
         cdp.screenshot(os.path.join(a.out, "dashboard.png"))
         # The job page: DAG and step metrics.
         cdp.eval("location.hash = '#/jobs/%d'" % job)
