@@ -232,6 +232,12 @@ bool Controller::HoldsRun(const WorkerInfo& w, JobId job_id, uint32_t run) const
 
 void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
   for (const TaskResult& r : b.results) {
+    // A run of a later step, deferred: its result waits for its step.
+    if (auto d = deferred_.find({r.job, r.task});
+        d != deferred_.end() && d->second.worker == w.id && RunIsAhead(r.job, r.task)) {
+      d->second.result = r;
+      continue;
+    }
     // Attempts start at 0 again after a controller restart, so a worker
     // that comes back late may report the attempt number of a run that
     // has moved to another worker meanwhile (the stale one it was told to
@@ -405,7 +411,8 @@ void Controller::ScheduleAndSend(TimeUs now) {
   for (auto& [key, c] : aborts) {
     if (workers_[key.first].alive) transport_.Send(workers_[key.first].identity, c);
   }
-  if (RecoveryHoldsDispatch(now)) return;  // workers are still re-registering
+  if (!deferred_.empty()) AdoptDeferred(now);  // before their runs are dispatched
+  if (RecoveryHoldsDispatch(now)) return;      // workers are still re-registering
   dispatch_scratch_.clear();
   scheduler_->Schedule(now, &dispatch_scratch_);
   if (dispatch_scratch_.empty()) return;

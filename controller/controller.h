@@ -269,6 +269,10 @@ class Controller {
   bool RecoveryHoldsDispatch(TimeUs now);
   // Forgets finished jobs older than keep_finished_hours.
   void ForgetExpiredJobs();
+  // Whether `run` of `job` belongs to a step after the one it runs now.
+  bool RunIsAhead(JobId job, uint32_t run) const;
+  // Adopts the deferred runs whose step has started (before dispatch).
+  void AdoptDeferred(TimeUs now);
   static int64_t UnixMs();
 
   // --- driver sessions (sessions.cc) ---
@@ -326,6 +330,16 @@ class Controller {
   std::unordered_map<JobId, int64_t> finished_unix_ms_;  // when each ended
 
   std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
+  // A run of a later step that a re-registering worker still holds: the
+  // store lost the end of the step before it (its last writes died with
+  // the controller). Adopted when its step starts, with its result if it
+  // came meanwhile, rather than stopped and run again.
+  struct DeferredRun {
+    WorkerId worker = 0;
+    HeldTask held;
+    std::optional<TaskResult> result;
+  };
+  std::map<std::pair<JobId, uint32_t>, DeferredRun> deferred_;
   // Gangs of the current dispatch round: (job, first run of step, group)
   // -> tag; and the devices the round's runs went to.
   std::map<std::tuple<JobId, uint32_t, uint32_t>, uint64_t> round_gangs_;

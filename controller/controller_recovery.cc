@@ -33,6 +33,8 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
   for (const HeldTask& h : m.held) {
     if (scheduler_->AdoptRun(h.job, h.task, h.attempt, w.device, h.core, h.lane, now)) {
       ++counters_.adopted_runs;
+    } else if (RunIsAhead(h.job, h.task)) {
+      deferred_[{h.job, h.task}] = DeferredRun{w.id, h, std::nullopt};
     } else {
       stale[h.job].job = h.job;
       stale[h.job].runs.push_back(h.task);
@@ -57,6 +59,34 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
   if (!m.held.empty() || !m.outputs.empty()) {
     spdlog::info("worker '{}' holds {} task(s) and {} output(s)", m.name, m.held.size(),
                  m.outputs.size());
+  }
+}
+
+bool Controller::RunIsAhead(JobId job_id, uint32_t run) const {
+  const JobRun* job = scheduler_->job(job_id);
+  return job != nullptr && !job->open && !IsTerminal(job->state) && run < job->runs.size() &&
+         run / job->graph->size() > job->step;
+}
+
+void Controller::AdoptDeferred(TimeUs now) {
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    const auto [job, run] = it->first;
+    if (RunIsAhead(job, run)) {
+      ++it;
+      continue;
+    }
+    DeferredRun d = std::move(it->second);
+    it = deferred_.erase(it);
+    WorkerInfo& w = workers_[d.worker];
+    if (!w.alive) continue;  // gone: the run is dispatched as any other
+    const HeldTask& h = d.held;
+    if (!scheduler_->AdoptRun(job, run, h.attempt, w.device, h.core, h.lane, now)) {
+      // The job ended, or the run went elsewhere meanwhile: stop it there.
+      if (!d.result) transport_.Send(w.identity, CancelRuns{job, {run}});
+      continue;
+    }
+    ++counters_.adopted_runs;
+    if (d.result) OnDone(w, DoneBatch{w.id, {std::move(*d.result)}, 0}, now);
   }
 }
 
