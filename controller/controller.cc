@@ -232,9 +232,11 @@ bool Controller::HoldsRun(const WorkerInfo& w, JobId job_id, uint32_t run) const
 
 void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
   for (const TaskResult& r : b.results) {
-    // A run of a later step, deferred: its result waits for its step.
+    // A deferred run of a later step: its result waits for its adoption
+    // (before this iteration's dispatch if an earlier result in this
+    // batch started its step).
     if (auto d = deferred_.find({r.job, r.task});
-        d != deferred_.end() && d->second.worker == w.id && RunIsAhead(r.job, r.task)) {
+        d != deferred_.end() && d->second.worker == w.id) {
       d->second.result = r;
       continue;
     }

@@ -90,47 +90,59 @@ TEST_F(RecoveryTest, KilledControllerResumesWithoutRunningDoneTasksAgain) {
 
 // The store lost the end of a step (its last writes died with the
 // controller) while the worker had gone on into the next one. The restarted
-// controller takes the worker's next-step run back once the step before
-// ends (from the worker's results), instead of stopping it and running it
-// again: it dispatches only what nobody held.
-TEST_F(RecoveryTest, ANextStepRunTheStoreMissedIsAdoptedNotRunAgain) {
-  ASSERT_TRUE(cluster_->StartController().ok());
-  ASSERT_TRUE(cluster_->StartWorker().ok());
-  // Two steps of a (2 s) -> b (noop): runs 0, 1 and then 2, 3.
-  auto id = cluster_->Submit(R"({"repeat":2,"tasks":[
-      {"id":"a","kernel":"sleep","args":{"us":2000000}},
-      {"id":"b","kernel":"noop","inputs":["a"]}]})");
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  WaitDone(*id, 2);  // step 1 over: run 2 starts on the worker
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  cluster_->KillController();
-  // As if run 1's record had not reached the disk.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(cluster_->db().c_str(), &db), SQLITE_OK);
-  const std::string del =
-      "DELETE FROM task_runs WHERE job = " + std::to_string(*id) + " AND run >= 1";
-  EXPECT_EQ(sqlite3_exec(db, del.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  EXPECT_EQ(sqlite3_changes(db), 1) << "run 1 only was stored";
-  sqlite3_close(db);
+// controller takes the worker's next-step runs back once the step before
+// ends (from the worker's results), instead of stopping them and running
+// them again: it dispatches only what nobody held. `down_ms`: how long the
+// controller stays dead; long enough, the next-step runs end meanwhile and
+// their results come in the same batch as the one that ends the step.
+class NextStepRecoveryTest : public RecoveryTest {
+ protected:
+  void KillAcrossAStep(int down_ms) {
+    ASSERT_TRUE(cluster_->StartController().ok());
+    ASSERT_TRUE(cluster_->StartWorker().ok());
+    // Two steps of a (1 s) -> b (noop): runs 0, 1 and then 2, 3.
+    auto id = cluster_->Submit(R"({"repeat":2,"tasks":[
+        {"id":"a","kernel":"sleep","args":{"us":1000000}},
+        {"id":"b","kernel":"noop","inputs":["a"]}]})");
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    WaitDone(*id, 2);  // step 1 over: run 2 starts on the worker
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cluster_->KillController();
+    // As if run 1's record had not reached the disk.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(cluster_->db().c_str(), &db), SQLITE_OK);
+    const std::string del =
+        "DELETE FROM task_runs WHERE job = " + std::to_string(*id) + " AND run >= 1";
+    EXPECT_EQ(sqlite3_exec(db, del.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    EXPECT_EQ(sqlite3_changes(db), 1) << "run 1 only was stored";
+    sqlite3_close(db);
+    std::this_thread::sleep_for(std::chrono::milliseconds(down_ms));
 
-  ASSERT_TRUE(cluster_->StartController().ok());
-  auto j = cluster_->WaitJob(*id, 30000);
-  ASSERT_EQ(j.value("state", ""), "succeeded") << j.dump();
-  auto r = cluster_->Call("GET", "/metrics", "");
-  ASSERT_TRUE(r.ok());
-  auto counter = [&](const std::string& name) {
-    size_t at = r->body.find("\n" + name + " ");
-    return at == std::string::npos ? -1 : std::stod(r->body.substr(at + name.size() + 2));
-  };
-  // Run 2 ran on; run 3 too when it had been dispatched early, behind it.
-  const double sent = counter("hmpmd_tasks_dispatched_total");
-  EXPECT_LE(sent, 1) << "runs 2 and 3 were stopped and sent again";
-  EXPECT_EQ(counter("hmpmd_adopted_runs_total"), 3 - sent) << "runs 1, 2 (and 3)";
-  std::map<uint32_t, int> runs;
-  for (const auto& e : cluster_->ReadExecLog()) {
-    if (e.job == *id) ++runs[e.task];
+    ASSERT_TRUE(cluster_->StartController().ok());
+    auto j = cluster_->WaitJob(*id, 30000);
+    ASSERT_EQ(j.value("state", ""), "succeeded") << j.dump();
+    auto r = cluster_->Call("GET", "/metrics", "");
+    ASSERT_TRUE(r.ok());
+    auto counter = [&](const std::string& name) {
+      size_t at = r->body.find("\n" + name + " ");
+      return at == std::string::npos ? -1 : std::stod(r->body.substr(at + name.size() + 2));
+    };
+    // Run 2 ran on; run 3 too when it had been dispatched early, behind it.
+    const double sent = counter("hmpmd_tasks_dispatched_total");
+    EXPECT_LE(sent, 1) << "runs 2 and 3 were stopped and sent again";
+    EXPECT_EQ(counter("hmpmd_adopted_runs_total"), 3 - sent) << "runs 1, 2 (and 3)";
+    std::map<uint32_t, int> runs;
+    for (const auto& e : cluster_->ReadExecLog()) {
+      if (e.job == *id) ++runs[e.task];
+    }
+    for (uint32_t run = 0; run < 4; ++run) EXPECT_EQ(runs[run], 1) << "task run " << run;
   }
-  for (uint32_t run = 0; run < 4; ++run) EXPECT_EQ(runs[run], 1) << "task run " << run;
+};
+
+TEST_F(NextStepRecoveryTest, ARunningNextStepRunIsAdoptedNotRunAgain) { KillAcrossAStep(0); }
+
+TEST_F(NextStepRecoveryTest, AFinishedNextStepRunsResultIsTakenNotRunAgain) {
+  KillAcrossAStep(1500);  // run 2 ends while the controller is dead
 }
 
 TEST_F(RecoveryTest, KilledWorkerTasksEndDoneExactlyOnce) {
