@@ -578,6 +578,8 @@ Result<uint64_t> Controller::Forget(JobId id) {
   // Ended once NotifyEndedJobs() has recorded it (and told its watchers).
   auto it = std::find(finished_order_.begin(), finished_order_.end(), id);
   if (it == finished_order_.end()) {
+    // Ended in this loop iteration, not yet recorded: a moment later it is.
+    if (IsTerminal(run->state)) return Status::Unavailable(job + " is ending; try again");
     return Status::InvalidArgument(job + " not forgotten: it has not ended (" +
                                    std::string(JobStateName(run->state)) + "); cancel it first");
   }
@@ -594,10 +596,18 @@ uint64_t Controller::DropEndedJob(JobId gone) {
   for (const WorkerInfo& w : workers_) {
     if (w.alive) transport_.Send(w.identity, FreeJob{gone});
   }
+  // What the workers hold now: outputs not yet freed after their last
+  // read (the final ones, those still to be read), on live workers.
   uint64_t bytes = 0;
-  auto first = outputs_.lower_bound({gone, 0});
-  auto last = outputs_.lower_bound({gone + 1, 0});
-  for (auto o = first; o != last; ++o) bytes += o->second.bytes;
+  const JobRun* job = scheduler_->job(gone);
+  auto [first, last] = JobOutputs(gone);
+  for (auto o = first; o != last; ++o) {
+    const uint32_t run = o->first.second;
+    if (job != nullptr && run < job->runs.size() && job->runs[run].held &&
+        workers_[o->second.worker].alive) {
+      bytes += o->second.bytes;
+    }
+  }
   outputs_.erase(first, last);
   scheduler_->EraseJob(gone);
   finished_unix_ms_.erase(gone);

@@ -330,6 +330,10 @@ class Controller {
   std::unordered_map<JobId, int64_t> finished_unix_ms_;  // when each ended
 
   std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
+  // The entries of outputs_ of `job` (job + 1 would wrap at the last id).
+  auto JobOutputs(JobId job) {
+    return std::pair{outputs_.lower_bound({job, 0}), outputs_.upper_bound({job, UINT32_MAX})};
+  }
   // A run of a later step that a re-registering worker still holds: the
   // store lost the end of the step before it (its last writes died with
   // the controller). Adopted when its step starts, with its result if it

@@ -300,7 +300,8 @@ void Controller::EndSession(JobId job, const JobRun& run) {
   for (const WorkerInfo& w : workers_) {
     if (w.alive) transport_.Send(w.identity, FreeJob{job});
   }
-  outputs_.erase(outputs_.lower_bound({job, 0}), outputs_.lower_bound({job + 1, 0}));
+  auto [first, last] = JobOutputs(job);
+  outputs_.erase(first, last);
   session_of_.erase(s->second.identity);
   sessions_.erase(s);
 }

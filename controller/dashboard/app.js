@@ -320,3 +320,8 @@ window.addEventListener('hashchange', route);
 route();
 connect();
 requestAnimationFrame(frame);
+// Store bytes change without an event (a worker frees outputs when asked,
+// heartbeats report it): read the pool again now and then while shown.
+setInterval(() => {
+  if (state.connected && !document.hidden) loadPool().catch(console.error);
+}, 5000);

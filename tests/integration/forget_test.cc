@@ -110,6 +110,43 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
   EXPECT_EQ(StatusOf("/api/v1/jobs/" + std::to_string(kept)), 200);
 }
 
+// freed_bytes is what the worker's store gives back: the outputs it still
+// holds (the last step's), not every output the job ever made.
+TEST_F(ForgetTest, FreedBytesAreWhatTheWorkersStoreGivesBack) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  auto id = cluster_->Submit(R"({"repeat":2,"tasks":[
+      {"id":"a","kernel":"scale","args":{"n":4096,"factor":2}},
+      {"id":"b","kernel":"scale","args":{"factor":3},"inputs":["a"]}]})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_EQ(cluster_->WaitJob(*id, 30000).value("state", ""), "succeeded");
+  auto stored = [&] {
+    json pool = cluster_->Get("/api/v1/pool");
+    return pool.is_object() ? pool["devices"][0].value("store_bytes", int64_t{-1}) : -1;
+  };
+  // Settled: the same figure over several heartbeats (every 100 ms here).
+  int64_t before = stored();
+  for (int i = 0, same = 0; i < 100 && same < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    const int64_t now = stored();
+    same = now == before ? same + 1 : 0;
+    before = now;
+  }
+  ASSERT_GT(before, 0);
+  auto r = Delete(*id, "?forget=true");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const int64_t freed = json::parse(r->body).value("freed_bytes", int64_t{-1});
+  EXPECT_GT(freed, 0);
+  EXPECT_LT(freed, 4 * 4096 * 4) << "not every output the job made";
+  int64_t after = stored();
+  for (int i = 0; i < 500 && after != before - freed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    after = stored();
+  }
+  EXPECT_EQ(after, before - freed);
+}
+
 TEST_F(ForgetTest, ARunningJobOrABadQueryIsRefusedAndChangesNothing) {
   ASSERT_TRUE(cluster_->StartController().ok());
   ASSERT_TRUE(cluster_->StartWorker().ok());
