@@ -249,8 +249,8 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
 }
 
 Status SqliteJobStore::CheckStillThere() const {
-  struct stat open_file {
-  }, named{};
+  struct stat open_file = {};
+  struct stat named = {};
   if (::fstat(file_lock_fd_, &open_file) != 0) return Status::Ok();  // cannot tell
   const bool same = ::stat(path_.c_str(), &named) == 0 && named.st_dev == open_file.st_dev &&
                     named.st_ino == open_file.st_ino;
