@@ -251,12 +251,6 @@ class Controller {
   void MarkDead(WorkerInfo& w, std::string why, TimeUs now);
   void ScheduleAndSend(TimeUs now);
   void NotifyEndedJobs();
-  void ForgetOldJobs();
-  // Forgets the first `n` finished jobs of finished_order_.
-  void ForgetOldest(size_t n);
-  // Frees ended job `id` everywhere but finished_order_; returns the bytes
-  // of its outputs the workers held.
-  uint64_t DropEndedJob(JobId id);
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
   WorkerInfo* FindByIdentity(const std::string& identity);
   Status RestoreFromStore(TimeUs now);
@@ -267,13 +261,22 @@ class Controller {
   // True while the recovery window holds dispatch back; when it ends,
   // rebuilds outputs no worker reported (lineage).
   bool RecoveryHoldsDispatch(TimeUs now);
-  // Forgets finished jobs older than keep_finished_hours.
-  void ForgetExpiredJobs();
   // Whether `run` of `job` belongs to a step after the one it runs now.
   bool RunIsAhead(JobId job, uint32_t run) const;
   // Adopts the deferred runs whose step has started (before dispatch).
   void AdoptDeferred(TimeUs now);
   static int64_t UnixMs();
+
+  // --- retention (controller_retention.cc) ---
+  // Forgets the oldest finished jobs beyond keep_finished_jobs.
+  void ForgetOldJobs();
+  // Forgets the first `n` finished jobs of finished_order_.
+  void ForgetOldest(size_t n);
+  // Forgets finished jobs older than keep_finished_hours.
+  void ForgetExpiredJobs();
+  // Frees ended job `id` everywhere but finished_order_; returns the bytes
+  // of its outputs the workers held.
+  uint64_t DropEndedJob(JobId id);
 
   // --- driver sessions (sessions.cc) ---
   // A driver (hmpmd::client) speaks to the same ROUTER as workers; its

@@ -1,6 +1,7 @@
 // Controller: what a restart needs beyond reloading the store (see
 // RestoreFromStore in controller.cc): adopting what re-registering workers
-// report, ending the recovery window, and retention by age.
+// report (runs of a later step deferred until it starts), and ending the
+// recovery window. Retention is in controller_retention.cc.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -110,18 +111,6 @@ bool Controller::RecoveryHoldsDispatch(TimeUs now) {
       (now - started_at_) / 1000, back ? "all workers back" : "grace expired",
       recovery_.returned_count(), recovery_.expected_count(), rebuilt);
   return false;
-}
-
-void Controller::ForgetExpiredJobs() {
-  if (options_.keep_finished_hours <= 0 || finished_order_.empty()) return;
-  const int64_t cutoff = UnixMs() - static_cast<int64_t>(options_.keep_finished_hours * 3.6e6);
-  // Oldest first: move the expired ones to the front and forget them there.
-  auto expired = [&](JobId id) {
-    auto it = finished_unix_ms_.find(id);
-    return it != finished_unix_ms_.end() && it->second < cutoff;
-  };
-  auto keep = std::stable_partition(finished_order_.begin(), finished_order_.end(), expired);
-  ForgetOldest(static_cast<size_t>(keep - finished_order_.begin()));
 }
 
 }  // namespace hmpmd

@@ -84,7 +84,9 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
   const std::string path = "/api/v1/jobs/" + std::to_string(gone);
   EXPECT_EQ(StatusOf(path), 404);
   EXPECT_EQ(StatusOf(path + "/outputs"), 404);
-  for (const json& j : cluster_->Get("/api/v1/jobs")["jobs"]) EXPECT_NE(j.value("id", 0u), gone);
+  const json listed = cluster_->Get("/api/v1/jobs");  // kept: the loop reads into it
+  ASSERT_TRUE(listed.is_object());
+  for (const json& j : listed["jobs"]) EXPECT_NE(j.value("id", 0u), gone);
 
   // The worker hears FreeJob after the answer: wait for it (bounded).
   Status fetched = Status::Ok();
