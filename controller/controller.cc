@@ -212,6 +212,7 @@ void Controller::Handle(Incoming in, TimeUs now) {
           w->clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
           w->dropped_frames = m.dropped_frames;
           w->in_flight = m.running;
+          if (w->store_bytes != m.store_bytes) ++pool_changes_;
           w->store_bytes = m.store_bytes;
           transport_.Send(w->identity, HeartbeatAck{});
         } else if constexpr (std::is_same_v<T, DoneBatch>) {

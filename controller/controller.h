@@ -225,6 +225,9 @@ class Controller {
   // yet, or the job is forgotten).
   const OutputLocation* OutputOf(JobId job, uint32_t run) const;
   size_t alive_workers() const { return alive_workers_; }
+  // Moves whenever /api/v1/pool would read differently: a worker joined or
+  // died, or a heartbeat said its object store holds another byte count.
+  uint64_t pool_changes() const { return pool_changes_; }
   // The wait for workers after a restart (open() while it lasts).
   const RecoveryWindow& recovery() const { return recovery_; }
   const ControllerCounters& counters() const { return counters_; }
@@ -326,6 +329,7 @@ class Controller {
   static constexpr size_t kRetiredKept = 4096;
   std::vector<WorkerId> device_worker_;  // by DeviceId
   size_t alive_workers_ = 0;
+  uint64_t pool_changes_ = 0;
   std::vector<std::pair<size_t, std::function<void()>>> worker_waiters_;
   std::map<JobId, std::vector<JobCallback>> job_watchers_;
   std::set<JobId> live_jobs_;

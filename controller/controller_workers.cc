@@ -80,6 +80,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   workers_.push_back(w);
   outbox_.resize(workers_.size());
   ++alive_workers_;
+  ++pool_changes_;
   recovery_.OnRegistered(w.key);
   if (writer_) store_pending_.push_back(WorkerRecord{w.key, true});
   // Tasks it still holds run (or ran) there: do not start them again. Held
@@ -162,6 +163,7 @@ void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
   w.left_reason = why;
   if (writer_) store_pending_.push_back(WorkerRecord{w.key, false});
   --alive_workers_;
+  ++pool_changes_;
   by_identity_.erase(w.identity);
   if (auto k = by_key_.find(w.key); k != by_key_.end() && k->second == w.id) by_key_.erase(k);
   spdlog::warn("worker {} '{}' declared dead: {}", w.id, w.name, why);

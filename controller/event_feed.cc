@@ -198,7 +198,7 @@ std::optional<EventFeed::Batch> EventFeed::Gather(bool active, TimeUs now) {
     buffer_.clear();
     dropped_ = 0;
     jobs_seen_.clear();
-    workers_seen_ = alive_seen_ = 0;
+    pool_seen_ = 0;
     return std::nullopt;
   }
   active_ = true;
@@ -234,13 +234,15 @@ std::optional<EventFeed::Batch> EventFeed::Gather(bool active, TimeUs now) {
     buffer_.clear();
   }
   b.after_tasks = JobsEvent(now);
-  size_t workers = controller_->workers().size(), alive = controller_->alive_workers();
-  if (workers != workers_seen_ || alive != alive_seen_) {
-    workers_seen_ = workers;
-    alive_seen_ = alive;
-    b.after_tasks +=
-        Chunk("pool", json{{"now_us", now}, {"workers", workers}, {"alive", alive}}.dump(
-                          -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (controller_->pool_changes() != pool_seen_) {
+    pool_seen_ = controller_->pool_changes();
+    uint64_t stored = 0;
+    for (const WorkerInfo& w : controller_->workers()) stored += w.alive ? w.store_bytes : 0;
+    b.after_tasks += Chunk("pool", json{{"now_us", now},
+                                        {"workers", controller_->workers().size()},
+                                        {"alive", controller_->alive_workers()},
+                                        {"store_bytes", stored}}
+                                       .dump(-1, ' ', false, json::error_handler_t::replace));
   }
   if (!b.has_tasks && b.after_tasks.empty()) return std::nullopt;
   ++events_sent_;

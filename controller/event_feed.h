@@ -13,7 +13,7 @@
 //     the rest counted as dropped) with what formatting them needs (each
 //     record's device and job graph, which is immutable), and formats the
 //     small "jobs" event (the jobs whose state or progress changed) and a
-//     "pool" event when workers joined or left. The ticker thread then
+//     "pool" event when workers joined or left or their stores changed. The ticker thread then
 //     formats the records into one batched "tasks" event and hands it all
 //     to the broadcast function (which returns at once: HttpServer fans it
 //     out on its own thread). So the loop's share of a flush is a copy of
@@ -29,7 +29,9 @@
 //          measured run); times on the controller's clock.
 //  jobs:  {"now_us", "jobs": [{id, name, state, done, running, tasks,
 //          progress, error?}]}
-//  pool:  {"now_us", "workers", "alive"}      (re-read /api/v1/pool)
+//  pool:  {"now_us", "workers", "alive", "store_bytes"}: a worker joined or
+//          died, or one's object store changed size (re-read /api/v1/pool);
+//          store_bytes sums the live workers'.
 //
 // Thread-safety: Start() and Stop() on one owner thread; the observer
 // methods, Flush() and PrometheusText() on the loop thread only; flushes()
@@ -169,7 +171,7 @@ class EventFeed : public ControllerObserver {
   uint64_t dropped_total_ = 0;  // for /metrics
   uint64_t events_sent_ = 0;
   std::map<JobId, JobSeen> jobs_seen_;
-  size_t workers_seen_ = 0, alive_seen_ = 0;
+  uint64_t pool_seen_ = 0;  // Controller::pool_changes() at the last pool event
   std::atomic<uint64_t> flushes_{0}, flush_cpu_us_{0};
 
   // Ticker.

@@ -33,6 +33,18 @@ function el(tag, attrs, ...kids) {
 }
 
 // --- pool ---
+// A "pool" event comes when a worker joins or dies or its store changes size
+// (each worker's heartbeat can say so): read /pool at most once a second.
+let poolTimer = null, poolReadAt = 0;
+function reloadPool() {
+  if (poolTimer != null) return;  // a read is due already
+  poolTimer = setTimeout(() => {
+    poolTimer = null;
+    poolReadAt = Date.now();
+    loadPool().catch(console.error);
+  }, Math.max(0, poolReadAt + 1000 - Date.now()));
+}
+
 async function loadPool() {
   const p = await getJson('/api/v1/pool');
   state.devices = p.devices;
@@ -243,10 +255,10 @@ function connect() {
     for (const j of d.jobs) upsertJob(j);
     renderJobs();
     // Ended jobs change the pool's per-worker counts.
-    if (d.jobs.some((j) => j.state !== 'running' && j.state !== 'queued')) loadPool().catch(console.error);
+    if (d.jobs.some((j) => j.state !== 'running' && j.state !== 'queued')) reloadPool();
     if (state.view != null && d.jobs.some((j) => j.id === state.view)) jobDirty = true;
   });
-  es.addEventListener('pool', () => { loadPool().catch(console.error); });
+  es.addEventListener('pool', reloadPool);
   es.onerror = () => {
     state.connected = false;
     $('conn').textContent = 'reconnecting'; $('conn').className = 'conn down';
@@ -320,8 +332,3 @@ window.addEventListener('hashchange', route);
 route();
 connect();
 requestAnimationFrame(frame);
-// Store bytes change without an event (a worker frees outputs when asked,
-// heartbeats report it): read the pool again now and then while shown.
-setInterval(() => {
-  if (state.connected && !document.hidden) loadPool().catch(console.error);
-}, 5000);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -516,6 +517,44 @@ TEST_F(RestApiTest, EventsStreamTaskAndJobUpdates) {
   EXPECT_EQ(started.size(), size_t{kTasks});
   EXPECT_EQ(finished.size(), size_t{kTasks});
   EXPECT_EQ(final_state, "succeeded");
+}
+
+// A worker's store changing size is pushed as a "pool" event (its heartbeat
+// says so), so the page need not poll /pool: the job's kept output shows
+// up, and goes again once the job is forgotten.
+TEST_F(RestApiTest, EventsSayWhenAWorkersStoreChanges) {
+  const uint64_t kBytes = 4096 * sizeof(float);
+  std::vector<uint64_t> seen;  // store_bytes of each pool event
+  std::thread actor;
+  uint64_t id = 0;
+  Status st = StreamSse(
+      url_, "/api/v1/events", {},
+      [&](std::string_view event, std::string_view data) {
+        json d = json::parse(data);
+        if (event == "hello") {
+          actor = std::thread([&] {
+            id = SubmitOk(R"({"tasks":[{"id":"a","kernel":"scale","args":{"n":4096}}]})");
+            WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+          });
+        } else if (event == "pool") {
+          EXPECT_EQ(d["workers"], 2);
+          EXPECT_EQ(d["alive"], 2);
+          seen.push_back(d["store_bytes"].get<uint64_t>());
+          if (seen.back() == kBytes) {
+            if (actor.joinable()) actor.join();
+            EXPECT_EQ(Call("DELETE", "/api/v1/jobs/" + std::to_string(id) + "?forget=true").status,
+                      200);
+          }
+        }
+        return seen.empty() || seen.back() != 0 ||
+               std::find(seen.begin(), seen.end(), kBytes) == seen.end();
+      },
+      std::chrono::seconds(30));
+  if (actor.joinable()) actor.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), 0u);
+  EXPECT_NE(std::find(seen.begin(), seen.end(), kBytes), seen.end());
 }
 
 TEST_F(RestApiTest, ServesTheDashboardAndTheOpenApiDocument) {
