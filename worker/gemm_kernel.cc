@@ -19,6 +19,8 @@ namespace {
 constexpr int64_t kKc = 256;
 constexpr int64_t kNc = 256;
 constexpr int64_t kMr = 4;
+// How often a multiply asks whether its task was cancelled (a multiple of kMr).
+constexpr int64_t kStopRows = 64 * kMr;
 
 // C[0..rows) x [0..nc) += A[0..rows) x [0..kc) * B[0..kc) x [0..nc), rows <= kMr.
 void MicroKernel(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
@@ -63,18 +65,22 @@ void CheckElements(int64_t rows, int64_t cols, const char* what) {
 
 }  // namespace
 
-void GemmF32(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k) {
+bool GemmF32(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
+             const KernelArgs* cancel) {
   std::fill(c, c + m * n, 0.0f);
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
     for (int64_t j0 = 0; j0 < n; j0 += kNc) {
       const int64_t nc = std::min(kNc, n - j0);
       for (int64_t i0 = 0; i0 < m; i0 += kMr) {
+        // Every kStopRows rows (at most 2 * 256 * 256 * kStopRows flops).
+        if (cancel != nullptr && i0 % kStopRows == 0 && cancel->cancelled()) return false;
         const int64_t rows = std::min(kMr, m - i0);
         MicroKernel(a + i0 * k + p0, k, b + p0 * n + j0, n, c + i0 * n + j0, n, rows, kc, nc);
       }
     }
   }
+  return true;
 }
 
 std::vector<Buffer> GemmKernel(const KernelArgs& args, std::span<const Buffer> inputs) {
@@ -104,7 +110,11 @@ std::vector<Buffer> GemmKernel(const KernelArgs& args, std::span<const Buffer> i
     FillDeterministic(b, 2);
   }
   std::vector<float> c(static_cast<size_t>(m * n));
-  GemmF32(a.data(), b.data(), c.data(), m, n, k);
+  // A cancelled job frees its core within a few milliseconds, not when a
+  // multiply of minutes ends.
+  if (!GemmF32(a.data(), b.data(), c.data(), m, n, k, &args)) {
+    throw std::runtime_error("gemm: cancelled");
+  }
   std::vector<Buffer> out;
   out.push_back(MakeF32(c, {m, n}));
   return out;

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -143,6 +144,24 @@ TEST(BuiltinKernelsTest, GemmRejectsBadArgumentsAndInputs) {
   } catch (const std::invalid_argument& e) {
     EXPECT_THAT(e.what(), HasSubstr("'m' is required"));
   }
+}
+
+// A cancelled job's multiply stops between row blocks (it held its core
+// to the end before: 33 s for the largest allowed size), and one whose task
+// is not cancelled runs to the same product as without a flag.
+TEST(BuiltinKernelsTest, GemmStopsOnceItsTaskIsCancelled) {
+  const Args raw = Mnk(1024, 1024, 1024);
+  std::atomic<bool> cancel{true};
+  try {
+    Find("gemm")(KernelArgs(raw, &cancel), {});
+    ADD_FAILURE() << "a cancelled gemm ran to the end";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "gemm: cancelled");
+  }
+  cancel = false;
+  const Args small = Mnk(300, 17, 33);
+  EXPECT_EQ(Floats(Find("gemm")(KernelArgs(small, &cancel), {})[0]),
+            Floats(Call("gemm", small)[0]));
 }
 
 TEST(BuiltinKernelsTest, AddSumsItsInputsAndKeepsTheShape) {
