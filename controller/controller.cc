@@ -340,7 +340,18 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
   // disk filled used to run while its write failed, unanswered, and a crash
   // then lost it and gave its id to the next job.
   const bool stored = writer_ && !spec_json.empty();
-  ASSIGN_OR_RETURN(JobId id, scheduler_->AddJob(std::move(graph), NowUs(), stored));
+  auto add = [&]() -> Result<JobId> {
+    try {
+      return scheduler_->AddJob(std::move(graph), NowUs(), stored);
+    } catch (const std::bad_alloc&) {
+      // The runs' records did not fit (a memory limit below --max-runs'
+      // worth): refuse the job, keep the controller and its other jobs.
+      return Status::ResourceExhausted(
+          "job: its task runs do not fit in the controller's memory; lower tasks x repeat or "
+          "--max-runs");
+    }
+  };
+  ASSIGN_OR_RETURN(JobId id, add());
   live_jobs_.insert(id);
   const JobRun* job = scheduler_->job(id);
   spdlog::info("job {} '{}' submitted: {} tasks x {} steps", id, job->graph->spec().name,

@@ -30,9 +30,14 @@ struct SpecLimits {
   // Steps (repeat). Default: 100,000.
   uint32_t max_repeat = 100'000;
   // Task runs of the job (tasks x repeat): each keeps a record in the
-  // controller or simulator. Default: 100,000,000.
+  // controller or simulator. Default: 100,000,000 (the most a flag takes).
   uint64_t max_runs = 100'000'000;
 };
+
+// What `hmpmd controller` and `hmpmd run` take by default: a controller
+// keeps about 80 bytes per task run from submission on, so a 34 KB spec
+// of 1e8 runs wanted 7.7 GB and aborted a controller short of it.
+inline constexpr uint64_t kDefaultMaxRuns = 20'000'000;
 
 Result<JobSpec> ParseJobSpec(std::string_view json_text, const SpecLimits& limits = {});
 

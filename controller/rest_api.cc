@@ -210,8 +210,13 @@ void RestApi::ParseAndSubmit(std::string body, HttpReply reply) {
     auto id = c->SubmitGraph(std::move(g), std::move(body));
     snaps->MarkChanged();  // a read after the 201 sees the job
     if (!id.ok()) {
-      const bool later = id.status().code() == StatusCode::kUnavailable;  // the store
-      reply(Error(later ? 503 : 400, id.status().message()));
+      // 503: the store, try later; 413: the job is too large for this
+      // controller (--max-runs, or its runs did not fit in memory).
+      const StatusCode code = id.status().code();
+      reply(Error(code == StatusCode::kUnavailable         ? 503
+                  : code == StatusCode::kResourceExhausted ? 413
+                                                           : 400,
+                  id.status().message()));
       return;
     }
     HttpResponse r =

@@ -26,9 +26,16 @@ Status WriteFile(const std::string& path, const std::string& content) {
   return Status::Ok();
 }
 
-Status CheckWritable(const std::string& flag, const std::string& path) {
+Status CheckWritable(const std::string& flag, const std::string& path,
+                     const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  for (const std::string& in : inputs) {
+    if (fs::equivalent(path, in, ec)) {
+      return Status::InvalidArgument(flag + ": '" + path + "' is the input file '" + in +
+                                     "'; writing it would replace it");
+    }
+  }
   if (fs::is_directory(path, ec)) {
     return Status::InvalidArgument(flag + ": '" + path + "' is a directory; give a file name");
   }
@@ -105,8 +112,12 @@ CLI::Validator NonEmptyPath(const std::string& give) {
       "PATH");
 }
 
+constexpr size_t kMaxTokenFileBytes = 64 * 1024;
+
 Result<std::string> ReadToken(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  // A token is a line: /dev/zero or a large file named by mistake is
+  // refused at once rather than read up to ReadFile's 1 GiB.
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxTokenFileBytes));
   size_t end = text.find_first_of("\r\n");
   std::string token = text.substr(0, end);
   while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.pop_back();

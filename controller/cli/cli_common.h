@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hmpmd/protocol/cli_checks.h"
 #include "hmpmd/protocol/one_line.h"
@@ -28,8 +29,10 @@ inline constexpr int kExitUsage = 2;
 Status WriteFile(const std::string& path, const std::string& content);
 // Checks before any work that `path` can be written by WriteFile later: not
 // a directory, its folder exists and is writable. Leaves no file behind.
-// The error names `flag` and the path.
-Status CheckWritable(const std::string& flag, const std::string& path);
+// The error names `flag` and the path. Refuses too a path that names one of
+// the command's `inputs` (`--trace job.json` replaced the spec).
+Status CheckWritable(const std::string& flag, const std::string& path,
+                     const std::vector<std::string>& inputs = {});
 // OneLine(text) padded with spaces to `width` terminal columns, for a
 // table: UTF-8 characters count one column, East Asian wide ones two. With
 // `cut`, longer text is cut to `width` columns at a character boundary.

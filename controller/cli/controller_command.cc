@@ -28,6 +28,7 @@ struct ControllerArgs {
   std::string curve_keys;
   size_t max_tasks = SpecLimits{}.max_tasks;
   size_t max_spec_mb = SpecLimits{}.max_bytes >> 20;
+  uint64_t max_runs = kDefaultMaxRuns;
   size_t keep_jobs = 1000;
   double keep_hours = 0;
   uint32_t recovery_grace_ms = 2000;
@@ -60,6 +61,7 @@ int ControllerMain(const ControllerArgs& a) {
   opts.keep_finished_hours = a.keep_hours;
   opts.spec_limits.max_tasks = a.max_tasks;
   opts.spec_limits.max_bytes = a.max_spec_mb << 20;
+  opts.spec_limits.max_runs = a.max_runs;
   opts.recovery_grace_ms = a.recovery_grace_ms;
   if (a.no_early_dispatch) opts.scheduler.early_dispatch = false;
   if (!a.curve_keys.empty()) {
@@ -218,6 +220,11 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--max-spec-mb", args->max_spec_mb, "Largest job spec accepted, in MiB of JSON")
       ->check(WholeRange(1, 65536))
+      ->capture_default_str();
+  sub->add_option("--max-runs", args->max_runs,
+                  "Largest job accepted, in task runs (tasks x repeat; about 80 bytes of "
+                  "controller memory each)")
+      ->check(WholeRange(1, static_cast<int64_t>(SpecLimits{}.max_runs)))
       ->capture_default_str();
   sub->add_option("--db", args->db,
                   "SQLite file keeping jobs across restarts ('' = in memory only)")

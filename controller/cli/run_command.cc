@@ -4,8 +4,11 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iostream>
+#include <memory>
 
 #include "../job_report.h"
 #include "../local_cluster.h"
@@ -16,6 +19,8 @@ namespace {
 
 // --timeout at most: about 115 days, far from overflowing milliseconds.
 constexpr double kMaxTimeoutS = 1e7;
+// How long local workers may take to register, at most.
+constexpr int64_t kRegisterLimitMs = 30000;
 
 struct RunArgs {
   std::string job_file;
@@ -28,6 +33,7 @@ struct RunArgs {
   double timeout_s = 600;
   std::string worker_binary;  // empty: the hmpmd-worker beside hmpmd
   std::string memory_mb;      // empty: the workers' default
+  uint64_t max_runs = kDefaultMaxRuns;
 };
 
 // As hmpmd-worker takes it: 0 (no cap) up to 1 PiB.
@@ -44,9 +50,10 @@ int RunMain(const RunArgs& a) {
     return Fail(Status::InvalidArgument("--cores: " + cores.status().message()));
   }
   if (!a.trace_file.empty()) {
-    if (Status w = CheckWritable("--trace", a.trace_file); !w.ok()) return Fail(w);
+    if (Status w = CheckWritable("--trace", a.trace_file, {a.job_file}); !w.ok()) return Fail(w);
   }
   LocalClusterOptions opts;
+  opts.controller.spec_limits.max_runs = a.max_runs;
   auto text = ReadFile(a.job_file, opts.controller.spec_limits.max_bytes);
   if (!text.ok()) return Fail(text.status());
   opts.controller.policy = a.policy;
@@ -88,27 +95,42 @@ int RunMain(const RunArgs& a) {
     const int code = Fail(st);
     return st.code() == StatusCode::kCancelled && caught > 0 ? 128 + caught : code;
   };
+  // --timeout bounds the whole run: the workers get at most 30 s of it to
+  // register, the job what is left.
+  using std::chrono::milliseconds;
+  const milliseconds timeout(static_cast<int64_t>(std::ceil(a.timeout_s * 1000)));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   LocalCluster cluster(opts);
-  if (Status st = cluster.Start(); !st.ok()) return fail(st);
+  if (Status st = cluster.Start(std::min(timeout, milliseconds(kRegisterLimitMs))); !st.ok()) {
+    return fail(st);
+  }
   bool succeeded = false;
-  std::string output, trace;
-  Status st = cluster.RunJob(
-      std::move(graph).value(), std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000)),
-      [&](const JobRun& job, const Controller& c) {
-        const ResourcePool& pool = c.scheduler().pool();
-        ScheduleMetrics m = ComputeMetrics(job, pool);
-        succeeded = job.state == JobState::kSucceeded;
-        if (a.json) {
-          auto j = JobSummaryJson(job, pool, false);
-          j.update(MetricsJson(m, pool));
-          output = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-        } else {
-          output = TextSummary(job, m, pool);
-        }
-        if (!a.trace_file.empty())
-          trace =
-              TraceJson(job, pool).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      });
+  std::string output;
+  // The trace is rendered from a copy after the run: on the controller's
+  // loop, a large job's trace held off heartbeats for seconds, and workers
+  // were declared dead after the job succeeded.
+  std::shared_ptr<const JobRun> traced_job;
+  std::shared_ptr<const ResourcePool> traced_pool;
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+  Status st =
+      cluster.RunJob(std::move(graph).value(), std::max(left, milliseconds(1)),
+                     [&](const JobRun& job, const Controller& c) {
+                       const ResourcePool& pool = c.scheduler().pool();
+                       ScheduleMetrics m = ComputeMetrics(job, pool);
+                       succeeded = job.state == JobState::kSucceeded;
+                       if (a.json) {
+                         auto j = JobSummaryJson(job, pool, false);
+                         j.update(MetricsJson(m, pool));
+                         output = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+                       } else {
+                         output = TextSummary(job, m, pool);
+                       }
+                       if (!a.trace_file.empty()) {
+                         traced_job = std::make_shared<const JobRun>(job);
+                         traced_pool = std::make_shared<const ResourcePool>(pool);
+                       }
+                     });
   cluster.Stop();
   if (!st.ok()) {
     if (st.code() == StatusCode::kInvalidArgument) {
@@ -116,10 +138,13 @@ int RunMain(const RunArgs& a) {
     }
     return fail(st);
   }
-  if (!a.trace_file.empty()) {
+  // The summary first: a trace that cannot be written must not hide it.
+  std::cout << output << std::endl;
+  if (traced_job) {
+    const std::string trace = TraceJson(*traced_job, *traced_pool)
+                                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (Status w = WriteFile(a.trace_file, trace); !w.ok()) return Fail(w);
   }
-  std::cout << output << std::endl;
   return succeeded ? kExitOk : kExitFailed;
 }
 
@@ -149,7 +174,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "1024)");
   sub->add_option("--log-level", args->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
-  sub->add_option("--timeout", args->timeout_s, "Give up after this many seconds")
+  sub->add_option("--timeout", args->timeout_s,
+                  "Give up after this many seconds (the workers' start included)")
+      ->capture_default_str();
+  sub->add_option("--max-runs", args->max_runs,
+                  "Largest job accepted, in task runs (tasks x repeat; about 80 bytes of "
+                  "controller memory each)")
+      ->check(WholeRange(1, static_cast<int64_t>(SpecLimits{}.max_runs)))
       ->capture_default_str();
   sub->callback([args, exit_code] { *exit_code = RunMain(*args); });
 }

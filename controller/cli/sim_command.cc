@@ -285,7 +285,7 @@ Status ParseFlags(SimArgs* a) {
 int SimMain(const SimArgs& a, SimSize* size) {
   PoolSpec pool = MakePoolSpec(a.devices);
   if (!a.pool_file.empty()) {
-    auto text = ReadFile(a.pool_file);
+    auto text = ReadFile(a.pool_file, SpecLimits{}.max_bytes);
     if (!text.ok()) return Fail(text.status());
     auto parsed = ParsePoolSpec(*text);
     if (!parsed.ok())
@@ -310,9 +310,12 @@ int SimMain(const SimArgs& a, SimSize* size) {
   // path named is checked too when each policy writes beside it: a
   // directory ("out", "out/") made files "out.fifo" or "out/.fifo".
   if (!a.trace_file.empty()) {
-    if (Status st = CheckWritable("--trace", a.trace_file); !st.ok()) return Fail(st);
+    std::vector<std::string> inputs = a.workloads;
+    if (!a.pool_file.empty()) inputs.push_back(a.pool_file);
+    if (Status st = CheckWritable("--trace", a.trace_file, inputs); !st.ok()) return Fail(st);
     for (const std::string& name : policies) {
-      Status st = CheckWritable("--trace", TraceFile(a.trace_file, name, policies.size() > 1));
+      Status st =
+          CheckWritable("--trace", TraceFile(a.trace_file, name, policies.size() > 1), inputs);
       if (!st.ok()) return Fail(st);
     }
   }

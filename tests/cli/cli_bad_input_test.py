@@ -241,6 +241,39 @@ class Refusals(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("port '99999' is not a number from 1 to 65535", r.stderr)
 
+    def test_a_trace_never_replaces_an_input_and_never_hides_the_summary(self):
+        text = '{"tasks": [{"id": "a", "kernel": "noop"}]}'
+        spec = self.file("job.json", text)
+        pool = self.file("pool.json", "{}")
+        # The spec, under another spelling of its path: refused, kept.
+        self.refused(["run", spec, "--trace", os.path.join(self.tmp.name, ".", "job.json")],
+                     "is the input file")
+        self.refused(["sim", spec, "--trace", spec], "is the input file")
+        self.refused(["sim", "moe", "--pool", pool, "--trace", pool], "is the input file")
+        with open(spec) as f:
+            self.assertEqual(f.read(), text)
+        # A trace that cannot be written fails the run after its summary.
+        r = run("run", spec, "--workers", "1", "--trace", "/dev/full")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("job 1 'job': succeeded", r.stdout)
+        self.assertIn("/dev/full: write failed", r.stderr)
+
+    def test_run_limits_task_runs_and_its_timeout_covers_the_workers_start(self):
+        many = self.file("many.json", json.dumps(
+            {"repeat": 100000, "tasks": [{"id": f"t{i}", "kernel": "noop"} for i in range(201)]}))
+        self.refused(["run", many], "= 20100000 task runs, over the limit of 20000000")
+        self.refused(["run", many, "--max-runs", "0"], "--max-runs: Value 0 not in range")
+        self.refused(["controller", "--max-runs", "100000001", "--db", ""],
+                     "--max-runs: Value 100000001 not in range 1 to 100000000")
+        # A worker that never registers: --timeout 2 ends the run, not a
+        # fixed 30 s wait (the exec'd sleep is stopped with its run).
+        spec = self.file("job.json", '{"tasks": [{"id": "a", "kernel": "noop"}]}')
+        never = self.file("never.sh", "#!/bin/sh\nexec sleep 1000\n")
+        os.chmod(never, 0o755)
+        r = run("run", spec, "--workers", "1", "--worker-binary", never, "--timeout", "2")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("workers did not all register within 2000 ms", r.stderr)
+
     def test_whole_number_flags_say_so(self):
         # CLI::Range alone said "Value abc not in range" for a word.
         for args in (["controller", "--keep-jobs"], ["controller", "--heartbeat-ms"],
