@@ -81,10 +81,14 @@ Status CheckJsonContentType(std::string_view content_type) {
     return Status::InvalidArgument("Content-Type: '" + ShownInError(content_type) +
                                    "' is not application/json");
   }
+  // `params` shrinks past each ';' it reads (a position into the header,
+  // taken for one into the rest, looped forever on two parameters).
+  std::string_view params =
+      semi == std::string_view::npos ? std::string_view() : content_type.substr(semi + 1);
   while (semi != std::string_view::npos) {
-    std::string_view rest = content_type.substr(semi + 1);
-    semi = rest.find(';');
-    const std::string_view param = Trim(rest.substr(0, semi));
+    semi = params.find(';');
+    const std::string_view param = Trim(params.substr(0, semi));
+    if (semi != std::string_view::npos) params = params.substr(semi + 1);
     const size_t eq = param.find('=');
     if (eq == std::string_view::npos || Lower(Trim(param.substr(0, eq))) != "charset") continue;
     std::string_view value = Trim(param.substr(eq + 1));

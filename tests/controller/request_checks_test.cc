@@ -126,5 +126,19 @@ TEST(JsonContentTypeTest, AcceptsApplicationJsonWithUtf8OrNoCharset) {
             "Content-Type: charset 'latin1' is not utf-8 (a job spec is UTF-8 JSON)");
 }
 
+// Two or more parameters: each is read once (the HTTP thread spun forever
+// on these, and the REST API never answered again).
+TEST(JsonContentTypeTest, ReadsEveryParameterOfSeveral) {
+  for (const char* t :
+       {"application/json; a=b; charset=utf-8", "application/json;;;charset=\"utf-8\"",
+        "application/json; a=b; c=d; e=f", "application/json;;"}) {
+    EXPECT_TRUE(CheckJsonContentType(t).ok()) << t;
+  }
+  EXPECT_EQ(CheckJsonContentType("application/json; a=b; charset=latin1; c=d").message(),
+            "Content-Type: charset 'latin1' is not utf-8 (a job spec is UTF-8 JSON)");
+  EXPECT_EQ(CheckJsonContentType("application/json; charset=utf-8;; charset=ascii").message(),
+            "Content-Type: charset 'ascii' is not utf-8 (a job spec is UTF-8 JSON)");
+}
+
 }  // namespace
 }  // namespace hmpmd
