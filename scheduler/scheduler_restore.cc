@@ -47,6 +47,9 @@ Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
   ++active_jobs_;
   stored.state = stored.done > 0 ? JobState::kRunning : JobState::kQueued;
   policy_->OnJobAdded(stored, pool_);
+  // As AddJob: a restart with no worker back yet says why the job waits.
+  stored.short_sets = policy_->ShortSets(id);
+  if (pool_.alive_device_count() == 0) stored.waiting = "no live worker";
   // Steps run in order: resume at the first one with a run not done.
   const JobGraph& g = *stored.graph;
   uint32_t step = 0;

@@ -213,6 +213,18 @@ TEST(RestoredOutputsTest, RunsWithoutOutputsNeedNoWorker) {
   EXPECT_EQ(out[0].run, 1u);
 }
 
+// A job restored while no worker is back says why it waits, as a job
+// submitted then does (it said nothing before a worker joined and left).
+TEST(RestoredOutputsTest, AJobRestoredWithoutWorkersWaitsForOne) {
+  auto s = MakeFifoScheduler();
+  ASSERT_TRUE(s->RestoreJob(3, BuildGraph(SpecBuilder().Chain({"p", "c"}, 100)), {},
+                            JobState::kQueued, "", 0, -1, 1000)
+                  .ok());
+  EXPECT_EQ(s->job(3)->waiting, "no live worker");
+  s->AddDevice(Device("d0", 1));
+  EXPECT_EQ(s->job(3)->waiting, "");
+}
+
 TEST(RecordOutputTest, CountsOnlyReadersNotDoneAndIgnoresRunsNotDone) {
   auto s = MakeFifoScheduler();
   DeviceId d = s->AddDevice(Device("d0", 2));
