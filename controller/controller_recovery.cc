@@ -42,12 +42,17 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
     }
   }
   for (auto& [job, c] : stale) transport_.Send(w.identity, c);
-  // Outputs of done runs: consumers fetch them from this worker. Outputs of
-  // jobs nobody knows any more are freed.
+  // Outputs of done runs: consumers fetch them from this worker. Outputs no
+  // one can read any more are freed: of jobs nobody knows, and of jobs
+  // whose end frees them live (a cancel, a session's end), which ended
+  // while this worker was away (a cancel in the recovery wait, a session
+  // the restart failed). A succeeded or failed job's outputs stay until it
+  // is forgotten, as they do live.
   std::set<JobId> unknown;
   for (const HeldOutput& o : m.outputs) {
     const JobRun* job = scheduler_->job(o.job);
-    if (job == nullptr) {
+    if (job == nullptr ||
+        (IsTerminal(job->state) && (job->open || job->state == JobState::kCancelled))) {
       unknown.insert(o.job);
       continue;
     }

@@ -4,6 +4,7 @@
 // restarted on the same --db does not list it again. A running job, or a
 // bad query, is refused and changes nothing.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,23 @@ class ForgetTest : public ProcessClusterFixture {
     auto r = cluster_->Call("GET", path, "");
     return r.ok() ? r->status : 0;
   }
+
+  // What the first worker's store holds, as its heartbeats tell /pool.
+  int64_t Stored() {
+    json pool = cluster_->Get("/api/v1/pool");
+    return pool.is_object() && !pool["devices"].empty()
+               ? pool["devices"][0].value("store_bytes", int64_t{-1})
+               : -1;
+  }
+  // Waits (at most 5 s) until Stored() is `bytes`; returns the last figure.
+  int64_t WaitStored(int64_t bytes) {
+    int64_t now = Stored();
+    for (int i = 0; i < 500 && now != bytes; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      now = Stored();
+    }
+    return now;
+  }
 };
 
 TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
@@ -64,17 +82,7 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
   const auto [kept_endpoint, kept_run] = OutputOf(kept);
   ASSERT_TRUE(worker::FetchOutputs(endpoint, gone, run, 5000).ok());
   // /pool shows what the worker's store holds, as its heartbeats say.
-  auto stored = [&] {
-    json pool = cluster_->Get("/api/v1/pool");
-    return pool.is_object() ? pool["devices"][0].value("store_bytes", -1) : -1;
-  };
-  auto wait_stored = [&](int bytes) {
-    for (int i = 0; i < 500 && stored() != bytes; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return stored();
-  };
-  EXPECT_EQ(wait_stored((4096 + 1024) * 4), (4096 + 1024) * 4);
+  EXPECT_EQ(WaitStored((4096 + 1024) * 4), (4096 + 1024) * 4);
 
   auto r = Delete(gone, "?forget=true");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -97,7 +105,7 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
   EXPECT_EQ(fetched.code(), StatusCode::kNotFound) << fetched.ToString();
   // The other job is untouched.
   EXPECT_TRUE(worker::FetchOutputs(kept_endpoint, kept, kept_run, 5000).ok());
-  EXPECT_EQ(wait_stored(1024 * 4), 1024 * 4);
+  EXPECT_EQ(WaitStored(1024 * 4), 1024 * 4);
 
   // Forgotten twice: no such job.
   r = Delete(gone, "?forget=true");
@@ -122,15 +130,11 @@ TEST_F(ForgetTest, FreedBytesAreWhatTheWorkersStoreGivesBack) {
       {"id":"b","kernel":"scale","args":{"factor":3},"inputs":["a"]}]})");
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   ASSERT_EQ(cluster_->WaitJob(*id, 30000).value("state", ""), "succeeded");
-  auto stored = [&] {
-    json pool = cluster_->Get("/api/v1/pool");
-    return pool.is_object() ? pool["devices"][0].value("store_bytes", int64_t{-1}) : -1;
-  };
   // Settled: the same figure over several heartbeats (every 100 ms here).
-  int64_t before = stored();
+  int64_t before = Stored();
   for (int i = 0, same = 0; i < 100 && same < 3; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    const int64_t now = stored();
+    const int64_t now = Stored();
     same = now == before ? same + 1 : 0;
     before = now;
   }
@@ -141,12 +145,7 @@ TEST_F(ForgetTest, FreedBytesAreWhatTheWorkersStoreGivesBack) {
   const int64_t freed = json::parse(r->body).value("freed_bytes", int64_t{-1});
   EXPECT_GT(freed, 0);
   EXPECT_LT(freed, 4 * 4096 * 4) << "not every output the job made";
-  int64_t after = stored();
-  for (int i = 0; i < 500 && after != before - freed; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    after = stored();
-  }
-  EXPECT_EQ(after, before - freed);
+  EXPECT_EQ(WaitStored(before - freed), before - freed);
 }
 
 TEST_F(ForgetTest, ARunningJobOrABadQueryIsRefusedAndChangesNothing) {
@@ -183,6 +182,37 @@ TEST_F(ForgetTest, ARunningJobOrABadQueryIsRefusedAndChangesNothing) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(StatusOf(path), 404);
+}
+
+// A job cancelled while its worker was away (the controller restarted and
+// waits for it) frees its outputs when the worker comes back, as a cancel
+// does live: they stayed until the job was forgotten.
+TEST_F(ForgetTest, OutputsOfAJobCancelledWhileItsWorkerWasAwayAreFreedOnItsReturn) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  auto id = cluster_->Submit(R"({"tasks":[{"id":"a","kernel":"scale","args":{"n":4096}},
+      {"id":"b","kernel":"sleep","core":"vector","args":{"us":3600000000}}]})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  WaitDone(*id, 1);
+  const auto [endpoint, run] = OutputOf(*id);
+  ASSERT_TRUE(worker::FetchOutputs(endpoint, *id, run, 5000).ok());
+  const pid_t worker = cluster_->worker_pid(0);
+  ASSERT_EQ(::kill(worker, SIGSTOP), 0);
+  cluster_->KillController();
+  ASSERT_TRUE(cluster_->StartController().ok());
+  auto r = Delete(*id, "");
+  ::kill(worker, SIGCONT);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_TRUE(cluster_->WaitWorkers(1, 20000));
+  // FreeJob follows the registration: wait for it (bounded).
+  Status fetched = Status::Ok();
+  for (int i = 0; i < 500 && fetched.ok(); ++i) {
+    fetched = worker::FetchOutputs(endpoint, *id, run, 5000).status();
+    if (fetched.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(fetched.code(), StatusCode::kNotFound) << fetched.ToString();
+  EXPECT_EQ(cluster_->Get("/api/v1/jobs/" + std::to_string(*id)).value("state", ""), "cancelled");
 }
 
 }  // namespace
