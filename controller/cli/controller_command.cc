@@ -2,8 +2,10 @@
 // workers and the REST API for clients.
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <thread>
 
 #include "../controller.h"
@@ -16,6 +18,28 @@
 
 namespace hmpmd {
 namespace {
+
+// Open files kept for what is not an HTTP client: ZeroMQ (a socket per
+// worker), SQLite, logs.
+constexpr rlim_t kFilesKeptBack = 256;
+
+// HTTP clients' sockets come out of the open-file limit. Raises the soft
+// limit to the hard one, and returns `wanted` connections or fewer, so that
+// the "too many connections" 503 comes before accept() fails: under the
+// usual soft limit of 1024 new clients hung, unanswered, instead.
+size_t ConnectionsTheFileLimitAllows(size_t wanted) {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit raised = r;
+    raised.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  }
+  if (r.rlim_cur == RLIM_INFINITY) return wanted;
+  const rlim_t room =
+      r.rlim_cur > 2 * kFilesKeptBack ? r.rlim_cur - kFilesKeptBack : r.rlim_cur / 2;
+  return std::max<size_t>(1, std::min<size_t>(wanted, room));
+}
 
 struct ControllerArgs {
   std::string listen = "tcp://*:5555";
@@ -142,6 +166,11 @@ int ControllerMain(const ControllerArgs& a) {
     // larger one (413) before buffering it, at the same limit.
     ho.max_body_bytes = opts.spec_limits.max_bytes;
     ho.max_body_flag = "--max-spec-mb";
+    ho.max_connections = ConnectionsTheFileLimitAllows(ho.max_connections);
+    if (ho.max_connections < HttpServerOptions{}.max_connections) {
+      spdlog::warn("http: at most {} connections (the open-file limit, ulimit -n, is low)",
+                   ho.max_connections);
+    }
     http = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
       api.Handle(std::move(req), std::move(reply));
     });

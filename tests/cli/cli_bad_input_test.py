@@ -292,6 +292,44 @@ class Refusals(unittest.TestCase):
         self.assertIn("--memory-mb: Value -1 not in range 0 to", r.stderr)
 
 
+class FileLimit(unittest.TestCase):
+    def test_a_low_open_file_limit_still_gets_503_not_a_hang(self):
+        # Soft = hard = 300 open files: the controller cannot raise it, keeps
+        # its HTTP connections under it, and answers 503 past them (new
+        # clients hung, unanswered, once accept() ran out of files).
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (300, 300))
+        port = free_port()
+        ctl = subprocess.Popen([HMPMD, "controller", "--listen", f"tcp://127.0.0.1:{free_port()}",
+                                "--http", f"127.0.0.1:{port}", "--db", ""],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=limit)
+        held = []
+        try:
+            url = f"http://127.0.0.1:{port}/api/v1/pool"
+            for _ in range(200):
+                try:
+                    urllib.request.urlopen(url, timeout=5).read()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            # Idle connections, each with half a request head.
+            for _ in range(200):
+                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                s.sendall(b"GET /api/v1/pool HTTP/1.1\r\n")
+                held.append(s)
+            with self.assertRaises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(url, timeout=10)
+            self.assertEqual(e.exception.code, 503)
+            self.assertIn("too many connections", e.exception.read().decode())
+        finally:
+            for s in held:
+                s.close()
+            ctl.terminate()
+            _, err = ctl.communicate(timeout=20)
+        self.assertIn("http: at most 150 connections (the open-file limit", err)
+
+
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
