@@ -4,6 +4,7 @@
 #include "hmpmd/scheduler/device_share.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "hmpmd/scheduler/scheduler.h"
 
@@ -45,9 +46,11 @@ void DeviceShare::Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d,
   for (CoreId c : pool.device(d).cores) {
     set.free[static_cast<size_t>(pool.core(c).kind)].push_back(c);
   }
+  for (size_t k = 0; k < kNumCoreKinds; ++k) set.with_kind[k] += pool.device(d).desc.cores[k] > 0;
 }
 
-void DeviceShare::Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d) {
+void DeviceShare::Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d,
+                        const ResourcePool& pool) {
   Set& set = js.sets[sm];
   if (d >= set.slot.size() || set.slot[d] == 0) return;
   uint32_t i = set.slot[d] - 1;
@@ -58,7 +61,43 @@ void DeviceShare::Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d) {
   set.slot[d] = 0;
   --claims_[d];
   std::erase(holders_[d], std::pair<JobId, uint32_t>{job, sm});
+  for (size_t k = 0; k < kNumCoreKinds; ++k) set.with_kind[k] -= pool.device(d).desc.cores[k] > 0;
   // Its cores stay in the free list until looked at.
+}
+
+bool DeviceShare::GrowForKind(const TaskView& task, JobShare& js, uint32_t sm, CoreKind kind,
+                              uint32_t need, const ResourcePool& pool) {
+  Set& set = js.sets[sm];
+  bool grew = false;
+  while (Short(set, kind, need)) {
+    // Of the alive devices outside the set with a core of the kind that
+    // run the task: those fewest sets of the job hold, then fewest sets of
+    // any job, then on the set's node.
+    std::vector<uint32_t> held(pool.device_count(), 0);
+    for (const Set& s : js.sets) {
+      for (DeviceId d : s.devices) ++held[d];
+    }
+    const uint32_t home = pool.device(set.devices[0]).desc.node;
+    DeviceId best = kNoDevice;
+    auto key = [&](DeviceId d) {
+      return std::tuple(held[d], claims_[d], pool.device(d).desc.node != home);
+    };
+    for (DeviceId d = 0; d < pool.device_count(); ++d) {
+      if (d < set.slot.size() && set.slot[d] != 0) continue;
+      if (pool.device(d).desc.cores[static_cast<size_t>(kind)] == 0 || !Usable(task, d, pool)) {
+        continue;
+      }
+      if (best == kNoDevice || key(d) < key(best)) best = d;
+    }
+    if (best == kNoDevice) break;  // the task waits for one (or for its own kind's)
+    Insert(task.job, js, sm, best, pool);
+    Record(task.job, best, kNoSubmodel, static_cast<int32_t>(sm));
+    grew = true;
+  }
+  if (grew) {
+    for (Set::Full& f : set.full) f.at = -1;
+  }
+  return grew;
 }
 
 void DeviceShare::OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) {
@@ -240,6 +279,22 @@ Placement DeviceShare::Place(const TaskView& task, CoreKind kind, const Resource
            Recall(task.job, js, sm, kind, pool, now, /*urgent=*/true) != kNoDevice) {
     }
     for (Set::Full& f : set.full) f.at = -1;
+  }
+  // Rule 4: no device of the set has a core of the kind (a gang: too few
+  // for its members), though it holds devices of other kinds. A
+  // communication task headed for a vector core takes its own kind's core
+  // if the set has enough of those; else the set grows by pool devices
+  // that have the kind. (O(1) unless the set is short.)
+  const uint32_t need =
+      task.task->group == kNoGroup
+          ? 1
+          : static_cast<uint32_t>(js.run->graph->groups()[task.task->group].members.size());
+  if (Short(set, kind, need)) {
+    if (kind != task.spec->core && !Short(set, task.spec->core, need)) {
+      kind = task.spec->core;
+    } else {
+      GrowForKind(task, js, sm, kind, need, pool);
+    }
   }
   // Locality: the device of its largest input, when it is in the set and a
   // core of the kind there is free now (communication: has room).

@@ -51,6 +51,42 @@ std::vector<DeviceId> PickDevices(std::vector<NodeFree>& nodes, uint32_t need,
   }
   return out;
 }
+
+// As PickDevices, the devices of the lowest `score` first (rule 4: a pass
+// per score, lowest first); those taken leave `nodes`. Where every device
+// left scores alike, PickDevices itself.
+template <typename Score>
+std::vector<DeviceId> PickByScore(std::vector<NodeFree>& nodes, uint32_t need,
+                                  const std::vector<uint32_t>& claims, const Score& score) {
+  std::vector<uint32_t> levels;
+  for (const NodeFree& n : nodes) {
+    for (size_t i = n.next; i < n.devices.size(); ++i) levels.push_back(score(n.devices[i]));
+  }
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  if (levels.size() <= 1) return PickDevices(nodes, need, claims);
+  std::vector<DeviceId> out;
+  for (uint32_t level : levels) {
+    if (out.size() >= need) break;
+    std::vector<NodeFree> sub;
+    for (const NodeFree& n : nodes) {
+      NodeFree f{n.node, {}, 0};
+      for (size_t i = n.next; i < n.devices.size(); ++i) {
+        if (score(n.devices[i]) == level) f.devices.push_back(n.devices[i]);
+      }
+      if (!f.devices.empty()) sub.push_back(std::move(f));
+    }
+    for (DeviceId d : PickDevices(sub, need - static_cast<uint32_t>(out.size()), claims)) {
+      for (NodeFree& n : nodes) {
+        auto it =
+            std::find(n.devices.begin() + static_cast<std::ptrdiff_t>(n.next), n.devices.end(), d);
+        if (it != n.devices.end()) n.devices.erase(it);
+      }
+      out.push_back(d);
+    }
+  }
+  return out;
+}
 }  // namespace
 
 void DeviceShare::AddJob(const JobRun& job, const ResourcePool& pool) {
@@ -92,8 +128,14 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
     std::unordered_map<uint32_t, uint32_t> per;
     for (uint32_t m : grp.members) ++per[g.task(m).submodel];
     const uint32_t all = static_cast<uint32_t>(grp.members.size());
+    const uint32_t lead = grp.members.front();
+    const CoreKind kind = g.task(lead).is_comm ? CoreKind::kVector : g.spec_task(lead).core;
     for (const auto& [sm, n] : per) {
-      js.sets[sm].floor = std::max(js.sets[sm].floor, per.size() > 1 ? all : n);
+      const uint32_t floor = per.size() > 1 ? all : n;
+      if (floor > js.sets[sm].floor) {
+        js.sets[sm].floor = floor;
+        js.sets[sm].floor_kind = kind;
+      }
     }
   }
   CountTasks(js);
@@ -133,6 +175,9 @@ void DeviceShare::CountTasks(JobShare& js) {
   const JobGraph& g = *js.run->graph;
   for (uint32_t i = js.tasks_counted; i < g.size() && i < js.run->est_us.size(); ++i) {
     Set& set = js.sets[g.task(i).submodel];
+    // Communication goes to a vector core where the pool has one.
+    set.needs |= 1u << static_cast<uint32_t>(g.spec_task(i).core);
+    if (g.task(i).is_comm) set.needs |= 1u << static_cast<uint32_t>(CoreKind::kVector);
     set.total_us += js.run->est_us[i] * g.steps();
     if (g.task(i).is_comm) {
       set.comm_us += js.run->est_us[i];
@@ -179,6 +224,17 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
   std::vector<NodeFree> nodes = free_nodes(nullptr);
   for (uint32_t s : order) {
     Set& set = js.sets[s];
+    // Rule 4: the kinds of its tasks a device lacks, its gang's kind
+    // weighing more than all others together.
+    auto lacks = [&](DeviceId d) {
+      uint32_t score = 0;
+      for (size_t k = 0; k < kNumCoreKinds; ++k) {
+        if ((set.needs >> k & 1u) == 0 || pool.device(d).desc.cores[k] > 0) continue;
+        const bool gang = set.floor > 1 && k == static_cast<size_t>(set.floor_kind);
+        score += gang ? static_cast<uint32_t>(kNumCoreKinds) : 1;
+      }
+      return score;
+    };
     uint32_t target = std::min(std::max(set.want, set.floor), alive);
     if (set.want >= alive) {
       set.spans = true;
@@ -187,12 +243,13 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
       }
       continue;
     }
-    std::vector<DeviceId> got = PickDevices(nodes, target, claims_);
+    std::vector<DeviceId> got = PickByScore(nodes, target, claims_, lacks);
     for (DeviceId d : got) Insert(id, js, s, d, pool);
     if (got.size() < target) {
       // The pool is full: the rest overlaps other sets of the job.
       std::vector<NodeFree> again = free_nodes(&set);
-      for (DeviceId d : PickDevices(again, target - static_cast<uint32_t>(got.size()), claims_)) {
+      const uint32_t rest = target - static_cast<uint32_t>(got.size());
+      for (DeviceId d : PickByScore(again, rest, claims_, lacks)) {
         Insert(id, js, s, d, pool);
       }
     }
@@ -252,7 +309,7 @@ void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
     for (uint32_t s = 0; s < js.sets.size(); ++s) {
       Set& set = js.sets[s];
       if (device >= set.slot.size() || set.slot[device] == 0) continue;
-      Erase(id, js, s, device);
+      Erase(id, js, s, device, pool);
       set.granted = std::min(set.granted, static_cast<uint32_t>(set.devices.size()));
       Record(id, device, static_cast<int32_t>(s), kNoSubmodel);
       if (set.devices.empty() && set.Backlog() > 0 && pool.alive_device_count() > 0) {

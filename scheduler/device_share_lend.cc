@@ -130,7 +130,7 @@ void DeviceShare::Move(JobId job, JobShare& js, uint32_t from, uint32_t to, Devi
                        const ResourcePool& pool, TimeUs now) {
   Set& l = js.sets[from];
   Set& w = js.sets[to];
-  Erase(job, js, from, d);
+  Erase(job, js, from, d, pool);
   Insert(job, js, to, d, pool);
   if (js.moved_at.size() <= d) js.moved_at.resize(d + 1, kNever);
   js.moved_at[d] = now;

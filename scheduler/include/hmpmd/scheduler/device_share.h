@@ -54,6 +54,15 @@
 // 3. Pool changes: a joining device fills the set furthest below its ask;
 //    a dead device leaves its sets, and a set left empty while it has work
 //    takes a free device (or shares one with another set).
+// 4. Core kinds (mixed pools): rule 1 takes first the devices whose cores
+//    cover the kinds the set's tasks run on, the kind of its largest gang
+//    before the others. A set that still holds no device with a core of a
+//    task's kind, or fewer than a gang's members while it holds more
+//    devices than that, grows by pool devices that have one (elastic or
+//    pinned; none of its own devices leaves), else the task waits only
+//    while the pool has no usable such device. A communication task
+//    headed for a vector core takes its own kind's core in such a set
+//    instead. On a pool of alike devices none of this changes anything.
 // Every change after admission is recorded as a DeviceMove.
 // Cost: O(1) per placement and O(log n) per task event of a set (its ready
 // slacks are a sorted multiset; sub-models without a set track none): each
@@ -153,6 +162,11 @@ class DeviceShare {
   struct Set {
     uint32_t want = 0;   // devices asked for; 0: unconstrained
     uint32_t floor = 1;  // fewest devices while it has work
+    // Rule 4: the core kinds its tasks run on (a bit per kind), the kind of
+    // the gang that sets its floor, and its devices with a core of each kind.
+    uint32_t needs = 0;
+    CoreKind floor_kind = CoreKind::kCube;
+    std::array<uint32_t, kNumCoreKinds> with_kind{};
     bool elastic = true;
     bool spans = false;    // asked for the whole pool: overlaps the others
     uint32_t granted = 0;  // devices the pool gave it (admission, joins)
@@ -207,7 +221,18 @@ class DeviceShare {
   void Layout(JobShare& js, size_t first, const ResourcePool& pool);
   void CountTasks(JobShare& js);
   void Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d, const ResourcePool& pool);
-  void Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d);
+  void Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d, const ResourcePool& pool);
+  // Rule 4: grows set `sm` by pool devices with a core of `kind` that can
+  // run `task` until it holds `need` of them or has none short only for
+  // want of devices (Short); returns whether it grew.
+  bool GrowForKind(const TaskView& task, JobShare& js, uint32_t sm, CoreKind kind, uint32_t need,
+                   const ResourcePool& pool);
+  // Whether `set` lacks devices with a core of `kind` for `need` members
+  // that it holds devices of other kinds in place of.
+  static bool Short(const Set& set, CoreKind kind, uint32_t need) {
+    const uint32_t n = set.with_kind[static_cast<size_t>(kind)];
+    return n < need && n < set.devices.size();
+  }
   void Record(JobId job, DeviceId d, int32_t from, int32_t to);
   // A device that no set of `js` holds, or the one fewest of its sets hold.
   DeviceId SpareDevice(const JobShare& js, const ResourcePool& pool) const;
