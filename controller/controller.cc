@@ -124,6 +124,7 @@ Status Controller::RestoreFromStore(TimeUs now) {
   SpecLimits stored_limits = options_.spec_limits;
   stored_limits.max_tasks = SIZE_MAX;
   stored_limits.max_bytes = SIZE_MAX;
+  stored_limits.max_runs = std::max(stored_limits.max_runs, SpecLimits{}.max_runs);
   size_t unfinished = 0;
   for (StoredJob& j : jobs) {
     if (RestoreSession(j, now)) continue;
@@ -143,8 +144,15 @@ Status Controller::RestoreFromStore(TimeUs now) {
     for (const TaskDoneRecord& r : j.done) {
       done.push_back({r.run, r.attempt, r.start, r.end, r.bytes, r.buffers});
     }
-    Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
-                                       j.submitted, j.finished, now, j.started);
+    Status st;
+    try {
+      st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
+                                  j.submitted, j.finished, now, j.started);
+    } catch (const std::bad_alloc&) {
+      // Left out rather than aborting every start (a restart loop): its
+      // runs' records no longer fit in this controller's memory.
+      st = Status::ResourceExhausted("its task runs do not fit in the controller's memory");
+    }
     if (!st.ok()) {
       spdlog::error("job {} from the store: {}", j.id, st.message());
       continue;

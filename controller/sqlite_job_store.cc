@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 
 namespace hmpmd {
@@ -290,7 +291,16 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     StoredJob j;
-    j.id = static_cast<JobId>(sqlite3_column_int64(s, 0));
+    const int64_t id = sqlite3_column_int64(s, 0);
+    // Ids are 32-bit: one out of range would name another job (-5 was
+    // served as 4294967291) and its updates would miss its row.
+    if (id < 1 || id > int64_t{std::numeric_limits<JobId>::max()}) {
+      sqlite3_finalize(s);
+      return Status::Corruption("job store " + path_ + ": job id " + std::to_string(id) +
+                                " is not in 1 to " +
+                                std::to_string(std::numeric_limits<JobId>::max()));
+    }
+    j.id = static_cast<JobId>(id);
     j.name = ColumnText(s, 1);
     j.spec_json = ColumnText(s, 2);
     int state = sqlite3_column_int(s, 3);
@@ -316,7 +326,9 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
               &s));
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     TaskDoneRecord r;
-    r.job = static_cast<JobId>(sqlite3_column_int64(s, 0));
+    const int64_t job = sqlite3_column_int64(s, 0);
+    if (job < 1 || job > int64_t{std::numeric_limits<JobId>::max()}) continue;  // no such job
+    r.job = static_cast<JobId>(job);
     r.run = static_cast<uint32_t>(sqlite3_column_int64(s, 1));
     r.attempt = static_cast<uint32_t>(sqlite3_column_int64(s, 2));
     r.start = sqlite3_column_int64(s, 3);
@@ -360,6 +372,11 @@ Result<uint64_t> SqliteJobStore::LoadEpoch() {
 
 Result<JobId> SqliteJobStore::LoadMaxJobId() {
   ASSIGN_OR_RETURN(int64_t max_id, QueryInt("SELECT value FROM meta WHERE key = 'max_job'"));
+  if (max_id < 0 || max_id > int64_t{std::numeric_limits<JobId>::max()}) {
+    return Status::Corruption("job store " + path_ + ": the largest job id " +
+                              std::to_string(max_id) + " is not in 0 to " +
+                              std::to_string(std::numeric_limits<JobId>::max()));
+  }
   return static_cast<JobId>(max_id);
 }
 

@@ -194,6 +194,36 @@ TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
   for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(path + ext);
 }
 
+// Job ids are 32-bit: a stored id out of range is corruption, named, not
+// truncated into another job's id (-5 was served as job 4294967291).
+TEST(SqliteJobStoreTest, AJobIdOutOfRangeIsCorruptionNotAnotherId) {
+  for (const char* bad : {"-5", "4294967296", "9223372036854775807"}) {
+    std::string path = TempPath(std::string("bad-id") + bad);
+    std::filesystem::remove(path);
+    {
+      auto s = SqliteJobStore::Open(path);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      std::vector<StoreRecord> batch = {JobSubmittedRecord{4, "j", "{}", 10}};
+      ASSERT_TRUE((*s)->Write(batch).ok());
+    }
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const std::string sql = std::string("UPDATE jobs SET id = ") + bad + ";";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto s = SqliteJobStore::Open(path);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto jobs = (*s)->Load();
+    ASSERT_FALSE(jobs.ok()) << bad;
+    EXPECT_EQ(jobs.status().code(), StatusCode::kCorruption);
+    EXPECT_NE(jobs.status().message().find(std::string("job id ") + bad + " is not in 1 to"),
+              std::string::npos)
+        << jobs.status().message();
+    s->reset();
+    for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(path + ext);
+  }
+}
+
 // The epoch names the file: the same across reopenings (a restarted
 // controller adopts what workers hold), another for another file.
 TEST(SqliteJobStoreTest, TheEpochIsKeptInTheFileAndDiffersBetweenFiles) {
