@@ -119,7 +119,15 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
                     Refused(Status::AlreadyExists("this connection already has a session")));
     return;
   }
-  // A name is printed in logs, listings and `hmpmd status`, as a job spec's.
+  // A name is printed in logs, listings and `hmpmd status`, as a job spec's,
+  // and bounded as one (a 100 KB name made a 100 KB status line).
+  if (m.name.size() > SpecLimits{}.max_string) {
+    transport_.Send(
+        identity, Refused(Status::InvalidArgument("session name: " + std::to_string(m.name.size()) +
+                                                  " bytes, longer than the limit of " +
+                                                  std::to_string(SpecLimits{}.max_string))));
+    return;
+  }
   if (std::string ch = FirstControlChar(m.name); !ch.empty()) {
     transport_.Send(
         identity,

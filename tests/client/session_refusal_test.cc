@@ -31,10 +31,11 @@ class SessionRefusalTest : public ::testing::Test {
     loop_.join();
   }
 
-  Status Connect(const std::string& token) {
+  Status Connect(const std::string& token, const std::string& session = "s") {
     client::ClientOptions o;
     o.controller = controller_->endpoint();
     o.token = token;
+    o.session = session;
     o.connect_timeout_ms = 10000;
     auto c = client::Client::Connect(o);
     if (c.ok()) {
@@ -64,6 +65,16 @@ TEST_F(SessionRefusalTest, EachRefusalHasTheCodeOfItsCause) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(Connect("secret").ok());
+}
+
+// A session name is bounded as a job spec's name is (4096 bytes).
+TEST_F(SessionRefusalTest, ASessionNameOverTheSpecLimitIsRefused) {
+  EXPECT_TRUE(Connect("secret", std::string(4096, 'n')).ok());
+  Status st = Connect("secret", std::string(100000, 'n'));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("session name: 100000 bytes, longer than the limit of 4096"),
+            std::string::npos)
+      << st.message();
 }
 
 }  // namespace
