@@ -48,11 +48,14 @@ RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits,
       "hmpmd-format", options_.formatter_nice, options_.formatter_idle, options_.cpu_budget});
   parser_ = std::make_unique<TaskThread>(TaskThreadOptions{
       "hmpmd-parse", options_.formatter_nice, options_.formatter_idle, options_.parse_budget});
+  answerer_ = std::make_unique<TaskThread>(
+      TaskThreadOptions{"hmpmd-answer", options_.formatter_nice, options_.formatter_idle, nullptr});
 }
 
 RestApi::~RestApi() {
   snapshots_->Detach();
   parser_.reset();  // finishes the specs queued, which post to the loop only
+  answerer_.reset();
   formatter_.reset();
 }
 
@@ -243,7 +246,7 @@ void RestApi::PostRefreshLocked() {
   refreshes_.fetch_add(1, std::memory_order_relaxed);
   // The loop's part is the same however many reads wait: note how many
   // there are, render a snapshot if the published one is out of date, and
-  // hand the answering to the formatting thread.
+  // hand the answering to its thread.
   controller_->Post([this] {
     uint64_t upto = 0;
     {
@@ -251,7 +254,7 @@ void RestApi::PostRefreshLocked() {
       upto = parked_seq_;
     }
     auto snap = snapshots_->RefreshOnLoop(Controller::NowUs());
-    OffLoop([this, snap = std::move(snap), upto] { ServeParked(snap, upto); });
+    answerer_->Post([this, snap = std::move(snap), upto] { ServeParked(snap, upto); });
   });
 }
 
