@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <string_view>
 #include <utility>
+#include <variant>
 
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/one_line.h"
@@ -37,8 +39,65 @@ Status RefuseLoneMember(const Call& call) {
       "' goes in one submit_graph / SubmitGraph() with the rest of its group");
 }
 
+namespace {
+
+std::string WireSize(size_t bytes) {
+  if (bytes % (size_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+}  // namespace
+
+Status CheckWireString(const std::string& field, std::string_view text) {
+  if (text.size() <= kWireLimits.max_string) return Status::Ok();
+  return Status::InvalidArgument(field + ": " + std::to_string(text.size()) + " bytes, over the " +
+                                 WireSize(kWireLimits.max_string) + " a string may hold");
+}
+
+namespace {
+
+// A call over a limit of the controller's decoder (kWireLimits): its whole
+// message was dropped there, with the tasks sent beside it.
+Status CheckWireLimits(const Call& c, const std::string& where) {
+  for (const auto& [field, text] :
+       {std::pair{"kernel", &c.kernel}, {"label", &c.label}, {"actor", &c.actor}}) {
+    RETURN_IF_ERROR(CheckWireString(where + ": " + field, *text));
+  }
+  if (c.collective) {
+    RETURN_IF_ERROR(CheckWireString(where + ": collective.group", c.collective->group));
+    RETURN_IF_ERROR(CheckWireString(where + ": collective.op", c.collective->op));
+  }
+  if (c.args.size() > kWireLimits.max_args) {
+    return Status::InvalidArgument(where + ": args: " + std::to_string(c.args.size()) +
+                                   " arguments, over the " + std::to_string(kWireLimits.max_args) +
+                                   " a task may have");
+  }
+  for (const Arg& a : c.args) {
+    const std::string field = where + ": args['" + OneLine(a.name, 256) + "']";
+    RETURN_IF_ERROR(CheckWireString(field + " (its name)", a.name));
+    if (const auto* text = std::get_if<std::string>(&a.value)) {
+      RETURN_IF_ERROR(CheckWireString(field, *text));
+    }
+  }
+  if (c.inputs.size() > kWireLimits.max_batch) {
+    return Status::InvalidArgument(where + ": inputs: " + std::to_string(c.inputs.size()) +
+                                   " inputs, over the " + std::to_string(kWireLimits.max_batch) +
+                                   " a task may have");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
   if (calls.empty()) return Status::InvalidArgument("submit: no calls");
+  // One group is one message: the controller takes at most max_batch tasks
+  // in it.
+  if (calls.size() > kWireLimits.max_batch) {
+    return Status::InvalidArgument("submit: " + std::to_string(calls.size()) + " calls, over the " +
+                                   std::to_string(kWireLimits.max_batch) +
+                                   " one submit may hold; split the graph");
+  }
   std::vector<Future> out;
   {
     std::unique_lock lock(mu_);
@@ -55,6 +114,7 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
       const std::string where =
           "call " + std::to_string(i) + (c.label.empty() ? "" : " '" + OneLine(c.label, 256) + "'");
       if (c.kernel.empty()) return Status::InvalidArgument(where + ": kernel: empty");
+      RETURN_IF_ERROR(CheckWireLimits(c, where));
       // Checked here, not only by the controller: a refused label failed
       // its task later, and its consumers as "unknown task".
       for (const auto& [field, text] : {std::pair{"kernel", &c.kernel}, {"label", &c.label}}) {
@@ -99,19 +159,19 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
         }
       }
     }
+    // The group is built before anything is committed: it may be over the
+    // bytes one message may hold.
     SubmitGroup group;
-    group.seq = next_seq_++;
-    std::vector<std::weak_ptr<FutureState>>& members = unacked_[group.seq];
+    uint64_t next_auto = submitted_;
     for (Call& c : calls) {
       std::string label = std::move(c.label);
       while (label.empty()) {
-        std::string auto_label = "t" + std::to_string(submitted_);
+        std::string auto_label = "t" + std::to_string(next_auto);
         if (!labels_.count(auto_label) && !fresh.count(auto_label)) label = auto_label;
-        ++submitted_;
+        ++next_auto;
       }
-      labels_.insert(label);
       WireTask t;
-      t.id = label;
+      t.id = std::move(label);
       t.submodel = c.actor.empty() ? "default" : std::move(c.actor);
       t.kernel = std::move(c.kernel);
       t.core = c.core;
@@ -125,7 +185,20 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
         t.group_bytes = c.collective->bytes;
       }
       group.tasks.push_back(std::move(t));
-      auto state = std::make_shared<FutureState>(shared_from_this(), std::move(label));
+    }
+    if (const size_t bytes = kSubmitHeadBytes + WireBytes(group);
+        bytes > kWireLimits.max_body_bytes) {
+      return Status::InvalidArgument("submit: " + std::to_string(calls.size()) +
+                                     " calls of about " + std::to_string(bytes >> 20) +
+                                     " MiB, over the " + WireSize(kWireLimits.max_body_bytes) +
+                                     " one submit may hold; split the graph");
+    }
+    submitted_ = next_auto;
+    group.seq = next_seq_++;
+    std::vector<std::weak_ptr<FutureState>>& members = unacked_[group.seq];
+    for (const WireTask& t : group.tasks) {
+      labels_.insert(t.id);
+      auto state = std::make_shared<FutureState>(shared_from_this(), t.id);
       members.push_back(state);
       out.push_back(Future(std::move(state)));
     }
@@ -141,6 +214,7 @@ Status Session::AddActor(const ActorOptions& options) {
   if (std::string ch = FirstControlChar(options.name); !ch.empty()) {
     return Status::InvalidArgument("actor: name: contains the control character " + ch);
   }
+  RETURN_IF_ERROR(CheckWireString("actor: name", options.name));
   {
     std::lock_guard lock(mu_);
     if (closing_) return Status::InvalidArgument("actor: the session is closed");

@@ -13,12 +13,14 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
 
 #include "hmpmd/client/client.h"
+#include "hmpmd/protocol/codec.h"
 #include "hmpmd/protocol/messages.h"
 
 namespace hmpmd::client::internal {
@@ -34,6 +36,20 @@ inline std::chrono::steady_clock::time_point Deadline(int64_t timeout_ms) {
   if (timeout_ms < 0) return std::chrono::steady_clock::time_point::max();
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
 }
+
+// What the controller's decoder takes (it drops a whole message over one of
+// these, without a reply): Submit refuses a call over a per-task limit and
+// Flush keeps every message under them.
+inline constexpr DecodeLimits kWireLimits{};
+
+// InvalidArgument "FIELD: N bytes, over the 1 MiB a string may hold" for a
+// string longer than the decoder takes.
+Status CheckWireString(const std::string& field, std::string_view text);
+// Bytes a group takes inside a SessionSubmit, at most (an estimate from
+// above: every head and number counted at msgpack's largest size).
+size_t WireBytes(const SubmitGroup& group);
+// Bytes a SessionSubmit takes around its groups, at most.
+inline constexpr size_t kSubmitHeadBytes = 32;
 
 class Session;
 

@@ -4,7 +4,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <variant>
 
 #include "hmpmd/protocol/codec.h"
 #include "hmpmd/protocol/job_spec.h"
@@ -38,6 +40,10 @@ Status Session::Start() {
   if (std::string ch = FirstControlChar(options_.session); !ch.empty()) {
     return Status::InvalidArgument("session: contains the control character " + ch);
   }
+  // Over the decoder's limit, the open was dropped unanswered: Connect
+  // failed after its whole timeout as "no controller answered".
+  RETURN_IF_ERROR(CheckWireString("session", options_.session));
+  RETURN_IF_ERROR(CheckWireString("token", options_.token));
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::Internal("eventfd failed");
   try {
@@ -173,6 +179,34 @@ void Session::Loop() {
   }
 }
 
+namespace {
+
+// msgpack's largest head of a string or array, and its largest number.
+constexpr size_t kHead = 5, kNumber = 9;
+
+size_t StringBytes(const std::string& s) { return kHead + s.size(); }
+
+size_t TaskBytes(const WireTask& t) {
+  // The task's array, its 5 strings, 2 arrays and 4 numbers.
+  size_t n = kHead + StringBytes(t.id) + StringBytes(t.submodel) + StringBytes(t.kernel) +
+             StringBytes(t.group) + StringBytes(t.op) + 2 * kHead + 4 * kNumber;
+  for (const std::string& in : t.inputs) n += StringBytes(in);
+  for (const Arg& a : t.args) {
+    const auto* text = std::get_if<std::string>(&a.value);
+    n += kHead + StringBytes(a.name) + (text ? StringBytes(*text) : kNumber);
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t WireBytes(const SubmitGroup& group) {
+  size_t n = 3 * kHead + kNumber;  // its array, seq, the two arrays
+  for (const WireSubmodel& m : group.submodels) n += kHead + StringBytes(m.name) + 3 * kNumber;
+  for (const WireTask& t : group.tasks) n += TaskBytes(t);
+  return n;
+}
+
 bool Session::Flush(int64_t now_us) {
   std::vector<SubmitGroup> groups;
   SessionControl control;
@@ -188,24 +222,48 @@ bool Session::Flush(int64_t now_us) {
     control.close = std::exchange(close_, SessionControl::kKeepOpen);
   }
   // Submits first: a release or close must follow the tasks it concerns.
+  // The controller drops a message over its decode limits whole, with no
+  // reply: a message ends before a group would take it over one (Submit
+  // refused any group that is over one alone).
+  const size_t max_tasks = std::min<size_t>(options_.max_batch, kWireLimits.max_batch);
   SessionSubmit submit;
   submit.job = job_;
-  size_t tasks = 0;
+  size_t tasks = 0, bytes = kSubmitHeadBytes;
   for (SubmitGroup& g : groups) {
-    tasks += g.tasks.size();
-    submit.groups.push_back(std::move(g));
-    if (tasks >= options_.max_batch) {
+    const size_t g_bytes = WireBytes(g);
+    if (!submit.groups.empty() &&
+        (tasks + g.tasks.size() > max_tasks || bytes + g_bytes > kWireLimits.max_body_bytes ||
+         submit.groups.size() >= kWireLimits.max_batch)) {
       SendMessage(submit);
       submit.groups.clear();
       tasks = 0;
+      bytes = kSubmitHeadBytes;
     }
+    tasks += g.tasks.size();
+    bytes += g_bytes;
+    submit.groups.push_back(std::move(g));
   }
   if (!submit.groups.empty()) SendMessage(submit);
-  if (!control.release.empty() || !control.cancel.empty() ||
-      control.close != SessionControl::kKeepOpen) {
-    control.job = job_;
-    control.sent_us = now_us;
-    SendMessage(control);
+  // Releases and cancels in parts of at most max_batch each (dropping 70,000
+  // Futures at once made one list over it); the close goes with the last.
+  size_t released = 0, cancelled = 0;
+  while (released < control.release.size() || cancelled < control.cancel.size() ||
+         control.close != SessionControl::kKeepOpen) {
+    SessionControl part;
+    part.job = job_;
+    part.sent_us = now_us;
+    auto take = [](const std::vector<uint32_t>& from, size_t* at, std::vector<uint32_t>* to) {
+      const size_t n = std::min(from.size() - *at, kWireLimits.max_batch);
+      to->assign(from.begin() + static_cast<ptrdiff_t>(*at),
+                 from.begin() + static_cast<ptrdiff_t>(*at + n));
+      *at += n;
+    };
+    take(control.release, &released, &part.release);
+    take(control.cancel, &cancelled, &part.cancel);
+    if (released == control.release.size() && cancelled == control.cancel.size()) {
+      part.close = std::exchange(control.close, SessionControl::kKeepOpen);
+    }
+    SendMessage(part);
   }
   return true;
 }

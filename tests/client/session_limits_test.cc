@@ -1,0 +1,120 @@
+// The driver against an in-process controller without workers: what it
+// sends stays within the controller's decode limits (a message over one was
+// dropped unanswered, its tasks lost and the session still "succeeded"),
+// and Close() ends every Future.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller.h"
+#include "hmpmd/client/client.h"
+#include "hmpmd/protocol/codec.h"
+#include "in_memory_job_store.h"
+
+namespace hmpmd {
+namespace {
+
+using client::Call;
+using client::Client;
+using client::ClientOptions;
+using client::Future;
+
+class SessionLimitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ControllerOptions o;
+    o.listen = "tcp://127.0.0.1:0";
+    o.store = store_;
+    o.store_writer.flush_ms = 1;
+    controller_ = std::make_unique<Controller>(o);
+    ASSERT_TRUE(controller_->Start().ok());
+    loop_ = std::thread([this] { controller_->Run(); });
+  }
+  void TearDown() override {
+    controller_->Stop();
+    loop_.join();
+  }
+
+  ClientOptions Options() {
+    ClientOptions o;
+    o.controller = controller_->endpoint();
+    o.connect_timeout_ms = 10000;
+    return o;
+  }
+  std::unique_ptr<Client> Connect(ClientOptions o) {
+    auto c = Client::Connect(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::shared_ptr<InMemoryJobStore> store_ = std::make_shared<InMemoryJobStore>();
+  std::unique_ptr<Controller> controller_;
+  std::thread loop_;
+};
+
+constexpr DecodeLimits kLimits{};
+
+TEST_F(SessionLimitsTest, ACallOverADecodeLimitIsRefusedAtSubmit) {
+  auto c = Connect(Options());
+  ASSERT_NE(c, nullptr);
+  const std::string big(kLimits.max_string + 1, 'x');
+  EXPECT_EQ(
+      c->Submit({.kernel = "u.count", .args = {{"s", big}}, .label = "big"}).status().message(),
+      "call 0 'big': args['s']: 1048577 bytes, over the 1 MiB a string may hold");
+  EXPECT_EQ(c->Submit({.kernel = big}).status().message(),
+            "call 0: kernel: 1048577 bytes, over the 1 MiB a string may hold");
+  Args many;
+  for (size_t i = 0; i <= kLimits.max_args; ++i) many.push_back({"a" + std::to_string(i), 1.0});
+  EXPECT_EQ(c->Submit({.kernel = "u.count", .args = many}).status().message(),
+            "call 0: args: 257 arguments, over the 256 a task may have");
+  std::vector<Call> graph(kLimits.max_batch + 1, Call{.kernel = "noop"});
+  EXPECT_EQ(c->SubmitGraph(graph).status().message(),
+            "submit: 65537 calls, over the 65536 one submit may hold; split the graph");
+  // Every string within its limit, the group over the bytes of a message.
+  std::vector<Call> heavy(
+      70, Call{.kernel = "u.count", .args = {{"s", std::string(kLimits.max_string, 'x')}}});
+  auto refused = c->SubmitGraph(heavy);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("submit: 70 calls of about 70 MiB, over the 64 MiB "
+                                            "one submit may hold"),
+            std::string::npos)
+      << refused.status().message();
+  // None of those became a task: the next call is acknowledged (Cancel
+  // waits for the ack) and ends.
+  Future after = c->Submit({.kernel = "u.count", .label = "after"}).value();
+  EXPECT_TRUE(c->Cancel(after).ok());
+  EXPECT_EQ(after.Wait(20000).code(), StatusCode::kCancelled);
+
+  // A name over the limit: the open was dropped, and Connect failed after
+  // its timeout as "no controller answered".
+  ClientOptions named = Options();
+  named.session = big;
+  EXPECT_EQ(Client::Connect(named).status().message(),
+            "session: 1048577 bytes, over the 1 MiB a string may hold");
+}
+
+TEST_F(SessionLimitsTest, CallsQueuedPastTheBytesOfAMessageAreAllAcknowledged) {
+  ClientOptions o = Options();
+  o.connect_timeout_ms = 5000;  // how long Cancel waits for an ack
+  auto c = Connect(o);
+  ASSERT_NE(c, nullptr);
+  // 96 calls of 1 MiB each, queued faster than the I/O thread sends them:
+  // it packed them into messages of more than 64 MiB, which the controller
+  // dropped.
+  std::vector<Call> calls;
+  for (int i = 0; i < 96; ++i) {
+    calls.push_back({.kernel = "u.count", .args = {{"s", std::string(kLimits.max_string, 'x')}}});
+  }
+  std::vector<Future> fs;
+  for (Call& call : calls) fs.push_back(c->Submit(std::move(call)).value());
+  for (size_t i = 0; i < fs.size(); ++i) {
+    ASSERT_TRUE(c->Cancel(fs[i]).ok()) << "call " << i << " was never acknowledged";
+  }
+  for (Future& f : fs) EXPECT_EQ(f.Wait(20000).code(), StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace hmpmd
