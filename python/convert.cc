@@ -58,27 +58,36 @@ const char* FormatOf(const std::string& dtype, size_t* itemsize) {
   return nullptr;
 }
 
-py::buffer_info BufferInfo(Buffer& b) {
+// The view of `b` typed by its dtype and shape, or false when the shape
+// does not describe its bytes. Every product is checked: [2**62, 4] of f32
+// wrapped to 0 bytes, matched an empty buffer, and memoryview read wild
+// memory.
+bool ShapedInfo(Buffer& b, py::buffer_info* info) {
   size_t itemsize = 0;
   const char* format = FormatOf(b.dtype, &itemsize);
-  size_t elements = 1;
-  bool shape_ok = !b.shape.empty();
+  if (format == nullptr || b.shape.empty()) return false;
+  size_t bytes = itemsize;
   for (int64_t d : b.shape) {
-    if (d < 0) shape_ok = false;
-    elements *= static_cast<size_t>(d < 0 ? 0 : d);
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) return false;
   }
-  if (format != nullptr && shape_ok && elements * itemsize == b.data.size()) {
-    std::vector<py::ssize_t> shape(b.shape.begin(), b.shape.end());
-    std::vector<py::ssize_t> strides(shape.size());
-    py::ssize_t stride = static_cast<py::ssize_t>(itemsize);
-    for (size_t i = shape.size(); i-- > 0;) {
-      strides[i] = stride;
-      stride *= shape[i];
-    }
-    return py::buffer_info(b.data.data(), static_cast<py::ssize_t>(itemsize), format,
-                           static_cast<py::ssize_t>(shape.size()), shape, strides,
-                           /*readonly=*/true);
+  if (bytes != b.data.size()) return false;
+  std::vector<py::ssize_t> shape(b.shape.begin(), b.shape.end());
+  std::vector<py::ssize_t> strides(shape.size());
+  // A 0 dim makes 0 bytes of any other dims: their strides can still wrap.
+  py::ssize_t stride = static_cast<py::ssize_t>(itemsize);
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    if (__builtin_mul_overflow(stride, shape[i], &stride)) return false;
   }
+  *info = py::buffer_info(b.data.data(), static_cast<py::ssize_t>(itemsize), format,
+                          static_cast<py::ssize_t>(shape.size()), shape, strides,
+                          /*readonly=*/true);
+  return true;
+}
+
+py::buffer_info BufferInfo(Buffer& b) {
+  py::buffer_info info;
+  if (ShapedInfo(b, &info)) return info;
   // Unknown dtype or a shape that does not match the bytes: flat bytes.
   return py::buffer_info(b.data.data(), 1, "B", 1, {static_cast<py::ssize_t>(b.data.size())},
                          {py::ssize_t{1}}, /*readonly=*/true);

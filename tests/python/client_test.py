@@ -248,6 +248,15 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(memoryview(hmpmd.Buffer(b"abc", [5], "f32")).tolist(), [97, 98, 99])
         self.assertIn("i32", repr(b))
 
+    def test_a_shape_whose_size_overflows_is_read_as_flat_bytes(self):
+        # [2**62, 4] of f32 wrapped to 0 bytes and matched an empty buffer:
+        # memoryview had that shape over no memory, and indexing it crashed.
+        for data, shape in [(b"", [2**62, 4]), (b"abcd", [2**62, 2**62, 1]),
+                            (b"", [0, 2**62, 2**62]), (b"", [2**63 - 1, 2**63 - 1])]:
+            view = memoryview(hmpmd.Buffer(data, shape, "f32"))
+            self.assertEqual((view.format, view.shape, view.nbytes), ("B", (len(data),), len(data)))
+            self.assertEqual(view.tolist(), list(data))
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]], verbosity=2)
