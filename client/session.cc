@@ -352,7 +352,15 @@ uint64_t Session::in_flight() {
 Status Session::Close(bool abort, int64_t timeout_ms) {
   {
     std::unique_lock lock(mu_);
+    // One caller stops the I/O thread; the others (a second thread, or
+    // ~Client after Close()) wait for it and return its status. Both used
+    // to join the thread: the second hung for ever.
+    if (stopping_) {
+      cv_.wait(lock, [&] { return stopped_; });
+      return final_;
+    }
     if (!io_.joinable()) return final_;
+    stopping_ = true;
     if (!closed_) {
       closing_ = true;
       close_ = abort ? SessionControl::kAbort : SessionControl::kClose;
@@ -387,6 +395,11 @@ Status Session::Close(bool abort, int64_t timeout_ms) {
   stop_ = true;
   Wake();
   io_.join();
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+  }
+  cv_.notify_all();
   return result;
 }
 

@@ -137,11 +137,13 @@ class Session : public std::enable_shared_from_this<Session> {
   std::map<uint64_t, std::string> actor_seq_;             // unacked CreateActor by seq
   std::unordered_map<std::string, std::string> refused_;  // actor -> why the controller refused it
   uint64_t submitted_ = 0, ended_ = 0;
-  bool closed_ = false;   // the controller ended the session
-  bool closing_ = false;  // Close() was called
-  Status final_;          // once closed
-  std::string lost_;      // the link failed: why
-  std::string end_why_;   // closed_ without Close(): why (lost, cancelled...)
+  bool closed_ = false;    // the controller ended the session
+  bool closing_ = false;   // Close() was called
+  bool stopping_ = false;  // a Close() is stopping the I/O thread
+  bool stopped_ = false;   // and has joined it
+  Status final_;           // once closed
+  std::string lost_;       // the link failed: why
+  std::string end_why_;    // closed_ without Close(): why (lost, cancelled...)
 };
 
 // Submit() and Actor::Call() send one call: a collective member there

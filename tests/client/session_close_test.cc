@@ -1,0 +1,95 @@
+// The driver's Close() and its timeouts, against an in-process controller
+// without workers (so that a task never ends on its own).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller.h"
+#include "hmpmd/client/client.h"
+#include "in_memory_job_store.h"
+
+namespace hmpmd {
+namespace {
+
+using client::Call;
+using client::Client;
+using client::ClientOptions;
+using client::Future;
+
+class SessionCloseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ControllerOptions o;
+    o.listen = "tcp://127.0.0.1:0";
+    o.store = store_;
+    o.store_writer.flush_ms = 1;
+    controller_ = std::make_unique<Controller>(o);
+    ASSERT_TRUE(controller_->Start().ok());
+    loop_ = std::thread([this] { controller_->Run(); });
+  }
+  void TearDown() override {
+    controller_->Stop();
+    loop_.join();
+  }
+
+  ClientOptions Options() {
+    ClientOptions o;
+    o.controller = controller_->endpoint();
+    o.connect_timeout_ms = 10000;
+    return o;
+  }
+  std::unique_ptr<Client> Connect(ClientOptions o) {
+    auto c = Client::Connect(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::shared_ptr<InMemoryJobStore> store_ = std::make_shared<InMemoryJobStore>();
+  std::unique_ptr<Controller> controller_;
+  std::thread loop_;
+};
+
+// Runs `fn` on its own thread; a hang fails the test and ends the process
+// (the hung thread cannot be joined).
+template <typename Fn>
+auto Bounded(Fn fn, const char* what) {
+  auto done = std::async(std::launch::async, std::move(fn));
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "%s: still blocked after 60 s\n", what);
+    std::_Exit(1);
+  }
+  return done.get();
+}
+
+TEST_F(SessionCloseTest, TwoCloseCallsAtOnceBothReturnItsStatus) {
+  ClientOptions o = Options();
+  o.close_timeout_ms = 1000;
+  auto c = Connect(o);
+  ASSERT_NE(c, nullptr);
+  // No worker runs it: the close waits its whole timeout.
+  Future f = c->Submit({.kernel = "noop"}).value();
+  Status first, second;
+  Bounded(
+      [&] {
+        std::thread a([&] { first = c->Close(); });
+        std::thread b([&] { second = c->Close(); });
+        a.join();
+        b.join();
+      },
+      "two Close() calls");
+  EXPECT_EQ(first.code(), StatusCode::kDeadlineExceeded) << first.ToString();
+  EXPECT_EQ(second.ToString(), first.ToString());
+  EXPECT_EQ(Bounded([&] { return c->Close(); }, "a third Close()").ToString(), first.ToString());
+  EXPECT_EQ(f.Wait(0).code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace hmpmd
