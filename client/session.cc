@@ -378,7 +378,10 @@ Status Session::Close(bool abort, int64_t timeout_ms) {
                                         std::to_string(timeout_ms) + " ms");
       closed_ = true;
       final_ = result;
-      for (auto& w : tasks_) {
+      // Every Future not ended is lost, as when the controller closes the
+      // session: those not acknowledged, or not sent, too (nothing would
+      // ever end them; Wait() hung).
+      auto lose = [&](const std::weak_ptr<FutureState>& w) {
         if (auto f = w.lock()) {
           if (!Ended(*f)) {
             f->phase = FutureState::Phase::kLost;
@@ -386,7 +389,14 @@ Status Session::Close(bool abort, int64_t timeout_ms) {
           }
           keep.push_back(std::move(f));
         }
+      };
+      for (auto& w : tasks_) lose(w);
+      for (auto& [seq, members] : unacked_) {
+        for (auto& w : members) lose(w);
       }
+      unacked_.clear();
+      outbox_.clear();
+      end_why_ = "the session was closed";
     } else {
       result = final_;
     }

@@ -91,5 +91,22 @@ TEST_F(SessionCloseTest, TwoCloseCallsAtOnceBothReturnItsStatus) {
   EXPECT_EQ(f.Wait(0).code(), StatusCode::kUnavailable);
 }
 
+TEST_F(SessionCloseTest, FuturesNotAcknowledgedWhenCloseTimesOutAreLost) {
+  ClientOptions o = Options();
+  o.close_timeout_ms = 0;
+  auto c = Connect(o);
+  ASSERT_NE(c, nullptr);
+  std::vector<Future> fs = c->SubmitGraph(std::vector<Call>(100, Call{.kernel = "noop"})).value();
+  for (int i = 0; i < 100; ++i) fs.push_back(c->Submit({.kernel = "noop"}).value());
+  Status closed = c->Close();
+  EXPECT_EQ(closed.code(), StatusCode::kDeadlineExceeded) << closed.ToString();
+  // Acknowledged or not, sent or not: each ends, none is left pending.
+  for (size_t i = 0; i < fs.size(); ++i) {
+    Status st = fs[i].Wait(10000);
+    ASSERT_EQ(st.code(), StatusCode::kUnavailable) << i << ": " << st.ToString();
+    EXPECT_NE(st.message().find("the session was closed"), std::string::npos) << st.message();
+  }
+}
+
 }  // namespace
 }  // namespace hmpmd
