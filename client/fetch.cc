@@ -1,6 +1,7 @@
 #include "hmpmd/client/fetch.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <zmq.hpp>
 
@@ -25,7 +26,9 @@ Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job,
     h.run = run;
     s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none);
     zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms < 0 ? -1 : timeout_ms)) == 0) {
+    // Past INT32_MAX ms (24 days) zmq_poll's int timeout may wrap: no limit.
+    const int64_t poll_ms = timeout_ms < 0 || timeout_ms > INT32_MAX ? -1 : timeout_ms;
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(poll_ms)) == 0) {
       return Status::Unavailable(what + ": no answer within " + std::to_string(timeout_ms) + " ms");
     }
     std::vector<zmq::message_t> parts;

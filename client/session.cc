@@ -319,12 +319,9 @@ Status Session::Cancel(const FutureState& f) {
     // Its index comes with the ack; wait for it (the I/O thread sends soon).
     // A negative connect_timeout_ms waits as long as the session lives (it
     // fails every pending future when the controller goes silent).
+    const auto deadline = Deadline(options_.connect_timeout_ms);
     while (f.index < 0 && !Ended(f)) {
-      if (options_.connect_timeout_ms < 0) {
-        cv_.wait(lock);
-      } else if (cv_.wait_for(lock, std::chrono::milliseconds(options_.connect_timeout_ms)) ==
-                     std::cv_status::timeout &&
-                 f.index < 0) {
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && f.index < 0 && !Ended(f)) {
         return Status::Unavailable("cancel: task '" + f.label + "' not acknowledged");
       }
     }
@@ -371,8 +368,7 @@ Status Session::Close(bool abort, int64_t timeout_ms) {
   std::vector<std::shared_ptr<FutureState>> keep;  // destroyed unlocked
   {
     std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms < 0 ? INT32_MAX : timeout_ms),
-                      [&] { return closed_; })) {
+    if (!cv_.wait_until(lock, Deadline(timeout_ms), [&] { return closed_; })) {
       result = Status::DeadlineExceeded("close: the controller did not end session '" +
                                         options_.session + "' within " +
                                         std::to_string(timeout_ms) + " ms");

@@ -31,10 +31,18 @@ inline int64_t NowUs() {
       .count();
 }
 
-// A deadline `timeout_ms` from now; a negative timeout: none.
+// A deadline `timeout_ms` from now; a negative timeout: none. Saturated: a
+// timeout past the clock's range (about 9.2e12 ms) wrapped it and expired
+// at once.
 inline std::chrono::steady_clock::time_point Deadline(int64_t timeout_ms) {
-  if (timeout_ms < 0) return std::chrono::steady_clock::time_point::max();
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  if (timeout_ms < 0 ||
+      std::chrono::milliseconds(timeout_ms) >=
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now)) {
+    return Clock::time_point::max();
+  }
+  return now + std::chrono::milliseconds(timeout_ms);
 }
 
 // What the controller's decoder takes (it drops a whole message over one of

@@ -73,8 +73,12 @@ Status Session::Start() {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (options_.connect_timeout_ms >= 0 && left.count() <= 0) break;
+    // In slices of at most INT32_MAX ms, where zmq_poll's int timeout may
+    // wrap (a saturated deadline is 292 years away).
+    const auto slice = std::min(left, std::chrono::milliseconds(INT32_MAX));
     if (zmq::poll(&item, 1,
-                  options_.connect_timeout_ms < 0 ? std::chrono::milliseconds(-1) : left) == 0) {
+                  options_.connect_timeout_ms < 0 ? std::chrono::milliseconds(-1) : slice) == 0) {
+      if (left > slice) continue;
       break;
     }
     std::vector<zmq::message_t> parts;

@@ -108,5 +108,34 @@ TEST_F(SessionCloseTest, FuturesNotAcknowledgedWhenCloseTimesOutAreLost) {
   }
 }
 
+TEST_F(SessionCloseTest, HugeTimeoutsWaitInsteadOfExpiringAtOnce) {
+  // Past about 9.2e12 ms, now + timeout wrapped the clock: each of these
+  // failed at once, naming the huge wait.
+  ClientOptions o = Options();
+  o.connect_timeout_ms = INT64_MAX / 2;
+  o.close_timeout_ms = int64_t{10'000'000'000'000};
+  auto c = Connect(o);
+  ASSERT_NE(c, nullptr);
+  Future f = c->Submit({.kernel = "noop"}).value();
+  Status waited;
+  Result<size_t> any = Status::Internal("not run");
+  std::thread waiter([&] { waited = f.Wait(INT64_MAX); });
+  std::thread any_waiter([&] {
+    std::vector<Future> one = {f};
+    any = c->WaitAny(one, int64_t{10'000'000'000'000});
+  });
+  EXPECT_TRUE(Bounded([&] { return c->Cancel(f); }, "Cancel()").ok());
+  Bounded(
+      [&] {
+        waiter.join();
+        any_waiter.join();
+      },
+      "Wait(INT64_MAX)");
+  EXPECT_EQ(waited.code(), StatusCode::kCancelled) << waited.ToString();
+  EXPECT_TRUE(any.ok()) << any.status().ToString();
+  Status closed = Bounded([&] { return c->Close(); }, "Close()");
+  EXPECT_NE(closed.code(), StatusCode::kDeadlineExceeded) << closed.ToString();
+}
+
 }  // namespace
 }  // namespace hmpmd

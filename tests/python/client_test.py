@@ -140,6 +140,38 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(hmpmd.Error):
             c.close()
 
+    def test_get_timeout_bounds_the_fetch_without_a_fetch_limit(self):
+        # fetch_timeout_ms=-1 (no limit) won over get's own timeout: with the
+        # workers stopped, get(timeout_ms=1000) waited for ever.
+        c = hmpmd.Client.connect(self.cluster.endpoint, session="fetch-limit",
+                                 connect_timeout_ms=TIMEOUT_MS, fetch_timeout_ms=-1)
+        x = c.submit("scale", args={"n": 4, "factor": 2.0})
+        x.wait(TIMEOUT_MS)
+        workers = self.cluster.procs[1:]
+        outcome = []
+
+        def get():
+            try:
+                x.get(timeout_ms=1000)
+                outcome.append("got")
+            except hmpmd.Error as e:
+                outcome.append(e)
+
+        for p in workers:
+            p.send_signal(signal.SIGSTOP)
+        try:
+            t = threading.Thread(target=get)
+            t.start()
+            t.join(TIMEOUT_MS / 1000)
+            self.assertFalse(t.is_alive(), "get(timeout_ms=1000) still blocked")
+        finally:
+            for p in workers:
+                p.send_signal(signal.SIGCONT)
+            t.join()
+        self.assertIsInstance(outcome[0], hmpmd.Unavailable)
+        self.assertIn("no answer within", str(outcome[0]))
+        c.close()
+
     def test_ctrl_c_interrupts_a_wait(self):
         # A wait on a running task ignored SIGINT until the task ended.
         c = self.connect("interrupt")
