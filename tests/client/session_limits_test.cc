@@ -9,10 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "controller.h"
 #include "hmpmd/client/client.h"
 #include "hmpmd/protocol/codec.h"
-#include "in_memory_job_store.h"
+#include "in_process_controller.h"
 
 namespace hmpmd {
 namespace {
@@ -22,38 +21,7 @@ using client::Client;
 using client::ClientOptions;
 using client::Future;
 
-class SessionLimitsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ControllerOptions o;
-    o.listen = "tcp://127.0.0.1:0";
-    o.store = store_;
-    o.store_writer.flush_ms = 1;
-    controller_ = std::make_unique<Controller>(o);
-    ASSERT_TRUE(controller_->Start().ok());
-    loop_ = std::thread([this] { controller_->Run(); });
-  }
-  void TearDown() override {
-    controller_->Stop();
-    loop_.join();
-  }
-
-  ClientOptions Options() {
-    ClientOptions o;
-    o.controller = controller_->endpoint();
-    o.connect_timeout_ms = 10000;
-    return o;
-  }
-  std::unique_ptr<Client> Connect(ClientOptions o) {
-    auto c = Client::Connect(std::move(o));
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  }
-
-  std::shared_ptr<InMemoryJobStore> store_ = std::make_shared<InMemoryJobStore>();
-  std::unique_ptr<Controller> controller_;
-  std::thread loop_;
-};
+class SessionLimitsTest : public InProcessControllerTest {};
 
 constexpr DecodeLimits kLimits{};
 

@@ -6,47 +6,27 @@
 #include <memory>
 #include <thread>
 
-#include "controller.h"
 #include "hmpmd/client/client.h"
-#include "in_memory_job_store.h"
+#include "in_process_controller.h"
 #include "store_writer.h"
 
 namespace hmpmd {
 namespace {
 
-class SessionRefusalTest : public ::testing::Test {
+class SessionRefusalTest : public InProcessControllerTest {
  protected:
-  void SetUp() override {
-    ControllerOptions o;
-    o.listen = "tcp://127.0.0.1:0";
-    o.token = "secret";
-    o.store = store_;
-    o.store_writer.flush_ms = 1;
-    controller_ = std::make_unique<Controller>(o);
-    ASSERT_TRUE(controller_->Start().ok());
-    loop_ = std::thread([this] { controller_->Run(); });
-  }
-  void TearDown() override {
-    controller_->Stop();
-    loop_.join();
-  }
+  SessionRefusalTest() { token_ = "secret"; }
 
   Status Connect(const std::string& token, const std::string& session = "s") {
-    client::ClientOptions o;
-    o.controller = controller_->endpoint();
+    client::ClientOptions o = Options();
     o.token = token;
     o.session = session;
-    o.connect_timeout_ms = 10000;
     auto c = client::Client::Connect(o);
     if (c.ok()) {
       EXPECT_TRUE((*c)->Close().ok());
     }
     return c.status();
   }
-
-  std::shared_ptr<InMemoryJobStore> store_ = std::make_shared<InMemoryJobStore>();
-  std::unique_ptr<Controller> controller_;
-  std::thread loop_;
 };
 
 TEST_F(SessionRefusalTest, EachRefusalHasTheCodeOfItsCause) {

@@ -1,0 +1,54 @@
+// A gtest fixture: a controller on its own thread in the test process, with
+// an in-memory job store and no workers (so a task never ends on its own),
+// for tests of what the driver sends and how it ends.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "controller.h"
+#include "hmpmd/client/client.h"
+#include "in_memory_job_store.h"
+
+namespace hmpmd {
+
+class InProcessControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ControllerOptions o;
+    o.listen = "tcp://127.0.0.1:0";
+    o.token = token_;
+    o.store = store_;
+    o.store_writer.flush_ms = 1;
+    controller_ = std::make_unique<Controller>(o);
+    ASSERT_TRUE(controller_->Start().ok());
+    loop_ = std::thread([this] { controller_->Run(); });
+  }
+  void TearDown() override {
+    controller_->Stop();
+    loop_.join();
+  }
+
+  client::ClientOptions Options() {
+    client::ClientOptions o;
+    o.controller = controller_->endpoint();
+    o.token = token_;
+    o.connect_timeout_ms = 10000;
+    return o;
+  }
+  std::unique_ptr<client::Client> Connect(client::ClientOptions o) {
+    auto c = client::Client::Connect(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::string token_;  // the controller's and Options()' (set before SetUp)
+  std::shared_ptr<InMemoryJobStore> store_ = std::make_shared<InMemoryJobStore>();
+  std::unique_ptr<Controller> controller_;
+  std::thread loop_;
+};
+
+}  // namespace hmpmd
