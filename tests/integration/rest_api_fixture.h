@@ -57,7 +57,9 @@ class RestApiTest : public ClusterTest {
                     const std::string& body = "", const std::string& token = kToken) {
     std::map<std::string, std::string> h;
     if (!token.empty()) h["Authorization"] = "Bearer " + token;
-    auto r = HttpCall(url_, method, target, body, h, std::chrono::seconds(10));
+    // Generous: under ASan on a loaded 2-core host a 20,000-task submit
+    // took 10 s.
+    auto r = HttpCall(url_, method, target, body, h, std::chrono::seconds(30));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : HttpResponse{599, "", "", {}};
   }
