@@ -29,6 +29,9 @@ nlohmann::json TasksJson(const JobRun& job, const ResourcePool& pool);
 // Chrome trace / Perfetto JSON: one "X" event per finished run, pid the
 // device, tid the core; metadata events name them.
 nlohmann::json TraceJson(const JobRun& job, const ResourcePool& pool);
+// TraceJson's text (as its dump() gives it), written event by event: the
+// memory it takes is the text's, not a document's.
+std::string TraceText(const JobRun& job, const ResourcePool& pool);
 // The summary `hmpmd run` prints.
 std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool);
 

@@ -412,8 +412,7 @@ void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
     }
     std::string body;
     if (rest == "trace") {
-      body = TraceJson(*copy.job, *copy.pool)
-                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      body = TraceText(*copy.job, *copy.pool);
     } else if (rest == "dag") {
       body =
           SubmodelDagJson(*copy.job).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -141,8 +141,7 @@ int RunMain(const RunArgs& a) {
   // The summary first: a trace that cannot be written must not hide it.
   std::cout << output << std::endl;
   if (traced_job) {
-    const std::string trace = TraceJson(*traced_job, *traced_pool)
-                                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string trace = TraceText(*traced_job, *traced_pool);
     if (Status w = WriteFile(a.trace_file, trace); !w.ok()) return Fail(w);
   }
   return succeeded ? kExitOk : kExitFailed;

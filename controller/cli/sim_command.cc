@@ -399,9 +399,7 @@ int SimMain(const SimArgs& a, SimSize* size) {
     }
     table += short_note;
     if (!a.trace_file.empty()) {
-      Status w = WriteFile(
-          TraceFile(a.trace_file, name, policies.size() > 1),
-          TraceJson(job, rp).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      Status w = WriteFile(TraceFile(a.trace_file, name, policies.size() > 1), TraceText(job, rp));
       if (!w.ok()) return Fail(w);
     }
   }

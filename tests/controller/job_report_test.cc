@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "controller.h"
+#include "hmpmd/scheduler/pool_spec.h"
+#include "hmpmd/scheduler/simulator.h"
+#include "job_spec_parser.h"
 
 namespace hmpmd {
 namespace {
@@ -27,6 +30,34 @@ TEST(JobReportTest, AJobNotStartedOrNotEndedHasNullTimes) {
   EXPECT_EQ(j["state"], "cancelled");
   EXPECT_TRUE(j["started_us"].is_null()) << j.dump();
   EXPECT_TRUE(j["finished_us"].is_number_integer()) << j.dump();
+}
+
+// TraceText writes the trace event by event (no document of about 2 KB a
+// run): the same text as TraceJson's dump, and valid JSON.
+TEST(JobReportTest, TraceTextIsTraceJsonsText) {
+  SimOptions so;
+  so.pool = MakePoolSpec(4);
+  auto sim = Simulator::Create(so);
+  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+  auto spec = ParseJobSpec(R"({"name":"j","repeat":3,"tasks":[
+      {"id":"a","kernel":"spin","args":{"us":100}},
+      {"id":"b","kernel":"spin","args":{"us":50},"inputs":["a"],"core":"vector"},
+      {"id":"\u00e9","kernel":"noop","inputs":["a","b"]}]})");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto graph = JobGraph::Build(std::move(spec).value());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto id = (*sim)->Submit(std::move(graph).value());
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE((*sim)->Run().ok());
+  const JobRun& job = *(*sim)->scheduler().job(*id);
+  const ResourcePool& pool = (*sim)->scheduler().pool();
+  const std::string text = TraceText(job, pool);
+  EXPECT_EQ(text,
+            TraceJson(job, pool).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  const nlohmann::json parsed = nlohmann::json::parse(text);
+  int complete = 0;
+  for (const auto& e : parsed["traceEvents"]) complete += e["ph"] == "X";
+  EXPECT_EQ(complete, 9);
 }
 
 }  // namespace
