@@ -48,12 +48,12 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
   // while this worker was away (a cancel in the recovery wait, a session
   // the restart failed). A succeeded or failed job's outputs stay until it
   // is forgotten, as they do live.
-  std::set<JobId> unknown;
+  std::set<JobId> to_free;
   for (const HeldOutput& o : m.outputs) {
     const JobRun* job = scheduler_->job(o.job);
     if (job == nullptr ||
         (IsTerminal(job->state) && (job->open || job->state == JobState::kCancelled))) {
-      unknown.insert(o.job);
+      to_free.insert(o.job);
       continue;
     }
     if (o.run >= job->runs.size() || job->runs[o.run].state != TaskState::kDone) continue;
@@ -61,7 +61,7 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
     scheduler_->RecordOutput(o.job, o.run, w.device, o.bytes, o.buffers);
     ++counters_.adopted_outputs;
   }
-  for (JobId job : unknown) transport_.Send(w.identity, FreeJob{job});
+  for (JobId job : to_free) transport_.Send(w.identity, FreeJob{job});
   if (!m.held.empty() || !m.outputs.empty()) {
     spdlog::info("worker '{}' holds {} task(s) and {} output(s)", m.name, m.held.size(),
                  m.outputs.size());

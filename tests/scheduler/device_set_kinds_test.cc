@@ -14,8 +14,7 @@
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/hmpmd_policy.h"
-#include "hmpmd/scheduler/scheduler.h"
-#include "test_builders.h"
+#include "scheduler_fixture.h"
 
 namespace hmpmd {
 namespace {
@@ -25,13 +24,9 @@ using test::SpecBuilder;
 using test::TaskBuilder;
 using test::VirtualLoop;
 
-class DeviceSetKindsTest : public ::testing::Test {
+class DeviceSetKindsTest : public test::SchedulerTest {
  protected:
-  void SetUp() override {
-    auto p = MakePolicy("hmpmd");
-    ASSERT_TRUE(p.ok());
-    sched_ = std::make_unique<Scheduler>(SchedulerOptions{}, std::move(*p));
-  }
+  void SetUp() override { Make(); }
   const DeviceShare& share() const {
     return dynamic_cast<const HmpmdPolicy&>(sched_->policy()).share();
   }
@@ -41,25 +36,15 @@ class DeviceSetKindsTest : public ::testing::Test {
     d.node = next_++;
     return sched_->AddDevice(d);
   }
-  JobId Add(const JobSpec& spec) {
-    graph_ = test::BuildGraph(spec);
-    auto id = sched_->AddJob(graph_, 0);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    return id.ok() ? *id : 0;
-  }
   // The devices the runs of tasks whose id starts with `prefix` ran on.
   std::set<DeviceId> RanOn(const VirtualLoop& loop, const std::string& prefix) const {
     std::set<DeviceId> out;
     for (const auto& st : loop.log()) {
-      if (graph_->spec_task(st.d.run % graph_->size()).id.rfind(prefix, 0) == 0) {
-        out.insert(st.d.device);
-      }
+      if (TaskOf(st.d.job, st.d.run).rfind(prefix, 0) == 0) out.insert(st.d.device);
     }
     return out;
   }
 
-  std::unique_ptr<Scheduler> sched_;
-  std::shared_ptr<const JobGraph> graph_;
   uint32_t next_ = 0;
 };
 
