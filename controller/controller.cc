@@ -344,6 +344,7 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
   }
   // Workers run built-in kernels from their arguments alone (no cost hints).
   RETURN_IF_ERROR(CheckWorkerTaskArgs(graph->spec().tasks));
+  RETURN_IF_ERROR(RoomForRuns(graph->total_runs(), "job"));
   // A job to be stored runs once its record is: the first submit after a
   // disk filled used to run while its write failed, unanswered, and a crash
   // then lost it and gave its id to the next job.

@@ -75,6 +75,12 @@ struct ControllerOptions {
     return o;
   }();
   SpecLimits spec_limits;
+  // Task runs held over all jobs, running and ended (each about 80 bytes of
+  // memory). A job or session group that would go over it forgets the
+  // oldest ended jobs first; if that is not enough it is refused
+  // (Unavailable, or ResourceExhausted if it alone is larger). Default:
+  // kDefaultMaxHeldRuns.
+  uint64_t max_held_runs = kDefaultMaxHeldRuns;
   // Finished jobs kept for queries; the oldest are forgotten beyond this.
   // Default: 1000.
   size_t keep_finished_jobs = 1000;
@@ -196,6 +202,8 @@ class Controller {
   // the bytes of its outputs the workers held. Refused for a job that has
   // not ended (cancel it first) and while the store cannot be written.
   Result<uint64_t> Forget(JobId id);
+  // Task runs of every job the controller holds (see max_held_runs).
+  uint64_t HeldRuns() const;
   // A worker process this host started (LocalCluster) has exited: the live
   // worker that registered with `pid` is declared dead now, not after its
   // missed heartbeats, so its tasks are re-queued at once.
@@ -277,6 +285,10 @@ class Controller {
   void ForgetOldest(size_t n);
   // Forgets finished jobs older than keep_finished_hours.
   void ForgetExpiredJobs();
+  // Makes room for `runs` more task runs under max_held_runs by forgetting
+  // the oldest ended jobs; refuses when that cannot. `what` names the
+  // refused thing in the error.
+  Status RoomForRuns(uint64_t runs, const std::string& what);
   // Frees ended job `id` everywhere but finished_order_; returns the bytes
   // of its outputs the workers held.
   uint64_t DropEndedJob(JobId id);

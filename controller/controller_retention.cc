@@ -2,6 +2,8 @@
 // (--keep-jobs), by age (--keep-hours) or on request (hmpmd forget): the
 // workers free what they hold for them and their records leave the store.
 // The rest of the class is in controller.cc.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "controller.h"
@@ -64,6 +66,45 @@ uint64_t Controller::DropEndedJob(JobId gone) {
   // maybe uninitialized here (a false positive that -Werror turns fatal).
   if (writer_) store_pending_.emplace_back(std::in_place_type<JobForgottenRecord>, gone);
   return bytes;
+}
+
+uint64_t Controller::HeldRuns() const {
+  uint64_t runs = 0;
+  for (const auto& [id, job] : scheduler_->jobs()) runs += job.runs.size();
+  return runs;
+}
+
+Status Controller::RoomForRuns(uint64_t runs, const std::string& what) {
+  const uint64_t cap = options_.max_held_runs;
+  if (runs > cap) {
+    return Status::ResourceExhausted(what + ": " + std::to_string(runs) +
+                                     " task runs, over the controller's --max-held-runs of " +
+                                     std::to_string(cap));
+  }
+  // Ended jobs go first, oldest first, as --keep-jobs would forget them.
+  uint64_t held = HeldRuns();
+  size_t forget = 0;
+  for (uint64_t freed = 0; held - freed > cap - runs && forget < finished_order_.size(); ++forget) {
+    const JobRun* job = scheduler_->job(finished_order_[forget]);
+    if (job != nullptr) freed += job->runs.size();
+  }
+  if (forget > 0) {
+    // Forgotten in memory but not in the file, they would come back.
+    if (writer_) {
+      if (Status w = writer_->last_write(); !w.ok()) return Unstored(what + " refused", w);
+    }
+    spdlog::info("{}: forgetting the {} oldest ended jobs to stay under --max-held-runs ({})", what,
+                 forget, cap);
+    ForgetOldest(forget);
+    held = HeldRuns();
+  }
+  if (held > cap - runs) {
+    return Status::Unavailable(what + ": the controller holds " + std::to_string(held) +
+                               " task runs of jobs not ended; with " + std::to_string(runs) +
+                               " more it would go over --max-held-runs (" + std::to_string(cap) +
+                               "); try again once some end");
+  }
+  return Status::Ok();
 }
 
 void Controller::ForgetExpiredJobs() {

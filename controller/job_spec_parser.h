@@ -38,6 +38,10 @@ struct SpecLimits {
 // keeps about 80 bytes per task run from submission on, so a 34 KB spec
 // of 1e8 runs wanted 7.7 GB and aborted a controller short of it.
 inline constexpr uint64_t kDefaultMaxRuns = 20'000'000;
+// Task runs the controller holds across all its jobs, ended ones included
+// (ControllerOptions::max_held_runs): many jobs each under --max-runs
+// added up without a bound until the controller ran out of memory.
+inline constexpr uint64_t kDefaultMaxHeldRuns = 2 * kDefaultMaxRuns;
 
 Result<JobSpec> ParseJobSpec(std::string_view json_text, const SpecLimits& limits = {});
 

@@ -208,6 +208,7 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
     Status st = RefusedInput(s.refused, tasks, ack.first_task);
     if (st.ok()) st = RefusedActor(s.refused_actors, tasks, ack.first_task);
     if (st.ok()) st = CheckWorkerTaskArgs(tasks, ack.first_task);
+    if (st.ok()) st = RoomForRuns(tasks.size(), "group " + std::to_string(group.seq));
     if (st.ok()) st = scheduler_->AppendTasks(job, std::move(submodels), std::move(tasks), now);
     if (!st.ok()) {
       ack.error = st.message();

@@ -53,6 +53,8 @@ struct ControllerArgs {
   size_t max_tasks = SpecLimits{}.max_tasks;
   size_t max_spec_mb = SpecLimits{}.max_bytes >> 20;
   uint64_t max_runs = kDefaultMaxRuns;
+  // Unset: the larger of kDefaultMaxHeldRuns and --max-runs.
+  uint64_t max_held_runs = 0;
   size_t keep_jobs = 1000;
   double keep_hours = 0;
   uint32_t recovery_grace_ms = 2000;
@@ -86,6 +88,8 @@ int ControllerMain(const ControllerArgs& a) {
   opts.spec_limits.max_tasks = a.max_tasks;
   opts.spec_limits.max_bytes = a.max_spec_mb << 20;
   opts.spec_limits.max_runs = a.max_runs;
+  opts.max_held_runs =
+      a.max_held_runs > 0 ? a.max_held_runs : std::max(kDefaultMaxHeldRuns, a.max_runs);
   opts.recovery_grace_ms = a.recovery_grace_ms;
   if (a.no_early_dispatch) opts.scheduler.early_dispatch = false;
   if (!a.curve_keys.empty()) {
@@ -255,6 +259,11 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
                   "controller memory each)")
       ->check(WholeRange(1, static_cast<int64_t>(SpecLimits{}.max_runs)))
       ->capture_default_str();
+  sub->add_option("--max-held-runs", args->max_held_runs,
+                  "Task runs held over all jobs, ended ones included (default: the larger of " +
+                      std::to_string(kDefaultMaxHeldRuns) +
+                      " and --max-runs); the oldest ended jobs are forgotten to make room")
+      ->check(WholeRange(1, static_cast<int64_t>(SpecLimits{}.max_runs) * 4));
   sub->add_option("--db", args->db,
                   "SQLite file keeping jobs across restarts ('' = in memory only)")
       ->capture_default_str();

@@ -54,6 +54,8 @@ int RunMain(const RunArgs& a) {
   }
   LocalClusterOptions opts;
   opts.controller.spec_limits.max_runs = a.max_runs;
+  // One job: the bound on all jobs held is the bound on it.
+  opts.controller.max_held_runs = a.max_runs;
   auto text = ReadFile(a.job_file, opts.controller.spec_limits.max_bytes);
   if (!text.ok()) return Fail(text.status());
   opts.controller.policy = a.policy;
