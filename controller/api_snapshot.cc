@@ -112,8 +112,13 @@ uint64_t ApiSnapshots::Progress() const {
   // Monotonic counters: any change moves the sum. Store bytes go up and
   // down; two changes that cancel out wait for the next change.
   uint64_t sum = k.tasks_dispatched + k.tasks_finished + k.tasks_failed + k.stale_results +
-                 controller_->dropped_frames();
+                 k.refused_tokens + controller_->dropped_frames();
   for (const WorkerInfo& w : controller_->workers()) sum += w.dropped_frames + w.store_bytes;
+  // The writer's batches land after the loop's last change: /metrics kept
+  // the figures of then while the controller was idle.
+  if (const StoreWriter* w = controller_->store_writer()) {
+    sum += w->batches_written() + w->write_errors();
+  }
   return sum;
 }
 

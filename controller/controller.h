@@ -163,6 +163,7 @@ struct ControllerCounters {
   uint64_t lost_inputs = 0;      // task runs that could not read an input
   uint64_t early_runs = 0;       // runs dispatched behind a producer not yet done
   uint64_t worker_restarts = 0;  // new processes under a known worker name
+  uint64_t refused_tokens = 0;   // registrations and sessions with a wrong token
 };
 
 class Controller {
@@ -255,6 +256,10 @@ class Controller {
   // it is a new process under a known name, the old one is declared lost
   // and its instance is refused from then on.
   bool CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now);
+  // Counts a registration or session refused for its token and logs it at
+  // the 1st, 2nd, 4th, ... refusal: anyone who reaches the port can send
+  // them as fast as they like, with names of any length.
+  void LogRefusedToken(const char* what, const std::string& name);
   void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
   // Whether run `run` of `job` is placed on w's device (or on none).
   bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;

@@ -8,6 +8,8 @@
 #include <algorithm>
 
 #include "controller.h"
+#include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/one_line.h"
 
 // See controller.cc: GCC 12's false -Wmaybe-uninitialized when a vector of
 // StoreRecord grows.
@@ -28,10 +30,32 @@ bool TokenMatches(const std::string& want, const std::string& got) {
 
 }  // namespace
 
+void Controller::LogRefusedToken(const char* what, const std::string& name) {
+  const uint64_t n = ++counters_.refused_tokens;
+  if ((n & (n - 1)) != 0) return;
+  spdlog::warn(
+      "refused {} '{}': wrong or missing token ({} refused so far; logged at the 1st, "
+      "2nd, 4th, ...)",
+      what, OneLine(name, 64), n);
+}
+
 void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now) {
   if (!options_.token.empty() && !TokenMatches(options_.token, m.token)) {
-    spdlog::warn("refused worker '{}' (pid {}): wrong or missing token", m.name, m.pid);
+    LogRefusedToken("worker", m.name);
     transport_.Send(identity, Reject{"wrong or missing token", false});
+    return;
+  }
+  // Printed in logs and `hmpmd status` lines: bounded and on one line, as a
+  // job spec's names are (a newline in it forged log lines).
+  if (m.name.size() > SpecLimits{}.max_string) {
+    transport_.Send(identity, Reject{"worker name: " + std::to_string(m.name.size()) +
+                                         " bytes, longer than the limit of " +
+                                         std::to_string(SpecLimits{}.max_string),
+                                     false});
+    return;
+  }
+  if (std::string ch = FirstControlChar(m.name); !ch.empty()) {
+    transport_.Send(identity, Reject{"worker name: contains the control character " + ch, false});
     return;
   }
   DeviceDesc desc;

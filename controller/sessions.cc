@@ -110,7 +110,7 @@ bool Controller::HandleSession(Incoming& in, TimeUs now) {
 
 void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now) {
   if (!options_.token.empty() && !SameSecret(options_.token, m.token)) {
-    spdlog::warn("refused driver session '{}': wrong or missing token", m.name);
+    LogRefusedToken("driver session", m.name);
     transport_.Send(identity, Refused(Status::PermissionDenied("wrong or missing token")));
     return;
   }
