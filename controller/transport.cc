@@ -2,13 +2,25 @@
 
 #include <spdlog/spdlog.h>
 
+#include "hmpmd/protocol/codec.h"
+
 namespace hmpmd {
+namespace {
+// Above the largest body Decode() takes: a header or identity frame is small.
+constexpr size_t kMaxMessageSlack = 4096;
+}  // namespace
 
 Transport::Transport(zmq::context_t* ctx) : socket_(*ctx, zmq::socket_type::router) {
   socket_.set(zmq::sockopt::linger, 0);
   socket_.set(zmq::sockopt::sndhwm, 0);  // a batch must never be dropped silently
   socket_.set(zmq::sockopt::rcvhwm, 0);
   socket_.set(zmq::sockopt::router_mandatory, 1);  // unknown peer -> error, not silence
+  // Decode() drops a body over max_body_bytes anyway; without a cap libzmq
+  // first buffered whatever size a peer announced (anyone who reaches the
+  // port: 910 MiB from three connections). A peer that sends more is
+  // disconnected by libzmq.
+  socket_.set(zmq::sockopt::maxmsgsize,
+              static_cast<int64_t>(DecodeLimits{}.max_body_bytes + kMaxMessageSlack));
 }
 
 Status Transport::EnableCurveServer(const std::string& secret_z85) {

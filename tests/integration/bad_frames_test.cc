@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <regex>
@@ -91,6 +92,49 @@ TEST(BadFramesTest, GarbageToTheControllerIsDroppedAndTheJobCompletes) {
     // Every frame but the well-formed-yet-truncated ones is malformed; all
     // of them are dropped, none crashes the controller.
     EXPECT_GE(after - before, sent / 2) << "before " << before << " after " << after;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A frame larger than any body Decode() takes is refused by the socket
+// itself (ZMQ_MAXMSGSIZE): libzmq drops the connection instead of first
+// buffering whatever size a peer announces. Before, the controller took it
+// in whole and only then counted it as a dropped frame.
+TEST(BadFramesTest, AFrameOverTheDecodeLimitNeverReachesTheController) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("hmpmd-bigframe-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    ProcessCluster cluster(dir.string());
+    ASSERT_TRUE(cluster.StartController().ok());
+    const double before = DroppedFrames(cluster);
+    ASSERT_GE(before, 0);
+    zmq::context_t ctx(1);
+    zmq::socket_t big(ctx, zmq::socket_type::dealer);
+    big.set(zmq::sockopt::linger, 0);
+    big.connect(cluster.zmq_endpoint());
+    const std::string header = EncodeHeader(MsgType::kHeartbeat);
+    std::string body(DecodeLimits{}.max_body_bytes + (1u << 20), '\x90');
+    big.send(zmq::buffer(header), zmq::send_flags::sndmore);
+    big.send(zmq::buffer(body), zmq::send_flags::none);
+    // Given time to arrive (65 MiB over loopback takes well under this).
+    double now = before;
+    for (int i = 0; i < 30 && now == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      now = DroppedFrames(cluster);
+    }
+    EXPECT_EQ(now, before) << "the oversized frame was received and decoded";
+    // A small bad frame from another peer is still received and counted.
+    zmq::socket_t small(ctx, zmq::socket_type::dealer);
+    small.set(zmq::sockopt::linger, 0);
+    small.connect(cluster.zmq_endpoint());
+    small.send(zmq::buffer(header), zmq::send_flags::sndmore);
+    small.send(zmq::buffer(std::string("\xc1")), zmq::send_flags::none);
+    for (int i = 0; i < 100 && now < before + 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      now = DroppedFrames(cluster);
+    }
+    EXPECT_EQ(now, before + 1);
   }
   std::filesystem::remove_all(dir);
 }
