@@ -105,7 +105,7 @@ std::string Ms(const json& j, const char* key) {
 }
 
 void PrintJob(const json& j) {
-  std::cout << "job " << j.value("id", 0) << " '" << j.value("name", "")
+  std::cout << "job " << j.value("id", uint64_t{0}) << " '" << j.value("name", "")
             << "': " << j.value("state", "?");
   if (j.contains("error")) std::cout << " (" << OneLine(j["error"].get<std::string>()) << ")";
   if (j.contains("waiting") && j["waiting"].is_string()) {
@@ -114,8 +114,9 @@ void PrintJob(const json& j) {
   if (j.contains("short_sets") && j["short_sets"].is_array()) {
     std::cout << "\n  short sets   " << ShortSetsText(j["short_sets"]);
   }
-  std::cout << "\n  tasks        " << j.value("done", 0) << " of " << j.value("tasks", 0)
-            << " done, " << j.value("running", 0) << " running\n";
+  std::cout << "\n  tasks        " << j.value("done", uint64_t{0}) << " of "
+            << j.value("tasks", uint64_t{0}) << " done, " << j.value("running", uint64_t{0})
+            << " running\n";
   if (j.contains("makespan_s") && j["makespan_s"].is_number()) {
     std::cout << "  makespan     " << Ms(j, "makespan_s") << " (lower bound "
               << Ms(j, "lower_bound_s") << ")\n"
@@ -227,7 +228,13 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
       kSubmitSecondsPerMiB * 1000.0 * static_cast<double>(spec->size()) / (1 << 20)));
   auto r = Call(*c, "POST", "/api/v1/jobs", *spec);
   if (!r.ok()) return Fail(Status(r.status().code(), file + ": " + r.status().message()));
-  uint64_t id = (*r).value("id", 0);
+  // A 201 without a job id is not an hmpmd controller's (it printed
+  // "submitted job 0" and exited 0).
+  if (!r->is_object() || !(*r)["id"].is_number_unsigned()) {
+    return Fail(Status::Internal("POST /api/v1/jobs: the answer has no job id (is " +
+                                 c->url.ToString() + " an hmpmd controller?)"));
+  }
+  const uint64_t id = (*r)["id"].get<uint64_t>();
   if (!wait) {
     if (a.json)
       std::cout << json{{"id", id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
@@ -326,10 +333,11 @@ int StatusCmd(const ClientArgs& a, const std::string& job, bool given) {
   }
   std::printf("%-6s %-24s %-10s %s\n", "ID", "NAME", "STATE", "PROGRESS");
   for (const json& e : (*j)["jobs"]) {
-    std::printf("%-6llu %s %-10s %llu/%llu\n", static_cast<unsigned long long>(e.value("id", 0)),
+    std::printf("%-6llu %s %-10s %llu/%llu\n",
+                static_cast<unsigned long long>(e.value("id", uint64_t{0})),
                 Column(e.value("name", ""), 24).c_str(), e.value("state", "").c_str(),
-                static_cast<unsigned long long>(e.value("done", 0)),
-                static_cast<unsigned long long>(e.value("tasks", 0)));
+                static_cast<unsigned long long>(e.value("done", uint64_t{0})),
+                static_cast<unsigned long long>(e.value("tasks", uint64_t{0})));
   }
   return kExitOk;
 }

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 
@@ -23,6 +24,12 @@ int main(int argc, char** argv) {
   hmpmd::AddSimCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
+  } catch (const nlohmann::json::exception& e) {
+    // A reply of another shape than ours (a proxy, another service at
+    // --url) aborted the process with an uncaught type_error.
+    std::cerr << "hmpmd: the controller's answer is not what hmpmd expects: "
+              << hmpmd::OneLine(e.what(), 200) << std::endl;
+    return hmpmd::kExitFailed;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     // "hmpmd stauts": name the word, not "A subcommand is required".

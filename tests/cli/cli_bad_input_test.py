@@ -425,6 +425,44 @@ class NotAController(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("submitted job 9", r.stdout)
 
+    def test_answers_of_another_shape_are_one_line_not_an_abort(self):
+        # A 201 without an id printed "submitted job 0" and exited 0; a job
+        # listing whose "jobs" was a number aborted on nlohmann's type_error.
+        class NoId(Quiet):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_json(201, {"ok": True})
+
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "ok.json")
+            with open(spec, "w") as f:
+                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
+            r = run_against(NoId, "submit", spec)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("submitted job", r.stdout)
+        self.assertIn("the answer has no job id", r.stderr)
+
+        for body in ({"jobs": 5}, {"jobs": [{"id": "x"}]}, [1, 2]):
+            class Odd(Quiet):
+                def do_GET(self, body=body):
+                    self.send_json(200, body)
+
+            r = run_against(Odd, "status")
+            self.assertEqual(r.returncode, 1, (body, r.stderr))
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn("hmpmd: the controller's answer is not what hmpmd expects", r.stderr)
+
+    def test_job_ids_past_2_to_the_31_print_as_they_are(self):
+        class Big(Quiet):
+            def do_GET(self):
+                self.send_json(200, {"jobs": [{"id": 3000000000, "name": "big", "state": "running",
+                                               "done": 2**33, "tasks": 2**34}]})
+
+        r = run_against(Big, "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("3000000000", r.stdout)
+        self.assertIn(f"{2**33}/{2**34}", r.stdout)
+
     def test_status_columns_line_up_with_wide_and_accented_names(self):
         jobs = [{"id": 1, "name": "视觉编码器", "state": "running", "done": 1, "tasks": 2},
                 {"id": 2, "name": "café-ü", "state": "succeeded", "done": 2, "tasks": 2},
