@@ -244,6 +244,11 @@ class Controller {
   TimeUs started_at() const { return started_at_; }
   // The store's writer thread; null without a store. Valid after Start().
   const StoreWriter* store_writer() const { return writer_.get(); }
+  // The job store's identity (RegisterAck::epoch): the same across restarts
+  // on one --db, another for a fresh store or none. 0 before Start().
+  // Thread-safe: REST answers carry it (Hmpmd-Store) so that a client can
+  // tell a restart that kept its jobs from one that did not.
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   const ControllerOptions& options() const { return options_; }
   // Monotonic microseconds; the time base of every record.
   static TimeUs NowUs();
@@ -373,8 +378,9 @@ class Controller {
   std::map<std::tuple<JobId, uint32_t, uint32_t>, uint64_t> round_gangs_;
   std::map<std::pair<JobId, uint32_t>, DeviceId> round_devices_;
   uint64_t next_gang_ = 0;
-  // RegisterAck::epoch: the store's, else drawn in Start(); never 0.
-  uint64_t epoch_ = 0;
+  // RegisterAck::epoch: the store's, else drawn in Start(); never 0 after.
+  // Atomic: REST threads read it (epoch()).
+  std::atomic<uint64_t> epoch_{0};
   // WhenDurable() callbacks of this iteration.
   std::vector<std::function<void(const Status&)>> durable_waiters_;
   std::vector<Dispatch> dispatch_scratch_;

@@ -120,6 +120,14 @@ bool RestApi::Authorised(const HttpRequest& req) const {
 }
 
 void RestApi::Handle(HttpRequest req, HttpReply reply) {
+  // Every answer names the job store: job ids restart at 1 on a fresh one,
+  // and `submit --wait` must not follow another job under its job's id.
+  if (const uint64_t epoch = controller_->epoch(); epoch != 0) {
+    reply = [inner = std::move(reply), store = std::to_string(epoch)](HttpResponse r) {
+      r.headers.emplace(std::string(kStoreHeader), store);
+      inner(std::move(r));
+    };
+  }
   // The route and its methods are judged first, token or not: what they
   // tell (404, 405 and Allow) is in the OpenAPI document anyway.
   if (req.path == "*") {  // asterisk-form: the server as a whole

@@ -37,6 +37,9 @@
 
 namespace hmpmd {
 
+// The header every answer carries: Controller::epoch(), in decimal.
+inline constexpr std::string_view kStoreHeader = "Hmpmd-Store";
+
 struct RestApiOptions {
   ApiSnapshotOptions snapshots;
   // Nice value of the formatting thread (Linux: per thread), so rendering

@@ -58,6 +58,12 @@ Result<Client> Connect(const ClientArgs& a) {
   return c;
 }
 
+// The job store a controller's answer names (RestApi's kStoreHeader).
+std::string StoreOf(const HttpResponse& r) {
+  auto it = r.headers.find("hmpmd-store");
+  return it == r.headers.end() ? std::string() : it->second;
+}
+
 // A 2xx answer's JSON; any other answer becomes a Status carrying its "error".
 Result<json> FromAnswer(const Client& c, std::string_view method, const std::string& target,
                         const HttpResponse& r) {
@@ -83,10 +89,12 @@ Result<json> FromAnswer(const Client& c, std::string_view method, const std::str
   return Status(code, msg);
 }
 
-// Calls the API (FromAnswer).
+// Calls the API (FromAnswer). With `store`, sets it to the answer's
+// Hmpmd-Store header (empty if it has none).
 Result<json> Call(const Client& c, std::string_view method, const std::string& target,
-                  std::string_view body = {}) {
+                  std::string_view body = {}, std::string* store = nullptr) {
   ASSIGN_OR_RETURN(HttpResponse r, HttpCall(c.url, method, target, body, c.headers, c.timeout));
+  if (store != nullptr) *store = StoreOf(r);
   return FromAnswer(c, method, target, r);
 }
 
@@ -164,8 +172,10 @@ using Deadline = std::chrono::time_point<std::chrono::steady_clock, std::chrono:
 // reached or answers 5xx (restarting after a crash, recovering its jobs) is
 // waited for until `deadline`: one line on stderr when it goes away and one
 // when it is back, however many polls fail in between. Any other error
-// answer (404: the job is gone) is returned at once.
-Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline,
+// answer (404: the job is gone) is returned at once. An answer from a
+// controller on another job store than `store` (when given) is an error:
+// restarted on a fresh one, it has another job under the same id.
+Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline, const std::string& store,
                      const std::string& route = "") {
   using Clock = std::chrono::steady_clock;
   const std::string target = "/api/v1/jobs/" + std::to_string(id) + route;
@@ -185,6 +195,11 @@ Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline,
     } else if (r->status >= 500) {
       outage = "controller at " + url + " answered HTTP " + std::to_string(r->status) + ": " +
                FromAnswer(c, "GET", target, *r).status().message();
+    } else if (const std::string now = StoreOf(*r);
+               !store.empty() && !now.empty() && now != store) {
+      return Status::Unavailable("job " + std::to_string(id) + ": gone: the controller at " + url +
+                                 " restarted on another job store (not its --db of before), "
+                                 "where job " + std::to_string(id) + " is another job");
     } else {
       if (down_since) {
         std::cerr << "hmpmd: controller back at " << url << " after " << seconds_since(*down_since)
@@ -226,7 +241,8 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   // timed out (a retry ran it twice). A submit waits longer for each MiB.
   c->timeout += std::chrono::milliseconds(static_cast<int64_t>(
       kSubmitSecondsPerMiB * 1000.0 * static_cast<double>(spec->size()) / (1 << 20)));
-  auto r = Call(*c, "POST", "/api/v1/jobs", *spec);
+  std::string store;
+  auto r = Call(*c, "POST", "/api/v1/jobs", *spec, &store);
   if (!r.ok()) return Fail(Status(r.status().code(), file + ": " + r.status().message()));
   // A 201 without a job id is not an hmpmd controller's (it printed
   // "submitted job 0" and exited 0).
@@ -254,7 +270,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   std::string waiting, told;
   auto waiting_since = std::chrono::steady_clock::now();
   while (true) {
-    auto j = PollJob(*c, id, deadline);
+    auto j = PollJob(*c, id, deadline, store);
     if (!j.ok() && j.status().code() == StatusCode::kNotFound) {
       // Accepted, then gone: it ended and other jobs' ends pushed it out of
       // the controller's history before this poll (a small --keep-jobs), or
@@ -291,7 +307,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
       if (state == "succeeded" && !fetch_dir.empty()) {
         // Through outages too: the controller may restart right as the
         // job ends, and answers 503 while workers report what they hold.
-        auto outs = PollJob(*c, id, deadline, "/outputs");
+        auto outs = PollJob(*c, id, deadline, store, "/outputs");
         if (!outs.ok()) return Fail(outs.status());
         Status fetched = FetchOutputsTo(*outs, static_cast<JobId>(id), fetch_dir, a.timeout_s);
         if (!fetched.ok()) return Fail(fetched);

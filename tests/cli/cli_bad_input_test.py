@@ -334,9 +334,11 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def send_json(self, status, body):
+    def send_json(self, status, body, headers=()):
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -406,6 +408,27 @@ class NotAController(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("hmpmd: job 7: no such job any more: it was forgotten after it ended "
                       "(the controller's --keep-jobs, --keep-hours)", r.stderr)
+
+    def test_submit_wait_stops_when_the_controller_comes_back_on_another_store(self):
+        # Restarted on a fresh store, a controller has another job 7: --wait
+        # followed it (and --fetch wrote its outputs) as if it were ours.
+        class Restarted(Quiet):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_json(201, {"id": 7}, [("Hmpmd-Store", "111")])
+
+            def do_GET(self):
+                self.send_json(200, {"id": 7, "name": "theirs", "state": "succeeded",
+                                     "tasks": 1, "done": 1}, [("Hmpmd-Store", "222")])
+
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "ok.json")
+            with open(spec, "w") as f:
+                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
+            r = run_against(Restarted, "submit", spec, "--wait")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("theirs", r.stdout)
+        self.assertIn("restarted on another job store", r.stderr)
 
     def test_a_large_submit_waits_longer_for_its_answer(self):
         # The controller parses a spec under its HTTP CPU budget: a 10 MB one

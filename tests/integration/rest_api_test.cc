@@ -32,6 +32,23 @@ TEST_F(RestApiTest, PoolListsWorkersAndTheirCores) {
   EXPECT_EQ(Call("PUT", "/api/v1/pool").status, 405);
 }
 
+// Every answer names the controller's job store (Hmpmd-Store): job ids
+// restart at 1 on a fresh one, and a client following a job by its id
+// (`submit --wait`) must be able to tell.
+TEST_F(RestApiTest, EveryAnswerNamesTheJobStore) {
+  const std::string store = std::to_string(cluster_->controller().epoch());
+  ASSERT_NE(store, "0");
+  for (const char* target : {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/999", "/nowhere"}) {
+    HttpResponse r = Call("GET", target);
+    auto it = r.headers.find("hmpmd-store");
+    ASSERT_NE(it, r.headers.end()) << target;
+    EXPECT_EQ(it->second, store) << target;
+  }
+  HttpResponse r = Call("POST", "/api/v1/jobs", Chain(1));
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.headers["hmpmd-store"], store);
+}
+
 TEST_F(RestApiTest, SubmitRunsTheJobAndEveryJobRouteAnswers) {
   uint64_t id = SubmitOk(Chain(12));
   const std::string base = "/api/v1/jobs/" + std::to_string(id);
