@@ -114,8 +114,9 @@ Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frame
   if (frames.empty()) return Status::Corruption(what + ": empty reply");
   ASSIGN_OR_RETURN(DataHeader reply, ParseDataHeader(frames[0].data, frames[0].size));
   if (reply.op == static_cast<uint8_t>(DataOp::kFetchError) && frames.size() == 2) {
-    return Status::NotFound(what + ": " +
-                            std::string(static_cast<const char*>(frames[1].data), frames[1].size));
+    const std::string why(static_cast<const char*>(frames[1].data), frames[1].size);
+    if (why.starts_with(kWrongDataTokenMessage)) return Status::PermissionDenied(what + ": " + why);
+    return Status::NotFound(what + ": " + why);
   }
   if (reply.op != static_cast<uint8_t>(DataOp::kFetchReply) || frames.size() < 2) {
     return Status::Corruption(what + ": unexpected reply");

@@ -121,7 +121,8 @@ std::vector<Message> SampleMessages() {
   out.push_back(RegisterMsg{});  // every field at its zero value
   out.push_back(RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(),
                             .heartbeat_ms = 250,
-                            .epoch = std::numeric_limits<uint64_t>::max()});
+                            .epoch = std::numeric_limits<uint64_t>::max(),
+                            .data_token = {std::numeric_limits<uint64_t>::max(), 0x5a}});
   out.push_back(Reject{.reason = "unknown worker 9", .reregister = true});
   out.push_back(Reject{.reason = "", .reregister = false});
   out.push_back(Heartbeat{.worker_id = 7,
@@ -177,7 +178,7 @@ std::vector<Message> SampleMessages() {
   out.push_back(FreeJob{.job = 12});
   out.push_back(
       SessionOpen{.name = "rl", .token = "s", .weight = 2, .heartbeat_ms = 500, .sent_us = 3});
-  out.push_back(SessionAck{.job = 4, .error = "", .code = 0});
+  out.push_back(SessionAck{.job = 4, .error = "", .code = 0, .data_token = {0x1234, 0x5678}});
   out.push_back(SessionSubmit{
       .job = 4,
       .groups = {{.seq = 9,

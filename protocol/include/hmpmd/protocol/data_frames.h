@@ -2,6 +2,11 @@
 // hmpmd::client) send to workers' data sockets. The controller never sees
 // them.
 //
+// Every header carries the data token (data_token.h): a worker serves a
+// fetch only with a token it accepts, and answers a wrong one with a fetch
+// error whose message starts with kWrongDataTokenMessage; other frames with a
+// wrong token are dropped.
+//
 //   fetch request   [DataHeader{kFetch, job, run}]          counts one read
 //   fetch, no read  [DataHeader{kFetchPeek, job, run}]      replied as kFetch
 //   take a read     [DataHeader{kTakeRead, job, run}]       no reply
@@ -22,9 +27,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hmpmd/protocol/buffer.h"
+#include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
 
 namespace hmpmd {
@@ -51,8 +58,13 @@ struct DataHeader {
   uint32_t src = 0;  // collective: sender's rank
   uint64_t key = 0;  // fetch: job; collective: gang tag
   uint64_t run = 0;  // fetch: producer run
+  DataToken token;   // the controller's data token (see above)
 };
-static_assert(sizeof(DataHeader) == 24);
+static_assert(sizeof(DataHeader) == 40);
+
+// The message of the fetch error a worker answers a wrong token with; a
+// fetch that gets it fails with PermissionDenied (DecodeFetchReply).
+inline constexpr std::string_view kWrongDataTokenMessage = "refused: wrong data token";
 
 // Reads a header frame; Corruption when it has the wrong size or op.
 Result<DataHeader> ParseDataHeader(const void* data, size_t size);
@@ -80,7 +92,8 @@ struct FrameView {
 };
 // The buffers of a fetch reply (header, meta, each buffer's frames), copied
 // out of `frames`. NotFound for a fetch error (its message after `what`),
-// Corruption for anything malformed; `what` prefixes every message.
+// PermissionDenied for one refusing the token (kWrongDataTokenMessage), Corruption
+// for anything malformed; `what` prefixes every message.
 Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frames,
                                              const std::string& what);
 

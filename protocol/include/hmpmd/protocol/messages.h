@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd {
@@ -27,8 +28,10 @@ namespace hmpmd {
 // 8: RegisterMsg.instance (a worker restarted under the same name is told
 // apart from the same process reconnecting); 9: Heartbeat.store_bytes and
 // SessionAck.code (a refused driver learns why: a full store is
-// kUnavailable, try again, not a bad request).
-inline constexpr uint8_t kProtocolVersion = 9;
+// kUnavailable, try again, not a bad request); 10: the data token in
+// RegisterAck and SessionAck and in every data frame header (a version-9
+// peer sends headers of the old size, which a worker drops).
+inline constexpr uint8_t kProtocolVersion = 10;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -137,9 +140,12 @@ struct RegisterAck {
   // it holds: its tasks and outputs belong to jobs this controller does not
   // know, whatever their ids.
   uint64_t epoch = 0;
+  // What the worker's data socket accepts and its peer connections send
+  // (data_token.h); kept in the job store with the epoch.
+  DataToken data_token;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(worker_id, heartbeat_ms, epoch);
+    ar(worker_id, heartbeat_ms, epoch, data_token);
   }
   friend bool operator==(const RegisterAck&, const RegisterAck&) = default;
 };
@@ -343,9 +349,10 @@ struct SessionAck {
   JobId job = 0;      // 0 when refused
   std::string error;  // empty when opened
   uint8_t code = 0;   // why refused: a StatusCode (kOk when opened)
+  DataToken data_token;  // what the driver's output fetches carry (opened)
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, error, code);
+    ar(job, error, code, data_token);
   }
   friend bool operator==(const SessionAck&, const SessionAck&) = default;
 };
