@@ -19,8 +19,19 @@ void CollectiveInbox::Deliver(uint64_t tag, uint32_t src, zmq::message_t payload
       }
     }
     if (closed_.count(tag) > 0) return;  // late traffic of an ended collective
+    if (options_.cap_bytes > 0 && payload.size() > options_.cap_bytes - queued_bytes_) {
+      const uint64_t n = ++overflowed_;
+      if (options_.log != nullptr && (n & (n - 1)) == 0) {
+        options_.log->warn(
+            "collective inbox: dropped a frame of {} bytes for tag {:#x}: {} bytes queued, the "
+            "cap is {} ({} dropped so far)",
+            payload.size(), tag, queued_bytes_, options_.cap_bytes, n);
+      }
+      return;
+    }
     Queue& q = queues_[{tag, src}];
     if (q.frames.empty()) q.since = now;
+    queued_bytes_ += payload.size();
     q.frames.push_back(std::move(payload));
   }
   cv_.SignalAll();
@@ -35,6 +46,7 @@ std::optional<zmq::message_t> CollectiveInbox::Take(uint64_t tag, uint32_t src,
     if (it != queues_.end() && !it->second.frames.empty()) {
       zmq::message_t m = std::move(it->second.frames.front());
       it->second.frames.pop_front();
+      queued_bytes_ -= m.size();
       if (it->second.frames.empty()) {
         queues_.erase(it);
       } else if (options_.expire_us > 0) {
@@ -55,7 +67,10 @@ void CollectiveInbox::Drop(uint64_t tag) {
 
 void CollectiveInbox::CloseLocked(uint64_t tag) {
   auto it = queues_.lower_bound({tag, 0});
-  while (it != queues_.end() && it->first.first == tag) it = queues_.erase(it);
+  while (it != queues_.end() && it->first.first == tag) {
+    for (const zmq::message_t& m : it->second.frames) queued_bytes_ -= m.size();
+    it = queues_.erase(it);
+  }
   if (!closed_.insert(tag).second) return;
   closed_order_.push_back(tag);
   if (closed_order_.size() > kClosedKept) {
@@ -97,6 +112,16 @@ size_t CollectiveInbox::queued() const {
   size_t n = 0;
   for (const auto& [key, q] : queues_) n += q.frames.size();
   return n;
+}
+
+uint64_t CollectiveInbox::queued_bytes() const {
+  MutexLock lock(&mu_);
+  return queued_bytes_;
+}
+
+uint64_t CollectiveInbox::overflowed() const {
+  MutexLock lock(&mu_);
+  return overflowed_;
 }
 
 uint64_t CollectiveInbox::expired() const {

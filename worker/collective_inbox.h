@@ -37,9 +37,16 @@ struct CollectiveInboxOptions {
   // peer waiting on this worker has failed. A member that starts even later
   // finds nothing and times out (retryable). 0: never. Default: 0.
   int64_t expire_us = 0;
+  // Most payload bytes queued over every tag; a frame that would pass it is
+  // dropped and counted (overflowed()): its collective then times out and
+  // its gang is run again, where queuing it could run the worker out of
+  // memory (frames are not counted in the object store). The data plane
+  // uses the worker's --memory-mb. 0: no cap. Default: 0.
+  uint64_t cap_bytes = 0;
   // The clock (monotonic microseconds). Default: NowUs.
   std::function<int64_t()> now = NowUs;
-  // Where an expiry is logged (debug, one line per sweep); may be null.
+  // Where an expiry (debug, one line per sweep) and overflows (warn, at the
+  // 1st, 2nd, 4th, 8th... drop) are logged; may be null.
   spdlog::logger* log = nullptr;
 };
 
@@ -59,6 +66,10 @@ class CollectiveInbox {
   void Drop(uint64_t tag) EXCLUDES(mu_);
   // Payloads queued, over every tag (for tests and logs).
   size_t queued() const EXCLUDES(mu_);
+  // Their bytes (held under cap_bytes).
+  uint64_t queued_bytes() const EXCLUDES(mu_);
+  // Frames dropped because they would have passed cap_bytes.
+  uint64_t overflowed() const EXCLUDES(mu_);
   // Tags dropped because nobody claimed them in time.
   uint64_t expired() const EXCLUDES(mu_);
 
@@ -84,6 +95,8 @@ class CollectiveInbox {
   std::deque<uint64_t> closed_order_ GUARDED_BY(mu_);  // oldest first, to bound closed_
   int64_t next_sweep_us_ GUARDED_BY(mu_) = 0;
   uint64_t expired_ GUARDED_BY(mu_) = 0;
+  uint64_t queued_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t overflowed_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hmpmd::worker

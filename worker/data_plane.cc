@@ -58,7 +58,9 @@ DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
       ctx_(1),
       store_(options_.cap_bytes),
       // Every peer waiting on this worker has given up long before this.
-      inbox_(CollectiveInboxOptions{.expire_us = 4 * options_.timeout_us, .log = log}),
+      inbox_(CollectiveInboxOptions{.expire_us = 4 * options_.timeout_us,
+                                    .cap_bytes = options_.cap_bytes,
+                                    .log = log}),
       server_(&ctx_, &store_, &inbox_, log),
       fetcher_(
           &ctx_, &store_,

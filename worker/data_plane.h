@@ -35,7 +35,9 @@ namespace hmpmd::worker {
 
 struct DataPlaneOptions {
   std::string host = "127.0.0.1";  // interface the data socket binds
-  uint64_t cap_bytes = 0;          // object store cap; 0: none
+  // Object store cap, and the collective inbox's
+  // (CollectiveInboxOptions::cap_bytes); 0: none.
+  uint64_t cap_bytes = 0;
   // A fetch or collective step waits this long. A peer that died is found
   // out by the controller, which runs the work again; this only bounds how
   // long a lane stays stuck on the dead peer. Collective frames nobody
@@ -109,6 +111,7 @@ class DataPlane {
   void CloseGang(uint64_t tag) { inbox_.Drop(tag); }
   // Collective frames waiting for a lane (tests and logs).
   size_t collective_frames_queued() const { return inbox_.queued(); }
+  const CollectiveInbox& inbox() const { return inbox_; }
 
  private:
   const DataPlaneOptions options_;

@@ -6,12 +6,25 @@
 #include <cstring>
 #include <vector>
 
+#include "communicator.h"
 #include "data_frames.h"
 
 namespace hmpmd::worker {
 namespace {
 
 constexpr int kPollMs = 20;  // how soon Stop() is noticed
+
+// What a peer sends here: fetch requests and take-reads (one header frame
+// of sizeof(DataHeader) bytes) and collective frames (a header and a
+// payload of at most Communicator::kChunkBytes: the Communicator cuts every
+// transfer into chunks of that size, and its other frames are 8-byte sizes
+// or a forwarded chunk). Fetch replies, in frames of kFetchChunkBytes, go
+// the other way. So nothing legitimate comes near twice the chunk size,
+// which leaves room to grow the chunks a little; a bigger frame is an
+// attacker's (or a foreign protocol's), and ZeroMQ drops its connection
+// instead of allocating what its length prefix claims.
+static_assert(static_cast<size_t>(DataServer::kMaxFrameBytes) >= 2 * Communicator::kChunkBytes);
+static_assert(static_cast<size_t>(DataServer::kMaxFrameBytes) >= 64 * sizeof(DataHeader));
 
 zmq::message_t HeaderFrame(DataOp op, uint64_t key, uint64_t run) {
   DataHeader h;
@@ -40,6 +53,7 @@ Status DataServer::Bind(const std::string& host) {
     socket_->set(zmq::sockopt::linger, 0);
     socket_->set(zmq::sockopt::rcvhwm, 0);
     socket_->set(zmq::sockopt::sndhwm, 0);
+    socket_->set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
     socket_->bind("tcp://" + host + ":*");
     endpoint_ = socket_->get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {

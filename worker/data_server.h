@@ -4,6 +4,8 @@
 //
 // Replies to fetches are zero-copy: each buffer frame points into the
 // stored outputs, which a shared_ptr keeps alive until ZeroMQ has sent it.
+// ZeroMQ drops a connection that sends a frame over kMaxFrameBytes before
+// allocating it.
 //
 // Thread-safety: Bind() and Stop() belong to the owner's thread; the socket
 // belongs to the server thread once Bind() has started it.
@@ -25,6 +27,10 @@ namespace hmpmd::worker {
 
 class DataServer {
  public:
+  // The largest frame a legitimate peer sends here (ZMQ_MAXMSGSIZE; see
+  // data_server.cc for why this value).
+  static constexpr int64_t kMaxFrameBytes = int64_t{2} << 20;
+
   // Every pointer must outlive the server.
   DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox, spdlog::logger* log);
   ~DataServer();

@@ -499,5 +499,29 @@ TEST(CollectiveInboxTest, WithoutABoundNothingExpires) {
   EXPECT_EQ(inbox.expired(), 0u);
 }
 
+// Frames are not counted in the object store: without a cap, a peer (or
+// anyone who could reach the data socket) filled the worker's memory with
+// them. Past the cap they are dropped and counted; taken or dropped frames
+// give their bytes back.
+TEST(CollectiveInboxTest, FramesPastTheByteCapAreDroppedAndCounted) {
+  CollectiveInbox inbox(CollectiveInboxOptions{.cap_bytes = 100});
+  inbox.Deliver(1, 0, zmq::message_t(std::string(60, 'a')));
+  inbox.Deliver(1, 1, zmq::message_t(std::string(60, 'b')));  // 120 > 100
+  inbox.Deliver(2, 0, zmq::message_t(std::string(40, 'c')));  // exactly 100
+  EXPECT_EQ(inbox.queued(), 2u);
+  EXPECT_EQ(inbox.queued_bytes(), 100u);
+  EXPECT_EQ(inbox.overflowed(), 1u);
+  EXPECT_FALSE(inbox.Take(1, 1, 0).has_value());
+  inbox.Deliver(2, 0, zmq::message_t(std::string(1, 'd')));  // still full
+  EXPECT_EQ(inbox.overflowed(), 2u);
+  ASSERT_TRUE(inbox.Take(1, 0, 0).has_value());
+  EXPECT_EQ(inbox.queued_bytes(), 40u);
+  inbox.Drop(2);
+  EXPECT_EQ(inbox.queued_bytes(), 0u);
+  inbox.Deliver(3, 0, zmq::message_t(std::string(100, 'e')));
+  EXPECT_EQ(inbox.queued(), 1u);
+  EXPECT_EQ(inbox.overflowed(), 2u);
+}
+
 }  // namespace
 }  // namespace hmpmd::worker
