@@ -49,6 +49,8 @@ Status Client::Close() {
 
 JobId Client::job() const { return session_->job(); }
 
+const DataToken& Client::data_token() const { return session_->data_token(); }
+
 const std::string& Client::session() const { return session_->options().session; }
 
 uint64_t Client::in_flight() const { return session_->in_flight(); }

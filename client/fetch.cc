@@ -9,8 +9,8 @@
 
 namespace hmpmd::client {
 
-Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job, uint32_t run,
-                                         int64_t timeout_ms) {
+Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, const DataToken& token,
+                                         JobId job, uint32_t run, int64_t timeout_ms) {
   // One context per process for fetches: cheap to share, costly to create.
   static zmq::context_t* ctx = new zmq::context_t(1);
   const std::string what =
@@ -24,6 +24,7 @@ Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job,
     h.op = static_cast<uint8_t>(DataOp::kFetch);
     h.key = job;
     h.run = run;
+    h.token = token;
     s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none);
     zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
     // Past INT32_MAX ms (24 days) zmq_poll's int timeout may wrap: no limit.

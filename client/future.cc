@@ -44,7 +44,8 @@ Result<std::vector<Buffer>> Future::Get(int64_t timeout_ms) const {
     // Set once by the ack, before the task could end.
     index = state_->index;
   }
-  auto out = FetchOutputs(endpoint, state_->session->job(), static_cast<uint32_t>(index), left);
+  auto out = FetchOutputs(endpoint, state_->session->data_token(), state_->session->job(),
+                          static_cast<uint32_t>(index), left);
   if (!out.ok()) {
     return Status(out.status().code(), "task '" + state_->label + "': " + out.status().message());
   }

@@ -106,6 +106,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Dropped(FutureState& f);
 
   JobId job() const { return job_; }
+  // The controller's data token (SessionAck): what output fetches carry.
+  const DataToken& data_token() const { return data_token_; }
   const ClientOptions& options() const { return options_; }
   uint64_t in_flight();
 
@@ -129,6 +131,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::thread io_;
   std::atomic<bool> stop_{false};
   JobId job_ = 0;
+  DataToken data_token_;  // set with job_, before the I/O thread starts
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -97,6 +97,7 @@ Status Session::Start() {
       return Status(known ? code : StatusCode::kInvalidArgument, "controller: " + ack.error);
     }
     job_ = ack.job;
+    data_token_ = ack.data_token;
     io_ = std::thread([this] { Loop(); });
     return Status::Ok();
   }

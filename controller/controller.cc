@@ -43,6 +43,10 @@ Status Controller::Start() {
   started_at_ = NowUs();
   if (options_.store) {
     ASSIGN_OR_RETURN(epoch_, options_.store->LoadEpoch());
+    // Kept with the epoch: workers that re-register after a restart get
+    // the token their peers still hold, so fetches between them go on.
+    ASSIGN_OR_RETURN(std::optional<DataToken> kept, options_.store->LoadDataToken());
+    if (kept) data_token_ = *kept;
     RETURN_IF_ERROR(RestoreFromStore(started_at_));
     writer_ = std::make_unique<StoreWriter>(options_.store.get(), options_.store_writer);
   }
@@ -52,6 +56,7 @@ Status Controller::Start() {
     RETURN_IF_ERROR(transport_.EnableCurveServer(options_.curve_secret_key));
   }
   if (epoch_ == 0) epoch_ = RandomId();
+  if (data_token_.empty()) data_token_ = NewDataToken();
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
   // Workers can register from now on: the grace starts here, not before
   // the store load (seconds for millions of stored runs).

@@ -25,6 +25,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "hmpmd/protocol/data_token.h"
 #include "hmpmd/scheduler/scheduler.h"
 #include "job_spec_parser.h"
 #include "job_store.h"
@@ -250,6 +251,10 @@ class Controller {
   // tell a restart that kept its jobs from one that did not.
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   const ControllerOptions& options() const { return options_; }
+  // What workers' data sockets accept (RegisterAck, SessionAck; REST
+  // outputs for authorised callers): the store's, else drawn in Start().
+  // Set in Start() and fixed after, so any thread may read it then.
+  const DataToken& data_token() const { return data_token_; }
   // Monotonic microseconds; the time base of every record.
   static TimeUs NowUs();
 
@@ -381,6 +386,8 @@ class Controller {
   // RegisterAck::epoch: the store's, else drawn in Start(); never 0 after.
   // Atomic: REST threads read it (epoch()).
   std::atomic<uint64_t> epoch_{0};
+  // See data_token(); never empty after Start().
+  DataToken data_token_;
   // WhenDurable() callbacks of this iteration.
   std::vector<std::function<void(const Status&)>> durable_waiters_;
   std::vector<Dispatch> dispatch_scratch_;

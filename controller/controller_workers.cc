@@ -116,7 +116,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
     spdlog::warn("worker '{}' holds {} task(s) and {} output(s) of another controller: dropped",
                  m.name, m.held.size(), m.outputs.size());
   }
-  transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms, epoch_});
+  transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms, epoch_, data_token_});
   spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", w.id, m.name,
                scheduler_->pool().device(w.device).desc.cores[0],
                scheduler_->pool().device(w.device).desc.cores[1], m.kernels.size());

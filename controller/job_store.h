@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/scheduler/scheduler.h"
 
@@ -104,6 +105,12 @@ class JobStore {
   // (RegisterAck::epoch); 0 when the store keeps none (the controller then
   // draws one per process).
   virtual Result<uint64_t> LoadEpoch() { return uint64_t{0}; }
+  // The data token (RegisterAck::data_token) drawn once when the store was
+  // created (or first opened by a version that keeps one) and kept in it,
+  // so that a restarted controller hands out the one its workers hold;
+  // nullopt when the store keeps none (the controller then draws one per
+  // process).
+  virtual Result<std::optional<DataToken>> LoadDataToken() { return std::optional<DataToken>(); }
 };
 
 }  // namespace hmpmd

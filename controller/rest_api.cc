@@ -551,9 +551,13 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
       o["buffers"] = loc->buffers;
       outputs.push_back(std::move(o));
     }
-    return reply(Json(
-        200, json{{"id", job->id}, {"outputs", std::move(outputs)}, {"lost", std::move(lost)}}.dump(
-                 -1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    json body = {{"id", job->id}, {"outputs", std::move(outputs)}, {"lost", std::move(lost)}};
+    // The token a fetch from those workers must carry: to whoever may
+    // change things here (the Bearer token, or anyone without one), never
+    // to a reader the controller would refuse a POST.
+    if (Authorised(req)) body["data_token"] = DataTokenHex(c.data_token());
+    return reply(
+        Json(200, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   }
   return reply(Error(404, "no route " + req.path));
 }

@@ -159,14 +159,14 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
   session_of_[identity] = *job;
   spdlog::info("driver session '{}' opened as job {}", spec.name, *job);
   if (!writer_) {
-    transport_.Send(identity, SessionAck{*job, "", 0});
+    transport_.Send(identity, SessionAck{*job, "", 0, data_token_});
     return;
   }
   // Acknowledged once stored, as a REST submit's 201: a controller killed
   // before the write gave the id a driver held to the next session.
   WhenDurable([this, identity, id = *job](const Status& st) {
     if (st.ok()) {
-      transport_.Send(identity, SessionAck{id, "", 0});
+      transport_.Send(identity, SessionAck{id, "", 0, data_token_});
       return;
     }
     // SubmitGraph withdrew the job; the driver may try again later.

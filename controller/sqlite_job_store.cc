@@ -39,6 +39,8 @@ CREATE TABLE IF NOT EXISTS workers (key TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta(key, value) SELECT 'max_job', coalesce(max(id), 0) FROM jobs;
 INSERT OR IGNORE INTO meta(key, value) VALUES ('epoch', (random() & 9223372036854775807) | 1);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('data_token_hi', random());
+INSERT OR IGNORE INTO meta(key, value) VALUES ('data_token_lo', random());
 )sql";
 
 // Columns added after the first release, for files an older version made
@@ -368,6 +370,17 @@ namespace hmpmd {
 Result<uint64_t> SqliteJobStore::LoadEpoch() {
   ASSIGN_OR_RETURN(int64_t epoch, QueryInt("SELECT value FROM meta WHERE key = 'epoch'"));
   return static_cast<uint64_t>(epoch);
+}
+
+// SQLite's random() draws from a generator seeded by the OS's randomness
+// (/dev/urandom), good enough for a secret of 128 bits. Files made before
+// the token get theirs on the first open by this version (kSchema).
+Result<std::optional<DataToken>> SqliteJobStore::LoadDataToken() {
+  ASSIGN_OR_RETURN(int64_t hi, QueryInt("SELECT value FROM meta WHERE key = 'data_token_hi'"));
+  ASSIGN_OR_RETURN(int64_t lo, QueryInt("SELECT value FROM meta WHERE key = 'data_token_lo'"));
+  const DataToken t{static_cast<uint64_t>(hi), static_cast<uint64_t>(lo)};
+  if (t.empty()) return std::optional<DataToken>();
+  return std::optional<DataToken>(t);
 }
 
 Result<JobId> SqliteJobStore::LoadMaxJobId() {

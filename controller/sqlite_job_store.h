@@ -4,7 +4,8 @@
 // finished_unix_ms), task_runs(job, run, attempt, start, end, device, bytes),
 // one row per finished run, workers(key), the workers alive, and
 // meta(key, value) with the largest job id ever written ('max_job') and the
-// store's epoch, drawn at random when the file is made ('epoch'). Files of an
+// store's epoch, drawn at random when the file is made ('epoch'), and the
+// data token ('data_token_hi', 'data_token_lo'; also drawn then). Files of an
 // older version get the new columns on Open(). Write() is one transaction; with synchronous=NORMAL
 // a power loss may drop the last transactions but never corrupts the file, and a process crash
 // (kill -9) loses nothing that Write() returned for. One store at a time holds a file: Open()
@@ -37,6 +38,7 @@ class SqliteJobStore : public JobStore {
   Result<std::optional<std::vector<std::string>>> LoadLiveWorkers() override;
   Result<JobId> LoadMaxJobId() override;
   Result<uint64_t> LoadEpoch() override;
+  Result<std::optional<DataToken>> LoadDataToken() override;
 
  private:
   explicit SqliteJobStore(std::string path) : path_(std::move(path)) {}

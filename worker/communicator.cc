@@ -99,6 +99,7 @@ Status Communicator::Send(uint32_t peer, const void* data, size_t size) {
     h.op = static_cast<uint8_t>(DataOp::kCollective);
     h.src = gang_.rank;
     h.key = gang_.tag;
+    h.token = gang_.token;
     s->send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::sndmore);
     if (size < kZeroCopyBytes) {
       s->send(zmq::message_t(data, size), zmq::send_flags::none);

@@ -35,6 +35,7 @@
 #include <zmq.hpp>
 
 #include "collective_inbox.h"
+#include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
 #include "mutex.h"
 
@@ -44,6 +45,7 @@ struct GangView {
   uint32_t rank = 0;
   std::vector<std::string> endpoints;  // data endpoints in rank order
   uint64_t tag = 0;
+  DataToken token;  // what every frame carries: the peers' DataTokens accept it
 };
 
 // Counts the zero-copy frames ZeroMQ still holds. Thread-safe: ZeroMQ's

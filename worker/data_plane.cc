@@ -61,9 +61,9 @@ DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
       inbox_(CollectiveInboxOptions{.expire_us = 4 * options_.timeout_us,
                                     .cap_bytes = options_.cap_bytes,
                                     .log = log}),
-      server_(&ctx_, &store_, &inbox_, log),
+      server_(&ctx_, &store_, &inbox_, &tokens_, log),
       fetcher_(
-          &ctx_, &store_,
+          &ctx_, &store_, &tokens_,
           InputFetcherOptions{options_.cap_bytes, options_.prefetch_bytes, options_.timeout_us}) {}
 
 DataPlane::~DataPlane() { Stop(); }
@@ -223,7 +223,7 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
 std::unique_ptr<Communicator> DataPlane::MakeCommunicator(const GangInfo& gang,
                                                           const std::atomic<bool>* cancel) {
   return std::make_unique<Communicator>(
-      &ctx_, &inbox_, GangView{gang.rank, gang.endpoints, gang.tag}, options_.timeout_us, cancel);
+      &ctx_, &inbox_, GangView{gang.rank, gang.endpoints, gang.tag, tokens_.current()}, options_.timeout_us, cancel);
 }
 
 }  // namespace hmpmd::worker

@@ -27,6 +27,7 @@
 #include "collective_inbox.h"
 #include "communicator.h"
 #include "data_server.h"
+#include "data_tokens.h"
 #include "hmpmd/protocol/messages.h"
 #include "input_fetcher.h"
 #include "object_store.h"
@@ -80,6 +81,13 @@ class DataPlane {
   Status Start();
   void Stop();
   const std::string& endpoint() const { return server_.endpoint(); }
+  // The controller's data token (RegisterAck): what the data socket accepts
+  // (with the previous one, see DataTokens) and what this worker's fetches,
+  // take-reads and collective frames carry. Until the first call the data
+  // socket serves nothing.
+  void SetDataToken(const DataToken& token) { tokens_.Set(token); }
+  const DataTokens& tokens() const { return tokens_; }
+  const DataServer& server() const { return server_; }
   ObjectStore& store() { return store_; }
   ActorStates& actor_states() { return actor_states_; }
   InputFetcher& fetcher() { return fetcher_; }
@@ -117,6 +125,7 @@ class DataPlane {
   const DataPlaneOptions options_;
   spdlog::logger* const log_;
   zmq::context_t ctx_;
+  DataTokens tokens_;
   ObjectStore store_;
   ActorStates actor_states_;
   CollectiveInbox inbox_;

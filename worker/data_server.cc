@@ -26,6 +26,9 @@ constexpr int kPollMs = 20;  // how soon Stop() is noticed
 static_assert(static_cast<size_t>(DataServer::kMaxFrameBytes) >= 2 * Communicator::kChunkBytes);
 static_assert(static_cast<size_t>(DataServer::kMaxFrameBytes) >= 64 * sizeof(DataHeader));
 
+// True for the 1st, 2nd, 4th, 8th... event: when a count is logged.
+bool LogCount(uint64_t count) { return (count & (count - 1)) == 0; }
+
 zmq::message_t HeaderFrame(DataOp op, uint64_t key, uint64_t run) {
   DataHeader h;
   h.op = static_cast<uint8_t>(op);
@@ -42,8 +45,8 @@ void ReleaseOutputs(void*, void* hint) {
 }  // namespace
 
 DataServer::DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox,
-                       spdlog::logger* log)
-    : ctx_(ctx), store_(store), inbox_(inbox), log_(log) {}
+                       const DataTokens* tokens, spdlog::logger* log)
+    : ctx_(ctx), store_(store), inbox_(inbox), tokens_(tokens), log_(log) {}
 
 DataServer::~DataServer() { Stop(); }
 
@@ -95,10 +98,26 @@ void DataServer::Serve() {
         (void)s.recv(next);
         parts.push_back(std::move(next));
       }
-      if (parts.size() < 2) continue;
+      if (parts.size() < 2) {
+        Malformed("a message without a header frame");
+        continue;
+      }
       Result<DataHeader> h = ParseDataHeader(parts[1].data(), parts[1].size());
       if (!h.ok()) {
-        log_->warn("data socket: dropped a frame: {}", h.status().message());
+        Malformed(h.status().message());
+        continue;
+      }
+      // The token first: nothing of a refused message is looked at further.
+      if (!tokens_->Accepts(h->token)) {
+        Refused(*h);
+        if (h->op == static_cast<uint8_t>(DataOp::kFetch) ||
+            h->op == static_cast<uint8_t>(DataOp::kFetchPeek)) {
+          // The fetcher fails at once with a clear reason, not at its
+          // time-out; the reply names nothing the request did not.
+          s.send(parts[0], zmq::send_flags::sndmore);
+          s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
+          s.send(zmq::buffer(kWrongDataTokenMessage), zmq::send_flags::none);
+        }
         continue;
       }
       if (h->op == static_cast<uint8_t>(DataOp::kCollective) && parts.size() == 3) {
@@ -144,10 +163,24 @@ void DataServer::Serve() {
           }
         }
       } else {
-        log_->warn("data socket: dropped a message with op {} and {} frames", h->op, parts.size());
+        Malformed("op " + std::to_string(h->op) + " with " + std::to_string(parts.size()) +
+                  " frames");
       }
     }
   }
+}
+
+void DataServer::Refused(const DataHeader& h) {
+  const uint64_t count = refused_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (!LogCount(count)) return;
+  log_->warn("data socket {}: refused a message with op {} and a wrong data token ({} so far)",
+             endpoint_, h.op, count);
+}
+
+void DataServer::Malformed(const std::string& why) {
+  const uint64_t count = malformed_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (!LogCount(count)) return;
+  log_->warn("data socket {}: dropped a malformed message: {} ({} so far)", endpoint_, why, count);
 }
 
 }  // namespace hmpmd::worker

@@ -4,8 +4,14 @@
 //
 // Replies to fetches are zero-copy: each buffer frame points into the
 // stored outputs, which a shared_ptr keeps alive until ZeroMQ has sent it.
-// ZeroMQ drops a connection that sends a frame over kMaxFrameBytes before
-// allocating it.
+//
+// Only frames whose header carries a token `tokens` accepts are served. A
+// fetch with another token is answered with a fetch error that starts with
+// kWrongDataTokenMessage (the fetcher fails at once, with PermissionDenied);
+// take-reads and collective frames with another token are dropped. Refused
+// and malformed messages are counted and logged at the 1st, 2nd, 4th,
+// 8th... of each, never one line per frame. ZeroMQ drops a connection
+// that sends a frame over kMaxFrameBytes before allocating it.
 //
 // Thread-safety: Bind() and Stop() belong to the owner's thread; the socket
 // belongs to the server thread once Bind() has started it.
@@ -20,6 +26,8 @@
 #include <zmq.hpp>
 
 #include "collective_inbox.h"
+#include "data_frames.h"
+#include "data_tokens.h"
 #include "hmpmd/protocol/status.h"
 #include "object_store.h"
 
@@ -32,7 +40,8 @@ class DataServer {
   static constexpr int64_t kMaxFrameBytes = int64_t{2} << 20;
 
   // Every pointer must outlive the server.
-  DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox, spdlog::logger* log);
+  DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox,
+             const DataTokens* tokens, spdlog::logger* log);
   ~DataServer();
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;
@@ -44,17 +53,29 @@ class DataServer {
   // Joins the thread. Idempotent.
   void Stop();
 
+  // Messages dropped or answered with an error for a wrong token, and
+  // those dropped as malformed (for tests and logs; any thread).
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  uint64_t malformed() const { return malformed_.load(std::memory_order_relaxed); }
+
  private:
   void Loop();
   void Serve();
+  // Counts (and now and then logs) a message refused for its token, or
+  // one dropped as malformed.
+  void Refused(const DataHeader& h);
+  void Malformed(const std::string& why);
 
   zmq::context_t* const ctx_;
   ObjectStore* const store_;
   CollectiveInbox* const inbox_;
+  const DataTokens* const tokens_;
   spdlog::logger* const log_;
   std::optional<zmq::socket_t> socket_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> malformed_{0};
   std::thread thread_;
 };
 

@@ -105,9 +105,11 @@ class InputFetcher {
   // queued tasks, so a starting task always finds threads.
   static constexpr size_t kMaxThreads = 8;
 
-  // `ctx` and `store` must outlive the fetcher; `store` is only read
-  // (used_bytes()) to keep fetches ahead under its cap.
-  InputFetcher(zmq::context_t* ctx, const ObjectStore* store, InputFetcherOptions options);
+  // `ctx`, `store` and `tokens` must outlive the fetcher; `store` is only
+  // read (used_bytes()) to keep fetches ahead under its cap; fetches and
+  // take-reads carry tokens->current().
+  InputFetcher(zmq::context_t* ctx, const ObjectStore* store, const DataTokens* tokens,
+               InputFetcherOptions options);
   ~InputFetcher();
   InputFetcher(const InputFetcher&) = delete;
   InputFetcher& operator=(const InputFetcher&) = delete;

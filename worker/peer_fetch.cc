@@ -68,8 +68,8 @@ bool StillConnected(Connection& c) {
 // exchange ended as the protocol says (the reply to this request read in
 // full, the peer still connected): only then may `c` carry another.
 // Throws zmq::error_t.
-Result<BufferList> Exchange(Connection& c, JobId job, uint32_t run, int64_t timeout_us, DataOp op,
-                            bool* clean) {
+Result<BufferList> Exchange(Connection& c, const DataToken& token, JobId job, uint32_t run,
+                            int64_t timeout_us, DataOp op, bool* clean) {
   *clean = false;
   const std::string what = What(c.endpoint, job, run);
   zmq::socket_t& s = c.socket;
@@ -79,6 +79,7 @@ Result<BufferList> Exchange(Connection& c, JobId job, uint32_t run, int64_t time
   h.op = static_cast<uint8_t>(op);
   h.key = job;
   h.run = run;
+  h.token = token;
   if (!s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none)) {
     return Status::Unavailable(what + ": cannot connect within " +
                                std::to_string(kConnectTimeoutMs) + " ms");
@@ -113,19 +114,20 @@ Result<BufferList> Exchange(Connection& c, JobId job, uint32_t run, int64_t time
 
 }  // namespace
 
-Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoint, JobId job,
-                                 uint32_t run, int64_t timeout_us) {
+Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoint,
+                                 const DataToken& token, JobId job, uint32_t run,
+                                 int64_t timeout_us) {
   try {
     std::unique_ptr<Connection> c = Open(ctx, endpoint);
     bool clean = false;
-    return Exchange(*c, job, run, timeout_us, DataOp::kFetch, &clean);
+    return Exchange(*c, token, job, run, timeout_us, DataOp::kFetch, &clean);
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(What(endpoint, job, run) + ": " + e.what());
   }
 }
 
-PeerConnections::PeerConnections(zmq::context_t* ctx, size_t max_idle)
-    : ctx_(ctx), max_idle_(max_idle) {}
+PeerConnections::PeerConnections(zmq::context_t* ctx, const DataTokens* tokens, size_t max_idle)
+    : ctx_(ctx), tokens_(tokens), max_idle_(max_idle) {}
 
 PeerConnections::~PeerConnections() { Clear(); }
 
@@ -175,7 +177,8 @@ Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job
     }
     bool clean = false;
     Result<BufferList> out =
-        Exchange(*c, job, run, timeout_us, peek ? DataOp::kFetchPeek : DataOp::kFetch, &clean);
+        Exchange(*c, tokens_->current(), job, run, timeout_us,
+                 peek ? DataOp::kFetchPeek : DataOp::kFetch, &clean);
     if (clean) {
       Keep(std::move(c));
     } else {
@@ -198,6 +201,7 @@ Status PeerConnections::TakeRead(const std::string& endpoint, JobId job, uint32_
   h.op = static_cast<uint8_t>(DataOp::kTakeRead);
   h.key = job;
   h.run = run;
+  h.token = tokens_->current();
   std::optional<zmq::socket_t> evicted;  // closed outside the lock
   MutexLock lock(&mu_);
   try {
@@ -240,10 +244,10 @@ void PeerConnections::Clear() {
   readers.swap(readers_);
 }
 
-Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, JobId job, uint32_t run,
-                                         int64_t timeout_ms) {
+Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, const DataToken& token,
+                                         JobId job, uint32_t run, int64_t timeout_ms) {
   zmq::context_t ctx(1);
-  return FetchFromPeer(&ctx, endpoint, job, run, timeout_ms * 1000);
+  return FetchFromPeer(&ctx, endpoint, token, job, run, timeout_ms * 1000);
 }
 
 }  // namespace hmpmd::worker

@@ -24,22 +24,27 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "data_tokens.h"
 #include "hmpmd/protocol/status.h"
 #include "mutex.h"
 #include "object_store.h"
 
 namespace hmpmd::worker {
 
-Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoint, JobId job,
-                                 uint32_t run, int64_t timeout_us);
+// The request carries `token`; a producer that refuses it fails the fetch
+// with PermissionDenied.
+Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoint,
+                                 const DataToken& token, JobId job, uint32_t run,
+                                 int64_t timeout_us);
 
 class PeerConnections {
  public:
   // Idle connections kept, over all producers; the oldest go first.
   static constexpr size_t kDefaultMaxIdle = 32;
 
-  // `ctx` must outlive this object.
-  explicit PeerConnections(zmq::context_t* ctx, size_t max_idle = kDefaultMaxIdle);
+  // `ctx` and `tokens` must outlive this object; every request carries
+  // tokens->current() at the time it is sent.
+  PeerConnections(zmq::context_t* ctx, const DataTokens* tokens, size_t max_idle = kDefaultMaxIdle);
   ~PeerConnections();
   PeerConnections(const PeerConnections&) = delete;
   PeerConnections& operator=(const PeerConnections&) = delete;
@@ -75,6 +80,7 @@ class PeerConnections {
   void Keep(std::unique_ptr<Connection> c) EXCLUDES(mu_);
 
   zmq::context_t* const ctx_;
+  const DataTokens* const tokens_;
   const size_t max_idle_;
   mutable Mutex mu_;
   std::deque<std::unique_ptr<Connection>> idle_ GUARDED_BY(mu_);  // oldest first

@@ -305,6 +305,9 @@ void ServeLoop::OnRegisterAck(const RegisterAck& ack, int64_t now) {
   backoff_.Reset();
   if (registered_once_ && ack.epoch != epoch_) DropEverything();
   epoch_ = register_.epoch = ack.epoch;
+  // Before any task of this controller runs: its fetches carry the token,
+  // and peers' requests with it are served from now on.
+  data_.SetDataToken(ack.data_token);
   if (registered_once_) {
     // A new controller may have missed these; an old one ignores repeats.
     for (const auto& [task, result] : recent_) done_.results.push_back(result);

@@ -55,6 +55,9 @@ struct Options {
 // kFetchRun + i.
 constexpr size_t kFetchMiB[] = {1, 8, 64};
 constexpr uint32_t kFetchRun = 1'000'000;
+// The producer process and the fetchers share this fixed token: a
+// benchmark's, not a secret.
+constexpr DataToken kBenchToken{0x62656e6368, 2};
 
 // The producer: keeps the outputs, prints its endpoint, serves until the
 // parent closes the pipe.
@@ -63,7 +66,8 @@ int Producer(const Options& o, int to_parent, int from_parent) {
   zmq::context_t ctx(1);
   ObjectStore store(0);
   CollectiveInbox inbox;
-  DataServer server(&ctx, &store, &inbox, &log);
+  DataTokens tokens(kBenchToken);
+  DataServer server(&ctx, &store, &inbox, &tokens, &log);
   if (!server.Bind("127.0.0.1").ok()) return 10;
   for (uint32_t i = 0; i < o.tasks; ++i) {
     Buffer b;
@@ -91,6 +95,7 @@ int Producer(const Options& o, int to_parent, int from_parent) {
 double RunOnce(const Options& o, const std::string& endpoint, uint64_t prefetch_bytes) {
   spdlog::logger log("bench");
   DataPlane plane(DataPlaneOptions{"127.0.0.1", 0, 60'000'000, prefetch_bytes}, &log);
+  plane.SetDataToken(kBenchToken);
   if (!plane.Start().ok()) return -1;
   WakeupFd wake;
   CompletionQueue done(&wake);
@@ -136,7 +141,8 @@ double RunOnce(const Options& o, const std::string& endpoint, uint64_t prefetch_
 // a kept one (alternating), and raw p2p; prints the table. 0 or 1.
 int FetchTable(const Options& o, const std::string& endpoint) {
   zmq::context_t ctx(1);
-  PeerConnections kept(&ctx);
+  DataTokens tokens(kBenchToken);
+  PeerConnections kept(&ctx, &tokens);
   std::printf("one fetch from a producer process at a time, medians of %d\n", o.runs);
   std::printf("%-8s %12s %12s %10s %10s %8s\n", "size", "new conn ms", "kept conn ms", "kept GB/s",
               "p2p GB/s", "vs p2p");
@@ -147,7 +153,7 @@ int FetchTable(const Options& o, const std::string& endpoint) {
       for (int mode = 0; mode < 2; ++mode) {
         const auto start = Clock::now();
         Result<BufferList> got = mode == 0
-                                     ? FetchFromPeer(&ctx, endpoint, 1, kFetchRun + i, 60'000'000)
+                                     ? FetchFromPeer(&ctx, endpoint, kBenchToken, 1, kFetchRun + i, 60'000'000)
                                      : kept.Fetch(endpoint, 1, kFetchRun + i, 60'000'000);
         const double s = std::chrono::duration<double>(Clock::now() - start).count();
         if (!got.ok() || got->size() != 1 || (*got)[0].data.size() != bytes) {

@@ -87,11 +87,26 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     return Status::Unavailable("--fetch: task '" + first.value("task", std::string()) +
                                "': its final outputs were lost " + with + more);
   }
+  // The workers serve only fetches with the controller's data token, which
+  // it gives to callers it would let submit.
+  const nlohmann::json list = outputs.value("outputs", nlohmann::json::array());
+  DataToken token;
+  if (!list.empty()) {
+    const nlohmann::json hex = outputs.value("data_token", nlohmann::json());
+    if (!hex.is_string()) {
+      return Status::PermissionDenied(
+          "--fetch: the controller gave no data token for the job's outputs; give --token-file "
+          "with its token");
+    }
+    Result<DataToken> parsed = ParseDataToken(hex.get<std::string>());
+    if (!parsed.ok()) return Status::Corruption("--fetch: " + parsed.status().message());
+    token = *parsed;
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::InvalidArgument("--fetch: cannot create '" + dir + "': " + ec.message());
   nlohmann::json manifest = nlohmann::json::array();
-  for (const auto& o : outputs.value("outputs", nlohmann::json::array())) {
+  for (const auto& o : list) {
     const std::string task = o.value("task", "");
     const std::string endpoint = o.value("endpoint", "");
     const uint32_t run = o.value("run", 0u);
@@ -99,7 +114,8 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
       return Status::Corruption("--fetch: malformed output entry " +
                                 o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
-    auto buffers = client::FetchOutputs(endpoint, job, run, static_cast<int64_t>(timeout_s * 1000));
+    auto buffers =
+        client::FetchOutputs(endpoint, token, job, run, static_cast<int64_t>(timeout_s * 1000));
     if (!buffers.ok())
       return Status(buffers.status().code(),
                     "--fetch: task '" + task + "': " + buffers.status().message());

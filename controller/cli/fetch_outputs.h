@@ -23,7 +23,8 @@ Status PrepareFetchDir(const std::string& dir);
 // inside DIR.
 std::string OutputFileName(const std::string& task, size_t index);
 
-// `outputs` is the body of GET /api/v1/jobs/{id}/outputs. Writes
+// `outputs` is the body of GET /api/v1/jobs/{id}/outputs, with the
+// `data_token` the fetches carry (PermissionDenied without one). Writes
 // DIR/OutputFileName(task, i) (raw bytes of buffer i) and DIR/manifest.json
 // (task, file, dtype, shape of each), creating DIR.
 Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::string& dir,

@@ -421,16 +421,19 @@ TEST_F(ClientTest, ADroppedFutureFreesItsOutputsOnTheWorker) {
   ASSERT_EQ(outputs["outputs"].size(), 1u) << outputs.dump();
   const std::string endpoint = outputs["outputs"][0].value("endpoint", "");
   const uint32_t run = outputs["outputs"][0].value("run", 0u);
+  // REST gives the session's data token (the fixture's controller has no
+  // REST token, so every caller is authorised).
+  EXPECT_EQ(outputs.value("data_token", ""), DataTokenHex(c->data_token()));
   // Held while the Future lives, however often it is read.
   for (int i = 0; i < 2; ++i) {
-    auto got = client::FetchOutputs(endpoint, c->job(), run, 5000);
+    auto got = client::FetchOutputs(endpoint, c->data_token(), c->job(), run, 5000);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ((*got)[0].data.size(), 64u);
   }
   x = Status::Cancelled("dropped");  // the last copy of the Future goes
   Status gone;
   for (int i = 0; i < 200; ++i) {
-    gone = client::FetchOutputs(endpoint, c->job(), run, 5000).status();
+    gone = client::FetchOutputs(endpoint, c->data_token(), c->job(), run, 5000).status();
     if (gone.code() == StatusCode::kNotFound) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

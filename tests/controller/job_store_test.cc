@@ -224,6 +224,33 @@ TEST(SqliteJobStoreTest, AJobIdOutOfRangeIsCorruptionNotAnotherId) {
   }
 }
 
+// The data token is kept like the epoch: a controller restarted on the
+// file hands out the token its workers hold (else peers not yet
+// re-registered refuse the first ones back, and inputs are rebuilt).
+TEST(SqliteJobStoreTest, TheDataTokenIsKeptInTheFileAndDiffersBetweenFiles) {
+  std::string a = TempPath("token-a"), b = TempPath("token-b");
+  for (const std::string& p : {a, b}) std::filesystem::remove(p);
+  DataToken first;
+  {
+    auto s = SqliteJobStore::Open(a);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto t = (*s)->LoadDataToken();
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE(t->has_value());
+    EXPECT_FALSE((*t)->empty());
+    first = **t;
+  }
+  auto again = SqliteJobStore::Open(a);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->LoadDataToken().value(), first);
+  auto other = SqliteJobStore::Open(b);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE((*other)->LoadDataToken().value(), first);
+  for (const std::string& p : {a, b}) {
+    for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(p + ext);
+  }
+}
+
 // The epoch names the file: the same across reopenings (a restarted
 // controller adopts what workers hold), another for another file.
 TEST(SqliteJobStoreTest, TheEpochIsKeptInTheFileAndDiffersBetweenFiles) {

@@ -3,12 +3,15 @@
 // stored runs the load alone took longer than the default 2 s grace, and
 // dispatch resumed before any worker could come back.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "controller.h"
 #include "in_memory_job_store.h"
+#include "sqlite_job_store.h"
 
 namespace hmpmd {
 namespace {
@@ -65,6 +68,43 @@ TEST(RestoreLimitsTest, AnAcceptedJobOverTodaysMaxTasksResumes) {
   EXPECT_FALSE(c.SubmitJson(R"({"tasks":[{"id":"a","kernel":"noop"},{"id":"b","kernel":"noop"},)"
                             R"({"id":"c","kernel":"noop"}]})")
                    .ok());
+}
+
+// The data token goes with the store: a controller restarted on the same
+// --db hands out the one its workers (and drivers) hold, so the first
+// workers back are not refused by peers that have not re-registered yet.
+// Without a store (or on another one) each controller draws its own.
+TEST(RestartDataTokenTest, AControllerRestartedOnTheSameStoreKeepsItsDataToken) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("hmpmd-token-" + std::to_string(::getpid()) + ".db"))
+                               .string();
+  const auto remove = [&] {
+    for (const char* ext : {"", "-wal", "-shm", "-lock"}) std::filesystem::remove(path + ext);
+  };
+  remove();
+  const auto start = [&](bool with_store) -> DataToken {
+    ControllerOptions o;
+    o.listen = "tcp://127.0.0.1:0";
+    if (with_store) {
+      auto store = SqliteJobStore::Open(path);
+      EXPECT_TRUE(store.ok()) << store.status().ToString();
+      if (!store.ok()) return {};
+      o.store = std::move(store).value();
+    }
+    Controller c(o);
+    EXPECT_TRUE(c.Start().ok());
+    return c.data_token();  // the store closes with the controller
+  };
+  const DataToken first = start(true);
+  EXPECT_FALSE(first.empty());
+  EXPECT_EQ(start(true), first) << "a restart on the same store drew a new token";
+  const DataToken none1 = start(false), none2 = start(false);
+  EXPECT_FALSE(none1.empty());
+  EXPECT_NE(none1, none2);
+  EXPECT_NE(none1, first);
+  remove();
+  EXPECT_NE(start(true), first) << "a fresh store kept the old token";
+  remove();
 }
 
 }  // namespace

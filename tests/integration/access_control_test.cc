@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/worker/fetch.h"
 #include "process_cluster_fixture.h"
 
 namespace hmpmd::testing {
@@ -107,6 +108,46 @@ TEST_F(AccessControlTest, TokenGuardsWorkersAndMutatingCallsAndIsNeverLogged) {
   const std::string logs = Slurp("controller.log") + Slurp("worker.log");
   EXPECT_FALSE(logs.empty());
   EXPECT_EQ(logs.find(kToken), std::string::npos) << "the token appears in a log";
+}
+
+// With a token, the workers' data sockets serve only the controller's data
+// token: `hmpmd submit --wait --fetch` gets it from REST (given
+// --token-file) and fetches; a fetch with another token is refused, saying
+// so, and leaves the output where it is.
+TEST_F(AccessControlTest, FetchesNeedTheDataTokenWhichTheCliGetsWithItsToken) {
+  std::ofstream(Path("token")) << kToken << "\n";
+  ASSERT_TRUE(cluster_->StartController({"--token-file", Path("token")}).ok());
+  ASSERT_TRUE(cluster_->StartWorker({"--token-file", Path("token")}).ok());
+  ASSERT_TRUE(WaitAlive(1));
+  std::ofstream(Path("spec.json"))
+      << R"({"tasks":[{"id":"a","kernel":"scale","args":{"n":16,"factor":2}}]})";
+  const std::string out = Path("out");
+  const std::string cmd = std::string(HMPMD_CLI_BIN) + " submit " + Path("spec.json") +
+                          " --wait --fetch " + out + " --url " + cluster_->http_url() +
+                          " --token-file " + Path("token") + " > " + Path("cli.out") + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << Slurp("cli.out");
+  EXPECT_TRUE(std::filesystem::exists(out + "/manifest.json")) << Slurp("cli.out");
+  EXPECT_EQ(std::filesystem::file_size(out + "/a.0.bin"), 16 * sizeof(float));
+  // Where the output is, as anyone may read it, and a fetch without the
+  // controller's data token.
+  auto outs = cluster_->Get("/api/v1/jobs/1/outputs");
+  ASSERT_TRUE(outs.is_object() && outs["outputs"].size() == 1) << outs.dump();
+  EXPECT_FALSE(outs.contains("data_token")) << "a reader without the token got the data token";
+  const std::string endpoint = outs["outputs"][0]["endpoint"].get<std::string>();
+  const uint32_t run = outs["outputs"][0]["run"].get<uint32_t>();
+  auto refused = worker::FetchOutputs(endpoint, NewDataToken(), 1, run, 10000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("refused: wrong data token"), std::string::npos);
+  auto authorised = cluster_->Call("GET", "/api/v1/jobs/1/outputs", "",
+                                   {{"Authorization", std::string("Bearer ") + kToken}});
+  ASSERT_TRUE(authorised.ok());
+  auto token = ParseDataToken(
+      nlohmann::json::parse(authorised->body, nullptr, false).value("data_token", ""));
+  ASSERT_TRUE(token.ok()) << authorised->body;
+  auto got = worker::FetchOutputs(endpoint, *token, 1, run, 10000);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].data.size(), 16 * sizeof(float));
 }
 
 TEST_F(AccessControlTest, CurveWorkerWithItsKeyJoinsAndOneWithAWrongKeyCannot) {

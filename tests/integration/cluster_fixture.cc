@@ -114,7 +114,7 @@ std::vector<worker::Buffer> ClusterTest::FetchOutputs(JobId job, uint32_t run) {
   });
   EXPECT_FALSE(endpoint.empty()) << "no location for run " << run;
   if (endpoint.empty()) return {};
-  auto got = worker::FetchOutputs(endpoint, job, run, 10000);
+  auto got = worker::FetchOutputs(endpoint, data_token(), job, run, 10000);
   EXPECT_TRUE(got.ok()) << got.status().ToString();
   return got.ok() ? std::move(got).value() : std::vector<worker::Buffer>{};
 }

@@ -49,6 +49,8 @@ class ClusterTest : public ::testing::Test {
   // The outputs of (job, run), fetched from the worker that holds them;
   // empty (and the test failed) when none does.
   std::vector<worker::Buffer> FetchOutputs(JobId job, uint32_t run);
+  // The controller's data token (what FetchOutputs carries).
+  const DataToken& data_token() const { return cluster_->controller().data_token(); }
 
   std::unique_ptr<LocalCluster> cluster_;
   // Flags StartCluster passes to every hmpmd-worker (set before it).

@@ -40,7 +40,7 @@ TEST_F(DataPlaneTest, TensorsFlowFromProducersOnTwoWorkersIntoAnAdd) {
     const OutputLocation* loc = cluster_->controller().OutputOf(r.id, 0);
     return loc ? cluster_->controller().workers()[loc->worker].data_endpoint : "";
   });
-  auto freed = worker::FetchOutputs(endpoint, r.id, 0, 10000);
+  auto freed = worker::FetchOutputs(endpoint, data_token(), r.id, 0, 10000);
   EXPECT_EQ(freed.status().code(), StatusCode::kNotFound) << freed.status().ToString();
 }
 
@@ -69,7 +69,7 @@ TEST_F(DataPlaneTest, AnInputNamedTwiceReachesTheKernelTwice) {
       const OutputLocation* loc = cluster_->controller().OutputOf(r.id, 0);
       return loc ? cluster_->controller().workers()[loc->worker].data_endpoint : "";
     });
-    auto freed = worker::FetchOutputs(endpoint, r.id, 0, 10000);
+    auto freed = worker::FetchOutputs(endpoint, data_token(), r.id, 0, 10000);
     EXPECT_EQ(freed.status().code(), StatusCode::kNotFound)
         << "a is freed once both readers took it: " << freed.status().ToString();
   }

@@ -80,7 +80,8 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
   ASSERT_NE(kept, 0u);
   const auto [endpoint, run] = OutputOf(gone);
   const auto [kept_endpoint, kept_run] = OutputOf(kept);
-  ASSERT_TRUE(worker::FetchOutputs(endpoint, gone, run, 5000).ok());
+  const DataToken token = cluster_->JobDataToken(gone);
+  ASSERT_TRUE(worker::FetchOutputs(endpoint, token, gone, run, 5000).ok());
   // /pool shows what the worker's store holds, as its heartbeats say.
   EXPECT_EQ(WaitStored((4096 + 1024) * 4), (4096 + 1024) * 4);
 
@@ -99,12 +100,12 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
   // The worker hears FreeJob after the answer: wait for it (bounded).
   Status fetched = Status::Ok();
   for (int i = 0; i < 200 && fetched.ok(); ++i) {
-    fetched = worker::FetchOutputs(endpoint, gone, run, 5000).status();
+    fetched = worker::FetchOutputs(endpoint, token, gone, run, 5000).status();
     if (fetched.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(fetched.code(), StatusCode::kNotFound) << fetched.ToString();
   // The other job is untouched.
-  EXPECT_TRUE(worker::FetchOutputs(kept_endpoint, kept, kept_run, 5000).ok());
+  EXPECT_TRUE(worker::FetchOutputs(kept_endpoint, token, kept, kept_run, 5000).ok());
   EXPECT_EQ(WaitStored(1024 * 4), 1024 * 4);
 
   // Forgotten twice: no such job.
@@ -195,7 +196,8 @@ TEST_F(ForgetTest, OutputsOfAJobCancelledWhileItsWorkerWasAwayAreFreedOnItsRetur
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   WaitDone(*id, 1);
   const auto [endpoint, run] = OutputOf(*id);
-  ASSERT_TRUE(worker::FetchOutputs(endpoint, *id, run, 5000).ok());
+  const DataToken token = cluster_->JobDataToken(*id);
+  ASSERT_TRUE(worker::FetchOutputs(endpoint, token, *id, run, 5000).ok());
   const pid_t worker = cluster_->worker_pid(0);
   ASSERT_EQ(::kill(worker, SIGSTOP), 0);
   cluster_->KillController();
@@ -208,7 +210,7 @@ TEST_F(ForgetTest, OutputsOfAJobCancelledWhileItsWorkerWasAwayAreFreedOnItsRetur
   // FreeJob follows the registration: wait for it (bounded).
   Status fetched = Status::Ok();
   for (int i = 0; i < 500 && fetched.ok(); ++i) {
-    fetched = worker::FetchOutputs(endpoint, *id, run, 5000).status();
+    fetched = worker::FetchOutputs(endpoint, token, *id, run, 5000).status();
     if (fetched.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(fetched.code(), StatusCode::kNotFound) << fetched.ToString();

@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "http_client.h"
 
 extern char** environ;
@@ -170,6 +172,17 @@ nlohmann::json ProcessCluster::Get(const std::string& path) {
   auto r = HttpCall(url, "GET", path, "", {}, std::chrono::milliseconds(2000));
   if (!r.ok() || r->status != 200) return nullptr;
   return nlohmann::json::parse(r->body, nullptr, false);
+}
+
+DataToken ProcessCluster::JobDataToken(uint32_t id) {
+  nlohmann::json outs = Get("/api/v1/jobs/" + std::to_string(id) + "/outputs");
+  if (!outs.is_object() || !outs["data_token"].is_string()) {
+    ADD_FAILURE() << "job " << id << ": no data_token in " << outs.dump();
+    return {};
+  }
+  Result<DataToken> t = ParseDataToken(outs["data_token"].get<std::string>());
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? *t : DataToken{};
 }
 
 Result<uint32_t> ProcessCluster::Submit(const std::string& spec_json) {

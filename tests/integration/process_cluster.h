@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
 #include "http_types.h"
 
@@ -45,6 +46,9 @@ class ProcessCluster {
   // REST calls; the body parsed as JSON (null on failure).
   nlohmann::json Get(const std::string& path);
   Result<uint32_t> Submit(const std::string& spec_json);
+  // The data token REST gives with job `id`'s outputs (the fixture's
+  // controllers have no REST token); empty, and the test failed, when none.
+  DataToken JobDataToken(uint32_t id);
   // Polls the job until it ends or `timeout_ms` passes; returns its summary.
   nlohmann::json WaitJob(uint32_t id, int timeout_ms);
   // Polls the pool until at least `n` devices are alive (workers started

@@ -83,7 +83,10 @@ class RecoveryDataTest : public ProcessClusterFixture {
     if (!outs.is_object()) return {};
     for (const auto& o : outs["outputs"]) {
       if (o.value("task", "") != task) continue;
-      auto got = worker::FetchOutputs(o["endpoint"].get<std::string>(), job,
+      Result<DataToken> token = ParseDataToken(outs.value("data_token", ""));
+      EXPECT_TRUE(token.ok()) << token.status().ToString();
+      if (!token.ok()) return {};
+      auto got = worker::FetchOutputs(o["endpoint"].get<std::string>(), *token, job,
                                       o["run"].get<uint32_t>(), 5000);
       EXPECT_TRUE(got.ok()) << got.status().ToString();
       if (!got.ok() || got->size() != 1) return {};

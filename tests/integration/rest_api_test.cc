@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../controller/raw_socket.h"
+#include "hmpmd/worker/fetch.h"
 #include "rest_api_fixture.h"
 
 namespace hmpmd::testing {
@@ -238,6 +239,37 @@ TEST_F(RestApiTest, ASpecMustBeSentAsJson) {
   EXPECT_EQ(post("application/json; charset=utf-8").status, 201);
   EXPECT_EQ(post("Application/JSON").status, 201);
   EXPECT_EQ(GetJson("/api/v1/jobs")["jobs"].size(), 2u);
+}
+
+// The workers serve only fetches that carry the controller's data token;
+// REST hands it out with a job's outputs to callers it would let submit
+// (the Bearer token), never to anyone who can merely read.
+TEST_F(RestApiTest, OutputsGiveTheDataTokenOnlyToAuthorisedCallers) {
+  const uint64_t id = SubmitOk(
+      R"({"name":"kept","tasks":[{"id":"a","kernel":"scale","args":{"n":16,"factor":2}}]})");
+  WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
+  const std::string target = "/api/v1/jobs/" + std::to_string(id) + "/outputs";
+  const json outs = GetJson(target);
+  ASSERT_EQ(outs["outputs"].size(), 1u) << outs.dump();
+  ASSERT_TRUE(outs["data_token"].is_string()) << outs.dump();
+  EXPECT_EQ(outs["data_token"].get<std::string>(), DataTokenHex(data_token()));
+  // The token works: the output is fetched straight from its worker.
+  Result<DataToken> token = ParseDataToken(outs["data_token"].get<std::string>());
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  auto got = worker::FetchOutputs(outs["outputs"][0]["endpoint"].get<std::string>(), *token,
+                                  static_cast<JobId>(id), outs["outputs"][0]["run"].get<uint32_t>(),
+                                  10000);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].data.size(), 16 * sizeof(float));
+  // Without the Bearer token, or with a wrong one: where outputs are, not
+  // the token to read them.
+  for (const std::string& bearer : {std::string(), std::string("wrong")}) {
+    HttpResponse r = Call("GET", target, "", bearer);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json anon = json::parse(r.body, nullptr, false);
+    EXPECT_EQ(anon["outputs"].size(), 1u) << r.body;
+    EXPECT_FALSE(anon.contains("data_token")) << "bearer '" << bearer << "': " << r.body;
+  }
 }
 
 TEST_F(RestApiTest, QueryParametersARouteDoesNotTakeAreRefusedNamingThem) {

@@ -11,8 +11,10 @@
 #include <cstring>
 
 #include "data_server.h"
+#include "data_tokens.h"
 #include "hmpmd/protocol/buffer.h"
 #include "object_store.h"
+#include "test_data_token.h"
 
 namespace hmpmd::worker::testing {
 
@@ -43,14 +45,16 @@ inline ::testing::AssertionResult SameValues(const Buffer& got, size_t n, uint32
   return ::testing::AssertionSuccess();
 }
 
-// A worker's data socket with its own store, bound on 127.0.0.1.
+// A worker's data socket with its own store, bound on 127.0.0.1; it
+// accepts hmpmd::testing::kTestDataToken.
 struct Producer {
-  explicit Producer(zmq::context_t* ctx) : server(ctx, &store, &inbox, &log) {
+  explicit Producer(zmq::context_t* ctx) : server(ctx, &store, &inbox, &tokens, &log) {
     EXPECT_TRUE(server.Bind("127.0.0.1").ok());
   }
   spdlog::logger log{"producer"};
   ObjectStore store{0};
   CollectiveInbox inbox;
+  DataTokens tokens{hmpmd::testing::kTestDataToken};
   DataServer server;
 };
 

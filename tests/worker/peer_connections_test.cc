@@ -24,6 +24,7 @@ namespace {
 
 constexpr JobId kJob = 9;
 
+using ::hmpmd::testing::kTestDataToken;
 using testing::Producer;
 using testing::Values;
 
@@ -49,7 +50,8 @@ TEST(PeerConnectionsTest, ConcurrentFetchesShareConnectionsAndGetTheirOwnOutputs
     ASSERT_TRUE(a.store.Put(kJob, run, {Values(ElementsOf(run), run)}, 0).ok());
     ASSERT_TRUE(b.store.Put(kJob, run, {Values(ElementsOf(run), 100 + run)}, 0).ok());
   }
-  PeerConnections connections(&ctx);
+  DataTokens tokens(kTestDataToken);
+  PeerConnections connections(&ctx, &tokens);
   constexpr int kThreads = 8, kFetches = 24;
   std::vector<std::string> errors(kThreads);
   std::vector<std::thread> threads;
@@ -87,7 +89,8 @@ TEST(PeerConnectionsTest, ConcurrentFetchesShareConnectionsAndGetTheirOwnOutputs
 
 TEST(PeerConnectionsTest, AProducerGoneBetweenFetchesFailsTheNextOneAndIsNotKept) {
   zmq::context_t ctx(1);
-  PeerConnections connections(&ctx);
+  DataTokens tokens(kTestDataToken);
+  PeerConnections connections(&ctx, &tokens);
   auto producer = std::make_unique<Producer>(&ctx);
   ASSERT_TRUE(producer->store.Put(kJob, 3, {Values(500, 3)}, 0).ok());
   const std::string endpoint = producer->server.endpoint();
@@ -107,7 +110,8 @@ TEST(PeerConnectionsTest, AProducerGoneBetweenFetchesFailsTheNextOneAndIsNotKept
 
 TEST(PeerConnectionsTest, APeerThatDiesMidFetchFailsItAtOnce) {
   zmq::context_t ctx(1);
-  PeerConnections connections(&ctx);
+  DataTokens tokens(kTestDataToken);
+  PeerConnections connections(&ctx, &tokens);
   auto router = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::router);
   router->set(zmq::sockopt::linger, 0);
   router->bind("tcp://127.0.0.1:*");
@@ -132,6 +136,7 @@ TEST(PeerConnectionsTest, AnInputWhoseProducerDiesMidFetchIsReportedLost) {
   spdlog::logger log("test");
   zmq::context_t ctx(1);
   DataPlane plane(DataPlaneOptions{"127.0.0.1", 0, 60'000'000, 1 << 20}, &log);
+  plane.SetDataToken(kTestDataToken);
   ASSERT_TRUE(plane.Start().ok());
   Producer fine(&ctx);
   ASSERT_TRUE(fine.store.Put(kJob, 1, {Values(64, 1)}, 0).ok());
@@ -214,6 +219,7 @@ TEST(FetchReplyTest, AWorkerSendsALargeBufferInChunks) {
   h.op = static_cast<uint8_t>(DataOp::kFetch);
   h.key = kJob;
   h.run = 0;
+  h.token = kTestDataToken;
   dealer.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none);
   std::vector<zmq::message_t> parts;
   do {

@@ -40,6 +40,7 @@ bool WaitUntil(const std::function<bool()>& done) {
   return true;
 }
 
+using ::hmpmd::testing::kTestDataToken;
 using testing::Producer;
 using testing::SameValues;
 using testing::Values;
@@ -64,7 +65,8 @@ TEST(InputFetcherTest, FetchesFromEveryProducerAtOnce) {
         InputRef{10 + i, routers.back().get(zmq::sockopt::last_endpoint), 256 * sizeof(float)});
   }
   ObjectStore mine(0);
-  InputFetcher fetcher(&ctx, &mine, InputFetcherOptions{0, 1 << 20, 5'000'000});
+  DataTokens tokens(kTestDataToken);
+  InputFetcher fetcher(&ctx, &mine, &tokens, InputFetcherOptions{0, 1 << 20, 5'000'000});
   PrefetchedInputs ahead = fetcher.Begin(kJob, inputs, "tcp://127.0.0.1:0");
   ASSERT_TRUE(ahead);
   std::vector<std::vector<zmq::message_t>> requests(3);
@@ -115,7 +117,8 @@ TEST(InputFetcherTest, ADroppedTaskFreesWhatWasFetchedAhead) {
   Producer producer(&ctx);
   const InputRef in = Keep(producer, 3, 4096, 3);
   ObjectStore mine(0);
-  InputFetcher fetcher(&ctx, &mine, InputFetcherOptions{0, 1 << 20, 5'000'000});
+  DataTokens tokens(kTestDataToken);
+  InputFetcher fetcher(&ctx, &mine, &tokens, InputFetcherOptions{0, 1 << 20, 5'000'000});
   {
     PrefetchedInputs ahead = fetcher.Begin(kJob, {in}, "tcp://127.0.0.1:0");
     ASSERT_TRUE(WaitUntil([&] { return fetcher.fetches_done() == 1; }));
@@ -129,7 +132,7 @@ TEST(InputFetcherTest, ADroppedTaskFreesWhatWasFetchedAhead) {
   EXPECT_EQ(fetcher.reads_taken(), 0u);
   // The task runs elsewhere: that worker's fetch finds the output and
   // takes its read.
-  Result<BufferList> there = FetchFromPeer(&ctx, in.endpoint, kJob, in.run, 5'000'000);
+  Result<BufferList> there = FetchFromPeer(&ctx, in.endpoint, kTestDataToken, kJob, in.run, 5'000'000);
   ASSERT_TRUE(there.ok()) << there.status().ToString();
   EXPECT_TRUE(SameValues((*there)[0], 4096, 3));
   EXPECT_EQ(producer.store.entries(), 0u);
@@ -142,7 +145,8 @@ TEST(InputFetcherTest, AFetchInFlightOfADroppedTaskIsFreedWhenItReturns) {
   silent.bind("tcp://127.0.0.1:*");
   const InputRef in{4, silent.get(zmq::sockopt::last_endpoint), 1024};
   ObjectStore mine(0);
-  InputFetcher fetcher(&ctx, &mine, InputFetcherOptions{0, 1 << 20, 5'000'000});
+  DataTokens tokens(kTestDataToken);
+  InputFetcher fetcher(&ctx, &mine, &tokens, InputFetcherOptions{0, 1 << 20, 5'000'000});
   {
     PrefetchedInputs ahead = fetcher.Begin(kJob, {in}, "tcp://127.0.0.1:0");
     zmq::message_t id, header;
@@ -171,7 +175,8 @@ TEST(InputFetcherTest, NothingIsFetchedAheadWithAZeroBudget) {
   Producer producer(&ctx);
   const InputRef in = Keep(producer, 3, 512, 3);
   ObjectStore mine(0);
-  InputFetcher fetcher(&ctx, &mine, InputFetcherOptions{0, 0, 5'000'000});
+  DataTokens tokens(kTestDataToken);
+  InputFetcher fetcher(&ctx, &mine, &tokens, InputFetcherOptions{0, 0, 5'000'000});
   PrefetchedInputs ahead = fetcher.Begin(kJob, {in}, "tcp://127.0.0.1:0");
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(fetcher.fetches_done(), 0u);
@@ -187,7 +192,10 @@ TEST(InputFetcherTest, NothingIsFetchedAheadWithAZeroBudget) {
 class DataPlaneInputsTest : public ::testing::Test {
  protected:
   DataPlaneInputsTest() : producer_(&ctx_) {}
-  void SetUp() override { ASSERT_TRUE(plane_.Start().ok()); }
+  void SetUp() override {
+    plane_.SetDataToken(kTestDataToken);
+    ASSERT_TRUE(plane_.Start().ok());
+  }
   TaskAssign Consumer(uint32_t task, std::vector<InputRef> inputs) {
     TaskAssign a;
     a.job = kJob;
@@ -328,7 +336,7 @@ TEST_F(DataPlaneInputsTest, ATaskShortOfAnInputTakesNoReadOfItsFetchedOnes) {
   EXPECT_EQ(lost, std::vector<uint32_t>{22});
   EXPECT_EQ(plane_.fetcher().reads_taken(), 0u);
   // The rerun, here or elsewhere, finds the fetched input where it was.
-  Result<BufferList> rerun = FetchFromPeer(&ctx_, fine.endpoint, kJob, fine.run, 5'000'000);
+  Result<BufferList> rerun = FetchFromPeer(&ctx_, fine.endpoint, kTestDataToken, kJob, fine.run, 5'000'000);
   ASSERT_TRUE(rerun.ok()) << rerun.status().ToString();
   EXPECT_TRUE(SameValues((*rerun)[0], 300, 21));
   EXPECT_EQ(producer_.store.entries(), 0u);

@@ -1,5 +1,7 @@
 #include "worker_fixture.h"
 
+#include "test_data_token.h"
+
 namespace hmpmd::worker::testing {
 
 TaskAssign Task(JobId job, uint32_t task, std::string kernel, CoreKind core, uint32_t lane,
@@ -61,7 +63,7 @@ void WorkerFixture::StartRegistered() {
     std::optional<Message> m = controller_.Recv();
     ASSERT_TRUE(m) << "the worker went quiet before registering";
     if (std::holds_alternative<RegisterMsg>(*m)) {
-      controller_.Send(RegisterAck{kWorkerId, kHeartbeatMs});
+      controller_.Send(RegisterAck{kWorkerId, kHeartbeatMs, 0, ::hmpmd::testing::kTestDataToken});
     } else if (std::holds_alternative<Heartbeat>(*m)) {
       return;
     }

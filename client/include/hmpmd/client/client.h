@@ -127,6 +127,8 @@ class Client {
 
   /// The session's job id (REST /api/v1/jobs/{id}, `hmpmd status`).
   JobId job() const;
+  /// The controller's data token, for FetchOutputs (Future::Get uses it).
+  const DataToken& data_token() const;
   /// The session's name (ClientOptions::session).
   const std::string& session() const;
   /// Tasks submitted and not yet ended.

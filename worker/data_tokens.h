@@ -1,0 +1,54 @@
+// DataTokens: the data tokens (hmpmd/protocol/data_token.h) this worker's
+// data socket accepts, and the one its own requests carry.
+//
+// The controller hands a token over in every RegisterAck. When it changes
+// (a controller restarted without a store, or on another one), the worker
+// keeps accepting the previous token too: peers that have not re-registered
+// yet still send it, and their fetches and take-reads go on instead of
+// failing into rebuilds. Two tokens, no more: an older one is refused.
+// Until the first Set() nothing is accepted and requests carry no token.
+//
+// Thread-safety: thread-safe; the I/O thread sets, the data server, the
+// fetcher's threads and the lanes read.
+#pragma once
+
+#include "hmpmd/protocol/data_token.h"
+#include "mutex.h"
+
+namespace hmpmd::worker {
+
+class DataTokens {
+ public:
+  DataTokens() = default;
+  explicit DataTokens(const DataToken& current) { Set(current); }
+
+  // Makes `token` the current one; the current one, if another, becomes
+  // the previous. An empty token is ignored.
+  void Set(const DataToken& token) EXCLUDES(mu_) {
+    if (token.empty()) return;
+    MutexLock lock(&mu_);
+    if (token == current_) return;
+    previous_ = current_;
+    current_ = token;
+  }
+  // The token requests carry (empty before the first Set()).
+  DataToken current() const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    return current_;
+  }
+  // True when `token` is the current or the previous one (constant-time
+  // comparisons; never an empty token).
+  bool Accepts(const DataToken& token) const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    const bool current = SameDataToken(token, current_);
+    const bool previous = SameDataToken(token, previous_);  // looked at either way
+    return current || previous;
+  }
+
+ private:
+  mutable Mutex mu_;
+  DataToken current_ GUARDED_BY(mu_);
+  DataToken previous_ GUARDED_BY(mu_);
+};
+
+}  // namespace hmpmd::worker
