@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <variant>
 
@@ -76,8 +77,18 @@ Status Session::Start() {
     // In slices of at most INT32_MAX ms, where zmq_poll's int timeout may
     // wrap (a saturated deadline is 292 years away).
     const auto slice = std::min(left, std::chrono::milliseconds(INT32_MAX));
-    if (zmq::poll(&item, 1,
-                  options_.connect_timeout_ms < 0 ? std::chrono::milliseconds(-1) : slice) == 0) {
+    size_t ready = 0;
+    try {
+      ready = zmq::poll(&item, 1,
+                        options_.connect_timeout_ms < 0 ? std::chrono::milliseconds(-1) : slice);
+    } catch (const zmq::error_t& e) {
+      // EINTR: a signal (Ctrl-C) came while this thread waited; its caller
+      // decides what the signal means, so the wait ends here.
+      const std::string why = e.num() == EINTR ? "interrupted by a signal" : e.what();
+      return Status::Unavailable("connect to " + options_.controller + ": " + why +
+                                 " while waiting for the controller");
+    }
+    if (ready == 0) {
       if (left > slice) continue;
       break;
     }

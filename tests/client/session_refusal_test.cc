@@ -3,6 +3,11 @@
 // written kUnavailable (try again later), where it was kInvalidArgument.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -55,6 +60,35 @@ TEST_F(SessionRefusalTest, ASessionNameOverTheSpecLimitIsRefused) {
   EXPECT_NE(st.message().find("session name: 100000 bytes, longer than the limit of 4096"),
             std::string::npos)
       << st.message();
+}
+
+void IgnoreSignal(int) {}
+
+// A signal (Ctrl-C in a Python driver) while Connect() waited escaped as a
+// zmq::error_t (EINTR) and ended the program.
+TEST(SessionConnectTest, ASignalWhileConnectWaitsEndsItAsUnavailable) {
+  struct sigaction act = {}, old = {};
+  act.sa_handler = IgnoreSignal;  // no SA_RESTART: the poll sees EINTR
+  sigemptyset(&act.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &act, &old), 0);
+  client::ClientOptions o;
+  o.controller = "tcp://127.0.0.1:1";  // nothing answers there
+  o.connect_timeout_ms = client::kForever;
+  std::promise<Status> connected;
+  std::future<Status> done = connected.get_future();
+  std::thread t([&] { connected.set_value(client::Client::Connect(o).status()); });
+  // Until it gives up (a signal before the poll starts is not seen).
+  for (int i = 0; i < 6000 && done.wait_for(std::chrono::milliseconds(10)) ==
+                                  std::future_status::timeout;
+       ++i) {
+    pthread_kill(t.native_handle(), SIGUSR1);
+  }
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  t.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  Status st = done.get();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("interrupted by a signal"), std::string::npos) << st.message();
 }
 
 }  // namespace
