@@ -13,7 +13,7 @@ Result<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
 Client::Client(std::shared_ptr<internal::Session> session) : session_(std::move(session)) {}
 
 Client::~Client() {
-  if (session_) (void)session_->Close(/*abort=*/true, session_->options().close_timeout_ms);
+  if (session_) (void)Abort();
 }
 
 Result<Future> Client::Submit(Call call) {
@@ -44,14 +44,28 @@ Status Client::Cancel(const Future& future) {
 }
 
 Status Client::Close() {
-  return session_->Close(/*abort=*/false, session_->options().close_timeout_ms);
+  BeginClose(CloseMode::kFinish, session_->options().close_timeout_ms);
+  return *session_->PollClose(kForever);
 }
+
+Status Client::Abort() {
+  BeginClose(CloseMode::kAbort, session_->options().close_timeout_ms);
+  return *session_->PollClose(kForever);
+}
+
+void Client::BeginClose(CloseMode mode, int64_t timeout_ms) {
+  session_->BeginClose(mode == CloseMode::kAbort, timeout_ms);
+}
+
+std::optional<Status> Client::PollClose(int64_t wait_ms) { return session_->PollClose(wait_ms); }
 
 JobId Client::job() const { return session_->job(); }
 
 const DataToken& Client::data_token() const { return session_->data_token(); }
 
 const std::string& Client::session() const { return session_->options().session; }
+
+const ClientOptions& Client::options() const { return session_->options(); }
 
 uint64_t Client::in_flight() const { return session_->in_flight(); }
 

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string_view>
@@ -346,67 +347,86 @@ uint64_t Session::in_flight() {
   return labels_.size() > ended_ ? labels_.size() - ended_ : 0;
 }
 
-Status Session::Close(bool abort, int64_t timeout_ms) {
-  {
-    std::unique_lock lock(mu_);
-    // One caller stops the I/O thread; the others (a second thread, or
-    // ~Client after Close()) wait for it and return its status. Both used
-    // to join the thread: the second hung for ever.
-    if (stopping_) {
-      cv_.wait(lock, [&] { return stopped_; });
-      return final_;
+void Session::EndPending(FutureState::Phase phase, const std::string& why,
+                         std::vector<std::shared_ptr<FutureState>>* keep) {
+  auto end = [&](const std::weak_ptr<FutureState>& w) {
+    if (auto f = w.lock()) {
+      if (!Ended(*f)) {
+        f->phase = phase;
+        f->error = why;
+      }
+      keep->push_back(std::move(f));
     }
-    if (!io_.joinable()) return final_;
-    stopping_ = true;
-    if (!closed_) {
-      closing_ = true;
-      close_ = abort ? SessionControl::kAbort : SessionControl::kClose;
-    }
+  };
+  for (auto& w : tasks_) end(w);
+  for (auto& [seq, members] : unacked_) {
+    for (auto& w : members) end(w);
   }
-  Wake();
-  Status result;
+  // Groups not sent: their Futures are handed out, their states not yet
+  // listed anywhere but in the group's own seq (unacked_ above).
+  unacked_.clear();
+  outbox_.clear();
+  end_why_ = why;
+}
+
+void Session::BeginClose(bool abort, int64_t timeout_ms) {
   std::vector<std::shared_ptr<FutureState>> keep;  // destroyed unlocked
   {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_until(lock, Deadline(timeout_ms), [&] { return closed_; })) {
-      result = Status::DeadlineExceeded("close: the controller did not end session '" +
-                                        options_.session + "' within " +
-                                        std::to_string(timeout_ms) + " ms");
-      closed_ = true;
-      final_ = result;
-      // Every Future not ended is lost, as when the controller closes the
-      // session: those not acknowledged, or not sent, too (nothing would
-      // ever end them; Wait() hung).
-      auto lose = [&](const std::weak_ptr<FutureState>& w) {
-        if (auto f = w.lock()) {
-          if (!Ended(*f)) {
-            f->phase = FutureState::Phase::kLost;
-            f->error = "the session was closed";
-          }
-          keep.push_back(std::move(f));
-        }
-      };
-      for (auto& w : tasks_) lose(w);
-      for (auto& [seq, members] : unacked_) {
-        for (auto& w : members) lose(w);
-      }
-      unacked_.clear();
-      outbox_.clear();
-      end_why_ = "the session was closed";
-    } else {
-      result = final_;
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    const bool first = !closing_;
+    closing_ = true;
+    close_deadline_ = Deadline(timeout_ms);
+    close_timeout_ms_ = timeout_ms;
+    if (closed_) return;
+    if (!abort) {
+      if (first) close_ = SessionControl::kClose;
+    } else if (!aborted_) {
+      aborted_ = true;
+      close_ = SessionControl::kAbort;
+      // Nothing is waited for: what was not sent never is, and every
+      // Future not ended ends now (the controller cancels the rest).
+      EndPending(FutureState::Phase::kCancelled, "the session was aborted", &keep);
+      ended_ = labels_.size();
     }
   }
+  cv_.notify_all();
+  Wake();
+}
+
+std::optional<Status> Session::PollClose(int64_t wait_ms) {
+  std::vector<std::shared_ptr<FutureState>> keep;  // destroyed unlocked
+  std::unique_lock lock(mu_);
+  if (!closing_) return Status::InvalidArgument("close: PollClose() before BeginClose()");
+  if (stopped_) return final_;
+  // One caller stops the I/O thread; the others (a second thread, or
+  // ~Client after Close()) wait for it and return its status. Both used
+  // to join the thread: the second hung for ever.
+  const auto until = std::min(Deadline(wait_ms), close_deadline_);
+  if (!cv_.wait_until(lock, until, [&] { return closed_ || stopping_; })) {
+    if (std::chrono::steady_clock::now() < close_deadline_) return std::nullopt;
+    closed_ = true;
+    final_ = Status::DeadlineExceeded("close: the controller did not end session '" +
+                                      options_.session + "' within " +
+                                      std::to_string(close_timeout_ms_) + " ms");
+    // Every Future not ended is lost, as when the controller closes the
+    // session (Wait() on one not acknowledged or not sent hung).
+    EndPending(FutureState::Phase::kLost, "the session was closed", &keep);
+  }
+  if (stopping_) {
+    cv_.wait(lock, [&] { return stopped_; });  // the I/O thread stops at once
+    return final_;
+  }
+  stopping_ = true;
+  lock.unlock();
   cv_.notify_all();
   stop_ = true;
   Wake();
   io_.join();
-  {
-    std::lock_guard lock(mu_);
-    stopped_ = true;
-  }
+  lock.lock();
+  stopped_ = true;
   cv_.notify_all();
-  return result;
+  return final_;
 }
 
 }  // namespace hmpmd::client::internal

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -90,9 +91,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Connects, opens the session and starts the I/O thread.
   Status Start();
-  // Closes the session (`abort`: cancel what is left) and stops the I/O
-  // thread; the session's final status.
-  Status Close(bool abort, int64_t timeout_ms);
+  // Client::BeginClose and Client::PollClose; Close() and Abort() are the
+  // two in a row.
+  void BeginClose(bool abort, int64_t timeout_ms);
+  std::optional<Status> PollClose(int64_t wait_ms);
 
   Result<std::vector<Future>> Submit(std::vector<Call> calls);
   Status AddActor(const ActorOptions& options);
@@ -122,6 +124,12 @@ class Session : public std::enable_shared_from_this<Session> {
   bool Flush(int64_t now_us);
   bool SendMessage(const Message& m);
   static Status StatusOf(const FutureState& f);
+  // Ends every Future not ended with `phase` and `why`, those not sent or
+  // not yet acknowledged too (nothing else would end them), and forgets
+  // what is not sent. Their states go to `keep`, to be destroyed unlocked.
+  // REQUIRES: mu_ held.
+  void EndPending(FutureState::Phase phase, const std::string& why,
+                  std::vector<std::shared_ptr<FutureState>>* keep);
   bool Ended(const FutureState& f) const { return f.phase != FutureState::Phase::kPending; }
 
   const ClientOptions options_;
@@ -149,8 +157,11 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unordered_map<std::string, std::string> refused_;  // actor -> why the controller refused it
   uint64_t submitted_ = 0, ended_ = 0;
   bool closed_ = false;    // the controller ended the session
-  bool closing_ = false;   // Close() was called
-  bool stopping_ = false;  // a Close() is stopping the I/O thread
+  bool closing_ = false;   // BeginClose() was called
+  bool aborted_ = false;   // with abort
+  std::chrono::steady_clock::time_point close_deadline_;  // when the close gives up
+  int64_t close_timeout_ms_ = 0;                          // how far that was
+  bool stopping_ = false;  // a PollClose() is stopping the I/O thread
   bool stopped_ = false;   // and has joined it
   Status final_;           // once closed
   std::string lost_;       // the link failed: why

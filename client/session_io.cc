@@ -193,6 +193,9 @@ void Session::Loop() {
       last_sent = now;
     }
   }
+  // What was queued as the loop was told to stop: an abort whose close
+  // gave up at once (best effort; the socket does not linger).
+  Flush(NowUs());
 }
 
 namespace {

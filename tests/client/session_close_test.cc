@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@ using client::Call;
 using client::Client;
 using client::ClientOptions;
 using client::Future;
+using client::kForever;
 
 class SessionCloseTest : public InProcessControllerTest {};
 
@@ -103,6 +105,63 @@ TEST_F(SessionCloseTest, HugeTimeoutsWaitInsteadOfExpiringAtOnce) {
   EXPECT_TRUE(any.ok()) << any.status().ToString();
   Status closed = Bounded([&] { return c->Close(); }, "Close()");
   EXPECT_NE(closed.code(), StatusCode::kDeadlineExceeded) << closed.ToString();
+}
+
+TEST_F(SessionCloseTest, AbortEndsPendingFuturesWithoutWaitingForThem) {
+  ClientOptions o = Options();
+  o.close_timeout_ms = kForever;  // Close() would wait for ever: no worker runs them
+  auto c = Connect(o);
+  ASSERT_NE(c, nullptr);
+  std::vector<Future> fs = c->SubmitGraph(std::vector<Call>(10, Call{.kernel = "noop"})).value();
+  Status aborted = Bounded([&] { return c->Abort(); }, "Abort()");
+  // The controller confirmed: the session's job was cancelled.
+  EXPECT_EQ(aborted.code(), StatusCode::kAborted) << aborted.ToString();
+  EXPECT_NE(aborted.message().find("cancelled"), std::string::npos) << aborted.message();
+  for (size_t i = 0; i < fs.size(); ++i) {
+    Status st = fs[i].Wait(0);
+    EXPECT_EQ(st.code(), StatusCode::kCancelled) << i << ": " << st.ToString();
+    EXPECT_NE(st.message().find("the session was aborted"), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(c->in_flight(), 0u);
+  EXPECT_EQ(c->Submit({.kernel = "noop"}).status().code(), StatusCode::kInvalidArgument);
+  // Idempotent, as Close() after it.
+  EXPECT_EQ(c->Abort().ToString(), aborted.ToString());
+  EXPECT_EQ(c->Close().ToString(), aborted.ToString());
+}
+
+TEST_F(SessionCloseTest, PollCloseWaitsInSlicesAndAnAbortEndsIt) {
+  ClientOptions o = Options();
+  auto c = Connect(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->PollClose(0)->code(), StatusCode::kInvalidArgument);
+  Future f = c->Submit({.kernel = "noop"}).value();  // never runs: no worker
+  c->BeginClose(Client::CloseMode::kFinish, kForever);
+  EXPECT_FALSE(c->PollClose(0).has_value());
+  EXPECT_FALSE(c->PollClose(20).has_value());
+  EXPECT_FALSE(f.ready());  // a close still waits for it
+  c->BeginClose(Client::CloseMode::kAbort, kForever);
+  std::optional<Status> done = Bounded(
+      [&] {
+        std::optional<Status> d;
+        while (!(d = c->PollClose(50))) {
+        }
+        return d;
+      },
+      "PollClose() after an abort");
+  EXPECT_EQ(done->code(), StatusCode::kAborted) << done->ToString();
+  EXPECT_EQ(f.Wait(0).code(), StatusCode::kCancelled);
+  EXPECT_EQ(c->PollClose(0)->ToString(), done->ToString());
+}
+
+TEST_F(SessionCloseTest, AnAbortThatStopsWaitingAtOnceStillEndsEverything) {
+  auto c = Connect(Options());
+  ASSERT_NE(c, nullptr);
+  Future f = c->Submit({.kernel = "noop"}).value();
+  c->BeginClose(Client::CloseMode::kAbort, 0);
+  std::optional<Status> done = c->PollClose(kForever);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(f.Wait(0).code(), StatusCode::kCancelled);
+  EXPECT_EQ(c->Close().ToString(), done->ToString());
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -89,8 +90,8 @@ class Client {
   /// be written (try again later), kPermissionDenied for a wrong token,
   /// kInvalidArgument for bad options.
   static Result<std::unique_ptr<Client>> Connect(ClientOptions options);
-  /// Ends the session if Close() was not called: tasks not yet ended are
-  /// cancelled and the job ends "cancelled: driver closed".
+  /// Abort(), if Close() was not called: tasks not yet ended are cancelled
+  /// and the job ends "cancelled: the driver closed the session".
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -122,8 +123,47 @@ class Client {
 
   /// Waits for every task to end, then ends the session: OK when the job
   /// succeeded, else kAborted with the job's error. Frees the session's
-  /// outputs on the workers; Futures then fail Get(). Idempotent.
+  /// outputs on the workers; Futures then fail Get(). Idempotent. Past
+  /// close_timeout_ms: kDeadlineExceeded, and every Future not ended fails
+  /// with kUnavailable "the session was closed".
   Status Close();
+  /// Ends the session without waiting for its tasks (the way out on an
+  /// error or Ctrl-C): calls not yet sent are dropped, every Future not
+  /// ended fails at once with kCancelled "the session was aborted", and the
+  /// controller cancels what is queued or running (the job ends
+  /// "cancelled"). Waits only for the controller to confirm, at most
+  /// close_timeout_ms; returns what Close() would: the session's final
+  /// status (kAborted when a task was cancelled), or kDeadlineExceeded.
+  /// After Close() it is a no-op returning Close()'s status; during a
+  /// Close() it turns that close into an abort.
+  Status Abort();
+
+  /// Close() and Abort() in steps, for a caller that must stay responsive
+  /// while it waits (the Python module checks for Ctrl-C between steps):
+  ///
+  /// @code
+  ///   client->BeginClose(Client::CloseMode::kFinish, 30000);
+  ///   std::optional<hmpmd::Status> done;
+  ///   while (!(done = client->PollClose(50))) {
+  ///     if (interrupted) client->BeginClose(Client::CloseMode::kAbort, 0);
+  ///   }
+  /// @endcode
+  enum class CloseMode : uint8_t {
+    kFinish,  // as Close(): tasks run to their end
+    kAbort,   // as Abort(): what is left is cancelled
+  };
+  /// Starts ending the session and returns at once: Submit fails from now
+  /// on. The close gives up `timeout_ms` from now (kForever: never);
+  /// called again, it sets that anew and may turn a close into an abort
+  /// (not back). 0 with kAbort: the controller is told, and the first
+  /// PollClose() stops waiting for its answer (the controller then fails
+  /// the silent session after 10 heartbeats if the abort did not reach it).
+  void BeginClose(CloseMode mode, int64_t timeout_ms);
+  /// Waits at most `wait_ms` for the close begun by BeginClose():
+  /// std::nullopt while the controller has not confirmed and the close has
+  /// not given up; else what Close() (or Abort()) returns, at once on later
+  /// calls. kInvalidArgument before BeginClose().
+  std::optional<Status> PollClose(int64_t wait_ms);
 
   /// The session's job id (REST /api/v1/jobs/{id}, `hmpmd status`).
   JobId job() const;
@@ -131,6 +171,8 @@ class Client {
   const DataToken& data_token() const;
   /// The session's name (ClientOptions::session).
   const std::string& session() const;
+  /// The options it was connected with.
+  const ClientOptions& options() const;
   /// Tasks submitted and not yet ended.
   uint64_t in_flight() const;
 
