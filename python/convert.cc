@@ -23,6 +23,7 @@ PyObject* g_cancelled = nullptr;
 PyObject* g_timeout = nullptr;
 PyObject* g_invalid_argument = nullptr;
 PyObject* g_unavailable = nullptr;
+PyObject* g_permission_denied = nullptr;
 
 PyObject* NewException(py::module_& m, const char* name, const char* doc, PyObject* bases) {
   const std::string qualified = std::string("hmpmd.") + name;
@@ -108,6 +109,9 @@ void RegisterExceptions(py::module_& m) {
       Subclass(m, "InvalidArgument", "A bad call: the message names the field.", PyExc_ValueError);
   g_unavailable = Subclass(m, "Unavailable", "The controller, a worker or the session is gone.",
                            PyExc_ConnectionError);
+  g_permission_denied = Subclass(m, "PermissionDenied",
+                                 "The controller refused the credentials (a wrong token).",
+                                 PyExc_PermissionError);
 }
 
 void Raise(const Status& status) {
@@ -128,6 +132,9 @@ void Raise(const Status& status) {
       break;
     case StatusCode::kUnavailable:
       type = g_unavailable;
+      break;
+    case StatusCode::kPermissionDenied:
+      type = g_permission_denied;
       break;
     default:
       break;

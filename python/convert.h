@@ -22,7 +22,8 @@ void RegisterExceptions(pybind11::module_& m);
 // Raises the Python exception for `status` (which must not be OK), with
 // its one-line message: TaskFailed (kAborted), Cancelled, Timeout
 // (kDeadlineExceeded, also a TimeoutError), InvalidArgument (kInvalidArgument
-// and kAlreadyExists, also a ValueError), Unavailable (also a ConnectionError), else Error.
+// and kAlreadyExists, also a ValueError), Unavailable (also a ConnectionError),
+// PermissionDenied (also a PermissionError), else Error.
 [[noreturn]] void Raise(const Status& status);
 
 // Returns the value of `r`, or raises its status.

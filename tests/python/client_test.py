@@ -7,6 +7,7 @@ by PID. Usage: client_test.py BIN_DIR PYTHON_MODULE_DIR"""
 import os
 import signal
 import sys
+import tempfile
 import threading
 import unittest
 
@@ -288,6 +289,35 @@ class ClientTest(unittest.TestCase):
             view = memoryview(hmpmd.Buffer(data, shape, "f32"))
             self.assertEqual((view.format, view.shape, view.nbytes), ("B", (len(data),), len(data)))
             self.assertEqual(view.tolist(), list(data))
+
+
+class TokenTest(unittest.TestCase):
+    """A controller with a token, without workers."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        token_file = os.path.join(cls.dir.name, "token")
+        with open(token_file, "w") as f:
+            f.write("secret\n")
+        cls.cluster = Cluster(BIN, workers=0,
+                              controller_args=["--token-file", token_file]).__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+        cls.dir.cleanup()
+
+    def test_a_wrong_token_raises_permission_denied(self):
+        with self.assertRaises(hmpmd.PermissionDenied) as e:
+            hmpmd.Client.connect(self.cluster.endpoint, token="wrong",
+                                 connect_timeout_ms=TIMEOUT_MS)
+        self.assertIsInstance(e.exception, PermissionError)
+        self.assertIsInstance(e.exception, hmpmd.Error)
+        self.assertIn("wrong or missing token", str(e.exception))
+        with hmpmd.Client.connect(self.cluster.endpoint, token="secret",
+                                  connect_timeout_ms=TIMEOUT_MS):
+            pass
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from ports import free_port
 
 class Cluster:
     def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", worker_binary=None,
-                 log_level="warn", start_timeout_s=60, worker_args=()):
+                 log_level="warn", start_timeout_s=60, worker_args=(), controller_args=()):
         self.bin_dir = bin_dir
         self.workers = workers
         self.cores = cores
@@ -25,6 +25,7 @@ class Cluster:
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
         self.worker_args = list(worker_args)  # more flags for every worker
+        self.controller_args = list(controller_args)  # more flags for the controller
         self.procs = []
 
     def __enter__(self):
@@ -46,7 +47,7 @@ class Cluster:
         hmpmd = os.path.join(self.bin_dir, "hmpmd")
         self.procs.append(subprocess.Popen(
             [hmpmd, "controller", "--listen", self.endpoint, "--http", f"127.0.0.1:{http_port}",
-             "--db", "", "--log-level", self.log_level],
+             "--db", "", "--log-level", self.log_level] + self.controller_args,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for i in range(self.workers):
             # One core list for every worker, or one per worker.
