@@ -6,9 +6,11 @@
 //       y = c.submit("add", inputs=[x, x])
 //       print(memoryview(y.get(timeout_ms=10000)[0]).tolist())
 //
-// Every call that may block (connect, wait, get, wait_any, close, cancel,
-// submit) releases the GIL while it waits, so other Python threads run;
-// wait, get and wait_any also take Ctrl-C (KeyboardInterrupt) while they wait.
+// Every call that may block (connect, wait, get, wait_any, close, abort,
+// cancel, submit, and deleting a Client) releases the GIL while it waits,
+// so other Python threads run; connect, wait, get, wait_any, close and abort
+// also take Ctrl-C (KeyboardInterrupt) while they wait. A `with` block left
+// by an exception aborts the session instead of waiting for its tasks.
 // Errors raise hmpmd.Error subclasses (see convert.h) with the one-line
 // message of the C++ Status.
 //
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +42,12 @@ using client::Call;
 using client::Client;
 using client::ClientOptions;
 using client::Future;
+
+// Raises KeyboardInterrupt (or what another signal handler raised) when a
+// signal came while the GIL was released.
+void RaiseIfSignalled() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
 
 // Blocks until `wait_for(ms)` (a wait of at most ms) returns anything but
 // DeadlineExceeded or `timeout_ms` (client::kForever: no limit) passes, in
@@ -71,9 +80,63 @@ bool WaitInterruptibly(int64_t timeout_ms, Slice wait_for) {
     }
     if (s.code() != StatusCode::kDeadlineExceeded) return true;
     if (last) return false;
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // KeyboardInterrupt
+    RaiseIfSignalled();
   }
 }
+
+// Ends the session as close() (kFinish) or a `with` block left by an
+// exception (kAbort) do, in short waits with the GIL released. Ctrl-C
+// stops the wait at once: what is left is aborted (the controller is told,
+// its answer not awaited) and KeyboardInterrupt raised. One blocking
+// Close() ignored Ctrl-C for its whole close_timeout_ms (for ever with -1).
+Status CloseInterruptibly(Client& c, Client::CloseMode mode) {
+  constexpr int64_t kSliceMs = 50;
+  {
+    py::gil_scoped_release release;
+    c.BeginClose(mode, c.options().close_timeout_ms);
+  }
+  bool interrupted = false;
+  for (;;) {
+    std::optional<Status> done;
+    {
+      py::gil_scoped_release release;
+      done = c.PollClose(kSliceMs);
+    }
+    if (done) {
+      if (interrupted) throw py::error_already_set();  // set by PyErr_CheckSignals
+      return *done;
+    }
+    if (!interrupted && PyErr_CheckSignals() != 0) {
+      interrupted = true;
+      py::gil_scoped_release release;
+      c.BeginClose(Client::CloseMode::kAbort, 0);
+    }
+  }
+}
+
+bool Finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+// Deletes a Client with the GIL released: its destructor aborts the session
+// and waits for the controller to confirm (other Python threads ran only
+// after that).
+struct DeleteWithoutGil {
+  void operator()(Client* c) const {
+    // At interpreter exit the GIL must stay where it is.
+    if (c == nullptr || Finalizing() || !PyGILState_Check()) {
+      delete c;
+      return;
+    }
+    py::gil_scoped_release release;
+    delete c;
+  }
+};
+using ClientHolder = std::unique_ptr<Client, DeleteWithoutGil>;
 
 // The keyword arguments every submit-like method takes, after `kernel`.
 #define HMPMD_CALL_KWARGS                                                                         \
@@ -128,6 +191,7 @@ void BindFuture(py::module_& m) {
               py::gil_scoped_release release;
               r = f.Get(left);
             }
+            RaiseIfSignalled();  // it ends a fetch (EINTR) early
             return Unwrap(std::move(r));
           },
           py::arg("timeout_ms") = client::kForever,
@@ -197,7 +261,7 @@ void BindActor(py::module_& m) {
 }
 
 void BindClient(py::module_& m) {
-  py::class_<Client, std::unique_ptr<Client>>(
+  py::class_<Client, ClientHolder>(
       m, "Client",
       "A driver session on a controller. Use Client.connect(...); a `with` block closes it.")
       .def_static(
@@ -220,7 +284,12 @@ void BindClient(py::module_& m) {
               py::gil_scoped_release release;
               r = Client::Connect(std::move(o));
             }
-            return Unwrap(std::move(r));
+            ClientHolder c(r.ok() ? r->release() : nullptr);
+            // Ctrl-C ends the wait (EINTR: Unavailable) and wins over its
+            // outcome; a session opened meanwhile is aborted.
+            RaiseIfSignalled();
+            if (!r.ok()) Raise(r.status());
+            return c;
           },
           py::arg("controller") = ClientOptions{}.controller,
           py::arg("session") = ClientOptions{}.session, py::arg("token") = "",
@@ -309,28 +378,27 @@ void BindClient(py::module_& m) {
           py::arg("future"), "Cancels a task not yet ended (a no-op once it has).")
       .def(
           "close",
-          [](Client& c) {
-            Status s;
-            {
-              py::gil_scoped_release release;
-              s = c.Close();
-            }
-            Check(s);
-          },
-          "Waits for every task, then ends the session; raises TaskFailed when the job failed.")
+          [](Client& c) { Check(CloseInterruptibly(c, Client::CloseMode::kFinish)); },
+          "Waits for every task, then ends the session; raises TaskFailed when the job failed. "
+          "Ctrl-C aborts the session instead (KeyboardInterrupt).")
+      .def(
+          "abort",
+          [](Client& c) { Check(CloseInterruptibly(c, Client::CloseMode::kAbort)); },
+          "Ends the session without waiting for its tasks: those not ended are cancelled "
+          "(their futures raise Cancelled). Raises as close() does for the session's outcome.")
       .def_property_readonly("job", &Client::job)
       .def_property_readonly("session", &Client::session)
       .def_property_readonly("in_flight", &Client::in_flight)
       .def(
           "__enter__", [](Client& c) -> Client& { return c; }, py::return_value_policy::reference)
       .def("__exit__", [](Client& c, const py::object& type, const py::object&, const py::object&) {
-        Status s;
-        {
-          py::gil_scoped_release release;
-          s = c.Close();
+        // Left by an exception (Ctrl-C included): nothing waits for the
+        // tasks; the exception on its way wins over the session's outcome.
+        if (!type.is_none()) {
+          (void)CloseInterruptibly(c, Client::CloseMode::kAbort);
+          return false;
         }
-        // An exception already on its way wins over a failed close.
-        if (type.is_none()) Check(s);
+        Check(CloseInterruptibly(c, Client::CloseMode::kFinish));
         return false;
       });
 }

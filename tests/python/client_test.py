@@ -9,6 +9,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 BIN, MODULE_DIR = sys.argv[1], sys.argv[2]
@@ -18,6 +19,8 @@ import hmpmd  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 TIMEOUT_MS = 30000
+# A task that outlives any wait of these tests unless it is cancelled.
+LONG_US = 60_000_000
 
 
 class ClientTest(unittest.TestCase):
@@ -31,9 +34,25 @@ class ClientTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.cluster.stop()
 
-    def connect(self, session):
+    def connect(self, session, **options):
         return hmpmd.Client.connect(self.cluster.endpoint, session=session,
-                                    connect_timeout_ms=TIMEOUT_MS)
+                                    connect_timeout_ms=TIMEOUT_MS, **options)
+
+    @staticmethod
+    def sigint_after(seconds):
+        """Ctrl-C: SIGINT to this process after `seconds`, from a timer thread."""
+        timer = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        return timer
+
+    def ended_state(self, job):
+        """The job's state once it has ended (its session closed)."""
+        for _ in range(TIMEOUT_MS // 50):
+            state = self.cluster.get(f"/api/v1/jobs/{job}")["state"]
+            if state not in ("pending", "running"):
+                return state
+            time.sleep(0.05)
+        return state
 
     def test_futures_chain_across_workers(self):
         with self.connect("chain") as c:
@@ -198,6 +217,112 @@ class ClientTest(unittest.TestCase):
         c.cancel(other)
         with self.assertRaises(hmpmd.Error):
             c.close()
+
+    def test_ctrl_c_in_a_with_block_aborts_the_session(self):
+        # The block's close waited for every task (for ever with
+        # close_timeout_ms=-1) before the KeyboardInterrupt went on.
+        timer = self.sigint_after(0.2)
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                with self.connect("with-ctrl-c", close_timeout_ms=hmpmd.FOREVER) as c:
+                    job = c.job
+                    long = c.submit("sleep", args={"us": LONG_US}, label="long")
+                    long.wait()
+        finally:
+            timer.join()
+        with self.assertRaises(hmpmd.Cancelled) as e:
+            long.wait(0)
+        self.assertIn("the session was aborted", str(e.exception))
+        self.assertEqual(self.ended_state(job), "cancelled")
+
+    def test_an_exception_leaving_a_with_block_aborts_the_session(self):
+        with self.assertRaises(ZeroDivisionError):
+            with self.connect("with-error", close_timeout_ms=hmpmd.FOREVER) as c:
+                job = c.job
+                long = c.submit("sleep", args={"us": LONG_US})
+                queued = [c.submit("noop", inputs=[long]) for _ in range(3)]
+                # Sent with the tasks before it (an abort drops what is not).
+                c.submit("noop", core="vector").wait(TIMEOUT_MS)
+                1 / 0
+        for f in [long] + queued:
+            with self.assertRaises(hmpmd.Cancelled):
+                f.wait(0)
+        self.assertEqual(self.ended_state(job), "cancelled")
+
+    def test_ctrl_c_interrupts_close_and_aborts(self):
+        c = self.connect("close-ctrl-c", close_timeout_ms=hmpmd.FOREVER)
+        job = c.job
+        long = c.submit("sleep", args={"us": LONG_US})
+        timer = self.sigint_after(0.2)
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                c.close()  # waits for `long` until Ctrl-C
+        finally:
+            timer.join()
+        with self.assertRaises(hmpmd.Cancelled):
+            long.wait(0)
+        self.assertEqual(self.ended_state(job), "cancelled")  # the controller was told
+        with self.assertRaises(hmpmd.Error):
+            c.close()  # the outcome stays
+
+    def test_ctrl_c_interrupts_an_abort_the_controller_does_not_confirm(self):
+        c = self.connect("abort-ctrl-c", close_timeout_ms=hmpmd.FOREVER, heartbeat_ms=60_000)
+        job = c.job
+        long = c.submit("sleep", args={"us": LONG_US})
+        controller = self.cluster.procs[0]
+        controller.send_signal(signal.SIGSTOP)
+        try:
+            timer = self.sigint_after(0.2)
+            try:
+                with self.assertRaises(KeyboardInterrupt):
+                    c.abort()
+            finally:
+                timer.join()
+        finally:
+            controller.send_signal(signal.SIGCONT)
+        with self.assertRaises(hmpmd.Cancelled):
+            long.wait(0)
+        self.assertEqual(self.ended_state(job), "cancelled")  # the abort was sent
+
+    def test_ctrl_c_interrupts_connect(self):
+        # The poll's EINTR escaped as a zmq exception (RuntimeError).
+        timer = self.sigint_after(0.2)
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                hmpmd.Client.connect("tcp://127.0.0.1:1", connect_timeout_ms=hmpmd.FOREVER)
+        finally:
+            timer.join()
+
+    def test_deleting_a_client_releases_the_gil(self):
+        # Its destructor waits for the controller to confirm the abort: the
+        # controller is stopped, so it waits until this thread resumes it.
+        c = self.connect("del-gil", close_timeout_ms=hmpmd.FOREVER, heartbeat_ms=3000)
+        job = c.job
+        long = c.submit("sleep", args={"us": LONG_US})
+        entered = threading.Event()
+
+        def drop():
+            nonlocal c
+            entered.set()
+            del c
+
+        controller = self.cluster.procs[0]
+        controller.send_signal(signal.SIGSTOP)
+        try:
+            dropper = threading.Thread(target=drop)
+            dropper.start()
+            self.assertTrue(entered.wait(TIMEOUT_MS / 1000))
+            # Runs only while the destructor waits without the GIL.
+            total = sum(range(200_000))
+            self.assertTrue(dropper.is_alive())
+            self.assertEqual(total, 199_999 * 100_000)
+        finally:
+            controller.send_signal(signal.SIGCONT)
+        dropper.join(TIMEOUT_MS / 1000)
+        self.assertFalse(dropper.is_alive())
+        with self.assertRaises(hmpmd.Cancelled):
+            long.wait(0)
+        self.assertEqual(self.ended_state(job), "cancelled")
 
     def test_wait_releases_the_gil(self):
         c = self.connect("gil")
