@@ -187,7 +187,7 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
       }
       group.tasks.push_back(std::move(t));
     }
-    if (const size_t bytes = kSubmitHeadBytes + WireBytes(group);
+    if (const size_t bytes = kSubmitHeadBytes + EncodedSize(group);
         bytes > kWireLimits.max_body_bytes) {
       return Status::InvalidArgument("submit: " + std::to_string(calls.size()) +
                                      " calls of about " + std::to_string(bytes >> 20) +

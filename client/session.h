@@ -54,11 +54,9 @@ inline constexpr DecodeLimits kWireLimits{};
 // InvalidArgument "FIELD: N bytes, over the 1 MiB a string may hold" for a
 // string longer than the decoder takes.
 Status CheckWireString(const std::string& field, std::string_view text);
-// Bytes a group takes inside a SessionSubmit, at most (an estimate from
-// above: every head and number counted at msgpack's largest size).
-size_t WireBytes(const SubmitGroup& group);
-// Bytes a SessionSubmit takes around its groups, at most.
-inline constexpr size_t kSubmitHeadBytes = 32;
+// Bytes a SessionSubmit takes around its groups (each EncodedSize()), at
+// most: its array's head, the job id and the groups' array head.
+inline constexpr size_t kSubmitHeadBytes = 1 + 9 + 5;
 
 class Session;
 

@@ -198,34 +198,6 @@ void Session::Loop() {
   Flush(NowUs());
 }
 
-namespace {
-
-// msgpack's largest head of a string or array, and its largest number.
-constexpr size_t kHead = 5, kNumber = 9;
-
-size_t StringBytes(const std::string& s) { return kHead + s.size(); }
-
-size_t TaskBytes(const WireTask& t) {
-  // The task's array, its 5 strings, 2 arrays and 4 numbers.
-  size_t n = kHead + StringBytes(t.id) + StringBytes(t.submodel) + StringBytes(t.kernel) +
-             StringBytes(t.group) + StringBytes(t.op) + 2 * kHead + 4 * kNumber;
-  for (const std::string& in : t.inputs) n += StringBytes(in);
-  for (const Arg& a : t.args) {
-    const auto* text = std::get_if<std::string>(&a.value);
-    n += kHead + StringBytes(a.name) + (text ? StringBytes(*text) : kNumber);
-  }
-  return n;
-}
-
-}  // namespace
-
-size_t WireBytes(const SubmitGroup& group) {
-  size_t n = 3 * kHead + kNumber;  // its array, seq, the two arrays
-  for (const WireSubmodel& m : group.submodels) n += kHead + StringBytes(m.name) + 3 * kNumber;
-  for (const WireTask& t : group.tasks) n += TaskBytes(t);
-  return n;
-}
-
 bool Session::Flush(int64_t now_us) {
   std::vector<SubmitGroup> groups;
   SessionControl control;
@@ -249,7 +221,7 @@ bool Session::Flush(int64_t now_us) {
   submit.job = job_;
   size_t tasks = 0, bytes = kSubmitHeadBytes;
   for (SubmitGroup& g : groups) {
-    const size_t g_bytes = WireBytes(g);
+    const size_t g_bytes = EncodedSize(g);
     if (!submit.groups.empty() &&
         (tasks + g.tasks.size() > max_tasks || bytes + g_bytes > kWireLimits.max_body_bytes ||
          submit.groups.size() >= kWireLimits.max_batch)) {

@@ -15,14 +15,21 @@ struct StringSink {
   void write(const char* p, size_t n) { out->append(p, n); }
 };
 
+// Counts what would be written: exact sizes without building the bytes.
+struct CountingSink {
+  size_t bytes = 0;
+  void write(const char*, size_t n) { bytes += n; }
+};
+
 template <typename T>
 struct IsVector : std::false_type {};
 template <typename T>
 struct IsVector<std::vector<T>> : std::true_type {};
 
+template <typename Sink>
 class PackArchive {
  public:
-  PackArchive(msgpack::packer<StringSink>* pk, StringSink* sink) : pk_(pk), sink_(sink) {}
+  PackArchive(msgpack::packer<Sink>* pk, Sink* sink) : pk_(pk), sink_(sink) {}
 
   template <typename... T>
   void operator()(T&... fields) {
@@ -64,8 +71,8 @@ class PackArchive {
     sink_->write(buf, sizeof(buf));
   }
 
-  msgpack::packer<StringSink>* pk_;
-  StringSink* sink_;
+  msgpack::packer<Sink>* pk_;
+  Sink* sink_;
 };
 
 class UnpackArchive {
@@ -237,6 +244,14 @@ void EncodeBody(const Message& message, std::string* out) {
   PackArchive ar(&pk, &sink);
   std::visit([&ar](const auto& m) { const_cast<std::decay_t<decltype(m)>&>(m).Serialize(ar); },
              message);
+}
+
+size_t EncodedSize(const SubmitGroup& group) {
+  CountingSink sink;
+  msgpack::packer<CountingSink> pk(sink);
+  PackArchive ar(&pk, &sink);
+  const_cast<SubmitGroup&>(group).Serialize(ar);  // Serialize only reads when packing
+  return sink.bytes;
 }
 
 EncodedFrames Encode(const Message& message) {

@@ -84,5 +84,25 @@ TEST_F(SessionLimitsTest, CallsQueuedPastTheBytesOfAMessageAreAllAcknowledged) {
   for (Future& f : fs) EXPECT_EQ(f.Wait(20000).code(), StatusCode::kCancelled);
 }
 
+TEST_F(SessionLimitsTest, AGraphUnderTheBytesOfAMessageIsTakenWhole) {
+  ClientOptions o = Options();
+  o.connect_timeout_ms = 20000;  // how long Cancel waits for an ack
+  auto c = Connect(o);
+  ASSERT_NE(c, nullptr);
+  // About 63.6 MiB encoded: 63 MiB of strings, and 400 tasks of 256 small
+  // arguments each (6 bytes apiece). Counted by hand at msgpack's largest
+  // heads (22 bytes an argument) the graph was about 65.2 MiB, and refused.
+  std::vector<Call> graph(
+      63, Call{.kernel = "u.count", .args = {{"s", std::string(kLimits.max_string, 'x')}}});
+  Args small;
+  for (size_t i = 0; i < kLimits.max_args; ++i) small.push_back({"a" + std::to_string(i), 1});
+  for (int i = 0; i < 400; ++i) graph.push_back({.kernel = "u.count", .args = small});
+  auto fs = c->SubmitGraph(std::move(graph));
+  ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+  // The controller decoded it: the last call is acknowledged.
+  ASSERT_TRUE(c->Cancel(fs->back()).ok());
+  EXPECT_EQ(fs->back().Wait(20000).code(), StatusCode::kCancelled);
+}
+
 }  // namespace
 }  // namespace hmpmd

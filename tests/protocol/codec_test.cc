@@ -292,6 +292,23 @@ TEST_F(CodecTest, RoundTripKeepsArgTypesAndValues) {
   EXPECT_EQ(got.core, CoreKind::kVector);
 }
 
+TEST_F(CodecTest, EncodedSizeOfAGroupIsWhatItTakesInASessionSubmit) {
+  // Strings and numbers on each side of msgpack's size classes.
+  SubmitGroup g{.seq = uint64_t{1} << 40, .submodels = {{"enc", 1, 70000, true}}};
+  for (size_t n : {0, 31, 32, 255, 256, 65535, 65536}) {
+    WireTask t{.id = std::string(n, 'i'), .submodel = "default", .kernel = "k"};
+    t.inputs.assign(n % 20, "x");
+    t.args = {{"i", int64_t{-1} << 40}, {"u", static_cast<int64_t>(n)}, {"d", 3.0}, {"b", true},
+              {"s", std::string(n, 's')}};
+    g.tasks.push_back(t);
+  }
+  for (SubmitGroup group : {SubmitGroup{}, g}) {
+    const size_t alone = Encode(SessionSubmit{.job = 1, .groups = {}}).body.size();
+    const size_t with = Encode(SessionSubmit{.job = 1, .groups = {group}}).body.size();
+    EXPECT_EQ(EncodedSize(group), with - alone);
+  }
+}
+
 TEST_F(CodecTest, HeaderIsMagicVersionType) {
   std::string h = EncodeHeader(MsgType::kDoneBatch);
   ASSERT_EQ(h.size(), 4u);

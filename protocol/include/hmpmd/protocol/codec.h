@@ -39,6 +39,10 @@ EncodedFrames Encode(const Message& message);
 // Appends the encoded body to `out`; the header is EncodeHeader(type).
 void EncodeBody(const Message& message, std::string* out);
 std::string EncodeHeader(MsgType type);
+// The exact bytes `group` takes inside an encoded SessionSubmit, counted by
+// the encoder itself without building them (the driver splits its messages
+// under DecodeLimits::max_body_bytes with it).
+size_t EncodedSize(const SubmitGroup& group);
 
 Result<Message> Decode(std::span<const std::byte> header, std::span<const std::byte> body,
                        const DecodeLimits& limits = {});
