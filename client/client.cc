@@ -45,12 +45,12 @@ Status Client::Cancel(const Future& future) {
 
 Status Client::Close() {
   BeginClose(CloseMode::kFinish, session_->options().close_timeout_ms);
-  return *session_->PollClose(kForever);
+  return *PollClose(kForever);
 }
 
 Status Client::Abort() {
   BeginClose(CloseMode::kAbort, session_->options().close_timeout_ms);
-  return *session_->PollClose(kForever);
+  return *PollClose(kForever);
 }
 
 void Client::BeginClose(CloseMode mode, int64_t timeout_ms) {

@@ -406,9 +406,9 @@ std::optional<Status> Session::PollClose(int64_t wait_ms) {
   if (!cv_.wait_until(lock, until, [&] { return closed_ || stopping_; })) {
     if (std::chrono::steady_clock::now() < close_deadline_) return std::nullopt;
     closed_ = true;
-    final_ = Status::DeadlineExceeded("close: the controller did not end session '" +
-                                      options_.session + "' within " +
-                                      std::to_string(close_timeout_ms_) + " ms");
+    final_ =
+        Status::DeadlineExceeded("close: the controller did not end session '" + options_.session +
+                                 "' within " + std::to_string(close_timeout_ms_) + " ms");
     // Every Future not ended is lost, as when the controller closes the
     // session (Wait() on one not acknowledged or not sent hung).
     EndPending(FutureState::Phase::kLost, "the session was closed", &keep);

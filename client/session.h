@@ -157,13 +157,14 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;    // the controller ended the session
   bool closing_ = false;   // BeginClose() was called
   bool aborted_ = false;   // with abort
-  std::chrono::steady_clock::time_point close_deadline_;  // when the close gives up
-  int64_t close_timeout_ms_ = 0;                          // how far that was
   bool stopping_ = false;  // a PollClose() is stopping the I/O thread
   bool stopped_ = false;   // and has joined it
   Status final_;           // once closed
   std::string lost_;       // the link failed: why
   std::string end_why_;    // closed_ without Close(): why (lost, cancelled...)
+  // Set by BeginClose(): when the close gives up, and how far that was.
+  std::chrono::steady_clock::time_point close_deadline_;
+  int64_t close_timeout_ms_ = 0;
 };
 
 // Submit() and Actor::Call() send one call: a collective member there

@@ -109,9 +109,9 @@ void RegisterExceptions(py::module_& m) {
       Subclass(m, "InvalidArgument", "A bad call: the message names the field.", PyExc_ValueError);
   g_unavailable = Subclass(m, "Unavailable", "The controller, a worker or the session is gone.",
                            PyExc_ConnectionError);
-  g_permission_denied = Subclass(m, "PermissionDenied",
-                                 "The controller refused the credentials (a wrong token).",
-                                 PyExc_PermissionError);
+  g_permission_denied =
+      Subclass(m, "PermissionDenied", "The controller refused the credentials (a wrong token).",
+               PyExc_PermissionError);
 }
 
 void Raise(const Status& status) {

@@ -123,8 +123,8 @@ bool Finalizing() {
 }
 
 // Deletes a Client with the GIL released: its destructor aborts the session
-// and waits for the controller to confirm (other Python threads ran only
-// after that).
+// and waits for the controller to confirm, which held up every other Python
+// thread while the GIL was held.
 struct DeleteWithoutGil {
   void operator()(Client* c) const {
     // At interpreter exit the GIL must stay where it is.
@@ -377,13 +377,11 @@ void BindClient(py::module_& m) {
           },
           py::arg("future"), "Cancels a task not yet ended (a no-op once it has).")
       .def(
-          "close",
-          [](Client& c) { Check(CloseInterruptibly(c, Client::CloseMode::kFinish)); },
+          "close", [](Client& c) { Check(CloseInterruptibly(c, Client::CloseMode::kFinish)); },
           "Waits for every task, then ends the session; raises TaskFailed when the job failed. "
           "Ctrl-C aborts the session instead (KeyboardInterrupt).")
       .def(
-          "abort",
-          [](Client& c) { Check(CloseInterruptibly(c, Client::CloseMode::kAbort)); },
+          "abort", [](Client& c) { Check(CloseInterruptibly(c, Client::CloseMode::kAbort)); },
           "Ends the session without waiting for its tasks: those not ended are cancelled "
           "(their futures raise Cancelled). Raises as close() does for the session's outcome.")
       .def_property_readonly("job", &Client::job)

@@ -2,7 +2,6 @@
 // a wrong token is kPermissionDenied, and a job store that cannot be
 // written kUnavailable (try again later), where it was kInvalidArgument.
 #include <gtest/gtest.h>
-
 #include <pthread.h>
 #include <signal.h>
 
@@ -78,8 +77,8 @@ TEST(SessionConnectTest, ASignalWhileConnectWaitsEndsItAsUnavailable) {
   std::future<Status> done = connected.get_future();
   std::thread t([&] { connected.set_value(client::Client::Connect(o).status()); });
   // Until it gives up (a signal before the poll starts is not seen).
-  for (int i = 0; i < 6000 && done.wait_for(std::chrono::milliseconds(10)) ==
-                                  std::future_status::timeout;
+  for (int i = 0;
+       i < 6000 && done.wait_for(std::chrono::milliseconds(10)) == std::future_status::timeout;
        ++i) {
     pthread_kill(t.native_handle(), SIGUSR1);
   }

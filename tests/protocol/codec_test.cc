@@ -298,7 +298,10 @@ TEST_F(CodecTest, EncodedSizeOfAGroupIsWhatItTakesInASessionSubmit) {
   for (size_t n : {0, 31, 32, 255, 256, 65535, 65536}) {
     WireTask t{.id = std::string(n, 'i'), .submodel = "default", .kernel = "k"};
     t.inputs.assign(n % 20, "x");
-    t.args = {{"i", int64_t{-1} << 40}, {"u", static_cast<int64_t>(n)}, {"d", 3.0}, {"b", true},
+    t.args = {{"i", int64_t{-1} << 40},
+              {"u", static_cast<int64_t>(n)},
+              {"d", 3.0},
+              {"b", true},
               {"s", std::string(n, 's')}};
     g.tasks.push_back(t);
   }

@@ -446,4 +446,11 @@ class TokenTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=[sys.argv[0]], verbosity=2)
+    try:
+        unittest.main(argv=[sys.argv[0]], verbosity=2)
+    finally:
+        # A KeyboardInterrupt that escaped a test (a Ctrl-C test failing)
+        # ends the run without tearDownClass: its processes stop here.
+        for case in (ClientTest, TokenTest):
+            if getattr(case, "cluster", None) is not None:
+                case.cluster.stop()
