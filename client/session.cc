@@ -402,16 +402,23 @@ std::optional<Status> Session::PollClose(int64_t wait_ms) {
   // One caller stops the I/O thread; the others (a second thread, or
   // ~Client after Close()) wait for it and return its status. Both used
   // to join the thread: the second hung for ever.
-  const auto until = std::min(Deadline(wait_ms), close_deadline_);
-  if (!cv_.wait_until(lock, until, [&] { return closed_ || stopping_; })) {
-    if (std::chrono::steady_clock::now() < close_deadline_) return std::nullopt;
-    closed_ = true;
-    final_ =
-        Status::DeadlineExceeded("close: the controller did not end session '" + options_.session +
-                                 "' within " + std::to_string(close_timeout_ms_) + " ms");
-    // Every Future not ended is lost, as when the controller closes the
-    // session (Wait() on one not acknowledged or not sent hung).
-    EndPending(FutureState::Phase::kLost, "the session was closed", &keep);
+  // The close's deadline is read anew on each wake-up: another thread's
+  // BeginClose() may move it (an abort that stops waiting at once).
+  const auto until = Deadline(wait_ms);
+  while (!closed_ && !stopping_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= close_deadline_) {
+      closed_ = true;
+      final_ = Status::DeadlineExceeded("close: the controller did not end session '" +
+                                        options_.session + "' within " +
+                                        std::to_string(close_timeout_ms_) + " ms");
+      // Every Future not ended is lost, as when the controller closes the
+      // session (Wait() on one not acknowledged or not sent hung).
+      EndPending(FutureState::Phase::kLost, "the session was closed", &keep);
+      break;
+    }
+    if (now >= until) return std::nullopt;
+    cv_.wait_until(lock, std::min(until, close_deadline_));
   }
   if (stopping_) {
     cv_.wait(lock, [&] { return stopped_; });  // the I/O thread stops at once

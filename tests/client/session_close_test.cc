@@ -25,7 +25,15 @@ using client::ClientOptions;
 using client::Future;
 using client::kForever;
 
-class SessionCloseTest : public InProcessControllerTest {};
+class SessionCloseTest : public InProcessControllerTest {
+ protected:
+  // Returns once the controller has every task submitted so far (an abort
+  // drops what is not sent): Cancel() waits for the ack of one more.
+  static void WaitUntilSent(Client& c) {
+    Future marker = c.Submit({.kernel = "noop"}).value();
+    ASSERT_TRUE(c.Cancel(marker).ok());
+  }
+};
 
 // Runs `fn` on its own thread; a hang fails the test and ends the process
 // (the hung thread cannot be joined).
@@ -113,6 +121,7 @@ TEST_F(SessionCloseTest, AbortEndsPendingFuturesWithoutWaitingForThem) {
   auto c = Connect(o);
   ASSERT_NE(c, nullptr);
   std::vector<Future> fs = c->SubmitGraph(std::vector<Call>(10, Call{.kernel = "noop"})).value();
+  WaitUntilSent(*c);
   Status aborted = Bounded([&] { return c->Abort(); }, "Abort()");
   // The controller confirmed: the session's job was cancelled.
   EXPECT_EQ(aborted.code(), StatusCode::kAborted) << aborted.ToString();
@@ -135,6 +144,7 @@ TEST_F(SessionCloseTest, PollCloseWaitsInSlicesAndAnAbortEndsIt) {
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->PollClose(0)->code(), StatusCode::kInvalidArgument);
   Future f = c->Submit({.kernel = "noop"}).value();  // never runs: no worker
+  WaitUntilSent(*c);
   c->BeginClose(Client::CloseMode::kFinish, kForever);
   EXPECT_FALSE(c->PollClose(0).has_value());
   EXPECT_FALSE(c->PollClose(20).has_value());
