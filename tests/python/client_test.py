@@ -45,6 +45,12 @@ class ClientTest(unittest.TestCase):
         timer.start()
         return timer
 
+    @staticmethod
+    def wait_sent(c):
+        """Returns once the controller has every task submitted so far (an
+        abort drops what is not sent): one more task, run to its end."""
+        c.submit("noop", core="vector").wait(TIMEOUT_MS)
+
     def ended_state(self, job):
         """The job's state once it has ended (its session closed)."""
         for _ in range(TIMEOUT_MS // 50):
@@ -227,6 +233,7 @@ class ClientTest(unittest.TestCase):
                 with self.connect("with-ctrl-c", close_timeout_ms=hmpmd.FOREVER) as c:
                     job = c.job
                     long = c.submit("sleep", args={"us": LONG_US}, label="long")
+                    self.wait_sent(c)
                     long.wait()
         finally:
             timer.join()
@@ -241,8 +248,7 @@ class ClientTest(unittest.TestCase):
                 job = c.job
                 long = c.submit("sleep", args={"us": LONG_US})
                 queued = [c.submit("noop", inputs=[long]) for _ in range(3)]
-                # Sent with the tasks before it (an abort drops what is not).
-                c.submit("noop", core="vector").wait(TIMEOUT_MS)
+                self.wait_sent(c)
                 1 / 0
         for f in [long] + queued:
             with self.assertRaises(hmpmd.Cancelled):
@@ -253,6 +259,7 @@ class ClientTest(unittest.TestCase):
         c = self.connect("close-ctrl-c", close_timeout_ms=hmpmd.FOREVER)
         job = c.job
         long = c.submit("sleep", args={"us": LONG_US})
+        self.wait_sent(c)
         timer = self.sigint_after(0.2)
         try:
             with self.assertRaises(KeyboardInterrupt):
@@ -269,6 +276,7 @@ class ClientTest(unittest.TestCase):
         c = self.connect("abort-ctrl-c", close_timeout_ms=hmpmd.FOREVER, heartbeat_ms=60_000)
         job = c.job
         long = c.submit("sleep", args={"us": LONG_US})
+        self.wait_sent(c)
         controller = self.cluster.procs[0]
         controller.send_signal(signal.SIGSTOP)
         try:
@@ -299,6 +307,7 @@ class ClientTest(unittest.TestCase):
         c = self.connect("del-gil", close_timeout_ms=hmpmd.FOREVER, heartbeat_ms=3000)
         job = c.job
         long = c.submit("sleep", args={"us": LONG_US})
+        self.wait_sent(c)
         entered = threading.Event()
 
         def drop():
