@@ -58,14 +58,56 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
   pool_.RemoveDevice(id);
   for (CoreId c : cores) parked_.erase(c);  // their runs are recalled below
   policy_->OnDeviceRemoved(id, pool_);
+  // The run each of its lanes was running: the first dispatched of those
+  // still on the core (a lane runs its queue in order; the others only
+  // waited behind it). Any job's.
+  std::vector<std::tuple<uint64_t, JobId, uint32_t>> front(cores.size(), {UINT64_MAX, 0, 0});
+  for (auto& [job_id, job] : jobs_) {
+    if (IsTerminal(job.state)) continue;
+    for (uint32_t r = 0; r < job.runs.size() && job.running > 0; ++r) {
+      const TaskRecord& rec = job.runs[r];
+      if (rec.state != TaskState::kRunning || rec.pending > 0) continue;
+      auto c = std::find(cores.begin(), cores.end(), rec.core);
+      if (c == cores.end()) continue;
+      auto& f = front[static_cast<size_t>(c - cores.begin())];
+      if (rec.lane_seq < std::get<0>(f)) f = {rec.lane_seq, job_id, r};
+    }
+  }
+  const std::string& name = pool_.device(id).desc.name;
   for (auto& [job_id, job] : jobs_) {
     if (IsTerminal(job.state)) continue;
     for (uint32_t r = 0; r < job.runs.size() && job.running > 0; ++r) {
       TaskRecord& rec = job.runs[r];
       if (rec.state != TaskState::kRunning) continue;
       if (std::find(cores.begin(), cores.end(), rec.core) == cores.end()) continue;
-      OnTaskFailed(job_id, r, rec.attempt, "its worker (" + pool_.device(id).desc.name + ") died",
-                   /*retryable=*/true, now);
+      const bool ran = std::any_of(front.begin(), front.end(), [&](const auto& f) {
+        return std::get<0>(f) != UINT64_MAX && std::get<1>(f) == job_id && std::get<2>(f) == r;
+      });
+      std::string error = "its worker (" + name + ") died";
+      bool retryable = true;
+      if (ran) {
+        std::vector<DeviceId>& died = job.worker_deaths[r];
+        died.push_back(id);
+        const uint32_t group = job.graph->task(r % job.graph->size()).group;
+        const uint32_t used = group == kNoGroup
+                                  ? AttemptsUsed(rec)
+                                  : std::max(AttemptsUsed(rec), job.gang_retries[group]);
+        // Only where it would run again (else out of attempts says it).
+        if (options_.max_worker_deaths > 0 && died.size() >= options_.max_worker_deaths &&
+            used + 1 < options_.max_attempts) {
+          // Likely its own doing (a kernel that aborts its process): running
+          // it again would take down worker after worker.
+          std::string names;
+          for (DeviceId d : died) {
+            names += (names.empty() ? "" : ", ") + pool_.device(d).desc.name;
+          }
+          error = "it killed " + std::to_string(died.size()) + " workers (" + names +
+                  "): each died while running it, so it is not run again (max_worker_deaths " +
+                  std::to_string(options_.max_worker_deaths) + ")";
+          retryable = false;
+        }
+      }
+      OnTaskFailed(job_id, r, rec.attempt, error, retryable, now);
       if (IsTerminal(job.state)) break;
     }
     if (IsTerminal(job.state)) continue;

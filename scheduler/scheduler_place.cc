@@ -172,6 +172,7 @@ void Scheduler::Commit(JobRun& job, uint32_t run, CoreId core, double est_us, St
   rec.reserved_kib = static_cast<uint32_t>(use.reserve >> 10);
   rec.reads_stored = use.reads_stored;
   rec.dispatched = now;
+  rec.lane_seq = ++lane_seq_;
   ++job.running;
   if (job.started < 0) {
     job.started = now;

@@ -117,6 +117,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   rec.core = core;
   rec.est_us = static_cast<float>(cost_.Estimate(*v.spec, kind, device));
   rec.dispatched = now;
+  rec.lane_seq = ++lane_seq_;
   pool_.Assign(core, rec.est_us, now);
   // The policy counts it as placed, as if it had dispatched it: its job's
   // fair share is charged the estimate here and the rest when it ends

@@ -65,6 +65,10 @@ struct TaskRecord {
   // whether it reads stored inputs.
   uint32_t reserved_kib = 0;
   TimeUs dispatched = 0;
+  // Order in which runs were dispatched (or adopted), over all jobs: a
+  // worker's lane runs its queue in this order, so of the runs on one core
+  // the one with the lowest lane_seq is the one running there.
+  uint64_t lane_seq = 0;
   TimeUs start = 0;
   TimeUs end = 0;
   // Where its outputs live and how big they are (RecordOutput; live only).
@@ -127,6 +131,11 @@ struct JobRun {
   // Sub-models whose device sets are short of their ask (Policy::ShortSets);
   // updated at admission and as devices come and go.
   std::vector<SetShortfall> short_sets;
+  // Per run whose worker died while it ran there (not merely queued behind
+  // another run): those workers' devices, in order of death (see
+  // SchedulerOptions::max_worker_deaths). In memory only: a restarted
+  // controller counts afresh.
+  std::map<uint32_t, std::vector<DeviceId>> worker_deaths;
 };
 
 // An open job's run that ended other than done (open jobs only; see
@@ -162,6 +171,14 @@ struct SchedulerOptions {
   CostModelOptions cost;
   // Attempts a task run gets when its worker dies under it. Default: 3.
   uint32_t max_attempts = 3;
+  // Workers a task run may see die while it runs on them (the run at the
+  // front of a core's lane, not one queued behind it) before it is not
+  // retried again: the job fails naming the task, which likely kills its
+  // process (a kernel that aborts). Each death is on a distinct worker (a
+  // dead device never comes back). Lower stops such a task sooner; higher
+  // tolerates more workers lost for other reasons while it ran. 0: no
+  // limit (only max_attempts). Default: 2.
+  uint32_t max_worker_deaths = 2;
   // Ready tasks a Schedule() call may set aside as RetryLater per core kind
   // before it stops looking. Bounds the work of one call. Default: 64.
   uint32_t max_deferred = 64;
@@ -479,6 +496,7 @@ class Scheduler {
   std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
   mutable std::vector<uint64_t> input_sizes_;                           // GuessOutput scratch
   LearnedOutputs learned_outputs_;  // worker-own kernels' outputs (count_store)
+  uint64_t lane_seq_ = 0;  // last TaskRecord::lane_seq given out
   std::vector<RunEnded> ended_;
   std::vector<RunEnded> aborted_;
   std::vector<OutputFreed> freed_;
