@@ -136,12 +136,12 @@ void ProcessCluster::StopController() {
 Status ProcessCluster::StartWorker(const std::vector<std::string>& extra,
                                    const std::string& cores) {
   std::vector<std::string> argv = {
-      HMPMD_WORKER_BIN, "--controller", "tcp://127.0.0.1:" + std::to_string(zmq_port_),
+      worker_bin_,      "--controller", "tcp://127.0.0.1:" + std::to_string(zmq_port_),
       "--cores",        cores,          "--exec-log",
       exec_log_,        "--log-level",  log_level_};
   argv.insert(argv.end(), extra.begin(), extra.end());
   pid_t pid = Spawn(argv, dir_ + "/worker.log");
-  if (pid < 0) return Status::Internal("cannot start " + std::string(HMPMD_WORKER_BIN));
+  if (pid < 0) return Status::Internal("cannot start " + worker_bin_);
   workers_.push_back(pid);
   return Status::Ok();
 }

@@ -32,8 +32,13 @@ class ProcessCluster {
   Status StartController(const std::vector<std::string>& extra = {});
   void KillController();  // SIGKILL, then reaps it
   void StopController();  // SIGTERM (a clean exit), then reaps it
+  // Starts a worker (`hmpmd-worker`, or the binary set_worker_bin() names)
+  // with these flags beside the cluster's own.
   Status StartWorker(const std::vector<std::string>& extra = {},
                      const std::string& cores = "cube=1,vector=1");
+  // The worker program later StartWorker() calls run; it must take
+  // --controller, --cores, --exec-log and --log-level. Default: hmpmd-worker.
+  void set_worker_bin(std::string bin) { worker_bin_ = std::move(bin); }
   // True while worker `i` has not exited.
   bool WorkerRunning(size_t i);
   void KillWorker(size_t i);  // SIGKILL, then reaps it
@@ -71,6 +76,7 @@ class ProcessCluster {
 
   std::string dir_, db_, exec_log_;
   std::string log_level_ = "warn";
+  std::string worker_bin_ = HMPMD_WORKER_BIN;
   int recovery_grace_ms_ = 600;
   int zmq_port_ = 0, http_port_ = 0;
   pid_t controller_ = -1;
