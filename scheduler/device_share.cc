@@ -47,6 +47,7 @@ void DeviceShare::Insert(JobId job, JobShare& js, uint32_t sm, DeviceId d,
     set.free[static_cast<size_t>(pool.core(c).kind)].push_back(c);
   }
   for (size_t k = 0; k < kNumCoreKinds; ++k) set.with_kind[k] += pool.device(d).desc.cores[k] > 0;
+  set.max_store = std::max(set.max_store, ResourcePool::StoreCap(pool.device(d).desc));
 }
 
 void DeviceShare::Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d,
@@ -62,7 +63,49 @@ void DeviceShare::Erase(JobId job, JobShare& js, uint32_t sm, DeviceId d,
   --claims_[d];
   std::erase(holders_[d], std::pair<JobId, uint32_t>{job, sm});
   for (size_t k = 0; k < kNumCoreKinds; ++k) set.with_kind[k] -= pool.device(d).desc.cores[k] > 0;
+  if (ResourcePool::StoreCap(pool.device(d).desc) >= set.max_store) RecountStore(set, pool);
   // Its cores stay in the free list until looked at.
+}
+
+void DeviceShare::RecountStore(Set& set, const ResourcePool& pool) {
+  set.max_store = 0;
+  for (DeviceId d : set.devices) {
+    set.max_store = std::max(set.max_store, ResourcePool::StoreCap(pool.device(d).desc));
+  }
+}
+
+bool DeviceShare::GrowForStore(const TaskView& task, JobShare& js, uint32_t sm, CoreKind kind,
+                               uint64_t bytes, const ResourcePool& pool) {
+  Set& set = js.sets[sm];
+  // Of the alive devices outside the set whose store holds the outputs,
+  // with a core of the kind, that run the task: those fewest sets of the
+  // job hold, then fewest sets of any job, then the smallest store that
+  // holds them (the larger ones stay for larger outputs), then on the
+  // set's node.
+  std::vector<uint32_t> held(pool.device_count(), 0);
+  for (const Set& s : js.sets) {
+    for (DeviceId d : s.devices) ++held[d];
+  }
+  const uint32_t home = set.devices.empty() ? 0 : pool.device(set.devices[0]).desc.node;
+  auto key = [&](DeviceId d) {
+    return std::tuple(held[d], claims_[d], ResourcePool::StoreCap(pool.device(d).desc),
+                      pool.device(d).desc.node != home);
+  };
+  DeviceId best = kNoDevice;
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (d < set.slot.size() && set.slot[d] != 0) continue;
+    const DeviceDesc& desc = pool.device(d).desc;
+    if (desc.cores[static_cast<size_t>(kind)] == 0 || ResourcePool::StoreCap(desc) < bytes ||
+        !pool.device(d).alive || !pool.Supports(d, task.kernel_id)) {
+      continue;
+    }
+    if (best == kNoDevice || key(d) < key(best)) best = d;
+  }
+  if (best == kNoDevice) return false;
+  Insert(task.job, js, sm, best, pool);
+  Record(task.job, best, kNoSubmodel, static_cast<int32_t>(sm));
+  for (Set::Full& f : set.full) f.at = -1;
+  return true;
 }
 
 bool DeviceShare::GrowForKind(const TaskView& task, JobShare& js, uint32_t sm, CoreKind kind,
@@ -295,6 +338,22 @@ Placement DeviceShare::Place(const TaskView& task, CoreKind kind, const Resource
     } else {
       GrowForKind(task, js, sm, kind, need, pool);
     }
+  }
+  // Rule 5: its outputs fit no store of the set, while a device's store of
+  // the pool would hold them (StoreTakes then refuses every device of the
+  // set, for good: caps do not change). (O(1) unless so.)
+  if (task.output_known && task.output_bytes > set.max_store &&
+      pool.LargestStore(task.spec->core) >= task.output_bytes) {
+    if (!set.elastic) {
+      const auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
+      return Placement::Infeasible(
+          "its outputs (" + std::to_string(task.output_bytes) + " bytes) exceed the store cap of " +
+          "every device of its pinned set (largest " + mib(set.max_store) + " MiB, --memory-mb" +
+          "); a device outside the set has a store of " + mib(pool.LargestStore(task.spec->core)) +
+          " MiB, but a pinned set does not grow: make the sub-model elastic or give its " +
+          "workers a larger --memory-mb");
+    }
+    GrowForStore(task, js, sm, kind, task.output_bytes, pool);
   }
   // Locality: the device of its largest input, when it is in the set and a
   // core of the kind there is free now (communication: has room).

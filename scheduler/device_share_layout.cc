@@ -6,6 +6,7 @@
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
+#include "output_bytes.h"
 
 namespace hmpmd {
 namespace {
@@ -179,6 +180,17 @@ void DeviceShare::CountTasks(JobShare& js) {
     set.needs |= 1u << static_cast<uint32_t>(g.spec_task(i).core);
     if (g.task(i).is_comm) set.needs |= 1u << static_cast<uint32_t>(CoreKind::kVector);
     set.total_us += js.run->est_us[i] * g.steps();
+    // Rule 5: outputs its arguments tell (inputs' sizes are not known yet).
+    if (pool_ != nullptr && pool_->options().count_store && set.want > 0) {
+      const TaskSpec& t = g.spec_task(i);
+      const std::vector<uint64_t> inputs(t.inputs.size(), UINT64_MAX);
+      const uint32_t group_size =
+          g.task(i).group == kNoGroup
+              ? 0
+              : static_cast<uint32_t>(g.groups()[g.task(i).group].members.size());
+      const OutputGuess out = GuessOutputBytes(t, inputs, group_size);
+      if (out.known) set.out_bytes = std::max(set.out_bytes, out.bytes);
+    }
     if (g.task(i).is_comm) {
       set.comm_us += js.run->est_us[i];
       ++set.comm_n;
@@ -232,6 +244,10 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
         if ((set.needs >> k & 1u) == 0 || pool.device(d).desc.cores[k] > 0) continue;
         const bool gang = set.floor > 1 && k == static_cast<size_t>(set.floor_kind);
         score += gang ? static_cast<uint32_t>(kNumCoreKinds) : 1;
+      }
+      // Rule 5: a store too small for its outputs weighs more than any kind.
+      if (set.out_bytes > ResourcePool::StoreCap(pool.device(d).desc)) {
+        score += 2 * static_cast<uint32_t>(kNumCoreKinds);
       }
       return score;
     };

@@ -56,5 +56,46 @@ TEST_F(MixedPoolSetsTest, PinnedActorsBothReachTheVectorDevice) {
             "succeeded");
 }
 
+// (d) Store caps: a 1 MiB worker (registered first, so the actor's set
+// is laid out on it) and a 64 MiB one; the actor's task scales a 4 MiB
+// input, a size known only once its producer ran. Elastic: the set grows by
+// the 64 MiB worker and the job succeeds; pinned: the job fails naming the
+// store cap. Both waited for ever before.
+class MixedStoresTest : public MixedPoolSetsTest {
+ protected:
+  void StartStores() {
+    ASSERT_TRUE(cluster_->StartController().ok());
+    ASSERT_TRUE(cluster_->StartWorker({"--memory-mb", "1", "--name", "small"}).ok());
+    ASSERT_TRUE(cluster_->WaitWorkers(1, 20000));
+    ASSERT_TRUE(cluster_->StartWorker({"--memory-mb", "64", "--name", "large"}).ok());
+    ASSERT_TRUE(cluster_->WaitWorkers(2, 20000));
+  }
+  static std::string Spec(bool elastic) {
+    return std::string(R"({"name":"store-actor",
+ "submodels":[{"name":"actor","kind":"actor","devices":1,"elastic":)") +
+           (elastic ? "true" : "false") + R"(}],
+ "tasks":[{"id":"src","kernel":"scale","args":{"n":1048576,"factor":2}},
+          {"id":"post","kernel":"scale","args":{"factor":2},"submodel":"actor",
+           "inputs":["src"]}]})";
+  }
+};
+
+TEST_F(MixedStoresTest, ElasticActorGrowsByTheWorkerWhoseStoreHoldsItsOutputs) {
+  StartStores();
+  EXPECT_EQ(Run(Spec(true)), "succeeded");
+}
+
+TEST_F(MixedStoresTest, PinnedActorWhoseStoresAreTooSmallFailsNamingTheCap) {
+  StartStores();
+  auto id = cluster_->Submit(Spec(false));
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  nlohmann::json job = cluster_->WaitJob(*id, 20000);
+  EXPECT_EQ(job.value("state", ""), "failed") << job.dump();
+  const std::string error = job.value("error", "");
+  EXPECT_NE(error.find("'post'"), std::string::npos) << error;
+  EXPECT_NE(error.find("store cap"), std::string::npos) << error;
+  EXPECT_NE(error.find("1 MiB"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace hmpmd::testing

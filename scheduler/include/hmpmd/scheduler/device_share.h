@@ -63,6 +63,17 @@
 //    while the pool has no usable such device. A communication task
 //    headed for a vector core takes its own kind's core in such a set
 //    instead. On a pool of alike devices none of this changes anything.
+// 5. Store caps (mixed pools, PoolOptions::count_store): a task whose
+//    outputs are larger than a device's store cap (memory_mb) never runs
+//    there while a device with a larger store exists. Rule 1 takes first
+//    the devices whose store holds the largest output the set's tasks are
+//    known at admission to store (weighing more than any core kind). A
+//    task whose known outputs fit no store of its set, while an alive
+//    device's would, grows an elastic set by such a device (none of its
+//    own leaves); in a pinned set it is infeasible: the job fails naming
+//    the store caps. Where no device's store holds them, it is placed as
+//    before (its worker fails it naming the cap). Pools without store caps,
+//    or that do not count stores (the simulator), are unaffected.
 // Every change after admission is recorded as a DeviceMove.
 // Cost: O(1) per placement and O(log n) per task event of a set (its ready
 // slacks are a sorted multiset; sub-models without a set track none): each
@@ -167,6 +178,11 @@ class DeviceShare {
     uint32_t needs = 0;
     CoreKind floor_kind = CoreKind::kCube;
     std::array<uint32_t, kNumCoreKinds> with_kind{};
+    // Rule 5: the largest output its tasks are known to store (at
+    // admission, count_store only; 0: none known), and the largest store
+    // cap among its devices (ResourcePool::StoreCap; 0: no device).
+    uint64_t out_bytes = 0;
+    uint64_t max_store = 0;
     bool elastic = true;
     bool spans = false;    // asked for the whole pool: overlaps the others
     uint32_t granted = 0;  // devices the pool gave it (admission, joins)
@@ -227,6 +243,12 @@ class DeviceShare {
   // want of devices (Short); returns whether it grew.
   bool GrowForKind(const TaskView& task, JobShare& js, uint32_t sm, CoreKind kind, uint32_t need,
                    const ResourcePool& pool);
+  // Rule 5: grows set `sm` by a pool device with a core of `kind` that
+  // runs `task` and whose store holds `bytes`; returns whether it grew.
+  bool GrowForStore(const TaskView& task, JobShare& js, uint32_t sm, CoreKind kind, uint64_t bytes,
+                    const ResourcePool& pool);
+  // Recomputes set.max_store from its devices.
+  static void RecountStore(Set& set, const ResourcePool& pool);
   // Whether `set` lacks devices with a core of `kind` for `need` members
   // that it holds devices of other kinds in place of.
   static bool Short(const Set& set, CoreKind kind, uint32_t need) {

@@ -157,14 +157,19 @@ class ResourcePool {
   // it leniently, and its worker fails it naming the cap if it does not fit).
   uint64_t store_movers() const { return movers_; }
   void set_store_lenient(bool lenient) { store_lenient_ = lenient; }
+  // A device's store cap in bytes; UINT64_MAX for none (memory_mb 0).
+  static uint64_t StoreCap(const DeviceDesc& desc);
+  // The largest StoreCap of the alive devices with cores of `kind`; 0: none.
+  uint64_t LargestStore(CoreKind kind) const {
+    const std::multiset<uint64_t>& caps = store_caps_[Index(kind)];
+    return caps.empty() ? 0 : *caps.rbegin();
+  }
 
  private:
   // Whether an alive device with cores of `kind` has a store not full.
   bool AnyRoom(CoreKind kind) const;
   static size_t Index(CoreKind k) { return static_cast<size_t>(k); }
   void Reindex(CoreId id, TimeUs old_key);
-  // A device's store cap in bytes; UINT64_MAX for none.
-  static uint64_t StoreCap(const DeviceDesc& desc);
 
   PoolOptions options_;
   std::vector<Device> devices_;
