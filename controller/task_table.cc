@@ -104,7 +104,7 @@ TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t 
     }
   } else if (row.state == TaskState::kReady) {
     bool supported = job.kernel_ids.size() <= i || pool.AnySupports(job.kernel_ids[i], t.core);
-    row.wait = supported ? Wait::kCore : Wait::kKernel;
+    row.wait = !supported ? Wait::kKernel : rec.store_wait ? Wait::kStore : Wait::kCore;
     row.alive_cores = pool.alive_cores(t.core);
   }
   return row;
@@ -156,6 +156,13 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
                       {"core", kind},
                       {"reason", "waiting for a free " + kind + " core (" +
                                      std::to_string(row.alive_cores) + " alive)"}};
+      break;
+    case Wait::kStore:
+      e["waiting"] = {{"for", "store"},
+                      {"core", kind},
+                      {"reason",
+                       "waiting for room for its outputs in the object store (--memory-mb) of a "
+                       "device it may run on"}};
       break;
     case Wait::kKernel:
       e["waiting"] = {

@@ -43,7 +43,7 @@ struct TaskPage {
     uint32_t lane = 0;
     TimeUs start = 0, end = 0;
     // Why a blocked or ready run waits.
-    enum class Wait : uint8_t { kNone, kInputs, kStep, kCore, kKernel } wait = Wait::kNone;
+    enum class Wait : uint8_t { kNone, kInputs, kStep, kCore, kKernel, kStore } wait = Wait::kNone;
     std::vector<uint32_t> pending_inputs;  // task indices, for kInputs
     uint32_t alive_cores = 0;              // of its kind, for kCore
   };
@@ -63,8 +63,9 @@ TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const Tas
 // start_us/end_us count from); each task: run, id, step, submodel, kernel,
 // core_kind, state, attempt, device and core once placed, start_us and end_us
 // once done, and for blocked and ready runs "waiting": {"for":
-// "inputs"|"step"|"core"|"kernel", "inputs": [...], "core": kind, "reason":
-// one line}. Any thread.
+// "inputs"|"step"|"core"|"kernel"|"store", "inputs": [...], "core": kind,
+// "reason": one line} ("store": its last placement try found no room for
+// its outputs in the stores of the devices it may use). Any thread.
 std::string RenderTaskPage(const TaskPage& page);
 
 // Sub-model DAG of a job: {"submodels": [{name, kind, depth, tasks, done,

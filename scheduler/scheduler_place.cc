@@ -125,7 +125,11 @@ void Scheduler::SchedulePass(TimeUs now, std::vector<Dispatch>* out) {
           continue;
         }
       }
+      const uint64_t refusals = pool_.store_refusals();
       Placement p = PlaceItem(job, item, now, out);
+      if (p.kind == Placement::Kind::kRetryLater) {
+        rec.store_wait = pool_.store_refusals() != refusals;
+      }
       if (p.kind == Placement::Kind::kPlaced && !sleeping_.empty()) Wake();
       if (p.kind == Placement::Kind::kRetryLater && p.wake != 0 && wc == nullptr) {
         next_lead();
@@ -173,6 +177,7 @@ void Scheduler::Commit(JobRun& job, uint32_t run, CoreId core, double est_us, St
   rec.reads_stored = use.reads_stored;
   rec.dispatched = now;
   rec.lane_seq = ++lane_seq_;
+  rec.store_wait = false;
   ++job.running;
   if (job.started < 0) {
     job.started = now;

@@ -5,7 +5,8 @@
 // the outputs its tasks are known to produce; an elastic set whose task's
 // outputs fit no store of its own grows by a device whose store does; a
 // pinned one fails the job naming the store cap. Before, such a task waited
-// forever ("case (d)" of the mixed-pool report).
+// forever ("case (d)" of the mixed-pool report). Also: a run refused for
+// room in the stores is marked as waiting for "store".
 #include <gtest/gtest.h>
 
 #include <string>
@@ -136,6 +137,25 @@ TEST_F(DeviceSetStoresTest, PoolsWithoutStoreCapsLayOutAsBefore) {
   b.Add(std::move(Scale("gen", k4MiB).Submodel("actor")));
   JobId job = Add(b);
   EXPECT_EQ(share().DeviceSet(job, 0), std::vector<DeviceId>{0});
+}
+
+TEST_F(DeviceSetStoresTest, ARunRefusedForRoomInTheStoresWaitsForStore) {
+  // x fills the 64 MiB store until z reads it; y (40 MiB) fits beside it on
+  // no store, so it waits for room: "store", not "core".
+  DeviceDesc two = Device("a", 2);
+  two.memory_mb = 64;
+  sched_->AddDevice(two);
+  JobId job = Add(SpecBuilder()
+                      .Add(Scale("x", 10 * k4MiB))
+                      .Add(Scale("y", 10 * k4MiB))
+                      .Add(TaskBuilder("z", "noop").Inputs({"x"})));
+  std::vector<Dispatch> out = ScheduleAt(0);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(TaskOf(job, out[0].run), "x") << "x goes first (z waits for it)";
+  const uint32_t x = out[0].run, y = 1;
+  EXPECT_FALSE(Job(job).runs[x].store_wait);
+  EXPECT_EQ(Job(job).runs[y].state, TaskState::kReady);
+  EXPECT_TRUE(Job(job).runs[y].store_wait);
 }
 
 }  // namespace

@@ -81,6 +81,10 @@ struct TaskRecord {
   // they are held whatever their consumers did.
   bool released = false;
   bool reads_stored = false;
+  // Ready, and its last placement try was refused for want of room in the
+  // object stores of the devices it may use (ResourcePool::StoreTakes): it
+  // waits for "store", not for a core. Cleared when it is placed.
+  bool store_wait = false;
   // Inputs it found gone while this scheduler counted them held on a live
   // device (OnInputsLost); each cost it no attempt, up to kMaxSlips.
   uint8_t slips = 0;
