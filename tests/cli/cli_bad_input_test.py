@@ -359,6 +359,15 @@ def run_against(handler, *args, path=""):
         server.server_close()
 
 
+def submit_against(handler, *args):
+    """`hmpmd submit SPEC ARGS` of a one-`noop` spec, against `handler`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = os.path.join(tmp, "ok.json")
+        with open(spec, "w") as f:
+            f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
+        return run_against(handler, "submit", spec, *args)
+
+
 class NotAController(unittest.TestCase):
     def test_an_http_server_that_is_not_a_controller_is_named(self):
         r = run_against(Quiet, "status")
@@ -367,11 +376,7 @@ class NotAController(unittest.TestCase):
         self.assertIn("GET /api/v1/jobs: HTTP 404", r.stderr)
         self.assertIn("is it an hmpmd controller?", r.stderr)
         # A POST there gets 501 (no do_POST): the same mistake, the same exit.
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = os.path.join(tmp, "j.json")
-            with open(spec, "w") as f:
-                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
-            r = run_against(Quiet, "submit", spec)
+        r = submit_against(Quiet)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("POST /api/v1/jobs: HTTP 501", r.stderr)
 
@@ -400,11 +405,7 @@ class NotAController(unittest.TestCase):
             def do_GET(self):
                 self.send_json(404, {"error": "job 7: no such job"})
 
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = os.path.join(tmp, "ok.json")
-            with open(spec, "w") as f:
-                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
-            r = run_against(Forgetful, "submit", spec, "--wait")
+        r = submit_against(Forgetful, "--wait")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("hmpmd: job 7: no such job any more: it was forgotten after it ended "
                       "(the controller's --keep-jobs, --keep-hours)", r.stderr)
@@ -421,11 +422,7 @@ class NotAController(unittest.TestCase):
                 self.send_json(200, {"id": 7, "name": "theirs", "state": "succeeded",
                                      "tasks": 1, "done": 1}, [("Hmpmd-Store", "222")])
 
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = os.path.join(tmp, "ok.json")
-            with open(spec, "w") as f:
-                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
-            r = run_against(Restarted, "submit", spec, "--wait")
+        r = submit_against(Restarted, "--wait")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertNotIn("theirs", r.stdout)
         self.assertIn("restarted on another job store", r.stderr)
@@ -456,11 +453,7 @@ class NotAController(unittest.TestCase):
                 self.rfile.read(int(self.headers["Content-Length"]))
                 self.send_json(201, {"ok": True})
 
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = os.path.join(tmp, "ok.json")
-            with open(spec, "w") as f:
-                f.write('{"tasks": [{"id": "a", "kernel": "noop"}]}')
-            r = run_against(NoId, "submit", spec)
+        r = submit_against(NoId)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertNotIn("submitted job", r.stdout)
         self.assertIn("the answer has no job id", r.stderr)
