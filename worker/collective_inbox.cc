@@ -24,15 +24,19 @@ void CollectiveInbox::Deliver(uint64_t tag, uint32_t src, zmq::message_t payload
       if (options_.log != nullptr && (n & (n - 1)) == 0) {
         options_.log->warn(
             "collective inbox: dropped a frame of {} bytes for tag {:#x}: {} bytes queued, the "
-            "cap is {} ({} dropped so far)",
+            "cap is {} ({} dropped so far); its collective fails",
             payload.size(), tag, queued_bytes_, options_.cap_bytes, n);
       }
-      return;
+      // A stream with a hole must not go on: its later frames would be read
+      // in place of the missing one (a wrong result, silently). Closed, the
+      // collective fails at its Take() (woken below) and is retried.
+      CloseLocked(tag);
+    } else {
+      Queue& q = queues_[{tag, src}];
+      if (q.frames.empty()) q.since = now;
+      queued_bytes_ += payload.size();
+      q.frames.push_back(std::move(payload));
     }
-    Queue& q = queues_[{tag, src}];
-    if (q.frames.empty()) q.since = now;
-    queued_bytes_ += payload.size();
-    q.frames.push_back(std::move(payload));
   }
   cv_.SignalAll();
 }
@@ -42,6 +46,7 @@ std::optional<zmq::message_t> CollectiveInbox::Take(uint64_t tag, uint32_t src,
   const int64_t deadline = NowUs() + timeout_us;
   MutexLock lock(&mu_);
   for (;;) {
+    if (closed_.count(tag) > 0) return std::nullopt;  // overflowed (Deliver) or dropped
     auto it = queues_.find({tag, src});
     if (it != queues_.end() && !it->second.frames.empty()) {
       zmq::message_t m = std::move(it->second.frames.front());
@@ -63,6 +68,11 @@ std::optional<zmq::message_t> CollectiveInbox::Take(uint64_t tag, uint32_t src,
 void CollectiveInbox::Drop(uint64_t tag) {
   MutexLock lock(&mu_);
   CloseLocked(tag);
+}
+
+bool CollectiveInbox::Closed(uint64_t tag) const {
+  MutexLock lock(&mu_);
+  return closed_.count(tag) > 0;
 }
 
 void CollectiveInbox::CloseLocked(uint64_t tag) {

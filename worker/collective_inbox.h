@@ -58,12 +58,15 @@ class CollectiveInbox {
   // quarter of expire_us.
   void Deliver(uint64_t tag, uint32_t src, zmq::message_t payload) EXCLUDES(mu_);
   // The oldest payload from `src` for `tag`, waiting up to `timeout_us`;
-  // nullopt on time-out.
+  // nullopt on time-out, and at once for a closed tag (Closed()).
   std::optional<zmq::message_t> Take(uint64_t tag, uint32_t src, int64_t timeout_us) EXCLUDES(mu_);
   // Ends `tag` here (its collective ended, or its task was cancelled before
   // it started): what is queued for it is dropped, and so is what arrives
   // for it later (the last kClosedKept tags are remembered).
   void Drop(uint64_t tag) EXCLUDES(mu_);
+  // Whether `tag` was dropped, or closed because a frame of it did not fit
+  // under cap_bytes (its stream has a hole: the collective must fail).
+  bool Closed(uint64_t tag) const EXCLUDES(mu_);
   // Payloads queued, over every tag (for tests and logs).
   size_t queued() const EXCLUDES(mu_);
   // Their bytes (held under cap_bytes).

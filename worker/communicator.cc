@@ -133,6 +133,12 @@ Result<zmq::message_t> Communicator::Recv(uint32_t peer) {
     const int64_t left = deadline - NowUs();
     m = inbox_->Take(gang_.tag, peer, cancel_ == nullptr ? left : std::min(left, kCancelPollUs));
     if (m || left <= 0) break;
+    if (inbox_->Closed(gang_.tag)) {
+      return Status::Unavailable("collective: a frame from rank " + std::to_string(peer) + " (" +
+                                 gang_.endpoints[peer] +
+                                 ") was dropped: this worker's collective inbox was full "
+                                 "(--memory-mb)");
+    }
     if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
       return Status::Cancelled("collective: cancelled while waiting for rank " +
                                std::to_string(peer) + " (" + gang_.endpoints[peer] + ")");

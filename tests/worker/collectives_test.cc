@@ -508,26 +508,34 @@ TEST(CollectiveInboxTest, WithoutABoundNothingExpires) {
 
 // Frames are not counted in the object store: without a cap, a peer (or
 // anyone who could reach the data socket) filled the worker's memory with
-// them. Past the cap they are dropped and counted; taken or dropped frames
-// give their bytes back.
-TEST(CollectiveInboxTest, FramesPastTheByteCapAreDroppedAndCounted) {
+// them. Past the cap a frame is dropped and counted, and its collective is
+// closed: a stream with a hole would read its later frames in place of the
+// missing one. Taken or dropped frames give their bytes back.
+TEST(CollectiveInboxTest, AFramePastTheByteCapClosesItsCollective) {
   CollectiveInbox inbox(CollectiveInboxOptions{.cap_bytes = 100});
   inbox.Deliver(1, 0, zmq::message_t(std::string(60, 'a')));
   inbox.Deliver(1, 1, zmq::message_t(std::string(60, 'b')));  // 120 > 100
-  inbox.Deliver(2, 0, zmq::message_t(std::string(40, 'c')));  // exactly 100
-  EXPECT_EQ(inbox.queued(), 2u);
-  EXPECT_EQ(inbox.queued_bytes(), 100u);
   EXPECT_EQ(inbox.overflowed(), 1u);
+  EXPECT_TRUE(inbox.Closed(1));
+  EXPECT_EQ(inbox.queued_bytes(), 0u);  // tag 1's first frame went with it
+  // Neither what was queued nor what comes later is read: at once, not
+  // after the time-out.
+  EXPECT_FALSE(inbox.Take(1, 0, 600'000'000).has_value());
+  inbox.Deliver(1, 1, zmq::message_t(std::string(1, 'c')));
   EXPECT_FALSE(inbox.Take(1, 1, 0).has_value());
-  inbox.Deliver(2, 0, zmq::message_t(std::string(1, 'd')));  // still full
-  EXPECT_EQ(inbox.overflowed(), 2u);
-  ASSERT_TRUE(inbox.Take(1, 0, 0).has_value());
-  EXPECT_EQ(inbox.queued_bytes(), 40u);
-  inbox.Drop(2);
+  EXPECT_EQ(inbox.overflowed(), 1u);
+  // Other collectives go on.
+  inbox.Deliver(2, 0, zmq::message_t(std::string(40, 'd')));
+  inbox.Deliver(3, 0, zmq::message_t(std::string(60, 'e')));  // exactly 100
+  EXPECT_FALSE(inbox.Closed(2));
+  EXPECT_EQ(inbox.queued_bytes(), 100u);
+  ASSERT_TRUE(inbox.Take(2, 0, 0).has_value());
+  EXPECT_EQ(inbox.queued_bytes(), 60u);
+  inbox.Drop(3);
   EXPECT_EQ(inbox.queued_bytes(), 0u);
-  inbox.Deliver(3, 0, zmq::message_t(std::string(100, 'e')));
+  inbox.Deliver(4, 0, zmq::message_t(std::string(100, 'f')));
   EXPECT_EQ(inbox.queued(), 1u);
-  EXPECT_EQ(inbox.overflowed(), 2u);
+  EXPECT_EQ(inbox.overflowed(), 1u);
 }
 
 }  // namespace
