@@ -60,8 +60,11 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
   policy_->OnDeviceRemoved(id, pool_);
   // The run each of its lanes was running: the first dispatched of those
   // still on the core (a lane runs its queue in order; the others only
-  // waited behind it). Any job's.
+  // waited behind it). Any job's. None where a run adopted after a
+  // restart (lane_seq 0) is on the core: which one ran is unknown there, and
+  // blaming the wrong run would fail an innocent task for good.
   std::vector<std::tuple<uint64_t, JobId, uint32_t>> front(cores.size(), {UINT64_MAX, 0, 0});
+  std::vector<bool> unknown(cores.size(), false);
   for (auto& [job_id, job] : jobs_) {
     if (IsTerminal(job.state)) continue;
     for (uint32_t r = 0; r < job.runs.size() && job.running > 0; ++r) {
@@ -69,9 +72,13 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
       if (rec.state != TaskState::kRunning || rec.pending > 0) continue;
       auto c = std::find(cores.begin(), cores.end(), rec.core);
       if (c == cores.end()) continue;
-      auto& f = front[static_cast<size_t>(c - cores.begin())];
-      if (rec.lane_seq < std::get<0>(f)) f = {rec.lane_seq, job_id, r};
+      const size_t k = static_cast<size_t>(c - cores.begin());
+      if (rec.lane_seq == 0) unknown[k] = true;
+      if (rec.lane_seq < std::get<0>(front[k])) front[k] = {rec.lane_seq, job_id, r};
     }
+  }
+  for (size_t k = 0; k < cores.size(); ++k) {
+    if (unknown[k]) front[k] = {UINT64_MAX, 0, 0};
   }
   const std::string& name = pool_.device(id).desc.name;
   for (auto& [job_id, job] : jobs_) {

@@ -94,6 +94,21 @@ TEST_F(WorkerDeathsTest, RunsQueuedBehindTheRunningOneAreNotCounted) {
   EXPECT_EQ(Job(victim).state, JobState::kSucceeded);
 }
 
+// After a controller restart the worker lists what it holds in (job, task)
+// order, not in its lanes' order: which adopted run was running is unknown,
+// so a death then counts against none of them (before, the first listed
+// was blamed, and twice failed an innocent task for good).
+TEST_F(WorkerDeathsTest, RunsAdoptedAfterARestartAreNotBlamed) {
+  Make();
+  DeviceId w0 = sched_->AddDevice(Device("w0", 1));
+  JobId job = Add(SpecBuilder().Add(TaskBuilder("a").Us(100)).Add(TaskBuilder("b").Us(100)));
+  ASSERT_TRUE(sched_->AdoptRun(job, 1, 0, w0, CoreKind::kCube, 0, 1));
+  ASSERT_TRUE(sched_->AdoptRun(job, 0, 0, w0, CoreKind::kCube, 0, 1));
+  sched_->RemoveDevice(w0, 5);
+  EXPECT_TRUE(Job(job).worker_deaths.empty());
+  EXPECT_EQ(Job(job).state, JobState::kRunning);
+}
+
 TEST_F(WorkerDeathsTest, ZeroMeansOnlyMaxAttemptsBounds) {
   opts_.max_worker_deaths = 0;
   Make();

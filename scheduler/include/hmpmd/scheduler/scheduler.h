@@ -65,9 +65,10 @@ struct TaskRecord {
   // whether it reads stored inputs.
   uint32_t reserved_kib = 0;
   TimeUs dispatched = 0;
-  // Order in which runs were dispatched (or adopted), over all jobs: a
-  // worker's lane runs its queue in this order, so of the runs on one core
-  // the one with the lowest lane_seq is the one running there.
+  // Order in which runs were dispatched, over all jobs: a worker's lane
+  // runs its queue in this order, so of the runs on one core the one with
+  // the lowest lane_seq is the one running there. 0: adopted after a
+  // controller restart, order unknown.
   uint64_t lane_seq = 0;
   TimeUs start = 0;
   TimeUs end = 0;
