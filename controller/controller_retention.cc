@@ -68,11 +68,7 @@ uint64_t Controller::DropEndedJob(JobId gone) {
   return bytes;
 }
 
-uint64_t Controller::HeldRuns() const {
-  uint64_t runs = 0;
-  for (const auto& [id, job] : scheduler_->jobs()) runs += job.runs.size();
-  return runs;
-}
+uint64_t Controller::HeldRuns() const { return scheduler_->held_runs(); }
 
 Status Controller::RoomForRuns(uint64_t runs, const std::string& what) {
   const uint64_t cap = options_.max_held_runs;

@@ -255,6 +255,7 @@ Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs no
   job.graph = std::move(graph);
   JobId id = job.id;
   JobRun& stored = jobs_.emplace(id, std::move(job)).first->second;
+  held_runs_ += stored.runs.size();
   ++active_jobs_;
   policy_->OnJobAdded(stored, pool_);
   stored.short_sets = policy_->ShortSets(id);
@@ -632,6 +633,7 @@ void Scheduler::EraseJob(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || !IsTerminal(it->second.state)) return;
   for (TaskRecord& rec : it->second.runs) ReleaseHeld(rec);  // workers free the job
+  held_runs_ -= it->second.runs.size();
   jobs_.erase(it);
 }
 

@@ -51,6 +51,7 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
   job.rank_us.resize(n);
   job.est_us.resize(n);
   job.runs.resize(n);
+  held_runs_ += n - first;
   job.gang_ready.resize(g.groups().size(), 0);
   job.gang_retries.resize(g.groups().size(), 0);
   job.left_in_step += n - first;

@@ -37,6 +37,7 @@ Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
   if (started >= 0 && (job.started < 0 || started < job.started)) job.started = started;
   job.graph = std::move(graph);
   JobRun& stored = jobs_.emplace(id, std::move(job)).first->second;
+  held_runs_ += stored.runs.size();
   next_job_ = std::max(next_job_, id + 1);
   if (IsTerminal(state)) {
     stored.state = state;

@@ -85,6 +85,9 @@ TEST_F(OpenJobTest, GrowsAndRunsAppendedTasksAndEndsOnlyWhenClosed) {
   Finish(d[0]);
   EXPECT_EQ(Job().state, JobState::kSucceeded);
   EXPECT_EQ(Job().graph->size(), 3u);
+  EXPECT_EQ(sched_->held_runs(), 3u) << "appended runs count toward --max-held-runs";
+  sched_->EraseJob(job_);
+  EXPECT_EQ(sched_->held_runs(), 0u);
 }
 
 TEST_F(OpenJobTest, BadAppendsAreRefusedWholeWithOneLineNamingTaskAndField) {
