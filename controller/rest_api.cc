@@ -556,8 +556,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     // change things here (the Bearer token, or anyone without one), never
     // to a reader the controller would refuse a POST.
     if (Authorised(req)) body["data_token"] = DataTokenHex(c.data_token());
-    return reply(
-        Json(200, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    return reply(Json(200, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   }
   return reply(Error(404, "no route " + req.path));
 }

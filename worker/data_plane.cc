@@ -58,9 +58,8 @@ DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
       ctx_(1),
       store_(options_.cap_bytes),
       // Every peer waiting on this worker has given up long before this.
-      inbox_(CollectiveInboxOptions{.expire_us = 4 * options_.timeout_us,
-                                    .cap_bytes = options_.cap_bytes,
-                                    .log = log}),
+      inbox_(CollectiveInboxOptions{
+          .expire_us = 4 * options_.timeout_us, .cap_bytes = options_.cap_bytes, .log = log}),
       server_(&ctx_, &store_, &inbox_, &tokens_, log),
       fetcher_(
           &ctx_, &store_, &tokens_,
@@ -223,7 +222,8 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
 std::unique_ptr<Communicator> DataPlane::MakeCommunicator(const GangInfo& gang,
                                                           const std::atomic<bool>* cancel) {
   return std::make_unique<Communicator>(
-      &ctx_, &inbox_, GangView{gang.rank, gang.endpoints, gang.tag, tokens_.current()}, options_.timeout_us, cancel);
+      &ctx_, &inbox_, GangView{gang.rank, gang.endpoints, gang.tag, tokens_.current()},
+      options_.timeout_us, cancel);
 }
 
 }  // namespace hmpmd::worker

@@ -84,8 +84,8 @@ void PrefetchedInputs::CommitReads() const {
 
 // ---- InputFetcher -----------------------------------------------------
 
-InputFetcher::InputFetcher(zmq::context_t* ctx, const ObjectStore* store,
-                           const DataTokens* tokens, InputFetcherOptions options)
+InputFetcher::InputFetcher(zmq::context_t* ctx, const ObjectStore* store, const DataTokens* tokens,
+                           InputFetcherOptions options)
     : store_(store), options_(options), connections_(ctx, tokens) {}
 
 InputFetcher::~InputFetcher() { Stop(); }

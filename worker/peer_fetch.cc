@@ -176,9 +176,8 @@ Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job
       ++stats_.opened;
     }
     bool clean = false;
-    Result<BufferList> out =
-        Exchange(*c, tokens_->current(), job, run, timeout_us,
-                 peek ? DataOp::kFetchPeek : DataOp::kFetch, &clean);
+    Result<BufferList> out = Exchange(*c, tokens_->current(), job, run, timeout_us,
+                                      peek ? DataOp::kFetchPeek : DataOp::kFetch, &clean);
     if (clean) {
       Keep(std::move(c));
     } else {

@@ -152,9 +152,9 @@ int FetchTable(const Options& o, const std::string& endpoint) {
     for (int r = -1; r < o.runs; ++r) {  // run -1 warms up (and opens the kept connection)
       for (int mode = 0; mode < 2; ++mode) {
         const auto start = Clock::now();
-        Result<BufferList> got = mode == 0
-                                     ? FetchFromPeer(&ctx, endpoint, kBenchToken, 1, kFetchRun + i, 60'000'000)
-                                     : kept.Fetch(endpoint, 1, kFetchRun + i, 60'000'000);
+        Result<BufferList> got =
+            mode == 0 ? FetchFromPeer(&ctx, endpoint, kBenchToken, 1, kFetchRun + i, 60'000'000)
+                      : kept.Fetch(endpoint, 1, kFetchRun + i, 60'000'000);
         const double s = std::chrono::duration<double>(Clock::now() - start).count();
         if (!got.ok() || got->size() != 1 || (*got)[0].data.size() != bytes) {
           std::fprintf(stderr, "fetch of %zu MiB failed: %s\n", kFetchMiB[i],

@@ -199,7 +199,8 @@ Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline, const std:
                !store.empty() && !now.empty() && now != store) {
       return Status::Unavailable("job " + std::to_string(id) + ": gone: the controller at " + url +
                                  " restarted on another job store (not its --db of before), "
-                                 "where job " + std::to_string(id) + " is another job");
+                                 "where job " +
+                                 std::to_string(id) + " is another job");
     } else {
       if (down_since) {
         std::cerr << "hmpmd: controller back at " << url << " after " << seconds_since(*down_since)

@@ -1,6 +1,7 @@
 #include "process_cluster.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,8 +15,6 @@
 #include <random>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "http_client.h"
 
@@ -136,9 +135,9 @@ void ProcessCluster::StopController() {
 Status ProcessCluster::StartWorker(const std::vector<std::string>& extra,
                                    const std::string& cores) {
   std::vector<std::string> argv = {
-      worker_bin_,      "--controller", "tcp://127.0.0.1:" + std::to_string(zmq_port_),
-      "--cores",        cores,          "--exec-log",
-      exec_log_,        "--log-level",  log_level_};
+      worker_bin_, "--controller", "tcp://127.0.0.1:" + std::to_string(zmq_port_),
+      "--cores",   cores,          "--exec-log",
+      exec_log_,   "--log-level",  log_level_};
   argv.insert(argv.end(), extra.begin(), extra.end());
   pid_t pid = Spawn(argv, dir_ + "/worker.log");
   if (pid < 0) return Status::Internal("cannot start " + worker_bin_);

@@ -35,9 +35,9 @@ TEST(DataTokenTest, HexRoundTrips) {
 
 TEST(DataTokenTest, BadHexIsRefusedNamingWhy) {
   EXPECT_NE(ParseDataToken("abc").status().message().find("3 characters"), std::string::npos);
-  EXPECT_NE(ParseDataToken("0123456789abcdeffedcba987654321g").status().message().find(
-                "character 32"),
-            std::string::npos);
+  EXPECT_NE(
+      ParseDataToken("0123456789abcdeffedcba987654321g").status().message().find("character 32"),
+      std::string::npos);
   EXPECT_EQ(ParseDataToken(std::string(32, '0')).status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -50,7 +50,8 @@ class DeviceSetStoresTest : public test::SchedulerTest {
     SpecBuilder b;
     b.Submodel("actor", SubmodelKind::kActor, 1);
     b.Add(Scale("src", k4MiB));
-    b.Add(std::move(TaskBuilder("post", "scale").Arg("factor", 2.0).Submodel("actor").Inputs({"src"})));
+    b.Add(std::move(
+        TaskBuilder("post", "scale").Arg("factor", 2.0).Submodel("actor").Inputs({"src"})));
     JobSpec spec = b;
     spec.submodels[0].elastic = elastic;
     return spec;

@@ -19,8 +19,8 @@
 #include "collective_kernels.h"
 #include "communicator.h"
 #include "data_server.h"
-#include "test_data_token.h"
 #include "hmpmd/protocol/tensor_bytes.h"
+#include "test_data_token.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -308,7 +308,8 @@ class CommunicatorTest : public ::testing::Test {
 
 TEST_F(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
   // Rank 1 never runs: rank 0's first receive times out.
-  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 7, kTestDataToken},
+  Communicator comm(&ctx, &inbox,
+                    GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 7, kTestDataToken},
                     200'000);
   std::vector<float> data(64, 1.0f);
   Status s = comm.AllReduce(data);
@@ -319,7 +320,8 @@ TEST_F(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
 TEST_F(CommunicatorTest, AnUnreachablePeerFailsTheKernelAsRetryable) {
   // Nothing listens at rank 1's endpoint: the kernel throws a
   // CollectiveError the lane reports as retryable (the gang runs again).
-  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 10, kTestDataToken},
+  Communicator comm(&ctx, &inbox,
+                    GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 10, kTestDataToken},
                     200'000);
   const Args args = {{"n", int64_t{256}}};
   try {
@@ -334,7 +336,8 @@ TEST_F(CommunicatorTest, AnUnreachablePeerFailsTheKernelAsRetryable) {
 TEST_F(CommunicatorTest, AlltoallSizesWhoseSumWrapsAreRefusedBeforeAnyExchange) {
   // 2^64 - 2 + 6 wraps to the member's 4 elements: the blocks ran past the
   // buffer and the worker crashed (SIGSEGV).
-  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 11, kTestDataToken},
+  Communicator comm(&ctx, &inbox,
+                    GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 11, kTestDataToken},
                     200'000);
   const Args args = {{"n", int64_t{4}}, {"sizes", std::string("18446744073709551614,6")}};
   try {
@@ -349,7 +352,8 @@ TEST_F(CommunicatorTest, AFailedZeroCopyCallEndsAndCanBeRepeated) {
   // 1 MiB chunks go zero-copy and stay queued for rank 1, which never
   // connects: the call fails, closes its sockets and waits (bounded by the
   // linger time) until ZeroMQ has dropped them; then the buffer may go.
-  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 8, kTestDataToken},
+  Communicator comm(&ctx, &inbox,
+                    GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 8, kTestDataToken},
                     200'000);
   auto data = std::make_unique<std::vector<float>>(size_t{1} << 20, 1.0f);
   ASSERT_GE(data->size() * sizeof(float) / 2, Communicator::kZeroCopyBytes);
@@ -366,7 +370,8 @@ TEST_F(CommunicatorTest, ACancelledTaskStopsWaitingForAMissingMember) {
   // cancels the run, and the wait ends at once instead of after the
   // (here: hour-long) time-out.
   std::atomic<bool> cancel{false};
-  Communicator comm(&ctx, &inbox, GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 9, kTestDataToken},
+  Communicator comm(&ctx, &inbox,
+                    GangView{0, {server.endpoint(), "tcp://127.0.0.1:1"}, 9, kTestDataToken},
                     int64_t{3'600'000'000}, &cancel);
   std::thread canceller([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -411,7 +416,8 @@ TEST(CommunicatorSizeTest, AMemberWithAnotherSizeFailsItsNeighboursAtOnce) {
     std::vector<std::thread> members;
     for (uint32_t r = 0; r < 3; ++r) {
       members.emplace_back([&, r] {
-        Communicator comm(&ctx, &nodes[r]->inbox, GangView{r, endpoints, 40, kTestDataToken}, 10'000'000, &cancel);
+        Communicator comm(&ctx, &nodes[r]->inbox, GangView{r, endpoints, 40, kTestDataToken},
+                          10'000'000, &cancel);
         const Args args = {{"n", counts[r]}};
         try {
           RunCollective(op, KernelArgs(args), {}, comm);

@@ -132,7 +132,8 @@ TEST(InputFetcherTest, ADroppedTaskFreesWhatWasFetchedAhead) {
   EXPECT_EQ(fetcher.reads_taken(), 0u);
   // The task runs elsewhere: that worker's fetch finds the output and
   // takes its read.
-  Result<BufferList> there = FetchFromPeer(&ctx, in.endpoint, kTestDataToken, kJob, in.run, 5'000'000);
+  Result<BufferList> there =
+      FetchFromPeer(&ctx, in.endpoint, kTestDataToken, kJob, in.run, 5'000'000);
   ASSERT_TRUE(there.ok()) << there.status().ToString();
   EXPECT_TRUE(SameValues((*there)[0], 4096, 3));
   EXPECT_EQ(producer.store.entries(), 0u);
@@ -336,7 +337,8 @@ TEST_F(DataPlaneInputsTest, ATaskShortOfAnInputTakesNoReadOfItsFetchedOnes) {
   EXPECT_EQ(lost, std::vector<uint32_t>{22});
   EXPECT_EQ(plane_.fetcher().reads_taken(), 0u);
   // The rerun, here or elsewhere, finds the fetched input where it was.
-  Result<BufferList> rerun = FetchFromPeer(&ctx_, fine.endpoint, kTestDataToken, kJob, fine.run, 5'000'000);
+  Result<BufferList> rerun =
+      FetchFromPeer(&ctx_, fine.endpoint, kTestDataToken, kJob, fine.run, 5'000'000);
   ASSERT_TRUE(rerun.ok()) << rerun.status().ToString();
   EXPECT_TRUE(SameValues((*rerun)[0], 300, 21));
   EXPECT_EQ(producer_.store.entries(), 0u);

@@ -24,10 +24,10 @@ inline constexpr size_t kHeaderSize = 4;
 
 // Bounds on what a decoded frame may hold; larger input is Corruption.
 struct DecodeLimits {
-  size_t max_body_bytes = 64u << 20;   // 64 MiB
-  size_t max_batch = 65536;            // tasks or results in one batch
-  size_t max_string = 1u << 20;        // any one string
-  size_t max_args = 256;               // arguments of one task
+  size_t max_body_bytes = 64u << 20;  // 64 MiB
+  size_t max_batch = 65536;           // tasks or results in one batch
+  size_t max_string = 1u << 20;       // any one string
+  size_t max_args = 256;              // arguments of one task
 };
 
 struct EncodedFrames {

@@ -346,9 +346,9 @@ struct SessionOpen {
 
 // Controller -> driver: the session's job, or why there is none.
 struct SessionAck {
-  JobId job = 0;      // 0 when refused
-  std::string error;  // empty when opened
-  uint8_t code = 0;   // why refused: a StatusCode (kOk when opened)
+  JobId job = 0;         // 0 when refused
+  std::string error;     // empty when opened
+  uint8_t code = 0;      // why refused: a StatusCode (kOk when opened)
   DataToken data_token;  // what the driver's output fetches carry (opened)
   template <typename Ar>
   void Serialize(Ar& ar) {

@@ -504,8 +504,8 @@ class Scheduler {
   std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
   mutable std::vector<uint64_t> input_sizes_;                           // GuessOutput scratch
   LearnedOutputs learned_outputs_;  // worker-own kernels' outputs (count_store)
-  uint64_t lane_seq_ = 0;   // last TaskRecord::lane_seq given out
-  uint64_t held_runs_ = 0;  // see held_runs()
+  uint64_t lane_seq_ = 0;           // last TaskRecord::lane_seq given out
+  uint64_t held_runs_ = 0;          // see held_runs()
   std::vector<RunEnded> ended_;
   std::vector<RunEnded> aborted_;
   std::vector<OutputFreed> freed_;
