@@ -87,8 +87,10 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
       TaskRecord& rec = job.runs[r];
       if (rec.state != TaskState::kRunning) continue;
       if (std::find(cores.begin(), cores.end(), rec.core) == cores.end()) continue;
+      // A copy: clang 14 cannot capture a structured binding.
+      const JobId this_job = job_id;
       const bool ran = std::any_of(front.begin(), front.end(), [&](const auto& f) {
-        return std::get<0>(f) != UINT64_MAX && std::get<1>(f) == job_id && std::get<2>(f) == r;
+        return std::get<0>(f) != UINT64_MAX && std::get<1>(f) == this_job && std::get<2>(f) == r;
       });
       std::string error = "its worker (" + name + ") died";
       bool retryable = true;
