@@ -235,7 +235,7 @@ void Controller::OnSessionControl(DriverSession& s, JobId job, const SessionCont
   }
   if (m.close == SessionControl::kKeepOpen) return;
   const bool abort = m.close == SessionControl::kAbort;
-  Status st = scheduler_->CloseJob(job, abort, "cancelled: the driver closed the session", now);
+  Status st = scheduler_->CloseJob(job, abort, "the driver aborted the session", now);
   if (!st.ok()) spdlog::debug("session {}: close: {}", job, st.message());
   const JobRun* run = scheduler_->job(job);
   if (abort && run && run->state == JobState::kCancelled) {

@@ -194,7 +194,10 @@ Status Scheduler::CloseJob(JobId id, bool cancel_rest, std::string reason, TimeU
   ASSIGN_OR_RETURN(JobRun * closing, CloseOpenJob(id));
   if (closing == nullptr) return Status::Ok();
   JobRun& job = *closing;
-  if (cancel_rest && job.left_in_step > 0) {
+  // An abort cancels the job even when no task is left (none may have
+  // reached us yet): the driver gave up on it, so it did not succeed. A
+  // task that already failed still makes it failed (MaybeFinishOpen).
+  if (cancel_rest && (job.left_in_step > 0 || job.not_ok == 0)) {
     FinishJob(job, JobState::kCancelled, std::move(reason), now);
     return Status::Ok();
   }

@@ -255,6 +255,15 @@ class ClientTest(unittest.TestCase):
                 f.wait(0)
         self.assertEqual(self.ended_state(job), "cancelled")
 
+    def test_an_abort_before_any_task_cancels_the_job(self):
+        # With nothing sent, the controller ended the session `succeeded`.
+        c = self.connect("abort-empty", close_timeout_ms=hmpmd.FOREVER)
+        job = c.job
+        with self.assertRaises(hmpmd.TaskFailed) as e:
+            c.abort()  # raises for the outcome, as close() does
+        self.assertIn("cancelled: the driver aborted the session", str(e.exception))
+        self.assertEqual(self.ended_state(job), "cancelled")
+
     def test_ctrl_c_interrupts_close_and_aborts(self):
         c = self.connect("close-ctrl-c", close_timeout_ms=hmpmd.FOREVER)
         job = c.job

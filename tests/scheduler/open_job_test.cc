@@ -212,6 +212,34 @@ TEST_F(OpenJobTest, AbortCancelsWhatIsLeft) {
   EXPECT_FALSE(Append({Task("c")}).ok());
 }
 
+TEST_F(OpenJobTest, AnAbortWithNothingLeftStillCancels) {
+  // Aborted before any task reached the controller: it read as succeeded.
+  ASSERT_TRUE(sched_->CloseJob(job_, true, "the driver aborted", now_).ok());
+  EXPECT_EQ(Job().state, JobState::kCancelled);
+  EXPECT_EQ(Job().error, "the driver aborted");
+}
+
+TEST_F(OpenJobTest, AnAbortAfterEveryTaskEndedCancels) {
+  ASSERT_TRUE(Append({Task("a")}).ok());
+  auto d = Schedule();
+  ASSERT_EQ(d.size(), 1u);
+  Finish(d[0], 64);
+  ASSERT_TRUE(sched_->CloseJob(job_, true, "the driver aborted", now_).ok());
+  EXPECT_EQ(Job().state, JobState::kCancelled);
+  EXPECT_FALSE(Job().runs[0].held) << "its outputs are freed with the session";
+}
+
+TEST_F(OpenJobTest, AnAbortAfterAFailedTaskFails) {
+  ASSERT_TRUE(Append({Task("a")}).ok());
+  auto d = Schedule();
+  ASSERT_EQ(d.size(), 1u);
+  Finish(d[0]);
+  sched_->CountRejected(job_, 1, "task 'x': bad");
+  ASSERT_TRUE(sched_->CloseJob(job_, true, "the driver aborted", now_).ok());
+  EXPECT_EQ(Job().state, JobState::kFailed) << Job().error;
+  EXPECT_NE(Job().error.find("task 'x': bad"), std::string::npos) << Job().error;
+}
+
 TEST_F(OpenJobTest, ALostDriverFailsTheJobWithOrWithoutTasksLeft) {
   // With nothing pending, a crashed driver's session read as succeeded.
   ASSERT_TRUE(Append({Task("a")}).ok());
