@@ -1,5 +1,6 @@
 #include "hmpmd/protocol/builtin_args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <span>
@@ -136,6 +137,19 @@ Status CheckOne(const ArgRule& rule, const ArgValue& v) {
 }
 
 }  // namespace
+
+void SizeCommByHint(TaskSpec& t) {
+  const bool collective = IsCollectiveKernel(t.kernel);
+  if (!collective && t.kernel != "send") return;
+  for (const Arg& a : t.args) {
+    if (a.name == "n" || a.name == "bytes" || a.name == "sizes") return;
+  }
+  const std::optional<double> given = GivenCommBytes(t);
+  if (!given || !std::isfinite(*given) || *given < 0) return;
+  auto bytes = static_cast<int64_t>(std::min(*given, kMaxBytes));
+  if (collective) bytes = bytes / 4 * 4;
+  t.args.push_back({"bytes", ArgValue(bytes)});
+}
 
 Status CheckBuiltinArgs(std::string_view kernel, const Args& args) {
   const KernelRules* k = nullptr;

@@ -84,18 +84,13 @@ bool IsUtf8(std::string_view text) {
   return true;
 }
 
-namespace {
-
-// The size a spec gives a communication task outright, an explicit 0
-// included (a send with "cost": {"bytes": 0} moves nothing); nullopt: none.
+// A send with "cost": {"bytes": 0} moves nothing.
 std::optional<double> GivenCommBytes(const TaskSpec& t) {
   const bool cost = t.cost.bytes_given || t.cost.bytes > 0;
   const bool group = t.collective && (t.collective->bytes_given || t.collective->bytes > 0);
   if (!cost && !group) return std::nullopt;
   return std::max(cost ? t.cost.bytes : 0.0, group ? t.collective->bytes : 0.0);
 }
-
-}  // namespace
 
 double CommBytes(const TaskSpec& t) {
   if (!t.collective && !IsCommKernel(t.kernel)) return 0;

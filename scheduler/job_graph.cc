@@ -47,6 +47,7 @@ std::string JobGraph::Describe(uint32_t i) const { return Where(spec_, i); }
 Result<std::shared_ptr<const JobGraph>> JobGraph::Build(JobSpec spec) {
   if (spec.tasks.empty()) return Status::InvalidArgument("tasks: the job has no tasks");
   if (spec.repeat == 0) return Status::InvalidArgument("repeat: must be at least 1");
+  for (TaskSpec& t : spec.tasks) SizeCommByHint(t);  // live, as simulated
 
   auto g = std::make_shared<JobGraph>();
   std::unordered_map<std::string, uint32_t> submodel_index;

@@ -39,6 +39,7 @@ int64_t JobGraph::Find(std::string_view id) const {
 
 Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks) {
   if (!open_) return Status::InvalidArgument("job: not open; only a driver session's job grows");
+  for (TaskSpec& t : tasks) SizeCommByHint(t);  // live, as simulated
   const uint32_t first = size();
   const uint32_t first_sm = static_cast<uint32_t>(spec_.submodels.size());
   // Check everything before changing anything.

@@ -140,6 +140,37 @@ TEST_F(DataPlaneTest, AnEmptyTensorFlowsDownAChainOnOneCore) {
   EXPECT_TRUE(d[0].data.empty());
 }
 
+TEST_F(DataPlaneTest, ASendAndACollectiveMoveWhatTheirSpecSizes) {
+  // DESIGN.md's example: a send after a spin (which keeps nothing) is sized
+  // by cost.bytes, and a collective by collective.bytes. They made 4096
+  // bytes live whatever the spec said, while the simulation moved the size.
+  StartCluster(2);
+  json tasks = json::array({
+      {{"id", "v0"}, {"kernel", "spin"}, {"args", {{"us", 10}}}},
+      {{"id", "x0"},
+       {"kernel", "send"},
+       {"core", "vector"},
+       {"inputs", {"v0"}},
+       {"cost", {{"bytes", 65536}}}},
+  });
+  for (int i = 0; i < 2; ++i) {
+    tasks.push_back({{"id", "ar" + std::to_string(i)},
+                     {"kernel", "allreduce"},
+                     {"core", "vector"},
+                     {"collective", {{"group", "g"}, {"op", "allreduce"}, {"bytes", 40001}}}});
+  }
+  JobResult r = RunSpec(json{{"name", "sized"}, {"tasks", tasks}}.dump());
+  ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
+  std::vector<worker::Buffer> x0 = FetchOutputs(r.id, 1);
+  ASSERT_EQ(x0.size(), 1u);
+  EXPECT_EQ(x0[0].data.size(), 65536u);
+  for (uint32_t run = 2; run < 4; ++run) {
+    std::vector<worker::Buffer> out = FetchOutputs(r.id, run);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].data.size(), 40000u) << "whole float32s, rounded down";
+  }
+}
+
 TEST_F(DataPlaneTest, AllreduceGangSpansThreeWorkers) {
   StartCluster(3);
   json tasks = json::array();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <optional>
 
 namespace hmpmd {
 namespace {
@@ -114,6 +115,31 @@ TEST(BuiltinArgsTest, ACollectivesBytesAreWholeFloats) {
   EXPECT_EQ(Check("alltoall", {{"bytes", 6.0}}),
             "args.bytes: must be a multiple of 4 (whole float32 elements), got 6");
   EXPECT_EQ(Check("send", {{"bytes", int64_t{10}}}), "ok");  // raw bytes
+}
+
+TEST(BuiltinArgsTest, ACommunicationTaskIsSizedByItsSpec) {
+  auto sized = [](std::string kernel, Args args, double cost, std::optional<double> group) {
+    TaskSpec t;
+    t.kernel = std::move(kernel);
+    t.args = std::move(args);
+    if (cost >= 0) {
+      t.cost.bytes = cost;
+      t.cost.bytes_given = true;
+    }
+    if (group) t.collective = CollectiveSpec{"g", "allreduce", *group, true};
+    SizeCommByHint(t);
+    return ArgNumber(t.args, "bytes", -1);
+  };
+  EXPECT_EQ(sized("send", {}, 4194304, {}), 4194304);
+  EXPECT_EQ(sized("send", {}, 0, {}), 0) << "an explicit 0 moves nothing";
+  EXPECT_EQ(sized("send", {}, 1e12, {}), 1073741824) << "the most a worker makes";
+  EXPECT_EQ(sized("send", {}, -1, {}), -1) << "no hint: the worker's default";
+  EXPECT_EQ(sized("send", {{"bytes", int64_t{8}}}, 4096, {}), 8) << "an argument wins";
+  EXPECT_EQ(sized("allreduce", {}, -1, 4001), 4000) << "whole float32s";
+  EXPECT_EQ(sized("allreduce", {{"n", int64_t{10}}}, -1, 4000), -1) << "n sizes it";
+  EXPECT_EQ(sized("alltoall", {{"sizes", std::string("4,4")}}, 64, {}), -1);
+  EXPECT_EQ(sized("gemm", {}, 4096, {}), -1) << "not communication";
+  EXPECT_EQ(sized("my_send", {}, 4096, {}), -1) << "a worker's own kernel";
 }
 
 TEST(BuiltinArgsTest, ATaskListNamesTheFirstTaskAWorkerCannotRun) {

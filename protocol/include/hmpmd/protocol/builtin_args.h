@@ -23,6 +23,15 @@ namespace hmpmd {
 // rules for it.
 Status CheckBuiltinArgs(std::string_view kernel, const Args& args);
 
+// A built-in communication kernel (send, a collective) without a size
+// argument (`n`, `bytes`, alltoall's `sizes`) makes `bytes` bytes of data
+// when its inputs hold none, 4096 by default. Where the spec sizes the
+// task (cost.bytes or collective.bytes), this adds that `bytes` argument,
+// so that a live run moves what the simulation and the cost model assume
+// (DESIGN.md: a send is "sized by cost.bytes"): at most 2^30, the most a
+// worker makes, and for a collective rounded down to whole float32s.
+void SizeCommByHint(TaskSpec& t);
+
 // What a live worker needs on top of CheckBuiltinArgs: the arguments a
 // built-in kernel cannot run without (gemm's m, n and k; a simulation may
 // time a gemm by cost.flops instead). InvalidArgument "args.m: ..." when

@@ -91,6 +91,9 @@ struct JobSpec {
 // has no input data (`n` floats, else args.bytes, else 4096); 0 for other
 // tasks. Live, a task whose inputs hold data moves those instead.
 double CommBytes(const TaskSpec& t);
+// The size the spec gives a communication task outright (collective.bytes
+// or cost.bytes, the larger; an explicit 0 included); nullopt: none.
+std::optional<double> GivenCommBytes(const TaskSpec& t);
 // True when CommBytes(t) comes from neither collective.bytes nor cost.bytes
 // nor a size argument: a guess where the task moves its inputs' data.
 bool CommSizedByInputsOnly(const TaskSpec& t);
