@@ -32,6 +32,10 @@ namespace hmpmd {
 void Scheduler::ReportStarted(DeviceId id, std::span<const StartedRun> runs) {
   if (id >= pool_.device_count() || !pool_.device(id).alive) return;
   if (started_.size() <= id) started_.resize(id + 1);
+  // One run per lane at most: a longer list (from the network) is cut, so
+  // what is kept per device stays bounded by its cores.
+  const size_t lanes = pool_.device(id).cores.size();
+  if (runs.size() > lanes) runs = runs.first(lanes);
   started_[id].assign(runs.begin(), runs.end());
 }
 
