@@ -227,9 +227,11 @@ void Controller::Handle(Incoming in, TimeUs now) {
           w->in_flight = m.running;
           if (w->store_bytes != m.store_bytes) ++pool_changes_;
           w->store_bytes = m.store_bytes;
+          ReportStarted(*w, m.started);
           transport_.Send(w->identity, HeartbeatAck{});
         } else if constexpr (std::is_same_v<T, DoneBatch>) {
           OnDone(*w, m, now);
+          ReportStarted(*w, m.started);  // taken after its results
         } else {
           SPDLOG_DEBUG("ignored {} from worker {}", MsgTypeName(TypeOf(in.message)), w->name);
         }

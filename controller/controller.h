@@ -274,7 +274,12 @@ class Controller {
   // Whether run `run` of `job` is placed on w's device (or on none).
   bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;
   void CheckLiveness(TimeUs now);
-  void MarkDead(WorkerInfo& w, std::string why, TimeUs now);
+  // `w` is gone; `died`: its process died (the runs it was running are
+  // charged with it, Scheduler::RemoveDevice), not merely reconnected.
+  void MarkDead(WorkerInfo& w, std::string why, TimeUs now, bool died = true);
+  // What w's lanes have started and not finished, as its last message
+  // (Heartbeat, DoneBatch, RegisterMsg) says: Scheduler::ReportStarted.
+  void ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>& started);
   void ScheduleAndSend(TimeUs now);
   void NotifyEndedJobs();
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
@@ -391,7 +396,8 @@ class Controller {
   // WhenDurable() callbacks of this iteration.
   std::vector<std::function<void(const Status&)>> durable_waiters_;
   std::vector<Dispatch> dispatch_scratch_;
-  std::vector<AssignBatch> outbox_;  // by WorkerId
+  std::vector<StartedRun> started_scratch_;  // ReportStarted
+  std::vector<AssignBatch> outbox_;          // by WorkerId
   std::string body_scratch_;
   ControllerCounters counters_;
   ControllerObserver* observer_ = nullptr;

@@ -73,7 +73,8 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
     return;
   }
   if (!CheckInstance(identity, m, now)) return;
-  if (WorkerInfo* old = FindByIdentity(identity)) MarkDead(*old, "re-registered", now);
+  // Not a death: the same process, whose runs are not to blame.
+  if (WorkerInfo* old = FindByIdentity(identity)) MarkDead(*old, "re-registered", now, false);
   // The same process on a new socket (it reconnects when a register goes
   // unanswered, e.g. while this loop was slow): its old entry is gone too.
   // Its data endpoint, a socket it bound, tells it apart from another
@@ -81,7 +82,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   // share both).
   if (auto k = m.data_endpoint.empty() ? by_key_.end() : by_key_.find(WorkerKey(m));
       k != by_key_.end()) {
-    MarkDead(workers_[k->second], "re-registered on a new connection", now);
+    MarkDead(workers_[k->second], "re-registered on a new connection", now, false);
   }
 
   WorkerInfo w;
@@ -112,6 +113,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   // jobs, whatever their ids: the worker drops them on our epoch.
   if (m.epoch == epoch_) {
     AdoptReported(workers_.back(), m, now);
+    ReportStarted(workers_.back(), m.started);  // which of them run now
   } else if (!m.held.empty() || !m.outputs.empty()) {
     spdlog::warn("worker '{}' holds {} task(s) and {} output(s) of another controller: dropped",
                  m.name, m.held.size(), m.outputs.size());
@@ -181,7 +183,14 @@ void Controller::WorkerProcessExited(uint32_t pid, const std::string& why) {
   }
 }
 
-void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
+void Controller::ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>& started) {
+  std::vector<StartedRun>& runs = started_scratch_;
+  runs.clear();
+  for (const HeldTask& h : started) runs.push_back({h.job, h.task, h.attempt, h.core, h.lane});
+  scheduler_->ReportStarted(w.device, runs);
+}
+
+void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now, bool died) {
   if (!w.alive) return;
   w.alive = false;
   w.left_reason = why;
@@ -191,7 +200,7 @@ void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now) {
   by_identity_.erase(w.identity);
   if (auto k = by_key_.find(w.key); k != by_key_.end() && k->second == w.id) by_key_.erase(k);
   spdlog::warn("worker {} '{}' declared dead: {}", w.id, w.name, why);
-  scheduler_->RemoveDevice(w.device, now);
+  scheduler_->RemoveDevice(w.device, now, died);
 }
 
 }  // namespace hmpmd

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <span>
-#include <tuple>
 
 #include "output_bytes.h"
 
@@ -50,89 +49,6 @@ DeviceId Scheduler::AddDevice(DeviceDesc desc) {
   policy_->OnDeviceAdded(id, pool_);
   UpdateWaiting();
   return id;
-}
-
-void Scheduler::RemoveDevice(DeviceId id, TimeUs now) {
-  if (!pool_.device(id).alive) return;
-  const std::vector<CoreId>& cores = pool_.device(id).cores;
-  pool_.RemoveDevice(id);
-  for (CoreId c : cores) parked_.erase(c);  // their runs are recalled below
-  policy_->OnDeviceRemoved(id, pool_);
-  // The run each of its lanes was running: the first dispatched of those
-  // still on the core (a lane runs its queue in order; the others only
-  // waited behind it). Any job's. None where a run adopted after a
-  // restart (lane_seq 0) is on the core: which one ran is unknown there, and
-  // blaming the wrong run would fail an innocent task for good.
-  std::vector<std::tuple<uint64_t, JobId, uint32_t>> front(cores.size(), {UINT64_MAX, 0, 0});
-  std::vector<bool> unknown(cores.size(), false);
-  for (auto& [job_id, job] : jobs_) {
-    if (IsTerminal(job.state)) continue;
-    for (uint32_t r = 0; r < job.runs.size() && job.running > 0; ++r) {
-      const TaskRecord& rec = job.runs[r];
-      if (rec.state != TaskState::kRunning || rec.pending > 0) continue;
-      auto c = std::find(cores.begin(), cores.end(), rec.core);
-      if (c == cores.end()) continue;
-      const size_t k = static_cast<size_t>(c - cores.begin());
-      if (rec.lane_seq == 0) unknown[k] = true;
-      if (rec.lane_seq < std::get<0>(front[k])) front[k] = {rec.lane_seq, job_id, r};
-    }
-  }
-  for (size_t k = 0; k < cores.size(); ++k) {
-    if (unknown[k]) front[k] = {UINT64_MAX, 0, 0};
-  }
-  const std::string& name = pool_.device(id).desc.name;
-  for (auto& [job_id, job] : jobs_) {
-    if (IsTerminal(job.state)) continue;
-    for (uint32_t r = 0; r < job.runs.size() && job.running > 0; ++r) {
-      TaskRecord& rec = job.runs[r];
-      if (rec.state != TaskState::kRunning) continue;
-      if (std::find(cores.begin(), cores.end(), rec.core) == cores.end()) continue;
-      // A copy: clang 14 cannot capture a structured binding.
-      const JobId this_job = job_id;
-      const bool ran = std::any_of(front.begin(), front.end(), [&](const auto& f) {
-        return std::get<0>(f) != UINT64_MAX && std::get<1>(f) == this_job && std::get<2>(f) == r;
-      });
-      std::string error = "its worker (" + name + ") died";
-      bool retryable = true;
-      if (ran) {
-        std::vector<DeviceId>& died = job.worker_deaths[r];
-        died.push_back(id);
-        const uint32_t group = job.graph->task(r % job.graph->size()).group;
-        const uint32_t used = group == kNoGroup
-                                  ? AttemptsUsed(rec)
-                                  : std::max(AttemptsUsed(rec), job.gang_retries[group]);
-        // Only where it would run again (else out of attempts says it).
-        if (options_.max_worker_deaths > 0 && died.size() >= options_.max_worker_deaths &&
-            used + 1 < options_.max_attempts) {
-          // Likely its own doing (a kernel that aborts its process): running
-          // it again would take down worker after worker.
-          std::string names;
-          for (DeviceId d : died) {
-            names += (names.empty() ? "" : ", ") + pool_.device(d).desc.name;
-          }
-          error = "it killed " + std::to_string(died.size()) + " workers (" + names +
-                  "): each died while running it, so it is not run again (max_worker_deaths " +
-                  std::to_string(options_.max_worker_deaths) + ")";
-          retryable = false;
-        }
-      }
-      OnTaskFailed(job_id, r, rec.attempt, error, retryable, now);
-      if (IsTerminal(job.state)) break;
-    }
-    if (IsTerminal(job.state)) continue;
-    // Lineage: outputs of the current step that lived only on the dead
-    // device and are still to be read are rebuilt by running their
-    // producers again.
-    const uint32_t n = job.graph->size(), base = job.step * n;
-    for (uint32_t r = base; r < base + n; ++r) {
-      TaskRecord& rec = job.runs[r];
-      if (rec.state == TaskState::kDone && rec.held && rec.output_device == id &&
-          rec.reads_left > 0) {
-        Revive(job, r, now);
-      }
-    }
-  }
-  UpdateWaiting();
 }
 
 bool Scheduler::OutputAvailable(const TaskRecord& rec) const {

@@ -40,7 +40,9 @@ class LazyActorState final : public ActorStateProvider {
 
 Lane::Lane(CoreKind kind, uint32_t index, CompletionQueue* done, DataPlane* data,
            spdlog::logger* log, int exec_log_fd)
-    : name_(std::string(CoreKindName(kind)) + std::to_string(index)),
+    : kind_(kind),
+      index_(index),
+      name_(std::string(CoreKindName(kind)) + std::to_string(index)),
       done_(done),
       data_(data),
       log_(log),
@@ -99,6 +101,13 @@ size_t Lane::CancelRun(JobId job, uint32_t run) {
   return dropped;
 }
 
+bool Lane::Started(HeldTask* out) const {
+  MutexLock lock(&mu_);
+  if (running_job_ == 0) return false;
+  *out = HeldTask{running_job_, running_run_, running_attempt_, kind_, index_};
+  return true;
+}
+
 size_t Lane::Stop() {
   size_t dropped;
   {
@@ -124,6 +133,7 @@ void Lane::Loop() {
       queue_.pop_front();
       running_job_ = task.assign.job;
       running_run_ = task.assign.task;
+      running_attempt_ = task.assign.attempt;
       cancel_running_.store(false, std::memory_order_relaxed);
     }
     TaskResult result = Execute(task);

@@ -65,6 +65,11 @@ class Lane {
   // it was queued and is dropped, else 0.
   size_t CancelRun(JobId job, uint32_t run) EXCLUDES(mu_);
 
+  // The run this lane has started (popped from its queue) and not finished
+  // (its result not yet in the CompletionQueue): true and `*out` filled,
+  // or false when idle. Any thread.
+  bool Started(HeldTask* out) const EXCLUDES(mu_);
+
   // Drops queued tasks, lets a running kernel finish and joins the thread.
   // Returns how many queued tasks it dropped. Idempotent.
   size_t Stop() EXCLUDES(mu_);
@@ -78,18 +83,21 @@ class Lane {
   bool ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint32_t* lost) const;
   BufferList RunKernel(const LaneTask& task, std::span<const Buffer> inputs);
 
+  const CoreKind kind_;
+  const uint32_t index_;
   const std::string name_;  // "cube0", "vector1"
   CompletionQueue* const done_;
   DataPlane* const data_;
   spdlog::logger* const log_;
   const int exec_log_fd_;
 
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar cv_;
   std::deque<LaneTask> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
   JobId running_job_ GUARDED_BY(mu_) = 0;  // 0: idle
   uint32_t running_run_ GUARDED_BY(mu_) = 0;
+  uint32_t running_attempt_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> cancel_running_{false};  // the running task's cancel flag
 
   // The last kRanKept tasks this lane ran, oldest first: what a task

@@ -171,6 +171,9 @@ Status ServeLoop::OnTimers(int64_t now) {
     for (const auto& [task, result] : recent_) register_.held.push_back(task);
     // Where a restarted controller finds the outputs of done runs.
     register_.outputs = data_.store().List(kMaxReportedOutputs);
+    // Which of them run now: a restarted controller that adopts them knows
+    // whom to blame should this worker die.
+    TakeStarted(&register_.started);
     Status sent = link_.Send(register_);
     if (sent.code() == StatusCode::kInternal) return sent;
     if (!sent.ok()) log_->warn("register: {}", sent.ToString());
@@ -392,9 +395,24 @@ void ServeLoop::DropEverything() {
 }
 
 void ServeLoop::SendHeartbeat(int64_t now) {
-  Status sent = link_.Send(
-      Heartbeat{worker_id_, in_flight_, dropped_frames_, now, data_.store().used_bytes()});
+  Heartbeat beat{worker_id_, in_flight_, dropped_frames_, now, data_.store().used_bytes(), {}};
+  TakeStarted(&beat.started);
+  Status sent = link_.Send(beat);
   if (!sent.ok()) log_->debug("heartbeat: {}", sent.ToString());
+}
+
+void ServeLoop::TakeStarted(std::vector<HeldTask>* out) const {
+  out->clear();
+  HeldTask t;
+  for (const auto& lanes : lanes_) {
+    for (const auto& lane : lanes) {
+      if (!lane->Started(&t)) continue;
+      // Not one of another controller's runs still ending here (orphaned_):
+      // this controller may have a job under the same id.
+      auto it = held_.find({t.job, t.task});
+      if (it != held_.end() && it->second.attempt == t.attempt) out->push_back(t);
+    }
+  }
 }
 
 void ServeLoop::TakeResults() {
@@ -424,6 +442,11 @@ Status ServeLoop::FlushResults() {
   if (done_.results.empty() || phase_ != Phase::kRegistered) return Status::Ok();
   done_.worker_id = worker_id_;
   done_.sent_us = NowUs();
+  // After the results were taken (TakeResults): a lane that finished a run
+  // and went on to the next one reports the next one here, so the
+  // controller learns it started with the result before it, not a
+  // heartbeat later.
+  TakeStarted(&done_.started);
   // Move the batch in and out of the Message, keeping its capacity.
   Message message(std::move(done_));
   Status sent = link_.Send(message);

@@ -83,6 +83,9 @@ class ServeLoop {
   void FailNow(const TaskAssign& task, std::string error);
   void DropJob(JobId job);
   void SendHeartbeat(int64_t now);
+  // Fills `*out` with the run each busy lane has started and not finished
+  // (Heartbeat::started), those of this controller's jobs only (held_).
+  void TakeStarted(std::vector<HeldTask>* out) const;
   void TakeResults();
   Status FlushResults();
 

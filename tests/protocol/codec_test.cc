@@ -117,6 +117,7 @@ std::vector<Message> SampleMessages() {
       .outputs = {{7, 2, uint64_t{1} << 33}, {9, 0, 0}},
       .epoch = 0x0123456789abcdefULL,
       .instance = 0xfedcba9876543210ULL,
+      .started = {{7, 3, 1, CoreKind::kVector, 2}},
   });
   out.push_back(RegisterMsg{});  // every field at its zero value
   out.push_back(RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(),
@@ -129,7 +130,10 @@ std::vector<Message> SampleMessages() {
                           .running = 3,
                           .dropped_frames = std::numeric_limits<uint64_t>::max(),
                           .sent_us = std::numeric_limits<int64_t>::min(),
-                          .store_bytes = uint64_t{5} << 40});
+                          .store_bytes = uint64_t{5} << 40,
+                          .started = {{7, 3, 1, CoreKind::kVector, 2},
+                                      {std::numeric_limits<JobId>::max(), 0, 4, CoreKind::kCube,
+                                       std::numeric_limits<uint32_t>::max()}}});
   out.push_back(HeartbeatAck{});
   TaskAssign plain;
   plain.job = 1;
@@ -172,6 +176,7 @@ std::vector<Message> SampleMessages() {
                              .error = "collective: nothing from rank 1 within 500 ms",
                              .retryable = true}},
       .sent_us = 999,
+      .started = {{1, 4, 0, CoreKind::kCube, 0}},
   });
   out.push_back(CancelJob{.job = std::numeric_limits<uint32_t>::max()});
   out.push_back(Shutdown{.reason = "controller exiting"});
@@ -427,7 +432,7 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                    "expected an array of 2 fields");
   // A nested struct with a missing field: a TaskResult of 6 fields.
   std::string done = MsgpackWriter()
-                         .Array(3)
+                         .Array(4)
                          .Uint(1)
                          .Array(1)
                          .Array(6)
@@ -438,6 +443,7 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                          .Int(1)
                          .Int(2)
                          .Int(0)
+                         .Array(0)
                          .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 12 fields");
   // HeartbeatAck has no fields; one is too many.
@@ -454,9 +460,10 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
   };
   auto heartbeat = [](auto&& fill) {
     MsgpackWriter w;
-    w.Array(5);
+    w.Array(6);
     fill(w);
-    w.Uint(0);  // store_bytes
+    w.Uint(0);   // store_bytes
+    w.Array(0);  // started: none
     return w.bytes();
   };
   const std::vector<Case> cases = {
@@ -479,7 +486,7 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
        }),
        "integer out of range"},
       {MsgType::kCancelJob, MsgpackWriter().Array(1).Nil().bytes(), "expected an unsigned integer"},
-      {MsgType::kDoneBatch, MsgpackWriter().Array(3).Uint(1).Uint(5).Int(0).bytes(),
+      {MsgType::kDoneBatch, MsgpackWriter().Array(4).Uint(1).Uint(5).Int(0).Array(0).bytes(),
        "expected an array"},
   };
   for (const Case& c : cases) {
@@ -492,13 +499,14 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
 std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
                          const std::function<void(MsgpackWriter&)>& kernels) {
   MsgpackWriter w;
-  w.Array(12).Str("n").Str("").Uint(1);
+  w.Array(13).Str("n").Str("").Uint(1);
   cores(w);
   w.Uint(0);
   kernels(w);
   w.Str("").Int(0).Array(0).Array(0);  // held, outputs: none
   w.Uint(0);                           // epoch: none
   w.Uint(0);                           // instance: not given
+  w.Array(0);                          // started: none
   return w.bytes();
 }
 

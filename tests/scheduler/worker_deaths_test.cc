@@ -1,8 +1,10 @@
-// Tests for SchedulerOptions::max_worker_deaths (scheduler/scheduler.cc,
-// RemoveDevice): a run whose worker died while it ran there, on that many
-// distinct workers, is not retried again (a kernel that aborts its process
-// would otherwise take down the pool worker by worker); runs that were only
-// queued behind it on the dead lane are not counted.
+// Tests for SchedulerOptions::max_worker_deaths (scheduler/scheduler_deaths.cc,
+// RemoveDevice and ReportStarted): a run whose worker died while it ran
+// there, on that many distinct workers, is not retried again (a kernel that
+// aborts its process would otherwise take down the pool worker by worker);
+// runs that were only queued behind it on the dead lane are not counted. The
+// runs blamed are those the worker last reported started and not finished;
+// where it reported none, the run each lane was next to start.
 // Driven by hand: no threads, no clock.
 #include <gtest/gtest.h>
 
@@ -30,6 +32,32 @@ class WorkerDeathsTest : public SchedulerTest {
     }
     ADD_FAILURE() << "run " << run << " of job " << job << " was not dispatched";
     return UINT32_MAX;
+  }
+  // What device `d`'s worker says its lanes run: run 0 of each job in
+  // `jobs` at its current attempt, on the lane it was placed on.
+  void Report(DeviceId d, std::initializer_list<JobId> jobs) {
+    std::vector<StartedRun> runs;
+    for (JobId j : jobs) {
+      const TaskRecord& rec = Job(j).runs[0];
+      const ResourcePool::Core& core = sched_->pool().core(rec.core);
+      runs.push_back({j, 0, rec.attempt, core.kind, core.lane});
+    }
+    sched_->ReportStarted(d, runs);
+  }
+  bool Blamed(JobId job) const { return Job(job).worker_deaths.count(0) > 0; }
+  // One device, one cube lane that queues two runs: `first` is dispatched,
+  // then `second` behind it on the same lane.
+  void TwoOnOneLane(DeviceId* w0, JobId* first, JobId* second) {
+    opts_.pool.max_queue_per_core = 2;
+    opts_.pool.lookahead_us = 1e9;
+    Make();
+    *w0 = sched_->AddDevice(Device("w0", 1));
+    *first = Add(SpecBuilder().Name("first").Add(TaskBuilder("a").Us(1000)));
+    ASSERT_EQ(ScheduleAt(0).size(), 1u);
+    *second = Add(SpecBuilder().Name("second").Add(TaskBuilder("b").Us(1000)), 1);
+    std::vector<Dispatch> out = ScheduleAt(1);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].core, Job(*first).runs[0].core) << "queued behind a on w0's lane";
   }
 };
 
@@ -106,6 +134,113 @@ TEST_F(WorkerDeathsTest, RunsAdoptedAfterARestartAreNotBlamed) {
   ASSERT_TRUE(sched_->AdoptRun(job, 0, 0, w0, CoreKind::kCube, 0, 1));
   sched_->RemoveDevice(w0, 5);
   EXPECT_TRUE(Job(job).worker_deaths.empty());
+  EXPECT_EQ(Job(job).state, JobState::kRunning);
+}
+
+// Defect 1: `a` finished, but its result was still in transit when the
+// worker died (lost with it); the worker had said its lane went on to `b`.
+// `b` died running, `a` did not (before, `a`, the first dispatched, was
+// blamed and `b` was not).
+TEST_F(WorkerDeathsTest, RunWhoseResultWasInTransitIsNotBlamedButTheOneItsLaneStarted) {
+  DeviceId w0;
+  JobId first, second;
+  ASSERT_NO_FATAL_FAILURE(TwoOnOneLane(&w0, &first, &second));
+  Report(w0, {first});
+  Report(w0, {second});  // a later heartbeat: a is done there, b runs
+  sched_->RemoveDevice(w0, 5);
+  EXPECT_TRUE(Blamed(second)) << "it was running";
+  EXPECT_FALSE(Blamed(first)) << "it had finished";
+}
+
+// The same lane order, with a's result arrived: its lane's next run, b,
+// is what ran, whether the worker said so or died before it could.
+TEST_F(WorkerDeathsTest, AfterAResultTheLanesNextRunIsBlamedReportedOrNot) {
+  for (bool reported : {true, false}) {
+    SCOPED_TRACE(reported ? "b reported started" : "b started after the last report");
+    DeviceId w0;
+    JobId first, second;
+    ASSERT_NO_FATAL_FAILURE(TwoOnOneLane(&w0, &first, &second));
+    Report(w0, {first});
+    ASSERT_TRUE(sched_->OnTaskDone(first, 0, 0, 2, 3, 3));
+    if (reported) Report(w0, {second});  // the DoneBatch with a's result
+    sched_->RemoveDevice(w0, 5);
+    EXPECT_TRUE(Blamed(second));
+  }
+}
+
+// Defect 1 on a busy worker: its cube lane was reported on from `a`
+// (finished, result lost) to `b`, its vector lane runs `v`. Both lanes'
+// running runs died with it: b and v are charged, a is not (before: a and
+// v).
+TEST_F(WorkerDeathsTest, EveryLanesReportedRunIsBlamedAndNoRunBeforeIt) {
+  opts_.pool.max_queue_per_core = 2;
+  opts_.pool.lookahead_us = 1e9;
+  Make();
+  DeviceId w0 = sched_->AddDevice(Device("w0", 1, 1));
+  JobId a = Add(SpecBuilder().Name("a").Add(TaskBuilder("a").Us(1000)));
+  JobId v = Add(SpecBuilder().Name("v").Add(TaskBuilder("v").Vector().Us(1000)));
+  ASSERT_EQ(ScheduleAt(0).size(), 2u);
+  JobId b = Add(SpecBuilder().Name("b").Add(TaskBuilder("b").Us(1000)), 1);
+  ASSERT_EQ(ScheduleAt(1).size(), 1u);
+  ASSERT_EQ(Job(b).runs[0].core, Job(a).runs[0].core) << "b queued behind a";
+  Report(w0, {b, v});
+  sched_->RemoveDevice(w0, 5);
+  EXPECT_TRUE(Blamed(b));
+  EXPECT_TRUE(Blamed(v)) << "it died with the worker too";
+  EXPECT_FALSE(Blamed(a)) << "its lane had gone on to b";
+}
+
+// A lane the last report names nothing still running on: the run it was
+// next to start may have started since and killed the worker at once (a
+// kernel that aborts before the next report can leave): it is charged,
+// and on another busy lane the run the report named is too.
+TEST_F(WorkerDeathsTest, ALaneThatNamedNoRunChargesTheRunItWasNextToStart) {
+  Make();
+  DeviceId w0 = sched_->AddDevice(Device("w0", 1, 1));
+  JobId busy = Add(SpecBuilder().Name("busy").Add(TaskBuilder("long").Us(1000)));
+  ASSERT_EQ(ScheduleAt(0).size(), 1u);
+  Report(w0, {busy});
+  JobId boom = Add(SpecBuilder().Name("boom").Add(TaskBuilder("boom").Vector().Us(10)), 1);
+  ASSERT_EQ(ScheduleAt(1).size(), 1u);
+  sched_->RemoveDevice(w0, 5);
+  EXPECT_TRUE(Blamed(boom));
+  EXPECT_TRUE(Blamed(busy));
+}
+
+// Defect 3: runs adopted after a controller restart have no dispatch order
+// here, but the re-registration says which one its lane runs: that one is
+// charged, the one queued behind it is not; and a second death fails it.
+TEST_F(WorkerDeathsTest, AdoptedRunTheWorkerReportedStartedIsBlamed) {
+  Make();
+  DeviceId w0 = sched_->AddDevice(Device("w0", 1));
+  JobId job = Add(SpecBuilder().Add(TaskBuilder("a").Us(100)).Add(TaskBuilder("b").Us(100)));
+  ASSERT_TRUE(sched_->AdoptRun(job, 1, 0, w0, CoreKind::kCube, 0, 1));
+  ASSERT_TRUE(sched_->AdoptRun(job, 0, 0, w0, CoreKind::kCube, 0, 1));
+  const StartedRun running[] = {{job, 0, 0, CoreKind::kCube, 0}};  // a runs, b waits
+  sched_->ReportStarted(w0, running);
+  sched_->RemoveDevice(w0, 5);
+  ASSERT_EQ(Job(job).worker_deaths.count(0), 1u);
+  EXPECT_EQ(Job(job).worker_deaths.count(1), 0u) << "b was queued behind a";
+
+  DeviceId w1 = sched_->AddDevice(Device("w1", 1));
+  std::vector<Dispatch> out = ScheduleAt(10);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(TaskOf(job, out[0].run), "a") << "a first (it was ready first)";
+  sched_->RemoveDevice(w1, 15);
+  EXPECT_EQ(Job(job).state, JobState::kFailed);
+  ExpectHas(Job(job).error, {"task 'a'", "killed 2 workers (w0, w1)"});
+}
+
+// A worker that reconnects (the same process on a new connection) did not
+// die: the runs it runs are not charged.
+TEST_F(WorkerDeathsTest, AWorkerThatReconnectedBlamesNoRun) {
+  Make();
+  DeviceId w0 = sched_->AddDevice(Device("w0", 1));
+  JobId job = Add(SpecBuilder().Add(TaskBuilder("a").Us(100)));
+  ASSERT_EQ(ScheduleAt(0).size(), 1u);
+  Report(w0, {job});
+  sched_->RemoveDevice(w0, 5, /*died=*/false);
+  EXPECT_FALSE(Blamed(job));
   EXPECT_EQ(Job(job).state, JobState::kRunning);
 }
 

@@ -30,8 +30,11 @@ namespace hmpmd {
 // SessionAck.code (a refused driver learns why: a full store is
 // kUnavailable, try again, not a bad request); 10: the data token in
 // RegisterAck and SessionAck and in every data frame header (a version-9
-// peer sends headers of the old size, which a worker drops).
-inline constexpr uint8_t kProtocolVersion = 10;
+// peer sends headers of the old size, which a worker drops); 11: the runs
+// each lane has started and not finished (`started`) in Heartbeat,
+// DoneBatch and RegisterMsg, which a worker's death is blamed on (a
+// version-10 worker sends none, and its deaths would be blamed on guesses).
+inline constexpr uint8_t kProtocolVersion = 11;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -123,10 +126,14 @@ struct RegisterMsg {
   // same process reconnecting. 0: not given (only the name, pid and data
   // endpoint tell workers apart).
   uint64_t instance = 0;
+  // Of `held`, the runs its lanes have started and not finished, one per
+  // busy lane: a restarted controller that adopts them knows which one to
+  // blame should this worker die (SchedulerOptions::max_worker_deaths).
+  std::vector<HeldTask> started;
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held, outputs, epoch,
-       instance);
+       instance, started);
   }
   friend bool operator==(const RegisterMsg&, const RegisterMsg&) = default;
 };
@@ -167,9 +174,14 @@ struct Heartbeat {
   uint64_t dropped_frames = 0;  // malformed frames it has dropped
   int64_t sent_us = 0;
   uint64_t store_bytes = 0;  // held in its object store now
+  // The run each busy lane has started and not finished (popped from its
+  // queue, result not yet handed on), at `sent_us`; runs queued behind
+  // them are not listed. Should the worker die, these are the runs that
+  // died with it (SchedulerOptions::max_worker_deaths).
+  std::vector<HeldTask> started;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(worker_id, running, dropped_frames, sent_us, store_bytes);
+    ar(worker_id, running, dropped_frames, sent_us, store_bytes, started);
   }
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
@@ -287,9 +299,13 @@ struct DoneBatch {
   WorkerId worker_id = 0;
   std::vector<TaskResult> results;
   int64_t sent_us = 0;
+  // As Heartbeat::started, taken after `results`: a run whose result is in
+  // this batch is not listed, and the run its lane started next is, once
+  // popped. A run started after one batch goes out in the next message.
+  std::vector<HeldTask> started;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(worker_id, results, sent_us);
+    ar(worker_id, results, sent_us, started);
   }
   friend bool operator==(const DoneBatch&, const DoneBatch&) = default;
 };

@@ -67,8 +67,9 @@ struct TaskRecord {
   TimeUs dispatched = 0;
   // Order in which runs were dispatched, over all jobs: a worker's lane
   // runs its queue in this order, so of the runs on one core the one with
-  // the lowest lane_seq is the one running there. 0: adopted after a
-  // controller restart, order unknown.
+  // the lowest lane_seq is the next to start there. 0: adopted after a
+  // controller restart, order unknown. Used only where the worker has not
+  // said what it runs (see Scheduler::ReportStarted).
   uint64_t lane_seq = 0;
   TimeUs start = 0;
   TimeUs end = 0;
@@ -137,9 +138,9 @@ struct JobRun {
   // updated at admission and as devices come and go.
   std::vector<SetShortfall> short_sets;
   // Per run whose worker died while it ran there (not merely queued behind
-  // another run): those workers' devices, in order of death (see
-  // SchedulerOptions::max_worker_deaths). In memory only: a restarted
-  // controller counts afresh.
+  // another run; see Scheduler::ReportStarted): those workers' devices, in
+  // order of death (SchedulerOptions::max_worker_deaths). In memory only: a
+  // restarted controller counts afresh.
   std::map<uint32_t, std::vector<DeviceId>> worker_deaths;
 };
 
@@ -162,6 +163,16 @@ struct OutputFreed {
   DeviceId device = 0;
 };
 
+// A run a worker says one of its lanes has started and not finished
+// (Scheduler::ReportStarted).
+struct StartedRun {
+  JobId job = 0;
+  uint32_t run = 0;
+  uint32_t attempt = 0;
+  CoreKind kind = CoreKind::kCube;
+  uint32_t lane = 0;  // which core of that kind
+};
+
 // One placement decision for the caller to carry out.
 struct Dispatch {
   JobId job = 0;
@@ -176,13 +187,13 @@ struct SchedulerOptions {
   CostModelOptions cost;
   // Attempts a task run gets when its worker dies under it. Default: 3.
   uint32_t max_attempts = 3;
-  // Workers a task run may see die while it runs on them (the run at the
-  // front of a core's lane, not one queued behind it) before it is not
-  // retried again: the job fails naming the task, which likely kills its
-  // process (a kernel that aborts). Each death is on a distinct worker (a
-  // dead device never comes back). Lower stops such a task sooner; higher
-  // tolerates more workers lost for other reasons while it ran. 0: no
-  // limit (only max_attempts). Default: 2.
+  // Workers a task run may see die while it runs on them (started by its
+  // lane and not finished, not merely queued; see ReportStarted for how
+  // that is known) before it is not retried again: the job fails naming
+  // the task, which likely kills its process (a kernel that aborts). Each
+  // death is on a distinct worker (a dead device never comes back). Lower
+  // stops such a task sooner; higher tolerates more workers lost for other
+  // reasons while it ran. 0: no limit (only max_attempts). Default: 2.
   uint32_t max_worker_deaths = 2;
   // Ready tasks a Schedule() call may set aside as RetryLater per core kind
   // before it stops looking. Bounds the work of one call. Default: 64.
@@ -206,11 +217,24 @@ class Scheduler {
 
   // --- pool ---
   DeviceId AddDevice(DeviceDesc desc);
-  // The device died: its running tasks go back to ready (or fail the job when
-  // out of attempts), and outputs of the current step that lived only there
-  // and are still to be read are rebuilt by running their producers again
-  // (lineage; recursively, where those producers' inputs are gone too).
-  void RemoveDevice(DeviceId id, TimeUs now);
+  // The device is gone: its running tasks go back to ready (or fail the job
+  // when out of attempts), and outputs of the current step that lived only
+  // there and are still to be read are rebuilt by running their producers
+  // again (lineage; recursively, where those producers' inputs are gone
+  // too). `died`: its worker process died (not merely reconnected, which
+  // blames no run); the runs it was running are charged with the death
+  // (SchedulerOptions::max_worker_deaths, scheduler_deaths.cc).
+  void RemoveDevice(DeviceId id, TimeUs now, bool died = true);
+  // What device `id`'s worker last said its lanes have started and not
+  // finished (Heartbeat, DoneBatch, RegisterMsg: `started`), replacing
+  // what it said before. Should the device die, these runs are blamed,
+  // those whose results have not arrived meanwhile. On a lane it named no
+  // such run for (the run may have started after it spoke and killed it
+  // at once, e.g. a kernel that aborts), the run that lane was next to
+  // start is blamed instead (a lane runs its queue in dispatch order); a
+  // lane holding a run adopted after a restart, whose order is unknown,
+  // then blames none.
+  void ReportStarted(DeviceId id, std::span<const StartedRun> runs);
 
   // --- jobs ---
   // Admits a job. Checks that the pool can run it (kernels, core kinds,
@@ -442,6 +466,13 @@ class Scheduler {
   Status CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t first,
                        std::span<const uint32_t> kernel_ids,
                        std::span<const uint8_t> needed = {}) const;
+  // Worker deaths (scheduler_deaths.cc). The runs charged with the death
+  // of device `id` (see ReportStarted), as (job, run).
+  std::vector<std::pair<JobId, uint32_t>> RunsThatDiedWith(DeviceId id) const;
+  // Charges the death of device `id` to run `run` of `job`; returns the
+  // error to fail it with and sets `*retryable` false when it reached
+  // SchedulerOptions::max_worker_deaths.
+  std::string ChargeDeath(JobRun& job, uint32_t run, DeviceId id, bool* retryable);
   // Sets JobRun::waiting of every unfinished job (devices came or went).
   void UpdateWaiting();
   // Takes a run's outputs off its device's held bytes (read or freed).
@@ -503,9 +534,10 @@ class Scheduler {
   std::map<CoreId, std::vector<ReadyItem>> parked_;
   std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
   mutable std::vector<uint64_t> input_sizes_;                           // GuessOutput scratch
-  LearnedOutputs learned_outputs_;  // worker-own kernels' outputs (count_store)
-  uint64_t lane_seq_ = 0;           // last TaskRecord::lane_seq given out
-  uint64_t held_runs_ = 0;          // see held_runs()
+  LearnedOutputs learned_outputs_;                // worker-own kernels' outputs (count_store)
+  uint64_t lane_seq_ = 0;                         // last TaskRecord::lane_seq given out
+  std::vector<std::vector<StartedRun>> started_;  // by device: ReportStarted
+  uint64_t held_runs_ = 0;                        // see held_runs()
   std::vector<RunEnded> ended_;
   std::vector<RunEnded> aborted_;
   std::vector<OutputFreed> freed_;
