@@ -13,6 +13,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "hmpmd/client/fetch.h"
 #include "hmpmd/protocol/codec.h"
 #include "hmpmd/worker/fetch.h"
 #include "process_cluster_fixture.h"
@@ -139,6 +140,12 @@ TEST_F(AccessControlTest, FetchesNeedTheDataTokenWhichTheCliGetsWithItsToken) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find("refused: wrong data token"), std::string::npos);
+  // The driver library's fetch (hmpmd submit --fetch, the Python binding)
+  // is refused the same way, not left to its time-out.
+  auto refused_driver = client::FetchOutputs(endpoint, NewDataToken(), 1, run, 60'000);
+  EXPECT_EQ(refused_driver.status().code(), StatusCode::kPermissionDenied)
+      << refused_driver.status().ToString();
+  EXPECT_NE(refused_driver.status().message().find("refused: wrong data token"), std::string::npos);
   auto authorised = cluster_->Call("GET", "/api/v1/jobs/1/outputs", "",
                                    {{"Authorization", std::string("Bearer ") + kToken}});
   ASSERT_TRUE(authorised.ok());
