@@ -1,6 +1,7 @@
 #include "controller.h"
 
 #include <spdlog/spdlog.h>
+#include <zmq.h>
 
 #include <algorithm>
 #include <chrono>
@@ -51,7 +52,17 @@ Status Controller::Start() {
     writer_ = std::make_unique<StoreWriter>(options_.store.get(), options_.store_writer);
   }
   if (!options_.curve_secret_key.empty()) {
-    zap_ = std::make_unique<ZapHandler>(&ctx_, options_.curve_allowed);
+    // Runs on the handler's thread: it reads only the allowed set, which
+    // never changes after Start().
+    zap_ = std::make_unique<ZapHandler>(&ctx_, [this](const ZapRequest& r) {
+      if (r.mechanism == "CURVE" && r.credentials.size() == 1 && r.credentials[0].size() == 32) {
+        char z85[41];
+        zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(r.credentials[0].data()), 32);
+        if (options_.curve_allowed.count(z85) > 0) return true;
+      }
+      spdlog::warn("refused a connection from {}: its CURVE key is not authorized", r.address);
+      return false;
+    });
     RETURN_IF_ERROR(zap_->Start());
     RETURN_IF_ERROR(transport_.EnableCurveServer(options_.curve_secret_key));
   }

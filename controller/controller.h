@@ -26,6 +26,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/data_token.h"
+#include "hmpmd/protocol/zap_handler.h"
 #include "hmpmd/scheduler/scheduler.h"
 #include "job_spec_parser.h"
 #include "job_store.h"
@@ -34,7 +35,6 @@
 #include "store_writer.h"
 #include "transport.h"
 #include "worker_clock.h"
-#include "zap_handler.h"
 
 namespace hmpmd {
 

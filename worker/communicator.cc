@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "data_frames.h"
+#include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/protocol/tensor_bytes.h"
 
 namespace hmpmd::worker {
@@ -93,6 +94,7 @@ Status Communicator::Send(uint32_t peer, const void* data, size_t size) {
       s.emplace(*ctx_, zmq::socket_type::dealer);
       s->set(zmq::sockopt::linger, kLingerMs);
       s->set(zmq::sockopt::sndhwm, 0);
+      SetDataCredentials(*s, gang_.token);
       s->connect(gang_.endpoints[peer]);
     }
     DataHeader h;

@@ -60,7 +60,7 @@ DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
       // Every peer waiting on this worker has given up long before this.
       inbox_(CollectiveInboxOptions{
           .expire_us = 4 * options_.timeout_us, .cap_bytes = options_.cap_bytes, .log = log}),
-      server_(&ctx_, &store_, &inbox_, &tokens_, log),
+      server_(&store_, &inbox_, &tokens_, log),
       fetcher_(
           &ctx_, &store_, &tokens_,
           InputFetcherOptions{options_.cap_bytes, options_.prefetch_bytes, options_.timeout_us}) {}

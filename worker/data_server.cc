@@ -8,11 +8,15 @@
 
 #include "communicator.h"
 #include "data_frames.h"
+#include "hmpmd/protocol/data_auth.h"
 
 namespace hmpmd::worker {
 namespace {
 
 constexpr int kPollMs = 20;  // how soon Stop() is noticed
+// How long a connection made before the worker's first token waits for it
+// (registration takes milliseconds; a longer wait only delays Stop()).
+constexpr int64_t kFirstTokenWaitUs = 2'000'000;
 
 // What a peer sends here: fetch requests and take-reads (one header frame
 // of sizeof(DataHeader) bytes) and collective frames (a header and a
@@ -44,15 +48,21 @@ void ReleaseOutputs(void*, void* hint) {
 
 }  // namespace
 
-DataServer::DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox,
-                       const DataTokens* tokens, spdlog::logger* log)
-    : ctx_(ctx), store_(store), inbox_(inbox), tokens_(tokens), log_(log) {}
+DataServer::DataServer(ObjectStore* store, CollectiveInbox* inbox, const DataTokens* tokens,
+                       spdlog::logger* log)
+    : store_(store),
+      inbox_(inbox),
+      tokens_(tokens),
+      log_(log),
+      zap_(&ctx_, [this](const ZapRequest& r) { return Admit(r); }) {}
 
 DataServer::~DataServer() { Stop(); }
 
 Status DataServer::Bind(const std::string& host) {
+  RETURN_IF_ERROR(zap_.Start());
   try {
-    socket_.emplace(*ctx_, zmq::socket_type::router);
+    socket_.emplace(ctx_, zmq::socket_type::router);
+    MakeDataServer(*socket_);
     socket_->set(zmq::sockopt::linger, 0);
     socket_->set(zmq::sockopt::rcvhwm, 0);
     socket_->set(zmq::sockopt::sndhwm, 0);
@@ -175,6 +185,24 @@ void DataServer::Refused(const DataHeader& h) {
   if (!LogCount(count)) return;
   log_->warn("data socket {}: refused a message with op {} and a wrong data token ({} so far)",
              endpoint_, h.op, count);
+}
+
+bool DataServer::Admit(const ZapRequest& r) {
+  // A worker binds before it registers, and peers may connect (a gang's
+  // first frames) before its registration ack has brought the token: the
+  // answer waits for it, a while, rather than refuse (a refused peer's
+  // socket gives up for good, as ZeroMQ does after a refusal).
+  (void)tokens_->WaitForFirst(kFirstTokenWaitUs);
+  // The domain is always ours: this context has no other server socket.
+  if (tokens_->Accepts(DataTokenOf(r))) return true;
+  // The handler counts the refusal once this returns.
+  const uint64_t count = zap_.refused() + 1;
+  if (LogCount(count)) {
+    // Not endpoint_: Bind() may still be writing it.
+    log_->warn("data socket: refused a connection from {} with a wrong data token ({} so far)",
+               r.address, count);
+  }
+  return false;
 }
 
 void DataServer::Malformed(const std::string& why) {

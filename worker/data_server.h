@@ -5,16 +5,26 @@
 // Replies to fetches are zero-copy: each buffer frame points into the
 // stored outputs, which a shared_ptr keeps alive until ZeroMQ has sent it.
 //
-// Only frames whose header carries a token `tokens` accepts are served. A
-// fetch with another token is answered with a fetch error that starts with
-// kWrongDataTokenMessage (the fetcher fails at once, with PermissionDenied);
-// take-reads and collective frames with another token are dropped. Refused
-// and malformed messages are counted and logged at the 1st, 2nd, 4th,
-// 8th... of each, never one line per frame. ZeroMQ drops a connection
-// that sends a frame over kMaxFrameBytes before allocating it.
+// Peers are authenticated when they connect (data_auth.h): the socket is a
+// PLAIN server whose ZAP handler lets in only a peer whose password is a
+// token `tokens` accepts at that moment, so a peer without one never sends
+// a frame (not even one message of endless frames, which libzmq would
+// buffer whole before the server reads its header). The socket and its
+// handler live in a context of the server's own (one handler per context).
+// As a second line, only frames whose header carries a token `tokens`
+// accepts are served (a connection let in with the previous token outlives
+// a further change of tokens). A fetch with another token is answered with
+// a fetch error that starts with kWrongDataTokenMessage (the fetcher fails
+// at once, with PermissionDenied); take-reads and collective frames with
+// another token are dropped. Refused and malformed messages are counted and
+// logged at the 1st, 2nd, 4th, 8th... of each, never one line per frame.
+// ZeroMQ drops a connection that sends a frame over kMaxFrameBytes before
+// allocating it.
 //
 // Thread-safety: Bind() and Stop() belong to the owner's thread; the socket
-// belongs to the server thread once Bind() has started it.
+// belongs to the server thread once Bind() has started it; the ZAP
+// handler's thread runs Admit() (it reads `tokens`, which is thread-safe,
+// so a rotation is seen by the next connection).
 #pragma once
 
 #include <spdlog/logger.h>
@@ -29,6 +39,7 @@
 #include "data_frames.h"
 #include "data_tokens.h"
 #include "hmpmd/protocol/status.h"
+#include "hmpmd/protocol/zap_handler.h"
 #include "object_store.h"
 
 namespace hmpmd::worker {
@@ -40,8 +51,8 @@ class DataServer {
   static constexpr int64_t kMaxFrameBytes = int64_t{2} << 20;
 
   // Every pointer must outlive the server.
-  DataServer(zmq::context_t* ctx, ObjectStore* store, CollectiveInbox* inbox,
-             const DataTokens* tokens, spdlog::logger* log);
+  DataServer(ObjectStore* store, CollectiveInbox* inbox, const DataTokens* tokens,
+             spdlog::logger* log);
   ~DataServer();
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;
@@ -53,8 +64,10 @@ class DataServer {
   // Joins the thread. Idempotent.
   void Stop();
 
-  // Messages dropped or answered with an error for a wrong token, and
-  // those dropped as malformed (for tests and logs; any thread).
+  // Connections refused for a wrong (or no) token, messages dropped or
+  // answered with an error for a wrong token, and those dropped as
+  // malformed (for tests and logs; any thread).
+  uint64_t refused_connections() const { return zap_.refused(); }
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   uint64_t malformed() const { return malformed_.load(std::memory_order_relaxed); }
 
@@ -64,13 +77,17 @@ class DataServer {
   // Counts (and now and then logs) a message refused for its token, or
   // one dropped as malformed.
   void Refused(const DataHeader& h);
+  // Runs on the ZAP handler's thread: true when `r` presents an accepted
+  // token; logs refusals as Refused does.
+  bool Admit(const ZapRequest& r);
   void Malformed(const std::string& why);
 
-  zmq::context_t* const ctx_;
+  zmq::context_t ctx_{1};  // the socket's and the ZAP handler's alone
   ObjectStore* const store_;
   CollectiveInbox* const inbox_;
   const DataTokens* const tokens_;
   spdlog::logger* const log_;
+  ZapHandler zap_;
   std::optional<zmq::socket_t> socket_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};

@@ -30,6 +30,16 @@ class DataTokens {
     if (token == current_) return;
     previous_ = current_;
     current_ = token;
+    set_.SignalAll();
+  }
+  // Waits up to `timeout_us` for the first Set(); false when there is
+  // still no token.
+  bool WaitForFirst(int64_t timeout_us) const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    while (current_.empty()) {
+      if (!set_.WaitForUs(&mu_, timeout_us)) break;
+    }
+    return !current_.empty();
   }
   // The token requests carry (empty before the first Set()).
   DataToken current() const EXCLUDES(mu_) {
@@ -47,6 +57,7 @@ class DataTokens {
 
  private:
   mutable Mutex mu_;
+  mutable CondVar set_;  // signalled by Set()
   DataToken current_ GUARDED_BY(mu_);
   DataToken previous_ GUARDED_BY(mu_);
 };

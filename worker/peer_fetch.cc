@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "data_frames.h"
+#include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/worker/fetch.h"
 
 namespace hmpmd::worker {
 
 struct PeerConnections::Connection {
   std::string endpoint;
+  DataToken token;       // the one it was let in with
   zmq::socket_t socket;  // DEALER to the producer's data socket
   zmq::socket_t events;  // its monitor: disconnects (closed first, declared last)
 };
@@ -25,36 +27,38 @@ using Connection = PeerConnections::Connection;
 // How long a fetch waits to connect to the peer (loopback or LAN: far less).
 constexpr int64_t kConnectTimeoutMs = 3000;
 
-// Names each connection's monitor endpoint apart.
-std::atomic<uint64_t> monitor_seq{0};
-
 std::string What(const std::string& endpoint, JobId job, uint32_t run) {
   return "fetch of job " + std::to_string(job) + " run " + std::to_string(run) + " from " +
          endpoint;
 }
 
-// A DEALER connected to `endpoint`, with a monitor of its disconnects.
-// Throws zmq::error_t.
-std::unique_ptr<Connection> Open(zmq::context_t* ctx, const std::string& endpoint) {
+// A DEALER connected to `endpoint` with `token`, its handshake done, with a
+// monitor of its disconnects. PermissionDenied when the peer refuses the
+// token, Unavailable when no handshake is done within the connect timeout
+// (or `timeout_us`, the sooner). Throws zmq::error_t.
+Result<std::unique_ptr<Connection>> Open(zmq::context_t* ctx, const std::string& endpoint,
+                                         const DataToken& token, int64_t timeout_us, JobId job,
+                                         uint32_t run) {
   auto c = std::make_unique<Connection>();
   c->endpoint = endpoint;
+  c->token = token;
   c->socket = zmq::socket_t(*ctx, zmq::socket_type::dealer);
   c->socket.set(zmq::sockopt::linger, 0);
   c->socket.set(zmq::sockopt::rcvhwm, 0);
-  // The request waits for a connection, not for the whole timeout: a dead
+  SetDataCredentials(c->socket, token);
+  // A request waits for the handshake, not for the whole timeout: a dead
   // peer (connection refused, retried forever by ZeroMQ) fails the fetch
-  // within kConnectTimeoutMs, and the controller rebuilds the input.
+  // within kConnectTimeoutMs, and the controller rebuilds the input; one
+  // that refuses the token fails it at once (ZeroMQ alone would retry
+  // silently).
   c->socket.set(zmq::sockopt::immediate, 1);
   // A peer that dies after taking the request closes the connection: the
   // monitor reports it, and the fetch fails then instead of at the timeout.
-  const std::string monitor = "inproc://hmpmd-fetch-" + std::to_string(monitor_seq++);
-  if (zmq_socket_monitor(c->socket.handle(), monitor.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
-    throw zmq::error_t();
-  }
-  c->events = zmq::socket_t(*ctx, zmq::socket_type::pair);
-  c->events.set(zmq::sockopt::linger, 0);
-  c->events.connect(monitor);
+  c->events = MonitorHandshakes(*ctx, c->socket, ZMQ_EVENT_DISCONNECTED);
   c->socket.connect(endpoint);
+  RETURN_IF_ERROR(
+      AwaitDataHandshake(c->events, std::min<int64_t>(kConnectTimeoutMs, (timeout_us + 999) / 1000),
+                         What(endpoint, job, run)));
   return c;
 }
 
@@ -118,7 +122,8 @@ Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoin
                                  const DataToken& token, JobId job, uint32_t run,
                                  int64_t timeout_us) {
   try {
-    std::unique_ptr<Connection> c = Open(ctx, endpoint);
+    ASSIGN_OR_RETURN(std::unique_ptr<Connection> c,
+                     Open(ctx, endpoint, token, timeout_us, job, run));
     bool clean = false;
     return Exchange(*c, token, job, run, timeout_us, DataOp::kFetch, &clean);
   } catch (const zmq::error_t& e) {
@@ -131,7 +136,8 @@ PeerConnections::PeerConnections(zmq::context_t* ctx, const DataTokens* tokens, 
 
 PeerConnections::~PeerConnections() { Clear(); }
 
-std::unique_ptr<Connection> PeerConnections::Take(const std::string& endpoint) {
+std::unique_ptr<Connection> PeerConnections::Take(const std::string& endpoint,
+                                                  const DataToken& token) {
   for (;;) {
     std::unique_ptr<Connection> c;
     {
@@ -145,7 +151,9 @@ std::unique_ptr<Connection> PeerConnections::Take(const std::string& endpoint) {
       }
       if (c == nullptr) return nullptr;
     }
-    if (StillConnected(*c)) {
+    // One let in with an older token would be refused if ZeroMQ ever
+    // reconnected it, and its requests carry the current one: closed.
+    if (c->token == token && StillConnected(*c)) {
       MutexLock lock(&mu_);
       ++stats_.reused;
       return c;
@@ -169,14 +177,21 @@ void PeerConnections::Keep(std::unique_ptr<Connection> c) {
 Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job, uint32_t run,
                                           int64_t timeout_us, bool peek) {
   try {
-    std::unique_ptr<Connection> c = Take(endpoint);
+    const DataToken token = tokens_->current();
+    std::unique_ptr<Connection> c = Take(endpoint, token);
     if (c == nullptr) {
-      c = Open(ctx_, endpoint);
+      Result<std::unique_ptr<Connection>> opened =
+          Open(ctx_, endpoint, token, timeout_us, job, run);
       MutexLock lock(&mu_);
+      if (!opened.ok()) {
+        ++stats_.closed;
+        return opened.status();
+      }
+      c = std::move(*opened);
       ++stats_.opened;
     }
     bool clean = false;
-    Result<BufferList> out = Exchange(*c, tokens_->current(), job, run, timeout_us,
+    Result<BufferList> out = Exchange(*c, token, job, run, timeout_us,
                                       peek ? DataOp::kFetchPeek : DataOp::kFetch, &clean);
     if (clean) {
       Keep(std::move(c));
@@ -205,21 +220,28 @@ Status PeerConnections::TakeRead(const std::string& endpoint, JobId job, uint32_
   MutexLock lock(&mu_);
   try {
     auto it = std::find_if(readers_.begin(), readers_.end(),
-                           [&](const auto& r) { return r.first == endpoint; });
+                           [&](const Reader& r) { return r.endpoint == endpoint; });
+    if (it != readers_.end() && it->token != h.token) {
+      // Let in with an older token: one with the current one replaces it.
+      evicted.emplace(std::move(it->socket));
+      readers_.erase(it);
+      it = readers_.end();
+    }
     if (it != readers_.end()) {
       // The most recently used last.
       std::rotate(it, it + 1, readers_.end());
     } else {
       zmq::socket_t s(*ctx_, zmq::socket_type::dealer);
       s.set(zmq::sockopt::linger, 100);  // a stopping worker waits no longer
+      SetDataCredentials(s, h.token);
       s.connect(endpoint);
-      readers_.emplace_back(endpoint, std::move(s));
+      readers_.push_back(Reader{endpoint, h.token, std::move(s)});
       if (readers_.size() > max_idle_) {
-        evicted.emplace(std::move(readers_.front().second));
+        if (!evicted) evicted.emplace(std::move(readers_.front().socket));
         readers_.pop_front();
       }
     }
-    if (!readers_.back().second.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::dontwait)) {
+    if (!readers_.back().socket.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::dontwait)) {
       return Status::Unavailable(what + ": too many requests queued for an unreachable peer");
     }
     return Status::Ok();
@@ -237,7 +259,7 @@ PeerConnections::Stats PeerConnections::stats() const {
 
 void PeerConnections::Clear() {
   std::deque<std::unique_ptr<Connection>> closing;
-  std::deque<std::pair<std::string, zmq::socket_t>> readers;
+  std::deque<Reader> readers;
   MutexLock lock(&mu_);
   closing.swap(idle_);
   readers.swap(readers_);

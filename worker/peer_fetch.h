@@ -76,7 +76,9 @@ class PeerConnections {
   struct Connection;  // a DEALER and its disconnect monitor (peer_fetch.cc)
 
  private:
-  std::unique_ptr<Connection> Take(const std::string& endpoint) EXCLUDES(mu_);
+  // A kept connection to `endpoint` let in with `token`, if any.
+  std::unique_ptr<Connection> Take(const std::string& endpoint, const DataToken& token)
+      EXCLUDES(mu_);
   void Keep(std::unique_ptr<Connection> c) EXCLUDES(mu_);
 
   zmq::context_t* const ctx_;
@@ -85,8 +87,13 @@ class PeerConnections {
   mutable Mutex mu_;
   std::deque<std::unique_ptr<Connection>> idle_ GUARDED_BY(mu_);  // oldest first
   // TakeRead's sockets by producer endpoint, the least recently used first
-  // (at most max_idle_).
-  std::deque<std::pair<std::string, zmq::socket_t>> readers_ GUARDED_BY(mu_);
+  // (at most max_idle_), each with the token it connects with.
+  struct Reader {
+    std::string endpoint;
+    DataToken token;
+    zmq::socket_t socket;
+  };
+  std::deque<Reader> readers_ GUARDED_BY(mu_);
   Stats stats_ GUARDED_BY(mu_);
 };
 

@@ -63,11 +63,10 @@ constexpr DataToken kBenchToken{0x62656e6368, 2};
 // parent closes the pipe.
 int Producer(const Options& o, int to_parent, int from_parent) {
   spdlog::logger log("producer");
-  zmq::context_t ctx(1);
   ObjectStore store(0);
   CollectiveInbox inbox;
   DataTokens tokens(kBenchToken);
-  DataServer server(&ctx, &store, &inbox, &tokens, &log);
+  DataServer server(&store, &inbox, &tokens, &log);
   if (!server.Bind("127.0.0.1").ok()) return 10;
   for (uint32_t i = 0; i < o.tasks; ++i) {
     Buffer b;

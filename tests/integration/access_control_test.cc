@@ -13,7 +13,9 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "hmpmd/client/fetch.h"
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/worker/fetch.h"
 #include "process_cluster_fixture.h"
 
@@ -139,6 +141,31 @@ TEST_F(AccessControlTest, FetchesNeedTheDataTokenWhichTheCliGetsWithItsToken) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find("refused: wrong data token"), std::string::npos);
+  // The driver library's fetch (hmpmd submit --fetch, the Python binding)
+  // is refused the same way, not left to its time-out.
+  auto refused_driver = client::FetchOutputs(endpoint, NewDataToken(), 1, run, 60'000);
+  EXPECT_EQ(refused_driver.status().code(), StatusCode::kPermissionDenied)
+      << refused_driver.status().ToString();
+  EXPECT_NE(refused_driver.status().message().find("refused: wrong data token"), std::string::npos);
+  // A raw peer without credentials cannot even connect to the worker's
+  // data socket, so the never-ending message it sends (200 frames of 1 MiB,
+  // zero-copy from one buffer) stays in its own socket: its monitor's first
+  // handshake event is a failure.
+  {
+    static const std::string kMiB(1 << 20, 'x');
+    zmq::context_t ctx(1);
+    zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+    rogue.set(zmq::sockopt::linger, 0);
+    zmq::socket_t events = MonitorHandshakes(ctx, rogue);
+    rogue.connect(endpoint);
+    for (int i = 0; i < 200; ++i) {
+      zmq::message_t frame(const_cast<char*>(kMiB.data()), kMiB.size(), nullptr, nullptr);
+      if (!rogue.send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) break;
+    }
+    const int event = NextMonitorEvent(events, 30'000);  // within moments
+    EXPECT_NE(event, 0) << "no handshake event";
+    EXPECT_NE(event, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) << "the worker let a peer without a token in";
+  }
   auto authorised = cluster_->Call("GET", "/api/v1/jobs/1/outputs", "",
                                    {{"Authorization", std::string("Bearer ") + kToken}});
   ASSERT_TRUE(authorised.ok());

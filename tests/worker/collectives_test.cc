@@ -129,7 +129,7 @@ int Member(const Case& c, uint32_t rank, int to_parent, int from_parent) {
   ObjectStore store(0);
   CollectiveInbox inbox;
   DataTokens tokens(kTestDataToken);
-  DataServer server(&ctx, &store, &inbox, &tokens, &log);
+  DataServer server(&store, &inbox, &tokens, &log);
   if (!server.Bind("127.0.0.1").ok()) return 10;
   const std::string mine = server.endpoint() + "\n";
   if (::write(to_parent, mine.data(), mine.size()) != static_cast<ssize_t>(mine.size())) return 11;
@@ -303,7 +303,7 @@ class CommunicatorTest : public ::testing::Test {
   ObjectStore store{0};
   CollectiveInbox inbox;
   DataTokens tokens{kTestDataToken};
-  DataServer server{&ctx, &store, &inbox, &tokens, &log};
+  DataServer server{&store, &inbox, &tokens, &log};
 };
 
 TEST_F(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
@@ -386,7 +386,7 @@ TEST_F(CommunicatorTest, ACancelledTaskStopsWaitingForAMissingMember) {
 
 // A member of its own in this process: data server, inbox and store.
 struct Node {
-  explicit Node(zmq::context_t* ctx) : server(ctx, &store, &inbox, &tokens, &log) {}
+  Node() : server(&store, &inbox, &tokens, &log) {}
   spdlog::logger log{"node"};
   ObjectStore store{0};
   CollectiveInbox inbox;
@@ -406,7 +406,7 @@ TEST(CommunicatorSizeTest, AMemberWithAnotherSizeFailsItsNeighboursAtOnce) {
     std::vector<std::unique_ptr<Node>> nodes;
     std::vector<std::string> endpoints;
     for (int i = 0; i < 3; ++i) {
-      nodes.push_back(std::make_unique<Node>(&ctx));
+      nodes.push_back(std::make_unique<Node>());
       ASSERT_TRUE(nodes.back()->server.Bind("127.0.0.1").ok());
       endpoints.push_back(nodes.back()->server.endpoint());
     }

@@ -13,6 +13,8 @@
 #include "data_server.h"
 #include "data_tokens.h"
 #include "hmpmd/protocol/buffer.h"
+#include "hmpmd/protocol/data_auth.h"
+#include "hmpmd/protocol/zap_handler.h"
 #include "object_store.h"
 #include "test_data_token.h"
 
@@ -48,14 +50,33 @@ inline ::testing::AssertionResult SameValues(const Buffer& got, size_t n, uint32
 // A worker's data socket with its own store, bound on 127.0.0.1; it
 // accepts hmpmd::testing::kTestDataToken.
 struct Producer {
-  explicit Producer(zmq::context_t* ctx) : server(ctx, &store, &inbox, &tokens, &log) {
-    EXPECT_TRUE(server.Bind("127.0.0.1").ok());
-  }
+  Producer() : server(&store, &inbox, &tokens, &log) { EXPECT_TRUE(server.Bind("127.0.0.1").ok()); }
   spdlog::logger log{"producer"};
   ObjectStore store{0};
   CollectiveInbox inbox;
   DataTokens tokens{hmpmd::testing::kTestDataToken};
   DataServer server;
 };
+
+// Lets every peer into the PLAIN server sockets of `ctx`: raw ROUTERs that
+// stand in for data sockets (made so with MakeFakeDataSocket) take the
+// credentials peers present. Declare it after `ctx`, before the sockets.
+struct AdmitAll {
+  explicit AdmitAll(zmq::context_t* ctx) : zap(ctx, [](const ZapRequest&) { return true; }) {
+    EXPECT_TRUE(zap.Start().ok());
+  }
+  ZapHandler zap;
+};
+
+// Makes a raw ROUTER (before it binds) one that peers connect to as to a
+// data socket; its context needs an AdmitAll.
+inline void MakeFakeDataSocket(zmq::socket_t& router) { MakeDataServer(router); }
+
+// Makes a raw DEALER (before it connects) one that a data socket lets in:
+// it presents `token`.
+inline void PresentToken(zmq::socket_t& dealer,
+                         const DataToken& token = hmpmd::testing::kTestDataToken) {
+  SetDataCredentials(dealer, token);
+}
 
 }  // namespace hmpmd::worker::testing

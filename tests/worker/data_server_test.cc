@@ -12,6 +12,7 @@
 #include "data_frames.h"
 #include "data_producer.h"
 #include "data_tokens.h"
+#include "hmpmd/protocol/data_auth.h"
 #include "peer_fetch.h"
 #include "test_data_token.h"
 
@@ -29,10 +30,11 @@ constexpr uint32_t kSyncRun = 1000;  // kept: fetched by Sync() at will
 
 class DataServerTokenTest : public ::testing::Test {
  protected:
-  DataServerTokenTest() : producer_(&ctx_), dealer_(ctx_, zmq::socket_type::dealer) {
+  DataServerTokenTest() : producer_(), dealer_(ctx_, zmq::socket_type::dealer) {
     EXPECT_TRUE(producer_.store.Put(kJob, kSyncRun, {Values(16, 99)}, 0).ok());
     dealer_.set(zmq::sockopt::linger, 0);
     dealer_.set(zmq::sockopt::rcvtimeo, 10'000);
+    testing::PresentToken(dealer_);
     dealer_.connect(producer_.server.endpoint());
   }
 
@@ -82,12 +84,107 @@ TEST_F(DataServerTokenTest, AFetchWithAWrongTokenIsRefusedSayingSoAndARightOneIs
   // No token at all is refused the same way.
   Result<BufferList> none = FetchFromPeer(&ctx_, endpoint, DataToken{}, kJob, 3, 10'000'000);
   EXPECT_EQ(none.status().code(), StatusCode::kPermissionDenied) << none.status().ToString();
-  EXPECT_EQ(producer_.server.refused(), 2u);
+  // Both were refused in the handshake: not one frame came through.
+  EXPECT_GE(producer_.server.refused_connections(), 2u);
+  EXPECT_EQ(producer_.server.refused(), 0u);
   // The refused fetches counted no read: the one read is still there.
   Result<BufferList> got = FetchFromPeer(&ctx_, endpoint, kTestDataToken, kJob, 3, 10'000'000);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(SameValues((*got)[0], 500, 3));
   EXPECT_EQ(producer_.store.Peek(kJob, 3), nullptr) << "its one read was taken";
+}
+
+// A peer without an accepted token cannot stream an endless message (one
+// that never sends its last frame) into the worker's memory: libzmq would
+// buffer it whole before the server read a header, but the handshake
+// refuses the peer first, so nothing it sends leaves its own socket. The
+// attacker's monitor tells: its first handshake event is a failure, never
+// a success. Bounded: 200 frames of 1 MiB, sent zero-copy from one buffer.
+TEST_F(DataServerTokenTest, APeerWithoutTheTokenCannotConnectToStreamAnEndlessMessage) {
+  static const std::string kMiB(1 << 20, 'x');
+  struct Attacker {
+    const char* name;
+    bool plain;  // PLAIN credentials (else none: the NULL mechanism)
+    DataToken token;
+  };
+  const Attacker attackers[] = {
+      {"no credentials", false, {}},
+      {"a wrong token", true, kOtherDataToken},
+      {"the empty token", true, DataToken{}},
+  };
+  for (const Attacker& a : attackers) {
+    SCOPED_TRACE(a.name);
+    zmq::socket_t attacker(ctx_, zmq::socket_type::dealer);
+    attacker.set(zmq::sockopt::linger, 0);
+    if (a.plain) SetDataCredentials(attacker, a.token);
+    zmq::socket_t events = MonitorHandshakes(ctx_, attacker);
+    attacker.connect(producer_.server.endpoint());
+    DataHeader h;
+    h.op = static_cast<uint8_t>(DataOp::kCollective);
+    h.key = 0x66;
+    h.token = a.token;
+    ASSERT_TRUE(attacker.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::sndmore));
+    for (int i = 0; i < 200; ++i) {
+      zmq::message_t frame(const_cast<char*>(kMiB.data()), kMiB.size(), nullptr, nullptr);
+      // Queued here, or refused (EAGAIN) once the queue is full: never sent.
+      if (!attacker.send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) break;
+    }
+    // The first handshake event, which comes within moments; 30 s only
+    // bounds a broken run.
+    const int event = NextMonitorEvent(events, 30'000);
+    EXPECT_NE(event, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) << "the data socket let the attacker in";
+    EXPECT_TRUE(event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        << "event " << event << ", not a failed handshake";
+  }
+  // The server is unharmed and served no frame of theirs.
+  Sync();
+  EXPECT_EQ(producer_.inbox.queued(), 0u);
+  EXPECT_EQ(producer_.server.refused(), 0u);
+  EXPECT_GE(producer_.server.refused_connections(), 2u) << "the PLAIN attackers were not refused";
+}
+
+// Connections are let in with the current or the previous token, as frames
+// are: a rotation does not break peers that still hold the old one, and a
+// second rotation shuts it out at connect time, with PermissionDenied.
+TEST_F(DataServerTokenTest, ThePreviousTokenConnectsAfterARotationAndNotAfterTwo) {
+  ASSERT_TRUE(producer_.store.Put(kJob, 6, {Values(32, 6)}, 0).ok());
+  const std::string endpoint = producer_.server.endpoint();
+  producer_.tokens.Set(kOtherDataToken);
+  Result<BufferList> old_token =
+      FetchFromPeer(&ctx_, endpoint, kTestDataToken, kJob, 6, 10'000'000);
+  ASSERT_TRUE(old_token.ok()) << old_token.status().ToString();
+  EXPECT_TRUE(SameValues((*old_token)[0], 32, 6));
+  Result<BufferList> new_token =
+      FetchFromPeer(&ctx_, endpoint, kOtherDataToken, kJob, 6, 10'000'000);
+  ASSERT_TRUE(new_token.ok()) << new_token.status().ToString();
+  producer_.tokens.Set(DataToken{3, 3});
+  Result<BufferList> stale = FetchFromPeer(&ctx_, endpoint, kTestDataToken, kJob, 6, 10'000'000);
+  EXPECT_EQ(stale.status().code(), StatusCode::kPermissionDenied) << stale.status().ToString();
+  EXPECT_NE(stale.status().message().find("refused: wrong data token"), std::string::npos)
+      << stale.status().message();
+  // Kept connections follow the rotation: one let in with an older token is
+  // not reused, and a fresh one with the current token is opened.
+  DataTokens mine(kOtherDataToken);
+  PeerConnections connections(&ctx_, &mine);
+  ASSERT_TRUE(connections.Fetch(endpoint, kJob, 6, 10'000'000, /*peek=*/true).ok());
+  mine.Set(DataToken{3, 3});
+  Result<BufferList> after = connections.Fetch(endpoint, kJob, 6, 10'000'000, /*peek=*/true);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(connections.stats().opened, 2u);
+  EXPECT_EQ(connections.stats().reused, 0u);
+}
+
+// A kept-connection fetch (as workers fetch inputs) with a wrong token
+// fails with PermissionDenied from the handshake, and keeps nothing.
+TEST_F(DataServerTokenTest, AKeptConnectionFetchWithAWrongTokenIsPermissionDenied) {
+  DataTokens wrong(kOtherDataToken);
+  PeerConnections connections(&ctx_, &wrong);
+  Result<BufferList> got =
+      connections.Fetch(producer_.server.endpoint(), kJob, kSyncRun, 60'000'000, /*peek=*/true);
+  EXPECT_EQ(got.status().code(), StatusCode::kPermissionDenied) << got.status().ToString();
+  EXPECT_EQ(connections.stats().idle, 0u);
 }
 
 TEST_F(DataServerTokenTest, ATakeReadWithAWrongTokenLeavesTheOutputsReads) {

@@ -43,7 +43,7 @@ size_t ElementsOf(uint32_t run) {
 
 TEST(PeerConnectionsTest, ConcurrentFetchesShareConnectionsAndGetTheirOwnOutputs) {
   zmq::context_t ctx(1);
-  Producer a(&ctx), b(&ctx);
+  Producer a, b;
   constexpr uint32_t kRuns = 12;
   for (uint32_t run = 0; run < kRuns; ++run) {
     // Kept (0 reads): every fetch reads them again.
@@ -91,7 +91,7 @@ TEST(PeerConnectionsTest, AProducerGoneBetweenFetchesFailsTheNextOneAndIsNotKept
   zmq::context_t ctx(1);
   DataTokens tokens(kTestDataToken);
   PeerConnections connections(&ctx, &tokens);
-  auto producer = std::make_unique<Producer>(&ctx);
+  auto producer = std::make_unique<Producer>();
   ASSERT_TRUE(producer->store.Put(kJob, 3, {Values(500, 3)}, 0).ok());
   const std::string endpoint = producer->server.endpoint();
   Result<BufferList> first = connections.Fetch(endpoint, kJob, 3, 2'000'000);
@@ -112,8 +112,10 @@ TEST(PeerConnectionsTest, APeerThatDiesMidFetchFailsItAtOnce) {
   zmq::context_t ctx(1);
   DataTokens tokens(kTestDataToken);
   PeerConnections connections(&ctx, &tokens);
+  testing::AdmitAll admit(&ctx);
   auto router = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::router);
   router->set(zmq::sockopt::linger, 0);
+  testing::MakeFakeDataSocket(*router);
   router->bind("tcp://127.0.0.1:*");
   const std::string endpoint = router->get(zmq::sockopt::last_endpoint);
   Result<BufferList> got = Status::Internal("not run");
@@ -138,14 +140,16 @@ TEST(PeerConnectionsTest, AnInputWhoseProducerDiesMidFetchIsReportedLost) {
   DataPlane plane(DataPlaneOptions{"127.0.0.1", 0, 60'000'000, 1 << 20}, &log);
   plane.SetDataToken(kTestDataToken);
   ASSERT_TRUE(plane.Start().ok());
-  Producer fine(&ctx);
+  Producer fine;
   ASSERT_TRUE(fine.store.Put(kJob, 1, {Values(64, 1)}, 0).ok());
   // The same producer served a fetch before: its connection is kept.
   Result<InputSet> warm =
       plane.GatherInputs(kJob, {InputRef{1, fine.server.endpoint(), 64 * sizeof(float)}});
   ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  testing::AdmitAll admit(&ctx);
   auto router = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::router);
   router->set(zmq::sockopt::linger, 0);
+  testing::MakeFakeDataSocket(*router);
   router->bind("tcp://127.0.0.1:*");
   const InputRef dying{2, router->get(zmq::sockopt::last_endpoint), 4096};
   const InputRef kept{1, fine.server.endpoint(), 64 * sizeof(float)};
@@ -208,12 +212,13 @@ TEST(FetchReplyTest, ABufferMayComeInOneFrameOrInChunks) {
 
 TEST(FetchReplyTest, AWorkerSendsALargeBufferInChunks) {
   zmq::context_t ctx(1);
-  Producer producer(&ctx);
+  Producer producer;
   const size_t n = ElementsOf(0);  // 3 MiB and 20 bytes
   ASSERT_TRUE(producer.store.Put(kJob, 0, {Values(n, 7), Buffer{}}, 0).ok());
   zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
   dealer.set(zmq::sockopt::rcvtimeo, 10'000);
+  testing::PresentToken(dealer);
   dealer.connect(producer.server.endpoint());
   DataHeader h;
   h.op = static_cast<uint8_t>(DataOp::kFetch);

@@ -55,11 +55,13 @@ TEST(InputFetcherTest, FetchesFromEveryProducerAtOnce) {
   // Three producers that answer only once all three requests are in: a
   // fetcher that asked one after another would never get an answer.
   zmq::context_t ctx(1);
+  testing::AdmitAll admit(&ctx);
   std::vector<zmq::socket_t> routers;
   std::vector<InputRef> inputs;
   for (uint32_t i = 0; i < 3; ++i) {
     routers.emplace_back(ctx, zmq::socket_type::router);
     routers.back().set(zmq::sockopt::linger, 0);
+    testing::MakeFakeDataSocket(routers.back());
     routers.back().bind("tcp://127.0.0.1:*");
     inputs.push_back(
         InputRef{10 + i, routers.back().get(zmq::sockopt::last_endpoint), 256 * sizeof(float)});
@@ -114,7 +116,7 @@ TEST(InputFetcherTest, FetchesFromEveryProducerAtOnce) {
 
 TEST(InputFetcherTest, ADroppedTaskFreesWhatWasFetchedAhead) {
   zmq::context_t ctx(1);
-  Producer producer(&ctx);
+  Producer producer;
   const InputRef in = Keep(producer, 3, 4096, 3);
   ObjectStore mine(0);
   DataTokens tokens(kTestDataToken);
@@ -141,8 +143,10 @@ TEST(InputFetcherTest, ADroppedTaskFreesWhatWasFetchedAhead) {
 
 TEST(InputFetcherTest, AFetchInFlightOfADroppedTaskIsFreedWhenItReturns) {
   zmq::context_t ctx(1);
+  testing::AdmitAll admit(&ctx);
   zmq::socket_t silent(ctx, zmq::socket_type::router);  // takes the request, answers late
   silent.set(zmq::sockopt::linger, 0);
+  testing::MakeFakeDataSocket(silent);
   silent.bind("tcp://127.0.0.1:*");
   const InputRef in{4, silent.get(zmq::sockopt::last_endpoint), 1024};
   ObjectStore mine(0);
@@ -173,7 +177,7 @@ TEST(InputFetcherTest, AFetchInFlightOfADroppedTaskIsFreedWhenItReturns) {
 
 TEST(InputFetcherTest, NothingIsFetchedAheadWithAZeroBudget) {
   zmq::context_t ctx(1);
-  Producer producer(&ctx);
+  Producer producer;
   const InputRef in = Keep(producer, 3, 512, 3);
   ObjectStore mine(0);
   DataTokens tokens(kTestDataToken);
@@ -192,7 +196,7 @@ TEST(InputFetcherTest, NothingIsFetchedAheadWithAZeroBudget) {
 
 class DataPlaneInputsTest : public ::testing::Test {
  protected:
-  DataPlaneInputsTest() : producer_(&ctx_) {}
+  DataPlaneInputsTest() = default;
   void SetUp() override {
     plane_.SetDataToken(kTestDataToken);
     ASSERT_TRUE(plane_.Start().ok());

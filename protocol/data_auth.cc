@@ -1,0 +1,78 @@
+#include "hmpmd/protocol/data_auth.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include "hmpmd/protocol/data_frames.h"
+
+namespace hmpmd {
+namespace {
+
+// Names each monitor's inproc endpoint apart.
+std::atomic<uint64_t> monitor_seq{0};
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void SetDataCredentials(zmq::socket_t& s, const DataToken& token) {
+  s.set(zmq::sockopt::plain_username, kDataPlainUser);
+  s.set(zmq::sockopt::plain_password, DataTokenHex(token));
+}
+
+void MakeDataServer(zmq::socket_t& s) {
+  s.set(zmq::sockopt::plain_server, 1);
+  s.set(zmq::sockopt::zap_domain, kDataZapDomain);
+}
+
+DataToken DataTokenOf(const ZapRequest& r) {
+  if (r.mechanism != "PLAIN" || r.credentials.size() != 2) return {};
+  Result<DataToken> t = ParseDataToken(r.credentials[1]);
+  return t.ok() ? *t : DataToken{};
+}
+
+zmq::socket_t MonitorHandshakes(zmq::context_t& ctx, zmq::socket_t& s, int extra) {
+  const std::string endpoint = "inproc://hmpmd-handshakes-" + std::to_string(monitor_seq++);
+  if (zmq_socket_monitor(s.handle(), endpoint.c_str(), kHandshakeEvents | extra) != 0) {
+    throw zmq::error_t();
+  }
+  zmq::socket_t monitor(ctx, zmq::socket_type::pair);
+  monitor.set(zmq::sockopt::linger, 0);
+  monitor.connect(endpoint);
+  return monitor;
+}
+
+int NextMonitorEvent(zmq::socket_t& monitor, int64_t timeout_ms) {
+  zmq::pollitem_t item{monitor.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return 0;
+  // Two frames: 2 bytes of event and 4 of value, then the endpoint.
+  zmq::message_t head, endpoint;
+  if (!monitor.recv(head, zmq::recv_flags::dontwait)) return 0;
+  if (head.more()) (void)monitor.recv(endpoint);
+  if (head.size() < sizeof(uint16_t)) return 0;
+  uint16_t event = 0;
+  std::memcpy(&event, head.data(), sizeof(event));
+  return event;
+}
+
+Status AwaitDataHandshake(zmq::socket_t& monitor, int64_t timeout_ms, const std::string& what) {
+  const int64_t deadline = NowMs() + timeout_ms;
+  for (;;) {
+    const int64_t left = deadline - NowMs();
+    if (left < 0) break;
+    const int event = NextMonitorEvent(monitor, left);
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) return Status::Ok();
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      return Status::PermissionDenied(what + ": " + std::string(kWrongDataTokenMessage));
+    }
+  }
+  return Status::Unavailable(what + ": cannot connect within " + std::to_string(timeout_ms) +
+                             " ms");
+}
+
+}  // namespace hmpmd
