@@ -2,6 +2,13 @@
 // session grows) and following pool changes (rule 3; see device_share.h).
 // Placement and task events are in device_share.cc, moves between sets in
 // device_share_lend.cc.
+//
+// Rule 6 (beside device_share.h's 1-5): kernels. Rule 1 takes first the
+// devices that run every kernel of the set's tasks (weighing more than a
+// store cap or any core kind); a set left empty takes a free device that
+// runs them where one is alive, and a set left on a device without them
+// moves to a device that joins with them. A set on a worker without its
+// kernel waited for ever, cores idle.
 #include <algorithm>
 
 #include "hmpmd/scheduler/device_share.h"
@@ -12,6 +19,25 @@ namespace hmpmd {
 namespace {
 
 constexpr DeviceId kNoDevice = UINT32_MAX;
+
+// The kernels of each sub-model's tasks (interned ids, each once).
+std::vector<std::vector<uint32_t>> KernelsBySubmodel(const JobRun& run) {
+  const JobGraph& g = *run.graph;
+  std::vector<std::vector<uint32_t>> out(g.spec().submodels.size());
+  for (uint32_t i = 0; i < g.size() && i < run.kernel_ids.size(); ++i) {
+    std::vector<uint32_t>& ks = out[g.task(i).submodel];
+    if (std::find(ks.begin(), ks.end(), run.kernel_ids[i]) == ks.end()) {
+      ks.push_back(run.kernel_ids[i]);
+    }
+  }
+  return out;
+}
+
+// Rule 6: whether `d` runs every kernel of the set.
+bool RunsAll(const ResourcePool& pool, DeviceId d, const std::vector<uint32_t>& kernels) {
+  return std::all_of(kernels.begin(), kernels.end(),
+                     [&](uint32_t k) { return pool.Supports(d, k); });
+}
 
 // Free devices grouped by node, for choosing sets that span few nodes.
 struct NodeFree {
@@ -165,7 +191,9 @@ std::vector<SetShortfall> DeviceShare::Shortfalls(JobId job) const {
   for (uint32_t s = 0; s < it->second.sets.size(); ++s) {
     const Set& set = it->second.sets[s];
     if (set.want == 0 || set.spans) continue;
-    if (set.granted < set.want || set.shared > 0) {
+    // Short: fewer devices than asked, or fewer of its own once those shared
+    // with other sets are left out. A set a gang grew past its ask is not.
+    if (set.granted < set.want || (set.shared > 0 && set.granted - set.shared < set.want)) {
       out.push_back({s, set.want, set.granted, set.shared});
     }
   }
@@ -233,9 +261,12 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
   std::stable_sort(order.begin(), order.end(),
                    [&](uint32_t a, uint32_t b) { return js.sets[a].want > js.sets[b].want; });
   const JobId id = js.run->id;
+  const std::vector<std::vector<uint32_t>> kernels = KernelsBySubmodel(*js.run);
   std::vector<NodeFree> nodes = free_nodes(nullptr);
   for (uint32_t s : order) {
     Set& set = js.sets[s];
+    const std::vector<uint32_t> no_kernels;
+    const std::vector<uint32_t>& set_kernels = s < kernels.size() ? kernels[s] : no_kernels;
     // Rule 4: the kinds of its tasks a device lacks, its gang's kind
     // weighing more than all others together.
     auto lacks = [&](DeviceId d) {
@@ -249,6 +280,9 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
       if (set.out_bytes > ResourcePool::StoreCap(pool.device(d).desc)) {
         score += 2 * static_cast<uint32_t>(kNumCoreKinds);
       }
+      // Rule 6: a device without one of its kernels can run none of those
+      // tasks (worst of all: before, a set laid out there waited for ever).
+      if (!RunsAll(pool, d, set_kernels)) score += 4 * static_cast<uint32_t>(kNumCoreKinds);
       return score;
     };
     uint32_t target = std::min(std::max(set.want, set.floor), alive);
@@ -292,6 +326,7 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
   claims_.resize(pool.device_count(), 0);
   for (auto& [id, js] : jobs_) {
     js.moved_at.resize(pool.device_count(), kNever);
+    std::vector<std::vector<uint32_t>> kernels;  // only when needed
     // Spanning sets take every device up to their ask; of the others, the
     // one furthest below its ask takes it.
     int64_t best = -1;
@@ -299,7 +334,23 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
     for (uint32_t s = 0; s < js.sets.size(); ++s) {
       Set& set = js.sets[s];
       uint32_t target = std::max(set.want, set.floor);
-      if (set.want == 0 || set.devices.size() >= target) continue;
+      if (set.want == 0) continue;
+      if (set.devices.size() >= target) {
+        // Rule 6: a set left on a device without its kernels (none that had
+        // them was alive) moves to a new one that has them.
+        if (set.spans) continue;
+        if (kernels.empty()) kernels = KernelsBySubmodel(*js.run);
+        if (s >= kernels.size() || !RunsAll(pool, device, kernels[s])) continue;
+        auto lacking = std::find_if(set.devices.begin(), set.devices.end(),
+                                    [&](DeviceId d) { return !RunsAll(pool, d, kernels[s]); });
+        if (lacking == set.devices.end()) continue;
+        const DeviceId old_device = *lacking;
+        Insert(id, js, s, device, pool);
+        Record(id, device, kNoSubmodel, static_cast<int32_t>(s));
+        Erase(id, js, s, old_device, pool);
+        Record(id, old_device, static_cast<int32_t>(s), kNoSubmodel);
+        continue;
+      }
       if (set.spans) {
         ++set.granted;
         Insert(id, js, s, device, pool);
@@ -330,6 +381,16 @@ void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
       Record(id, device, static_cast<int32_t>(s), kNoSubmodel);
       if (set.devices.empty() && set.Backlog() > 0 && pool.alive_device_count() > 0) {
         DeviceId d = SpareDevice(js, pool);
+        // Rule 6: rather one that runs the set's kernels.
+        const std::vector<std::vector<uint32_t>> kernels = KernelsBySubmodel(*js.run);
+        if (s < kernels.size() && !RunsAll(pool, d, kernels[s])) {
+          for (DeviceId e = 0; e < pool.device_count(); ++e) {
+            if (pool.device(e).alive && RunsAll(pool, e, kernels[s])) {
+              d = e;
+              break;
+            }
+          }
+        }
         Insert(id, js, s, d, pool);
         Record(id, d, kNoSubmodel, static_cast<int32_t>(s));
       }
