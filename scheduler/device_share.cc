@@ -267,8 +267,13 @@ Placement DeviceShare::Earliest(Set& set, const TaskView& task, CoreKind kind,
   // The most recently freed core first; entries that lost capacity or left
   // the set go. Cores the task cannot use (kernel, full store) are skipped
   // for scan_limit entries, then the set's devices are looked at directly.
+  // An idle core wins over one with room in its queue: the core just given
+  // a task stays last in the list while it has room, and two independent
+  // tasks queued there one behind the other while the set's other devices
+  // idled (live, where a core queues more than one run).
   std::vector<CoreId>& list = set.free[static_cast<size_t>(kind)];
-  uint32_t skipped = 0;
+  uint32_t skipped = 0, queued_seen = 0;
+  CoreId queued_best = kNoCore;
   for (size_t i = list.size(); i-- > 0;) {
     const CoreId c = list[i];
     const DeviceId d = pool.core(c).device;
@@ -277,9 +282,18 @@ Placement DeviceShare::Earliest(Set& set, const TaskView& task, CoreKind kind,
       list.pop_back();
       continue;
     }
-    if (Usable(task, d, pool)) return Placement::Placed(c);
+    if (Usable(task, d, pool)) {
+      const ResourcePool::Core& core = pool.core(c);
+      if (core.queued == 0) return Placement::Placed(c);
+      if (queued_best == kNoCore || core.busy_until < pool.core(queued_best).busy_until) {
+        queued_best = c;
+      }
+      if (++queued_seen == options_.scan_limit) break;
+      continue;
+    }
     if (++skipped == options_.scan_limit) break;
   }
+  if (queued_best != kNoCore) return Placement::Placed(queued_best);
   if (skipped < options_.scan_limit) return Placement::RetryLater();
   CoreId best = kNoCore;
   for (DeviceId d : set.devices) {
