@@ -326,7 +326,7 @@ int SimMain(const SimArgs& a, SimSize* size) {
                                         " workloads"));
   }
   if (a.workloads.size() > 1) {
-    SimSeveralArgs s{pool, policies, {}, a.json, a.trace_file};
+    SimSeveralArgs s{pool, policies, {}, a.workloads, a.json, a.trace_file};
     uint64_t runs = 0;
     for (size_t i = 0; i < a.workloads.size(); ++i) {
       SimArgs one = a;

@@ -120,10 +120,13 @@ int SimSeveral(const SimSeveralArgs& a) {
     if (!sim.ok()) return Fail(sim.status());
     auto wall0 = std::chrono::steady_clock::now();
     std::vector<JobId> ids;
-    for (const auto& g : a.graphs) {
+    for (size_t i = 0; i < a.graphs.size(); ++i) {
+      const auto& g = a.graphs[i];
       auto id = (*sim)->Submit(g);
       if (!id.ok()) {
-        return Fail(Status::InvalidArgument(g->spec().name + ": " + id.status().message()));
+        // The file, as one workload's errors name it (specs' names may repeat).
+        const std::string& where = i < a.workloads.size() ? a.workloads[i] : g->spec().name;
+        return Fail(Status::InvalidArgument(where + ": " + id.status().message()));
       }
       ids.push_back(*id);
     }

@@ -19,6 +19,7 @@ struct SimSeveralArgs {
   PoolSpec pool;
   std::vector<std::string> policies;
   std::vector<std::shared_ptr<const JobGraph>> graphs;  // all submitted at t=0
+  std::vector<std::string> workloads;                   // as given on the command line, by graph
   bool json = false;
   std::string trace_file;  // empty: none; several policies: FILE.POLICY.json
 };

@@ -185,6 +185,14 @@ class Refusals(unittest.TestCase):
         self.assertRegex(r.stderr, r"^hmpmd: out of memory simulating .+ on 60000 devices; "
                                    r"lower --max-runs or the pool\n$")
 
+    def test_sim_of_several_workloads_names_the_file_that_is_wrong(self):
+        # It named the spec's name ("job" when it has none), not the file.
+        ok = self.file("ok.json", '{"tasks": [{"id": "a", "kernel": "noop"}]}')
+        gang = self.file("gang.json", json.dumps({"tasks": [member("a", "g"), member("b", "g")]}))
+        for args in ([gang], [ok, gang]):
+            self.refused(["sim", *args, "--devices", "1", "--policy", "hmpmd"],
+                         f"hmpmd: {gang}: tasks[0] 'a': collective.group: group 'g' has 2 members")
+
     def test_flags_are_checked_before_any_work(self):
         spec = self.file("ok.json", '{"tasks": [{"id": "a", "kernel": "noop"}]}')
         for value in ("nan", "inf", "1e308", "0"):
