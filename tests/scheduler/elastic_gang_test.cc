@@ -94,6 +94,29 @@ TEST(ElasticGang, ElasticSetsShortOfTheirAskAreReported) {
   }
 }
 
+// A gang spanning two sets of one device each grows one of them past its
+// ask; that set is not short (it read "asked 1 and got 2").
+TEST(ElasticGang, ASetAGangGrewPastItsAskIsNotReportedShort) {
+  test::SpecBuilder b;
+  b.Submodel("a", SubmodelKind::kActor, 1).Submodel("b", SubmodelKind::kLearner, 1);
+  for (const char* sm : {"a", "b"}) {
+    b.Add(test::TaskBuilder(std::string("m") + sm, "allreduce")
+              .Submodel(sm)
+              .Collective("g", "allreduce", 256));
+  }
+  SimOptions o;
+  o.pool = MakePoolSpec(3);
+  auto sim = Simulator::Create(o);
+  ASSERT_TRUE(sim.ok());
+  auto id = (*sim)->Submit(test::BuildGraph(b.Build()));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE((*sim)->Run().ok());
+  for (const SetShortfall& f : (*sim)->scheduler().job(*id)->short_sets) {
+    ADD_FAILURE() << "set " << f.submodel << " asked " << f.asked << ", got " << f.got << " ("
+                  << f.shared << " shared)";
+  }
+}
+
 // Live, a job admitted before its workers join gets each joining device on
 // the set furthest below its ask: 4 + 4 of 5 + 5, disjoint, and reported.
 TEST(ElasticGang, SetsFilledByJoiningDevicesReportWhatTheyGot) {
