@@ -20,19 +20,6 @@ namespace {
 
 constexpr DeviceId kNoDevice = UINT32_MAX;
 
-// The kernels of each sub-model's tasks (interned ids, each once).
-std::vector<std::vector<uint32_t>> KernelsBySubmodel(const JobRun& run) {
-  const JobGraph& g = *run.graph;
-  std::vector<std::vector<uint32_t>> out(g.spec().submodels.size());
-  for (uint32_t i = 0; i < g.size() && i < run.kernel_ids.size(); ++i) {
-    std::vector<uint32_t>& ks = out[g.task(i).submodel];
-    if (std::find(ks.begin(), ks.end(), run.kernel_ids[i]) == ks.end()) {
-      ks.push_back(run.kernel_ids[i]);
-    }
-  }
-  return out;
-}
-
 // Rule 6: whether `d` runs every kernel of the set.
 bool RunsAll(const ResourcePool& pool, DeviceId d, const std::vector<uint32_t>& kernels) {
   return std::all_of(kernels.begin(), kernels.end(),
@@ -204,6 +191,12 @@ void DeviceShare::CountTasks(JobShare& js) {
   const JobGraph& g = *js.run->graph;
   for (uint32_t i = js.tasks_counted; i < g.size() && i < js.run->est_us.size(); ++i) {
     Set& set = js.sets[g.task(i).submodel];
+    if (i < js.run->kernel_ids.size()) {
+      const uint32_t k = js.run->kernel_ids[i];
+      if (std::find(set.kernels.begin(), set.kernels.end(), k) == set.kernels.end()) {
+        set.kernels.push_back(k);
+      }
+    }
     // Communication goes to a vector core where the pool has one.
     set.needs |= 1u << static_cast<uint32_t>(g.spec_task(i).core);
     if (g.task(i).is_comm) set.needs |= 1u << static_cast<uint32_t>(CoreKind::kVector);
@@ -261,12 +254,9 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
   std::stable_sort(order.begin(), order.end(),
                    [&](uint32_t a, uint32_t b) { return js.sets[a].want > js.sets[b].want; });
   const JobId id = js.run->id;
-  const std::vector<std::vector<uint32_t>> kernels = KernelsBySubmodel(*js.run);
   std::vector<NodeFree> nodes = free_nodes(nullptr);
   for (uint32_t s : order) {
     Set& set = js.sets[s];
-    const std::vector<uint32_t> no_kernels;
-    const std::vector<uint32_t>& set_kernels = s < kernels.size() ? kernels[s] : no_kernels;
     // Rule 4: the kinds of its tasks a device lacks, its gang's kind
     // weighing more than all others together.
     auto lacks = [&](DeviceId d) {
@@ -282,7 +272,7 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
       }
       // Rule 6: a device without one of its kernels can run none of those
       // tasks (worst of all: before, a set laid out there waited for ever).
-      if (!RunsAll(pool, d, set_kernels)) score += 4 * static_cast<uint32_t>(kNumCoreKinds);
+      if (!RunsAll(pool, d, set.kernels)) score += 4 * static_cast<uint32_t>(kNumCoreKinds);
       return score;
     };
     uint32_t target = std::min(std::max(set.want, set.floor), alive);
@@ -326,7 +316,6 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
   claims_.resize(pool.device_count(), 0);
   for (auto& [id, js] : jobs_) {
     js.moved_at.resize(pool.device_count(), kNever);
-    std::vector<std::vector<uint32_t>> kernels;  // only when needed
     // Spanning sets take every device up to their ask; of the others, the
     // one furthest below its ask takes it.
     int64_t best = -1;
@@ -338,11 +327,9 @@ void DeviceShare::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
       if (set.devices.size() >= target) {
         // Rule 6: a set left on a device without its kernels (none that had
         // them was alive) moves to a new one that has them.
-        if (set.spans) continue;
-        if (kernels.empty()) kernels = KernelsBySubmodel(*js.run);
-        if (s >= kernels.size() || !RunsAll(pool, device, kernels[s])) continue;
+        if (set.spans || !RunsAll(pool, device, set.kernels)) continue;
         auto lacking = std::find_if(set.devices.begin(), set.devices.end(),
-                                    [&](DeviceId d) { return !RunsAll(pool, d, kernels[s]); });
+                                    [&](DeviceId d) { return !RunsAll(pool, d, set.kernels); });
         if (lacking == set.devices.end()) continue;
         const DeviceId old_device = *lacking;
         Insert(id, js, s, device, pool);
@@ -382,10 +369,9 @@ void DeviceShare::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
       if (set.devices.empty() && set.Backlog() > 0 && pool.alive_device_count() > 0) {
         DeviceId d = SpareDevice(js, pool);
         // Rule 6: rather one that runs the set's kernels.
-        const std::vector<std::vector<uint32_t>> kernels = KernelsBySubmodel(*js.run);
-        if (s < kernels.size() && !RunsAll(pool, d, kernels[s])) {
+        if (!RunsAll(pool, d, set.kernels)) {
           for (DeviceId e = 0; e < pool.device_count(); ++e) {
-            if (pool.device(e).alive && RunsAll(pool, e, kernels[s])) {
+            if (pool.device(e).alive && RunsAll(pool, e, set.kernels)) {
               d = e;
               break;
             }

@@ -183,6 +183,8 @@ class DeviceShare {
     // cap among its devices (ResourcePool::StoreCap; 0: no device).
     uint64_t out_bytes = 0;
     uint64_t max_store = 0;
+    // Rule 6 (device_share_layout.cc): its tasks' kernels, interned, each once.
+    std::vector<uint32_t> kernels;
     bool elastic = true;
     bool spans = false;    // asked for the whole pool: overlaps the others
     uint32_t granted = 0;  // devices the pool gave it (admission, joins)
