@@ -170,7 +170,8 @@ std::shared_ptr<const std::string> ApiSnapshots::EndedSummary(const JobRun& job)
   auto& full = ended_full_[job.id];
   if (!full) {
     full = std::make_shared<const std::string>(
-        JobSummaryJson(job, controller_->scheduler().pool(), true)
+        JobSummaryJson(job, controller_->scheduler().pool(), true,
+                       controller_->StoredMetrics(job.id))
             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     ++updated_full_;
   }

@@ -8,6 +8,7 @@
 
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/one_line.h"
+#include "job_report.h"
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
 // constructor when a vector of StoreRecord grows (GCC bug 105593 family).
@@ -178,6 +179,7 @@ Status Controller::RestoreFromStore(TimeUs now) {
       finished_order_.push_back(j.id);
       // Not known (an older file): its age counts from now.
       finished_unix_ms_[j.id] = j.finished_unix_ms > 0 ? j.finished_unix_ms : UnixMs();
+      if (!j.metrics.empty()) stored_metrics_[j.id] = std::move(j.metrics);
     } else {
       live_jobs_.insert(j.id);
       ++unfinished;
@@ -204,6 +206,11 @@ Status Controller::RestoreFromStore(TimeUs now) {
 WorkerInfo* Controller::FindByIdentity(const std::string& identity) {
   auto it = by_identity_.find(identity);
   return it == by_identity_.end() ? nullptr : &workers_[it->second];
+}
+
+const std::string* Controller::StoredMetrics(JobId job) const {
+  auto it = stored_metrics_.find(job);
+  return it == stored_metrics_.end() ? nullptr : &it->second;
 }
 
 const OutputLocation* Controller::OutputOf(JobId job, uint32_t run) const {
@@ -508,8 +515,10 @@ void Controller::NotifyEndedJobs() {
     finished_order_.push_back(id);
     const int64_t ended_ms = finished_unix_ms_[id] = UnixMs();
     if (writer_) {
-      store_pending_.push_back(
-          JobEndedRecord{id, job->state, job->error, job->finished, ended_ms, job->started});
+      // Its figures go with it: after a restart its runs have no cores.
+      store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished, ended_ms,
+                                              job->started,
+                                              StoredMetricsText(*job, scheduler_->pool())});
     }
     if (job->state == JobState::kSucceeded) {
       // A session that ran no task never started: from its submission.

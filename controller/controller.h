@@ -234,6 +234,9 @@ class Controller {
   // Where the outputs of (job, run) live; nullptr when not known (not done
   // yet, or the job is forgotten).
   const OutputLocation* OutputOf(JobId job, uint32_t run) const;
+  // The figures an ended job reloaded from the store kept with its end
+  // (JobSummaryJson's `stored`); nullptr when none.
+  const std::string* StoredMetrics(JobId job) const;
   size_t alive_workers() const { return alive_workers_; }
   // Moves whenever /api/v1/pool would read differently: a worker joined or
   // died, or a heartbeat said its object store holds another byte count.
@@ -367,6 +370,8 @@ class Controller {
   std::set<JobId> live_jobs_;
   std::vector<JobId> finished_order_;
   std::unordered_map<JobId, int64_t> finished_unix_ms_;  // when each ended
+  // Ended jobs reloaded from the store: their figures (StoredMetrics).
+  std::unordered_map<JobId, std::string> stored_metrics_;
 
   std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
   // The entries of outputs_ of `job` (job + 1 would wrap at the last id).

@@ -62,6 +62,7 @@ uint64_t Controller::DropEndedJob(JobId gone) {
   outputs_.erase(first, last);
   scheduler_->EraseJob(gone);
   finished_unix_ms_.erase(gone);
+  stored_metrics_.erase(gone);
   // Built in place: GCC 12 at -O2 took a moved-in record's variant for
   // maybe uninitialized here (a false positive that -Werror turns fatal).
   if (writer_) store_pending_.emplace_back(std::in_place_type<JobForgottenRecord>, gone);

@@ -37,6 +37,7 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             it->second.finished = r.finished;
             it->second.finished_unix_ms = r.finished_unix_ms;
             it->second.started = r.started;
+            it->second.metrics = r.metrics;
           } else if constexpr (std::is_same_v<T, WorkerRecord>) {
             if (r.alive) {
               live_workers_.insert(r.key);

@@ -100,7 +100,14 @@ std::string ShortSetsText(const json& sets) {
   return out;
 }
 
-json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics) {
+std::string StoredMetricsText(const JobRun& job, const ResourcePool& pool) {
+  if (job.done == 0 || !AllDonePlaced(job)) return {};
+  return MetricsJson(ComputeMetrics(job, pool), pool)
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics,
+                    const std::string* stored) {
   json j;
   j["id"] = job.id;
   j["name"] = job.graph->spec().name;
@@ -123,8 +130,13 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["started_us"] = job.started >= 0 ? json(job.started) : json(nullptr);
   j["finished_us"] = job.finished >= 0 ? json(job.finished) : json(nullptr);
   // A job that ended with no run done has no step to measure.
+  json kept = with_metrics && stored != nullptr && !stored->empty()
+                  ? json::parse(*stored, nullptr, /*allow_exceptions=*/false)
+                  : json();
   if (with_metrics && job.done > 0 && AllDonePlaced(job)) {
     j.update(MetricsJson(ComputeMetrics(job, pool), pool));
+  } else if (kept.is_object()) {
+    j.update(kept);  // kept with its end: the reloaded runs have no cores
   } else if (const double s = IsTerminal(job.state) ? MakespanS(job) : 0; s > 0) {
     j["makespan_s"] = s;  // the jobs list: an ended job's step time alone
   } else {

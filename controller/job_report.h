@@ -16,8 +16,15 @@ namespace hmpmd {
 
 // {"id", "name", "state", "error", "tasks", "done", "running", "steps",
 //  "makespan_s", "lower_bound_s", "utilisation", "masking_ratio",
-//  "bubble_ratio", ...}; metrics are computed when `with_metrics`.
-nlohmann::json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics);
+//  "bubble_ratio", ...}; metrics are computed when `with_metrics`, or
+//  taken from `stored` (StoredMetricsText of the job before a restart)
+//  where runs reloaded without their cores cannot give them.
+nlohmann::json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics,
+                              const std::string* stored = nullptr);
+// The figures an ended job's store record keeps (JobEndedRecord::metrics):
+// MetricsJson as text, or "" when its runs cannot give them (none done, or
+// some reloaded without their cores).
+std::string StoredMetricsText(const JobRun& job, const ResourcePool& pool);
 // Sub-models whose device sets are short of their ask (JobRun::short_sets):
 // [{"submodel", "asked", "got", "shared"}], and that list as one line of text.
 nlohmann::json ShortSetsJson(const JobRun& job);

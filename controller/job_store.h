@@ -51,6 +51,9 @@ struct JobEndedRecord {
   TimeUs finished = 0;
   int64_t finished_unix_ms = 0;  // wall clock, for age-based retention
   TimeUs started = -1;           // its first dispatch; -1: never started
+  // Its figures (job_report's MetricsJson, as JSON text; empty: none). Runs
+  // reloaded after a restart have no cores to compute them from again.
+  std::string metrics;
 };
 
 // The job left the retention window: the store drops it and its runs.
@@ -81,6 +84,7 @@ struct StoredJob {
   TimeUs finished = -1;
   int64_t finished_unix_ms = 0;      // wall clock; 0: not known
   TimeUs started = -1;               // ended jobs; -1: not known
+  std::string metrics;               // ended jobs (JobEndedRecord); empty: none
   std::vector<TaskDoneRecord> done;  // by run
 };
 

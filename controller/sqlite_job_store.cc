@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   submitted INTEGER NOT NULL,
   finished INTEGER NOT NULL DEFAULT -1,
   finished_unix_ms INTEGER NOT NULL DEFAULT 0,
-  started INTEGER NOT NULL DEFAULT -1);
+  started INTEGER NOT NULL DEFAULT -1,
+  metrics TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS task_runs (
   job INTEGER NOT NULL,
   run INTEGER NOT NULL,
@@ -51,6 +52,8 @@ constexpr const char* kAddedColumns[][3] = {
     {"jobs", "started", "INTEGER NOT NULL DEFAULT -1"},
     // 0 (not known): such a run kept outputs if it had bytes, as before.
     {"task_runs", "buffers", "INTEGER NOT NULL DEFAULT 0"},
+    // '' (not known): the job shows its makespan only, as before.
+    {"jobs", "metrics", "TEXT NOT NULL DEFAULT ''"},
 };
 
 // PRAGMA user_version of a file whose `workers` table is kept up to date.
@@ -139,8 +142,8 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
                      "bytes, buffers) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      &store->insert_run_));
   RETURN_IF_ERROR(store->Prepare(
-      "UPDATE jobs SET state = ?, error = ?, finished = ?, finished_unix_ms = ?, started = ? "
-      "WHERE id = ?",
+      "UPDATE jobs SET state = ?, error = ?, finished = ?, finished_unix_ms = ?, started = ?, "
+      "metrics = ? WHERE id = ?",
       &store->end_job_));
   RETURN_IF_ERROR(
       store->Prepare("INSERT OR REPLACE INTO workers(key) VALUES (?)", &store->add_worker_));
@@ -225,7 +228,8 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
           sqlite3_bind_int64(s, 3, r.finished);
           sqlite3_bind_int64(s, 4, r.finished_unix_ms);
           sqlite3_bind_int64(s, 5, r.started);
-          sqlite3_bind_int64(s, 6, static_cast<sqlite3_int64>(r.job));
+          BindText(s, 6, r.metrics);
+          sqlite3_bind_int64(s, 7, static_cast<sqlite3_int64>(r.job));
         } else if constexpr (std::is_same_v<T, WorkerRecord>) {
           s = r.alive ? add_worker_ : drop_worker_;
           BindText(s, 1, r.key);
@@ -287,8 +291,8 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   std::map<JobId, size_t> index;
   sqlite3_stmt* s = nullptr;
   RETURN_IF_ERROR(
-      Prepare("SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms, started "
-              "FROM jobs ORDER BY id",
+      Prepare("SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms, started, "
+              "metrics FROM jobs ORDER BY id",
               &s));
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -317,6 +321,7 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
     j.finished = sqlite3_column_int64(s, 6);
     j.finished_unix_ms = sqlite3_column_int64(s, 7);
     j.started = sqlite3_column_int64(s, 8);
+    j.metrics = ColumnText(s, 9);
     index[j.id] = jobs.size();
     jobs.push_back(std::move(j));
   }

@@ -66,7 +66,8 @@ TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
       TaskDoneRecord{7, 3, 1, 200, 250, 2},
       TaskDoneRecord{7, 1, 0, 150, 180, 0},
       JobSubmittedRecord{9, "nine", "{}", 300},
-      JobEndedRecord{9, JobState::kFailed, "task 'x' failed: boom", 400, 0, 350},
+      JobEndedRecord{9, JobState::kFailed, "task 'x' failed: boom", 400, 0, 350,
+                     R"({"lower_bound_s":0.5})"},
   };
   ASSERT_TRUE(this->store_->Write(batch).ok());
   this->Reopen();
@@ -90,6 +91,8 @@ TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
   EXPECT_EQ(b.error, "task 'x' failed: boom");
   EXPECT_EQ(b.finished, 400);
   EXPECT_EQ(b.started, 350);
+  EXPECT_EQ(b.metrics, R"({"lower_bound_s":0.5})");
+  EXPECT_EQ(a.metrics, "") << "not ended: no figures";
 }
 
 TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
@@ -176,6 +179,7 @@ TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
     EXPECT_EQ((*jobs)[0].done[0].buffers, 0u);
     EXPECT_EQ((*jobs)[0].finished_unix_ms, 0);
     EXPECT_EQ((*jobs)[0].started, -1);
+    EXPECT_EQ((*jobs)[0].metrics, "");
     auto live = (*s)->LoadLiveWorkers();
     ASSERT_TRUE(live.ok());
     EXPECT_FALSE(live->has_value()) << "an older version did not record its workers";

@@ -232,6 +232,30 @@ TEST_F(RecoveryTest, AJobRunningAcrossARestartKeepsItsStartTime) {
   EXPECT_GE(j["finished_us"].get<int64_t>() - j["started_us"].get<int64_t>(), 1500000) << j.dump();
 }
 
+// An ended job's figures survive a restart: its reloaded runs have no
+// cores to compute them from, so they are kept with its end (before, the
+// summary then had its makespan only).
+TEST_F(RecoveryTest, AnEndedJobKeepsItsFiguresAcrossARestart) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  ASSERT_TRUE(cluster_->WaitWorkers(1, 10000));
+  auto id = cluster_->Submit(DagSpec(6, 2, 20000, /*seed=*/3));
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto before = cluster_->WaitJob(*id, 30000);
+  ASSERT_EQ(before.value("state", ""), "succeeded") << before.dump();
+  ASSERT_TRUE(before.contains("lower_bound_s")) << before.dump();
+  cluster_->StopController();
+  ASSERT_TRUE(cluster_->StartController().ok());
+  auto after = cluster_->Get("/api/v1/jobs/" + std::to_string(*id));
+  ASSERT_EQ(after.value("state", ""), "succeeded") << after.dump();
+  for (const char* key : {"makespan_s", "lower_bound_s", "critical_path_s", "utilisation",
+                          "utilisation_by_kind", "masking_ratio", "bubble_ratio", "comm_s",
+                          "critical_path"}) {
+    ASSERT_TRUE(after.contains(key)) << key << " is missing after the restart: " << after.dump();
+    EXPECT_EQ(after[key], before[key]) << key;
+  }
+}
+
 // Both faults, several times in one job, at points drawn from a fixed seed.
 TEST_F(RecoveryTest, RepeatedControllerAndWorkerKillsWithFixedSeed) {
   constexpr uint32_t kSeed = 2026;
