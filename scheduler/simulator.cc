@@ -65,12 +65,28 @@ double Simulator::LoadStateUs(const Dispatch& d, const TaskSpec& t) {
   const SubmodelSpec& sm = submodels[task.submodel];
   if (sm.state_bytes <= 0 || !DeviceShare::KeepsState(sm, job.open)) return 0;
   if (resident_.size() <= d.device) {
-    resident_.resize(d.device + 1, {0, -1});
+    resident_.resize(d.device + 1);
     loads_on_.resize(d.device + 1, 0);
   }
-  const std::pair<JobId, int64_t> key{d.job, task.submodel};
-  if (resident_[d.device] == key) return 0;
-  resident_[d.device] = key;
+  // Held already: it is now the most recently used.
+  std::vector<HeldState>& held = resident_[d.device];
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (held[i].job == d.job && held[i].submodel == task.submodel) {
+      std::rotate(held.begin() + static_cast<ptrdiff_t>(i),
+                  held.begin() + static_cast<ptrdiff_t>(i) + 1, held.end());
+      return 0;
+    }
+  }
+  // Loaded, beside what the device holds while its memory has room; else
+  // the least recently used states go first.
+  const double cap_bytes = static_cast<double>(scheduler_->pool().device(d.device).desc.memory_mb) *
+                           static_cast<double>(1 << 20);
+  double bytes = sm.state_bytes;
+  for (const HeldState& h : held) bytes += h.bytes;
+  size_t evict = 0;
+  while (cap_bytes > 0 && bytes > cap_bytes && evict < held.size()) bytes -= held[evict++].bytes;
+  held.erase(held.begin(), held.begin() + static_cast<ptrdiff_t>(evict));
+  held.push_back({d.job, task.submodel, sm.state_bytes});
   const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
   const double us = TransferUs(sm.state_bytes, link);
   ++loads_on_[d.device];

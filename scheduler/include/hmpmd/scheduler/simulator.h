@@ -8,14 +8,17 @@
 // members (node when all share a node, else the fabric). Every built-in
 // kernel of DESIGN.md is accepted. It does no I/O and reads no clock.
 //
-// State: a device holds the state of one stateful sub-model at a time
-// (DeviceShare::KeepsState; its SubmodelSpec::state_bytes). A compute task
-// of such a sub-model on a device that does not hold its state first loads
-// it over the fabric (the node tier on a one-node pool): the load's time is
-// added to the task's, and the device then holds that state instead of any
-// other. No device holds any state when the simulation starts, so the first
-// task of a sub-model on each device pays once under every policy; after
-// that, a load is what a device moving between sub-models costs.
+// State: a stateful sub-model (DeviceShare::KeepsState) holds
+// SubmodelSpec::state_bytes on each device it ran on. A compute task of such
+// a sub-model on a device that does not hold its state first loads it over
+// the fabric (the node tier on a one-node pool): the load's time is added
+// to the task's. The device then keeps it beside the states it holds, as a
+// live worker keeps every actor state it made until the job is freed
+// (worker/actor_states.h), while they fit its memory_mb; beyond, the least
+// recently used go. No device holds any state when the simulation starts,
+// so the first task of a sub-model on each device pays once under every
+// policy; after that, a load is a device coming to a sub-model whose state
+// it lacks (first time, or evicted).
 // Communication and gang members load nothing (they move their own bytes).
 // Thread-safety: not thread-safe; one thread runs a Simulator.
 #pragma once
@@ -90,8 +93,13 @@ class Simulator {
   TimeUs now_ = 0;
   uint64_t seq_ = 0;
   uint64_t events_ = 0;
-  // Per device: the (job, sub-model index) whose state it holds.
-  std::vector<std::pair<JobId, int64_t>> resident_;
+  // Per device: the states it holds, least recently used first.
+  struct HeldState {
+    JobId job = 0;
+    uint32_t submodel = 0;
+    double bytes = 0;
+  };
+  std::vector<std::vector<HeldState>> resident_;
   std::vector<uint64_t> loads_on_;
   uint64_t state_loads_ = 0;
   double state_load_us_ = 0;
