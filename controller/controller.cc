@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "hmpmd/protocol/builtin_args.h"
+#include "curve_keys.h"
 #include "hmpmd/protocol/one_line.h"
 #include "job_report.h"
 
@@ -55,15 +56,8 @@ Status Controller::Start() {
   if (!options_.curve_secret_key.empty()) {
     // Runs on the handler's thread: it reads only the allowed set, which
     // never changes after Start().
-    zap_ = std::make_unique<ZapHandler>(&ctx_, [this](const ZapRequest& r) {
-      if (r.mechanism == "CURVE" && r.credentials.size() == 1 && r.credentials[0].size() == 32) {
-        char z85[41];
-        zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(r.credentials[0].data()), 32);
-        if (options_.curve_allowed.count(z85) > 0) return true;
-      }
-      spdlog::warn("refused a connection from {}: its CURVE key is not authorized", r.address);
-      return false;
-    });
+    zap_ = std::make_unique<ZapHandler>(
+        &ctx_, [this](const ZapRequest& r) { return CurveKeyAllowed(r, options_.curve_allowed); });
     RETURN_IF_ERROR(zap_->Start());
     RETURN_IF_ERROR(transport_.EnableCurveServer(options_.curve_secret_key));
   }

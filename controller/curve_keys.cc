@@ -1,5 +1,6 @@
 #include "curve_keys.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <zmq.h>
 
@@ -86,6 +87,16 @@ Result<CurveClientKeys> LoadCurveClientKeys(const std::string& dir) {
   ASSIGN_OR_RETURN(keys.public_key, ReadKey(fs::path(dir) / "worker.pub"));
   ASSIGN_OR_RETURN(keys.secret, ReadKey(fs::path(dir) / "worker.key"));
   return keys;
+}
+
+bool CurveKeyAllowed(const ZapRequest& r, const std::set<std::string>& allowed) {
+  if (r.mechanism == "CURVE" && r.credentials.size() == 1 && r.credentials[0].size() == 32) {
+    char z85[41];
+    zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(r.credentials[0].data()), 32);
+    if (allowed.count(z85) > 0) return true;
+  }
+  spdlog::warn("refused a connection from {}: its CURVE key is not authorized", r.address);
+  return false;
 }
 
 }  // namespace hmpmd

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "hmpmd/protocol/status.h"
+#include "hmpmd/protocol/zap_handler.h"
 
 namespace hmpmd {
 
@@ -37,5 +38,9 @@ struct CurveClientKeys {
   std::string secret;         // worker.key
 };
 Result<CurveClientKeys> LoadCurveClientKeys(const std::string& dir);
+
+// Whether a ZAP request (ZapHandler) carries one of the `allowed` public
+// keys (Z85) over CURVE; a refusal is logged naming the peer's address.
+bool CurveKeyAllowed(const ZapRequest& r, const std::set<std::string>& allowed);
 
 }  // namespace hmpmd
