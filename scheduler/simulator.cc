@@ -29,11 +29,11 @@ Result<JobId> Simulator::Submit(std::shared_ptr<const JobGraph> graph) {
   return scheduler_->AddJob(std::move(graph), now_);
 }
 
-double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
+double Simulator::KernelUs(const TaskSpec& t, CoreId core_id) const {
+  if (t.kernel == "spin" || t.kernel == "sleep") return ArgNumber(t.args, "us", 0);
   const ResourcePool& pool = scheduler_->pool();
   const ResourcePool::Core& core = pool.core(core_id);
   const DeviceDesc& dev = pool.device(core.device).desc;
-  if (t.kernel == "spin" || t.kernel == "sleep") return std::max(1.0, ArgNumber(t.args, "us", 0));
   size_t k = static_cast<size_t>(core.kind);
   double rate = dev.flops_per_us[k] > 0 ? dev.flops_per_us[k] : options_.pool.flops_per_us[k];
   double flops = t.cost.flops;
@@ -41,7 +41,12 @@ double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
     flops = 2.0 * ArgNumber(t.args, "m", 0) * ArgNumber(t.args, "n", 0) * ArgNumber(t.args, "k", 0);
   }
   if ((t.kernel == "add" || t.kernel == "scale") && flops == 0) flops = ArgNumber(t.args, "n", 0);
-  double us = flops / rate;
+  return flops / rate;
+}
+
+double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
+  if (t.kernel == "spin" || t.kernel == "sleep") return std::max(1.0, KernelUs(t, core_id));
+  double us = KernelUs(t, core_id);
   if (IsCommKernel(t.kernel) || t.collective) {
     // A collective alone (no gang) moves its bytes like a send.
     const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
@@ -88,6 +93,7 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
     uint32_t node = UINT32_MAX;
     bool one_node = true;
     double own_us = 0;
+    bool moves = false;  // a member's kernel communicates
   };
   std::unordered_map<uint64_t, Gang> gangs;
   auto key_of = [&](const Dispatch& d, const JobRun& job) -> int64_t {
@@ -108,13 +114,16 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
       own[i] = TaskUs(t, d.core) + LoadStateUs(d, t);
       continue;
     }
-    // A member's own compute part (flops) plus the collective below.
-    TaskSpec compute_only = t;
-    compute_only.kernel = "noop";  // not communication: no bytes to move
-    compute_only.cost.bytes = 0;
-    compute_only.collective.reset();
-    own[i] = compute_only.cost.flops > 0 ? TaskUs(compute_only, d.core) : 0;
+    // A member's own kernel time (a spin's `us`, a gemm's or cost.flops'
+    // flops; at least 1 us where it has any), plus below the collective's
+    // transfer, which only communication kernels make: a worker runs a
+    // `spin` member with a `collective` field as a spin, moving nothing
+    // (before, such a gang was timed as its bare collective, 5 us for a
+    // 100 ms spin).
+    const double kernel_us = KernelUs(t, d.core);
+    own[i] = kernel_us > 0 ? std::max(1.0, kernel_us) : 0;
     Gang& g = gangs[static_cast<uint64_t>(keys[i])];
+    g.moves = g.moves || IsCommKernel(t.kernel);
     ++g.members;
     uint32_t node = pool.device(d.device).desc.node;
     if (g.node == UINT32_MAX) g.node = node;
@@ -131,7 +140,8 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
         const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
         std::string op = t.collective ? t.collective->op : t.kernel;
         const LinkSpec& link = options_.pool.links[g.one_node ? 1 : 2];
-        g.us = std::max(1.0, g.own_us + CollectiveUs(op, CommBytes(t), g.members, link));
+        const double transfer = g.moves ? CollectiveUs(op, CommBytes(t), g.members, link) : 0;
+        g.us = std::max(1.0, g.own_us + transfer);
       }
       us = g.us;
     }

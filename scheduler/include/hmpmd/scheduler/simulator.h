@@ -4,8 +4,10 @@
 // virtual time: each dispatch gets a duration from the task's cost hints (or
 // its spin/sleep `us`) and the pool's figures, and completes at start +
 // duration. A collective gang's members all end together, after the
-// collective's time for the group size and the slowest link tier among the
-// members (node when all share a node, else the fabric). Every built-in
+// longest member's own kernel time (spin `us`, flops) plus, where a
+// member's kernel communicates (a collective or `send`), the collective's
+// time for the group size and the slowest link tier among the members
+// (node when all share a node, else the fabric). Every built-in
 // kernel of DESIGN.md is accepted. It does no I/O and reads no clock.
 //
 // State: a device holds the state of one stateful sub-model at a time
@@ -58,6 +60,10 @@ class Simulator {
 
   // Simulated duration of `task` on `core` (gang members alone: no group).
   double TaskUs(const TaskSpec& task, CoreId core) const;
+  // Its kernel's own work on `core`, without communication: a spin's or
+  // sleep's `us`, else its flops (cost.flops, or a built-in kernel's
+  // arguments) over the core's throughput; 0 for none.
+  double KernelUs(const TaskSpec& task, CoreId core) const;
 
   const Scheduler& scheduler() const { return *scheduler_; }
   Scheduler& mutable_scheduler() { return *scheduler_; }
