@@ -7,8 +7,32 @@
 #include <unordered_map>
 
 #include "hmpmd/scheduler/device_share.h"
+#include "output_bytes.h"
 
 namespace hmpmd {
+namespace {
+
+// The bytes `run`'s outputs take in its device's object store, as the
+// workers' built-in kernels store them, from its arguments and the sizes
+// its inputs' outputs were given; unknown (a worker's own kernel) counts 0.
+// `inputs` is scratch.
+uint64_t OutputBytes(const JobRun& job, uint32_t run, std::vector<uint64_t>& inputs) {
+  const JobGraph& g = *job.graph;
+  const uint32_t index = run % g.size();
+  inputs.clear();
+  for (uint32_t in : g.kernel_inputs(index)) {
+    const TaskRecord& p = job.runs[run - index + in];
+    const bool known = p.state == TaskState::kDone && p.output_device != UINT32_MAX;
+    inputs.push_back(known ? p.output_bytes : UINT64_MAX);
+  }
+  const uint32_t group = g.task(index).group;
+  const uint32_t members =
+      group == kNoGroup ? 0 : static_cast<uint32_t>(g.groups()[group].members.size());
+  const OutputGuess out = GuessOutputBytes(g.spec_task(index), inputs, members);
+  return out.known ? out.bytes : 0;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Simulator>> Simulator::Create(SimOptions options) {
   RETURN_IF_ERROR(ValidatePoolSpec(options.pool));
@@ -17,6 +41,8 @@ Result<std::unique_ptr<Simulator>> Simulator::Create(SimOptions options) {
   SchedulerOptions so;
   so.cost = CostOptionsFor(options.pool);
   so.max_deferred = options.max_deferred;
+  // Place by store room as the controller does; End() fails what does not fit.
+  so.pool.count_store = true;
   auto sched = std::make_unique<Scheduler>(so, std::move(policy).value());
   for (DeviceDesc& d : PoolDevices(options.pool)) sched->AddDevice(std::move(d));
   return std::unique_ptr<Simulator>(new Simulator(std::move(options), std::move(sched)));
@@ -203,13 +229,43 @@ Status Simulator::Run() {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
       Event ev = heap_.back();
       heap_.pop_back();
-      // Its outputs stay on its device (no bytes: the simulation moves no
-      // data), where the policy may place their consumers.
-      if (scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_)) {
-        scheduler_->RecordOutput(ev.d.job, ev.d.run, ev.d.device, 0, 0);
-      }
+      End(ev);
       ++events_;
     }
+  }
+}
+
+void Simulator::End(const Event& ev) {
+  const JobRun* job = scheduler_->job(ev.d.job);
+  if (job == nullptr) return;
+  const uint64_t bytes = OutputBytes(*job, ev.d.run, input_sizes_);
+  // The worker's object store refuses outputs past its cap (memory_mb) and
+  // fails the task; the scheduler counts what the store holds (RecordOutput).
+  const ResourcePool::Device& dev = scheduler_->pool().device(ev.d.device);
+  const uint64_t cap = ResourcePool::StoreCap(dev.desc);
+  // Inputs it read for the last time on its device left the store then.
+  uint64_t freed = 0;
+  const JobGraph& g = *job->graph;
+  const uint32_t base = ev.d.run - ev.d.run % g.size();
+  for (uint32_t in : g.task(ev.d.run % g.size()).inputs) {
+    const TaskRecord& p = job->runs[base + in];
+    if (p.held && p.reads_left == 1 && p.output_device == ev.d.device) freed += p.output_bytes;
+  }
+  const uint64_t used = dev.held_bytes - std::min(dev.held_bytes, freed);
+  if (bytes > 0 && (bytes > cap || used > cap - bytes)) {
+    scheduler_->OnTaskFailed(
+        ev.d.job, ev.d.run, ev.d.attempt,
+        "object store: outputs of job " + std::to_string(ev.d.job) + " run " +
+            std::to_string(ev.d.run) + " need " + std::to_string(bytes) + " bytes; " +
+            std::to_string(used) + " of the " + std::to_string(cap) +
+            " allowed (the pool's memory_mb) are in use on device '" + dev.desc.name + "'",
+        /*retryable=*/false, now_);
+    return;
+  }
+  // Its outputs stay on its device, where the policy may place their
+  // consumers; they hold store room until their last consumer has read them.
+  if (scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_)) {
+    scheduler_->RecordOutput(ev.d.job, ev.d.run, ev.d.device, bytes, bytes > 0 ? 1 : 0);
   }
 }
 

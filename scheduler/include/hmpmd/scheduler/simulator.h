@@ -19,6 +19,14 @@
 // task of a sub-model on each device pays once under every policy; after
 // that, a load is what a device moving between sub-models costs.
 // Communication and gang members load nothing (they move their own bytes).
+//
+// Object stores: as on workers, each run's outputs (the size its built-in
+// kernel's arguments and inputs tell; a worker's own kernel's count 0) stay
+// in its device's store until their last consumer has read them, and the
+// scheduler places by store room (PoolOptions::count_store), as the
+// controller does. A run whose outputs do not fit its device's store
+// (the pool's memory_mb) fails its job naming the sizes, as a worker's
+// object store fails it.
 // Thread-safety: not thread-safe; one thread runs a Simulator.
 #pragma once
 
@@ -89,6 +97,9 @@ class Simulator {
     TimeUs start;
     bool operator>(const Event& o) const { return end != o.end ? end > o.end : seq > o.seq; }
   };
+  // A run ends: done, its outputs kept in its device's object store, or
+  // failed when they pass the store's cap (memory_mb), as a worker fails it.
+  void End(const Event& ev);
 
   SimOptions options_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -101,6 +112,7 @@ class Simulator {
   std::vector<uint64_t> loads_on_;
   uint64_t state_loads_ = 0;
   double state_load_us_ = 0;
+  std::vector<uint64_t> input_sizes_;  // End() scratch
   std::string too_long_;       // the first task that would end past max_time_us
   TimeUs too_long_start_ = 0;  // when it started
   double too_long_us_ = 0;     // how long it would take (may be inf or NaN)
