@@ -10,6 +10,9 @@
 // moves to a device that joins with them. A set on a worker without its
 // kernel waited for ever, cores idle.
 #include <algorithm>
+#include <set>
+#include <tuple>
+#include <unordered_set>
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
@@ -35,33 +38,38 @@ struct NodeFree {
 };
 
 // Takes `need` devices from `nodes`: among the nodes whose next device has
-// the fewest claims, the smallest one that fits, else the largest.
+// the fewest claims, the smallest one that fits, else the largest (the
+// first in `nodes` among equals). The nodes are kept ordered by (claims of
+// their next device, devices left, place in `nodes`), so each pick costs
+// O(log nodes): a scan of every node per pick made a set of n devices on
+// a pool of m cost O(n m).
 std::vector<DeviceId> PickDevices(std::vector<NodeFree>& nodes, uint32_t need,
                                   const std::vector<uint32_t>& claims) {
+  using Key = std::tuple<uint32_t, size_t, size_t>;
+  auto key = [&](size_t i) {
+    const NodeFree& n = nodes[i];
+    return Key{claims[n.devices[n.next]], n.left(), i};
+  };
+  std::set<Key> ranked;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].left() > 0) ranked.insert(key(i));
+  }
   std::vector<DeviceId> out;
-  while (need > 0) {
-    NodeFree* best = nullptr;
-    uint32_t best_claim = 0;
-    for (NodeFree& n : nodes) {
-      if (n.left() == 0) continue;
-      uint32_t claim = claims[n.devices[n.next]];
-      if (best == nullptr || claim < best_claim) {
-        best = &n;
-        best_claim = claim;
-        continue;
-      }
-      if (claim > best_claim) continue;
-      bool fits = n.left() >= need, best_fits = best->left() >= need;
-      if ((fits && (!best_fits || n.left() < best->left())) ||
-          (!fits && !best_fits && n.left() > best->left())) {
-        best = &n;
-      }
+  while (need > 0 && !ranked.empty()) {
+    const uint32_t claim = std::get<0>(*ranked.begin());
+    // The smallest node of this claim that fits; if none does, the largest.
+    auto it = ranked.lower_bound(Key{claim, need, 0});
+    if (it == ranked.end() || std::get<0>(*it) != claim) {
+      it = ranked.lower_bound(Key{claim, std::get<1>(*std::prev(it)), 0});
     }
-    if (best == nullptr) break;
-    while (need > 0 && best->left() > 0 && claims[best->devices[best->next]] == best_claim) {
-      out.push_back(best->devices[best->next++]);
+    const size_t i = std::get<2>(*it);
+    ranked.erase(it);
+    NodeFree& best = nodes[i];
+    while (need > 0 && best.left() > 0 && claims[best.devices[best.next]] == claim) {
+      out.push_back(best.devices[best.next++]);
       --need;
     }
+    if (best.left() > 0) ranked.insert(key(i));
   }
   return out;
 }
@@ -90,13 +98,18 @@ std::vector<DeviceId> PickByScore(std::vector<NodeFree>& nodes, uint32_t need,
       }
       if (!f.devices.empty()) sub.push_back(std::move(f));
     }
+    // Those taken leave `nodes` in one sweep (a search of every node per
+    // device taken was quadratic).
+    std::unordered_set<DeviceId> taken;
     for (DeviceId d : PickDevices(sub, need - static_cast<uint32_t>(out.size()), claims)) {
-      for (NodeFree& n : nodes) {
-        auto it =
-            std::find(n.devices.begin() + static_cast<std::ptrdiff_t>(n.next), n.devices.end(), d);
-        if (it != n.devices.end()) n.devices.erase(it);
-      }
+      taken.insert(d);
       out.push_back(d);
+    }
+    if (taken.empty()) continue;
+    for (NodeFree& n : nodes) {
+      n.devices.erase(std::remove_if(n.devices.begin() + static_cast<std::ptrdiff_t>(n.next),
+                                     n.devices.end(), [&](DeviceId d) { return taken.count(d) > 0; }),
+                      n.devices.end());
     }
   }
   return out;

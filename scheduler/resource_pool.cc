@@ -156,9 +156,9 @@ bool ResourcePool::StoreTakes(DeviceId device, CoreKind kind, bool known, uint64
                               uint64_t freed, bool reads_stored) const {
   const Device& d = devices_[device];
   if (d.desc.memory_mb == 0) return true;
-  const uint64_t cap = StoreCap(d.desc);
   if (options_.count_store && known) {
     if (output_bytes == 0) return true;  // adds nothing
+    const uint64_t cap = StoreCap(d.desc);
     if (output_bytes > cap) {
       // It could never fit here; it waits for a store that can hold it, if
       // a device with a core of its kind has one, however long that stays busy.

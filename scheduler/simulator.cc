@@ -7,8 +7,32 @@
 #include <unordered_map>
 
 #include "hmpmd/scheduler/device_share.h"
+#include "output_bytes.h"
 
 namespace hmpmd {
+namespace {
+
+// The bytes `run`'s outputs take in its device's object store, as the
+// workers' built-in kernels store them, from its arguments and the sizes
+// its inputs' outputs were given; unknown (a worker's own kernel) counts 0.
+// `inputs` is scratch.
+uint64_t OutputBytes(const JobRun& job, uint32_t run, std::vector<uint64_t>& inputs) {
+  const JobGraph& g = *job.graph;
+  const uint32_t index = run % g.size();
+  inputs.clear();
+  for (uint32_t in : g.kernel_inputs(index)) {
+    const TaskRecord& p = job.runs[run - index + in];
+    const bool known = p.state == TaskState::kDone && p.output_device != UINT32_MAX;
+    inputs.push_back(known ? p.output_bytes : UINT64_MAX);
+  }
+  const uint32_t group = g.task(index).group;
+  const uint32_t members =
+      group == kNoGroup ? 0 : static_cast<uint32_t>(g.groups()[group].members.size());
+  const OutputGuess out = GuessOutputBytes(g.spec_task(index), inputs, members);
+  return out.known ? out.bytes : 0;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Simulator>> Simulator::Create(SimOptions options) {
   RETURN_IF_ERROR(ValidatePoolSpec(options.pool));
@@ -17,6 +41,8 @@ Result<std::unique_ptr<Simulator>> Simulator::Create(SimOptions options) {
   SchedulerOptions so;
   so.cost = CostOptionsFor(options.pool);
   so.max_deferred = options.max_deferred;
+  // Place by store room as the controller does; End() fails what does not fit.
+  so.pool.count_store = true;
   auto sched = std::make_unique<Scheduler>(so, std::move(policy).value());
   for (DeviceDesc& d : PoolDevices(options.pool)) sched->AddDevice(std::move(d));
   return std::unique_ptr<Simulator>(new Simulator(std::move(options), std::move(sched)));
@@ -29,11 +55,11 @@ Result<JobId> Simulator::Submit(std::shared_ptr<const JobGraph> graph) {
   return scheduler_->AddJob(std::move(graph), now_);
 }
 
-double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
+double Simulator::KernelUs(const TaskSpec& t, CoreId core_id) const {
+  if (t.kernel == "spin" || t.kernel == "sleep") return ArgNumber(t.args, "us", 0);
   const ResourcePool& pool = scheduler_->pool();
   const ResourcePool::Core& core = pool.core(core_id);
   const DeviceDesc& dev = pool.device(core.device).desc;
-  if (t.kernel == "spin" || t.kernel == "sleep") return std::max(1.0, ArgNumber(t.args, "us", 0));
   size_t k = static_cast<size_t>(core.kind);
   double rate = dev.flops_per_us[k] > 0 ? dev.flops_per_us[k] : options_.pool.flops_per_us[k];
   double flops = t.cost.flops;
@@ -41,7 +67,12 @@ double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
     flops = 2.0 * ArgNumber(t.args, "m", 0) * ArgNumber(t.args, "n", 0) * ArgNumber(t.args, "k", 0);
   }
   if ((t.kernel == "add" || t.kernel == "scale") && flops == 0) flops = ArgNumber(t.args, "n", 0);
-  double us = flops / rate;
+  return flops / rate;
+}
+
+double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
+  if (t.kernel == "spin" || t.kernel == "sleep") return std::max(1.0, KernelUs(t, core_id));
+  double us = KernelUs(t, core_id);
   if (IsCommKernel(t.kernel) || t.collective) {
     // A collective alone (no gang) moves its bytes like a send.
     const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
@@ -104,6 +135,7 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
     uint32_t node = UINT32_MAX;
     bool one_node = true;
     double own_us = 0;
+    bool moves = false;  // a member's kernel communicates
   };
   std::unordered_map<uint64_t, Gang> gangs;
   auto key_of = [&](const Dispatch& d, const JobRun& job) -> int64_t {
@@ -124,13 +156,16 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
       own[i] = TaskUs(t, d.core) + LoadStateUs(d, t);
       continue;
     }
-    // A member's own compute part (flops) plus the collective below.
-    TaskSpec compute_only = t;
-    compute_only.kernel = "noop";  // not communication: no bytes to move
-    compute_only.cost.bytes = 0;
-    compute_only.collective.reset();
-    own[i] = compute_only.cost.flops > 0 ? TaskUs(compute_only, d.core) : 0;
+    // A member's own kernel time (a spin's `us`, a gemm's or cost.flops'
+    // flops; at least 1 us where it has any), plus below the collective's
+    // transfer, which only communication kernels make: a worker runs a
+    // `spin` member with a `collective` field as a spin, moving nothing
+    // (before, such a gang was timed as its bare collective, 5 us for a
+    // 100 ms spin).
+    const double kernel_us = KernelUs(t, d.core);
+    own[i] = kernel_us > 0 ? std::max(1.0, kernel_us) : 0;
     Gang& g = gangs[static_cast<uint64_t>(keys[i])];
+    g.moves = g.moves || IsCommKernel(t.kernel);
     ++g.members;
     uint32_t node = pool.device(d.device).desc.node;
     if (g.node == UINT32_MAX) g.node = node;
@@ -147,7 +182,8 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
         const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
         std::string op = t.collective ? t.collective->op : t.kernel;
         const LinkSpec& link = options_.pool.links[g.one_node ? 1 : 2];
-        g.us = std::max(1.0, g.own_us + CollectiveUs(op, CommBytes(t), g.members, link));
+        const double transfer = g.moves ? CollectiveUs(op, CommBytes(t), g.members, link) : 0;
+        g.us = std::max(1.0, g.own_us + transfer);
       }
       us = g.us;
     }
@@ -209,13 +245,43 @@ Status Simulator::Run() {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
       Event ev = heap_.back();
       heap_.pop_back();
-      // Its outputs stay on its device (no bytes: the simulation moves no
-      // data), where the policy may place their consumers.
-      if (scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_)) {
-        scheduler_->RecordOutput(ev.d.job, ev.d.run, ev.d.device, 0, 0);
-      }
+      End(ev);
       ++events_;
     }
+  }
+}
+
+void Simulator::End(const Event& ev) {
+  const JobRun* job = scheduler_->job(ev.d.job);
+  if (job == nullptr) return;
+  const uint64_t bytes = OutputBytes(*job, ev.d.run, input_sizes_);
+  // The worker's object store refuses outputs past its cap (memory_mb) and
+  // fails the task; the scheduler counts what the store holds (RecordOutput).
+  const ResourcePool::Device& dev = scheduler_->pool().device(ev.d.device);
+  const uint64_t cap = ResourcePool::StoreCap(dev.desc);
+  // Inputs it read for the last time on its device left the store then.
+  uint64_t freed = 0;
+  const JobGraph& g = *job->graph;
+  const uint32_t base = ev.d.run - ev.d.run % g.size();
+  for (uint32_t in : g.task(ev.d.run % g.size()).inputs) {
+    const TaskRecord& p = job->runs[base + in];
+    if (p.held && p.reads_left == 1 && p.output_device == ev.d.device) freed += p.output_bytes;
+  }
+  const uint64_t used = dev.held_bytes - std::min(dev.held_bytes, freed);
+  if (bytes > 0 && (bytes > cap || used > cap - bytes)) {
+    scheduler_->OnTaskFailed(
+        ev.d.job, ev.d.run, ev.d.attempt,
+        "object store: outputs of job " + std::to_string(ev.d.job) + " run " +
+            std::to_string(ev.d.run) + " need " + std::to_string(bytes) + " bytes; " +
+            std::to_string(used) + " of the " + std::to_string(cap) +
+            " allowed (the pool's memory_mb) are in use on device '" + dev.desc.name + "'",
+        /*retryable=*/false, now_);
+    return;
+  }
+  // Its outputs stay on its device, where the policy may place their
+  // consumers; they hold store room until their last consumer has read them.
+  if (scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_)) {
+    scheduler_->RecordOutput(ev.d.job, ev.d.run, ev.d.device, bytes, bytes > 0 ? 1 : 0);
   }
 }
 

@@ -327,5 +327,46 @@ TEST_F(DeviceShareTest, SubmodelAskingForThePoolSpansItAndOthersPartitionIt) {
   EXPECT_EQ(sched_->job(job)->state, JobState::kSucceeded);
 }
 
+// Rule 1's choice of nodes, on nodes of 3, 5, 2 and 6 devices: a set takes
+// the smallest node it fits in, else the largest and then the rest the same
+// way; another job's set takes the devices fewest sets hold first. The
+// layout was rewritten to cost O(log nodes) per pick (it scanned every node
+// per pick); these are the picks it made before.
+TEST_F(DeviceShareTest, LayoutTakesTheSmallestNodeThatFitsElseTheLargest) {
+  const uint32_t sizes[] = {3, 5, 2, 6};
+  DeviceId id = 0;
+  for (uint32_t node = 0; node < 4; ++node) {
+    for (uint32_t i = 0; i < sizes[node]; ++i, ++id) {
+      DeviceDesc d = Device("d" + std::to_string(id), 1, 0);
+      d.node = node;
+      sched_->AddDevice(d);
+    }
+  }
+  SpecBuilder b;
+  b.Submodel("a", SubmodelKind::kActor, 8)
+      .Submodel("b", SubmodelKind::kActor, 4)
+      .Submodel("c", SubmodelKind::kActor, 3);
+  AddMany(b, "a", 1, 100);
+  AddMany(b, "b", 1, 100);
+  AddMany(b, "c", 1, 100);
+  const JobId job = Add(b.Build());
+  const auto set = [&](JobId j, uint32_t sm) {
+    const auto& v = share().DeviceSet(j, sm);
+    return std::set<DeviceId>(v.begin(), v.end());
+  };
+  // 8 fits no node: the 6 (devices 10-15), then the 2 (8-9), the smallest
+  // that holds the other 2.
+  EXPECT_EQ(set(job, 0), (std::set<DeviceId>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(set(job, 1), (std::set<DeviceId>{3, 4, 5, 6})) << "4 fit the 5, not the 3";
+  EXPECT_EQ(set(job, 2), (std::set<DeviceId>{0, 1, 2})) << "3 fit the 3 exactly";
+  // Device 7 alone holds no set; then every device holds one, and the
+  // smallest node that holds the last device is the 2.
+  SpecBuilder other;
+  other.Submodel("d", SubmodelKind::kActor, 2);
+  AddMany(other, "d", 1, 100);
+  const JobId second = Add(other.Build());
+  EXPECT_EQ(set(second, 0), (std::set<DeviceId>{7, 8}));
+}
+
 }  // namespace
 }  // namespace hmpmd

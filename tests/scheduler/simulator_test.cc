@@ -201,6 +201,31 @@ TEST(Simulator, GangMembersStartAndEndTogether) {
   }
 }
 
+// Members of a gang that run compute kernels (`spin` tasks with a
+// `collective` field) take their own kernel's time, as on workers, which run
+// them as plain spins that move nothing: the gang ends after its longest
+// member. Before, it was timed as a bare 16-byte all-reduce (5 us for
+// 100 ms spins). A gang of collective kernels still takes its transfer.
+TEST(Simulator, GangOfComputeKernelsTakesItsMembersOwnTime) {
+  const PoolSpec pool = MakePoolSpec(2);
+  SpecBuilder b;
+  b.Add(TaskBuilder("a", "spin").Us(100000).Collective("g", "allreduce", 16));
+  b.Add(TaskBuilder("b", "spin").Us(60000).Collective("g", "allreduce", 16));
+  b.Add(TaskBuilder("r0", "allreduce").Vector().Inputs({"a"}).Collective("r", "allreduce", 1 << 20));
+  b.Add(TaskBuilder("r1", "allreduce").Vector().Inputs({"b"}).Collective("r", "allreduce", 1 << 20));
+  const JobSpec spec = b.Build();
+  const double ring = CollectiveUs("allreduce", 1 << 20, 2, pool.links[1]);
+  for (const std::string& policy : PolicyNames()) {
+    Outcome o = Simulate(spec, policy, pool);
+    ASSERT_EQ(o.state, JobState::kSucceeded) << policy;
+    for (int i : {0, 1}) EXPECT_EQ(o.runs[i].end - o.runs[i].start, 100000) << policy;
+    for (int i : {2, 3}) {
+      EXPECT_NEAR(static_cast<double>(o.runs[i].end - o.runs[i].start), ring, 1.0) << policy;
+    }
+    EXPECT_NEAR(o.metrics.makespan_s * 1e6, 100000 + ring, 1.0) << policy;
+  }
+}
+
 TEST(Simulator, GangLargerThanThePoolIsRefusedAtSubmission) {
   SpecBuilder b;
   for (int i = 0; i < 3; ++i) {

@@ -73,7 +73,7 @@
 //    own leaves); in a pinned set it is infeasible: the job fails naming
 //    the store caps. Where no device's store holds them, it is placed as
 //    before (its worker fails it naming the cap). Pools without store caps,
-//    or that do not count stores (the simulator), are unaffected.
+//    or that do not count stores, are unaffected.
 // Every change after admission is recorded as a DeviceMove.
 // Cost: O(1) per placement and O(log n) per task event of a set (its ready
 // slacks are a sorted multiset; sub-models without a set track none): each

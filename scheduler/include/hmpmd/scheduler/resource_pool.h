@@ -58,8 +58,8 @@ struct PoolOptions {
   bool lookahead_waiting_only = false;
   // Count the outputs a placed task will add to its device's object store
   // (StoreUse) against the device's memory_mb, so that tasks whose outputs
-  // together pass it go to different devices. Default: false (the
-  // simulator keeps no outputs); the controller turns it on.
+  // together pass it go to different devices. Default: false; the
+  // controller and the simulator turn it on.
   bool count_store = false;
 };
 

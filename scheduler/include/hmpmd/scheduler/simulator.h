@@ -4,8 +4,10 @@
 // virtual time: each dispatch gets a duration from the task's cost hints (or
 // its spin/sleep `us`) and the pool's figures, and completes at start +
 // duration. A collective gang's members all end together, after the
-// collective's time for the group size and the slowest link tier among the
-// members (node when all share a node, else the fabric). Every built-in
+// longest member's own kernel time (spin `us`, flops) plus, where a
+// member's kernel communicates (a collective or `send`), the collective's
+// time for the group size and the slowest link tier among the members
+// (node when all share a node, else the fabric). Every built-in
 // kernel of DESIGN.md is accepted. It does no I/O and reads no clock.
 //
 // State: a stateful sub-model (DeviceShare::KeepsState) holds
@@ -20,6 +22,14 @@
 // policy; after that, a load is a device coming to a sub-model whose state
 // it lacks (first time, or evicted).
 // Communication and gang members load nothing (they move their own bytes).
+//
+// Object stores: as on workers, each run's outputs (the size its built-in
+// kernel's arguments and inputs tell; a worker's own kernel's count 0) stay
+// in its device's store until their last consumer has read them, and the
+// scheduler places by store room (PoolOptions::count_store), as the
+// controller does. A run whose outputs do not fit its device's store
+// (the pool's memory_mb) fails its job naming the sizes, as a worker's
+// object store fails it.
 // Thread-safety: not thread-safe; one thread runs a Simulator.
 #pragma once
 
@@ -61,6 +71,10 @@ class Simulator {
 
   // Simulated duration of `task` on `core` (gang members alone: no group).
   double TaskUs(const TaskSpec& task, CoreId core) const;
+  // Its kernel's own work on `core`, without communication: a spin's or
+  // sleep's `us`, else its flops (cost.flops, or a built-in kernel's
+  // arguments) over the core's throughput; 0 for none.
+  double KernelUs(const TaskSpec& task, CoreId core) const;
 
   const Scheduler& scheduler() const { return *scheduler_; }
   Scheduler& mutable_scheduler() { return *scheduler_; }
@@ -86,6 +100,9 @@ class Simulator {
     TimeUs start;
     bool operator>(const Event& o) const { return end != o.end ? end > o.end : seq > o.seq; }
   };
+  // A run ends: done, its outputs kept in its device's object store, or
+  // failed when they pass the store's cap (memory_mb), as a worker fails it.
+  void End(const Event& ev);
 
   SimOptions options_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -103,6 +120,7 @@ class Simulator {
   std::vector<uint64_t> loads_on_;
   uint64_t state_loads_ = 0;
   double state_load_us_ = 0;
+  std::vector<uint64_t> input_sizes_;  // End() scratch
   std::string too_long_;       // the first task that would end past max_time_us
   TimeUs too_long_start_ = 0;  // when it started
   double too_long_us_ = 0;     // how long it would take (may be inf or NaN)
