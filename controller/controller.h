@@ -238,6 +238,14 @@ class Controller {
   const Scheduler& scheduler() const { return *scheduler_; }
   const std::vector<WorkerInfo>& workers() const { return workers_; }
   const WorkerInfo* WorkerOfDevice(DeviceId d) const;
+  // Per device: whether reports (REST /pool, `hmpmd pool`, /metrics) list
+  // it: every live device, and the newest kDeadDevicesListed dead ones of
+  // workers that did not register again under their name since. A worker
+  // that re-registers (after a controller stall, a reconnect or a restart)
+  // gets a new device; its old one stays in the pool, as past task records
+  // and traces name it, but is not listed twice. O(workers).
+  std::vector<bool> ListedDevices() const;
+  static constexpr size_t kDeadDevicesListed = 64;
   // Where the outputs of (job, run) live; nullptr when not known (not done
   // yet, or the job is forgotten).
   const OutputLocation* OutputOf(JobId job, uint32_t run) const;
