@@ -15,7 +15,9 @@ using json = nlohmann::json;
 json PoolJson(const Controller& c) {
   const ResourcePool& pool = c.scheduler().pool();
   json devices = json::array();
+  const std::vector<bool> listed = c.ListedDevices();
   for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (!listed[d]) continue;  // a worker's past row, or an old dead one
     const auto& dev = pool.device(d);
     const WorkerInfo* w = c.WorkerOfDevice(d);
     json cores = json::array();

@@ -508,6 +508,7 @@ void Controller::NotifyEndedJobs() {
     it = live_jobs_.erase(it);
     finished_order_.push_back(id);
     const int64_t ended_ms = finished_unix_ms_[id] = UnixMs();
+    ended_at_us_[id] = NowUs();
     if (writer_) {
       // Its figures go with it: after a restart its runs have no cores.
       store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished, ended_ms,

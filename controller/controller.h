@@ -85,6 +85,13 @@ struct ControllerOptions {
   // Finished jobs kept for queries; the oldest are forgotten beyond this.
   // Default: 1000.
   size_t keep_finished_jobs = 1000;
+  // A job that ended less than this long ago (in this process) is not yet
+  // forgotten by keep_finished_jobs, so a waiter polling it (`submit
+  // --wait`) reads its end however many jobs end meanwhile; the count
+  // applies once it passes. Longer keeps more jobs after a burst of short
+  // ones (max_held_runs still bounds them); 0: forgotten as soon as the
+  // count says. Default: 60000 ms.
+  int64_t keep_ended_grace_ms = 60000;
   // Finished jobs are also forgotten this many hours after they ended (wall
   // clock, kept in the store across restarts); checked every heartbeat
   // period. 0: no age limit. Default: 0.
@@ -231,6 +238,14 @@ class Controller {
   const Scheduler& scheduler() const { return *scheduler_; }
   const std::vector<WorkerInfo>& workers() const { return workers_; }
   const WorkerInfo* WorkerOfDevice(DeviceId d) const;
+  // Per device: whether reports (REST /pool, `hmpmd pool`, /metrics) list
+  // it: every live device, and the newest kDeadDevicesListed dead ones of
+  // workers that did not register again under their name since. A worker
+  // that re-registers (after a controller stall, a reconnect or a restart)
+  // gets a new device; its old one stays in the pool, as past task records
+  // and traces name it, but is not listed twice. O(workers).
+  std::vector<bool> ListedDevices() const;
+  static constexpr size_t kDeadDevicesListed = 64;
   // Where the outputs of (job, run) live; nullptr when not known (not done
   // yet, or the job is forgotten).
   const OutputLocation* OutputOf(JobId job, uint32_t run) const;
@@ -302,7 +317,8 @@ class Controller {
   static int64_t UnixMs();
 
   // --- retention (controller_retention.cc) ---
-  // Forgets the oldest finished jobs beyond keep_finished_jobs.
+  // Forgets the oldest finished jobs beyond keep_finished_jobs, except
+  // those that ended within keep_ended_grace_ms.
   void ForgetOldJobs();
   // Forgets the first `n` finished jobs of finished_order_.
   void ForgetOldest(size_t n);
@@ -372,6 +388,9 @@ class Controller {
   std::unordered_map<JobId, int64_t> finished_unix_ms_;  // when each ended
   // Ended jobs reloaded from the store: their figures (StoredMetrics).
   std::unordered_map<JobId, std::string> stored_metrics_;
+  // When each job that ended in this process did (NowUs), for
+  // keep_ended_grace_ms; jobs reloaded from the store have none.
+  std::unordered_map<JobId, TimeUs> ended_at_us_;
 
   std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
   // The entries of outputs_ of `job` (job + 1 would wrap at the last id).

@@ -11,9 +11,18 @@
 namespace hmpmd {
 
 void Controller::ForgetOldJobs() {
-  if (finished_order_.size() > options_.keep_finished_jobs) {
-    ForgetOldest(finished_order_.size() - options_.keep_finished_jobs);
+  if (finished_order_.size() <= options_.keep_finished_jobs) return;
+  const size_t over = finished_order_.size() - options_.keep_finished_jobs;
+  // finished_order_ is in order of ending, so the jobs still in their grace
+  // are at its end: forget the oldest up to the first of them. (A waiter
+  // that polls the job every few hundred ms reads its end meanwhile.)
+  const TimeUs cutoff = NowUs() - options_.keep_ended_grace_ms * 1000;
+  size_t n = 0;
+  for (; n < over; ++n) {
+    auto it = ended_at_us_.find(finished_order_[n]);
+    if (it != ended_at_us_.end() && it->second > cutoff) break;
   }
+  ForgetOldest(n);
 }
 
 void Controller::ForgetOldest(size_t n) {
@@ -63,6 +72,7 @@ uint64_t Controller::DropEndedJob(JobId gone) {
   scheduler_->EraseJob(gone);
   finished_unix_ms_.erase(gone);
   stored_metrics_.erase(gone);
+  ended_at_us_.erase(gone);
   // Built in place: GCC 12 at -O2 took a moved-in record's variant for
   // maybe uninitialized here (a false positive that -Werror turns fatal).
   if (writer_) store_pending_.emplace_back(std::in_place_type<JobForgottenRecord>, gone);

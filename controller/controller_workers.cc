@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
 #include "controller.h"
 #include "hmpmd/protocol/job_spec.h"
@@ -165,6 +167,22 @@ bool Controller::CheckInstance(const std::string& identity, const RegisterMsg& m
   }
   MarkDead(old, "restarted: a new process registered under its name", now);
   return true;
+}
+
+std::vector<bool> Controller::ListedDevices() const {
+  const ResourcePool& pool = scheduler_->pool();
+  std::vector<bool> listed(pool.device_count(), true);  // devices of no worker too
+  // Newest registration first: a dead device whose name registered again
+  // later is that worker's past row (each controller stall added one).
+  std::unordered_set<std::string_view> seen;
+  size_t dead = 0;
+  for (auto w = workers_.rbegin(); w != workers_.rend(); ++w) {
+    const bool again = !seen.insert(w->name).second;
+    if (w->device >= listed.size() || w->alive) continue;
+    listed[w->device] = !again && dead < kDeadDevicesListed;
+    dead += listed[w->device] ? 1 : 0;
+  }
+  return listed;
 }
 
 void Controller::CheckLiveness(TimeUs now) {

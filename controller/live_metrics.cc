@@ -259,7 +259,10 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   // Per device: busy time (rate() of it over cores is utilisation) and the
   // share of its cores holding work now.
   Header(&out, "hmpmd_device_busy_seconds_total", "counter", "Measured task time run per device.");
+  // The devices /pool lists: one series per worker, not per registration.
+  const std::vector<bool> listed = c.ListedDevices();
   for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (!listed[d]) continue;
     double busy = d < device_busy_s_.size() ? device_busy_s_[d] : 0.0;
     out += "hmpmd_device_busy_seconds_total{device=\"" + std::to_string(d) + "\",name=\"" +
            Escape(pool.device(d).desc.name) + "\"} " + Num(busy) + "\n";

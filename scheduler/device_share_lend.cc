@@ -15,7 +15,7 @@ DeviceId DeviceShare::Rebalance(JobId job, JobShare& js, uint32_t sm, CoreKind k
                                 const ResourcePool& pool, TimeUs now) {
   Set& w = js.sets[sm];
   const TimeUs dwell = options_.min_dwell_us;
-  if (!w.elastic || w.spans || now - w.gave_at < dwell) return kNoDevice;
+  if (!options_.rebalance || !w.elastic || w.spans || now - w.gave_at < dwell) return kNoDevice;
   if (w.devices.size() < w.floor) {
     // 2d: below its largest gang, whatever 2c says (a gang with no compute
     // behind it has no chain to grow for, and would wait forever).

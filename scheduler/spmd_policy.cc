@@ -18,6 +18,7 @@ int32_t OneFOneBSlot(uint32_t stage, uint32_t stages, uint32_t micro_batches, ui
 }
 
 void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
+  if (job.open) sessions_.AddJob(job, pool);
   JobPlan& plan = jobs_[job.id] = MakeSpmdPlan(job, pool);
   plan.first_key = next_key_;
   plan.lane_key.resize(plan.lanes.size());
@@ -28,6 +29,7 @@ void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
 }
 
 void SpmdPolicy::OnJobRemoved(JobId job) {
+  sessions_.RemoveJob(job);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   // Its sleeping tasks go back to the engine, which drops them as stale.
@@ -59,8 +61,8 @@ void SpmdPolicy::TakeWoken(std::vector<uint64_t>* keys) {
 }
 
 // A run left the core: tasks pinned to its device may fit now.
-void SpmdPolicy::OnReleased(JobId /*job*/, uint32_t /*run*/, CoreId core,
-                            const ResourcePool& pool) {
+void SpmdPolicy::OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) {
+  sessions_.OnReleased(job, run, core, pool);
   if (asleep_.empty()) return;
   const uint64_t key = kDeviceKey | pool.core(core).device;
   if (asleep_.erase(key) > 0) woken_.push_back(key);
@@ -68,8 +70,14 @@ void SpmdPolicy::OnReleased(JobId /*job*/, uint32_t /*run*/, CoreId core,
 
 // A device that dies fails the tasks pinned to it (Place says so); one
 // that joins changes nothing here, but a woken task only costs a Place().
-void SpmdPolicy::OnDeviceAdded(DeviceId /*device*/, const ResourcePool& /*pool*/) { WakeAll(); }
-void SpmdPolicy::OnDeviceRemoved(DeviceId /*device*/, const ResourcePool& /*pool*/) { WakeAll(); }
+void SpmdPolicy::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
+  sessions_.OnDeviceAdded(device, pool);
+  WakeAll();
+}
+void SpmdPolicy::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
+  sessions_.OnDeviceRemoved(device, pool);
+  WakeAll();
+}
 
 SpmdPolicy::JobPlan* SpmdPolicy::Plan(JobId job) {
   auto it = jobs_.find(job);
@@ -102,7 +110,7 @@ double SpmdPolicy::Priority(const TaskView& task) const { return task.rank_us; }
 
 bool SpmdPolicy::Allows(const TaskView& task, DeviceId device) const {
   const JobPlan* plan = Plan(task.job);
-  if (plan == nullptr || task.index >= plan->device.size()) return true;
+  if (plan == nullptr || task.index >= plan->device.size()) return sessions_.Allows(task, device);
   const int64_t pinned = plan->device[task.index];
   if (pinned >= 0 && pinned != static_cast<int64_t>(device)) return false;
   const int32_t lane = plan->lane[task.index];
@@ -112,10 +120,12 @@ bool SpmdPolicy::Allows(const TaskView& task, DeviceId device) const {
   return std::find(set.begin(), set.end(), device) != set.end();
 }
 
-Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs /*now*/) {
+Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs now) {
   JobPlan* plan = Plan(task.job);
-  // Not admitted through OnJobAdded, or appended later: the whole pool.
+  // Not admitted through OnJobAdded, or appended later: a session actor's
+  // set (rule 5), else the whole pool.
   if (plan == nullptr || task.index >= plan->device.size()) {
+    if (sessions_.Constrained(task)) return sessions_.Place(task, task.spec->core, pool, now);
     return EarliestCore(task, task.spec->core, pool, [](DeviceId) { return true; });
   }
   if (!plan->error.empty()) return Placement::JobInfeasible(plan->error);
@@ -161,7 +171,8 @@ Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Time
   return Placement::Placed(static_cast<CoreId>(best));
 }
 
-void SpmdPolicy::OnPlaced(const TaskView& task, CoreId /*core*/) {
+void SpmdPolicy::OnPlaced(const TaskView& task, CoreId core) {
+  sessions_.OnPlaced(task, core);
   JobPlan* plan = Plan(task.job);
   if (plan == nullptr || task.index >= plan->lane.size() || plan->lane[task.index] < 0) return;
   Lane& lane = plan->lanes[plan->lane[task.index]];

@@ -109,7 +109,8 @@ Status ParseDeviceDescription(std::string_view text, const std::string& source,
       RETURN_IF_ERROR(CheckWorkerName(value.get<std::string>(), at + "field 'name'"));
       out.name = value.get<std::string>();
     } else if (key == "memory_mb") {
-      Result<uint64_t> mb = UnsignedField(value, at + "field 'memory_mb'", 1, kMaxMemoryMb);
+      // 0: no cap, as --memory-mb 0 (a device file describes what the flags do).
+      Result<uint64_t> mb = UnsignedField(value, at + "field 'memory_mb'", 0, kMaxMemoryMb);
       if (!mb.ok()) return mb.status();
       out.memory_mb = *mb;
     } else if (key == "cores") {

@@ -56,6 +56,7 @@ struct ControllerArgs {
   // Unset: the larger of kDefaultMaxHeldRuns and --max-runs.
   uint64_t max_held_runs = 0;
   size_t keep_jobs = 1000;
+  double keep_grace_s = 60;
   double keep_hours = 0;
   uint32_t recovery_grace_ms = 2000;
   std::string policy = "hmpmd";
@@ -84,6 +85,7 @@ int ControllerMain(const ControllerArgs& a) {
   opts.heartbeat_ms = a.heartbeat_ms;
   opts.worker_timeout_ms = a.worker_timeout_ms;
   opts.keep_finished_jobs = a.keep_jobs;
+  opts.keep_ended_grace_ms = static_cast<int64_t>(a.keep_grace_s * 1000);
   opts.keep_finished_hours = a.keep_hours;
   opts.spec_limits.max_tasks = a.max_tasks;
   opts.spec_limits.max_bytes = a.max_spec_mb << 20;
@@ -271,6 +273,11 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
                   "Finished jobs kept for queries (in memory and in --db)")
       // 0 forgot each job as it ended: `submit --wait` never saw the end.
       ->check(WholeRange(1, 100'000'000))
+      ->capture_default_str();
+  sub->add_option("--keep-grace-s", args->keep_grace_s,
+                  "A job that ended less than this many seconds ago is kept whatever "
+                  "--keep-jobs says, so `submit --wait` reads its end (0 = none)")
+      ->check(FiniteRange(0.0, 86400.0))
       ->capture_default_str();
   sub->add_option("--keep-hours", args->keep_hours,
                   "Also forget finished jobs this many hours after they ended (0 = no limit)")

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "hmpmd/worker/fetch.h"
 #include "process_cluster_fixture.h"
@@ -215,6 +216,23 @@ TEST_F(ForgetTest, OutputsOfAJobCancelledWhileItsWorkerWasAwayAreFreedOnItsRetur
   }
   EXPECT_EQ(fetched.code(), StatusCode::kNotFound) << fetched.ToString();
   EXPECT_EQ(cluster_->Get("/api/v1/jobs/" + std::to_string(*id)).value("state", ""), "cancelled");
+}
+
+// --keep-jobs 1: a job that just ended stays while later ones end, so a
+// `submit --wait` polling it reads its end (its grace, --keep-grace-s,
+// default 60 s). Before, the second job's end forgot the first at once and
+// its waiter failed with "no such job any more" though it succeeded.
+TEST_F(ForgetTest, AJobThatJustEndedOutlivesKeepJobsForItsWaiter) {
+  ASSERT_TRUE(cluster_->StartController({"--keep-jobs", "1"}).ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(RunScale(64));
+  for (uint32_t id : ids) {
+    ASSERT_NE(id, 0u);
+    const auto job = cluster_->Get("/api/v1/jobs/" + std::to_string(id));
+    ASSERT_TRUE(job.is_object()) << "job " << id << " forgotten within its grace";
+    EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump();
+  }
 }
 
 }  // namespace

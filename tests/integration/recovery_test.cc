@@ -296,7 +296,8 @@ TEST_F(RecoveryTest, RepeatedControllerAndWorkerKillsWithFixedSeed) {
 // History retention holds across restarts: --keep-jobs bounds the finished
 // jobs kept (in memory and in the file), --keep-hours drops older ones.
 TEST_F(RecoveryTest, RetentionByCountAndAgeHoldsAcrossRestarts) {
-  ASSERT_TRUE(cluster_->StartController({"--keep-jobs", "3"}).ok());
+  // No grace: a job beyond the count is forgotten as soon as it is.
+  ASSERT_TRUE(cluster_->StartController({"--keep-jobs", "3", "--keep-grace-s", "0"}).ok());
   ASSERT_TRUE(cluster_->StartWorker().ok());
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < 4; ++i) {

@@ -11,13 +11,18 @@
 // other forever).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
+#include "api_snapshot.h"
 #include "cluster_fixture.h"
 #include "hmpmd/protocol/codec.h"
+#include "live_metrics.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -161,6 +166,64 @@ TEST_F(WorkerReconnectTest, ANewInstanceOfAWorkerAlreadyDeclaredDeadIsNotARestar
   std::optional<Message> ack = Reply(later);
   ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
   EXPECT_EQ(cluster_->Call([&] { return cluster_->controller().counters().worker_restarts; }), 0u);
+}
+
+// A controller stalled past its workers' patience (SIGSTOP, a VM pause):
+// each worker is declared dead, then the same process registers again and
+// gets a new device. Its old device is not listed beside the new one: one
+// row per worker in /pool (and `hmpmd pool`) and one busy series in
+// /metrics, however many stalls. Before, each stall added a dead row.
+TEST_F(WorkerReconnectTest, AWorkerBackAfterBeingDeclaredDeadIsListedOnce) {
+  ControllerOptions o;
+  o.heartbeat_ms = 50;
+  o.worker_timeout_ms = 300;
+  StartCluster(1, "cube=1", o);
+  const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
+  zmq::context_t ctx(1);
+  RegisterMsg process = FakeWorker("tcp://127.0.0.1:1");
+  process.instance = 51;
+  auto fake_alive = [&] {
+    return cluster_->Call([&] {
+      const auto& ws = cluster_->controller().workers();
+      return std::any_of(ws.begin(), ws.end(),
+                         [](const WorkerInfo& w) { return w.instance == 51 && w.alive; });
+    });
+  };
+  for (int stall = 0; stall < 3; ++stall) {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    RegisterFrom(s, endpoint, process);
+    ASSERT_TRUE(Reply(s).has_value());
+    // It sends no heartbeat, as if the controller heard none: dead after 300 ms.
+    for (int i = 0; i < 500 && fake_alive(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_FALSE(fake_alive());
+  }
+  zmq::socket_t back(ctx, zmq::socket_type::dealer);
+  RegisterFrom(back, endpoint, process);
+  ASSERT_TRUE(Reply(back).has_value());
+  cluster_->Call([&] {
+    const Controller& c = cluster_->controller();
+    ApiSnapshots snaps(&c, {}, [](TimeUs) { return std::string(); });
+    const nlohmann::json pool =
+        nlohmann::json::parse(snaps.RefreshOnLoop(Controller::NowUs())->pool);
+    int rows = 0;
+    for (const auto& d : pool["devices"]) {
+      if (d.value("name", "") != "fake") continue;
+      ++rows;
+      EXPECT_TRUE(d.value("alive", false)) << d.dump();
+    }
+    EXPECT_EQ(rows, 1) << pool.dump();
+    LiveMetrics metrics(&c);
+    const std::string text = metrics.PrometheusText(Controller::NowUs(), "");
+    int series = 0;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      series += line.rfind("hmpmd_device_busy_seconds_total{", 0) == 0 &&
+                line.find("name=\"fake\"") != std::string::npos;
+    }
+    EXPECT_EQ(series, 1) << text;
+  });
 }
 
 }  // namespace

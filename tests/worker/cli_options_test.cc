@@ -110,6 +110,15 @@ TEST(ParseDeviceDescriptionTest, SetsTheFieldsItNames) {
   ASSERT_TRUE(ParseDeviceDescription("{}", "d.json", &p).ok());
 }
 
+// "memory_mb": 0 means no cap, as --memory-mb 0 does: a device file (what
+// the deploy units use) could not describe an uncapped store before.
+TEST(ParseDeviceDescriptionTest, MemoryMbZeroMeansNoCapAsTheFlagDoes) {
+  WorkerOptions o;
+  Status s = ParseDeviceDescription(R"({"memory_mb": 0})", "d.json", &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(o.memory_mb, 0u);
+}
+
 TEST(ParseDeviceDescriptionTest, BadFilesGiveOneLineNamingFileAndFieldAndChangeNothing) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "not valid JSON"},
@@ -123,7 +132,6 @@ TEST(ParseDeviceDescriptionTest, BadFilesGiveOneLineNamingFileAndFieldAndChangeN
       {R"({"memory_mb": -1})", "field 'memory_mb'"},
       {R"({"memory_mb": 1.5})", "field 'memory_mb'"},
       {R"({"memory_mb": "64G"})", "field 'memory_mb'"},
-      {R"({"memory_mb": 0})", "field 'memory_mb'"},
       {R"({"cores": "cube=1"})", "field 'cores'"},
       {R"({"cores": {"gpu": 1}})", "field 'cores.gpu'"},
       {R"({"cores": {"cube": 257}})", "field 'cores.cube'"},

@@ -117,7 +117,18 @@ struct DeviceShareOptions {
   uint32_t scan_limit = 64;
   // Moves kept for reports (the count goes on). Default: 100000.
   size_t max_recorded_moves = 100000;
+  // Whether elastic sets move devices between them (rules 2, 2b, 2d).
+  // false: each set keeps the devices rule 1 laid out (pool changes aside,
+  // rules 3-5), as the fifo baseline wants. Default: true.
+  bool rebalance = true;
 };
+
+// Sets laid out once, never rebalanced: the baselines fifo and spmd-1f1b.
+inline DeviceShareOptions FixedSetOptions() {
+  DeviceShareOptions options;
+  options.rebalance = false;
+  return options;
+}
 
 class DeviceShare {
  public:

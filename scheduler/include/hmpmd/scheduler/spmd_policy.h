@@ -34,6 +34,10 @@
 //    the same way that every task's device can run it.
 // 4. Communication kernels run on the compute (cube) core of their device,
 //    after the compute before them: no core-level overlap.
+// 5. Sub-models a driver session (an open job) adds after admission are
+//    outside the plan: its actors with `devices` get a set laid out when
+//    they are added and never moved (DeviceShare, FixedSetOptions()), so
+//    an actor's calls find its state; its other tasks run anywhere.
 // Ready tasks are taken in critical-path order, as hmpmd does.
 // Thread-safety: not thread-safe; owned by the scheduler's thread.
 #pragma once
@@ -43,15 +47,22 @@
 #include <unordered_set>
 #include <vector>
 
+#include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/policy.h"
 
 namespace hmpmd {
 
 class SpmdPolicy final : public Policy {
  public:
+  SpmdPolicy() : sessions_(FixedSetOptions()) {}
+
   std::string_view Name() const override { return "spmd-1f1b"; }
   void OnJobAdded(const JobRun& job, const ResourcePool& pool) override;
+  void OnJobGrown(const JobRun& job, const ResourcePool& pool) override {
+    sessions_.GrowJob(job, pool);
+  }
   void OnJobRemoved(JobId job) override;
+  void OnReady(const TaskView& task) override { sessions_.OnReady(task); }
   double Priority(const TaskView& task) const override;
   Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) override;
   void OnPlaced(const TaskView& task, CoreId core) override;
@@ -104,6 +115,8 @@ class SpmdPolicy final : public Policy {
   static constexpr uint64_t kDeviceKey = uint64_t{1} << 62;
   std::unordered_set<uint64_t> asleep_;  // keys handed out in RetryWhen()
   std::vector<uint64_t> woken_;
+  // Rule 5: the sets of open jobs' actors (closed jobs are not in it).
+  DeviceShare sessions_;
 };
 
 // Builds `job`'s plan on `pool` (rules 1-3 above; spmd_plan.cc).
