@@ -201,6 +201,7 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
   if (t->kernel.empty()) return r.Error("kernel", "must not be empty");
   RETURN_IF_ERROR(r.String("submodel", false, &t->submodel));
   std::string core = "cube";
+  t->core_given = r.Find("core") != nullptr;
   RETURN_IF_ERROR(r.String("core", false, &core));
   auto kind = ParseCoreKind(core);
   if (!kind) return r.Error("core", "unknown core kind '" + core + "' (cube, vector)");

@@ -156,7 +156,8 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
     for (uint32_t m : grp.members) ++per[g.task(m).submodel];
     const uint32_t all = static_cast<uint32_t>(grp.members.size());
     const uint32_t lead = grp.members.front();
-    const CoreKind kind = g.task(lead).is_comm ? CoreKind::kVector : g.spec_task(lead).core;
+    const CoreKind kind =
+        CommToVector(g.task(lead), g.spec_task(lead)) ? CoreKind::kVector : g.spec_task(lead).core;
     for (const auto& [sm, n] : per) {
       const uint32_t floor = per.size() > 1 ? all : n;
       if (floor > js.sets[sm].floor) {
@@ -212,7 +213,9 @@ void DeviceShare::CountTasks(JobShare& js) {
     }
     // Communication goes to a vector core where the pool has one.
     set.needs |= 1u << static_cast<uint32_t>(g.spec_task(i).core);
-    if (g.task(i).is_comm) set.needs |= 1u << static_cast<uint32_t>(CoreKind::kVector);
+    if (CommToVector(g.task(i), g.spec_task(i))) {
+      set.needs |= 1u << static_cast<uint32_t>(CoreKind::kVector);
+    }
     set.total_us += js.run->est_us[i] * g.steps();
     // Rule 5: outputs its arguments tell (inputs' sizes are not known yet).
     if (pool_ != nullptr && pool_->options().count_store && set.want > 0) {

@@ -39,7 +39,8 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
 CoreKind HmpmdPolicy::RunsOn(const TaskView& task) const {
   // As Place() chooses (where vector cores have no capacity now, a
   // communication task may take its own kind's core instead).
-  if (task.task != nullptr && task.task->is_comm && fair_.cores(CoreKind::kVector) > 0) {
+  if (task.task != nullptr && task.spec != nullptr && CommToVector(*task.task, *task.spec) &&
+      fair_.cores(CoreKind::kVector) > 0) {
     return CoreKind::kVector;
   }
   return task.spec != nullptr ? task.spec->core : CoreKind::kCube;
@@ -52,7 +53,8 @@ uint64_t HmpmdPolicy::WaitClass(const TaskView& task) const {
   if (task.task == nullptr || task.task->group != kNoGroup || !share_.Constrained(task)) return 0;
   uint64_t h = task.job;
   h = h * 1'000'003 + task.task->submodel;
-  h = h * 31 + static_cast<uint64_t>(task.spec->core) * 2 + (task.task->is_comm ? 1 : 0);
+  h = h * 31 + static_cast<uint64_t>(task.spec->core) * 2 +
+      (CommToVector(*task.task, *task.spec) ? 1 : 0);
   h = h * 1'000'033 + task.kernel_id;
   h = h * 2 + (task.input_bytes > 0 ? 1 : 0);
   return h | (uint64_t{1} << 63);
@@ -123,7 +125,7 @@ CoreId HmpmdPolicy::FreeCoreBesideComm(const TaskView& task, CoreKind kind,
 
 Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs now) {
   CoreKind kind = task.spec->core;
-  if (task.task->is_comm && pool.alive_cores(CoreKind::kVector) > 0 &&
+  if (CommToVector(*task.task, *task.spec) && pool.alive_cores(CoreKind::kVector) > 0 &&
       pool.HasCapacity(CoreKind::kVector)) {
     kind = CoreKind::kVector;
   }

@@ -74,11 +74,20 @@ TEST_F(JobSpecParserTest, MinimalSpecGetsTheDefaults) {
   EXPECT_EQ(t.kernel, "noop");
   EXPECT_EQ(t.submodel, "default");
   EXPECT_EQ(t.core, CoreKind::kCube);
+  EXPECT_FALSE(t.core_given);
   EXPECT_TRUE(t.inputs.empty());
   EXPECT_TRUE(t.args.empty());
   EXPECT_EQ(t.cost.flops, 0);
   EXPECT_EQ(t.cost.bytes, 0);
   EXPECT_FALSE(t.collective.has_value());
+}
+
+TEST_F(JobSpecParserTest, ANamedCoreIsMarkedGivenEvenWhenItIsTheDefault) {
+  JobSpec s = ParseOk(R"({"tasks": [{"id": "s", "kernel": "send", "core": "cube"},
+                                    {"id": "v", "kernel": "send", "core": "vector"}]})");
+  EXPECT_TRUE(s.tasks[0].core_given);
+  EXPECT_EQ(s.tasks[0].core, CoreKind::kCube);
+  EXPECT_TRUE(s.tasks[1].core_given);
 }
 
 TEST_F(JobSpecParserTest, DesignDocExampleParsesWithEveryField) {

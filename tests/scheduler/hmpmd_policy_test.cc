@@ -107,6 +107,27 @@ TEST_F(HmpmdPolicyTest, PlaceTakesTheEarliestDrainingCoreOfTheTasksKind) {
   EXPECT_EQ(vec.core, 4u) << "idle vector core of b beats busy vector core of a";
 }
 
+// Communication goes to the vector core unless its spec names a core: a
+// kernel that needs the cube core for fused compute keeps it (QA: a send
+// declared "core": "cube" ran on vector0 while /tasks said cube).
+TEST_F(HmpmdPolicyTest, CommunicationThatNamesItsCoreKeepsIt) {
+  ResourcePool pool;
+  pool.AddDevice(Device("a", 1, 1));  // core 0 cube, 1 vector
+  auto g = test::BuildGraph(SpecBuilder()
+                                .Add(TaskBuilder("moved", "send"))
+                                .Add(TaskBuilder("kept", "send").GivenCore(CoreKind::kCube))
+                                .Add(TaskBuilder("gang", "allreduce")
+                                         .GivenCore(CoreKind::kCube)
+                                         .Collective("g", "allreduce")));
+  HmpmdPolicy policy;
+  for (uint32_t i = 0; i < 3; ++i) {
+    Placement p = policy.Place(View(*g, i, &pool), pool, 0);
+    ASSERT_EQ(p.kind, Placement::Kind::kPlaced) << i;
+    EXPECT_EQ(pool.core(p.core).kind, i == 0 ? CoreKind::kVector : CoreKind::kCube)
+        << g->spec_task(i).id;
+  }
+}
+
 TEST_F(HmpmdPolicyTest, PlaceSkipsDevicesThatDoNotRunTheKernel) {
   ResourcePool pool;
   pool.AddDevice(Device("spin-only", 1, 0, {"spin"}));

@@ -51,6 +51,11 @@ class TaskBuilder {
     return *this;
   }
   TaskBuilder& Vector() { return Core(CoreKind::kVector); }
+  // As a spec that names its core ("core": ...).
+  TaskBuilder& GivenCore(CoreKind k) {
+    t_.core_given = true;
+    return Core(k);
+  }
   TaskBuilder& Inputs(std::initializer_list<std::string> in) {
     t_.inputs.assign(in.begin(), in.end());
     return *this;

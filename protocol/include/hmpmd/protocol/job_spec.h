@@ -69,6 +69,9 @@ struct TaskSpec {
   std::string submodel = "default";
   std::string kernel;
   CoreKind core = CoreKind::kCube;
+  // Whether the spec named `core`: the hmpmd policy then keeps it, also for
+  // communication, which it otherwise runs on a vector core.
+  bool core_given = false;
   std::vector<std::string> inputs;
   Args args;
   CostHint cost;

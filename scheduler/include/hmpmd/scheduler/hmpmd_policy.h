@@ -11,7 +11,8 @@
 //    together); ties go to the producers of one gang together.
 // 2. Communication kernels go to vector cores (where the pool has them), so
 //    they overlap compute on the cube cores; chunked MoE dispatch/combine
-//    then pipelines under the experts' compute.
+//    then pipelines under the experts' compute. A task whose spec names its
+//    `core` keeps it (CommToVector).
 // 3. A consumer goes to the device holding its largest input when a core of
 //    its kind there is free now (data stays put), or while that core drains
 //    no later than the earliest one plus the time the input takes to fetch

@@ -60,6 +60,13 @@ struct SetShortfall {
 
 inline constexpr uint32_t kNoRun = UINT32_MAX;
 
+// Whether the hmpmd policy runs `task` on a vector core instead of the kind
+// its spec has (where the pool has vector cores): communication whose spec
+// did not name a core, so that it overlaps compute on the cube cores.
+inline bool CommToVector(const GraphTask& task, const TaskSpec& spec) {
+  return task.is_comm && !spec.core_given;
+}
+
 // The outcome of one placement attempt: a value, not an error.
 struct Placement {
   enum class Kind { kPlaced, kRetryLater, kInfeasible };
