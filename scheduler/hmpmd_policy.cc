@@ -36,11 +36,16 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
   return p;
 }
 
+uint32_t HmpmdPolicy::GangSize(const TaskView& task) {
+  if (task.task == nullptr || task.task->group == kNoGroup || task.graph == nullptr) return 1;
+  return static_cast<uint32_t>(task.graph->groups()[task.task->group].members.size());
+}
+
 CoreKind HmpmdPolicy::RunsOn(const TaskView& task) const {
   // As Place() chooses (where vector cores have no capacity now, a
   // communication task may take its own kind's core instead).
   if (task.task != nullptr && task.spec != nullptr && CommToVector(*task.task, *task.spec) &&
-      fair_.cores(CoreKind::kVector) > 0) {
+      fair_.cores(CoreKind::kVector) >= GangSize(task)) {
     return CoreKind::kVector;
   }
   return task.spec != nullptr ? task.spec->core : CoreKind::kCube;
@@ -125,8 +130,10 @@ CoreId HmpmdPolicy::FreeCoreBesideComm(const TaskView& task, CoreKind kind,
 
 Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs now) {
   CoreKind kind = task.spec->core;
+  // A gang needs a vector core per member: with fewer, it stays on its
+  // own kind (else it would wait for ever on a mixed pool).
   if (CommToVector(*task.task, *task.spec) && pool.alive_cores(CoreKind::kVector) > 0 &&
-      pool.HasCapacity(CoreKind::kVector)) {
+      pool.alive_cores(CoreKind::kVector) >= GangSize(task) && pool.HasCapacity(CoreKind::kVector)) {
     kind = CoreKind::kVector;
   }
   if (share_.Constrained(task)) return share_.Place(task, kind, pool, now);

@@ -128,6 +128,29 @@ TEST_F(HmpmdPolicyTest, CommunicationThatNamesItsCoreKeepsIt) {
   }
 }
 
+// A gang needs a core per member at once: on a pool with one vector core,
+// a 2-member all-reduce gang stays on the cube cores, and a gang of compute
+// kernels (spin with `collective`) computes on cube in any case (both hung,
+// or ran on vector, before).
+TEST_F(HmpmdPolicyTest, AGangTooLargeForTheVectorCoresAndComputeGangsRunOnCube) {
+  const std::vector<DeviceDesc> mixed = {Device("a", 1, 0), Device("b", 1, 1)};
+  for (const char* kernel : {"allreduce", "spin"}) {
+    TaskBuilder m0("m0", kernel), m1("m1", kernel);
+    if (std::string(kernel) == "spin") {
+      m0.Us(100);
+      m1.Us(100);
+    }
+    auto log = Run("hmpmd", SpecBuilder()
+                                .Add(m0.Collective("g", "allreduce", 64))
+                                .Add(m1.Collective("g", "allreduce", 64))
+                                .Build(),
+                   mixed);
+    ASSERT_EQ(log.size(), 2u) << kernel;
+    // Cores: a's cube 0, b's cube 1 and vector 2.
+    for (const auto& st : log) EXPECT_NE(st.d.core, 2u) << kernel << " ran on b's vector core";
+  }
+}
+
 TEST_F(HmpmdPolicyTest, PlaceSkipsDevicesThatDoNotRunTheKernel) {
   ResourcePool pool;
   pool.AddDevice(Device("spin-only", 1, 0, {"spin"}));

@@ -96,6 +96,8 @@ class HmpmdPolicy final : public Policy {
  private:
   // The core kind Place() puts `task` on when that kind has capacity.
   CoreKind RunsOn(const TaskView& task) const;
+  // Members of `task`'s collective gang (1 when it has none).
+  static uint32_t GangSize(const TaskView& task);
   CoreId FreeCoreBesideComm(const TaskView& task, CoreKind kind, const ResourcePool& pool,
                             TimeUs now);
   // Cores communication was placed on and may still run on (pruned lazily

@@ -61,10 +61,11 @@ struct SetShortfall {
 inline constexpr uint32_t kNoRun = UINT32_MAX;
 
 // Whether the hmpmd policy runs `task` on a vector core instead of the kind
-// its spec has (where the pool has vector cores): communication whose spec
-// did not name a core, so that it overlaps compute on the cube cores.
+// its spec has (where the pool has enough vector cores): a communication
+// kernel whose spec did not name a core, so that it overlaps compute on the
+// cube cores. A compute kernel in a gang (`collective` on a spin) computes.
 inline bool CommToVector(const GraphTask& task, const TaskSpec& spec) {
-  return task.is_comm && !spec.core_given;
+  return task.is_comm && !spec.core_given && IsCommKernel(spec.kernel);
 }
 
 // The outcome of one placement attempt: a value, not an error.
