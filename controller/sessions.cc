@@ -328,16 +328,22 @@ bool Controller::RestoreSession(const StoredJob& j, TimeUs now) {
   const std::string error =
       ended ? j.error : "driver session lost: the controller restarted while it was open";
   const TimeUs finished = ended ? j.finished : now;
+  // Its calls are not stored (no graph to rebuild), but an ended session
+  // keeps its start, its figures and its end's wall clock (--keep-hours).
   Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), {}, state, error, j.submitted,
-                                     finished, now);
+                                     finished, now, ended ? j.started : -1);
   if (!st.ok()) {
     spdlog::error("job {} from the store: {}", j.id, st.message());
     return true;
   }
   ++counters_.restored_jobs;
   finished_order_.push_back(j.id);
+  const bool known = ended && j.finished_unix_ms > 0;
+  finished_unix_ms_[j.id] = known ? j.finished_unix_ms : UnixMs();
+  if (ended && !j.metrics.empty()) stored_metrics_[j.id] = j.metrics;
   if (!ended) {
-    store_pending_.push_back(JobEndedRecord{j.id, state, error, finished});
+    store_pending_.push_back(
+        JobEndedRecord{j.id, state, error, finished, finished_unix_ms_[j.id], -1, {}});
     spdlog::warn("job {} '{}': {}", j.id, j.name, error);
   }
   return true;

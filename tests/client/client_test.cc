@@ -498,6 +498,34 @@ TEST_F(ClientTest, ASessionOpenAcrossAControllerRestartFailsAsLost) {
   EXPECT_NE(closed.message().find("driver session lost"), std::string::npos) << closed.ToString();
 }
 
+// A session that ended before a restart keeps its start and its figures
+// (its calls are not stored, so it reads 0 of 0 tasks); before, both were
+// lost, and --keep-hours never expired it (no end time).
+TEST_F(ClientTest, AnEndedSessionKeepsItsFiguresAcrossARestart) {
+  auto c = Connect("kept");
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c->Submit({.kernel = "spin", .args = {{"us", int64_t{2000}}}})->Wait(20000).ok());
+  }
+  ASSERT_TRUE(c->Close().ok());
+  const std::string path = "/api/v1/jobs/" + std::to_string(c->job());
+  nlohmann::json before;
+  for (int i = 0; i < 200 && !before.contains("lower_bound_s"); ++i) {
+    before = cluster_->Get(path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(before.value("state", ""), "succeeded") << before.dump();
+  ASSERT_TRUE(before.contains("lower_bound_s")) << before.dump();
+  cluster_->StopController();
+  ASSERT_TRUE(cluster_->StartController().ok());
+  auto after = cluster_->Get(path);
+  EXPECT_EQ(after.value("state", ""), "succeeded") << after.dump();
+  for (const char* key : {"started_us", "makespan_s", "lower_bound_s", "utilisation"}) {
+    ASSERT_TRUE(after.contains(key)) << key << ": " << after.dump();
+    EXPECT_EQ(after[key], before[key]) << key;
+  }
+}
+
 TEST_F(ClientTest, ASessionIdIsStoredBeforeTheDriverHearsIt) {
   // The controller killed at once after the open: the session's job was
   // not in the store yet, and after the restart its id went to the next
