@@ -19,6 +19,15 @@ int32_t OneFOneBSlot(uint32_t stage, uint32_t stages, uint32_t micro_batches, ui
 
 void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   if (job.open) sessions_.AddJob(job, pool);
+  // No device to lay it out on yet: at its first placement.
+  if (pool.alive_device_count() == 0 && !job.open) {
+    jobs_[job.id].waiting = &job;
+    return;
+  }
+  MakePlan(job, pool);
+}
+
+void SpmdPolicy::MakePlan(const JobRun& job, const ResourcePool& pool) {
   JobPlan& plan = jobs_[job.id] = MakeSpmdPlan(job, pool);
   plan.first_key = next_key_;
   plan.lane_key.resize(plan.lanes.size());
@@ -26,6 +35,32 @@ void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
     plan.lane_key[i] = next_key_ - plan.first_key;
     next_key_ += plan.lanes[i].total.size();
   }
+  // Laid out late (reloaded after a restart): what of its step ran or runs
+  // already took its turn in the order.
+  const uint32_t n = job.graph->size();
+  for (uint32_t i = 0; i < n && i < plan.lane.size(); ++i) {
+    const uint64_t r = uint64_t{job.step} * n + i;
+    if (r >= job.runs.size() || plan.lane[i] < 0) continue;
+    const TaskState st = job.runs[r].state;
+    if (st == TaskState::kRunning || st == TaskState::kDone) TakeTurn(plan, i);
+  }
+}
+
+bool SpmdPolicy::TakeTurn(JobPlan& plan, uint32_t index) {
+  Lane& lane = plan.lanes[plan.lane[index]];
+  const int32_t slot = plan.slot[index];
+  if (++lane.placed[slot] < lane.total[slot] || slot != lane.next) return false;
+  const auto end = static_cast<int32_t>(lane.total.size());
+  do {
+    ++lane.next;
+  } while (lane.next < end && lane.placed[lane.next] >= lane.total[lane.next]);
+  if (lane.next >= end) {
+    // The step's order is done: the next step (spec repeat) runs it again.
+    std::fill(lane.placed.begin(), lane.placed.end(), 0);
+    lane.next = 0;
+    while (lane.next < end && lane.total[lane.next] == 0) ++lane.next;
+  }
+  return true;
 }
 
 void SpmdPolicy::OnJobRemoved(JobId job) {
@@ -124,6 +159,11 @@ Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Time
   JobPlan* plan = Plan(task.job);
   // Not admitted through OnJobAdded, or appended later: a session actor's
   // set (rule 5), else the whole pool.
+  if (plan != nullptr && plan->waiting != nullptr) {
+    if (pool.alive_device_count() == 0) return Placement::RetryLater();
+    MakePlan(*plan->waiting, pool);
+    plan = Plan(task.job);
+  }
   if (plan == nullptr || task.index >= plan->device.size()) {
     if (sessions_.Constrained(task)) return sessions_.Place(task, task.spec->core, pool, now);
     return EarliestCore(task, task.spec->core, pool, [](DeviceId) { return true; });
@@ -175,20 +215,7 @@ void SpmdPolicy::OnPlaced(const TaskView& task, CoreId core) {
   sessions_.OnPlaced(task, core);
   JobPlan* plan = Plan(task.job);
   if (plan == nullptr || task.index >= plan->lane.size() || plan->lane[task.index] < 0) return;
-  Lane& lane = plan->lanes[plan->lane[task.index]];
-  const int32_t slot = plan->slot[task.index];
-  if (++lane.placed[slot] < lane.total[slot] || slot != lane.next) return;
-  const auto end = static_cast<int32_t>(lane.total.size());
-  do {
-    ++lane.next;
-  } while (lane.next < end && lane.placed[lane.next] >= lane.total[lane.next]);
-  if (lane.next >= end) {
-    // The step's order is done: the next step (spec repeat) runs it again.
-    std::fill(lane.placed.begin(), lane.placed.end(), 0);
-    lane.next = 0;
-    while (lane.next < end && lane.total[lane.next] == 0) ++lane.next;
-  }
-  WakeLane(*plan, plan->lane[task.index]);  // the next slot's turn
+  if (TakeTurn(*plan, task.index)) WakeLane(*plan, plan->lane[task.index]);  // the next slot's turn
 }
 
 }  // namespace hmpmd

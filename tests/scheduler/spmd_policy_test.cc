@@ -74,6 +74,42 @@ TEST(SpmdPolicy, SmallPoolsRunToCompletion) {
   }
 }
 
+// A job admitted before any device is up (submitted before the first
+// worker joins, or reloaded with nothing done after a restart) is laid
+// out when devices come, not failed for an empty pool.
+TEST(SpmdPolicy, AJobAdmittedOnAnEmptyPoolRunsOnceDevicesJoin) {
+  auto p = MakePolicy("spmd-1f1b");
+  ASSERT_TRUE(p.ok());
+  Scheduler s(SchedulerOptions{}, std::move(*p));
+  auto g = BuildGraph(SpecBuilder()
+                          .Submodel("enc", SubmodelKind::kEncoder, 1)
+                          .Add(TaskBuilder("a").Submodel("enc").Us(10))
+                          .Add(TaskBuilder("b").Submodel("enc").Us(10).Inputs({"a"}))
+                          .Build());
+  Result<JobId> job = s.AddJob(g, 0);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  test::VirtualLoop loop(&s);
+  loop.RunToIdle();
+  EXPECT_EQ(s.job(*job)->state, JobState::kQueued) << s.job(*job)->error;
+  s.AddDevice(test::Device("d0", 1, 1));
+  loop.RunToIdle();
+  EXPECT_EQ(s.job(*job)->state, JobState::kSucceeded) << s.job(*job)->error;
+
+  // Reloaded after a restart with its first task done: laid out when a
+  // device joins, with that task's turn in the program order taken.
+  auto r = MakePolicy("spmd-1f1b");
+  ASSERT_TRUE(r.ok());
+  Scheduler again(SchedulerOptions{}, std::move(*r));
+  ASSERT_TRUE(again.RestoreJob(3, g, {{0, 0, 10, 20}}, JobState::kRunning, "", 1, -1, 100).ok());
+  test::VirtualLoop resumed(&again);
+  resumed.AdvanceTo(100);
+  resumed.RunToIdle();
+  again.AddDevice(test::Device("d0", 1, 1));
+  resumed.RunToIdle();
+  EXPECT_EQ(again.job(3)->state, JobState::kSucceeded) << again.job(3)->error;
+  ASSERT_EQ(resumed.log().size(), 1u) << "a is not run again";
+}
+
 TEST(SpmdPolicy, OverlappingSetsGetALaneEachOnlyWhenTheyMust) {
   // rl on 2 devices: the learner's set wraps onto the actor's device, and
   // the learner's first chunk (order 0) waits on rollouts (orders 1-4).

@@ -101,9 +101,16 @@ class SpmdPolicy final : public Policy {
     uint64_t first_key = 0;
     std::vector<uint64_t> lane_key;
     std::string error;  // non-empty: the job cannot run (Place says why)
+    // Admitted while no device was up (before the first worker joined, or
+    // reloaded after a restart): laid out at its first placement instead.
+    const JobRun* waiting = nullptr;
   };
 
  private:
+  // Lays out `job` on the devices up now (rules 1-3) as its plan.
+  void MakePlan(const JobRun& job, const ResourcePool& pool);
+  // Task `index` took its slot on its lane; true when the lane moved on.
+  static bool TakeTurn(JobPlan& plan, uint32_t index);
   JobPlan* Plan(JobId job);
   const JobPlan* Plan(JobId job) const;
   // Wakes the key of `lane`'s next slot if a task sleeps on it.
