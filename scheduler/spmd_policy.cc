@@ -29,6 +29,7 @@ void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
 
 void SpmdPolicy::MakePlan(const JobRun& job, const ResourcePool& pool) {
   JobPlan& plan = jobs_[job.id] = MakeSpmdPlan(job, pool);
+  plan.job = &job;
   plan.first_key = next_key_;
   plan.lane_key.resize(plan.lanes.size());
   for (size_t i = 0; i < plan.lanes.size(); ++i) {
@@ -103,14 +104,26 @@ void SpmdPolicy::OnReleased(JobId job, uint32_t run, CoreId core, const Resource
   if (asleep_.erase(key) > 0) woken_.push_back(key);
 }
 
-// A device that dies fails the tasks pinned to it (Place says so); one
-// that joins changes nothing here, but a woken task only costs a Place().
+// A device that joins changes no plan, but a woken task only costs a
+// Place(). One that dies leaves the plans that use it to be laid out again
+// on the devices up at their next placement, as after a restart (a static
+// deployment restarts on the devices it has; before, its tasks waited for
+// the dead device for ever).
 void SpmdPolicy::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
   sessions_.OnDeviceAdded(device, pool);
   WakeAll();
 }
 void SpmdPolicy::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
   sessions_.OnDeviceRemoved(device, pool);
+  for (auto& [id, plan] : jobs_) {
+    if (plan.waiting != nullptr || plan.job == nullptr || !plan.error.empty()) continue;
+    bool uses = std::find(plan.device.begin(), plan.device.end(), int64_t{device}) !=
+                plan.device.end();
+    for (size_t s = 0; s < plan.sets.size() && !uses; ++s) {
+      uses = std::find(plan.sets[s].begin(), plan.sets[s].end(), device) != plan.sets[s].end();
+    }
+    if (uses) plan.waiting = plan.job;
+  }
   WakeAll();
 }
 

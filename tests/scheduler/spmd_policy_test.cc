@@ -110,6 +110,32 @@ TEST(SpmdPolicy, AJobAdmittedOnAnEmptyPoolRunsOnceDevicesJoin) {
   ASSERT_EQ(resumed.log().size(), 1u) << "a is not run again";
 }
 
+// A device of the plan dies between two tasks, and another joins: the job
+// is laid out again on the devices up, where it goes on (before, the next
+// task waited for the dead device for ever).
+TEST(SpmdPolicy, AJobWhoseDeviceDiesIsLaidOutAgainOnTheDevicesUp) {
+  auto p = MakePolicy("spmd-1f1b");
+  ASSERT_TRUE(p.ok());
+  Scheduler s(SchedulerOptions{}, std::move(*p));
+  const DeviceId d0 = s.AddDevice(test::Device("d0", 1, 1));
+  Result<JobId> job = s.AddJob(BuildGraph(SpecBuilder()
+                                              .Submodel("enc", SubmodelKind::kEncoder, 1)
+                                              .Add(TaskBuilder("a").Submodel("enc").Us(10))
+                                              .Add(TaskBuilder("b").Submodel("enc").Us(10).Inputs({"a"}))
+                                              .Build()),
+                               0);
+  ASSERT_TRUE(job.ok());
+  test::VirtualLoop loop(&s);
+  ASSERT_EQ(loop.Schedule(), 1u);
+  ASSERT_TRUE(loop.DeliverNext());  // a is done on d0
+  s.RemoveDevice(d0, loop.now());
+  const DeviceId d1 = s.AddDevice(test::Device("d1", 1, 1));
+  loop.RunToIdle();
+  EXPECT_EQ(s.job(*job)->state, JobState::kSucceeded) << s.job(*job)->error;
+  ASSERT_EQ(loop.log().size(), 2u);
+  EXPECT_EQ(loop.log()[1].d.device, d1);
+}
+
 TEST(SpmdPolicy, OverlappingSetsGetALaneEachOnlyWhenTheyMust) {
   // rl on 2 devices: the learner's set wraps onto the actor's device, and
   // the learner's first chunk (order 0) waits on rollouts (orders 1-4).

@@ -101,8 +101,10 @@ class SpmdPolicy final : public Policy {
     uint64_t first_key = 0;
     std::vector<uint64_t> lane_key;
     std::string error;  // non-empty: the job cannot run (Place says why)
+    const JobRun* job = nullptr;  // the job it lays out (the engine's; stable)
     // Admitted while no device was up (before the first worker joined, or
-    // reloaded after a restart): laid out at its first placement instead.
+    // reloaded after a restart), or a device of its plan died: laid out
+    // (again) at its next placement.
     const JobRun* waiting = nullptr;
   };
 
