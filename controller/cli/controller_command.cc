@@ -182,7 +182,9 @@ int ControllerMain(const ControllerArgs& a) {
     });
     http->SetSseHello([&feed] { return feed.Hello(); });
     if (Status st = http->Start(); !st.ok()) return Fail(st);
-    spdlog::info("REST API and dashboard on http://{}", a.http);
+    // The port bound, not the one asked for (0 picks a free one).
+    const std::string host = a.http.substr(0, a.http.rfind(':'));
+    spdlog::info("REST API and dashboard on http://{}:{}", host, http->port());
   }
   feed.Start();
   std::thread waiter([&controller, signals] {

@@ -377,6 +377,28 @@ def submit_against(handler, *args):
 
 
 class NotAController(unittest.TestCase):
+    def test_http_port_0_logs_the_port_it_bound(self):
+        # It logged "http://127.0.0.1:0", which nobody can reach.
+        ctl = subprocess.Popen([HMPMD, "controller", "--listen", f"tcp://127.0.0.1:{free_port()}",
+                                "--http", "127.0.0.1:0", "--db", "", "--log-level", "info"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            url = None
+            deadline = time.monotonic() + 30
+            while url is None and time.monotonic() < deadline:
+                line = ctl.stdout.readline()
+                if not line:
+                    break
+                if "REST API and dashboard on " in line:
+                    url = line.split("REST API and dashboard on ", 1)[1].strip()
+            self.assertIsNotNone(url, "no REST API line in the controller's log")
+            self.assertFalse(url.endswith(":0"), url)
+            with urllib.request.urlopen(url + "/api/v1/pool", timeout=10) as r:
+                self.assertEqual(r.status, 200)
+        finally:
+            ctl.kill()
+            ctl.wait()
+
     def test_an_http_server_that_is_not_a_controller_is_named(self):
         r = run_against(Quiet, "status")
         self.assertEqual(r.returncode, 2, r.stderr)
