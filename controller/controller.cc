@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "hmpmd/protocol/builtin_args.h"
 #include "curve_keys.h"
+#include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/one_line.h"
 #include "job_report.h"
 

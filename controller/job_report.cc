@@ -129,10 +129,10 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   // that ended before any run started).
   j["started_us"] = job.started >= 0 ? json(job.started) : json(nullptr);
   j["finished_us"] = job.finished >= 0 ? json(job.finished) : json(nullptr);
-  // A job that ended with no run done has no step to measure.
   json kept = with_metrics && stored != nullptr && !stored->empty()
                   ? json::parse(*stored, nullptr, /*allow_exceptions=*/false)
                   : json();
+  // A job that ended with no run done has no step to measure.
   if (with_metrics && job.done > 0 && AllDonePlaced(job)) {
     j.update(MetricsJson(ComputeMetrics(job, pool), pool));
   } else if (kept.is_object()) {

@@ -170,13 +170,14 @@ bool SpmdPolicy::Allows(const TaskView& task, DeviceId device) const {
 
 Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, TimeUs now) {
   JobPlan* plan = Plan(task.job);
-  // Not admitted through OnJobAdded, or appended later: a session actor's
-  // set (rule 5), else the whole pool.
+  // Admitted on an empty pool, or a device of its plan died: laid out now.
   if (plan != nullptr && plan->waiting != nullptr) {
     if (pool.alive_device_count() == 0) return Placement::RetryLater();
     MakePlan(*plan->waiting, pool);
     plan = Plan(task.job);
   }
+  // Not admitted through OnJobAdded, or appended later: a session actor's
+  // set (rule 5), else the whole pool.
   if (plan == nullptr || task.index >= plan->device.size()) {
     if (sessions_.Constrained(task)) return sessions_.Place(task, task.spec->core, pool, now);
     return EarliestCore(task, task.spec->core, pool, [](DeviceId) { return true; });
