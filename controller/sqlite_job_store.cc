@@ -290,10 +290,10 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   std::vector<StoredJob> jobs;
   std::map<JobId, size_t> index;
   sqlite3_stmt* s = nullptr;
-  RETURN_IF_ERROR(
-      Prepare("SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms, started, "
-              "metrics FROM jobs ORDER BY id",
-              &s));
+  RETURN_IF_ERROR(Prepare(
+      "SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms, started, "
+      "metrics FROM jobs ORDER BY id",
+      &s));
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     StoredJob j;

@@ -107,9 +107,10 @@ std::vector<DeviceId> PickByScore(std::vector<NodeFree>& nodes, uint32_t need,
     }
     if (taken.empty()) continue;
     for (NodeFree& n : nodes) {
-      n.devices.erase(std::remove_if(n.devices.begin() + static_cast<std::ptrdiff_t>(n.next),
-                                     n.devices.end(), [&](DeviceId d) { return taken.count(d) > 0; }),
-                      n.devices.end());
+      n.devices.erase(
+          std::remove_if(n.devices.begin() + static_cast<std::ptrdiff_t>(n.next), n.devices.end(),
+                         [&](DeviceId d) { return taken.count(d) > 0; }),
+          n.devices.end());
     }
   }
   return out;

@@ -133,7 +133,8 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
   // A gang needs a vector core per member: with fewer, it stays on its
   // own kind (else it would wait for ever on a mixed pool).
   if (CommToVector(*task.task, *task.spec) && pool.alive_cores(CoreKind::kVector) > 0 &&
-      pool.alive_cores(CoreKind::kVector) >= GangSize(task) && pool.HasCapacity(CoreKind::kVector)) {
+      pool.alive_cores(CoreKind::kVector) >= GangSize(task) &&
+      pool.HasCapacity(CoreKind::kVector)) {
     kind = CoreKind::kVector;
   }
   if (share_.Constrained(task)) return share_.Place(task, kind, pool, now);

@@ -117,8 +117,8 @@ void SpmdPolicy::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
   sessions_.OnDeviceRemoved(device, pool);
   for (auto& [id, plan] : jobs_) {
     if (plan.waiting != nullptr || plan.job == nullptr || !plan.error.empty()) continue;
-    bool uses = std::find(plan.device.begin(), plan.device.end(), int64_t{device}) !=
-                plan.device.end();
+    bool uses =
+        std::find(plan.device.begin(), plan.device.end(), int64_t{device}) != plan.device.end();
     for (size_t s = 0; s < plan.sets.size() && !uses; ++s) {
       uses = std::find(plan.sets[s].begin(), plan.sets[s].end(), device) != plan.sets[s].end();
     }

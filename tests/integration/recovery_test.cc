@@ -248,9 +248,9 @@ TEST_F(RecoveryTest, AnEndedJobKeepsItsFiguresAcrossARestart) {
   ASSERT_TRUE(cluster_->StartController().ok());
   auto after = cluster_->Get("/api/v1/jobs/" + std::to_string(*id));
   ASSERT_EQ(after.value("state", ""), "succeeded") << after.dump();
-  for (const char* key : {"makespan_s", "lower_bound_s", "critical_path_s", "utilisation",
-                          "utilisation_by_kind", "masking_ratio", "bubble_ratio", "comm_s",
-                          "critical_path"}) {
+  for (const char* key :
+       {"makespan_s", "lower_bound_s", "critical_path_s", "utilisation", "utilisation_by_kind",
+        "masking_ratio", "bubble_ratio", "comm_s", "critical_path"}) {
     ASSERT_TRUE(after.contains(key)) << key << " is missing after the restart: " << after.dump();
     EXPECT_EQ(after[key], before[key]) << key;
   }

@@ -140,10 +140,11 @@ TEST_F(HmpmdPolicyTest, AGangTooLargeForTheVectorCoresAndComputeGangsRunOnCube) 
       m0.Us(100);
       m1.Us(100);
     }
-    auto log = Run("hmpmd", SpecBuilder()
-                                .Add(m0.Collective("g", "allreduce", 64))
-                                .Add(m1.Collective("g", "allreduce", 64))
-                                .Build(),
+    auto log = Run("hmpmd",
+                   SpecBuilder()
+                       .Add(m0.Collective("g", "allreduce", 64))
+                       .Add(m1.Collective("g", "allreduce", 64))
+                       .Build(),
                    mixed);
     ASSERT_EQ(log.size(), 2u) << kernel;
     // Cores: a's cube 0, b's cube 1 and vector 2.

@@ -211,8 +211,10 @@ TEST(Simulator, GangOfComputeKernelsTakesItsMembersOwnTime) {
   SpecBuilder b;
   b.Add(TaskBuilder("a", "spin").Us(100000).Collective("g", "allreduce", 16));
   b.Add(TaskBuilder("b", "spin").Us(60000).Collective("g", "allreduce", 16));
-  b.Add(TaskBuilder("r0", "allreduce").Vector().Inputs({"a"}).Collective("r", "allreduce", 1 << 20));
-  b.Add(TaskBuilder("r1", "allreduce").Vector().Inputs({"b"}).Collective("r", "allreduce", 1 << 20));
+  b.Add(
+      TaskBuilder("r0", "allreduce").Vector().Inputs({"a"}).Collective("r", "allreduce", 1 << 20));
+  b.Add(
+      TaskBuilder("r1", "allreduce").Vector().Inputs({"b"}).Collective("r", "allreduce", 1 << 20));
   const JobSpec spec = b.Build();
   const double ring = CollectiveUs("allreduce", 1 << 20, 2, pool.links[1]);
   for (const std::string& policy : PolicyNames()) {

@@ -118,12 +118,13 @@ TEST(SpmdPolicy, AJobWhoseDeviceDiesIsLaidOutAgainOnTheDevicesUp) {
   ASSERT_TRUE(p.ok());
   Scheduler s(SchedulerOptions{}, std::move(*p));
   const DeviceId d0 = s.AddDevice(test::Device("d0", 1, 1));
-  Result<JobId> job = s.AddJob(BuildGraph(SpecBuilder()
-                                              .Submodel("enc", SubmodelKind::kEncoder, 1)
-                                              .Add(TaskBuilder("a").Submodel("enc").Us(10))
-                                              .Add(TaskBuilder("b").Submodel("enc").Us(10).Inputs({"a"}))
-                                              .Build()),
-                               0);
+  Result<JobId> job =
+      s.AddJob(BuildGraph(SpecBuilder()
+                              .Submodel("enc", SubmodelKind::kEncoder, 1)
+                              .Add(TaskBuilder("a").Submodel("enc").Us(10))
+                              .Add(TaskBuilder("b").Submodel("enc").Us(10).Inputs({"a"}))
+                              .Build()),
+               0);
   ASSERT_TRUE(job.ok());
   test::VirtualLoop loop(&s);
   ASSERT_EQ(loop.Schedule(), 1u);

@@ -121,9 +121,9 @@ class Simulator {
   uint64_t state_loads_ = 0;
   double state_load_us_ = 0;
   std::vector<uint64_t> input_sizes_;  // End() scratch
-  std::string too_long_;       // the first task that would end past max_time_us
-  TimeUs too_long_start_ = 0;  // when it started
-  double too_long_us_ = 0;     // how long it would take (may be inf or NaN)
+  std::string too_long_;               // the first task that would end past max_time_us
+  TimeUs too_long_start_ = 0;          // when it started
+  double too_long_us_ = 0;             // how long it would take (may be inf or NaN)
 };
 
 }  // namespace hmpmd

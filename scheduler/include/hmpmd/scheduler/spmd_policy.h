@@ -100,7 +100,7 @@ class SpmdPolicy final : public Policy {
     // Wake key of slot s of lane i: first_key + lane_key[i] + s.
     uint64_t first_key = 0;
     std::vector<uint64_t> lane_key;
-    std::string error;  // non-empty: the job cannot run (Place says why)
+    std::string error;            // non-empty: the job cannot run (Place says why)
     const JobRun* job = nullptr;  // the job it lays out (the engine's; stable)
     // Admitted while no device was up (before the first worker joined, or
     // reloaded after a restart), or a device of its plan died: laid out
