@@ -262,9 +262,10 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
     }
     bool any = false;
     std::string why;
-    for (DeviceId d : set) {
+    for (DeviceId d : set) {  // the first device that runs it will do
       std::string w = CannotRun(job, pool, i, d);
-      any = any || w.empty();
+      any = w.empty();
+      if (any) break;
       if (why.empty()) why = w;
     }
     if (!any) {

@@ -30,6 +30,12 @@ void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
 void SpmdPolicy::MakePlan(const JobRun& job, const ResourcePool& pool) {
   JobPlan& plan = jobs_[job.id] = MakeSpmdPlan(job, pool);
   plan.job = &job;
+  plan.lookup.resize(plan.sets.size());
+  for (size_t s = 0; s < plan.sets.size(); ++s) {
+    if (plan.sets[s].size() > kScanSet) {
+      plan.lookup[s].insert(plan.sets[s].begin(), plan.sets[s].end());
+    }
+  }
   plan.first_key = next_key_;
   plan.lane_key.resize(plan.lanes.size());
   for (size_t i = 0; i < plan.lanes.size(); ++i) {
@@ -119,9 +125,7 @@ void SpmdPolicy::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
     if (plan.waiting != nullptr || plan.job == nullptr || !plan.error.empty()) continue;
     bool uses =
         std::find(plan.device.begin(), plan.device.end(), int64_t{device}) != plan.device.end();
-    for (size_t s = 0; s < plan.sets.size() && !uses; ++s) {
-      uses = std::find(plan.sets[s].begin(), plan.sets[s].end(), device) != plan.sets[s].end();
-    }
+    for (uint32_t s = 0; s < plan.sets.size() && !uses; ++s) uses = InSet(plan, s, device);
     if (uses) plan.waiting = plan.job;
   }
   WakeAll();
@@ -164,7 +168,12 @@ bool SpmdPolicy::Allows(const TaskView& task, DeviceId device) const {
   const int32_t lane = plan->lane[task.index];
   if (lane >= 0 && plan->lanes[lane].next != plan->slot[task.index]) return false;
   if (pinned >= 0) return true;
-  const auto& set = plan->sets[task.task->submodel];
+  return InSet(*plan, task.task->submodel, device);
+}
+
+bool SpmdPolicy::InSet(const JobPlan& plan, uint32_t sm, DeviceId device) {
+  if (sm < plan.lookup.size() && !plan.lookup[sm].empty()) return plan.lookup[sm].count(device) > 0;
+  const auto& set = plan.sets[sm];
   return std::find(set.begin(), set.end(), device) != set.end();
 }
 
