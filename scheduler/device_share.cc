@@ -239,6 +239,16 @@ void DeviceShare::OnPlaced(const TaskView& task, CoreId core) {
   ++set.running_total;
 }
 
+uint64_t DeviceShare::WaitClass(const TaskView& task, bool to_vector) const {
+  if (task.task == nullptr || task.task->group != kNoGroup || !Constrained(task)) return 0;
+  uint64_t h = task.job;
+  h = h * 1'000'003 + task.task->submodel;
+  h = h * 31 + static_cast<uint64_t>(task.spec->core) * 2 + (to_vector ? 1 : 0);
+  h = h * 1'000'033 + task.kernel_id;
+  h = h * 2 + (task.input_bytes > 0 ? 1 : 0);
+  return h | (uint64_t{1} << 63);
+}
+
 bool DeviceShare::Constrained(const TaskView& task) const {
   if (wanting_ == 0) return false;  // no job has a set: no lookup per task
   const Set* set = Find(task.job, task.task->submodel);

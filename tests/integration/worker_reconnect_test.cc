@@ -57,7 +57,25 @@ std::optional<Message> Reply(zmq::socket_t& s) {
   return *m;
 }
 
-class WorkerReconnectTest : public ClusterTest {};
+class WorkerReconnectTest : public ClusterTest {
+ protected:
+  // Whether the worker registered with `instance` is alive.
+  bool Alive(uint64_t instance) {
+    return cluster_->Call([&] {
+      const auto& ws = cluster_->controller().workers();
+      return std::any_of(ws.begin(), ws.end(),
+                         [&](const WorkerInfo& w) { return w.instance == instance && w.alive; });
+    });
+  }
+  // Waits (at most 5 s) until that worker, which sends no heartbeat, is
+  // declared dead; false if it is not.
+  bool WaitDead(uint64_t instance) {
+    for (int i = 0; i < 500 && Alive(instance); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return !Alive(instance);
+  }
+};
 
 TEST_F(WorkerReconnectTest, TheSameWorkerOnANewSocketReplacesItsOldEntry) {
   StartCluster(1, "cube=1");
@@ -148,17 +166,7 @@ TEST_F(WorkerReconnectTest, ANewInstanceOfAWorkerAlreadyDeclaredDeadIsNotARestar
   RegisterFrom(first, endpoint, old_process);
   ASSERT_TRUE(Reply(first).has_value());
   // It never sends a heartbeat: declared dead after 300 ms.
-  bool dead = false;
-  for (int i = 0; i < 500 && !dead; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    dead = cluster_->Call([&] {
-      for (const WorkerInfo& w : cluster_->controller().workers()) {
-        if (w.instance == 31) return !w.alive;
-      }
-      return false;
-    });
-  }
-  ASSERT_TRUE(dead);
+  ASSERT_TRUE(WaitDead(31));
   RegisterMsg new_process = FakeWorker("tcp://127.0.0.1:3");
   new_process.pid = 4444;
   new_process.instance = 32;
@@ -182,22 +190,12 @@ TEST_F(WorkerReconnectTest, AWorkerBackAfterBeingDeclaredDeadIsListedOnce) {
   zmq::context_t ctx(1);
   RegisterMsg process = FakeWorker("tcp://127.0.0.1:1");
   process.instance = 51;
-  auto fake_alive = [&] {
-    return cluster_->Call([&] {
-      const auto& ws = cluster_->controller().workers();
-      return std::any_of(ws.begin(), ws.end(),
-                         [](const WorkerInfo& w) { return w.instance == 51 && w.alive; });
-    });
-  };
   for (int stall = 0; stall < 3; ++stall) {
     zmq::socket_t s(ctx, zmq::socket_type::dealer);
     RegisterFrom(s, endpoint, process);
     ASSERT_TRUE(Reply(s).has_value());
     // It sends no heartbeat, as if the controller heard none: dead after 300 ms.
-    for (int i = 0; i < 500 && fake_alive(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_FALSE(fake_alive());
+    ASSERT_TRUE(WaitDead(51));
   }
   zmq::socket_t back(ctx, zmq::socket_type::dealer);
   RegisterFrom(back, endpoint, process);

@@ -162,6 +162,12 @@ class DeviceShare {
   // core of `kind`; when the set is full, moves a device in (rebalancing)
   // and places it there, or asks to retry later.
   Placement Place(const TaskView& task, CoreKind kind, const ResourcePool& pool, TimeUs now);
+  // Policy::WaitClass of a task Place() takes (its spec's core kind, or a
+  // vector core when `to_vector`): Place answers alike for every such task
+  // at one moment (a core of the kind with capacity on a usable device of
+  // the set, or a device moved in, which depends on the set and kind only).
+  // 0 for gang members and tasks without a set.
+  uint64_t WaitClass(const TaskView& task, bool to_vector) const;
 
   // --- queries ---
   // The devices of `submodel` of `job` now (empty: unknown or unconstrained).
