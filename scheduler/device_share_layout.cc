@@ -16,6 +16,7 @@
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/scheduler/state_affinity.h"
 #include "output_bytes.h"
 
 namespace hmpmd {
@@ -137,8 +138,10 @@ void DeviceShare::GrowJob(const JobRun& job, const ResourcePool& pool) {
   js.sets.resize(spec.submodels.size());
   js.moved_at.resize(pool.device_count(), kNever);
   for (size_t s = first; s < js.sets.size(); ++s) {
-    js.sets[s].want = KeepsState(spec.submodels[s], job.open) ? spec.submodels[s].devices : 0;
     js.sets[s].elastic = spec.elastic && spec.submodels[s].elastic;
+    const bool floats = !options_.elastic_dag_sets && StateAffinity::Floats(job, s);
+    js.sets[s].want =
+        KeepsState(spec.submodels[s], job.open) && !floats ? spec.submodels[s].devices : 0;
     js.sets[s].load_us = s < job.state_load_us.size() ? job.state_load_us[s] : 0;
     if (js.sets[s].want > 0) ++wanting_;
   }

@@ -8,12 +8,14 @@
 namespace hmpmd {
 
 double HmpmdPolicy::Priority(const TaskView& task) const {
-  // Critical path first, aged by readiness: a task ready at r with upward
-  // rank R goes before one ready at r' with rank R' when R - r > R' - r'.
-  // Pure rank starves shallow work that became ready earlier (later MoE
-  // layers' all-to-alls pile up at the end); pure arrival order ignores the
-  // critical path.
-  double p = std::floor(task.rank_us - static_cast<double>(task.ready_at));
+  // Critical path first. A driver session's ranks see only the tasks sent
+  // so far, so there a task ready at r with rank R goes before one ready at
+  // r' with R' when R - r > R' - r': new tasks cannot starve old ones.
+  // A known DAG needs no ageing: it would put work ready early but off the
+  // critical path (RL's next rollouts) before critical work that became
+  // ready later (the rewards the next update waits for).
+  const bool open = task.graph != nullptr && task.graph->open();
+  double p = std::floor(task.rank_us - (open ? static_cast<double>(task.ready_at) : 0.0));
   // Ties (within 1 us) go to the producers of one gang together, by the
   // gang's index: a gang starts when its last input is done, so producers
   // of several gangs (the shards before each MoE chunk's all-to-all) that
@@ -61,6 +63,7 @@ void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   fair_.SetCores(pool);
   fair_.AddJob(job.id, job.graph->spec().weight);
   share_.AddJob(job, pool);
+  affinity_.AddJob(job);
 }
 
 void HmpmdPolicy::OnJobGrown(const JobRun& job, const ResourcePool& pool) {
@@ -70,10 +73,12 @@ void HmpmdPolicy::OnJobGrown(const JobRun& job, const ResourcePool& pool) {
 void HmpmdPolicy::OnJobRemoved(JobId job) {
   fair_.RemoveJob(job);
   share_.RemoveJob(job);
+  affinity_.RemoveJob(job);
 }
 
 void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId core) {
   share_.OnPlaced(task, core);
+  if (pool_ != nullptr) affinity_.OnPlaced(task, pool_->core(core).device, *pool_);
   if (task.task != nullptr && task.task->is_comm) comm_cores_.insert(core);
   if (pool_ != nullptr) fair_.Charge(task.job, pool_->core(core).kind, task.est_us);
 }
@@ -91,6 +96,7 @@ void HmpmdPolicy::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
 void HmpmdPolicy::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
   fair_.SetCores(pool);
   share_.OnDeviceRemoved(device, pool);
+  affinity_.OnDeviceRemoved(device);
 }
 
 // A core of `kind` free now on a device whose vector core runs
@@ -129,6 +135,7 @@ Placement HmpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Tim
     kind = CoreKind::kVector;
   }
   if (share_.Constrained(task)) return share_.Place(task, kind, pool, now);
+  if (affinity_.Handles(task)) return affinity_.Place(task, kind, pool, now);
   // Compute with no input data to fetch goes beside running communication
   // when a core there is free: the two overlap on that device.
   if (!task.task->is_comm && task.input_bytes == 0 && !comm_cores_.empty()) {

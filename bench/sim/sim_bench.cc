@@ -194,11 +194,13 @@ int Table(uint32_t devices, const RlArgs& rl) {
       "step time <= -15%% vs spmd-1f1b, gap to bound <= 10%%\n"
       "(gap: to bound_s = max(critical path, work / capacity), the issue's bound; gap_t: to\n"
       " tight_s, the energetic head/tail bound, also valid, reported beside it)\n");
-  // What moving devices between RL's stateful sub-models buys once each
-  // move pays its state load, against pinned sets and against free moves.
-  std::printf("\nrl, hmpmd: device moves with and without the state-load cost:\n");
-  std::printf("%-8s %-12s %10s %7s %6s %6s %8s\n", "sets", "state", "makespan_s", "gap", "moves",
-              "loads", "load_s");
+  // What floating RL's stateful sub-models (state affinity) buys against
+  // pinned sets, with each state load charged and free.
+  std::printf(
+      "\nrl, hmpmd: floating sub-models and pinned sets, with and without the state-load "
+      "cost:\n");
+  std::printf("%-10s %-12s %10s %7s %6s %6s %8s\n", "sub-models", "state", "makespan_s", "gap",
+              "moves", "loads", "load_s");
   for (bool pinned : {false, true}) {
     for (bool charge : {true, false}) {
       auto spec = Workload("rl", devices, rl);
@@ -206,11 +208,11 @@ int Table(uint32_t devices, const RlArgs& rl) {
       spec->elastic = !pinned;
       RunResult r = RunOnce(*spec, "hmpmd", MakePoolSpec(devices), true, charge);
       if (!r.status.ok()) {
-        std::printf("%-8s %-12s failed: %s\n", pinned ? "pinned" : "elastic",
+        std::printf("%-10s %-12s failed: %s\n", pinned ? "pinned" : "floating",
                     charge ? "loads cost" : "loads free", r.status.message().c_str());
         continue;
       }
-      std::printf("%-8s %-12s %10.4f %6.1f%% %6llu %6llu %8.4f\n", pinned ? "pinned" : "elastic",
+      std::printf("%-10s %-12s %10.4f %6.1f%% %6llu %6llu %8.4f\n", pinned ? "pinned" : "floating",
                   charge ? "loads cost" : "loads free", r.metrics.makespan_s,
                   100 * (r.metrics.makespan_s / r.metrics.lower_bound_s - 1),
                   static_cast<unsigned long long>(r.moves),

@@ -508,7 +508,9 @@ class EmbeddedRun(unittest.TestCase):
         out = json.loads(run("sim", "rl", "rl", "--devices", "64", "--policy", "hmpmd",
                              "--json").stdout)["policies"]["hmpmd"]
         self.assertGreater(out["state_loads"], 0)
-        self.assertGreater(sum(j["device_moves"] for j in out["jobs"]), 0)
+        # rl's stateful sub-models declare state_bytes, so under hmpmd they
+        # float by state affinity: loads where they run, no device moves.
+        self.assertEqual(sum(j["device_moves"] for j in out["jobs"]), 0)
         # One trace with both jobs on the pool's clock.
         with open(trace) as f:
             events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]

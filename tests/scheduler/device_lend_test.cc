@@ -26,8 +26,9 @@ using test::VirtualLoop;
 
 constexpr uint32_t kGen = 0, kTrain = 1;  // sub-model indices below
 
-// "gen" (an actor set of 3 devices) and "train" (a learner set of 1),
-// each with a small state to load on a device it moves to.
+// "gen" (an actor set of 3 devices) and "train" (a learner set of 1). They
+// declare no state_bytes: under hmpmd, elastic sub-models that do float by
+// state affinity instead of keeping sets (state_affinity.h).
 SpecBuilder Sets() {
   SpecBuilder s;
   s.Submodel("gen", SubmodelKind::kActor, 3).Submodel("train", SubmodelKind::kLearner, 1);
@@ -47,7 +48,6 @@ class DeviceLendTest : public ::testing::Test {
     return dynamic_cast<const HmpmdPolicy&>(sched_->policy()).share();
   }
   JobId Run(JobSpec spec) {
-    for (SubmodelSpec& sm : spec.submodels) sm.state_bytes = 1000;
     auto graph = test::BuildGraph(std::move(spec));
     auto id = sched_->AddJob(graph, 0);
     EXPECT_TRUE(id.ok()) << id.status().ToString();

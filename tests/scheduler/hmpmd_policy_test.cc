@@ -85,6 +85,32 @@ TEST_F(HmpmdPolicyTest, PriorityIsTheUpwardRankWhateverTheArrival) {
   EXPECT_GT(fifo.Priority(early), fifo.Priority(late)) << "fifo: earlier arrival first";
 }
 
+// A known DAG is ordered by rank alone: work ready since long but off the
+// critical path does not go before critical work that became ready later
+// (RL: the next rollouts before the rewards an update waits for). In a
+// driver session ranks see only the tasks sent so far, so waiting counts.
+TEST_F(HmpmdPolicyTest, AKnownDagIsOrderedByRankAloneASessionAlsoByWaiting) {
+  JobSpec spec = SpecBuilder().Add(TaskBuilder("x").Us(10)).Add(TaskBuilder("y").Us(10));
+  auto closed = test::BuildGraph(spec);
+  JobSpec empty;
+  auto open = JobGraph::BuildOpen(empty);
+  ASSERT_TRUE(open.ok()) << open.status().ToString();
+  HmpmdPolicy hmpmd;
+  for (const JobGraph* g : {closed.get(), static_cast<const JobGraph*>(open->get())}) {
+    TaskView early, late;
+    early.graph = late.graph = g;
+    early.rank_us = 100;
+    early.ready_at = 0;
+    late.rank_us = 150;
+    late.ready_at = 100;
+    if (g->open()) {
+      EXPECT_GT(hmpmd.Priority(early), hmpmd.Priority(late)) << "ready 100 us longer";
+    } else {
+      EXPECT_GT(hmpmd.Priority(late), hmpmd.Priority(early)) << "rank alone";
+    }
+  }
+}
+
 TEST_F(HmpmdPolicyTest, PlaceTakesTheEarliestDrainingCoreOfTheTasksKind) {
   PoolOptions deep;
   deep.max_queue_per_core = 4;

@@ -12,12 +12,15 @@
 
 #include "hmpmd/scheduler/simulator.h"
 #include "hmpmd/scheduler/workloads.h"
+#include "sim_run.h"
 #include "test_builders.h"
 
 namespace hmpmd {
 namespace {
 
 using test::BuildGraph;
+using test::SimRun;
+using test::Simulate;
 using test::SpecBuilder;
 using test::TaskBuilder;
 
@@ -74,41 +77,6 @@ TEST(RlWorkload, LearnerUpdatesAreSequentialAndBucketsAllReduceAsAGang) {
   for (const auto& [group, members] : gangs) EXPECT_EQ(members.size(), sh.learners) << group;
   auto graph = JobGraph::Build(spec);
   ASSERT_TRUE(graph.ok()) << graph.status().message();
-}
-
-struct SimRun {
-  Status status;
-  JobState state = JobState::kQueued;
-  ScheduleMetrics metrics;
-  std::vector<TaskRecord> runs;
-  std::vector<DeviceId> device;  // per run
-  uint64_t loads = 0;
-  double load_us = 0;
-  std::vector<uint64_t> loads_on;  // per device
-};
-
-SimRun Simulate(const JobSpec& spec, const std::string& policy, const PoolSpec& pool,
-                bool charge = true) {
-  SimOptions o;
-  o.policy = policy;
-  o.pool = pool;
-  o.charge_state = charge;
-  auto sim = Simulator::Create(o);
-  EXPECT_TRUE(sim.ok()) << sim.status().message();
-  auto id = (*sim)->Submit(BuildGraph(spec));
-  EXPECT_TRUE(id.ok()) << id.status().message();
-  SimRun r;
-  r.status = (*sim)->Run();
-  const JobRun& job = *(*sim)->scheduler().job(*id);
-  const ResourcePool& rp = (*sim)->scheduler().pool();
-  r.state = job.state;
-  r.metrics = ComputeMetrics(job, rp);
-  r.runs = job.runs;
-  for (const TaskRecord& rec : job.runs) r.device.push_back(rp.core(rec.core).device);
-  r.loads = (*sim)->state_loads();
-  r.load_us = (*sim)->state_load_us();
-  for (DeviceId d = 0; d < rp.device_count(); ++d) r.loads_on.push_back((*sim)->state_loads_on(d));
-  return r;
 }
 
 TEST(RlWorkload, EveryRolloutStartsAfterTheBroadcastItNeedsUnderEveryPolicy) {

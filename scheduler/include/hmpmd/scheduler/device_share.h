@@ -121,6 +121,11 @@ struct DeviceShareOptions {
   // false: each set keeps the devices rule 1 laid out (pool changes aside,
   // rules 3-5), as the fifo baseline wants. Default: true.
   bool rebalance = true;
+  // Whether the sub-models StateAffinity::Floats names (elastic, stateful,
+  // with state_bytes, of a job whose DAG is known) get a set. false: they
+  // float, placed by where their state is (hmpmd, state_affinity.h).
+  // Default: true.
+  bool elastic_dag_sets = true;
 };
 
 // Sets laid out once, never rebalanced: the baselines fifo and spmd-1f1b.

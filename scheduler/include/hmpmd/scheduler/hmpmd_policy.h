@@ -8,7 +8,10 @@
 // 1. Order ready tasks by upward rank (own estimate plus the longest
 //    estimated path to a sink): the critical path goes first. Members of a
 //    collective gang share the longest tail among them (they end
-//    together); ties go to the producers of one gang together.
+//    together); ties go to the producers of one gang together. In a driver
+//    session (an open job) ranks cover only the tasks sent so far, so
+//    there a task also gains a microsecond of rank per microsecond it has
+//    been ready, and later tasks cannot starve it.
 // 2. Communication kernels go to vector cores (where the pool has them), so
 //    they overlap compute on the cube cores; chunked MoE dispatch/combine
 //    then pipelines under the experts' compute. A task whose spec names its
@@ -21,10 +24,15 @@
 //    without `devices` have no fixed devices: independent ones run side by
 //    side and each takes the share of the pool its ready work needs, moment
 //    by moment. A sub-model with `devices` = N runs on a device set of N
-//    that DeviceShare lays out at admission and rebalances between the
-//    job's elastic sub-models as demand shifts and along the critical path
-//    (device_share.h). Tasks waiting for one full set share a wait class,
-//    so the engine retries one of them per pass, not each.
+//    that DeviceShare lays out at admission (device_share.h) when it is a
+//    driver session's actor or pinned (`"elastic": false`); the sets of a
+//    session's elastic actors follow demand and the critical path. Tasks
+//    waiting for one full set share a wait class, so the engine retries
+//    one of them per pass, not each. The elastic stateful sub-models
+//    (actor, reward, learner) of a job whose DAG is known float instead,
+//    each run on the device where its state is unless another starts it
+//    sooner by more than the state load, over at most as many devices as
+//    it can use at once (StateAffinity, state_affinity.h).
 //    Compute with no input bytes to fetch first looks for a free core on
 //    a device whose vector core runs communication, so the two overlap.
 // 4. Collectives are placed as a gang by the engine (all members or none).
@@ -45,6 +53,7 @@
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/job_shares.h"
 #include "hmpmd/scheduler/policy.h"
+#include "hmpmd/scheduler/state_affinity.h"
 
 namespace hmpmd {
 
@@ -81,7 +90,7 @@ class HmpmdPolicy final : public Policy {
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override;
   void OnDeviceRemoved(DeviceId device, const ResourcePool& pool) override;
   bool Allows(const TaskView& task, DeviceId device) const override {
-    return share_.Allows(task, device);
+    return share_.Allows(task, device) && affinity_.Allows(task, device);
   }
   std::vector<SetShortfall> ShortSets(JobId job) const override { return share_.Shortfalls(job); }
   // A task on a device set (not a gang member): its set, core kind, kernel
@@ -92,8 +101,15 @@ class HmpmdPolicy final : public Policy {
   const DeviceShare& share() const { return share_; }
   // The jobs' fair-share clocks.
   const JobShares& fair() const { return fair_; }
+  // Where the floating stateful sub-models' states are.
+  const StateAffinity& affinity() const { return affinity_; }
 
  private:
+  static DeviceShareOptions FloatingDagOptions() {
+    DeviceShareOptions options;
+    options.elastic_dag_sets = false;
+    return options;
+  }
   // The core kind Place() puts `task` on when that kind has capacity.
   CoreKind RunsOn(const TaskView& task) const;
   // Members of `task`'s collective gang (1 when it has none).
@@ -103,7 +119,8 @@ class HmpmdPolicy final : public Policy {
   // Cores communication was placed on and may still run on (pruned lazily
   // in Place).
   std::set<CoreId> comm_cores_;
-  DeviceShare share_;
+  DeviceShare share_{FloatingDagOptions()};
+  StateAffinity affinity_;
   JobShares fair_;
   const ResourcePool* pool_ = nullptr;  // the engine's, set on admission
 };

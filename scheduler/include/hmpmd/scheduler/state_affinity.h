@@ -1,0 +1,97 @@
+// StateAffinity: where the hmpmd policy runs the elastic stateful
+// sub-models (actor, reward, learner) that declare state_bytes, of a job
+// whose whole DAG it knows. A driver session's actors, sets pinned by
+// `"elastic": false` and sub-models without state_bytes (their state is
+// whatever kernels stored, kept in one place) keep their device sets
+// (device_share.h); fifo and spmd-1f1b keep sets too.
+//
+// Such a sub-model floats over the pool as an encoder does, but its state
+// (SubmodelSpec::state_bytes, e.g. weights) must be on a device before its
+// compute runs there: its first run on a device loads it (the simulator
+// charges JobRun::state_load_us; a worker makes its ActorState), and the
+// device keeps it while its memory holds it (memory_mb; beyond, the least
+// recently used state goes first, as the simulator does). Floating lets a
+// device hold several sub-models' states and run whichever is critical,
+// so one device's communication hides under another sub-model's compute
+// (RL: the learner's last gradient all-reduce under a rollout).
+//  1. Earliest start: a run goes to the holder of its state whose core of
+//     its kind frees first, unless a core elsewhere starts it sooner by
+//     more than the state load.
+//  2. Spread cap: the state goes to at most `width` devices, the most
+//     compute runs of the sub-model at one depth of the DAG (those that
+//     can run at once): more holders only add loads, and a sub-model whose
+//     runs form a chain keeps one device, so one state. Once `width`
+//     devices hold it, its runs wait for a holder, unless no alive holder
+//     can run the task at all (core kind, kernel, store cap).
+//  3. A dead device holds nothing.
+// Cost: admission O(tasks); a placement O(holders) up to kScanHolders
+// holders, beyond a scan of the kind's available cores; a placement on a
+// device O(states it holds).
+// Thread-safety: not thread-safe; owned by the policy (scheduler thread).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "hmpmd/scheduler/policy.h"
+
+namespace hmpmd {
+
+class StateAffinity {
+ public:
+  // Holders a placement looks at one by one; with more, it scans the
+  // pool's available cores for the first holder instead.
+  static constexpr size_t kScanHolders = 64;
+
+  // Whether `job`'s sub-model `sm` floats here rather than on a device set.
+  static bool Floats(const JobRun& job, uint32_t sm);
+
+  void AddJob(const JobRun& job);
+  void RemoveJob(JobId job);
+  void OnDeviceRemoved(DeviceId device);
+
+  // True when `task` is compute of a floating stateful sub-model.
+  bool Handles(const TaskView& task) const;
+  // Places a task Handles() on a core of `kind` (rules 1 and 2).
+  Placement Place(const TaskView& task, CoreKind kind, const ResourcePool& pool, TimeUs now) const;
+  // False for a device not holding the task's state once the spread cap is
+  // reached; true otherwise.
+  bool Allows(const TaskView& task, DeviceId device) const;
+  // The task went to `device`: the device holds (or keeps) its state.
+  void OnPlaced(const TaskView& task, DeviceId device, const ResourcePool& pool);
+
+  // --- queries (tests, reports) ---
+  // Devices holding the state of `job`'s sub-model `sm` now.
+  std::vector<DeviceId> Holders(JobId job, uint32_t sm) const;
+  // The spread cap of `job`'s sub-model `sm` (0: it does not float).
+  uint32_t Width(JobId job, uint32_t sm) const;
+
+ private:
+  struct Holding {
+    uint32_t width = 0;  // 0: not floating here
+    double load_us = 0;
+    double bytes = 0;
+    std::vector<DeviceId> holders;
+    std::unordered_set<DeviceId> has;
+  };
+  struct Held {
+    JobId job = 0;
+    uint32_t sm = 0;
+    double bytes = 0;
+  };
+  const Holding* Find(JobId job, uint32_t sm) const;
+  void Drop(JobId job, uint32_t sm, DeviceId device);
+  // The holder core of `kind` that frees first, or kNoCore.
+  CoreId BestHolder(const Holding& h, const TaskView& task, CoreKind kind,
+                    const ResourcePool& pool) const;
+  // Whether an alive holder could ever run `task` on a core of `kind`.
+  static bool HolderCanRun(const Holding& h, const TaskView& task, CoreKind kind,
+                           const ResourcePool& pool);
+
+  std::unordered_map<JobId, std::vector<Holding>> jobs_;  // per sub-model
+  std::vector<std::vector<Held>> on_device_;              // least recently used first
+};
+
+}  // namespace hmpmd

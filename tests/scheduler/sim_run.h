@@ -1,0 +1,51 @@
+// One simulated run of a job spec under a policy, with what the tests of
+// the simulator's state loads and of state affinity look at.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hmpmd/scheduler/schedule_metrics.h"
+#include "hmpmd/scheduler/simulator.h"
+#include "test_builders.h"
+
+namespace hmpmd::test {
+
+struct SimRun {
+  Status status;
+  JobState state = JobState::kQueued;
+  ScheduleMetrics metrics;
+  std::vector<TaskRecord> runs;
+  std::vector<DeviceId> device;  // per run
+  uint64_t loads = 0;
+  double load_us = 0;
+  std::vector<uint64_t> loads_on;  // per device
+};
+
+inline SimRun Simulate(const JobSpec& spec, const std::string& policy, const PoolSpec& pool,
+                       bool charge = true) {
+  SimOptions o;
+  o.policy = policy;
+  o.pool = pool;
+  o.charge_state = charge;
+  auto sim = Simulator::Create(o);
+  EXPECT_TRUE(sim.ok()) << sim.status().message();
+  auto id = (*sim)->Submit(test::BuildGraph(spec));
+  EXPECT_TRUE(id.ok()) << id.status().message();
+  SimRun r;
+  r.status = (*sim)->Run();
+  const JobRun& job = *(*sim)->scheduler().job(*id);
+  const ResourcePool& rp = (*sim)->scheduler().pool();
+  r.state = job.state;
+  r.metrics = ComputeMetrics(job, rp);
+  r.runs = job.runs;
+  for (const TaskRecord& rec : job.runs) r.device.push_back(rp.core(rec.core).device);
+  r.loads = (*sim)->state_loads();
+  r.load_us = (*sim)->state_load_us();
+  for (DeviceId d = 0; d < rp.device_count(); ++d) r.loads_on.push_back((*sim)->state_loads_on(d));
+  return r;
+}
+
+}  // namespace hmpmd::test

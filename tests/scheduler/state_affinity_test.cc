@@ -1,0 +1,262 @@
+// Tests for StateAffinity (scheduler/state_affinity.{h,cc}): under hmpmd
+// the elastic stateful sub-models of a known DAG float, each run going
+// where its state is unless another device starts it sooner by more than
+// the load, over no more devices than the sub-model can use at once.
+#include "hmpmd/scheduler/state_affinity.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hmpmd/scheduler/hmpmd_policy.h"
+#include "hmpmd/scheduler/scheduler.h"
+#include "sim_run.h"
+#include "test_builders.h"
+
+namespace hmpmd {
+namespace {
+
+using test::Device;
+using test::IndexOf;
+using test::SimRun;
+using test::Simulate;
+using test::SpecBuilder;
+using test::TaskBuilder;
+using test::VirtualLoop;
+
+constexpr double kUs = 2.5e8;  // cube flops per us (PoolSpec's default)
+
+TaskBuilder Gemm(std::string id, std::string submodel, double us) {
+  return std::move(
+      TaskBuilder(std::move(id), "gemm").Submodel(std::move(submodel)).Flops(us * kUs));
+}
+
+// Devices the runs of `submodel` ran on.
+std::set<DeviceId> DevicesOf(const JobSpec& spec, const SimRun& r, const std::string& submodel) {
+  std::set<DeviceId> out;
+  for (size_t i = 0; i < spec.tasks.size(); ++i) {
+    if (spec.tasks[i].submodel == submodel) out.insert(r.device[i]);
+  }
+  return out;
+}
+
+// Two learner chains of six runs; run k of a chain also waits for a
+// generic run, so a chain's next run often finds its device busy with
+// generic work. The learner's state still goes to two devices only (its
+// width), loaded twice: its runs wait for a holder. (Its old elastic set
+// of four spread it over all four.)
+TEST(StateAffinity, TheStateSpreadsToNoMoreDevicesThanRunsThatCanRunAtOnce) {
+  SpecBuilder b;
+  b.Submodel("learner", SubmodelKind::kLearner, 4).Submodel("free");
+  auto id = [](const char* p, int c, int k) {
+    return p + std::to_string(c) + "_" + std::to_string(k);
+  };
+  for (int c = 0; c < 2; ++c) {
+    for (int k = 0; k < 6; ++k) {
+      b.Add(Gemm(id("g", c, k), "free", 1500));
+      TaskBuilder t = Gemm(id("l", c, k), "learner", 1000);
+      if (k > 0) {
+        t.Inputs({id("l", c, k - 1), id("g", c, k)});
+      } else {
+        t.Inputs({id("g", c, k)});
+      }
+      b.Add(t);
+    }
+  }
+  JobSpec spec = b;
+  spec.submodels[0].state_bytes = 1e6;
+  SimRun r = Simulate(spec, "hmpmd", MakePoolSpec(4));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  ASSERT_EQ(r.state, JobState::kSucceeded);
+  EXPECT_EQ(DevicesOf(spec, r, "learner").size(), 2u);
+  EXPECT_EQ(r.loads, 2u);
+}
+
+// a0 then a1 and a2 side by side on two devices, one core each: a2 does
+// not wait for a0's device (queues hold one run), whatever the state's
+// size, while the spread is below its width (2): waiting there would
+// leave the sub-model on the devices it started on.
+TEST(StateAffinity, AFreeDeviceTakesARunWhileTheSpreadIsBelowItsWidth) {
+  for (double bytes : {1e6, 64e6}) {
+    JobSpec spec = SpecBuilder()
+                       .Submodel("actor", SubmodelKind::kActor, 1)
+                       .Add(Gemm("a0", "actor", 1000))
+                       .Add(Gemm("a1", "actor", 1000).Inputs({"a0"}))
+                       .Add(Gemm("a2", "actor", 1000).Inputs({"a0"}));
+    spec.submodels[0].state_bytes = bytes;
+    SimRun r = Simulate(spec, "hmpmd", MakePoolSpec(2));
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    EXPECT_EQ(DevicesOf(spec, r, "actor").size(), 2u) << bytes;
+    EXPECT_EQ(r.loads, 2u) << bytes;
+  }
+}
+
+// A pinned sub-model keeps its set under hmpmd: its one device runs all.
+TEST(StateAffinity, APinnedSubModelKeepsItsDeviceSet) {
+  JobSpec spec = SpecBuilder()
+                     .Submodel("actor", SubmodelKind::kActor, 1)
+                     .Add(Gemm("a0", "actor", 1000))
+                     .Add(Gemm("a1", "actor", 1000))
+                     .Add(Gemm("a2", "actor", 1000));
+  spec.submodels[0].elastic = false;
+  SimRun r = Simulate(spec, "hmpmd", MakePoolSpec(4));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(DevicesOf(spec, r, "actor").size(), 1u);
+}
+
+class StateAffinityUnitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    JobSpec spec = SpecBuilder()
+                       .Submodel("actor", SubmodelKind::kActor, 2)
+                       .Submodel("reward", SubmodelKind::kReward, 2)
+                       .Submodel("free")
+                       .Add(Gemm("a0", "actor", 100))
+                       .Add(Gemm("a1", "actor", 100).Inputs({"a0"}))
+                       .Add(Gemm("r0", "reward", 100))
+                       .Add(Gemm("r1", "reward", 100))
+                       .Add(Gemm("g0", "free", 100));
+    for (SubmodelSpec& sm : spec.submodels) sm.state_bytes = 28 << 20;
+    spec.submodels[2].state_bytes = 0;
+    job_.id = 7;
+    job_.graph = test::BuildGraph(spec);
+    job_.state_load_us = {100, 100, 0};
+    for (int i = 0; i < 2; ++i) {
+      DeviceDesc d = Device("d" + std::to_string(i), 1, 1);
+      d.memory_mb = 40;  // one state at a time
+      pool_.AddDevice(d);
+    }
+    affinity_.AddJob(job_);
+  }
+  TaskView View(const std::string& id) {
+    const JobGraph& g = *job_.graph;
+    const uint32_t i = static_cast<uint32_t>(IndexOf(g.spec(), id));
+    TaskView v;
+    v.job = job_.id;
+    v.graph = &g;
+    v.index = i;
+    v.run = i;
+    v.spec = &g.spec_task(i);
+    v.task = &g.task(i);
+    v.kernel_id = pool_.InternKernel(v.spec->kernel);
+    return v;
+  }
+
+  JobRun job_;
+  ResourcePool pool_;
+  StateAffinity affinity_;
+};
+
+// Queues deeper than one run: a holder busy until 500 us still takes r1
+// unless a free device starts it sooner by more than the state load.
+TEST_F(StateAffinityUnitTest, AHolderWithRoomWinsUnlessAFreeDeviceSavesMoreThanTheLoad) {
+  for (double load_us : {100.0, 1000.0}) {
+    PoolOptions deep;
+    deep.max_queue_per_core = 4;
+    deep.lookahead_us = 1e9;
+    ResourcePool pool(deep);
+    pool.AddDevice(Device("d0", 1, 1));  // cores 0 cube, 1 vector
+    pool.AddDevice(Device("d1", 1, 1));  // cores 2 cube, 3 vector
+    job_.state_load_us = {load_us, load_us, 0};
+    StateAffinity affinity;
+    affinity.AddJob(job_);
+    affinity.OnPlaced(View("r0"), 0, pool);
+    pool.Assign(0, 500, 0);
+    Placement p = affinity.Place(View("r1"), CoreKind::kCube, pool, 0);
+    ASSERT_EQ(p.kind, Placement::Kind::kPlaced) << load_us;
+    EXPECT_EQ(pool.core(p.core).device, load_us < 500 ? 1u : 0u) << load_us;
+  }
+}
+
+TEST_F(StateAffinityUnitTest, WidthIsTheMostComputeRunsAtOneDepth) {
+  EXPECT_EQ(affinity_.Width(7, 0), 1u) << "a0 -> a1 is a chain";
+  EXPECT_EQ(affinity_.Width(7, 1), 2u) << "r0 and r1 can run at once";
+  EXPECT_EQ(affinity_.Width(7, 2), 0u) << "a generic sub-model does not float here";
+  EXPECT_FALSE(affinity_.Handles(View("g0")));
+  EXPECT_TRUE(affinity_.Handles(View("a0")));
+}
+
+// x0, x1 and x2 share no path but sit at depths 0, 1 and 2 (behind short
+// generic runs): by depth alone the width would be 1 and the three would
+// queue on one device; they overlap in time, so it is 3.
+TEST(StateAffinityWidth, RunsAtDifferentDepthsThatOverlapInTimeCount) {
+  JobSpec spec = SpecBuilder()
+                     .Submodel("x", SubmodelKind::kActor, 1)
+                     .Submodel("free")
+                     .Add(Gemm("g0", "free", 10))
+                     .Add(Gemm("g1", "free", 10).Inputs({"g0"}))
+                     .Add(Gemm("x0", "x", 1000))
+                     .Add(Gemm("x1", "x", 1000).Inputs({"g0"}))
+                     .Add(Gemm("x2", "x", 1000).Inputs({"g1"}));
+  spec.submodels[0].state_bytes = 1e6;
+  JobRun job;
+  job.id = 1;
+  job.graph = test::BuildGraph(spec);
+  job.state_load_us = {40, 0};
+  job.est_us = {10, 10, 1000, 1000, 1000};
+  StateAffinity affinity;
+  affinity.AddJob(job);
+  EXPECT_EQ(affinity.Width(1, 0), 3u);
+  SimRun r = Simulate(spec, "hmpmd", MakePoolSpec(4));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(DevicesOf(spec, r, "x").size(), 3u);
+}
+
+TEST_F(StateAffinityUnitTest, AFullSpreadWaitsForItsHolderAndForgetsItWhenItDies) {
+  affinity_.OnPlaced(View("a0"), 0, pool_);
+  EXPECT_EQ(affinity_.Holders(7, 0), std::vector<DeviceId>{0});
+  EXPECT_FALSE(affinity_.Allows(View("a1"), 1)) << "width 1, held on device 0";
+  EXPECT_TRUE(affinity_.Allows(View("a1"), 0));
+  pool_.Assign(0, 500, 0);  // device 0's cube core is busy
+  Placement p = affinity_.Place(View("a1"), CoreKind::kCube, pool_, 0);
+  EXPECT_EQ(p.kind, Placement::Kind::kRetryLater) << "device 1 is free but holds no state";
+  pool_.RemoveDevice(0);
+  affinity_.OnDeviceRemoved(0);
+  EXPECT_TRUE(affinity_.Holders(7, 0).empty());
+  p = affinity_.Place(View("a1"), CoreKind::kCube, pool_, 0);
+  ASSERT_EQ(p.kind, Placement::Kind::kPlaced);
+  EXPECT_EQ(pool_.core(p.core).device, 1u);
+}
+
+TEST_F(StateAffinityUnitTest, ADeviceWhoseMemoryIsFullDropsTheLeastRecentlyUsedState) {
+  affinity_.OnPlaced(View("a0"), 0, pool_);
+  affinity_.OnPlaced(View("r0"), 0, pool_);  // 56 MB > 40: the actor's goes
+  EXPECT_TRUE(affinity_.Holders(7, 0).empty());
+  EXPECT_EQ(affinity_.Holders(7, 1), std::vector<DeviceId>{0});
+  affinity_.RemoveJob(7);
+  EXPECT_TRUE(affinity_.Holders(7, 1).empty());
+  EXPECT_FALSE(affinity_.Handles(View("r0")));
+}
+
+// Live: the one holder of a chain's state dies after its first run; the
+// chain goes on on the other device.
+TEST(StateAffinityLive, AChainWhoseHolderDiesMovesToAnotherDevice) {
+  JobSpec spec = SpecBuilder()
+                     .Submodel("actor", SubmodelKind::kActor, 1)
+                     .Add(TaskBuilder("a0").Submodel("actor").Us(100))
+                     .Add(TaskBuilder("a1").Submodel("actor").Us(100).Inputs({"a0"}))
+                     .Add(TaskBuilder("a2").Submodel("actor").Us(100).Inputs({"a1"}));
+  auto policy = MakePolicy("hmpmd");
+  ASSERT_TRUE(policy.ok());
+  Scheduler s(SchedulerOptions{}, std::move(*policy));
+  s.AddDevice(Device("d0", 1, 1));
+  s.AddDevice(Device("d1", 1, 1));
+  Result<JobId> job = s.AddJob(test::BuildGraph(spec), 0);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  VirtualLoop loop(&s);
+  ASSERT_EQ(loop.Schedule(), 1u);
+  ASSERT_TRUE(loop.DeliverNext());
+  const DeviceId first = loop.log()[0].d.device;
+  s.RemoveDevice(first, loop.now());
+  loop.DropPendingOn(first);
+  loop.RunToIdle();
+  EXPECT_EQ(s.job(*job)->state, JobState::kSucceeded);
+  ASSERT_EQ(loop.log().size(), 3u);
+  EXPECT_NE(loop.log()[1].d.device, first);
+  EXPECT_EQ(loop.log()[2].d.device, loop.log()[1].d.device) << "the state is now there";
+}
+
+}  // namespace
+}  // namespace hmpmd
