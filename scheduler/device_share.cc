@@ -241,6 +241,10 @@ void DeviceShare::OnPlaced(const TaskView& task, CoreId core) {
 
 uint64_t DeviceShare::WaitClass(const TaskView& task, bool to_vector) const {
   if (task.task == nullptr || task.task->group != kNoGroup || !Constrained(task)) return 0;
+  return SubmodelWaitClass(task, to_vector);
+}
+
+uint64_t DeviceShare::SubmodelWaitClass(const TaskView& task, bool to_vector) {
   uint64_t h = task.job;
   h = h * 1'000'003 + task.task->submodel;
   h = h * 31 + static_cast<uint64_t>(task.spec->core) * 2 + (to_vector ? 1 : 0);

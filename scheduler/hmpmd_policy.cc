@@ -55,7 +55,10 @@ CoreKind HmpmdPolicy::RunsOn(const TaskView& task) const {
 
 uint64_t HmpmdPolicy::WaitClass(const TaskView& task) const {
   const bool to_vector = task.task != nullptr && CommToVector(*task.task, *task.spec);
-  return share_.WaitClass(task, to_vector);
+  if (const uint64_t set = share_.WaitClass(task, to_vector); set != 0) return set;
+  // Floating by state affinity: Place answers alike for the sub-model's
+  // tasks of one kind and kernel too (its holders, its width, the pool).
+  return affinity_.Handles(task) ? DeviceShare::SubmodelWaitClass(task, to_vector) : 0;
 }
 
 void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {

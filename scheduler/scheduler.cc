@@ -217,6 +217,7 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
   v.rank_us = job.rank_us[v.index];
   v.kernel_id = job.kernel_ids[v.index];
   v.weight = g.spec().weight;
+  v.early = job.runs[run].early;
   // Locality: the producer whose outputs are largest; where none has
   // bytes, the first whose outputs' device is known.
   const uint32_t base = run - v.index;

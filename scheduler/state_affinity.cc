@@ -76,13 +76,13 @@ void StateAffinity::AddJob(const JobRun& job) {
       holdings[s].width = std::max(holdings[s].width, open);
     }
   }
-  jobs_[job.id] = std::move(holdings);
+  jobs_[job.id] = JobHoldings{job.graph, std::move(holdings)};
 }
 
 void StateAffinity::RemoveJob(JobId job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
-  for (const Holding& h : it->second) {
+  for (const Holding& h : it->second.subs) {
     for (DeviceId d : h.holders) {
       std::vector<Held>& held = on_device_[d];
       held.erase(
@@ -90,6 +90,7 @@ void StateAffinity::RemoveJob(JobId job) {
           held.end());
     }
   }
+  std::erase_if(in_flight_, [&](uint64_t key) { return key >> 32 == job; });
   jobs_.erase(it);
 }
 
@@ -102,12 +103,14 @@ void StateAffinity::OnDeviceRemoved(DeviceId device) {
 
 const StateAffinity::Holding* StateAffinity::Find(JobId job, uint32_t sm) const {
   auto it = jobs_.find(job);
-  if (it == jobs_.end() || sm >= it->second.size() || it->second[sm].width == 0) return nullptr;
-  return &it->second[sm];
+  if (it == jobs_.end() || sm >= it->second.subs.size() || it->second.subs[sm].width == 0) {
+    return nullptr;
+  }
+  return &it->second.subs[sm];
 }
 
 void StateAffinity::Drop(JobId job, uint32_t sm, DeviceId device) {
-  Holding& h = jobs_[job][sm];
+  Holding& h = jobs_[job].subs[sm];
   h.has.erase(device);
   h.holders.erase(std::remove(h.holders.begin(), h.holders.end(), device), h.holders.end());
 }
@@ -173,10 +176,29 @@ bool StateAffinity::Allows(const TaskView& task, DeviceId device) const {
   return h.holders.size() < h.width || h.has.count(device) > 0;
 }
 
+uint64_t StateAffinity::RunKey(JobId job, uint32_t run) { return (uint64_t{job} << 32) | run; }
+
+void StateAffinity::OnReady(const TaskView& task) {
+  if (task.early || !Handles(task) || !in_flight_.insert(RunKey(task.job, task.run)).second) {
+    return;
+  }
+  Holding& h = jobs_[task.job].subs[task.task->submodel];
+  h.width = std::max(h.width, ++h.in_flight);
+}
+
+void StateAffinity::OnReleased(JobId job, uint32_t run) {
+  if (run == kNoRun || in_flight_.erase(RunKey(job, run)) == 0) return;
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  const JobGraph& g = *it->second.graph;
+  Holding& h = it->second.subs[g.task(run % g.size()).submodel];
+  if (h.in_flight > 0) --h.in_flight;
+}
+
 void StateAffinity::OnPlaced(const TaskView& task, DeviceId device, const ResourcePool& pool) {
   if (!Handles(task)) return;
   const uint32_t sm = task.task->submodel;
-  Holding& h = jobs_[task.job][sm];
+  Holding& h = jobs_[task.job].subs[sm];
   if (on_device_.size() <= device) on_device_.resize(device + 1);
   std::vector<Held>& held = on_device_[device];
   // Held already: now the most recently used.

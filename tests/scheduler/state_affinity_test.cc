@@ -204,6 +204,42 @@ TEST(StateAffinityWidth, RunsAtDifferentDepthsThatOverlapInTimeCount) {
   EXPECT_EQ(DevicesOf(spec, r, "x").size(), 3u);
 }
 
+// The same shape live, where the estimates are wrong: x0..x3 claim 1 us
+// and take 1 ms, so by depth and by the estimated schedule none overlaps
+// (width 1). Runs ready or running at once raise the width: the four run
+// side by side, not one after another on one device.
+TEST(StateAffinityWidth, RunsInFlightAtOnceRaiseTheWidth) {
+  SpecBuilder b;
+  b.Submodel("x", SubmodelKind::kActor, 1).Submodel("free");
+  b.Add(TaskBuilder("g0").Submodel("free").Us(1));
+  b.Add(TaskBuilder("g1").Submodel("free").Us(1).Inputs({"g0"}));
+  b.Add(TaskBuilder("g2").Submodel("free").Us(1).Inputs({"g1"}));
+  b.Add(TaskBuilder("x0").Submodel("x").Us(1));
+  b.Add(TaskBuilder("x1").Submodel("x").Us(1).Inputs({"g0"}));
+  b.Add(TaskBuilder("x2").Submodel("x").Us(1).Inputs({"g1"}));
+  b.Add(TaskBuilder("x3").Submodel("x").Us(1).Inputs({"g2"}));
+  JobSpec spec = b;
+  spec.submodels[0].state_bytes = 1e6;
+  auto policy = MakePolicy("hmpmd");
+  ASSERT_TRUE(policy.ok());
+  Scheduler s(SchedulerOptions{}, std::move(*policy));
+  for (int i = 0; i < 6; ++i) s.AddDevice(Device("d" + std::to_string(i), 1, 1));
+  auto graph = test::BuildGraph(spec);
+  Result<JobId> job = s.AddJob(graph, 0);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  VirtualLoop loop(&s, [&](JobId, uint32_t run) -> TimeUs {
+    return graph->spec_task(run % graph->size()).submodel == "x" ? 1000 : 1;
+  });
+  loop.RunToIdle();
+  ASSERT_EQ(s.job(*job)->state, JobState::kSucceeded);
+  std::set<DeviceId> x;
+  for (const VirtualLoop::Started& st : loop.log()) {
+    if (graph->spec_task(st.d.run % graph->size()).submodel == "x") x.insert(st.d.device);
+  }
+  EXPECT_EQ(x.size(), 4u);
+  EXPECT_LT(s.job(*job)->finished, 2000);
+}
+
 TEST_F(StateAffinityUnitTest, AFullSpreadWaitsForItsHolderAndForgetsItWhenItDies) {
   affinity_.OnPlaced(View("a0"), 0, pool_);
   EXPECT_EQ(affinity_.Holders(7, 0), std::vector<DeviceId>{0});

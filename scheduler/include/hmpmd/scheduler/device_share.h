@@ -8,6 +8,9 @@
 //    and generic sub-models keep floating over the pool (their `devices` is
 //    a hint for the spmd-1f1b baseline): the sub-model level is balanced
 //    moment by moment, which beats any device set (see README, Simulation).
+//    With DeviceShareOptions::elastic_dag_sets false (hmpmd), the elastic
+//    ones of a known DAG that declare state_bytes float too, placed by
+//    where their state is (state_affinity.h).
 // 1. At admission every such sub-model with `devices` = N > 0 gets a set
 //    of N devices (at least its members of its largest collective group;
 //    the whole group when it spans sub-models, whose sets may overlap, so
@@ -173,6 +176,10 @@ class DeviceShare {
   // the set, or a device moved in, which depends on the set and kind only).
   // 0 for gang members and tasks without a set.
   uint64_t WaitClass(const TaskView& task, bool to_vector) const;
+  // That class's key for any task (set or not): its job and sub-model, core
+  // kind, kernel and whether it reads stored inputs. For policies that
+  // place a sub-model's tasks alike another way (state_affinity.h).
+  static uint64_t SubmodelWaitClass(const TaskView& task, bool to_vector);
 
   // --- queries ---
   // The devices of `submodel` of `job` now (empty: unknown or unconstrained).

@@ -82,9 +82,13 @@ class HmpmdPolicy final : public Policy {
   void OnJobRemoved(JobId job) override;
   void OnPlaced(const TaskView& task, CoreId core) override;
   void OnJobGrown(const JobRun& job, const ResourcePool& pool) override;
-  void OnReady(const TaskView& task) override { share_.OnReady(task); }
+  void OnReady(const TaskView& task) override {
+    share_.OnReady(task);
+    affinity_.OnReady(task);
+  }
   void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) override {
     share_.OnReleased(job, run, core, pool);
+    affinity_.OnReleased(job, run);
   }
   void OnRunDone(JobId job, uint32_t run, CoreId core, double est_us, double ran_us) override;
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override;
@@ -93,8 +97,9 @@ class HmpmdPolicy final : public Policy {
     return share_.Allows(task, device) && affinity_.Allows(task, device);
   }
   std::vector<SetShortfall> ShortSets(JobId job) const override { return share_.Shortfalls(job); }
-  // A task on a device set (not a gang member): its set, core kind, kernel
-  // and whether it reads stored inputs decide whether it can be placed.
+  // A task on a device set or floating by state affinity (not a gang
+  // member): its sub-model, core kind, kernel and whether it reads stored
+  // inputs decide whether it can be placed.
   uint64_t WaitClass(const TaskView& task) const override;
 
   // The sub-models' device sets and the moves between them.

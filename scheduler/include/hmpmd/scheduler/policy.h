@@ -32,6 +32,9 @@ struct TaskView {
   uint32_t weight = 1;     // the job's share of the pool
   uint64_t ready_seq = 0;  // order in which tasks became ready
   TimeUs ready_at = 0;     // when it became ready (set for Priority())
+  // Ready while inputs still run on one core, to be placed there behind
+  // them (early dispatch).
+  bool early = false;
   // The device holding the task's largest input (UINT32_MAX: none known)
   // and that input's size: placing the task there saves fetching it.
   DeviceId input_device = UINT32_MAX;

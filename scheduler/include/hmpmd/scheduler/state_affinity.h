@@ -18,11 +18,14 @@
 //     its kind frees first, unless a core elsewhere starts it sooner by
 //     more than the state load.
 //  2. Spread cap: the state goes to at most `width` devices, the most
-//     compute runs of the sub-model at one depth of the DAG (those that
-//     can run at once): more holders only add loads, and a sub-model whose
-//     runs form a chain keeps one device, so one state. Once `width`
-//     devices hold it, its runs wait for a holder, unless no alive holder
-//     can run the task at all (core kind, kernel, store cap).
+//     compute runs of the sub-model that can run at once (a lower bound of
+//     it: its runs at one depth of the DAG, its runs overlapping in time
+//     when each starts as soon as its inputs are done, or its runs ready or
+//     running at one moment, whichever is largest): more holders only add
+//     loads, and
+//     a sub-model whose runs form a chain keeps one device, so one state.
+//     Once `width` devices hold it, its runs wait for a holder, unless no
+//     alive holder can run the task at all (core kind, kernel, store cap).
 //  3. A dead device holds nothing.
 // Cost: admission O(tasks); a placement O(holders) up to kScanHolders
 // holders, beyond a scan of the kind's available cores; a placement on a
@@ -31,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -59,6 +63,11 @@ class StateAffinity {
   // False for a device not holding the task's state once the spread cap is
   // reached; true otherwise.
   bool Allows(const TaskView& task, DeviceId device) const;
+  // The task became ready. Its sub-model's runs ready or running at once
+  // can run at once, so a width below their count is raised to it.
+  void OnReady(const TaskView& task);
+  // Run `run` of `job` left its core (done, failed or taken back).
+  void OnReleased(JobId job, uint32_t run);
   // The task went to `device`: the device holds (or keeps) its state.
   void OnPlaced(const TaskView& task, DeviceId device, const ResourcePool& pool);
 
@@ -70,7 +79,8 @@ class StateAffinity {
 
  private:
   struct Holding {
-    uint32_t width = 0;  // 0: not floating here
+    uint32_t width = 0;      // 0: not floating here
+    uint32_t in_flight = 0;  // its runs ready or running
     double load_us = 0;
     double bytes = 0;
     std::vector<DeviceId> holders;
@@ -81,6 +91,7 @@ class StateAffinity {
     uint32_t sm = 0;
     double bytes = 0;
   };
+  static uint64_t RunKey(JobId job, uint32_t run);
   const Holding* Find(JobId job, uint32_t sm) const;
   void Drop(JobId job, uint32_t sm, DeviceId device);
   // The holder core of `kind` that frees first, or kNoCore.
@@ -90,8 +101,13 @@ class StateAffinity {
   static bool HolderCanRun(const Holding& h, const TaskView& task, CoreKind kind,
                            const ResourcePool& pool);
 
-  std::unordered_map<JobId, std::vector<Holding>> jobs_;  // per sub-model
-  std::vector<std::vector<Held>> on_device_;              // least recently used first
+  struct JobHoldings {
+    std::shared_ptr<const JobGraph> graph;
+    std::vector<Holding> subs;  // per sub-model
+  };
+  std::unordered_map<JobId, JobHoldings> jobs_;
+  std::vector<std::vector<Held>> on_device_;  // least recently used first
+  std::unordered_set<uint64_t> in_flight_;    // (job, run) counted in Holding::in_flight
 };
 
 }  // namespace hmpmd
