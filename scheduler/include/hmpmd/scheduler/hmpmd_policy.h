@@ -23,16 +23,15 @@
 //    earliest, so the task finishes earliest. Sub-models
 //    without `devices` have no fixed devices: independent ones run side by
 //    side and each takes the share of the pool its ready work needs, moment
-//    by moment. A sub-model with `devices` = N runs on a device set of N
-//    that DeviceShare lays out at admission (device_share.h) when it is a
-//    driver session's actor or pinned (`"elastic": false`); the sets of a
-//    session's elastic actors follow demand and the critical path. Tasks
-//    waiting for one full set share a wait class, so the engine retries
-//    one of them per pass, not each. The elastic stateful sub-models
-//    (actor, reward, learner) of a job whose DAG is known float instead,
-//    each run on the device where its state is unless another starts it
-//    sooner by more than the state load, over at most as many devices as
-//    it can use at once (StateAffinity, state_affinity.h).
+//    by moment. A stateful sub-model (actor, reward, learner, a driver
+//    session's actors) with `devices` = N runs on a device set of N that
+//    DeviceShare lays out at admission; elastic sets follow demand and the
+//    critical path (device_share.h). Tasks waiting for one full set share
+//    a wait class, so the engine retries one of them per pass, not each.
+//    The elastic ones of a job whose DAG is known that declare state_bytes
+//    float instead, each run on a device that holds its state unless
+//    another starts it sooner by more than the state load, over at most as
+//    many devices as it can use at once (StateAffinity, state_affinity.h).
 //    Compute with no input bytes to fetch first looks for a free core on
 //    a device whose vector core runs communication, so the two overlap.
 // 4. Collectives are placed as a gang by the engine (all members or none).

@@ -15,17 +15,19 @@
 // so one device's communication hides under another sub-model's compute
 // (RL: the learner's last gradient all-reduce under a rollout).
 //  1. Earliest start: a run goes to the holder of its state whose core of
-//     its kind frees first, unless a core elsewhere starts it sooner by
-//     more than the state load.
+//     its kind with room frees first, unless a core elsewhere starts it
+//     sooner by more than the state load; with no holder's core free, to a
+//     free core elsewhere (waiting for a busy holder kept the sub-model on
+//     the devices it started on: RL took 7x as long).
 //  2. Spread cap: the state goes to at most `width` devices, the most
 //     compute runs of the sub-model that can run at once (a lower bound of
 //     it: its runs at one depth of the DAG, its runs overlapping in time
 //     when each starts as soon as its inputs are done, or its runs ready or
 //     running at one moment, whichever is largest): more holders only add
-//     loads, and
-//     a sub-model whose runs form a chain keeps one device, so one state.
-//     Once `width` devices hold it, its runs wait for a holder, unless no
-//     alive holder can run the task at all (core kind, kernel, store cap).
+//     loads, and a sub-model whose runs form a chain keeps one device, so
+//     one state. Once `width` devices hold it, its runs wait for a holder,
+//     unless no alive holder can run the task at all (core kind, kernel,
+//     store cap).
 //  3. A dead device holds nothing.
 // Cost: admission O(tasks); a placement O(holders) up to kScanHolders
 // holders, beyond a scan of the kind's available cores; a placement on a
