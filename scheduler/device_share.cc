@@ -13,11 +13,6 @@ namespace {
 
 constexpr DeviceId kNoDevice = UINT32_MAX;
 
-bool Usable(const TaskView& task, DeviceId d, const ResourcePool& pool) {
-  if (!pool.device(d).alive || !pool.Supports(d, task.kernel_id)) return false;
-  return StoreTakes(task, d, pool);
-}
-
 }  // namespace
 
 bool DeviceShare::KeepsState(const SubmodelSpec& sm, bool open_job) {
@@ -309,15 +304,7 @@ Placement DeviceShare::Earliest(Set& set, const TaskView& task, CoreKind kind,
   }
   if (queued_best != kNoCore) return Placement::Placed(queued_best);
   if (skipped < options_.scan_limit) return Placement::RetryLater();
-  CoreId best = kNoCore;
-  for (DeviceId d : set.devices) {
-    if (!Usable(task, d, pool)) continue;
-    for (CoreId c : pool.device(d).cores) {
-      if (pool.core(c).kind != kind || !pool.HasCapacity(c)) continue;
-      if (best == kNoCore || pool.core(c).busy_until < pool.core(best).busy_until) best = c;
-    }
-  }
-  return best == kNoCore ? Placement::RetryLater() : Placement::Placed(best);
+  return EarliestCoreOn(task, kind, pool, set.devices);
 }
 
 Placement DeviceShare::Place(const TaskView& task, CoreKind kind, const ResourcePool& pool,

@@ -122,29 +122,18 @@ bool StateAffinity::Handles(const TaskView& task) const {
 
 CoreId StateAffinity::BestHolder(const Holding& h, const TaskView& task, CoreKind kind,
                                  const ResourcePool& pool) const {
-  if (h.holders.size() > kScanHolders) {
-    Placement p = EarliestCore(task, kind, pool, [&](DeviceId d) { return h.has.count(d) > 0; });
-    return p.kind == Placement::Kind::kPlaced ? p.core : kNoCore;
-  }
-  CoreId best = kNoCore;
-  for (DeviceId d : h.holders) {
-    if (!pool.device(d).alive || !pool.Supports(d, task.kernel_id) || !StoreTakes(task, d, pool)) {
-      continue;
-    }
-    for (CoreId c : pool.device(d).cores) {
-      if (pool.core(c).kind != kind || !pool.HasCapacity(c)) continue;
-      if (best == kNoCore || pool.core(c).busy_until < pool.core(best).busy_until) best = c;
-    }
-  }
-  return best;
+  const Placement p =
+      h.holders.size() > kScanHolders
+          ? EarliestCore(task, kind, pool, [&](DeviceId d) { return h.has.count(d) > 0; })
+          : EarliestCoreOn(task, kind, pool, h.holders);
+  return p.kind == Placement::Kind::kPlaced ? p.core : kNoCore;
 }
 
 bool StateAffinity::HolderCanRun(const Holding& h, const TaskView& task, CoreKind kind,
                                  const ResourcePool& pool) {
   for (DeviceId d : h.holders) {
-    const ResourcePool::Device& dev = pool.device(d);
-    if (!dev.alive || !pool.Supports(d, task.kernel_id) || !StoreTakes(task, d, pool)) continue;
-    for (CoreId c : dev.cores) {
+    if (!Usable(task, d, pool)) continue;
+    for (CoreId c : pool.device(d).cores) {
       if (pool.core(c).kind == kind) return true;
     }
   }

@@ -1,5 +1,5 @@
 // One simulated run of a job spec under a policy, with what the tests of
-// the simulator's state loads and of state affinity look at.
+// the simulator's state loads, its stores and state affinity look at.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,9 +16,10 @@ namespace hmpmd::test {
 struct SimRun {
   Status status;
   JobState state = JobState::kQueued;
+  std::string error;  // the job's
   ScheduleMetrics metrics;
   std::vector<TaskRecord> runs;
-  std::vector<DeviceId> device;  // per run
+  std::vector<DeviceId> device;  // per run (UINT32_MAX: never placed)
   uint64_t loads = 0;
   double load_us = 0;
   std::vector<uint64_t> loads_on;  // per device
@@ -39,9 +40,12 @@ inline SimRun Simulate(const JobSpec& spec, const std::string& policy, const Poo
   const JobRun& job = *(*sim)->scheduler().job(*id);
   const ResourcePool& rp = (*sim)->scheduler().pool();
   r.state = job.state;
+  r.error = job.error;
   r.metrics = ComputeMetrics(job, rp);
   r.runs = job.runs;
-  for (const TaskRecord& rec : job.runs) r.device.push_back(rp.core(rec.core).device);
+  for (const TaskRecord& rec : job.runs) {
+    r.device.push_back(rec.core == kNoCore ? UINT32_MAX : rp.core(rec.core).device);
+  }
   r.loads = (*sim)->state_loads();
   r.load_us = (*sim)->state_load_us();
   for (DeviceId d = 0; d < rp.device_count(); ++d) r.loads_on.push_back((*sim)->state_loads_on(d));

@@ -8,38 +8,16 @@
 #include <string>
 
 #include "hmpmd/scheduler/simulator.h"
+#include "sim_run.h"
 #include "test_builders.h"
 
 namespace hmpmd {
 namespace {
 
-using test::BuildGraph;
+using test::SimRun;
+using test::Simulate;
 using test::SpecBuilder;
 using test::TaskBuilder;
-
-struct Ran {
-  Status status;
-  JobState state = JobState::kQueued;
-  std::string error;
-  std::vector<TaskRecord> runs;
-};
-
-Ran Simulate(const JobSpec& spec, const std::string& policy, const PoolSpec& pool) {
-  SimOptions o;
-  o.policy = policy;
-  o.pool = pool;
-  auto sim = Simulator::Create(o);
-  EXPECT_TRUE(sim.ok()) << sim.status().message();
-  auto id = (*sim)->Submit(BuildGraph(spec));
-  EXPECT_TRUE(id.ok()) << id.status().message();
-  Ran out;
-  out.status = (*sim)->Run();
-  const JobRun& job = *(*sim)->scheduler().job(*id);
-  out.state = job.state;
-  out.error = job.error;
-  out.runs = job.runs;
-  return out;
-}
 
 // `n` devices of one cube core each, with a store of `memory_mb`.
 PoolSpec CubeOnly(uint32_t n, uint64_t memory_mb) {
@@ -62,7 +40,7 @@ TEST(SimulatorStore, OutputsNoStoreHoldsFailTheJobNamingTheSizes) {
   b.Add(TaskBuilder("y", "send").Inputs({"x"}).Bytes(4e6));
   const JobSpec spec = b.Build();
   for (const std::string& policy : PolicyNames()) {
-    Ran r = Simulate(spec, policy, CubeOnly(2, 1));
+    SimRun r = Simulate(spec, policy, CubeOnly(2, 1));
     ASSERT_TRUE(r.status.ok()) << policy << ": " << r.status.message();
     EXPECT_EQ(r.state, JobState::kFailed) << policy;
     EXPECT_NE(r.error.find("task 'x' failed: object store: outputs of job 1 run 0 need 4000000 "
@@ -85,7 +63,7 @@ TEST(SimulatorStore, OutputsThatFitOnlyApartArePlacedApart) {
   b.Add(Scale("c", 150'000).Inputs({"b"}));
   b.Add(TaskBuilder("d", "add").Inputs({"a", "c"}));
   const JobSpec spec = b.Build();
-  Ran r = Simulate(spec, "hmpmd", CubeOnly(2, 1));
+  SimRun r = Simulate(spec, "hmpmd", CubeOnly(2, 1));
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
   EXPECT_NE(r.runs[2].output_device, r.runs[0].output_device) << "c beside a's 600 KB";

@@ -170,6 +170,28 @@ inline StoreUse StoreUseOf(const TaskView& task) {
   return {kib << 10, task.input_bytes > 0};
 }
 
+// Whether `task` may run on device `d` at all: alive, runs its kernel, and
+// its store takes the task's outputs.
+inline bool Usable(const TaskView& task, DeviceId d, const ResourcePool& pool) {
+  return pool.device(d).alive && pool.Supports(d, task.kernel_id) && StoreTakes(task, d, pool);
+}
+
+// Of `devices` (a set, a state's holders), the core of `kind` with room that
+// frees first on a device Usable() for `task`; RetryLater when none has one.
+template <typename Devices>
+Placement EarliestCoreOn(const TaskView& task, CoreKind kind, const ResourcePool& pool,
+                         const Devices& devices) {
+  CoreId best = UINT32_MAX;
+  for (DeviceId d : devices) {
+    if (!Usable(task, d, pool)) continue;
+    for (CoreId c : pool.device(d).cores) {
+      if (pool.core(c).kind != kind || !pool.HasCapacity(c)) continue;
+      if (best == UINT32_MAX || pool.core(c).busy_until < pool.core(best).busy_until) best = c;
+    }
+  }
+  return best == UINT32_MAX ? Placement::RetryLater() : Placement::Placed(best);
+}
+
 // The earliest-draining core of `kind` that runs the task's kernel and that
 // `allowed` accepts (nullptr: any). Shared by policies that place by
 // earliest finish time. Only devices whose object store takes the task's
