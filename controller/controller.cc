@@ -1,4 +1,4 @@
-#include "controller.h"
+#include "hmpmd/controller/controller.h"
 
 #include <spdlog/spdlog.h>
 #include <zmq.h>
@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include "curve_keys.h"
+#include "hmpmd/controller/curve_keys.h"
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/one_line.h"
-#include "job_report.h"
+#include "hmpmd/controller/job_report.h"
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
 // constructor when a vector of StoreRecord grows (GCC bug 105593 family).

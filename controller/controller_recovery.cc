@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "controller.h"
+#include "hmpmd/controller/controller.h"
 
 // See controller.cc: GCC 12's false -Wmaybe-uninitialized when a vector of
 // StoreRecord grows.

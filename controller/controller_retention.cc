@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "controller.h"
+#include "hmpmd/controller/controller.h"
 
 namespace hmpmd {
 

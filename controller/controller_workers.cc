@@ -9,7 +9,7 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "controller.h"
+#include "hmpmd/controller/controller.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/one_line.h"
 

@@ -1,4 +1,4 @@
-#include "curve_keys.h"
+#include "hmpmd/controller/curve_keys.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>

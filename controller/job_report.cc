@@ -1,4 +1,4 @@
-#include "job_report.h"
+#include "hmpmd/controller/job_report.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "job_spec_parser.h"
+#include "hmpmd/controller/job_spec_parser.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "mailbox.h"
+#include "hmpmd/controller/mailbox.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>

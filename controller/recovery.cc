@@ -1,4 +1,4 @@
-#include "recovery.h"
+#include "hmpmd/controller/recovery.h"
 
 namespace hmpmd {
 

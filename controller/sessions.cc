@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "controller.h"
+#include "hmpmd/controller/controller.h"
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/job_spec.h"
 

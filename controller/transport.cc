@@ -1,4 +1,4 @@
-#include "transport.h"
+#include "hmpmd/controller/transport.h"
 
 #include <spdlog/spdlog.h>
 

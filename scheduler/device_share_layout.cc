@@ -17,7 +17,7 @@
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
 #include "hmpmd/scheduler/state_affinity.h"
-#include "output_bytes.h"
+#include "hmpmd/scheduler/output_bytes.h"
 
 namespace hmpmd {
 namespace {

@@ -1,4 +1,4 @@
-#include "output_bytes.h"
+#include "hmpmd/scheduler/output_bytes.h"
 
 #include <algorithm>
 #include <numeric>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <span>
 
-#include "output_bytes.h"
+#include "hmpmd/scheduler/output_bytes.h"
 
 namespace hmpmd {
 

@@ -2,7 +2,7 @@
 //
 // A lane runs the tasks pushed to it one at a time, in push order, and
 // leaves each result in the CompletionQueue. Lanes of different cores run
-// at the same time; that is the core-level MPMD of DESIGN.md.
+// at the same time; that is the core-level MPMD of docs/architecture.md.
 //
 // A task dispatched early (InputRef::kAhead) runs only when each producer
 // queued ahead of it on this lane ran here and succeeded; otherwise it

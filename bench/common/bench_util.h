@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "local_cluster.h"
+#include "hmpmd/launch/local_cluster.h"
 
 namespace hmpmd::bench {
 

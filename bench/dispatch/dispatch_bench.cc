@@ -20,7 +20,7 @@
 #include <zmq.hpp>
 
 #include "bench_util.h"
-#include "local_cluster.h"
+#include "hmpmd/launch/local_cluster.h"
 
 namespace hmpmd {
 namespace {

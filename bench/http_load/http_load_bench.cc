@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "cpu_budget.h"
-#include "event_feed.h"
-#include "http_client.h"
-#include "http_server.h"
+#include "hmpmd/http/cpu_budget.h"
+#include "hmpmd/api/event_feed.h"
+#include "hmpmd/http/http_client.h"
+#include "hmpmd/http/http_server.h"
 #include "keepalive_client.h"
-#include "local_cluster.h"
-#include "rest_api.h"
+#include "hmpmd/launch/local_cluster.h"
+#include "hmpmd/api/rest_api.h"
 #include "thread_cpu.h"
 
 namespace hmpmd {

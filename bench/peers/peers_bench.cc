@@ -25,9 +25,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "hmpmd/scheduler/schedule_metrics.h"
-#include "job_spec_parser.h"
-#include "local_cluster.h"
+#include "hmpmd/sim/schedule_metrics.h"
+#include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/launch/local_cluster.h"
 #include "raw_peers.h"
 
 namespace hmpmd {

@@ -24,8 +24,8 @@
 #include <string>
 
 #include "hmpmd/scheduler/hmpmd_policy.h"
-#include "hmpmd/scheduler/simulator.h"
-#include "hmpmd/scheduler/workloads.h"
+#include "hmpmd/sim/simulator.h"
+#include "hmpmd/sim/workloads.h"
 #include "sim_detail.h"
 
 namespace hmpmd {

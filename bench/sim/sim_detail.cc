@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "hmpmd/scheduler/hmpmd_policy.h"
-#include "hmpmd/scheduler/schedule_metrics.h"
-#include "hmpmd/scheduler/simulator.h"
+#include "hmpmd/sim/schedule_metrics.h"
+#include "hmpmd/sim/simulator.h"
 
 namespace hmpmd {
 namespace {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "job_spec_parser.h"
-#include "local_cluster.h"
-#include "sqlite_job_store.h"
+#include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/launch/local_cluster.h"
+#include "hmpmd/store/sqlite_job_store.h"
 
 namespace hmpmd {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <thread>
 
-#include "controller.h"
+#include "hmpmd/controller/controller.h"
 #include "hmpmd/client/client.h"
-#include "in_memory_job_store.h"
+#include "hmpmd/store/in_memory_job_store.h"
 
 namespace hmpmd {
 

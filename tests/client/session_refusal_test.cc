@@ -12,7 +12,7 @@
 
 #include "hmpmd/client/client.h"
 #include "in_process_controller.h"
-#include "store_writer.h"
+#include "hmpmd/store/store_writer.h"
 
 namespace hmpmd {
 namespace {

@@ -1,15 +1,15 @@
 // A job's summary as REST gives it (JobSummaryJson), from a controller that
 // is never Run: its jobs are never dispatched.
-#include "job_report.h"
+#include "hmpmd/controller/job_report.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "controller.h"
-#include "hmpmd/scheduler/pool_spec.h"
-#include "hmpmd/scheduler/simulator.h"
-#include "job_spec_parser.h"
+#include "hmpmd/controller/controller.h"
+#include "hmpmd/sim/pool_spec.h"
+#include "hmpmd/sim/simulator.h"
+#include "hmpmd/controller/job_spec_parser.h"
 
 namespace hmpmd {
 namespace {

@@ -1,5 +1,5 @@
 // Tests for the strict JSON job spec parser (controller/job_spec_parser.{h,cc}).
-#include "job_spec_parser.h"
+#include "hmpmd/controller/job_spec_parser.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // RecoveryWindow: how long a restarted controller holds dispatch back.
 #include <gtest/gtest.h>
 
-#include "recovery.h"
+#include "hmpmd/controller/recovery.h"
 
 namespace hmpmd {
 namespace {

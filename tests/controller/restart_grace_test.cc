@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "controller.h"
-#include "in_memory_job_store.h"
-#include "sqlite_job_store.h"
+#include "hmpmd/controller/controller.h"
+#include "hmpmd/store/in_memory_job_store.h"
+#include "hmpmd/store/sqlite_job_store.h"
 
 namespace hmpmd {
 namespace {

@@ -1,5 +1,5 @@
 // WorkerClock: the offset of a worker's timestamps from its messages.
-#include "worker_clock.h"
+#include "hmpmd/controller/worker_clock.h"
 
 #include <gtest/gtest.h>
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "hmpmd/worker/buffer.h"
-#include "job_spec_parser.h"
-#include "local_cluster.h"
+#include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/launch/local_cluster.h"
 
 namespace hmpmd::testing {
 

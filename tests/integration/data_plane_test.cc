@@ -141,7 +141,7 @@ TEST_F(DataPlaneTest, AnEmptyTensorFlowsDownAChainOnOneCore) {
 }
 
 TEST_F(DataPlaneTest, ASendAndACollectiveMoveWhatTheirSpecSizes) {
-  // DESIGN.md's example: a send after a spin (which keeps nothing) is sized
+  // docs/job-spec.md's example: a send after a spin (which keeps nothing) is sized
   // by cost.bytes, and a collective by collective.bytes. They made 4096
   // bytes live whatever the spec said, while the simulation moved the size.
   StartCluster(2);

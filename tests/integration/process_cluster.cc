@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "http_client.h"
+#include "hmpmd/http/http_client.h"
 
 extern char** environ;
 

@@ -13,7 +13,7 @@
 
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
-#include "http_types.h"
+#include "hmpmd/http/http_types.h"
 
 namespace hmpmd::testing {
 

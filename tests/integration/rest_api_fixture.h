@@ -16,10 +16,10 @@
 #include <thread>
 
 #include "cluster_fixture.h"
-#include "event_feed.h"
-#include "http_client.h"
-#include "http_server.h"
-#include "rest_api.h"
+#include "hmpmd/api/event_feed.h"
+#include "hmpmd/http/http_client.h"
+#include "hmpmd/http/http_server.h"
+#include "hmpmd/api/rest_api.h"
 
 namespace hmpmd::testing {
 

@@ -2,7 +2,7 @@
 // route, its status codes and error bodies, paging and waiting reasons of
 // the task table, the SSE event feed, /metrics, the trace, and the served
 // dashboard and OpenAPI document.
-#include "rest_api.h"
+#include "hmpmd/api/rest_api.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "../controller/raw_socket.h"
+#include "../raw_socket.h"
 #include "hmpmd/worker/fetch.h"
 #include "rest_api_fixture.h"
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "cpu_budget.h"
+#include "hmpmd/http/cpu_budget.h"
 #include "rest_api_fixture.h"
 
 namespace hmpmd::testing {

@@ -19,10 +19,10 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "api_snapshot.h"
+#include "hmpmd/api/api_snapshot.h"
 #include "cluster_fixture.h"
 #include "hmpmd/protocol/codec.h"
-#include "live_metrics.h"
+#include "hmpmd/api/live_metrics.h"
 
 namespace hmpmd::testing {
 namespace {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "cluster_fixture.h"
-#include "live_metrics.h"
+#include "hmpmd/api/live_metrics.h"
 
 namespace hmpmd::testing {
 namespace {

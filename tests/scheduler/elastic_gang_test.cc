@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "hmpmd/scheduler/simulator.h"
+#include "hmpmd/sim/simulator.h"
 #include "test_builders.h"
 
 namespace hmpmd {

@@ -11,8 +11,8 @@
 
 #include "hmpmd/scheduler/job_shares.h"
 #include "hmpmd/scheduler/scheduler.h"
-#include "hmpmd/scheduler/simulator.h"
-#include "hmpmd/scheduler/workloads.h"
+#include "hmpmd/sim/simulator.h"
+#include "hmpmd/sim/workloads.h"
 #include "test_builders.h"
 
 namespace hmpmd {

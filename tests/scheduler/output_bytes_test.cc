@@ -1,6 +1,6 @@
 // GuessOutputBytes: what a built-in kernel stores, from its arguments and
 // its inputs' sizes, as the worker's kernels make them.
-#include "output_bytes.h"
+#include "hmpmd/scheduler/output_bytes.h"
 
 #include <gtest/gtest.h>
 

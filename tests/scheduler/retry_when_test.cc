@@ -12,7 +12,7 @@
 
 #include "hmpmd/scheduler/scheduler.h"
 #include "hmpmd/scheduler/spmd_policy.h"
-#include "hmpmd/scheduler/workloads.h"
+#include "hmpmd/sim/workloads.h"
 #include "test_builders.h"
 
 namespace hmpmd {

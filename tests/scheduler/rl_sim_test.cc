@@ -10,8 +10,8 @@
 #include <set>
 #include <string>
 
-#include "hmpmd/scheduler/simulator.h"
-#include "hmpmd/scheduler/workloads.h"
+#include "hmpmd/sim/simulator.h"
+#include "hmpmd/sim/workloads.h"
 #include "sim_run.h"
 #include "test_builders.h"
 

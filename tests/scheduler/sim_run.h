@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "hmpmd/scheduler/schedule_metrics.h"
-#include "hmpmd/scheduler/simulator.h"
+#include "hmpmd/sim/schedule_metrics.h"
+#include "hmpmd/sim/simulator.h"
 #include "test_builders.h"
 
 namespace hmpmd::test {

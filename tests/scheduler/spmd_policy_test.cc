@@ -7,8 +7,8 @@
 
 #include <set>
 
-#include "hmpmd/scheduler/simulator.h"
-#include "hmpmd/scheduler/workloads.h"
+#include "hmpmd/sim/simulator.h"
+#include "hmpmd/sim/workloads.h"
 #include "test_builders.h"
 
 namespace hmpmd {

@@ -29,7 +29,7 @@ inline void LogSeed(const char* what, uint64_t seed) {
   ::testing::Test::RecordProperty(what, std::to_string(seed));
 }
 
-// One task; defaults follow DESIGN.md (submodel "default", core cube).
+// One task; defaults follow docs/job-spec.md (submodel "default", core cube).
 class TaskBuilder {
  public:
   explicit TaskBuilder(std::string id, std::string kernel = "spin") {

@@ -1,5 +1,5 @@
 // Tests for ScheduleMetrics::tight_bound_s, the energetic head/tail bound
-// beside lower_bound_s (scheduler/schedule_metrics.cc): it is exact on a
+// beside lower_bound_s (sim/schedule_metrics.cc): it is exact on a
 // DAG where the bound is not, never below lower_bound_s, and no
 // policy beats it on seeded random DAGs (with steps, collectives, both core
 // kinds and stateful sub-models) nor on the built-in workloads.
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "hmpmd/scheduler/schedule_metrics.h"
-#include "hmpmd/scheduler/simulator.h"
-#include "hmpmd/scheduler/workloads.h"
+#include "hmpmd/sim/schedule_metrics.h"
+#include "hmpmd/sim/simulator.h"
+#include "hmpmd/sim/workloads.h"
 #include "test_builders.h"
 
 namespace hmpmd {

@@ -15,7 +15,7 @@
 namespace hmpmd::client {
 
 /// One task to append to the session: the same fields as a task of a job
-/// spec (DESIGN.md, "Job spec"), with Futures for inputs.
+/// spec (docs/job-spec.md), with Futures for inputs.
 ///
 /// @code
 ///   hmpmd::client::Call c;

@@ -1,4 +1,4 @@
-// The arguments each built-in kernel takes (DESIGN.md, "Worker library"),
+// The arguments each built-in kernel takes (docs/data-plane.md, "Embedding the worker"),
 // checked when a job is submitted so that a typo or a wrong type is a
 // one-line error then, not a silent default or a failure minutes later.
 //
@@ -28,7 +28,7 @@ Status CheckBuiltinArgs(std::string_view kernel, const Args& args);
 // when its inputs hold none, 4096 by default. Where the spec sizes the
 // task (cost.bytes or collective.bytes), this adds that `bytes` argument,
 // so that a live run moves what the simulation and the cost model assume
-// (DESIGN.md: a send is "sized by cost.bytes"): at most 2^30, the most a
+// (docs/job-spec.md: a send is sized by cost.bytes): at most 2^30, the most a
 // worker makes, and for a collective rounded down to whole float32s.
 void SizeCommByHint(TaskSpec& t);
 

@@ -1,4 +1,4 @@
-// A job as the user wrote it (DESIGN.md, "Job spec"), after parsing but
+// A job as the user wrote it (docs/job-spec.md), after parsing but
 // before any structural check. The controller's parser fills it from JSON;
 // the scheduler's JobGraph checks its structure.
 #pragma once

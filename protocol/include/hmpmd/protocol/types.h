@@ -56,7 +56,7 @@ using Args = std::vector<Arg>;
 // The named argument as a number, or `fallback` when absent or not numeric.
 double ArgNumber(const Args& args, std::string_view name, double fallback);
 
-// Kernels every worker ships with (DESIGN.md, "Worker library").
+// Kernels every worker ships with (docs/data-plane.md, "Embedding the worker").
 inline constexpr std::string_view kBuiltinKernels[] = {
     "noop", "spin",      "sleep",     "gemm",           "add",      "scale",
     "send", "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast"};

@@ -1,0 +1,242 @@
+#include "hmpmd/api/api_snapshot.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "hmpmd/controller/job_report.h"
+
+namespace hmpmd {
+namespace {
+
+using json = nlohmann::json;
+
+json PoolJson(const Controller& c) {
+  const ResourcePool& pool = c.scheduler().pool();
+  json devices = json::array();
+  const std::vector<bool> listed = c.ListedDevices();
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (!listed[d]) continue;  // a worker's past row, or an old dead one
+    const auto& dev = pool.device(d);
+    const WorkerInfo* w = c.WorkerOfDevice(d);
+    json cores = json::array();
+    for (CoreId cid : dev.cores) {
+      const auto& core = pool.core(cid);
+      cores.push_back({{"id", cid},
+                       {"name", CoreName(core)},
+                       {"kind", std::string(CoreKindName(core.kind))},
+                       {"lane", core.lane},
+                       {"queued", core.queued}});
+    }
+    json e = {{"id", d},
+              {"name", dev.desc.name},
+              {"alive", dev.alive},
+              {"memory_mb", dev.desc.memory_mb},
+              {"kernels", dev.desc.kernels},
+              {"cores", std::move(cores)}};
+    if (w) {
+      e["worker"] = w->id;
+      e["pid"] = w->pid;
+      e["tasks_done"] = w->tasks_done;
+      e["dropped_frames"] = w->dropped_frames;
+      e["store_bytes"] = w->store_bytes;
+      if (!w->alive) e["left_reason"] = w->left_reason;
+    }
+    devices.push_back(std::move(e));
+  }
+  return {{"devices", std::move(devices)},
+          {"alive_devices", pool.alive_device_count()},
+          {"cores",
+           {{"cube", pool.alive_cores(CoreKind::kCube)},
+            {"vector", pool.alive_cores(CoreKind::kVector)}}},
+          {"policy", std::string(c.scheduler().policy().Name())}};
+}
+
+// CPU time of the calling thread, in microseconds: what a rendering costs
+// the loop, not counting time the loop was preempted.
+TimeUs LoopCpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<TimeUs>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+}  // namespace
+
+const std::shared_ptr<const std::string>* ApiSnapshot::Find(JobId id) const {
+  auto it = std::lower_bound(summaries.begin(), summaries.end(), id,
+                             [](const auto& e, JobId v) { return e.first < v; });
+  return it != summaries.end() && it->first == id ? &it->second : nullptr;
+}
+
+ApiSnapshots::ApiSnapshots(const Controller* controller, ApiSnapshotOptions options,
+                           MetricsFn metrics)
+    : controller_(controller), options_(options), metrics_(std::move(metrics)) {}
+
+std::shared_ptr<const ApiSnapshot> ApiSnapshots::Current() const {
+  std::lock_guard<std::mutex> lock(snap_mu_);
+  return snapshot_;
+}
+
+std::shared_ptr<const ApiSnapshot> ApiSnapshots::Fresh() {
+  demand_.store(true, std::memory_order_relaxed);
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  const TimeUs dirty = dirty_since_.load(std::memory_order_acquire);
+  auto s = Current();
+  if (!s || s->epoch != epoch) return nullptr;
+  if (dirty != 0 && Controller::NowUs() - dirty >= options_.period.count() * 1000) return nullptr;
+  return s;
+}
+
+void ApiSnapshots::Detach() {
+  std::lock_guard<std::mutex> lock(render_mu_);
+  detached_ = true;
+  metrics_ = nullptr;
+}
+
+ApiSnapshots::Signature ApiSnapshots::Discrete() const {
+  const auto& jobs = controller_->scheduler().jobs();
+  return Signature{jobs.size(), jobs.empty() ? 0 : jobs.rbegin()->first,
+                   controller_->workers().size(), controller_->alive_workers()};
+}
+
+bool ApiSnapshots::LiveJobsChanged() const {
+  const Scheduler& s = controller_->scheduler();
+  for (const auto& [id, state] : live_) {
+    const JobRun* j = s.job(id);
+    if (j == nullptr || j->state != state) return true;
+  }
+  return false;
+}
+
+uint64_t ApiSnapshots::Progress() const {
+  const ControllerCounters& k = controller_->counters();
+  // Monotonic counters: any change moves the sum. Store bytes go up and
+  // down; two changes that cancel out wait for the next change.
+  uint64_t sum = k.tasks_dispatched + k.tasks_finished + k.tasks_failed + k.stale_results +
+                 k.refused_tokens + controller_->dropped_frames();
+  for (const WorkerInfo& w : controller_->workers()) sum += w.dropped_frames + w.store_bytes;
+  // The writer's batches land after the loop's last change: /metrics kept
+  // the figures of then while the controller was idle.
+  if (const StoreWriter* w = controller_->store_writer()) {
+    sum += w->batches_written() + w->write_errors();
+  }
+  return sum;
+}
+
+void ApiSnapshots::Observe(TimeUs now) {
+  Signature s = Discrete();
+  if (!(s == seen_) || LiveJobsChanged()) {
+    seen_ = s;
+    live_.clear();
+    for (const auto& [id, job] : controller_->scheduler().jobs()) {
+      if (!IsTerminal(job.state)) live_.emplace_back(id, job.state);
+    }
+    MarkChanged();
+  }
+  uint64_t p = Progress();
+  if (p != progress_) {
+    progress_ = p;
+    if (dirty_since_.load(std::memory_order_relaxed) == 0) {
+      dirty_since_.store(now, std::memory_order_release);
+    }
+  }
+}
+
+void ApiSnapshots::Tick(TimeUs now) {
+  std::lock_guard<std::mutex> lock(render_mu_);
+  if (detached_) return;
+  Observe(now);
+  if (!demand_.load(std::memory_order_relaxed)) return;
+  const TimeUs period_us = options_.period.count() * 1000;
+  const bool stale = published_epoch_ != epoch_.load(std::memory_order_relaxed);
+  const bool dirty = dirty_since_.load(std::memory_order_relaxed) != 0;
+  if (stale || updated_full_ > 0 || (dirty && now - published_at_ >= period_us)) {
+    Publish(now);
+  }
+}
+
+std::shared_ptr<const ApiSnapshot> ApiSnapshots::RefreshOnLoop(TimeUs now) {
+  std::lock_guard<std::mutex> lock(render_mu_);
+  if (detached_) return Current();
+  Observe(now);
+  const TimeUs dirty = dirty_since_.load(std::memory_order_relaxed);
+  if (published_epoch_ != epoch_.load(std::memory_order_relaxed) || updated_full_ > 0 ||
+      (dirty != 0 && now - dirty >= options_.period.count() * 1000)) {
+    Publish(now);
+  }
+  return Current();
+}
+
+std::shared_ptr<const std::string> ApiSnapshots::EndedSummary(const JobRun& job) {
+  auto& full = ended_full_[job.id];
+  if (!full) {
+    full = std::make_shared<const std::string>(
+        JobSummaryJson(job, controller_->scheduler().pool(), true,
+                       controller_->StoredMetrics(job.id))
+            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    ++updated_full_;
+  }
+  return full;
+}
+
+// REQUIRES: render_mu_ held, not detached.
+void ApiSnapshots::Publish(TimeUs now) {
+  const TimeUs start = LoopCpuUs();
+  const Controller& c = *controller_;
+  const Scheduler& sched = c.scheduler();
+  const ResourcePool& pool = sched.pool();
+  auto s = std::make_shared<ApiSnapshot>();
+  s->epoch = epoch_.load(std::memory_order_acquire);
+  s->taken = now;
+  s->pool = PoolJson(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  s->summaries.reserve(sched.jobs().size());
+  // Byte for byte what json{{"jobs", [summaries]}}.dump(-1, ' ', false,
+  // nlohmann::json::error_handler_t::replace) gives.
+  s->jobs = "{\"jobs\":[";
+  bool comma = false;
+  for (const auto& [id, job] : sched.jobs()) {
+    std::shared_ptr<const std::string> brief, full;
+    if (IsTerminal(job.state)) {
+      auto& b = ended_brief_[id];
+      if (!b)
+        b = std::make_shared<const std::string>(
+            JobSummaryJson(job, pool, false)
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      brief = b;
+      auto f = ended_full_.find(id);
+      if (f != ended_full_.end()) full = f->second;
+    } else {
+      brief = full = std::make_shared<const std::string>(
+          JobSummaryJson(job, pool, false)
+              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
+    if (comma) s->jobs += ',';
+    s->jobs += *brief;
+    comma = true;
+    s->summaries.emplace_back(id, std::move(full));
+  }
+  s->jobs += "]}";
+  s->metrics = metrics_ ? metrics_(now) : std::string();
+  // Forget the entries of jobs the controller forgot.
+  auto sweep = [&sched](auto& m) {
+    if (m.size() <= sched.jobs().size()) return;
+    std::erase_if(m, [&sched](const auto& e) { return sched.job(e.first) == nullptr; });
+  };
+  sweep(ended_brief_);
+  sweep(ended_full_);
+  {
+    std::lock_guard<std::mutex> lock(snap_mu_);
+    snapshot_ = s;
+  }
+  published_epoch_ = s->epoch;
+  published_at_ = now;
+  updated_full_ = 0;
+  dirty_since_.store(0, std::memory_order_release);
+  demand_.store(false, std::memory_order_relaxed);
+  publishes_.fetch_add(1, std::memory_order_relaxed);
+  render_us_.fetch_add(static_cast<uint64_t>(std::max<TimeUs>(0, LoopCpuUs() - start)),
+                       std::memory_order_relaxed);
+}
+
+}  // namespace hmpmd

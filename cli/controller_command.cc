@@ -1,0 +1,310 @@
+// `hmpmd controller`: the long-running service: the ROUTER endpoint for
+// workers and the REST API for clients.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <thread>
+
+#include "hmpmd/controller/controller.h"
+#include "hmpmd/controller/curve_keys.h"
+#include "hmpmd/api/event_feed.h"
+#include "hmpmd/http/http_server.h"
+#include "hmpmd/api/rest_api.h"
+#include "hmpmd/store/sqlite_job_store.h"
+#include "cli_common.h"
+
+namespace hmpmd {
+namespace {
+
+// Open files kept for what is not an HTTP client: ZeroMQ (a socket per
+// worker), SQLite, logs.
+constexpr rlim_t kFilesKeptBack = 256;
+
+// HTTP clients' sockets come out of the open-file limit. Raises the soft
+// limit to the hard one, and returns `wanted` connections or fewer, so that
+// the "too many connections" 503 comes before accept() fails: under the
+// usual soft limit of 1024 new clients hung, unanswered, instead.
+size_t ConnectionsTheFileLimitAllows(size_t wanted) {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit raised = r;
+    raised.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  }
+  if (r.rlim_cur == RLIM_INFINITY) return wanted;
+  const rlim_t room =
+      r.rlim_cur > 2 * kFilesKeptBack ? r.rlim_cur - kFilesKeptBack : r.rlim_cur / 2;
+  return std::max<size_t>(1, std::min<size_t>(wanted, room));
+}
+
+struct ControllerArgs {
+  std::string listen = "tcp://*:5555";
+  std::string http = "127.0.0.1:8080";
+  int http_nice = HttpServerOptions{}.nice;
+  bool http_idle = false;
+  double http_cpu_percent = kDefaultHttpCpuPercent;
+  std::string token_file;
+  std::string db = "hmpmd.db";
+  std::string curve_keys;
+  size_t max_tasks = SpecLimits{}.max_tasks;
+  size_t max_spec_mb = SpecLimits{}.max_bytes >> 20;
+  uint64_t max_runs = kDefaultMaxRuns;
+  // Unset: the larger of kDefaultMaxHeldRuns and --max-runs.
+  uint64_t max_held_runs = 0;
+  size_t keep_jobs = 1000;
+  double keep_grace_s = 60;
+  double keep_hours = 0;
+  uint32_t recovery_grace_ms = 2000;
+  std::string policy = "hmpmd";
+  std::string log_level = "info";
+  uint32_t heartbeat_ms = 500;
+  uint32_t worker_timeout_ms = 5000;
+  bool no_early_dispatch = false;
+};
+
+int ControllerMain(const ControllerArgs& a) {
+  if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
+  // Before --db is opened, so that a typo does not leave a new file behind.
+  if (Status st = CheckEndpoint(a.listen, /*bind=*/true); !st.ok()) {
+    return Fail(Status::InvalidArgument("--listen: " + st.message()));
+  }
+  if (!a.http.empty()) {
+    if (Status st = HttpServer::CheckBind(a.http); !st.ok()) {
+      return Fail(st.code() == StatusCode::kInvalidArgument
+                      ? Status::InvalidArgument("--http: " + st.message())
+                      : st);
+    }
+  }
+  ControllerOptions opts;
+  opts.listen = a.listen;
+  opts.policy = a.policy;
+  opts.heartbeat_ms = a.heartbeat_ms;
+  opts.worker_timeout_ms = a.worker_timeout_ms;
+  opts.keep_finished_jobs = a.keep_jobs;
+  opts.keep_ended_grace_ms = static_cast<int64_t>(a.keep_grace_s * 1000);
+  opts.keep_finished_hours = a.keep_hours;
+  opts.spec_limits.max_tasks = a.max_tasks;
+  opts.spec_limits.max_bytes = a.max_spec_mb << 20;
+  opts.spec_limits.max_runs = a.max_runs;
+  opts.max_held_runs =
+      a.max_held_runs > 0 ? a.max_held_runs : std::max(kDefaultMaxHeldRuns, a.max_runs);
+  opts.recovery_grace_ms = a.recovery_grace_ms;
+  if (a.no_early_dispatch) opts.scheduler.early_dispatch = false;
+  if (!a.curve_keys.empty()) {
+    auto keys = LoadCurveServerKeys(a.curve_keys);
+    if (!keys.ok()) return Fail(keys.status());
+    opts.curve_secret_key = keys->secret;
+    opts.curve_allowed = keys->allowed;
+    spdlog::info("CurveZMQ on: {} authorized worker key(s)", opts.curve_allowed.size());
+  }
+  if (!a.token_file.empty()) {
+    auto token = ReadToken(a.token_file);
+    if (!token.ok())
+      return Fail(Status::InvalidArgument("--token-file: " + token.status().message()));
+    opts.token = *token;
+  }
+  if (opts.heartbeat_ms == 0) {
+    return Fail(Status::InvalidArgument("--heartbeat-ms: must be at least 1"));
+  }
+  if (opts.worker_timeout_ms <= opts.heartbeat_ms) {
+    return Fail(
+        Status::InvalidArgument("--worker-timeout-ms: must be larger than --heartbeat-ms (" +
+                                std::to_string(opts.heartbeat_ms) + ")"));
+  }
+
+  // Last of the checks: it creates the file.
+  if (!a.db.empty()) {
+    auto store = SqliteJobStore::Open(a.db);
+    if (!store.ok()) return Fail(Status::InvalidArgument("--db: " + store.status().message()));
+    opts.store = std::shared_ptr<JobStore>(std::move(store).value());
+    spdlog::info("job store: {}", a.db);
+  }
+
+  // Signals are taken by one thread with sigwait, never by a handler that
+  // could interrupt the loop mid-change.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Controller controller(opts);
+  if (Status st = controller.Start(); !st.ok()) return Fail(st);
+  // One CPU budget for the HTTP side's server and formatting threads, and
+  // one as large for parsing submitted specs (a large one takes seconds).
+  std::shared_ptr<CpuBudget> http_budget, parse_budget;
+  if (a.http_cpu_percent > 0) {
+    CpuBudgetOptions bo;
+    bo.percent = a.http_cpu_percent;
+    http_budget = std::make_shared<CpuBudget>(bo);
+    parse_budget = std::make_shared<CpuBudget>(bo);
+  }
+  RestApiOptions api_options;
+  api_options.formatter_nice = a.http_nice;
+  api_options.formatter_idle = a.http_idle;
+  api_options.cpu_budget = http_budget;
+  api_options.parse_budget = parse_budget;
+  RestApi api(&controller, opts.token, opts.spec_limits, api_options);
+  std::unique_ptr<HttpServer> http;
+  // Live events (SSE) and the /metrics additions; batched off the task path.
+  // Its callbacks run only after Start(), once `http` is set.
+  EventFeedOptions feed_options;
+  feed_options.nice = a.http_idle ? 19 : a.http_nice;
+  feed_options.cpu_budget = http_budget;
+  EventFeed feed(
+      &controller, feed_options,
+      [&http](std::string chunk) {
+        if (http) http->Broadcast(std::move(chunk));
+      },
+      [&http] { return http ? http->sse_client_count() : size_t{0}; });
+  api.SetEventFeed(&feed);
+  if (!a.http.empty()) {
+    HttpServerOptions ho;
+    ho.bind = a.http;
+    ho.nice = a.http_nice;
+    ho.idle_priority = a.http_idle;
+    ho.cpu_budget = http_budget;
+    // A spec is the largest body the API takes: the HTTP parser refuses a
+    // larger one (413) before buffering it, at the same limit.
+    ho.max_body_bytes = opts.spec_limits.max_bytes;
+    ho.max_body_flag = "--max-spec-mb";
+    ho.max_connections = ConnectionsTheFileLimitAllows(ho.max_connections);
+    if (ho.max_connections < HttpServerOptions{}.max_connections) {
+      spdlog::warn("http: at most {} connections (the open-file limit, ulimit -n, is low)",
+                   ho.max_connections);
+    }
+    http = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
+      api.Handle(std::move(req), std::move(reply));
+    });
+    http->SetSseHello([&feed] { return feed.Hello(); });
+    if (Status st = http->Start(); !st.ok()) return Fail(st);
+    // The port bound, not the one asked for (0 picks a free one).
+    const std::string host = a.http.substr(0, a.http.rfind(':'));
+    spdlog::info("REST API and dashboard on http://{}:{}", host, http->port());
+  }
+  feed.Start();
+  std::thread waiter([&controller, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: stopping", sig);
+    controller.Stop();
+  });
+  controller.Run();
+  if (http) http->Stop();
+  feed.Stop();
+  // Wake the signal thread if the loop ended for another reason.
+  kill(getpid(), SIGTERM);
+  waiter.join();
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddKeygenCommand(CLI::App& app, int* exit_code) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand("keygen", "Write CurveZMQ keys for --curve-keys into DIR");
+  sub->add_option("DIR", *dir, "Key directory (created)")->required();
+  sub->callback([dir, exit_code] {
+    // An empty DIR wrote the secret keys into the working directory while
+    // printing "/controller.key".
+    if (dir->empty()) {
+      *exit_code = Fail(Status::InvalidArgument("keygen: DIR is empty; name a directory"));
+      return;
+    }
+    Status st = WriteCurveKeys(*dir);
+    if (!st.ok()) {
+      *exit_code = Fail(st);
+      return;
+    }
+    std::string shown = *dir;  // keys/ as given: not keys//controller.pub
+    while (shown.size() > 1 && shown.back() == '/') shown.pop_back();
+    std::printf("wrote %s/{controller,worker}.{pub,key} and %s/authorized/worker.pub\n",
+                shown.c_str(), shown.c_str());
+    *exit_code = kExitOk;
+  });
+}
+
+void AddControllerCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ControllerArgs>();
+  CLI::App* sub = app.add_subcommand("controller", "Run the controller service");
+  sub->add_option("--listen", args->listen, "ZeroMQ endpoint for workers")->capture_default_str();
+  sub->add_option("--http", args->http, "host:port of the REST API and dashboard ('' = off)")
+      ->capture_default_str();
+  sub->add_option("--http-nice", args->http_nice,
+                  "Nice value of the HTTP server and formatting threads: higher gives dispatch "
+                  "the CPU first on a busy machine (0 = the process's priority)")
+      ->check(WholeRange(-20, 19))
+      ->capture_default_str();
+  sub->add_flag("--http-idle", args->http_idle,
+                "Run the HTTP server and formatting threads at SCHED_IDLE: only on CPU time "
+                "dispatch and local workers leave over (requests wait while they are busy)");
+  sub->add_option("--http-cpu-percent", args->http_cpu_percent,
+                  "Most CPU the HTTP server and formatting threads take together, in percent of "
+                  "one core (the spec parsing thread has a budget as large of its own); over it "
+                  "they pause and requests wait (none is refused). 0 = no cap")
+      ->check(FiniteRange(0.0, 6400.0))
+      ->capture_default_str();
+  sub->add_option("--token-file", args->token_file,
+                  "File holding the token workers and mutating REST calls must present");
+  sub->add_option("--curve-keys", args->curve_keys,
+                  "Key directory from `hmpmd keygen`: CurveZMQ with authorized worker keys");
+  sub->add_option("--max-tasks", args->max_tasks, "Largest job spec accepted, in tasks per step")
+      ->check(WholeRange(1, 100'000'000))
+      ->capture_default_str();
+  sub->add_option("--max-spec-mb", args->max_spec_mb, "Largest job spec accepted, in MiB of JSON")
+      ->check(WholeRange(1, 65536))
+      ->capture_default_str();
+  sub->add_option("--max-runs", args->max_runs,
+                  "Largest job accepted, in task runs (tasks x repeat; about 80 bytes of "
+                  "controller memory each)")
+      ->check(WholeRange(1, static_cast<int64_t>(SpecLimits{}.max_runs)))
+      ->capture_default_str();
+  sub->add_option("--max-held-runs", args->max_held_runs,
+                  "Task runs held over all jobs, ended ones included (default: the larger of " +
+                      std::to_string(kDefaultMaxHeldRuns) +
+                      " and --max-runs); the oldest ended jobs are forgotten to make room")
+      ->check(WholeRange(1, static_cast<int64_t>(SpecLimits{}.max_runs) * 4));
+  sub->add_option("--db", args->db,
+                  "SQLite file keeping jobs across restarts ('' = in memory only)")
+      ->capture_default_str();
+  sub->add_option("--keep-jobs", args->keep_jobs,
+                  "Finished jobs kept for queries (in memory and in --db)")
+      // 0 forgot each job as it ended: `submit --wait` never saw the end.
+      ->check(WholeRange(1, 100'000'000))
+      ->capture_default_str();
+  sub->add_option("--keep-grace-s", args->keep_grace_s,
+                  "A job that ended less than this many seconds ago is kept whatever "
+                  "--keep-jobs says, so `submit --wait` reads its end (0 = none)")
+      ->check(FiniteRange(0.0, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--keep-hours", args->keep_hours,
+                  "Also forget finished jobs this many hours after they ended (0 = no limit)")
+      ->check(FiniteRange(0.0, 1e6))
+      ->capture_default_str();
+  sub->add_option("--recovery-grace-ms", args->recovery_grace_ms,
+                  "After a restart, longest wait for the workers to re-register before "
+                  "dispatch resumes (it resumes once all of them are back)")
+      ->check(WholeRange(0, UINT32_MAX))
+      ->capture_default_str();
+  sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo, spmd-1f1b)")
+      ->capture_default_str();
+  sub->add_option("--heartbeat-ms", args->heartbeat_ms, "Worker heartbeat period")
+      ->check(WholeRange(0, UINT32_MAX))
+      ->capture_default_str();
+  sub->add_option("--worker-timeout-ms", args->worker_timeout_ms,
+                  "Silence after which a worker is declared dead")
+      ->check(WholeRange(0, UINT32_MAX))
+      ->capture_default_str();
+  sub->add_option("--log-level", args->log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  sub->add_flag("--no-early-dispatch", args->no_early_dispatch,
+                "Send a task only once its inputs' results are back (by default a task whose "
+                "producers all run on one core is queued behind them there)");
+  sub->callback([args, exit_code] { *exit_code = ControllerMain(*args); });
+}
+
+}  // namespace hmpmd

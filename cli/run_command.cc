@@ -1,0 +1,189 @@
+// `hmpmd run JOB.json`: an embedded controller plus N local worker
+// processes run one job, print its summary, and exit.
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include "hmpmd/controller/job_report.h"
+#include "hmpmd/launch/local_cluster.h"
+#include "cli_common.h"
+
+namespace hmpmd {
+namespace {
+
+// --timeout at most: about 115 days, far from overflowing milliseconds.
+constexpr double kMaxTimeoutS = 1e7;
+// How long local workers may take to register, at most.
+constexpr int64_t kRegisterLimitMs = 30000;
+
+struct RunArgs {
+  std::string job_file;
+  int workers = 4;
+  std::string trace_file;
+  bool json = false;
+  std::string policy = "hmpmd";
+  std::string cores = "cube=1,vector=1";
+  std::string log_level = "warn";
+  double timeout_s = 600;
+  std::string worker_binary;  // empty: the hmpmd-worker beside hmpmd
+  std::string memory_mb;      // empty: the workers' default
+  uint64_t max_runs = kDefaultMaxRuns;
+};
+
+// As hmpmd-worker takes it: 0 (no cap) up to 1 PiB.
+constexpr uint64_t kMaxMemoryMb = uint64_t{1} << 30;
+
+int RunMain(const RunArgs& a) {
+  if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
+  if (!(a.timeout_s > 0 && a.timeout_s <= kMaxTimeoutS)) {
+    return Fail(Status::InvalidArgument("--timeout: must be a number of seconds in (0, " +
+                                        std::to_string(static_cast<int64_t>(kMaxTimeoutS)) + "]"));
+  }
+  // The workers' --cores, checked once here rather than by each worker.
+  if (Result<CoreCounts> cores = ParseCoreCounts(a.cores); !cores.ok()) {
+    return Fail(Status::InvalidArgument("--cores: " + cores.status().message()));
+  }
+  if (!a.trace_file.empty()) {
+    if (Status w = CheckWritable("--trace", a.trace_file, {a.job_file}); !w.ok()) return Fail(w);
+  }
+  LocalClusterOptions opts;
+  opts.controller.spec_limits.max_runs = a.max_runs;
+  // One job: the bound on all jobs held is the bound on it.
+  opts.controller.max_held_runs = a.max_runs;
+  auto text = ReadFile(a.job_file, opts.controller.spec_limits.max_bytes);
+  if (!text.ok()) return Fail(text.status());
+  opts.controller.policy = a.policy;
+  opts.workers = a.workers;
+  opts.cores = a.cores;
+  opts.log_level = a.log_level;
+  if (!a.worker_binary.empty()) opts.worker_binary = a.worker_binary;
+  if (!a.memory_mb.empty()) {
+    // Checked here: a worker refusing it would only exit "before registering".
+    Result<uint64_t> mb = ParseWhole("--memory-mb", a.memory_mb, 0, kMaxMemoryMb);
+    if (!mb.ok()) return Fail(mb.status());
+    opts.extra_worker_args = {"--memory-mb", std::to_string(*mb)};
+  }
+  auto spec = ParseJobSpec(*text, opts.controller.spec_limits);
+  if (!spec.ok()) return Fail(Status::InvalidArgument(a.job_file + ": " + spec.status().message()));
+  auto graph = JobGraph::Build(std::move(spec).value());
+  if (!graph.ok()) {
+    return Fail(Status::InvalidArgument(a.job_file + ": " + graph.status().message()));
+  }
+
+  // SIGINT and SIGTERM are blocked in every thread (the controller's start
+  // after this) and taken here while the job runs: the job is cancelled and
+  // the workers stopped, not left behind by a killed process.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  int caught = 0;
+  opts.interrupted = [&]() -> std::string {
+    const timespec now{};
+    caught = sigtimedwait(&signals, nullptr, &now);
+    if (caught <= 0) return "";
+    return std::string("interrupted by ") + (caught == SIGINT ? "SIGINT" : "SIGTERM") +
+           ": the job was cancelled";
+  };
+  // A signal's exit code is 128 + its number, as a shell reports it.
+  auto fail = [&caught](const Status& st) {
+    const int code = Fail(st);
+    return st.code() == StatusCode::kCancelled && caught > 0 ? 128 + caught : code;
+  };
+  // --timeout bounds the whole run: the workers get at most 30 s of it to
+  // register, the job what is left.
+  using std::chrono::milliseconds;
+  const milliseconds timeout(static_cast<int64_t>(std::ceil(a.timeout_s * 1000)));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  LocalCluster cluster(opts);
+  if (Status st = cluster.Start(std::min(timeout, milliseconds(kRegisterLimitMs))); !st.ok()) {
+    return fail(st);
+  }
+  bool succeeded = false;
+  std::string output;
+  // The trace is rendered from a copy after the run: on the controller's
+  // loop, a large job's trace held off heartbeats for seconds, and workers
+  // were declared dead after the job succeeded.
+  std::shared_ptr<const JobRun> traced_job;
+  std::shared_ptr<const ResourcePool> traced_pool;
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+  Status st =
+      cluster.RunJob(std::move(graph).value(), std::max(left, milliseconds(1)),
+                     [&](const JobRun& job, const Controller& c) {
+                       const ResourcePool& pool = c.scheduler().pool();
+                       ScheduleMetrics m = ComputeMetrics(job, pool);
+                       succeeded = job.state == JobState::kSucceeded;
+                       if (a.json) {
+                         auto j = JobSummaryJson(job, pool, false);
+                         j.update(MetricsJson(m, pool));
+                         output = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+                       } else {
+                         output = TextSummary(job, m, pool);
+                       }
+                       if (!a.trace_file.empty()) {
+                         traced_job = std::make_shared<const JobRun>(job);
+                         traced_pool = std::make_shared<const ResourcePool>(pool);
+                       }
+                     });
+  cluster.Stop();
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kInvalidArgument) {
+      st = Status::InvalidArgument(a.job_file + ": " + st.message());
+    }
+    return fail(st);
+  }
+  // The summary first: a trace that cannot be written must not hide it.
+  std::cout << output << std::endl;
+  if (traced_job) {
+    const std::string trace = TraceText(*traced_job, *traced_pool);
+    if (Status w = WriteFile(a.trace_file, trace); !w.ok()) return Fail(w);
+  }
+  return succeeded ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "run", "Run one job on an embedded controller with local workers, print its summary");
+  sub->add_option("job", args->job_file, "Job spec (JSON)")->required();
+  sub->add_option("--workers", args->workers, "Local worker processes to start")
+      ->check(WholeRange(1, 256))
+      ->capture_default_str();
+  sub->add_option("--worker-binary", args->worker_binary,
+                  "Worker program to start (default: hmpmd-worker beside hmpmd); e.g. a "
+                  "program embedding hmpmd::worker with its own kernels")
+      ->check(NonEmptyPath());
+  sub->add_option("--trace", args->trace_file, "Write a Chrome trace / Perfetto JSON here")
+      ->check(NonEmptyPath());
+  sub->add_flag("--json", args->json, "Print the summary as one JSON object");
+  sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo, spmd-1f1b)")
+      ->capture_default_str();
+  sub->add_option("--cores", args->cores, "Cores of each worker, e.g. cube=1,vector=2")
+      ->capture_default_str();
+  sub->add_option("--memory-mb", args->memory_mb,
+                  "Object store of each worker, in MiB (0: no cap; default: the worker's, "
+                  "1024)");
+  sub->add_option("--log-level", args->log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  sub->add_option("--timeout", args->timeout_s,
+                  "Give up after this many seconds (the workers' start included)")
+      ->capture_default_str();
+  sub->add_option("--max-runs", args->max_runs,
+                  "Largest job accepted, in task runs (tasks x repeat; about 80 bytes of "
+                  "controller memory each)")
+      ->check(WholeRange(1, static_cast<int64_t>(SpecLimits{}.max_runs)))
+      ->capture_default_str();
+  sub->callback([args, exit_code] { *exit_code = RunMain(*args); });
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,438 @@
+// Controller: the service core. One event loop owns every piece of state:
+// the workers, the jobs and the scheduler. Workers speak to it over the
+// ROUTER socket; every other thread (the HTTP server, an embedding program)
+// reaches it only through Post(), which runs a closure on the loop.
+//
+// The loop: wait on the socket and the mailbox (and the next timer); drain
+// every waiting message; run posted closures; run the scheduler once; send
+// one AssignBatch per worker that got tasks. Batching falls out of this:
+// under load many results arrive per wake-up and many tasks leave per send.
+// Thread-safety: Post(), Stop() and the accessors marked so are thread-safe;
+// every other method must run on the loop thread (from a posted closure).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+#include <zmq.hpp>
+
+#include "hmpmd/protocol/data_token.h"
+#include "hmpmd/protocol/zap_handler.h"
+#include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/store/job_store.h"
+#include "hmpmd/controller/mailbox.h"
+#include "hmpmd/controller/recovery.h"
+#include "hmpmd/store/store_writer.h"
+#include "hmpmd/controller/transport.h"
+#include "hmpmd/controller/worker_clock.h"
+
+namespace hmpmd {
+
+// Why a change was refused, or withdrawn, while the job store cannot be
+// written (`write`: the store's error), as "WHAT: the job store cannot be
+// written (...); try again once it can". Unavailable: try again later.
+Status Unstored(const std::string& what, const Status& write);
+// Unstored() of a submit.
+inline Status UnstoredSubmit(const Status& write) { return Unstored("job not submitted", write); }
+
+struct ControllerOptions {
+  // ROUTER endpoint workers connect to. Port 0 picks a free one.
+  // Default: tcp://*:5555.
+  std::string listen = "tcp://*:5555";
+  // Shared secret workers must present to register; empty: none.
+  std::string token;
+  // Heartbeat period asked of workers, in ms. Default: 500.
+  uint32_t heartbeat_ms = 500;
+  // A worker silent for this long is declared dead and its running tasks go
+  // back to the queue. Lower finds deaths sooner; too low kills workers
+  // that are merely slow. Default: 5000 ms.
+  uint32_t worker_timeout_ms = 5000;
+  // Scheduling policy (PolicyNames()). Default: hmpmd.
+  std::string policy = "hmpmd";
+  // Live defaults: up to 64 tasks queued per core while the estimated work
+  // waiting behind the running task stays under 200 us, which hides the
+  // dispatch round trip: for tiny tasks, and for a long task's successor,
+  // which starts as soon as the long one ends. Early dispatch on: a task
+  // whose producers all run on one core queues behind them there, so a
+  // dependency on that core costs no round trip either. Outputs a task
+  // will store count against its worker's --memory-mb from placement on.
+  SchedulerOptions scheduler = [] {
+    SchedulerOptions o;
+    o.pool.max_queue_per_core = 64;
+    o.pool.lookahead_us = 200;
+    o.pool.lookahead_waiting_only = true;
+    o.pool.count_store = true;
+    o.early_dispatch = true;
+    return o;
+  }();
+  SpecLimits spec_limits;
+  // Task runs held over all jobs, running and ended (each about 80 bytes of
+  // memory). A job or session group that would go over it forgets the
+  // oldest ended jobs first; if that is not enough it is refused
+  // (Unavailable, or ResourceExhausted if it alone is larger). Default:
+  // kDefaultMaxHeldRuns.
+  uint64_t max_held_runs = kDefaultMaxHeldRuns;
+  // Finished jobs kept for queries; the oldest are forgotten beyond this.
+  // Default: 1000.
+  size_t keep_finished_jobs = 1000;
+  // A job that ended less than this long ago (in this process) is not yet
+  // forgotten by keep_finished_jobs, so a waiter polling it (`submit
+  // --wait`) reads its end however many jobs end meanwhile; the count
+  // applies once it passes. Longer keeps more jobs after a burst of short
+  // ones (max_held_runs still bounds them); 0: forgotten as soon as the
+  // count says. Default: 60000 ms.
+  int64_t keep_ended_grace_ms = 60000;
+  // Finished jobs are also forgotten this many hours after they ended (wall
+  // clock, kept in the store across restarts); checked every heartbeat
+  // period. 0: no age limit. Default: 0.
+  double keep_finished_hours = 0;
+  // Durable job store (e.g. SqliteJobStore); null keeps jobs in memory only.
+  // Start() reloads it: unfinished jobs resume, finished ones (within
+  // keep_finished_jobs) stay queryable. Default: null.
+  std::shared_ptr<JobStore> store;
+  StoreWriterOptions store_writer;
+  // After reloading unfinished jobs, nothing is dispatched until the workers
+  // that were alive when the last controller died (the store knows them)
+  // have re-registered and reported the tasks and outputs they hold, or for
+  // at most this long (RecoveryWindow). Default: 2000 ms (workers
+  // re-register within a heartbeat period of the restart).
+  uint32_t recovery_grace_ms = 2000;
+  // CurveZMQ (see curve_keys.h): with a secret key, the ROUTER socket is a
+  // CURVE server and only workers whose public key is in `curve_allowed`
+  // connect at all. Default: empty, plain TCP.
+  std::string curve_secret_key;
+  std::set<std::string> curve_allowed;
+};
+
+struct WorkerInfo {
+  WorkerId id = 0;
+  std::string identity;  // ZeroMQ routing id
+  std::string key;       // WorkerKey(): the same across controller restarts
+  std::string name;
+  std::string data_endpoint;  // where peers fetch its outputs
+  uint32_t pid = 0;
+  uint64_t instance = 0;  // RegisterMsg::instance; 0: not given
+  DeviceId device = 0;
+  bool alive = true;
+  WorkerClock clock;  // puts its timestamps on ours
+  TimeUs last_seen = 0;
+  TimeUs joined = 0;
+  uint64_t dropped_frames = 0;  // as the worker reported
+  uint32_t in_flight = 0;       // tasks queued or running there, as its last heartbeat said
+  uint64_t store_bytes = 0;     // in its object store, as its last heartbeat said
+  uint64_t tasks_done = 0;
+  std::string left_reason;
+};
+
+// Receives the loop's task events, for the live event feed and metrics.
+// Every call runs on the loop thread and must be cheap (it is on the
+// dispatch path): record and return, format later.
+class ControllerObserver {
+ public:
+  virtual ~ControllerObserver() = default;
+  // `n` runs were just sent to workers at `now`.
+  virtual void OnDispatched(const Dispatch* d, size_t n, TimeUs now) = 0;
+  // A run ended (ok or failed); `start`/`end` on the controller's clock.
+  virtual void OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, TimeUs end,
+                           TimeUs now) = 0;
+};
+
+// Where a done task run's outputs live (the data plane): in the object
+// store of `worker`, fetched from its data endpoint.
+struct OutputLocation {
+  WorkerId worker = 0;
+  uint64_t bytes = 0;
+  uint32_t buffers = 0;  // empty ones count; 0 (with 0 bytes): nothing kept
+  bool kept() const { return bytes > 0 || buffers > 0; }
+};
+
+// Counters exported by /metrics and the run summary.
+struct ControllerCounters {
+  uint64_t tasks_dispatched = 0;
+  uint64_t tasks_finished = 0;
+  uint64_t tasks_failed = 0;
+  uint64_t batches_sent = 0;
+  uint64_t stale_results = 0;    // results of old attempts or ended jobs
+  uint64_t unknown_peers = 0;    // messages from workers we do not know
+  uint64_t restored_jobs = 0;    // reloaded from the store at start
+  uint64_t adopted_runs = 0;     // runs re-registered workers still held
+  uint64_t adopted_outputs = 0;  // stored outputs re-registered workers reported
+  uint64_t rebuilt_runs = 0;     // done runs run again for outputs held nowhere
+  uint64_t lost_inputs = 0;      // task runs that could not read an input
+  uint64_t early_runs = 0;       // runs dispatched behind a producer not yet done
+  uint64_t worker_restarts = 0;  // new processes under a known worker name
+  uint64_t refused_tokens = 0;   // registrations and sessions with a wrong token
+};
+
+class Controller {
+ public:
+  using JobCallback = std::function<void(const JobRun&)>;
+
+  explicit Controller(ControllerOptions options);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Reloads the store (if any) and binds the ROUTER socket. Call before Run().
+  Status Start();
+  // Runs the loop on the calling thread until Stop().
+  void Run();
+  // Thread-safe. Ends Run() after the current iteration.
+  void Stop();
+  // Thread-safe. Runs `fn` on the loop thread.
+  void Post(std::function<void()> fn) { mailbox_.Post(std::move(fn)); }
+  // The bound endpoint, e.g. tcp://0.0.0.0:5555. Valid after Start().
+  const std::string& endpoint() const { return transport_.endpoint(); }
+
+  // --- loop thread only ---
+  Result<JobId> SubmitJson(std::string_view spec_json);
+  Result<JobId> SubmitSpec(JobSpec spec, std::string spec_json = {});
+  // Admits a job whose structure was already checked (e.g. off the loop).
+  // `spec_json` is the spec's text, kept in the store (if any) so the job
+  // survives a restart; without it the job is not stored. A stored job
+  // runs once its record is written; if the write fails it ends cancelled
+  // (see UnstoredSubmit) and its WhenDurable() waiters hear the error.
+  Result<JobId> SubmitGraph(std::shared_ptr<const JobGraph> graph, std::string spec_json = {});
+  // Cancels job `id`; `reason` becomes its error (e.g. why a local run
+  // gave up on it).
+  Status Cancel(JobId id, const std::string& reason = "cancelled by the user");
+  // Forgets ended job `id` now, as --keep-jobs would in time: the workers
+  // free its outputs and state, and its records leave the store. Returns
+  // the bytes of its outputs the workers held. Refused for a job that has
+  // not ended (cancel it first) and while the store cannot be written.
+  Result<uint64_t> Forget(JobId id);
+  // Task runs of every job the controller holds (see max_held_runs).
+  uint64_t HeldRuns() const;
+  // A worker process this host started (LocalCluster) has exited: the live
+  // worker that registered with `pid` is declared dead now, not after its
+  // missed heartbeats, so its tasks are re-queued at once.
+  void WorkerProcessExited(uint32_t pid, const std::string& why);
+  // Calls `cb` once when the job ends (at once if it has).
+  void WatchJob(JobId id, JobCallback cb);
+  // Calls `fn` on the loop once every record of this iteration so far is in
+  // the store (OK; at once without a store): e.g. a job just submitted
+  // survives a crash from then on. Called with the store's error instead
+  // when the write of those records fails (a full disk); they are retried.
+  void WhenDurable(std::function<void(const Status&)> fn);
+  // Calls `cb` once when at least `n` workers are alive.
+  void WhenWorkers(size_t n, std::function<void()> cb);
+  // Sets (or clears, with nullptr) the one observer; it outlives its use.
+  void SetObserver(ControllerObserver* o) { observer_ = o; }
+  // Sets (or clears) the function the loop calls once per iteration, after
+  // the scheduler ran and before ended jobs are reported (e.g. to publish
+  // snapshots for other threads). It must be cheap.
+  void SetIterationHook(std::function<void(TimeUs now)> hook) { iteration_hook_ = std::move(hook); }
+  // Sends Shutdown to every live worker.
+  void ShutdownWorkers(const std::string& reason);
+
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const std::vector<WorkerInfo>& workers() const { return workers_; }
+  const WorkerInfo* WorkerOfDevice(DeviceId d) const;
+  // Per device: whether reports (REST /pool, `hmpmd pool`, /metrics) list
+  // it: every live device, and the newest kDeadDevicesListed dead ones of
+  // workers that did not register again under their name since. A worker
+  // that re-registers (after a controller stall, a reconnect or a restart)
+  // gets a new device; its old one stays in the pool, as past task records
+  // and traces name it, but is not listed twice. O(workers).
+  std::vector<bool> ListedDevices() const;
+  static constexpr size_t kDeadDevicesListed = 64;
+  // Where the outputs of (job, run) live; nullptr when not known (not done
+  // yet, or the job is forgotten).
+  const OutputLocation* OutputOf(JobId job, uint32_t run) const;
+  // The figures an ended job reloaded from the store kept with its end
+  // (JobSummaryJson's `stored`); nullptr when none.
+  const std::string* StoredMetrics(JobId job) const;
+  size_t alive_workers() const { return alive_workers_; }
+  // Moves whenever /api/v1/pool would read differently: a worker joined or
+  // died, or a heartbeat said its object store holds another byte count.
+  uint64_t pool_changes() const { return pool_changes_; }
+  // The wait for workers after a restart (open() while it lasts).
+  const RecoveryWindow& recovery() const { return recovery_; }
+  const ControllerCounters& counters() const { return counters_; }
+  uint64_t dropped_frames() const { return transport_.dropped(); }
+  TimeUs started_at() const { return started_at_; }
+  // The store's writer thread; null without a store. Valid after Start().
+  const StoreWriter* store_writer() const { return writer_.get(); }
+  // The job store's identity (RegisterAck::epoch): the same across restarts
+  // on one --db, another for a fresh store or none. 0 before Start().
+  // Thread-safe: REST answers carry it (Hmpmd-Store) so that a client can
+  // tell a restart that kept its jobs from one that did not.
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  const ControllerOptions& options() const { return options_; }
+  // What workers' data sockets accept (RegisterAck, SessionAck; REST
+  // outputs for authorised callers): the store's, else drawn in Start().
+  // Set in Start() and fixed after, so any thread may read it then.
+  const DataToken& data_token() const { return data_token_; }
+  // Monotonic microseconds; the time base of every record.
+  static TimeUs NowUs();
+
+ private:
+  void Handle(Incoming in, TimeUs now);
+  void OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now);
+  // Restart detection (RegisterMsg::instance): false when `m` comes from
+  // an instance a newer process of its name replaced (refused); else, when
+  // it is a new process under a known name, the old one is declared lost
+  // and its instance is refused from then on.
+  bool CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now);
+  // Counts a registration or session refused for its token and logs it at
+  // the 1st, 2nd, 4th, ... refusal: anyone who reaches the port can send
+  // them as fast as they like, with names of any length.
+  void LogRefusedToken(const char* what, const std::string& name);
+  void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
+  // Whether run `run` of `job` is placed on w's device (or on none).
+  bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;
+  void CheckLiveness(TimeUs now);
+  // `w` is gone; `died`: its process died (the runs it was running are
+  // charged with it, Scheduler::RemoveDevice), not merely reconnected.
+  void MarkDead(WorkerInfo& w, std::string why, TimeUs now, bool died = true);
+  // What w's lanes have started and not finished, as its last message
+  // (Heartbeat, DoneBatch, RegisterMsg) says: Scheduler::ReportStarted.
+  void ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>& started);
+  void ScheduleAndSend(TimeUs now);
+  void NotifyEndedJobs();
+  void FillDataPlane(const Dispatch& d, TaskAssign& a);
+  WorkerInfo* FindByIdentity(const std::string& identity);
+  Status RestoreFromStore(TimeUs now);
+  // controller_recovery.cc:
+  // Records what a (re-)registering worker holds: tasks it runs, outputs
+  // it stores.
+  void AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now);
+  // True while the recovery window holds dispatch back; when it ends,
+  // rebuilds outputs no worker reported (lineage).
+  bool RecoveryHoldsDispatch(TimeUs now);
+  // Whether `run` of `job` belongs to a step after the one it runs now.
+  bool RunIsAhead(JobId job, uint32_t run) const;
+  // Adopts the deferred runs whose step has started (before dispatch).
+  void AdoptDeferred(TimeUs now);
+  static int64_t UnixMs();
+
+  // --- retention (controller_retention.cc) ---
+  // Forgets the oldest finished jobs beyond keep_finished_jobs, except
+  // those that ended within keep_ended_grace_ms.
+  void ForgetOldJobs();
+  // Forgets the first `n` finished jobs of finished_order_.
+  void ForgetOldest(size_t n);
+  // Forgets finished jobs older than keep_finished_hours.
+  void ForgetExpiredJobs();
+  // Makes room for `runs` more task runs under max_held_runs by forgetting
+  // the oldest ended jobs; refuses when that cannot. `what` names the
+  // refused thing in the error.
+  Status RoomForRuns(uint64_t runs, const std::string& what);
+  // Frees ended job `id` everywhere but finished_order_; returns the bytes
+  // of its outputs the workers held.
+  uint64_t DropEndedJob(JobId id);
+
+  // --- driver sessions (sessions.cc) ---
+  // A driver (hmpmd::client) speaks to the same ROUTER as workers; its
+  // session is an open job (Scheduler::AppendTasks).
+  struct DriverSession {
+    std::string identity;
+    TimeUs last_seen = 0;
+    TimeUs timeout_us = 0;  // silent this long: "driver session lost"
+    SessionUpdate update;   // to send at the end of this iteration
+    // Labels of tasks refused at submission, so that a later task naming
+    // one as its input hears why (not "unknown task").
+    std::unordered_set<std::string> refused;
+    // Actors (sub-models) refused at submission, with why: a later task on
+    // one hears that, not "unknown submodel".
+    std::unordered_map<std::string, std::string> refused_actors;
+  };
+  // True when `in` was a driver's message (handled here).
+  bool HandleSession(Incoming& in, TimeUs now);
+  void OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now);
+  void OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, TimeUs now);
+  void OnSessionControl(DriverSession& s, JobId job, const SessionControl& m, TimeUs now);
+  // Sends what sessions must hear (ended tasks, acks) and what workers
+  // must do for them (cancel or free runs); checks driver liveness.
+  void FlushSessions(TimeUs now);
+  // A session's job ended: tells its driver and frees its outputs.
+  void EndSession(JobId job, const JobRun& run);
+  // Restores a session job read back from the store as failed.
+  bool RestoreSession(const StoredJob& j, TimeUs now);
+
+  ControllerOptions options_;
+  zmq::context_t ctx_;
+  Transport transport_;
+  std::unique_ptr<ZapHandler> zap_;  // with curve only; before ctx_ goes
+  Mailbox mailbox_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::atomic<bool> stop_{false};
+
+  std::vector<WorkerInfo> workers_;                        // by WorkerId
+  std::unordered_map<std::string, WorkerId> by_identity_;  // live workers
+  std::unordered_map<std::string, WorkerId> by_key_;       // live workers, by WorkerKey()
+  // The last worker that registered under each name with an instance,
+  // alive or not; and the instances a newer process of their name replaced
+  // (the last kRetiredKept, oldest first in retired_order_).
+  std::unordered_map<std::string, WorkerId> by_name_;
+  std::set<uint64_t> retired_;
+  std::deque<uint64_t> retired_order_;
+  static constexpr size_t kRetiredKept = 4096;
+  std::vector<WorkerId> device_worker_;  // by DeviceId
+  size_t alive_workers_ = 0;
+  uint64_t pool_changes_ = 0;
+  std::vector<std::pair<size_t, std::function<void()>>> worker_waiters_;
+  std::map<JobId, std::vector<JobCallback>> job_watchers_;
+  std::set<JobId> live_jobs_;
+  std::vector<JobId> finished_order_;
+  std::unordered_map<JobId, int64_t> finished_unix_ms_;  // when each ended
+  // Ended jobs reloaded from the store: their figures (StoredMetrics).
+  std::unordered_map<JobId, std::string> stored_metrics_;
+  // When each job that ended in this process did (NowUs), for
+  // keep_ended_grace_ms; jobs reloaded from the store have none.
+  std::unordered_map<JobId, TimeUs> ended_at_us_;
+
+  std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
+  // The entries of outputs_ of `job` (job + 1 would wrap at the last id).
+  auto JobOutputs(JobId job) {
+    return std::pair{outputs_.lower_bound({job, 0}), outputs_.upper_bound({job, UINT32_MAX})};
+  }
+  // A run of a later step that a re-registering worker still holds: the
+  // store lost the end of the step before it (its last writes died with
+  // the controller). Adopted when its step starts, with its result if it
+  // came meanwhile, rather than stopped and run again.
+  struct DeferredRun {
+    WorkerId worker = 0;
+    HeldTask held;
+    std::optional<TaskResult> result;
+  };
+  std::map<std::pair<JobId, uint32_t>, DeferredRun> deferred_;
+  // Gangs of the current dispatch round: (job, first run of step, group)
+  // -> tag; and the devices the round's runs went to.
+  std::map<std::tuple<JobId, uint32_t, uint32_t>, uint64_t> round_gangs_;
+  std::map<std::pair<JobId, uint32_t>, DeviceId> round_devices_;
+  uint64_t next_gang_ = 0;
+  // RegisterAck::epoch: the store's, else drawn in Start(); never 0 after.
+  // Atomic: REST threads read it (epoch()).
+  std::atomic<uint64_t> epoch_{0};
+  // See data_token(); never empty after Start().
+  DataToken data_token_;
+  // WhenDurable() callbacks of this iteration.
+  std::vector<std::function<void(const Status&)>> durable_waiters_;
+  std::vector<Dispatch> dispatch_scratch_;
+  std::vector<StartedRun> started_scratch_;  // ReportStarted
+  std::vector<AssignBatch> outbox_;          // by WorkerId
+  std::string body_scratch_;
+  ControllerCounters counters_;
+  ControllerObserver* observer_ = nullptr;
+  std::function<void(TimeUs)> iteration_hook_;
+  TimeUs started_at_ = 0;
+  TimeUs next_liveness_check_ = 0;
+  std::unique_ptr<StoreWriter> writer_;     // null without a store
+  std::vector<StoreRecord> store_pending_;  // this iteration's records
+  RecoveryWindow recovery_;                 // after a restart
+  std::map<JobId, DriverSession> sessions_;
+  std::unordered_map<std::string, JobId> session_of_;  // by driver identity
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,129 @@
+// Simulator: a discrete-event simulation of jobs on a modelled supernode.
+//
+// It drives the same Scheduler engine and Policy the controller uses, in
+// virtual time: each dispatch gets a duration from the task's cost hints (or
+// its spin/sleep `us`) and the pool's figures, and completes at start +
+// duration. A collective gang's members all end together, after the
+// longest member's own kernel time (spin `us`, flops) plus, where a
+// member's kernel communicates (a collective or `send`), the collective's
+// time for the group size and the slowest link tier among the members
+// (node when all share a node, else the fabric). Every built-in
+// built-in kernel (docs/job-spec.md) is accepted. It does no I/O and reads no clock.
+//
+// State: a stateful sub-model (DeviceShare::KeepsState) holds
+// SubmodelSpec::state_bytes on each device it ran on. A compute task of such
+// a sub-model on a device that does not hold its state first loads it over
+// the fabric (the node tier on a one-node pool): the load's time is added
+// to the task's. The device then keeps it beside the states it holds, as a
+// live worker keeps every actor state it made until the job is freed
+// (worker/actor_states.h), while they fit its memory_mb; beyond, the least
+// recently used go. No device holds any state when the simulation starts,
+// so the first task of a sub-model on each device pays once under every
+// policy; after that, a load is a device coming to a sub-model whose state
+// it lacks (first time, or evicted).
+// Communication and gang members load nothing (they move their own bytes).
+//
+// Object stores: as on workers, each run's outputs (the size its built-in
+// kernel's arguments and inputs tell; a worker's own kernel's count 0) stay
+// in its device's store until their last consumer has read them, and the
+// scheduler places by store room (PoolOptions::count_store), as the
+// controller does. A run whose outputs do not fit its device's store
+// (the pool's memory_mb) fails its job naming the sizes, as a worker's
+// object store fails it.
+// Thread-safety: not thread-safe; one thread runs a Simulator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hmpmd/sim/pool_spec.h"
+#include "hmpmd/sim/schedule_metrics.h"
+#include "hmpmd/scheduler/scheduler.h"
+
+namespace hmpmd {
+
+struct SimOptions {
+  // Policy name, as MakePolicy() takes it. Default: "hmpmd".
+  std::string policy = "hmpmd";
+  PoolSpec pool;
+  // Ready tasks one Schedule() call may set aside per core kind. Higher than
+  // the controller's so a static policy waiting for its fixed devices never
+  // starves tasks behind it. Default: 1 << 20.
+  uint32_t max_deferred = 1u << 20;
+  // Gives up when virtual time passes this many us. Default: one day.
+  TimeUs max_time_us = 86'400'000'000LL;
+  // Charge loading a stateful sub-model's state (see above). Default: true.
+  bool charge_state = true;
+};
+
+class Simulator {
+ public:
+  // Fails on an unknown policy or a bad pool spec.
+  static Result<std::unique_ptr<Simulator>> Create(SimOptions options);
+
+  // Admits a job at the current virtual time.
+  Result<JobId> Submit(std::shared_ptr<const JobGraph> graph);
+  // Runs until every job has ended. Fails when no task can run while jobs
+  // wait (a deadlock in the policy) or time runs past max_time_us.
+  Status Run();
+
+  // Simulated duration of `task` on `core` (gang members alone: no group).
+  double TaskUs(const TaskSpec& task, CoreId core) const;
+  // Its kernel's own work on `core`, without communication: a spin's or
+  // sleep's `us`, else its flops (cost.flops, or a built-in kernel's
+  // arguments) over the core's throughput; 0 for none.
+  double KernelUs(const TaskSpec& task, CoreId core) const;
+
+  const Scheduler& scheduler() const { return *scheduler_; }
+  Scheduler& mutable_scheduler() { return *scheduler_; }
+  TimeUs now() const { return now_; }
+  uint64_t events() const { return events_; }
+  // State loads charged so far and their total time.
+  uint64_t state_loads() const { return state_loads_; }
+  double state_load_us() const { return state_load_us_; }
+  // Loads charged on `device` so far (0 when out of range).
+  uint64_t state_loads_on(DeviceId device) const;
+
+ private:
+  explicit Simulator(SimOptions options, std::unique_ptr<Scheduler> scheduler);
+  void Start(const std::vector<Dispatch>& batch);
+  // Time to load the state `t`'s sub-model needs on `device` (0 when it
+  // holds it or keeps none); records the device as its holder.
+  double LoadStateUs(const Dispatch& d, const TaskSpec& t);
+
+  struct Event {
+    TimeUs end;
+    uint64_t seq;
+    Dispatch d;
+    TimeUs start;
+    bool operator>(const Event& o) const { return end != o.end ? end > o.end : seq > o.seq; }
+  };
+  // A run ends: done, its outputs kept in its device's object store, or
+  // failed when they pass the store's cap (memory_mb), as a worker fails it.
+  void End(const Event& ev);
+
+  SimOptions options_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<Event> heap_;  // min-heap on (end, seq)
+  TimeUs now_ = 0;
+  uint64_t seq_ = 0;
+  uint64_t events_ = 0;
+  // Per device: the states it holds, least recently used first.
+  struct HeldState {
+    JobId job = 0;
+    uint32_t submodel = 0;
+    double bytes = 0;
+  };
+  std::vector<std::vector<HeldState>> resident_;
+  std::vector<uint64_t> loads_on_;
+  uint64_t state_loads_ = 0;
+  double state_load_us_ = 0;
+  std::vector<uint64_t> input_sizes_;  // End() scratch
+  std::string too_long_;               // the first task that would end past max_time_us
+  TimeUs too_long_start_ = 0;          // when it started
+  double too_long_us_ = 0;             // how long it would take (may be inf or NaN)
+};
+
+}  // namespace hmpmd

@@ -1,0 +1,117 @@
+// Built-in workload generators for `hmpmd sim` and the benchmarks: job specs
+// shaped like the three levels of MPMD (docs/architecture.md), sized for a pool.
+//
+// Every generator is deterministic for a seed. Tasks that a static SPMD
+// deployment pins to one device carry an integer arg `shard`; pipeline
+// compute carries `mb` and `pass` ("f"/"b") for the 1F1B order. Compute is
+// given in flops at the default cube throughput (PoolSpec), communication
+// in bytes, so a pool with other figures changes the times.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/status.h"
+
+namespace hmpmd {
+
+// Vision and audio encoders of unequal cost feed an LLM backbone of
+// `stages` pipeline stages over `micro_batches` micro-batches (forward and
+// backward). Each op is split over tensor-parallel shards sized so that a
+// static deployment proportional to work fills `devices`; shards of an op
+// all-reduce in groups of 8 on vector cores, stages hand activations on
+// with `send`.
+struct MultimodalOptions {
+  uint32_t devices = 384;
+  uint32_t stages = 4;          // default 4
+  uint32_t micro_batches = 16;  // default 16
+  double fwd_us = 2000;         // a stage's forward shard at the default cube rate
+  double vision_cost = 3;       // encoder work per micro-batch, in stage-forward units
+  double audio_cost = 1;
+  double allreduce_bytes = 16 << 20;  // per tensor-parallel all-reduce member
+  double send_bytes = 8 << 20;        // activations between stages, per shard
+};
+JobSpec MultimodalWorkload(const MultimodalOptions& o);
+
+// A MoE block of `layers` layers over `chunks` token chunks: attention on
+// every device, an all-to-all dispatch, experts with skewed top-k routing
+// (Zipf with `skew`, hot experts reshuffled per layer), an all-to-all
+// combine. Expert work comes in tasks of equal size, `devices`/`experts`
+// devices per expert in a static deployment.
+struct MoeOptions {
+  uint32_t devices = 384;
+  uint32_t experts = 48;  // divides devices
+  uint32_t layers = 2;
+  uint32_t chunks = 8;
+  uint32_t top_k = 2;
+  double skew = 0.8;                // Zipf exponent of expert popularity
+  double attn_us = 3000;            // attention per device per chunk
+  double expert_us = 1200;          // one expert task
+  double alltoall_bytes = 8 << 20;  // per member
+  uint64_t seed = 1;
+};
+JobSpec MoeWorkload(const MoeOptions& o);
+
+// Asynchronous RL with bounded staleness over `iterations` learner updates.
+// Per iteration t:
+//  - rollouts: `rollouts_per_actor` independent generation tasks per actor
+//    device, lengths lognormal (median `rollout_us`, sigma `length_sigma`,
+//    clamped to 0.25x..4x); a rollout of iteration t >= staleness + 1 takes
+//    the weight broadcast of update t - staleness - 1 as input (weights at
+//    most `staleness` versions older than the learner's), earlier ones use
+//    the initial weights; rollouts of later iterations run while the
+//    learner trains (no barrier but that bound);
+//  - a reward task per rollout, as soon as that rollout ends;
+//  - the learner, data parallel over its shards: micro-batch j of shard l
+//    takes a fixed slice of the iteration's rewards; its backward yields
+//    `buckets` gradient buckets in order, each all-reduced over the shards
+//    (a gang) while the next bucket (or micro-batch) computes, as DDP does;
+//    then an optimizer step per shard;
+//  - a broadcast of the new weights to every actor device (a gang), which
+//    overlaps rollouts still generating with older weights.
+// Sub-models actor, reward and learner keep state (`state_bytes`: the
+// weights; the learner's times `learner_state_factor` for optimizer state).
+// Static deployment (`devices` of each sub-model, see RlShapeFor): devices
+// proportional to each one's compute per iteration with the defaults.
+// Static program order (arg `order`): per actor device, a broadcast then its
+// rollouts of the iteration; per learner shard, chunk, bucket all-reduce,
+// ..., optimizer step. Rewards carry only `shard` (scored in arrival order).
+struct RlOptions {
+  uint32_t devices = 384;
+  uint32_t iterations = 4;           // learner updates
+  uint32_t staleness = 1;            // versions a rollout's weights may lag
+  uint32_t rollouts_per_actor = 4;   // generation tasks per actor device per iteration
+  double rollout_us = 4000;          // median rollout (mean about 1.2x)
+  double length_sigma = 0.6;         // lognormal sigma of rollout lengths
+  double reward_us = 1920;           // scoring one rollout
+  uint32_t micro_batches = 4;        // learner micro-batches per iteration
+  uint32_t buckets = 4;              // gradient buckets per micro-batch
+  double learn_us = 4400;            // one micro-batch on one shard (forward + backward)
+  double optimizer_us = 1600;        // optimizer step per shard
+  double gradient_bytes = 16 << 20;  // per shard per micro-batch (all buckets)
+  double weight_bytes = 32 << 20;    // the broadcast; actor and reward state
+  double learner_state_factor = 4;   // learner state: weights x this (master, moments)
+  uint64_t seed = 1;
+};
+// Devices per sub-model in the static deployment: actors 5/8 of `devices`,
+// reward 1/4, learner the rest (each at least 1); rollouts per iteration.
+struct RlShape {
+  uint32_t actors = 0, rewards = 0, learners = 0, rollouts = 0;
+};
+RlShape RlShapeFor(const RlOptions& o);
+JobSpec RlWorkload(const RlOptions& o);
+
+// `stages` uniform pipeline stages, one device each, over `micro_batches`
+// micro-batches: forward `fwd_us`, backward `bwd_us` (spin tasks).
+JobSpec PipelineWorkload(uint32_t stages, uint32_t micro_batches, double fwd_us, double bwd_us);
+
+// "multimodal", "moe", "rl", "pipeline".
+std::vector<std::string> WorkloadNames();
+// A built-in workload for `devices` devices with default options.
+Result<JobSpec> MakeWorkload(std::string_view name, uint32_t devices, uint64_t seed = 1);
+
+}  // namespace hmpmd

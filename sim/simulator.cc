@@ -1,0 +1,288 @@
+#include "hmpmd/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <unordered_map>
+
+#include "hmpmd/scheduler/device_share.h"
+#include "hmpmd/scheduler/output_bytes.h"
+
+namespace hmpmd {
+namespace {
+
+// The bytes `run`'s outputs take in its device's object store, as the
+// workers' built-in kernels store them, from its arguments and the sizes
+// its inputs' outputs were given; unknown (a worker's own kernel) counts 0.
+// `inputs` is scratch.
+uint64_t OutputBytes(const JobRun& job, uint32_t run, std::vector<uint64_t>& inputs) {
+  const JobGraph& g = *job.graph;
+  const uint32_t index = run % g.size();
+  inputs.clear();
+  for (uint32_t in : g.kernel_inputs(index)) {
+    const TaskRecord& p = job.runs[run - index + in];
+    const bool known = p.state == TaskState::kDone && p.output_device != UINT32_MAX;
+    inputs.push_back(known ? p.output_bytes : UINT64_MAX);
+  }
+  const uint32_t group = g.task(index).group;
+  const uint32_t members =
+      group == kNoGroup ? 0 : static_cast<uint32_t>(g.groups()[group].members.size());
+  const OutputGuess out = GuessOutputBytes(g.spec_task(index), inputs, members);
+  return out.known ? out.bytes : 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Simulator>> Simulator::Create(SimOptions options) {
+  RETURN_IF_ERROR(ValidatePoolSpec(options.pool));
+  auto policy = MakePolicy(options.policy);
+  if (!policy.ok()) return policy.status();
+  SchedulerOptions so;
+  so.cost = CostOptionsFor(options.pool);
+  so.max_deferred = options.max_deferred;
+  // Place by store room as the controller does; End() fails what does not fit.
+  so.pool.count_store = true;
+  auto sched = std::make_unique<Scheduler>(so, std::move(policy).value());
+  for (DeviceDesc& d : PoolDevices(options.pool)) sched->AddDevice(std::move(d));
+  return std::unique_ptr<Simulator>(new Simulator(std::move(options), std::move(sched)));
+}
+
+Simulator::Simulator(SimOptions options, std::unique_ptr<Scheduler> scheduler)
+    : options_(std::move(options)), scheduler_(std::move(scheduler)) {}
+
+Result<JobId> Simulator::Submit(std::shared_ptr<const JobGraph> graph) {
+  return scheduler_->AddJob(std::move(graph), now_);
+}
+
+double Simulator::KernelUs(const TaskSpec& t, CoreId core_id) const {
+  if (t.kernel == "spin" || t.kernel == "sleep") return ArgNumber(t.args, "us", 0);
+  const ResourcePool& pool = scheduler_->pool();
+  const ResourcePool::Core& core = pool.core(core_id);
+  const DeviceDesc& dev = pool.device(core.device).desc;
+  size_t k = static_cast<size_t>(core.kind);
+  double rate = dev.flops_per_us[k] > 0 ? dev.flops_per_us[k] : options_.pool.flops_per_us[k];
+  double flops = t.cost.flops;
+  if (t.kernel == "gemm" && flops == 0) {
+    flops = 2.0 * ArgNumber(t.args, "m", 0) * ArgNumber(t.args, "n", 0) * ArgNumber(t.args, "k", 0);
+  }
+  if ((t.kernel == "add" || t.kernel == "scale") && flops == 0) flops = ArgNumber(t.args, "n", 0);
+  return flops / rate;
+}
+
+double Simulator::TaskUs(const TaskSpec& t, CoreId core_id) const {
+  if (t.kernel == "spin" || t.kernel == "sleep") return std::max(1.0, KernelUs(t, core_id));
+  double us = KernelUs(t, core_id);
+  if (IsCommKernel(t.kernel) || t.collective) {
+    // A collective alone (no gang) moves its bytes like a send.
+    const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
+    us += TransferUs(CommBytes(t), link);
+  }
+  return std::max(1.0, us);
+}
+
+uint64_t Simulator::state_loads_on(DeviceId device) const {
+  return device < loads_on_.size() ? loads_on_[device] : 0;
+}
+
+double Simulator::LoadStateUs(const Dispatch& d, const TaskSpec& t) {
+  if (!options_.charge_state) return 0;
+  const JobRun& job = *scheduler_->job(d.job);
+  const JobGraph& g = *job.graph;
+  const GraphTask& task = g.task(d.run % g.size());
+  if (task.is_comm || task.group != kNoGroup || IsCommKernel(t.kernel)) return 0;
+  const auto& submodels = g.spec().submodels;
+  if (task.submodel >= submodels.size()) return 0;
+  const SubmodelSpec& sm = submodels[task.submodel];
+  if (sm.state_bytes <= 0 || !DeviceShare::KeepsState(sm, job.open)) return 0;
+  if (resident_.size() <= d.device) {
+    resident_.resize(d.device + 1);
+    loads_on_.resize(d.device + 1, 0);
+  }
+  // Held already: it is now the most recently used.
+  std::vector<HeldState>& held = resident_[d.device];
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (held[i].job == d.job && held[i].submodel == task.submodel) {
+      std::rotate(held.begin() + static_cast<ptrdiff_t>(i),
+                  held.begin() + static_cast<ptrdiff_t>(i) + 1, held.end());
+      return 0;
+    }
+  }
+  // Loaded, beside what the device holds while its memory has room; else
+  // the least recently used states go first.
+  const double cap_bytes = static_cast<double>(scheduler_->pool().device(d.device).desc.memory_mb) *
+                           static_cast<double>(1 << 20);
+  double bytes = sm.state_bytes;
+  for (const HeldState& h : held) bytes += h.bytes;
+  size_t evict = 0;
+  while (cap_bytes > 0 && bytes > cap_bytes && evict < held.size()) bytes -= held[evict++].bytes;
+  held.erase(held.begin(), held.begin() + static_cast<ptrdiff_t>(evict));
+  held.push_back({d.job, task.submodel, sm.state_bytes});
+  const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
+  const double us = TransferUs(sm.state_bytes, link);
+  ++loads_on_[d.device];
+  ++state_loads_;
+  state_load_us_ += us;
+  return us;
+}
+
+void Simulator::Start(const std::vector<Dispatch>& batch) {
+  const ResourcePool& pool = scheduler_->pool();
+  // Gangs: members placed in this batch, keyed by (job, step base, group).
+  struct Gang {
+    double us = 0;
+    uint32_t members = 0;
+    uint32_t node = UINT32_MAX;
+    bool one_node = true;
+    double own_us = 0;
+    bool moves = false;  // a member's kernel communicates
+  };
+  std::unordered_map<uint64_t, Gang> gangs;
+  auto key_of = [&](const Dispatch& d, const JobRun& job) -> int64_t {
+    const JobGraph& g = *job.graph;
+    uint32_t group = g.task(d.run % g.size()).group;
+    if (group == kNoGroup) return -1;
+    uint64_t step = d.run / g.size();
+    return static_cast<int64_t>((static_cast<uint64_t>(d.job) * 1'000'003 + step) * 65'537 + group);
+  };
+  std::vector<double> own(batch.size());
+  std::vector<int64_t> keys(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Dispatch& d = batch[i];
+    const JobRun& job = *scheduler_->job(d.job);
+    const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
+    keys[i] = key_of(d, job);
+    if (keys[i] < 0) {
+      own[i] = TaskUs(t, d.core) + LoadStateUs(d, t);
+      continue;
+    }
+    // A member's own kernel time (a spin's `us`, a gemm's or cost.flops'
+    // flops; at least 1 us where it has any), plus below the collective's
+    // transfer, which only communication kernels make: a worker runs a
+    // `spin` member with a `collective` field as a spin, moving nothing
+    // (before, such a gang was timed as its bare collective, 5 us for a
+    // 100 ms spin).
+    const double kernel_us = KernelUs(t, d.core);
+    own[i] = kernel_us > 0 ? std::max(1.0, kernel_us) : 0;
+    Gang& g = gangs[static_cast<uint64_t>(keys[i])];
+    g.moves = g.moves || IsCommKernel(t.kernel);
+    ++g.members;
+    uint32_t node = pool.device(d.device).desc.node;
+    if (g.node == UINT32_MAX) g.node = node;
+    g.one_node = g.one_node && g.node == node;
+    g.own_us = std::max(g.own_us, own[i]);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Dispatch& d = batch[i];
+    double us = own[i];
+    if (keys[i] >= 0) {
+      Gang& g = gangs[static_cast<uint64_t>(keys[i])];
+      if (g.us == 0) {
+        const JobRun& job = *scheduler_->job(d.job);
+        const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
+        std::string op = t.collective ? t.collective->op : t.kernel;
+        const LinkSpec& link = options_.pool.links[g.one_node ? 1 : 2];
+        const double transfer = g.moves ? CollectiveUs(op, CommBytes(t), g.members, link) : 0;
+        g.us = std::max(1.0, g.own_us + transfer);
+      }
+      us = g.us;
+    }
+    // Past the time limit (or not a number, from absurd cost hints): end
+    // it just past the limit, where Run() stops and names it, instead of
+    // an out-of-range conversion to TimeUs.
+    const double limit = static_cast<double>(options_.max_time_us - now_) + 1;
+    if (!(us < limit)) {
+      if (too_long_.empty()) {
+        const JobRun& job = *scheduler_->job(d.job);
+        too_long_ = job.graph->spec_task(d.run % job.graph->size()).id;
+        too_long_start_ = now_;
+        too_long_us_ = us;
+      }
+      us = limit;
+    }
+    TimeUs dur = std::max<TimeUs>(1, static_cast<TimeUs>(us + 0.5));
+    heap_.push_back({now_ + dur, seq_++, d, now_});
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  }
+}
+
+Status Simulator::Run() {
+  std::vector<Dispatch> batch;
+  while (true) {
+    batch.clear();
+    scheduler_->Schedule(now_, &batch);
+    Start(batch);
+    if (heap_.empty()) {
+      if (scheduler_->active_jobs() == 0) return Status::Ok();
+      return Status::Internal("simulation stuck at t=" + std::to_string(now_) +
+                              " us: jobs wait and no task can be placed (policy " +
+                              std::string(scheduler_->policy().Name()) + ")");
+    }
+    // Complete every run that ends at the next event time.
+    TimeUs t = heap_.front().end;
+    if (t > options_.max_time_us) {
+      std::string why = "simulation passed its time limit of " +
+                        std::to_string(options_.max_time_us / 1'000'000) + " s";
+      if (!too_long_.empty()) {
+        // "alone" only when it started at 0: a task of a long chain may be
+        // short itself and start late.
+        char took[96];
+        if (std::isfinite(too_long_us_)) {
+          std::snprintf(took, sizeof took, "takes %.6g s", too_long_us_ / 1e6);
+        } else {
+          std::snprintf(took, sizeof took, "takes longer than any number of seconds");
+        }
+        char at[64];
+        std::snprintf(at, sizeof at, "%.6f", static_cast<double>(too_long_start_) / 1e6);
+        why += ": task '" + too_long_ + "' starts at " + at + " s and " + took +
+               (too_long_start_ == 0 ? ", alone past it" : ", ending past it") +
+               " (check its cost hints and its sub-model's state_bytes)";
+      }
+      return Status::ResourceExhausted(why);
+    }
+    now_ = t;
+    while (!heap_.empty() && heap_.front().end == t) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      Event ev = heap_.back();
+      heap_.pop_back();
+      End(ev);
+      ++events_;
+    }
+  }
+}
+
+void Simulator::End(const Event& ev) {
+  const JobRun* job = scheduler_->job(ev.d.job);
+  if (job == nullptr) return;
+  const uint64_t bytes = OutputBytes(*job, ev.d.run, input_sizes_);
+  // The worker's object store refuses outputs past its cap (memory_mb) and
+  // fails the task; the scheduler counts what the store holds (RecordOutput).
+  const ResourcePool::Device& dev = scheduler_->pool().device(ev.d.device);
+  const uint64_t cap = ResourcePool::StoreCap(dev.desc);
+  // Inputs it read for the last time on its device left the store then.
+  uint64_t freed = 0;
+  const JobGraph& g = *job->graph;
+  const uint32_t base = ev.d.run - ev.d.run % g.size();
+  for (uint32_t in : g.task(ev.d.run % g.size()).inputs) {
+    const TaskRecord& p = job->runs[base + in];
+    if (p.held && p.reads_left == 1 && p.output_device == ev.d.device) freed += p.output_bytes;
+  }
+  const uint64_t used = dev.held_bytes - std::min(dev.held_bytes, freed);
+  if (bytes > 0 && (bytes > cap || used > cap - bytes)) {
+    scheduler_->OnTaskFailed(
+        ev.d.job, ev.d.run, ev.d.attempt,
+        "object store: outputs of job " + std::to_string(ev.d.job) + " run " +
+            std::to_string(ev.d.run) + " need " + std::to_string(bytes) + " bytes; " +
+            std::to_string(used) + " of the " + std::to_string(cap) +
+            " allowed (the pool's memory_mb) are in use on device '" + dev.desc.name + "'",
+        /*retryable=*/false, now_);
+    return;
+  }
+  // Its outputs stay on its device, where the policy may place their
+  // consumers; they hold store room until their last consumer has read them.
+  if (scheduler_->OnTaskDone(ev.d.job, ev.d.run, ev.d.attempt, ev.start, ev.end, now_)) {
+    scheduler_->RecordOutput(ev.d.job, ev.d.run, ev.d.device, bytes, bytes > 0 ? 1 : 0);
+  }
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,391 @@
+#include "hmpmd/sim/workloads.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace hmpmd {
+namespace {
+
+constexpr double kCubeFlopsPerUs = 2.5e8;  // PoolSpec's default cube rate
+
+std::string Id(std::string_view prefix, std::initializer_list<uint32_t> parts) {
+  std::string s(prefix);
+  bool first = true;
+  for (uint32_t p : parts) {
+    s += first ? "" : "_";
+    s += std::to_string(p);
+    first = false;
+  }
+  return s;
+}
+
+TaskSpec Compute(std::string id, std::string submodel, double us, uint32_t shard) {
+  TaskSpec t;
+  t.id = std::move(id);
+  t.submodel = std::move(submodel);
+  t.kernel = "gemm";
+  t.core = CoreKind::kCube;
+  t.cost.flops = us * kCubeFlopsPerUs;
+  t.args.push_back({"shard", static_cast<int64_t>(shard)});
+  return t;
+}
+
+TaskSpec Comm(std::string id, std::string submodel, std::string kernel, double bytes,
+              uint32_t shard, std::string group = {}) {
+  TaskSpec t;
+  t.id = std::move(id);
+  t.submodel = std::move(submodel);
+  t.kernel = kernel;
+  t.core = CoreKind::kVector;
+  t.cost.bytes = bytes;
+  t.args.push_back({"shard", static_cast<int64_t>(shard)});
+  if (!group.empty()) t.collective = CollectiveSpec{std::move(group), kernel, bytes};
+  return t;
+}
+
+// The op's place in its device's program order (for static policies).
+TaskSpec Ordered(TaskSpec t, uint32_t order) {
+  t.args.push_back({"order", static_cast<int64_t>(order)});
+  return t;
+}
+
+SubmodelSpec Submodel(std::string name, SubmodelKind kind, uint32_t devices = 0) {
+  SubmodelSpec s;
+  s.name = std::move(name);
+  s.kind = kind;
+  s.devices = devices;
+  return s;
+}
+
+}  // namespace
+
+JobSpec MultimodalWorkload(const MultimodalOptions& o) {
+  JobSpec job;
+  job.name = "multimodal";
+  const uint32_t p = std::max(1u, o.stages), m = std::max(1u, o.micro_batches);
+  // Shards in units of k: vision vision_cost*k, audio audio_cost*k, each stage
+  // 3k (forward 1 unit + backward 2 units, one shard per device).
+  double units = o.vision_cost + o.audio_cost + 3.0 * p;
+  uint32_t k = std::max(1u, static_cast<uint32_t>(o.devices / units));
+  uint32_t wv = std::max(1u, static_cast<uint32_t>(std::lround(o.vision_cost * k)));
+  uint32_t wa = std::max(1u, static_cast<uint32_t>(std::lround(o.audio_cost * k)));
+  uint32_t ws = 3 * k;
+  // A shard of any op does fwd_us of work per stage-forward unit / k... at
+  // equal work per shard: a stage forward is 1 unit over 3k shards.
+  double unit_us = o.fwd_us * ws;  // one unit of work, all shards together
+  // The static deployment a user would write: one device per shard.
+  job.submodels.push_back(Submodel("vision", SubmodelKind::kEncoder, wv));
+  job.submodels.push_back(Submodel("audio", SubmodelKind::kEncoder, wa));
+  for (uint32_t s = 0; s < p; ++s) {
+    job.submodels.push_back(Submodel("llm" + std::to_string(s), SubmodelKind::kPipelineStage, ws));
+  }
+  auto tp_group = [](const std::string& op, uint32_t i) {
+    return op + "_tp" + std::to_string(i / 8);
+  };
+  auto encoder = [&](const std::string& name, uint32_t width, double cost, uint32_t mb) {
+    std::string op = Id(name, {mb});
+    for (uint32_t i = 0; i < width; ++i) {
+      job.tasks.push_back(
+          Ordered(Compute(op + "_c" + std::to_string(i), name, cost * unit_us / width, i), 2 * mb));
+    }
+    for (uint32_t i = 0; i < width; ++i) {
+      TaskSpec ag =
+          Comm(op + "_ag" + std::to_string(i), name, "allgather", o.send_bytes, i, tp_group(op, i));
+      ag.inputs = {op + "_c" + std::to_string(i)};
+      job.tasks.push_back(Ordered(std::move(ag), 2 * mb + 1));
+    }
+  };
+  for (uint32_t j = 0; j < m; ++j) {
+    encoder("vision", wv, o.vision_cost, j);
+    encoder("audio", wa, o.audio_cost, j);
+  }
+  // Forward then backward of every (stage, micro-batch); the pipeline order
+  // is the policy's business.
+  auto op_name = [](char pass, uint32_t s, uint32_t j) { return Id(std::string(1, pass), {s, j}); };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t j = 0; j < m; ++j) {
+      for (uint32_t si = 0; si < p; ++si) {
+        uint32_t s = pass == 0 ? si : p - 1 - si;
+        char c = pass == 0 ? 'f' : 'b';
+        std::string op = op_name(c, s, j), sm = "llm" + std::to_string(s);
+        double us = (pass == 0 ? 1.0 : 2.0) * unit_us / ws;
+        for (uint32_t i = 0; i < ws; ++i) {
+          TaskSpec t = Compute(op + "_c" + std::to_string(i), sm, us, i);
+          t.args.push_back({"mb", static_cast<int64_t>(j)});
+          t.args.push_back({"pass", std::string(1, c)});
+          if (pass == 0 && s == 0) {
+            t.inputs = {Id("vision", {j}) + "_ag" + std::to_string(i % wv),
+                        Id("audio", {j}) + "_ag" + std::to_string(i % wa)};
+          } else if (pass == 0) {
+            t.inputs = {op_name('f', s - 1, j) + "_tx" + std::to_string(i)};
+          } else {
+            t.inputs = {op_name('f', s, j) + "_ar" + std::to_string(i)};
+            if (s + 1 < p) t.inputs.push_back(op_name('b', s + 1, j) + "_tx" + std::to_string(i));
+          }
+          job.tasks.push_back(std::move(t));
+        }
+        for (uint32_t i = 0; i < ws; ++i) {
+          TaskSpec ar = Comm(op + "_ar" + std::to_string(i), sm, "allreduce", o.allreduce_bytes, i,
+                             tp_group(op, i));
+          ar.inputs = {op + "_c" + std::to_string(i)};
+          ar.args.push_back({"mb", static_cast<int64_t>(j)});
+          ar.args.push_back({"pass", std::string(1, c)});
+          job.tasks.push_back(std::move(ar));
+        }
+        bool hands_on = pass == 0 ? s + 1 < p : s > 0;
+        for (uint32_t i = 0; hands_on && i < ws; ++i) {
+          TaskSpec tx = Comm(op + "_tx" + std::to_string(i), sm, "send", o.send_bytes, i);
+          tx.inputs = {op + "_ar" + std::to_string(i)};
+          tx.args.push_back({"mb", static_cast<int64_t>(j)});
+          tx.args.push_back({"pass", std::string(1, c)});
+          job.tasks.push_back(std::move(tx));
+        }
+      }
+    }
+  }
+  return job;
+}
+
+JobSpec MoeWorkload(const MoeOptions& o) {
+  JobSpec job;
+  job.name = "moe";
+  const uint32_t e_count = std::max(1u, o.experts);
+  const uint32_t per = std::max(1u, o.devices / e_count);  // devices per expert
+  const uint32_t d = per * e_count;
+  std::mt19937_64 rng(o.seed);
+  job.submodels.push_back(Submodel("dense", SubmodelKind::kGeneric, d));
+  for (uint32_t e = 0; e < e_count; ++e) {
+    job.submodels.push_back(Submodel("expert" + std::to_string(e), SubmodelKind::kExpert, per));
+  }
+  // Zipf popularity; top-k routing makes k * d expert tasks per chunk when
+  // balanced (one per device per routed copy).
+  std::vector<double> zipf(e_count);
+  for (uint32_t r = 0; r < e_count; ++r) zipf[r] = 1.0 / std::pow(r + 1.0, o.skew);
+  double zsum = std::accumulate(zipf.begin(), zipf.end(), 0.0);
+  const double tasks_per_chunk = static_cast<double>(o.top_k) * d;
+  for (uint32_t l = 0; l < o.layers; ++l) {
+    std::vector<uint32_t> rank(e_count);
+    std::iota(rank.begin(), rank.end(), 0);
+    std::shuffle(rank.begin(), rank.end(), rng);  // which experts are hot this layer
+    for (uint32_t c = 0; c < o.chunks; ++c) {
+      std::string sfx = Id("", {l, c});
+      const uint32_t base =
+          4 * (l * o.chunks + c);  // program order: attn, dispatch, experts, combine
+      for (uint32_t i = 0; i < d; ++i) {
+        TaskSpec a = Compute("a" + sfx + "_" + std::to_string(i), "dense", o.attn_us, i);
+        if (l > 0) a.inputs = {"cb" + Id("", {l - 1, c}) + "_" + std::to_string(i)};
+        job.tasks.push_back(Ordered(std::move(a), base));
+      }
+      for (uint32_t i = 0; i < d; ++i) {
+        TaskSpec t = Comm("dp" + sfx + "_" + std::to_string(i), "dense", "alltoall",
+                          o.alltoall_bytes, i, "dp" + sfx);
+        t.inputs = {"a" + sfx + "_" + std::to_string(i)};
+        job.tasks.push_back(Ordered(std::move(t), base + 1));
+      }
+      // Combine member i waits for the expert tasks of its slot.
+      std::vector<std::vector<std::string>> into(d);
+      for (uint32_t e = 0; e < e_count; ++e) {
+        double share = zipf[rank[e]] / zsum;
+        uint32_t n = std::max(1u, static_cast<uint32_t>(std::lround(share * tasks_per_chunk)));
+        for (uint32_t t = 0; t < n; ++t) {
+          uint32_t slot = e * per + t % per;
+          std::string id = "x" + sfx + "_" + std::to_string(e) + "_" + std::to_string(t);
+          TaskSpec x = Compute(id, "expert" + std::to_string(e), o.expert_us, t % per);
+          x.inputs = {"dp" + sfx + "_" + std::to_string(slot)};
+          into[slot].push_back(id);
+          job.tasks.push_back(Ordered(std::move(x), base + 2));
+        }
+      }
+      for (uint32_t i = 0; i < d; ++i) {
+        TaskSpec t = Comm("cb" + sfx + "_" + std::to_string(i), "dense", "alltoall",
+                          o.alltoall_bytes, i, "cb" + sfx);
+        t.inputs = into[i].empty() ? std::vector<std::string>{"dp" + sfx + "_" + std::to_string(i)}
+                                   : into[i];
+        job.tasks.push_back(Ordered(std::move(t), base + 3));
+      }
+    }
+  }
+  return job;
+}
+
+constexpr uint32_t kActorsPerReceiver = 8;
+
+RlShape RlShapeFor(const RlOptions& o) {
+  RlShape sh;
+  const uint32_t d = std::max(1u, o.devices);
+  sh.actors = std::max(1u, d * 5 / 8);
+  sh.rewards = std::max(1u, d / 4);
+  sh.learners = d > sh.actors + sh.rewards ? d - sh.actors - sh.rewards : 1;
+  sh.rollouts = sh.actors * std::max(1u, o.rollouts_per_actor);
+  return sh;
+}
+
+JobSpec RlWorkload(const RlOptions& o) {
+  JobSpec job;
+  job.name = "rl";
+  const RlShape sh = RlShapeFor(o);
+  const uint32_t per_actor = std::max(1u, o.rollouts_per_actor);
+  const uint32_t mbs = std::max(1u, o.micro_batches), buckets = std::max(1u, o.buckets);
+  const uint32_t groups = mbs * sh.learners;  // (micro-batch, learner shard) pairs
+  std::mt19937_64 rng(o.seed);
+  std::lognormal_distribution<double> len(0.0, o.length_sigma);
+  // The static deployment a user would write, proportional to each
+  // sub-model's compute per iteration (RlShapeFor).
+  auto stateful = [&](std::string name, SubmodelKind kind, uint32_t devices, double bytes) {
+    SubmodelSpec sm = Submodel(std::move(name), kind, devices);
+    sm.state_bytes = bytes;
+    job.submodels.push_back(std::move(sm));
+  };
+  stateful("actor", SubmodelKind::kActor, sh.actors, o.weight_bytes);
+  stateful("reward", SubmodelKind::kReward, sh.rewards, o.weight_bytes);
+  stateful("learner", SubmodelKind::kLearner, sh.learners,
+           o.weight_bytes * std::max(1.0, o.learner_state_factor));
+  // Forming micro-batches from scored rollouts: bookkeeping, no state.
+  job.submodels.push_back(Submodel("data", SubmodelKind::kGeneric));
+  const uint32_t actor_slots = per_actor + 1;            // a broadcast, then its rollouts
+  const uint32_t learner_slots = mbs * 2 * buckets + 1;  // chunk, bucket, ..., optimizer
+  auto suffix = [](uint32_t t, uint32_t i) { return std::to_string(t) + "_" + std::to_string(i); };
+  for (uint32_t t = 0; t < o.iterations; ++t) {
+    // Rollouts: independent generation tasks of lognormal length, each with
+    // weights of version t - staleness at the oldest (broadcast t-s-1).
+    const bool needs_weights = t >= o.staleness + 1;
+    const uint32_t version = needs_weights ? t - o.staleness - 1 : 0;
+    for (uint32_t k = 0; k < sh.rollouts; ++k) {
+      const uint32_t a = k % sh.actors;
+      double f = std::clamp(len(rng), 0.25, 4.0);
+      TaskSpec r = Compute("roll" + suffix(t, k), "actor", o.rollout_us * f, a);
+      if (needs_weights) r.inputs = {"bc" + suffix(version, a / kActorsPerReceiver)};
+      job.tasks.push_back(Ordered(std::move(r), t * actor_slots + 1 + k / sh.actors));
+      // Scored as soon as it ends, on any reward device (no program order).
+      TaskSpec w = Compute("rw" + suffix(t, k), "reward", o.reward_us, k % sh.rewards);
+      w.inputs = {"roll" + suffix(t, k)};
+      job.tasks.push_back(std::move(w));
+    }
+    // Learner: micro-batch j forms when its rollouts (k = j*L .. j*L+L-1,
+    // mod M*L) are scored and is split over the L shards, which start its
+    // forward together, as a DDP step does; its backward yields `buckets`
+    // gradient buckets in order, each all-reduced over the shards as soon
+    // as it is ready (overlapping the next bucket's compute); then an
+    // optimizer step per shard.
+    const std::string it = std::to_string(t);
+    for (uint32_t j = 0; j < mbs; ++j) {
+      TaskSpec batch;
+      batch.id = "mb" + suffix(t, j);
+      batch.submodel = "data";
+      batch.kernel = "noop";
+      for (uint32_t k = 0; k < sh.rollouts; ++k) {
+        if ((k % groups) / sh.learners == j) batch.inputs.push_back("rw" + suffix(t, k));
+      }
+      if (batch.inputs.empty()) batch.inputs.push_back("rw" + suffix(t, j % sh.rollouts));
+      job.tasks.push_back(std::move(batch));
+      for (uint32_t l = 0; l < sh.learners; ++l) {
+        for (uint32_t b = 0; b < buckets; ++b) {
+          std::string id = "ln" + it + "_" + suffix(j, l) + "_" + std::to_string(b);
+          TaskSpec c = Compute(id, "learner", o.learn_us / buckets, l);
+          if (b > 0) {
+            c.inputs = {"ln" + it + "_" + suffix(j, l) + "_" + std::to_string(b - 1)};
+          } else {
+            c.inputs = {"mb" + suffix(t, j)};
+            // Update t starts from the weights of update t - 1.
+            if (t > 0) c.inputs.push_back("opt" + suffix(t - 1, l));
+          }
+          const uint32_t slot = t * learner_slots + j * 2 * buckets + 2 * b;
+          job.tasks.push_back(Ordered(std::move(c), slot));
+          TaskSpec ar =
+              Comm("ar" + it + "_" + suffix(j, l) + "_" + std::to_string(b), "learner", "allreduce",
+                   o.gradient_bytes / buckets, l, "ar" + it + "_" + suffix(j, b));
+          ar.inputs = {id};
+          job.tasks.push_back(Ordered(std::move(ar), slot + 1));
+        }
+      }
+    }
+    for (uint32_t l = 0; l < sh.learners; ++l) {
+      TaskSpec opt = Compute("opt" + suffix(t, l), "learner", o.optimizer_us, l);
+      for (uint32_t j = 0; j < mbs; ++j) {
+        for (uint32_t b = 0; b < buckets; ++b) {
+          opt.inputs.push_back("ar" + it + "_" + suffix(j, l) + "_" + std::to_string(b));
+        }
+      }
+      job.tasks.push_back(Ordered(std::move(opt), t * learner_slots + mbs * 2 * buckets));
+    }
+    if (t + o.staleness + 1 >= o.iterations) continue;  // no rollout would use it
+    // The new weights go to every actor device while its rollouts of later
+    // iterations (older weights, within the bound) are still generating.
+    // One receiver per group of kActorsPerReceiver actor devices (a node's
+    // inference group), which hands the weights on inside its node.
+    const uint32_t receivers = (sh.actors + kActorsPerReceiver - 1) / kActorsPerReceiver;
+    for (uint32_t r = 0; r < receivers; ++r) {
+      TaskSpec bc = Comm("bc" + suffix(t, r), "actor", "broadcast", o.weight_bytes,
+                         r * kActorsPerReceiver, "bc" + it);
+      bc.inputs = {"opt" + suffix(t, r % sh.learners)};
+      // Received just before the rollouts that need these weights.
+      job.tasks.push_back(Ordered(std::move(bc), (t + o.staleness + 1) * actor_slots));
+    }
+  }
+  return job;
+}
+
+JobSpec PipelineWorkload(uint32_t stages, uint32_t micro_batches, double fwd_us, double bwd_us) {
+  JobSpec job;
+  job.name = "pipeline";
+  for (uint32_t s = 0; s < stages; ++s) {
+    job.submodels.push_back(Submodel("stage" + std::to_string(s), SubmodelKind::kPipelineStage, 1));
+  }
+  auto task = [&](char pass, uint32_t s, uint32_t j, double us) {
+    TaskSpec t;
+    t.id = Id(std::string(1, pass), {s, j});
+    t.submodel = "stage" + std::to_string(s);
+    t.kernel = "spin";
+    t.args = {{"us", us},
+              {"shard", int64_t{0}},
+              {"mb", static_cast<int64_t>(j)},
+              {"pass", std::string(1, pass)}};
+    return t;
+  };
+  for (uint32_t j = 0; j < micro_batches; ++j) {
+    for (uint32_t s = 0; s < stages; ++s) {
+      TaskSpec f = task('f', s, j, fwd_us);
+      if (s > 0) f.inputs = {Id("f", {s - 1, j})};
+      job.tasks.push_back(std::move(f));
+    }
+    for (uint32_t si = 0; si < stages; ++si) {
+      uint32_t s = stages - 1 - si;
+      TaskSpec b = task('b', s, j, bwd_us);
+      b.inputs = {Id("f", {s, j})};
+      if (s + 1 < stages) b.inputs.push_back(Id("b", {s + 1, j}));
+      job.tasks.push_back(std::move(b));
+    }
+  }
+  return job;
+}
+
+std::vector<std::string> WorkloadNames() { return {"multimodal", "moe", "rl", "pipeline"}; }
+
+Result<JobSpec> MakeWorkload(std::string_view name, uint32_t devices, uint64_t seed) {
+  if (devices == 0) return Status::InvalidArgument("devices: must be at least 1");
+  if (name == "multimodal") {
+    MultimodalOptions o;
+    o.devices = devices;
+    return MultimodalWorkload(o);
+  }
+  if (name == "moe") {
+    MoeOptions o;
+    o.devices = devices;
+    o.experts = std::clamp(devices / 8, 1u, 64u);
+    o.seed = seed;
+    return MoeWorkload(o);
+  }
+  if (name == "rl") {
+    RlOptions o;
+    o.devices = devices;
+    o.seed = seed;
+    return RlWorkload(o);
+  }
+  if (name == "pipeline") return PipelineWorkload(std::min(devices, 8u), 16, 1000, 2000);
+  return Status::NotFound("workload: unknown workload '" + std::string(name) +
+                          "' (built-in: multimodal, moe, rl, pipeline)");
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,74 @@
+#include "hmpmd/store/in_memory_job_store.h"
+
+#include <algorithm>
+
+namespace hmpmd {
+
+Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
+  if (fail_writes_) return Status::Unavailable("in-memory store: writes fail (test)");
+  for (const StoreRecord& record : batch) {
+    std::visit(
+        [this](const auto& r) {
+          using T = std::decay_t<decltype(r)>;
+          if constexpr (std::is_same_v<T, JobSubmittedRecord>) {
+            StoredJob& j = jobs_[r.job];
+            j.id = r.job;
+            j.name = r.name;
+            j.spec_json = r.spec_json;
+            j.submitted = r.submitted;
+            max_job_ = std::max(max_job_, r.job);
+          } else if constexpr (std::is_same_v<T, TaskDoneRecord>) {
+            auto it = jobs_.find(r.job);
+            if (it == jobs_.end()) return;
+            auto& done = it->second.done;
+            auto pos =
+                std::lower_bound(done.begin(), done.end(), r.run,
+                                 [](const TaskDoneRecord& d, uint32_t run) { return d.run < run; });
+            if (pos != done.end() && pos->run == r.run) {
+              *pos = r;
+            } else {
+              done.insert(pos, r);
+            }
+          } else if constexpr (std::is_same_v<T, JobEndedRecord>) {
+            auto it = jobs_.find(r.job);
+            if (it == jobs_.end()) return;
+            it->second.state = r.state;
+            it->second.error = r.error;
+            it->second.finished = r.finished;
+            it->second.finished_unix_ms = r.finished_unix_ms;
+            it->second.started = r.started;
+            it->second.metrics = r.metrics;
+          } else if constexpr (std::is_same_v<T, WorkerRecord>) {
+            if (r.alive) {
+              live_workers_.insert(r.key);
+            } else {
+              live_workers_.erase(r.key);
+            }
+          } else {
+            jobs_.erase(r.job);
+          }
+        },
+        record);
+  }
+  ++batches_;
+  records_ += batch.size();
+  return Status::Ok();
+}
+
+Result<std::vector<StoredJob>> InMemoryJobStore::Load() {
+  std::vector<StoredJob> out;
+  out.reserve(jobs_.size());
+  for (const auto& [id, job] : jobs_) out.push_back(job);
+  return out;
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+Result<std::optional<std::vector<std::string>>> InMemoryJobStore::LoadLiveWorkers() {
+  return std::optional<std::vector<std::string>>(
+      std::vector<std::string>(live_workers_.begin(), live_workers_.end()));
+}
+
+}  // namespace hmpmd
