@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "clock.h"
-#include "data_frames.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/protocol/tensor_bytes.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "communicator.h"
-#include "data_frames.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/data_auth.h"
 
 namespace hmpmd::worker {

@@ -36,7 +36,7 @@
 #include <zmq.hpp>
 
 #include "collective_inbox.h"
-#include "data_frames.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "data_tokens.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/zap_handler.h"

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "hmpmd/worker/buffer.h"
+#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/worker/kernel_args.h"
 
 namespace hmpmd::worker {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hmpmd/worker/buffer.h"
+#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/worker/kernel_args.h"
 
 namespace hmpmd::worker {

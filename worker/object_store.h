@@ -21,7 +21,7 @@
 #include "hmpmd/protocol/messages.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
-#include "hmpmd/worker/buffer.h"
+#include "hmpmd/protocol/buffer.h"
 #include "mutex.h"
 
 namespace hmpmd::worker {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "data_frames.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/worker/fetch.h"
 

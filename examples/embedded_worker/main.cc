@@ -17,7 +17,7 @@
 
 namespace {
 
-using hmpmd::worker::Buffer;
+using hmpmd::Buffer;
 using hmpmd::worker::KernelArgs;
 
 std::vector<Buffer> Relu(const KernelArgs& args, std::span<const Buffer> inputs) {

@@ -107,7 +107,7 @@ void ClusterTest::ExpectValidSchedule(const JobResult& r) {
   }
 }
 
-std::vector<worker::Buffer> ClusterTest::FetchOutputs(JobId job, uint32_t run) {
+std::vector<Buffer> ClusterTest::FetchOutputs(JobId job, uint32_t run) {
   std::string endpoint = cluster_->Call([&]() -> std::string {
     const OutputLocation* loc = cluster_->controller().OutputOf(job, run);
     return loc ? cluster_->controller().workers()[loc->worker].data_endpoint : "";
@@ -116,10 +116,10 @@ std::vector<worker::Buffer> ClusterTest::FetchOutputs(JobId job, uint32_t run) {
   if (endpoint.empty()) return {};
   auto got = worker::FetchOutputs(endpoint, data_token(), job, run, 10000);
   EXPECT_TRUE(got.ok()) << got.status().ToString();
-  return got.ok() ? std::move(got).value() : std::vector<worker::Buffer>{};
+  return got.ok() ? std::move(got).value() : std::vector<Buffer>{};
 }
 
-std::vector<float> Floats(const worker::Buffer& b) {
+std::vector<float> Floats(const Buffer& b) {
   std::vector<float> v(b.data.size() / sizeof(float));
   if (!v.empty()) std::memcpy(v.data(), b.data.data(), v.size() * sizeof(float));
   return v;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hmpmd/worker/buffer.h"
+#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/launch/local_cluster.h"
 
@@ -48,7 +48,7 @@ class ClusterTest : public ::testing::Test {
 
   // The outputs of (job, run), fetched from the worker that holds them;
   // empty (and the test failed) when none does.
-  std::vector<worker::Buffer> FetchOutputs(JobId job, uint32_t run);
+  std::vector<Buffer> FetchOutputs(JobId job, uint32_t run);
   // The controller's data token (what FetchOutputs carries).
   const DataToken& data_token() const { return cluster_->controller().data_token(); }
 
@@ -58,7 +58,7 @@ class ClusterTest : public ::testing::Test {
 };
 
 // The float32 elements of `b`.
-std::vector<float> Floats(const worker::Buffer& b);
+std::vector<float> Floats(const Buffer& b);
 // What the built-in `scale` kernel makes with no input: `n` elements
 // generated and multiplied by `factor`.
 std::vector<float> ScaleGenerated(int64_t n, double factor);

@@ -27,7 +27,7 @@ TEST_F(DataPlaneTest, TensorsFlowFromProducersOnTwoWorkersIntoAnAdd) {
   JobResult r = RunSpec(json{{"name", "flow"}, {"tasks", tasks}}.dump());
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
   EXPECT_NE(r.runs[0].device, r.runs[1].device) << "the producers should be on two workers";
-  std::vector<worker::Buffer> out = FetchOutputs(r.id, 2);
+  std::vector<Buffer> out = FetchOutputs(r.id, 2);
   ASSERT_EQ(out.size(), 1u);
   // No `n` on the add: it can only have added its inputs, 2g + 6g = 8g.
   const std::vector<float> got = Floats(out[0]);
@@ -92,7 +92,7 @@ TEST_F(DataPlaneTest, ManyInputsWithRepeatsKeepTheirOrder) {
   tasks.push_back({{"id", "all"}, {"kernel", "send"}, {"core", "vector"}, {"inputs", inputs}});
   JobResult r = RunSpec(json{{"name", "many"}, {"tasks", tasks}}.dump());
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
-  std::vector<worker::Buffer> out = FetchOutputs(r.id, 12);
+  std::vector<Buffer> out = FetchOutputs(r.id, 12);
   ASSERT_EQ(out.size(), 24u);
   for (size_t k = 0; k < out.size(); ++k) {
     EXPECT_EQ(Floats(out[k]), ScaleGenerated(8, 1.0 + static_cast<double>(k % 12))) << k;
@@ -112,14 +112,14 @@ TEST_F(DataPlaneTest, EmptyTensorsKeepTheirPlaceAmongInputs) {
   });
   JobResult r = RunSpec(json{{"name", "empty"}, {"tasks", tasks}}.dump());
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
-  std::vector<worker::Buffer> za = FetchOutputs(r.id, 2);
+  std::vector<Buffer> za = FetchOutputs(r.id, 2);
   ASSERT_EQ(za.size(), 2u);
   EXPECT_EQ(za[0].shape, std::vector<int64_t>{0});
   EXPECT_TRUE(za[0].data.empty());
   EXPECT_EQ(Floats(za[1]), ScaleGenerated(3, 1.0));
-  std::vector<worker::Buffer> zz = FetchOutputs(r.id, 3);
+  std::vector<Buffer> zz = FetchOutputs(r.id, 3);
   ASSERT_EQ(zz.size(), 2u);
-  for (const worker::Buffer& b : zz) EXPECT_EQ(b.shape, std::vector<int64_t>{0});
+  for (const Buffer& b : zz) EXPECT_EQ(b.shape, std::vector<int64_t>{0});
 }
 
 TEST_F(DataPlaneTest, AnEmptyTensorFlowsDownAChainOnOneCore) {
@@ -134,7 +134,7 @@ TEST_F(DataPlaneTest, AnEmptyTensorFlowsDownAChainOnOneCore) {
   JobResult r = RunSpec(json{{"name", "chain"}, {"tasks", tasks}}.dump());
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
   // Passed on: had c seen no input, it would have made 4096 bytes.
-  std::vector<worker::Buffer> d = FetchOutputs(r.id, 2);
+  std::vector<Buffer> d = FetchOutputs(r.id, 2);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].shape, std::vector<int64_t>{0});
   EXPECT_TRUE(d[0].data.empty());
@@ -161,11 +161,11 @@ TEST_F(DataPlaneTest, ASendAndACollectiveMoveWhatTheirSpecSizes) {
   }
   JobResult r = RunSpec(json{{"name", "sized"}, {"tasks", tasks}}.dump());
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
-  std::vector<worker::Buffer> x0 = FetchOutputs(r.id, 1);
+  std::vector<Buffer> x0 = FetchOutputs(r.id, 1);
   ASSERT_EQ(x0.size(), 1u);
   EXPECT_EQ(x0[0].data.size(), 65536u);
   for (uint32_t run = 2; run < 4; ++run) {
-    std::vector<worker::Buffer> out = FetchOutputs(r.id, run);
+    std::vector<Buffer> out = FetchOutputs(r.id, run);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].data.size(), 40000u) << "whole float32s, rounded down";
   }
@@ -187,7 +187,7 @@ TEST_F(DataPlaneTest, AllreduceGangSpansThreeWorkers) {
   for (const RunRecord& run : r.runs) devices.insert(run.device);
   EXPECT_EQ(devices.size(), 3u) << "gang members go to distinct devices";
   for (uint32_t run = 0; run < 3; ++run) {
-    std::vector<worker::Buffer> out = FetchOutputs(r.id, run);
+    std::vector<Buffer> out = FetchOutputs(r.id, run);
     ASSERT_EQ(out.size(), 1u);
     const std::vector<float> got = Floats(out[0]);
     ASSERT_EQ(got.size(), 1000u);

@@ -27,7 +27,7 @@ class EarlyDispatchClusterTest : public ClusterTest {
   }
   // The tensor run `run` of `job` made.
   std::vector<float> Output(JobId job, uint32_t run) {
-    std::vector<worker::Buffer> got = FetchOutputs(job, run);
+    std::vector<Buffer> got = FetchOutputs(job, run);
     EXPECT_EQ(got.size(), 1u) << "run " << run;
     return got.size() == 1 ? Floats(got[0]) : std::vector<float>{};
   }

@@ -128,7 +128,7 @@ TEST_F(GangTimeoutTest, AMemberThatTimesOutRestartsTheGangInsteadOfFailingTheJob
       << "no member reported a failure: not the time-out path";
   // Every member holds the sum over the three ranks of (i % 251) * 0.5 + rank.
   for (uint32_t run = 0; run < 3; ++run) {
-    std::vector<worker::Buffer> out = FetchOutputs(id, run);
+    std::vector<Buffer> out = FetchOutputs(id, run);
     ASSERT_EQ(out.size(), 1u);
     const std::vector<float> got = Floats(out[0]);
     ASSERT_EQ(got.size(), size_t{1} << 12);

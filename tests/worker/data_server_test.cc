@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "data_frames.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "data_producer.h"
 #include "data_tokens.h"
 #include "hmpmd/protocol/data_auth.h"

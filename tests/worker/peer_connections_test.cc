@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "data_frames.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "data_plane.h"
 #include "data_producer.h"
 #include "data_server.h"

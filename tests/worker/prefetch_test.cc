@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "completion_queue.h"
-#include "data_frames.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "data_plane.h"
 #include "data_producer.h"
 #include "data_server.h"

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hmpmd/worker/buffer.h"
+#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/worker/export.h"
 
 namespace hmpmd::worker {
@@ -33,19 +33,19 @@ namespace hmpmd::worker {
 /// @code
 ///   // A kernel that loads weights into its actor, and one that uses them.
 ///   worker.RegisterKernel("load", [](const hmpmd::worker::KernelArgs& args,
-///                                    std::span<const hmpmd::worker::Buffer> inputs) {
+///                                    std::span<const hmpmd::Buffer> inputs) {
 ///     if (inputs.empty()) throw std::invalid_argument("load: needs the weights");
 ///     args.state().Put("weights", inputs[0]);
-///     return std::vector<hmpmd::worker::Buffer>{};
+///     return std::vector<hmpmd::Buffer>{};
 ///   });
 ///   worker.RegisterKernel("infer", [](const hmpmd::worker::KernelArgs& args,
-///                                     std::span<const hmpmd::worker::Buffer>) {
-///     std::shared_ptr<const hmpmd::worker::Buffer> w = args.state().Get("weights");
+///                                     std::span<const hmpmd::Buffer>) {
+///     std::shared_ptr<const hmpmd::Buffer> w = args.state().Get("weights");
 ///     if (w == nullptr) throw std::runtime_error("infer: no weights loaded on this worker");
-///     return std::vector<hmpmd::worker::Buffer>{*w};
+///     return std::vector<hmpmd::Buffer>{*w};
 ///   });
 ///   // Read-modify-write under the state's lock, e.g. a version counter:
-///   //   args.state().Update("version", [](hmpmd::worker::Buffer& b) { ... });
+///   //   args.state().Update("version", [](hmpmd::Buffer& b) { ... });
 /// @endcode
 class HMPMD_WORKER_EXPORT ActorState {
  public:

@@ -11,7 +11,7 @@
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
-#include "hmpmd/worker/buffer.h"
+#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/worker/export.h"
 
 namespace hmpmd::worker {

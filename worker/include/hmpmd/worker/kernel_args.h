@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hmpmd/protocol/types.h"
-#include "hmpmd/worker/buffer.h"
+#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/worker/export.h"
 
 namespace hmpmd::worker {
@@ -73,7 +73,7 @@ class HMPMD_WORKER_EXPORT KernelArgs {
   /// std::logic_error when the KernelArgs was made without a provider
   /// (a kernel called directly, not by a Worker).
   /// @code
-  ///   std::shared_ptr<const hmpmd::worker::Buffer> w = args.state().Get("weights");
+  ///   std::shared_ptr<const hmpmd::Buffer> w = args.state().Get("weights");
   /// @endcode
   ActorState& state() const;
 

@@ -35,9 +35,9 @@ namespace hmpmd::worker {
 ///   options.vector_cores = 2;
 ///   hmpmd::worker::Worker worker(options);
 ///   worker.RegisterKernel("relu", [](const hmpmd::worker::KernelArgs& args,
-///                                    std::span<const hmpmd::worker::Buffer> inputs) {
+///                                    std::span<const hmpmd::Buffer> inputs) {
 ///     if (inputs.empty()) throw std::invalid_argument("relu: needs one input");
-///     std::vector<hmpmd::worker::Buffer> out(1, inputs[0]);
+///     std::vector<hmpmd::Buffer> out(1, inputs[0]);
 ///     // ... clamp out[0] at zero ...
 ///     return out;
 ///   });
