@@ -34,8 +34,8 @@ Result<std::vector<Buffer>> Future::Get(int64_t timeout_ms) const {
     const int64_t spent = std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::chrono::steady_clock::now() - start)
                               .count();
-    // fetch_timeout_ms -1 (no limit) used to win the min: Get(3000) never
-    // timed out.
+    // fetch_timeout_ms -1 means no limit, not the smallest one: Get(3000)
+    // still times out after 3 s.
     const int64_t remaining = std::max<int64_t>(1, timeout_ms - spent);
     left = left < 0 ? remaining : std::min(left, remaining);
   }

@@ -98,8 +98,8 @@ TEST(BadFramesTest, GarbageToTheControllerIsDroppedAndTheJobCompletes) {
 
 // A frame larger than any body Decode() takes is refused by the socket
 // itself (ZMQ_MAXMSGSIZE): libzmq drops the connection instead of first
-// buffering whatever size a peer announces. Before, the controller took it
-// in whole and only then counted it as a dropped frame.
+// buffering whatever size a peer announces, so the controller never holds
+// such a frame in memory.
 TEST(BadFramesTest, AFrameOverTheDecodeLimitNeverReachesTheController) {
   auto dir =
       std::filesystem::temp_directory_path() / ("hmpmd-bigframe-" + std::to_string(::getpid()));

@@ -220,8 +220,8 @@ TEST_F(ForgetTest, OutputsOfAJobCancelledWhileItsWorkerWasAwayAreFreedOnItsRetur
 
 // --keep-jobs 1: a job that just ended stays while later ones end, so a
 // `submit --wait` polling it reads its end (its grace, --keep-grace-s,
-// default 60 s). Before, the second job's end forgot the first at once and
-// its waiter failed with "no such job any more" though it succeeded.
+// default 60 s); without it the second job's end would forget the first at
+// once and its waiter fail with "no such job any more" though it succeeded.
 TEST_F(ForgetTest, AJobThatJustEndedOutlivesKeepJobsForItsWaiter) {
   ASSERT_TRUE(cluster_->StartController({"--keep-jobs", "1"}).ok());
   ASSERT_TRUE(cluster_->StartWorker().ok());

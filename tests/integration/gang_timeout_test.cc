@@ -104,9 +104,9 @@ class GangTimeoutTest : public ClusterTest {
   pid_t stopped_ = -1;
 };
 
-// Before, the member that timed out failed the job ("collective: nothing
-// from rank ..."). Now the gang runs again; once the stopped member is
-// back, the new attempt succeeds and its sum is right.
+// A member that times out does not fail the job ("collective: nothing from
+// rank ..."): the gang runs again; once the stopped member is back, the new
+// attempt succeeds and its sum is right.
 TEST_F(GangTimeoutTest, AMemberThatTimesOutRestartsTheGangInsteadOfFailingTheJob) {
   StartThree(1000);
   StopOneWorker();

@@ -2,8 +2,8 @@
 // a controller holds over all its jobs: a new job first makes room by
 // forgetting the oldest ended jobs; one that still does not fit is refused
 // (503, try later), and one larger than the bound on its own is refused
-// for good (413). Before, jobs each under --max-runs added up without a
-// bound until the controller ran out of memory.
+// for good (413): jobs each under --max-runs cannot add up until the
+// controller runs out of memory.
 #include <gtest/gtest.h>
 
 #include "cluster_fixture.h"

@@ -1,7 +1,7 @@
 // A pinned actor's runs stay on its one device under each policy, live:
-// real controller and worker processes. Before, `--policy fifo` placed them
-// on any worker, so a stateful kernel (examples/rl's rl.rollout after
-// rl.load_weights) failed with "this actor holds no weights on this device".
+// real controller and worker processes. Placed on any worker, a stateful
+// kernel (examples/rl's rl.rollout after rl.load_weights) would fail with
+// "this actor holds no weights on this device".
 #include <gtest/gtest.h>
 
 #include <set>

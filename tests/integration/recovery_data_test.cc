@@ -300,7 +300,7 @@ TEST_F(RecoveryDataTest, FinalOutputsNoWorkerBroughtBackAreListedAsLost) {
   const std::string path = "/api/v1/jobs/" + std::to_string(*id) + "/outputs";
   ASSERT_EQ(cluster_->Get(path)["outputs"].size(), 1u);
   // A submit is answered once stored, so the job's end (written in an
-  // earlier batch) is on disk too: killed before, the restart ran x again.
+  // earlier batch) is on disk too, so the restart does not run x again.
   ASSERT_TRUE(
       cluster_->Submit(R"({"name": "sync", "tasks": [{"id": "n", "kernel": "noop"}]})").ok());
   cluster_->KillController();

@@ -171,8 +171,8 @@ TEST_F(RecoveryTest, KilledWorkerTasksEndDoneExactlyOnce) {
 // A worker that comes back after the grace still runs attempts the
 // restarted controller has placed again elsewhere, under the same attempt
 // numbers (they start at 0 after a restart). It is told to cancel them,
-// and its reports of those cancelled attempts used to end the runs on the
-// other worker: the job failed with "sleep: cancelled".
+// and its reports of those cancelled attempts must not end the runs on the
+// other worker (the job would fail with "sleep: cancelled").
 TEST_F(RecoveryTest, ALateWorkersCancelledAttemptsDoNotEndTheRunsThatMovedOn) {
   cluster_->set_recovery_grace_ms(300);
   ASSERT_TRUE(cluster_->StartController().ok());
@@ -233,8 +233,8 @@ TEST_F(RecoveryTest, AJobRunningAcrossARestartKeepsItsStartTime) {
 }
 
 // An ended job's figures survive a restart: its reloaded runs have no
-// cores to compute them from, so they are kept with its end (before, the
-// summary then had its makespan only).
+// cores to compute them from, so they are kept with its end (else the
+// summary would have its makespan only).
 TEST_F(RecoveryTest, AnEndedJobKeepsItsFiguresAcrossARestart) {
   ASSERT_TRUE(cluster_->StartController().ok());
   ASSERT_TRUE(cluster_->StartWorker().ok());

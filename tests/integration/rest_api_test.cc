@@ -331,7 +331,7 @@ TEST_F(RestApiTest, AJobHasOnePathAndHeadAnswersLikeGet) {
   uint64_t id = SubmitOk(Chain(2));
   ASSERT_EQ(id, 1u);
   WaitJob(id, [](const json& s) { return s["state"] == "succeeded"; });
-  // Other spellings of job 1 used to answer as job 1.
+  // Other spellings of job 1 are not job 1.
   for (const char* path : {"/api/v1/jobs/01", "/api/v1/jobs/1/", "/api/v1/jobs/+1"}) {
     EXPECT_EQ(GetJson(path, 404)["error"], std::string("no route ") + path);
   }

@@ -123,8 +123,8 @@ class FakeWorker {
 // dispatch). The worker's last heartbeat says its lane runs b: a had
 // finished, but its result died with the worker. Then the worker dies
 // (falls silent). Twice: b fails for killing 2 workers; a, the first
-// dispatched of those on the lane, is not charged (before, a was, and b
-// was never: the job failed naming a).
+// dispatched of those on the lane, is not charged (charging it would fail
+// the job naming a, and never b).
 TEST_F(WorkerDeathsLiveTest, ADeathIsChargedToTheRunTheHeartbeatNamedStarted) {
   ASSERT_TRUE(cluster_->StartController().ok());
   zmq::context_t ctx(1);

@@ -1,9 +1,9 @@
 // A worker whose register goes unanswered reconnects on a new socket and
-// registers again (worker/serve_loop.cc). The controller used to keep its
-// old entry alive too, so a slow start-up under load counted each worker
-// several times (a gang "fitted" a pool it did not) until sends to the old
-// sockets failed. Now an entry of the same process (name, pid, data
-// endpoint) is replaced, whatever socket it came from.
+// registers again (worker/serve_loop.cc). The controller replaces the
+// entry of the same process (name, pid, data endpoint), whatever socket it
+// came from: keeping the old entry alive too would count each worker
+// several times after a slow start-up (a gang would "fit" a pool it does
+// not) until sends to the old sockets failed.
 //
 // A worker restarted under its name is a new process (RegisterMsg::instance):
 // the old entry is declared lost at once, and the old instance is refused
@@ -180,7 +180,7 @@ TEST_F(WorkerReconnectTest, ANewInstanceOfAWorkerAlreadyDeclaredDeadIsNotARestar
 // each worker is declared dead, then the same process registers again and
 // gets a new device. Its old device is not listed beside the new one: one
 // row per worker in /pool (and `hmpmd pool`) and one busy series in
-// /metrics, however many stalls. Before, each stall added a dead row.
+// /metrics, however many stalls: a stall adds no dead row.
 TEST_F(WorkerReconnectTest, AWorkerBackAfterBeingDeclaredDeadIsListedOnce) {
   ControllerOptions o;
   o.heartbeat_ms = 50;

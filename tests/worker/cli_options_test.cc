@@ -55,7 +55,7 @@ TEST(CheckWorkerNameTest, RefusesControlCharactersAndOverlongNames) {
   EXPECT_THAT(CheckWorkerName(std::string(256, 'x'), "--name:").message(),
               HasSubstr("1 to 255 characters"));
   EXPECT_FALSE(CheckWorkerName("", "--name:").ok());
-  // JSON answers must be UTF-8: such a name used to abort the controller.
+  // JSON answers must be UTF-8: such a name would abort the controller.
   EXPECT_EQ(CheckWorkerName("bad\xffname", "--name:").message(), "--name: is not valid UTF-8");
 }
 

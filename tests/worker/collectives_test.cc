@@ -394,11 +394,11 @@ struct Node {
   DataServer server;
 };
 
-// A member whose data is shorter than its peers' sent shorter segments: its
-// neighbour took the next segment as the rest of the current one and waited
-// out the peer time-out, then failed with "nothing from rank ..." (not
-// retryable, not naming the cause). Now the ranks whose previous rank gave
-// another size fail at once, naming both sizes, as bad arguments.
+// A member whose data is shorter than its peers' sends shorter segments;
+// read as the rest of the current segment, its neighbour would wait out the
+// peer time-out and fail with "nothing from rank ..." (not retryable, not
+// naming the cause). The ranks whose previous rank gave another size fail
+// at once instead, naming both sizes, as bad arguments.
 TEST(CommunicatorSizeTest, AMemberWithAnotherSizeFailsItsNeighboursAtOnce) {
   zmq::context_t ctx(1);
   for (const char* op : {"allreduce", "reduce_scatter", "allgather"}) {

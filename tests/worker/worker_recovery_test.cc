@@ -81,8 +81,8 @@ TEST_F(WorkerRecoveryTest, ReRegistrationReportsTheOutputsItKeeps) {
 
 // A controller restarted without its store (or with another one) knows
 // other jobs under the same ids. Its RegisterAck names another epoch, and
-// the worker drops what it held: before, the new controller adopted the
-// old job's running task and outputs as its own job's (wrong data).
+// the worker drops what it held; otherwise the new controller would adopt
+// the old job's running task and outputs as its own job's (wrong data).
 TEST_F(WorkerRecoveryTest, AControllerOfAnotherEpochGetsNothingOfTheOldJobs) {
   options_.controller_timeout_ms = 60'000;
   ASSERT_NO_FATAL_FAILURE(StartRegistered());  // epoch 0

@@ -120,7 +120,7 @@ Buffer OneByte(std::string dtype, std::vector<int64_t> shape) {
 }
 
 TEST_F(WorkerTasksTest, OutputsNoPeerCouldFetchFailTheirTask) {
-  // Stored as done, they used to fail every reader on another worker
+  // Were they stored as done, every reader on another worker would fail
   // ("data meta: bad buffer count") and rerun the producer to no end.
   extra_kernels_.push_back(
       {"many", [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> {
