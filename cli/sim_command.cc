@@ -13,11 +13,10 @@
 #include <new>
 #include <nlohmann/json.hpp>
 
+#include "cli_common.h"
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/controller/job_spec_parser.h"
-#include "cli_common.h"
 #include "hmpmd/protocol/strict_json.h"
-#include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/sim/simulator.h"
 #include "hmpmd/sim/workloads.h"
 #include "sim_several.h"

@@ -7,9 +7,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "hmpmd/controller/job_report.h"
 #include "cli_common.h"
-#include "hmpmd/scheduler/hmpmd_policy.h"
+#include "hmpmd/controller/job_report.h"
 #include "hmpmd/sim/simulator.h"
 
 namespace hmpmd {
@@ -37,8 +36,7 @@ json SimulatedJobJson(const Simulator& sim, JobId id) {
   j["tight_bound_s"] = m.tight_bound_s;
   j.erase("utilisation_by_device");
   j["tasks"] = m.tasks;
-  const auto* hp = dynamic_cast<const HmpmdPolicy*>(&sim.scheduler().policy());
-  j["device_moves"] = hp != nullptr ? hp->share().MoveCount(id) : 0;
+  j["device_moves"] = sim.scheduler().policy().DeviceMoves(id);
   // Sets short of their ask (too few devices for the sets to be disjoint).
   j["short_sets"] = ShortSetsJson(job);
   return j;

@@ -65,22 +65,18 @@ void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   pool_ = &pool;
   fair_.SetCores(pool);
   fair_.AddJob(job.id, job.graph->spec().weight);
-  share_.AddJob(job, pool);
+  DeviceSetPolicy::OnJobAdded(job, pool);
   affinity_.AddJob(job);
-}
-
-void HmpmdPolicy::OnJobGrown(const JobRun& job, const ResourcePool& pool) {
-  share_.GrowJob(job, pool);
 }
 
 void HmpmdPolicy::OnJobRemoved(JobId job) {
   fair_.RemoveJob(job);
-  share_.RemoveJob(job);
+  DeviceSetPolicy::OnJobRemoved(job);
   affinity_.RemoveJob(job);
 }
 
 void HmpmdPolicy::OnPlaced(const TaskView& task, CoreId core) {
-  share_.OnPlaced(task, core);
+  DeviceSetPolicy::OnPlaced(task, core);
   if (pool_ != nullptr) affinity_.OnPlaced(task, pool_->core(core).device, *pool_);
   if (task.task != nullptr && task.task->is_comm) comm_cores_.insert(core);
   if (pool_ != nullptr) fair_.Charge(task.job, pool_->core(core).kind, task.est_us);
@@ -93,12 +89,12 @@ void HmpmdPolicy::OnRunDone(JobId job, uint32_t /*run*/, CoreId core, double est
 
 void HmpmdPolicy::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
   fair_.SetCores(pool);
-  share_.OnDeviceAdded(device, pool);
+  DeviceSetPolicy::OnDeviceAdded(device, pool);
 }
 
 void HmpmdPolicy::OnDeviceRemoved(DeviceId device, const ResourcePool& pool) {
   fair_.SetCores(pool);
-  share_.OnDeviceRemoved(device, pool);
+  DeviceSetPolicy::OnDeviceRemoved(device, pool);
   affinity_.OnDeviceRemoved(device);
 }
 

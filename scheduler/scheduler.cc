@@ -472,8 +472,7 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
   // A gang member's attempts are its gang's: whichever member fails, the
   // whole gang runs again (MakeReady -> RestartGang).
   const uint32_t group = g.task(index).group;
-  const uint32_t used =
-      group == kNoGroup ? AttemptsUsed(rec) : std::max(AttemptsUsed(rec), job.gang_retries[group]);
+  const uint32_t used = AttemptsUsed(job, run);
   if (retryable && used + 1 < options_.max_attempts) {
     ++rec.attempt;
     rec.core = kNoCore;

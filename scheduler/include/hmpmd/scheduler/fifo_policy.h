@@ -10,48 +10,19 @@
 // Thread-safety: not thread-safe; owned by the scheduler's thread.
 #pragma once
 
-#include "hmpmd/scheduler/device_share.h"
-#include "hmpmd/scheduler/policy.h"
+#include "hmpmd/scheduler/device_set_policy.h"
 
 namespace hmpmd {
 
-class FifoPolicy final : public Policy {
+class FifoPolicy final : public DeviceSetPolicy {
  public:
-  FifoPolicy() : share_(FixedSetOptions()) {}
+  FifoPolicy() : DeviceSetPolicy(FixedSetOptions()) {}
 
   std::string_view Name() const override { return "fifo"; }
   double Priority(const TaskView& task) const override;
   Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) override;
-  void OnJobAdded(const JobRun& job, const ResourcePool& pool) override {
-    share_.AddJob(job, pool);
-  }
-  void OnJobGrown(const JobRun& job, const ResourcePool& pool) override {
-    share_.GrowJob(job, pool);
-  }
-  void OnJobRemoved(JobId job) override { share_.RemoveJob(job); }
-  void OnReady(const TaskView& task) override { share_.OnReady(task); }
-  void OnPlaced(const TaskView& task, CoreId core) override { share_.OnPlaced(task, core); }
-  void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) override {
-    share_.OnReleased(job, run, core, pool);
-  }
-  void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override {
-    share_.OnDeviceAdded(device, pool);
-  }
-  void OnDeviceRemoved(DeviceId device, const ResourcePool& pool) override {
-    share_.OnDeviceRemoved(device, pool);
-  }
-  bool Allows(const TaskView& task, DeviceId device) const override {
-    return share_.Allows(task, device);
-  }
-  std::vector<SetShortfall> ShortSets(JobId job) const override { return share_.Shortfalls(job); }
   // Tasks of one set, core kind and kernel wait together (as in hmpmd).
   uint64_t WaitClass(const TaskView& task) const override;
-
-  // The stateful sub-models' device sets.
-  const DeviceShare& share() const { return share_; }
-
- private:
-  DeviceShare share_;
 };
 
 }  // namespace hmpmd

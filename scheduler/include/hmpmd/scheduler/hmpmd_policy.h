@@ -49,14 +49,13 @@
 
 #include <set>
 
-#include "hmpmd/scheduler/device_share.h"
+#include "hmpmd/scheduler/device_set_policy.h"
 #include "hmpmd/scheduler/job_shares.h"
-#include "hmpmd/scheduler/policy.h"
 #include "hmpmd/scheduler/state_affinity.h"
 
 namespace hmpmd {
 
-class HmpmdPolicy final : public Policy {
+class HmpmdPolicy final : public DeviceSetPolicy {
  public:
   // Peer-to-peer fetch bandwidth the locality rule assumes: 1 GB/s.
   static constexpr double kFetchBytesPerUs = 1000.0;
@@ -74,35 +73,33 @@ class HmpmdPolicy final : public Policy {
   // simulated 1.5-3x faster: fewer stale entries in the engine's heap).
   static constexpr double kFairStepUs = 1000;
 
+  HmpmdPolicy() : DeviceSetPolicy(FloatingDagOptions()) {}
+
   std::string_view Name() const override { return "hmpmd"; }
   double Priority(const TaskView& task) const override;
   Placement Place(const TaskView& task, const ResourcePool& pool, TimeUs now) override;
   void OnJobAdded(const JobRun& job, const ResourcePool& pool) override;
   void OnJobRemoved(JobId job) override;
   void OnPlaced(const TaskView& task, CoreId core) override;
-  void OnJobGrown(const JobRun& job, const ResourcePool& pool) override;
   void OnReady(const TaskView& task) override {
-    share_.OnReady(task);
+    DeviceSetPolicy::OnReady(task);
     affinity_.OnReady(task);
   }
   void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) override {
-    share_.OnReleased(job, run, core, pool);
+    DeviceSetPolicy::OnReleased(job, run, core, pool);
     affinity_.OnReleased(job, run);
   }
   void OnRunDone(JobId job, uint32_t run, CoreId core, double est_us, double ran_us) override;
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override;
   void OnDeviceRemoved(DeviceId device, const ResourcePool& pool) override;
   bool Allows(const TaskView& task, DeviceId device) const override {
-    return share_.Allows(task, device) && affinity_.Allows(task, device);
+    return DeviceSetPolicy::Allows(task, device) && affinity_.Allows(task, device);
   }
-  std::vector<SetShortfall> ShortSets(JobId job) const override { return share_.Shortfalls(job); }
   // A task on a device set or floating by state affinity (not a gang
   // member): its sub-model, core kind, kernel and whether it reads stored
   // inputs decide whether it can be placed.
   uint64_t WaitClass(const TaskView& task) const override;
 
-  // The sub-models' device sets and the moves between them.
-  const DeviceShare& share() const { return share_; }
   // The jobs' fair-share clocks.
   const JobShares& fair() const { return fair_; }
   // Where the floating stateful sub-models' states are.
@@ -123,7 +120,6 @@ class HmpmdPolicy final : public Policy {
   // Cores communication was placed on and may still run on (pruned lazily
   // in Place).
   std::set<CoreId> comm_cores_;
-  DeviceShare share_{FloatingDagOptions()};
   StateAffinity affinity_;
   JobShares fair_;
   const ResourcePool* pool_ = nullptr;  // the engine's, set on admission

@@ -147,11 +147,16 @@ class Policy {
   // Sub-models of `job` whose device sets are short of their ask (policies
   // with sets; the engine copies it to JobRun::short_sets).
   virtual std::vector<SetShortfall> ShortSets(JobId /*job*/) const { return {}; }
+  // Devices moved between `job`'s device sets so far (policies whose sets
+  // follow demand); reported beside a schedule's figures.
+  virtual uint64_t DeviceMoves(JobId /*job*/) const { return 0; }
 };
 
+// The policies of policy_registry.cc: adding one is a file of its own and
+// one line in that table.
 // Names MakePolicy() accepts, the default first.
 std::vector<std::string> PolicyNames();
-// "hmpmd" or "fifo"; NotFound otherwise, naming the known ones.
+// The policy registered as `name`; NotFound otherwise, naming the known ones.
 Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 
 // Whether `device`'s object store takes the task's outputs
