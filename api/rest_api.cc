@@ -4,12 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "hmpmd/api/dashboard_assets.h"
-#include "hmpmd/http/http_target.h"
-#include "hmpmd/controller/job_report.h"
 #include "hmpmd/api/live_metrics.h"
 #include "hmpmd/api/request_checks.h"
-#include "rest_routes.h"
 #include "hmpmd/api/task_table.h"
+#include "hmpmd/controller/job_report.h"
+#include "hmpmd/http/http_target.h"
+#include "hmpmd/protocol/same_secret.h"
+#include "rest_routes.h"
 
 namespace hmpmd {
 namespace {
@@ -105,18 +106,14 @@ bool RestApi::Authorised(const HttpRequest& req) const {
   if (token_.empty()) return true;
   auto it = req.headers.find("authorization");
   if (it == req.headers.end()) return false;
-  // The scheme is case-insensitive (RFC 7235: "bearer" is "Bearer"); the
-  // token is compared in constant time.
+  // The scheme is case-insensitive (RFC 7235: "bearer" is "Bearer").
   constexpr std::string_view kScheme = "bearer ";
-  const std::string& got = it->second;
-  if (got.size() != kScheme.size() + token_.size()) return false;
+  const std::string_view got = it->second;
+  if (got.size() < kScheme.size()) return false;
   for (size_t i = 0; i < kScheme.size(); ++i) {
     if (std::tolower(static_cast<unsigned char>(got[i])) != kScheme[i]) return false;
   }
-  unsigned char diff = 0;
-  for (size_t i = 0; i < token_.size(); ++i)
-    diff |= static_cast<unsigned char>(token_[i] ^ got[kScheme.size() + i]);
-  return diff == 0;
+  return SameSecret(token_, got.substr(kScheme.size()));
 }
 
 void RestApi::Handle(HttpRequest req, HttpReply reply) {

@@ -12,6 +12,7 @@
 #include "hmpmd/controller/controller.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/one_line.h"
+#include "hmpmd/protocol/same_secret.h"
 
 // See controller.cc: GCC 12's false -Wmaybe-uninitialized when a vector of
 // StoreRecord grows.
@@ -20,17 +21,6 @@
 #endif
 
 namespace hmpmd {
-namespace {
-
-// Compares secrets in time that does not depend on where they differ.
-bool TokenMatches(const std::string& want, const std::string& got) {
-  if (want.size() != got.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ got[i]);
-  return diff == 0;
-}
-
-}  // namespace
 
 void Controller::LogRefusedToken(const char* what, const std::string& name) {
   const uint64_t n = ++counters_.refused_tokens;
@@ -42,7 +32,7 @@ void Controller::LogRefusedToken(const char* what, const std::string& name) {
 }
 
 void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now) {
-  if (!options_.token.empty() && !TokenMatches(options_.token, m.token)) {
+  if (!options_.token.empty() && !SameSecret(options_.token, m.token)) {
     LogRefusedToken("worker", m.name);
     transport_.Send(identity, Reject{"wrong or missing token", false});
     return;

@@ -8,6 +8,7 @@
 #include "hmpmd/controller/controller.h"
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/same_secret.h"
 
 namespace hmpmd {
 namespace {
@@ -45,13 +46,6 @@ Status RefusedActor(const std::unordered_map<std::string, std::string>& refused,
                                    "' was refused by the controller: " + it->second);
   }
   return Status::Ok();
-}
-
-bool SameSecret(const std::string& want, const std::string& got) {
-  if (want.size() != got.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ got[i]);
-  return diff == 0;
 }
 
 TaskSpec ToSpec(WireTask&& w) {
