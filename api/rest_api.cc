@@ -9,6 +9,7 @@
 #include "hmpmd/api/task_table.h"
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/http/http_target.h"
+#include "hmpmd/protocol/json_text.h"
 #include "hmpmd/protocol/same_secret.h"
 #include "rest_routes.h"
 
@@ -68,8 +69,7 @@ void RestApi::SetEventFeed(EventFeed* feed) {
 void RestApi::OffLoop(std::function<void()> fn) { formatter_->Post(std::move(fn)); }
 
 HttpResponse RestApi::Error(int status, const std::string& message) {
-  return Json(status, json{{"error", message}}.dump(-1, ' ', false,
-                                                    nlohmann::json::error_handler_t::replace));
+  return Json(status, JsonText(json{{"error", message}}));
 }
 
 HttpResponse RestApi::Allow(int status, std::string_view allow) {
@@ -227,8 +227,7 @@ void RestApi::ParseAndSubmit(std::string body, HttpReply reply) {
                   id.status().message()));
       return;
     }
-    HttpResponse r =
-        Json(201, json{{"id", *id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    HttpResponse r = Json(201, JsonText(json{{"id", *id}}));
     r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
     // Acknowledged once stored: a job a client was told about survives
     // a crash of the controller (before, up to 20 ms of them did not).
@@ -404,7 +403,7 @@ void RestApi::ForgetOnLoop(JobId id, HttpReply reply) {
                                   "its outputs gone"));
     }
     nlohmann::json body = {{"id", id}, {"forgotten", true}, {"freed_bytes", bytes}};
-    reply(Json(200, body.dump()));
+    reply(Json(200, JsonText(body)));
   });
 }
 
@@ -419,8 +418,7 @@ void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
     if (rest == "trace") {
       body = TraceText(*copy.job, *copy.pool);
     } else if (rest == "dag") {
-      body =
-          SubmodelDagJson(*copy.job).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      body = JsonText(SubmodelDagJson(*copy.job));
     } else {
       auto q = ParseTaskQuery(query);
       if (!q.ok()) return reply(Error(400, q.status().message()));
@@ -450,8 +448,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
   const ResourcePool& pool = c.scheduler().pool();
   if (rest.empty() && m == "GET") {
     if (!IsTerminal(job->state))
-      return reply(Json(200, JobSummaryJson(*job, pool, false)
-                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+      return reply(Json(200, JsonText(JobSummaryJson(*job, pool, false))));
     return reply(SharedJson(snapshots_->EndedSummary(*job)));
   }
   if (rest.empty() && m == "DELETE") {
@@ -469,8 +466,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
       return reply(Error(st.code() == StatusCode::kUnavailable ? 503 : 409, st.message()));
     }
     snapshots_->MarkChanged();  // a read after this answer sees the cancel
-    HttpResponse r = Json(200, JobSummaryJson(*job, pool, false)
-                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    HttpResponse r = Json(200, JsonText(JobSummaryJson(*job, pool, false)));
     // Answered once stored, as a submit is: a controller killed after the
     // answer must not run the job to its end after its restart. The cancel
     // stands if its write fails (its runs were stopped), and is retried;
@@ -496,9 +492,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
       return;
     }
     // The DAG walks the running step only: cheaper than copying the job.
-    if (rest == "dag")
-      return reply(Json(200, SubmodelDagJson(*job).dump(-1, ' ', false,
-                                                        nlohmann::json::error_handler_t::replace)));
+    if (rest == "dag") return reply(Json(200, JsonText(SubmodelDagJson(*job))));
     JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool)};
     return RenderOffLoop(std::move(copy), false, rest, req.query, reply);
   }
@@ -553,7 +547,7 @@ void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
     // change things here (the Bearer token, or anyone without one), never
     // to a reader the controller would refuse a POST.
     if (Authorised(req)) body["data_token"] = DataTokenHex(c.data_token());
-    return reply(Json(200, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    return reply(Json(200, JsonText(body)));
   }
   return reply(Error(404, "no route " + req.path));
 }

@@ -8,6 +8,7 @@
 #include "hmpmd/controller/controller.h"
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/json_text.h"
 #include "hmpmd/protocol/same_secret.h"
 
 namespace hmpmd {
@@ -137,8 +138,7 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
     return;
   }
   nlohmann::json stored = {{"name", spec.name}, {kSessionKey, true}};
-  auto job = SubmitGraph(std::move(graph).value(),
-                         stored.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  auto job = SubmitGraph(std::move(graph).value(), JsonText(stored));
   if (!job.ok()) {
     transport_.Send(identity, Refused(job.status()));
     return;
