@@ -215,25 +215,23 @@ void RestApi::ParseAndSubmit(std::string body, HttpReply reply) {
   }
   controller_->Post([c = controller_, snaps = snapshots_, g = std::move(graph).value(),
                      body = std::move(body), reply]() mutable {
-    auto id = c->SubmitGraph(std::move(g), std::move(body));
-    snaps->MarkChanged();  // a read after the 201 sees the job
-    if (!id.ok()) {
-      // 503: the store, try later; 413: the job is too large for this
-      // controller (--max-runs, or its runs did not fit in memory).
-      const StatusCode code = id.status().code();
-      reply(Error(code == StatusCode::kUnavailable         ? 503
-                  : code == StatusCode::kResourceExhausted ? 413
-                                                           : 400,
-                  id.status().message()));
-      return;
-    }
-    HttpResponse r = Json(201, JsonText(json{{"id", *id}}));
-    r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
-    // Acknowledged once stored: a job a client was told about survives
-    // a crash of the controller (before, up to 20 ms of them did not).
-    // A failed write withdrew the job (SubmitGraph): 503, no id.
-    c->WhenDurable([reply, r = std::move(r)](const Status& st) mutable {
-      reply(st.ok() ? std::move(r) : Error(503, UnstoredSubmit(st).message()));
+    // Answered once final: a stored job's 201 once its record is written,
+    // so a job a client was told about survives a crash of the controller.
+    (void)c->Submit({std::move(body), std::move(g)}, [snaps, reply](Result<JobId> id) {
+      snaps->MarkChanged();  // a read after this answer sees the job, or its end
+      if (!id.ok()) {
+        // 503: the store, try later; 413: the job is too large for this
+        // controller (--max-runs, or its runs did not fit in memory).
+        const StatusCode code = id.status().code();
+        reply(Error(code == StatusCode::kUnavailable         ? 503
+                    : code == StatusCode::kResourceExhausted ? 413
+                                                             : 400,
+                    id.status().message()));
+        return;
+      }
+      HttpResponse r = Json(201, JsonText(json{{"id", *id}}));
+      r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
+      reply(std::move(r));
     });
   });
 }

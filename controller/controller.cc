@@ -7,9 +7,9 @@
 #include <chrono>
 
 #include "hmpmd/controller/curve_keys.h"
+#include "hmpmd/controller/job_report.h"
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/one_line.h"
-#include "hmpmd/controller/job_report.h"
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
 // constructor when a vector of StoreRecord grows (GCC bug 105593 family).
@@ -338,39 +338,54 @@ Status Unstored(const std::string& what, const Status& write) {
                              "); try again once it can");
 }
 
-Result<JobId> Controller::SubmitJson(std::string_view spec_json) {
-  ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(spec_json, options_.spec_limits));
-  return SubmitSpec(std::move(spec), std::string(spec_json));
+Result<JobId> Controller::Submit(JobSubmission job, SubmitDone done) {
+  const bool stored = writer_ && !job.spec_json.empty();
+  Result<JobId> id = Admit(std::move(job), stored);
+  if (!id.ok() || !stored) {
+    if (done) done(id);
+    return id;
+  }
+  // The one durability path of a submit: the job starts once its record is
+  // in the file, and whoever submitted it hears so only then. A crash
+  // before the write then loses no job a client was told about, and gives
+  // no id out twice.
+  durable_waiters_.push_back([this, id = *id, done = std::move(done)](const Status& st) {
+    if (st.ok()) {
+      scheduler_->StartHeldJob(id, NowUs());
+      if (done) done(id);
+      return;
+    }
+    // Nothing of it ran. It ends cancelled, so that its records, written
+    // once the disk has room, say what became of it.
+    (void)scheduler_->CancelJob(id, UnstoredSubmit(st).message(), NowUs());
+    if (done) done(UnstoredSubmit(st));
+  });
+  return id;
 }
 
-Result<JobId> Controller::SubmitSpec(JobSpec spec, std::string spec_json) {
-  ASSIGN_OR_RETURN(auto graph, JobGraph::Build(std::move(spec)));
-  return SubmitGraph(std::move(graph), std::move(spec_json));
-}
-
-Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
-                                      std::string spec_json) {
-  // Its 201 waits for the store: while writes fail (a full disk), the
-  // client would time out with no id while the job ran, and a crash before
-  // the disk had room again would lose it and hand its id out again.
+Result<JobId> Controller::Admit(JobSubmission job, bool stored) {
+  if (!job.graph) {
+    ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(job.spec_json, options_.spec_limits));
+    ASSIGN_OR_RETURN(job.graph, JobGraph::Build(std::move(spec)));
+  }
+  // Refused while writes fail (a full disk): its client would wait for an
+  // answer the store cannot give, and a crash would lose the job.
   if (writer_) {
     if (Status w = writer_->last_write(); !w.ok()) return UnstoredSubmit(w);
   }
+  const JobGraph& graph = *job.graph;
   // Specs were checked when parsed; this also covers graphs built in code.
-  if (graph->total_runs() > options_.spec_limits.max_runs) {
+  if (graph.total_runs() > options_.spec_limits.max_runs) {
     return Status::ResourceExhausted("job: tasks x repeat is over " +
                                      std::to_string(options_.spec_limits.max_runs) + " task runs");
   }
   // Workers run built-in kernels from their arguments alone (no cost hints).
-  RETURN_IF_ERROR(CheckWorkerTaskArgs(graph->spec().tasks));
-  RETURN_IF_ERROR(RoomForRuns(graph->total_runs(), "job"));
-  // A job to be stored runs once its record is: the first submit after a
-  // disk filled used to run while its write failed, unanswered, and a crash
-  // then lost it and gave its id to the next job.
-  const bool stored = writer_ && !spec_json.empty();
+  RETURN_IF_ERROR(CheckWorkerTaskArgs(graph.spec().tasks));
+  RETURN_IF_ERROR(RoomForRuns(graph.total_runs(), "job"));
   auto add = [&]() -> Result<JobId> {
     try {
-      return scheduler_->AddJob(std::move(graph), NowUs(), stored);
+      // A stored job is held (nothing ready) until its record is written.
+      return scheduler_->AddJob(std::move(job.graph), NowUs(), stored);
     } catch (const std::bad_alloc&) {
       // The runs' records did not fit (a memory limit below --max-runs'
       // worth): refuse the job, keep the controller and its other jobs.
@@ -381,24 +396,15 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
   };
   ASSIGN_OR_RETURN(JobId id, add());
   live_jobs_.insert(id);
-  const JobRun* job = scheduler_->job(id);
-  spdlog::info("job {} '{}' submitted: {} tasks x {} steps", id, job->graph->spec().name,
-               job->graph->size(), job->graph->steps());
+  const JobRun* run = scheduler_->job(id);
+  spdlog::info("job {} '{}' submitted: {} tasks x {} steps", id, run->graph->spec().name,
+               run->graph->size(), run->graph->steps());
   if (writer_ && !stored) {
     spdlog::warn("job {}: submitted without its spec text; it is not kept in the store", id);
   }
   if (stored) {
     store_pending_.push_back(
-        JobSubmittedRecord{id, job->graph->spec().name, std::move(spec_json), job->submitted});
-    WhenDurable([this, id](const Status& st) {
-      if (st.ok()) {
-        scheduler_->StartHeldJob(id, NowUs());
-        return;
-      }
-      // Nothing of it ran. It ends cancelled, so that its records, written
-      // once the disk has room, say what became of it.
-      (void)scheduler_->CancelJob(id, UnstoredSubmit(st).message(), NowUs());
-    });
+        JobSubmittedRecord{id, run->graph->spec().name, std::move(job.spec_json), run->submitted});
   }
   return id;
 }

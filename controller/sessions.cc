@@ -138,11 +138,24 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
     return;
   }
   nlohmann::json stored = {{"name", spec.name}, {kSessionKey, true}};
-  auto job = SubmitGraph(std::move(graph).value(), JsonText(stored));
-  if (!job.ok()) {
-    transport_.Send(identity, Refused(job.status()));
-    return;
-  }
+  // Acknowledged once final, as a REST submit's 201: a controller killed
+  // before the write would give the id a driver holds to the next session.
+  auto job =
+      Submit({JsonText(stored), std::move(graph).value()}, [this, identity](Result<JobId> id) {
+        if (id.ok()) {
+          transport_.Send(identity, SessionAck{*id, "", 0, data_token_});
+          return;
+        }
+        // Refused, or withdrawn when its write failed; the
+        // driver may try again later.
+        transport_.Send(identity, Refused(id.status()));
+        auto open = session_of_.find(identity);
+        if (open != session_of_.end()) {
+          sessions_.erase(open->second);
+          session_of_.erase(open);
+        }
+      });
+  if (!job.ok()) return;
   DriverSession& s = sessions_[*job];
   s.identity = identity;
   s.last_seen = now;
@@ -152,25 +165,6 @@ void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m
   s.update.job = *job;
   session_of_[identity] = *job;
   spdlog::info("driver session '{}' opened as job {}", spec.name, *job);
-  if (!writer_) {
-    transport_.Send(identity, SessionAck{*job, "", 0, data_token_});
-    return;
-  }
-  // Acknowledged once stored, as a REST submit's 201: a controller killed
-  // before the write gave the id a driver held to the next session.
-  WhenDurable([this, identity, id = *job](const Status& st) {
-    if (st.ok()) {
-      transport_.Send(identity, SessionAck{id, "", 0, data_token_});
-      return;
-    }
-    // SubmitGraph withdrew the job; the driver may try again later.
-    transport_.Send(identity, Refused(UnstoredSubmit(st)));
-    auto open = sessions_.find(id);
-    if (open != sessions_.end() && open->second.identity == identity) {
-      session_of_.erase(identity);
-      sessions_.erase(open);
-    }
-  });
 }
 
 void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, TimeUs now) {
@@ -195,7 +189,7 @@ void Controller::OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, 
     std::vector<TaskSpec> tasks;
     tasks.reserve(group.tasks.size());
     for (WireTask& w : group.tasks) tasks.push_back(ToSpec(std::move(w)));
-    // As for submitted jobs (SubmitGraph): workers run built-ins from their
+    // As for submitted jobs (Submit): workers run built-ins from their
     // arguments alone, so a gemm without its sizes is refused here.
     std::vector<std::string> labels;
     for (const TaskSpec& t : tasks) labels.push_back(t.id);

@@ -19,7 +19,7 @@ TEST(JobReportTest, AJobNotStartedOrNotEndedHasNullTimes) {
   ControllerOptions o;
   o.listen = "tcp://127.0.0.1:0";
   Controller c(o);
-  auto id = c.SubmitJson(R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})");
+  auto id = c.Submit({R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})"});
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   const JobRun& job = *c.scheduler().job(*id);
   nlohmann::json j = JobSummaryJson(job, c.scheduler().pool(), false);

@@ -60,7 +60,7 @@ class GangTimeoutTest : public ClusterTest {
     StartCluster(workers, "cube=1,vector=1", c);
   }
   JobId SubmitOrFail(const std::string& spec) {
-    Result<JobId> id = cluster_->Call([&] { return cluster_->controller().SubmitJson(spec); });
+    Result<JobId> id = cluster_->Call([&] { return cluster_->controller().Submit({spec}); });
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? *id : 0;
   }

@@ -25,16 +25,16 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/controller/mailbox.h"
+#include "hmpmd/controller/recovery.h"
+#include "hmpmd/controller/transport.h"
+#include "hmpmd/controller/worker_clock.h"
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/zap_handler.h"
 #include "hmpmd/scheduler/scheduler.h"
-#include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/store/job_store.h"
-#include "hmpmd/controller/mailbox.h"
-#include "hmpmd/controller/recovery.h"
 #include "hmpmd/store/store_writer.h"
-#include "hmpmd/controller/transport.h"
-#include "hmpmd/controller/worker_clock.h"
 
 namespace hmpmd {
 
@@ -134,6 +134,20 @@ struct WorkerInfo {
   std::string left_reason;
 };
 
+// What Controller::Submit() admits: the spec as its caller has it, as text,
+// as a graph already built and checked (e.g. off the loop), or both.
+struct JobSubmission {
+  // The spec's JSON text, kept in the store (if any) so that the job
+  // survives a restart; empty: the job is not stored. Parsed on the loop
+  // (under ControllerOptions::spec_limits) when `graph` is null.
+  std::string spec_json;
+  // The job, built and checked; null: built from spec_json.
+  std::shared_ptr<const JobGraph> graph;
+};
+
+// Hears the outcome of a submit once it is final (Controller::Submit).
+using SubmitDone = std::function<void(Result<JobId>)>;
+
 // Receives the loop's task events, for the live event feed and metrics.
 // Every call runs on the loop thread and must be cheap (it is on the
 // dispatch path): record and return, format later.
@@ -195,14 +209,14 @@ class Controller {
   const std::string& endpoint() const { return transport_.endpoint(); }
 
   // --- loop thread only ---
-  Result<JobId> SubmitJson(std::string_view spec_json);
-  Result<JobId> SubmitSpec(JobSpec spec, std::string spec_json = {});
-  // Admits a job whose structure was already checked (e.g. off the loop).
-  // `spec_json` is the spec's text, kept in the store (if any) so the job
-  // survives a restart; without it the job is not stored. A stored job
-  // runs once its record is written; if the write fails it ends cancelled
-  // (see UnstoredSubmit) and its WhenDurable() waiters hear the error.
-  Result<JobId> SubmitGraph(std::shared_ptr<const JobGraph> graph, std::string spec_json = {});
+  // Admits a job: returns its id, or why it was refused (nothing changed
+  // then). A stored job (spec text, and a store) runs once its record is
+  // written; if that write fails it ends cancelled without running
+  // (UnstoredSubmit). `done`, if set, hears the outcome once it is final,
+  // on the loop: a refusal, or the id of a job not stored, at once (before
+  // Submit returns); a stored job's id once its record is written, or
+  // UnstoredSubmit(the store's error) when that write failed.
+  Result<JobId> Submit(JobSubmission job, SubmitDone done = nullptr);
   // Cancels job `id`; `reason` becomes its error (e.g. why a local run
   // gave up on it).
   Status Cancel(JobId id, const std::string& reason = "cancelled by the user");
@@ -277,6 +291,8 @@ class Controller {
   static TimeUs NowUs();
 
  private:
+  // Submit() but for what it does once the job's record is written.
+  Result<JobId> Admit(JobSubmission job, bool stored);
   void Handle(Incoming in, TimeUs now);
   void OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now);
   // Restart detection (RegisterMsg::instance): false when `m` comes from
