@@ -98,7 +98,7 @@ void Controller::Run() {
     // Drain the socket, bounded so posted work and timers are not starved.
     std::optional<Incoming> in;
     for (int i = 0; i < 4096 && transport_.Receive(&in); ++i) {
-      if (in) Handle(std::move(*in), now);
+      if (in) Handle(*in, now);
     }
     if (items[1].revents & ZMQ_POLLIN) mailbox_.Drain();
     now = NowUs();
@@ -216,39 +216,69 @@ const WorkerInfo* Controller::WorkerOfDevice(DeviceId d) const {
   return d < device_worker_.size() ? &workers_[device_worker_[d]] : nullptr;
 }
 
-void Controller::Handle(Incoming in, TimeUs now) {
-  if (HandleSession(in, now)) return;
-  if (auto* reg = std::get_if<RegisterMsg>(&in.message)) {
-    OnRegister(in.identity, *reg, now);
-    return;
+void Controller::Handle(Incoming& in, TimeUs now) {
+  // Every message type is named here, so that a new one is a compile
+  // warning until it is routed.
+  switch (TypeOf(in.message)) {
+    case MsgType::kRegister:
+      OnRegister(in.identity, std::get<RegisterMsg>(in.message), now);
+      return;
+    case MsgType::kHeartbeat:
+      if (WorkerInfo* w = KnownWorker(in.identity, now)) {
+        OnHeartbeat(*w, std::get<Heartbeat>(in.message), now);
+      }
+      return;
+    case MsgType::kDoneBatch:
+      if (WorkerInfo* w = KnownWorker(in.identity, now)) {
+        const DoneBatch& b = std::get<DoneBatch>(in.message);
+        OnDone(*w, b, now);
+        ReportStarted(*w, b.started);  // taken after its results
+      }
+      return;
+    case MsgType::kSessionOpen:
+    case MsgType::kSessionSubmit:
+    case MsgType::kSessionControl:
+      HandleSession(in, now);
+      return;
+    case MsgType::kRegisterAck:
+    case MsgType::kReject:
+    case MsgType::kHeartbeatAck:
+    case MsgType::kAssignBatch:
+    case MsgType::kCancelJob:
+    case MsgType::kShutdown:
+    case MsgType::kFreeJob:
+    case MsgType::kSessionAck:
+    case MsgType::kSessionUpdate:
+    case MsgType::kFreeRuns:
+    case MsgType::kCancelRuns:
+      // What the controller sends, never takes.
+      if ([[maybe_unused]] WorkerInfo* w = KnownWorker(in.identity, now)) {
+        SPDLOG_DEBUG("ignored {} from worker {}", MsgTypeName(TypeOf(in.message)), w->name);
+      }
+      return;
   }
-  WorkerInfo* w = FindByIdentity(in.identity);
+}
+
+WorkerInfo* Controller::KnownWorker(const std::string& identity, TimeUs now) {
+  WorkerInfo* w = FindByIdentity(identity);
   if (w == nullptr) {
     // A worker we do not know (we restarted, or it was declared dead).
     ++counters_.unknown_peers;
-    transport_.Send(in.identity, Reject{"unknown worker; register again", true});
-    return;
+    transport_.Send(identity, Reject{"unknown worker; register again", true});
+    return nullptr;
   }
   w->last_seen = now;
-  std::visit(
-      [&](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, Heartbeat>) {
-          w->clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
-          w->dropped_frames = m.dropped_frames;
-          w->in_flight = m.running;
-          if (w->store_bytes != m.store_bytes) ++pool_changes_;
-          w->store_bytes = m.store_bytes;
-          ReportStarted(*w, m.started);
-          transport_.Send(w->identity, HeartbeatAck{});
-        } else if constexpr (std::is_same_v<T, DoneBatch>) {
-          OnDone(*w, m, now);
-          ReportStarted(*w, m.started);  // taken after its results
-        } else {
-          SPDLOG_DEBUG("ignored {} from worker {}", MsgTypeName(TypeOf(in.message)), w->name);
-        }
-      },
-      in.message);
+  return w;
+}
+
+void Controller::OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now) {
+  w.clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
+  w.dropped_frames = m.dropped_frames;
+  w.in_flight = m.running;
+  if (w.store_bytes != m.store_bytes) ++pool_changes_;
+  w.store_bytes = m.store_bytes;
+  ReportStarted(w, m.started);
+  transport_.Send(w.identity, HeartbeatAck{});
 }
 
 bool Controller::HoldsRun(const WorkerInfo& w, JobId job_id, uint32_t run) const {

@@ -71,13 +71,12 @@ SessionAck Refused(const Status& why) {
 
 }  // namespace
 
-bool Controller::HandleSession(Incoming& in, TimeUs now) {
+void Controller::HandleSession(Incoming& in, TimeUs now) {
   const MsgType type = TypeOf(in.message);
   if (type == MsgType::kSessionOpen) {
     OnSessionOpen(in.identity, std::get<SessionOpen>(in.message), now);
-    return true;
+    return;
   }
-  if (type != MsgType::kSessionSubmit && type != MsgType::kSessionControl) return false;
   auto id = session_of_.find(in.identity);
   auto s = id == session_of_.end() ? sessions_.end() : sessions_.find(id->second);
   if (s == sessions_.end()) {
@@ -92,7 +91,7 @@ bool Controller::HandleSession(Incoming& in, TimeUs now) {
       why += ": " + old->error;
     }
     transport_.Send(in.identity, SessionUpdate{0, {}, {}, true, "failed", std::move(why)});
-    return true;
+    return;
   }
   s->second.last_seen = now;
   if (type == MsgType::kSessionSubmit) {
@@ -100,7 +99,6 @@ bool Controller::HandleSession(Incoming& in, TimeUs now) {
   } else {
     OnSessionControl(s->second, s->first, std::get<SessionControl>(in.message), now);
   }
-  return true;
 }
 
 void Controller::OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now) {

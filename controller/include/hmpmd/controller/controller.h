@@ -293,7 +293,12 @@ class Controller {
  private:
   // Submit() but for what it does once the job's record is written.
   Result<JobId> Admit(JobSubmission job, bool stored);
-  void Handle(Incoming in, TimeUs now);
+  // Routes one message from the ROUTER socket by its type.
+  void Handle(Incoming& in, TimeUs now);
+  // The live worker at `identity`, its last_seen set to `now`; null (and
+  // the peer told to register again) when there is none.
+  WorkerInfo* KnownWorker(const std::string& identity, TimeUs now);
+  void OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now);
   void OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now);
   // Restart detection (RegisterMsg::instance): false when `m` comes from
   // an instance a newer process of its name replaced (refused); else, when
@@ -363,8 +368,8 @@ class Controller {
     // one hears that, not "unknown submodel".
     std::unordered_map<std::string, std::string> refused_actors;
   };
-  // True when `in` was a driver's message (handled here).
-  bool HandleSession(Incoming& in, TimeUs now);
+  // A driver's message (SessionOpen, SessionSubmit, SessionControl).
+  void HandleSession(Incoming& in, TimeUs now);
   void OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now);
   void OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, TimeUs now);
   void OnSessionControl(DriverSession& s, JobId job, const SessionControl& m, TimeUs now);
