@@ -16,11 +16,11 @@ using json = nlohmann::json;
 json PoolJson(const Controller& c) {
   const ResourcePool& pool = c.scheduler().pool();
   json devices = json::array();
-  const std::vector<bool> listed = c.ListedDevices();
+  const std::vector<bool> listed = c.workers().ListedDevices(pool.device_count());
   for (DeviceId d = 0; d < pool.device_count(); ++d) {
     if (!listed[d]) continue;  // a worker's past row, or an old dead one
     const auto& dev = pool.device(d);
-    const WorkerInfo* w = c.WorkerOfDevice(d);
+    const WorkerInfo* w = c.workers().OfDevice(d);
     json cores = json::array();
     for (CoreId cid : dev.cores) {
       const auto& core = pool.core(cid);
@@ -98,7 +98,7 @@ void ApiSnapshots::Detach() {
 ApiSnapshots::Signature ApiSnapshots::Discrete() const {
   const auto& jobs = controller_->scheduler().jobs();
   return Signature{jobs.size(), jobs.empty() ? 0 : jobs.rbegin()->first,
-                   controller_->workers().size(), controller_->alive_workers()};
+                   controller_->workers().size(), controller_->workers().alive_count()};
 }
 
 bool ApiSnapshots::LiveJobsChanged() const {

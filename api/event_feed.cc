@@ -233,13 +233,13 @@ std::optional<EventFeed::Batch> EventFeed::Gather(bool active, TimeUs now) {
     buffer_.clear();
   }
   b.after_tasks = JobsEvent(now);
-  if (controller_->pool_changes() != pool_seen_) {
-    pool_seen_ = controller_->pool_changes();
+  if (controller_->workers().pool_changes() != pool_seen_) {
+    pool_seen_ = controller_->workers().pool_changes();
     uint64_t stored = 0;
     for (const WorkerInfo& w : controller_->workers()) stored += w.alive ? w.store_bytes : 0;
     b.after_tasks += Chunk("pool", JsonText(json{{"now_us", now},
                                                  {"workers", controller_->workers().size()},
-                                                 {"alive", controller_->alive_workers()},
+                                                 {"alive", controller_->workers().alive_count()},
                                                  {"store_bytes", stored}}));
   }
   if (!b.has_tasks && b.after_tasks.empty()) return std::nullopt;

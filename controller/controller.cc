@@ -197,11 +197,6 @@ Status Controller::RestoreFromStore(TimeUs now) {
   return Status::Ok();
 }
 
-WorkerInfo* Controller::FindByIdentity(const std::string& identity) {
-  auto it = by_identity_.find(identity);
-  return it == by_identity_.end() ? nullptr : &workers_[it->second];
-}
-
 const std::string* Controller::StoredMetrics(JobId job) const {
   auto it = stored_metrics_.find(job);
   return it == stored_metrics_.end() ? nullptr : &it->second;
@@ -210,10 +205,6 @@ const std::string* Controller::StoredMetrics(JobId job) const {
 const OutputLocation* Controller::OutputOf(JobId job, uint32_t run) const {
   auto it = outputs_.find({job, run});
   return it == outputs_.end() ? nullptr : &it->second;
-}
-
-const WorkerInfo* Controller::WorkerOfDevice(DeviceId d) const {
-  return d < device_worker_.size() ? &workers_[device_worker_[d]] : nullptr;
 }
 
 void Controller::Handle(Incoming& in, TimeUs now) {
@@ -260,7 +251,7 @@ void Controller::Handle(Incoming& in, TimeUs now) {
 }
 
 WorkerInfo* Controller::KnownWorker(const std::string& identity, TimeUs now) {
-  WorkerInfo* w = FindByIdentity(identity);
+  WorkerInfo* w = workers_.FindByIdentity(identity);
   if (w == nullptr) {
     // A worker we do not know (we restarted, or it was declared dead).
     ++counters_.unknown_peers;
@@ -275,8 +266,7 @@ void Controller::OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now) {
   w.clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
   w.dropped_frames = m.dropped_frames;
   w.in_flight = m.running;
-  if (w.store_bytes != m.store_bytes) ++pool_changes_;
-  w.store_bytes = m.store_bytes;
+  workers_.SetStoreBytes(w, m.store_bytes);
   ReportStarted(w, m.started);
   transport_.Send(w.identity, HeartbeatAck{});
 }
@@ -447,9 +437,7 @@ Status Controller::Cancel(JobId id, const std::string& reason) {
     }
   }
   RETURN_IF_ERROR(scheduler_->CancelJob(id, reason, NowUs()));
-  for (const WorkerInfo& w : workers_) {
-    if (w.alive) transport_.Send(w.identity, CancelJob{id});
-  }
+  SendToLiveWorkers(CancelJob{id});
   return Status::Ok();
 }
 
@@ -462,17 +450,11 @@ void Controller::WatchJob(JobId id, JobCallback cb) {
   job_watchers_[id].push_back(std::move(cb));
 }
 
-void Controller::WhenWorkers(size_t n, std::function<void()> cb) {
-  if (alive_workers_ >= n) {
-    cb();
-    return;
-  }
-  worker_waiters_.emplace_back(n, std::move(cb));
-}
+void Controller::ShutdownWorkers(const std::string& reason) { SendToLiveWorkers(Shutdown{reason}); }
 
-void Controller::ShutdownWorkers(const std::string& reason) {
+void Controller::SendToLiveWorkers(const Message& m) {
   for (const WorkerInfo& w : workers_) {
-    if (w.alive) transport_.Send(w.identity, Shutdown{reason});
+    if (w.alive) transport_.Send(w.identity, m);
   }
 }
 
@@ -481,8 +463,9 @@ void Controller::ScheduleAndSend(TimeUs now) {
   // can reach the same worker): they wait for a peer that will not come.
   std::map<std::pair<WorkerId, JobId>, CancelRuns> aborts;
   for (const RunEnded& e : scheduler_->TakeAborted()) {
-    if (e.device >= device_worker_.size()) continue;
-    CancelRuns& c = aborts[{device_worker_[e.device], e.job}];
+    const WorkerInfo* w = workers_.OfDevice(e.device);
+    if (w == nullptr) continue;
+    CancelRuns& c = aborts[{w->id, e.job}];
     c.job = e.job;
     c.runs.push_back(e.run);
   }
@@ -513,7 +496,7 @@ void Controller::ScheduleAndSend(TimeUs now) {
     a.args = t.args;
     a.submodel = t.submodel;
     FillDataPlane(d, a);
-    outbox_[device_worker_[d.device]].tasks.push_back(std::move(a));
+    outbox_[workers_.IdOfDevice(d.device)].tasks.push_back(std::move(a));
   }
   counters_.tasks_dispatched += dispatch_scratch_.size();
   if (observer_) observer_->OnDispatched(dispatch_scratch_.data(), dispatch_scratch_.size(), now);
@@ -603,7 +586,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
       // Dispatched early, behind its producer on the same lane: the worker
       // reads what that run left there, once it ran and succeeded.
       in.bytes = InputRef::kAhead;
-      in.endpoint = workers_[device_worker_[d.device]].data_endpoint;
+      in.endpoint = workers_[workers_.IdOfDevice(d.device)].data_endpoint;
       a.inputs.push_back(std::move(in));
       ahead = true;
       continue;
@@ -634,7 +617,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
       a.gang.endpoints.clear();
       return;
     }
-    a.gang.endpoints.push_back(workers_[device_worker_[dev->second]].data_endpoint);
+    a.gang.endpoints.push_back(workers_[workers_.IdOfDevice(dev->second)].data_endpoint);
   }
 }
 

@@ -225,9 +225,7 @@ void Controller::OnSessionControl(DriverSession& s, JobId job, const SessionCont
   if (!st.ok()) spdlog::debug("session {}: close: {}", job, st.message());
   const JobRun* run = scheduler_->job(job);
   if (abort && run && run->state == JobState::kCancelled) {
-    for (const WorkerInfo& w : workers_) {
-      if (w.alive) transport_.Send(w.identity, CancelJob{job});
-    }
+    SendToLiveWorkers(CancelJob{job});
   }
 }
 
@@ -235,8 +233,8 @@ void Controller::FlushSessions(TimeUs now) {
   // Runs that failed or were cancelled, and what workers must stop or free.
   std::map<WorkerId, CancelRuns> cancels;
   for (RunEnded& e : scheduler_->TakeEnded()) {
-    if (e.device != UINT32_MAX && e.device < device_worker_.size()) {
-      CancelRuns& c = cancels[device_worker_[e.device]];
+    if (const WorkerInfo* w = workers_.OfDevice(e.device)) {
+      CancelRuns& c = cancels[w->id];
       c.job = e.job;
       c.runs.push_back(e.run);
     }
@@ -251,8 +249,9 @@ void Controller::FlushSessions(TimeUs now) {
   }
   std::map<std::pair<WorkerId, JobId>, FreeRuns> frees;
   for (const OutputFreed& f : scheduler_->TakeFreed()) {
-    if (f.device >= device_worker_.size()) continue;
-    FreeRuns& fr = frees[{device_worker_[f.device], f.job}];
+    const WorkerInfo* w = workers_.OfDevice(f.device);
+    if (w == nullptr) continue;
+    FreeRuns& fr = frees[{w->id, f.job}];
     fr.job = f.job;
     fr.runs.push_back(f.run);
     outputs_.erase({f.job, f.run});
@@ -275,9 +274,7 @@ void Controller::FlushSessions(TimeUs now) {
     // Failed, as a session the controller lost in a restart: a driver that
     // died with nothing pending did not succeed either.
     if (scheduler_->FailOpenJob(job, "driver session lost: no message from the driver", now).ok()) {
-      for (const WorkerInfo& w : workers_) {
-        if (w.alive) transport_.Send(w.identity, CancelJob{job});
-      }
+      SendToLiveWorkers(CancelJob{job});
     }
     sessions_[job].last_seen = now;  // EndSession removes it once the job has ended
   }
@@ -292,9 +289,7 @@ void Controller::EndSession(JobId job, const JobRun& run) {
   u.job_error = run.error;
   transport_.Send(s->second.identity, u);
   // A session's outputs live as long as the session.
-  for (const WorkerInfo& w : workers_) {
-    if (w.alive) transport_.Send(w.identity, FreeJob{job});
-  }
+  SendToLiveWorkers(FreeJob{job});
   auto [first, last] = JobOutputs(job);
   outputs_.erase(first, last);
   session_of_.erase(s->second.identity);

@@ -246,7 +246,7 @@ TEST_F(GangTimeoutTest, CancellingAJobWhoseGangWaitsForDevicesEndsIt) {
     const JobRun* job = cluster_->controller().scheduler().job(id);
     if (job == nullptr || job->runs[0].state != TaskState::kRunning) return false;
     const DeviceId d = cluster_->controller().scheduler().pool().core(job->runs[0].core).device;
-    busy = static_cast<pid_t>(cluster_->controller().WorkerOfDevice(d)->pid);
+    busy = static_cast<pid_t>(cluster_->controller().workers().OfDevice(d)->pid);
     return true;
   }));
   pid_t victim = -1;

@@ -29,7 +29,7 @@
 #include "hmpmd/controller/mailbox.h"
 #include "hmpmd/controller/recovery.h"
 #include "hmpmd/controller/transport.h"
-#include "hmpmd/controller/worker_clock.h"
+#include "hmpmd/controller/worker_registry.h"
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/zap_handler.h"
 #include "hmpmd/scheduler/scheduler.h"
@@ -112,26 +112,6 @@ struct ControllerOptions {
   // connect at all. Default: empty, plain TCP.
   std::string curve_secret_key;
   std::set<std::string> curve_allowed;
-};
-
-struct WorkerInfo {
-  WorkerId id = 0;
-  std::string identity;  // ZeroMQ routing id
-  std::string key;       // WorkerKey(): the same across controller restarts
-  std::string name;
-  std::string data_endpoint;  // where peers fetch its outputs
-  uint32_t pid = 0;
-  uint64_t instance = 0;  // RegisterMsg::instance; 0: not given
-  DeviceId device = 0;
-  bool alive = true;
-  WorkerClock clock;  // puts its timestamps on ours
-  TimeUs last_seen = 0;
-  TimeUs joined = 0;
-  uint64_t dropped_frames = 0;  // as the worker reported
-  uint32_t in_flight = 0;       // tasks queued or running there, as its last heartbeat said
-  uint64_t store_bytes = 0;     // in its object store, as its last heartbeat said
-  uint64_t tasks_done = 0;
-  std::string left_reason;
 };
 
 // What Controller::Submit() admits: the spec as its caller has it, as text,
@@ -239,7 +219,7 @@ class Controller {
   // when the write of those records fails (a full disk); they are retried.
   void WhenDurable(std::function<void(const Status&)> fn);
   // Calls `cb` once when at least `n` workers are alive.
-  void WhenWorkers(size_t n, std::function<void()> cb);
+  void WhenWorkers(size_t n, std::function<void()> cb) { workers_.WhenAlive(n, std::move(cb)); }
   // Sets (or clears, with nullptr) the one observer; it outlives its use.
   void SetObserver(ControllerObserver* o) { observer_ = o; }
   // Sets (or clears) the function the loop calls once per iteration, after
@@ -250,26 +230,14 @@ class Controller {
   void ShutdownWorkers(const std::string& reason);
 
   const Scheduler& scheduler() const { return *scheduler_; }
-  const std::vector<WorkerInfo>& workers() const { return workers_; }
-  const WorkerInfo* WorkerOfDevice(DeviceId d) const;
-  // Per device: whether reports (REST /pool, `hmpmd pool`, /metrics) list
-  // it: every live device, and the newest kDeadDevicesListed dead ones of
-  // workers that did not register again under their name since. A worker
-  // that re-registers (after a controller stall, a reconnect or a restart)
-  // gets a new device; its old one stays in the pool, as past task records
-  // and traces name it, but is not listed twice. O(workers).
-  std::vector<bool> ListedDevices() const;
-  static constexpr size_t kDeadDevicesListed = 64;
+  // Every worker since the start, live and dead, and how to find one.
+  const WorkerRegistry& workers() const { return workers_; }
   // Where the outputs of (job, run) live; nullptr when not known (not done
   // yet, or the job is forgotten).
   const OutputLocation* OutputOf(JobId job, uint32_t run) const;
   // The figures an ended job reloaded from the store kept with its end
   // (JobSummaryJson's `stored`); nullptr when none.
   const std::string* StoredMetrics(JobId job) const;
-  size_t alive_workers() const { return alive_workers_; }
-  // Moves whenever /api/v1/pool would read differently: a worker joined or
-  // died, or a heartbeat said its object store holds another byte count.
-  uint64_t pool_changes() const { return pool_changes_; }
   // The wait for workers after a restart (open() while it lasts).
   const RecoveryWindow& recovery() const { return recovery_; }
   const ControllerCounters& counters() const { return counters_; }
@@ -300,10 +268,10 @@ class Controller {
   WorkerInfo* KnownWorker(const std::string& identity, TimeUs now);
   void OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now);
   void OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now);
-  // Restart detection (RegisterMsg::instance): false when `m` comes from
-  // an instance a newer process of its name replaced (refused); else, when
-  // it is a new process under a known name, the old one is declared lost
-  // and its instance is refused from then on.
+  // Restart detection (WorkerRegistry::CheckInstance): false when `m`
+  // comes from an instance a newer process of its name replaced (refused
+  // here); when it is a new process under a known name, the old one is
+  // declared lost.
   bool CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now);
   // Counts a registration or session refused for its token and logs it at
   // the 1st, 2nd, 4th, ... refusal: anyone who reaches the port can send
@@ -319,10 +287,11 @@ class Controller {
   // What w's lanes have started and not finished, as its last message
   // (Heartbeat, DoneBatch, RegisterMsg) says: Scheduler::ReportStarted.
   void ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>& started);
+  // Sends `m` to every live worker.
+  void SendToLiveWorkers(const Message& m);
   void ScheduleAndSend(TimeUs now);
   void NotifyEndedJobs();
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
-  WorkerInfo* FindByIdentity(const std::string& identity);
   Status RestoreFromStore(TimeUs now);
   // controller_recovery.cc:
   // Records what a (re-)registering worker holds: tasks it runs, outputs
@@ -389,20 +358,7 @@ class Controller {
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> stop_{false};
 
-  std::vector<WorkerInfo> workers_;                        // by WorkerId
-  std::unordered_map<std::string, WorkerId> by_identity_;  // live workers
-  std::unordered_map<std::string, WorkerId> by_key_;       // live workers, by WorkerKey()
-  // The last worker that registered under each name with an instance,
-  // alive or not; and the instances a newer process of their name replaced
-  // (the last kRetiredKept, oldest first in retired_order_).
-  std::unordered_map<std::string, WorkerId> by_name_;
-  std::set<uint64_t> retired_;
-  std::deque<uint64_t> retired_order_;
-  static constexpr size_t kRetiredKept = 4096;
-  std::vector<WorkerId> device_worker_;  // by DeviceId
-  size_t alive_workers_ = 0;
-  uint64_t pool_changes_ = 0;
-  std::vector<std::pair<size_t, std::function<void()>>> worker_waiters_;
+  WorkerRegistry workers_;
   std::map<JobId, std::vector<JobCallback>> job_watchers_;
   std::set<JobId> live_jobs_;
   std::vector<JobId> finished_order_;
