@@ -31,12 +31,23 @@ TimeUs Controller::NowUs() {
       .count();
 }
 
-Controller::Controller(ControllerOptions options)
-    : options_(std::move(options)), ctx_(1), transport_(&ctx_) {
-  auto policy = MakePolicy(options_.policy);
+namespace {
+
+std::unique_ptr<Scheduler> MakeScheduler(const ControllerOptions& options) {
+  auto policy = MakePolicy(options.policy);
   if (!policy.ok()) policy = MakePolicy("hmpmd");  // Start() reports the bad name
-  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, std::move(policy).value());
+  return std::make_unique<Scheduler>(options.scheduler, std::move(policy).value());
 }
+
+}  // namespace
+
+Controller::Controller(ControllerOptions options)
+    : options_(std::move(options)),
+      ctx_(1),
+      transport_(&ctx_),
+      scheduler_(MakeScheduler(options_)),
+      open_jobs_(scheduler_.get()),
+      sessions_(this, &open_jobs_, options_.token) {}
 
 Controller::~Controller() = default;
 
@@ -63,6 +74,7 @@ Status Controller::Start() {
   }
   if (epoch_ == 0) epoch_ = RandomId();
   if (data_token_.empty()) data_token_ = NewDataToken();
+  sessions_.set_data_token(data_token_);
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
   // Workers can register from now on: the grace starts here, not before
   // the store load (seconds for millions of stored runs).
@@ -127,76 +139,6 @@ void Controller::Run() {
   }
 }
 
-Status Controller::RestoreFromStore(TimeUs now) {
-  ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, options_.store->Load());
-  // --max-tasks and --max-spec-mb admit new jobs: one accepted under larger
-  // ones before a restart was left out (404, its client told it had been
-  // forgotten) and came back with the old flags.
-  SpecLimits stored_limits = options_.spec_limits;
-  stored_limits.max_tasks = SIZE_MAX;
-  stored_limits.max_bytes = SIZE_MAX;
-  stored_limits.max_runs = std::max(stored_limits.max_runs, SpecLimits{}.max_runs);
-  size_t unfinished = 0;
-  for (StoredJob& j : jobs) {
-    if (RestoreSession(j, now)) continue;
-    // A job that cannot be rebuilt is reported and left out; the rest go on.
-    auto spec = ParseJobSpec(j.spec_json, stored_limits);
-    if (!spec.ok()) {
-      spdlog::error("job {} from the store: spec: {}", j.id, spec.status().message());
-      continue;
-    }
-    auto graph = JobGraph::Build(std::move(spec).value());
-    if (!graph.ok()) {
-      spdlog::error("job {} from the store: {}", j.id, graph.status().message());
-      continue;
-    }
-    std::vector<Scheduler::RestoredRun> done;
-    done.reserve(j.done.size());
-    for (const TaskDoneRecord& r : j.done) {
-      done.push_back({r.run, r.attempt, r.start, r.end, r.bytes, r.buffers});
-    }
-    Status st;
-    try {
-      st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
-                                  j.submitted, j.finished, now, j.started);
-    } catch (const std::bad_alloc&) {
-      // Left out rather than aborting every start (a restart loop): its
-      // runs' records no longer fit in this controller's memory.
-      st = Status::ResourceExhausted("its task runs do not fit in the controller's memory");
-    }
-    if (!st.ok()) {
-      spdlog::error("job {} from the store: {}", j.id, st.message());
-      continue;
-    }
-    ++counters_.restored_jobs;
-    if (IsTerminal(j.state)) {
-      finished_order_.push_back(j.id);
-      // Not known (an older file): its age counts from now.
-      finished_unix_ms_[j.id] = j.finished_unix_ms > 0 ? j.finished_unix_ms : UnixMs();
-      if (!j.metrics.empty()) stored_metrics_[j.id] = std::move(j.metrics);
-    } else {
-      live_jobs_.insert(j.id);
-      ++unfinished;
-      spdlog::info("job {} '{}' resumes: {} of {} task runs were done", j.id, j.name, j.done.size(),
-                   scheduler_->job(j.id)->runs.size());
-    }
-  }
-  // Ids of forgotten jobs are not given out again.
-  ASSIGN_OR_RETURN(JobId max_id, options_.store->LoadMaxJobId());
-  scheduler_->ReserveJobIds(max_id);
-  ASSIGN_OR_RETURN(auto live, options_.store->LoadLiveWorkers());
-  if (unfinished > 0) {
-    recovery_.Open(live, now + TimeUs{options_.recovery_grace_ms} * 1000);
-    spdlog::info("recovery: waiting for {} workers to register again (at most {} ms)",
-                 live ? std::to_string(live->size()) : "the", options_.recovery_grace_ms);
-  } else if (live) {
-    // Nothing to resume: forget them; those alive register again.
-    for (std::string& key : *live) store_pending_.push_back(WorkerRecord{std::move(key), false});
-  }
-  spdlog::info("job store: {} jobs reloaded, {} unfinished", counters_.restored_jobs, unfinished);
-  return Status::Ok();
-}
-
 const std::string* Controller::StoredMetrics(JobId job) const {
   auto it = stored_metrics_.find(job);
   return it == stored_metrics_.end() ? nullptr : &it->second;
@@ -227,9 +169,13 @@ void Controller::Handle(Incoming& in, TimeUs now) {
       }
       return;
     case MsgType::kSessionOpen:
+      sessions_.Open(in.identity, std::get<SessionOpen>(in.message), now);
+      return;
     case MsgType::kSessionSubmit:
+      sessions_.Submit(in.identity, std::get<SessionSubmit>(in.message), now);
+      return;
     case MsgType::kSessionControl:
-      HandleSession(in, now);
+      sessions_.Control(in.identity, std::get<SessionControl>(in.message), now);
       return;
     case MsgType::kRegisterAck:
     case MsgType::kReject:
@@ -248,27 +194,6 @@ void Controller::Handle(Incoming& in, TimeUs now) {
       }
       return;
   }
-}
-
-WorkerInfo* Controller::KnownWorker(const std::string& identity, TimeUs now) {
-  WorkerInfo* w = workers_.FindByIdentity(identity);
-  if (w == nullptr) {
-    // A worker we do not know (we restarted, or it was declared dead).
-    ++counters_.unknown_peers;
-    transport_.Send(identity, Reject{"unknown worker; register again", true});
-    return nullptr;
-  }
-  w->last_seen = now;
-  return w;
-}
-
-void Controller::OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now) {
-  w.clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
-  w.dropped_frames = m.dropped_frames;
-  w.in_flight = m.running;
-  workers_.SetStoreBytes(w, m.store_bytes);
-  ReportStarted(w, m.started);
-  transport_.Send(w.identity, HeartbeatAck{});
 }
 
 bool Controller::HoldsRun(const WorkerInfo& w, JobId job_id, uint32_t run) const {
@@ -307,10 +232,7 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
         ++counters_.tasks_finished;
         outputs_[{r.job, r.task}] = OutputLocation{w.id, r.output_bytes, r.output_buffers};
         scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes, r.output_buffers);
-        if (auto s = sessions_.find(r.job); s != sessions_.end()) {
-          s->second.update.ended.push_back(
-              {r.task, TaskEnded::kDone, "", w.data_endpoint, r.output_bytes, r.output_buffers});
-        }
+        sessions_.OnRunDone(r.job, r.task, w.data_endpoint, r.output_bytes, r.output_buffers);
         if (writer_) {
           store_pending_.push_back(TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device,
                                                   r.output_bytes, r.output_buffers});
@@ -452,12 +374,6 @@ void Controller::WatchJob(JobId id, JobCallback cb) {
 
 void Controller::ShutdownWorkers(const std::string& reason) { SendToLiveWorkers(Shutdown{reason}); }
 
-void Controller::SendToLiveWorkers(const Message& m) {
-  for (const WorkerInfo& w : workers_) {
-    if (w.alive) transport_.Send(w.identity, m);
-  }
-}
-
 void Controller::ScheduleAndSend(TimeUs now) {
   // Gang members whose gang starts over stop first (before a new attempt
   // can reach the same worker): they wait for a peer that will not come.
@@ -546,7 +462,10 @@ void Controller::NotifyEndedJobs() {
                   "job {} '{}' {}: {}", id, job->graph->spec().name, JobStateName(job->state),
                   job->error);
     }
-    if (sessions_.count(id)) EndSession(id, *job);
+    if (sessions_.End(id, *job)) {
+      auto [first, last] = JobOutputs(id);
+      outputs_.erase(first, last);
+    }
     auto w = job_watchers_.find(id);
     if (w != job_watchers_.end()) {
       auto callbacks = std::move(w->second);
@@ -555,6 +474,35 @@ void Controller::NotifyEndedJobs() {
     }
   }
   ForgetOldJobs();
+}
+
+void Controller::FlushSessions(TimeUs now) {
+  // Runs that failed or were cancelled, and what workers must stop or free.
+  std::map<WorkerId, CancelRuns> cancels;
+  for (RunEnded& e : scheduler_->TakeEnded()) {
+    if (const WorkerInfo* w = workers_.OfDevice(e.device)) {
+      CancelRuns& c = cancels[w->id];
+      c.job = e.job;
+      c.runs.push_back(e.run);
+    }
+    sessions_.OnRunEnded(std::move(e));
+  }
+  for (auto& [worker, c] : cancels) {
+    if (workers_[worker].alive) transport_.Send(workers_[worker].identity, c);
+  }
+  std::map<std::pair<WorkerId, JobId>, FreeRuns> frees;
+  for (const OutputFreed& f : scheduler_->TakeFreed()) {
+    const WorkerInfo* w = workers_.OfDevice(f.device);
+    if (w == nullptr) continue;
+    FreeRuns& fr = frees[{w->id, f.job}];
+    fr.job = f.job;
+    fr.runs.push_back(f.run);
+    outputs_.erase({f.job, f.run});
+  }
+  for (auto& [key, fr] : frees) {
+    if (workers_[key.first].alive) transport_.Send(workers_[key.first].identity, fr);
+  }
+  sessions_.Flush(now);
 }
 
 // Inputs: where each producer's outputs live. Reads: how many consumers

@@ -27,6 +27,27 @@ void Controller::LogRefusedToken(const char* what, const std::string& name) {
       what, OneLine(name, 64), n);
 }
 
+WorkerInfo* Controller::KnownWorker(const std::string& identity, TimeUs now) {
+  WorkerInfo* w = workers_.FindByIdentity(identity);
+  if (w == nullptr) {
+    // A worker we do not know (we restarted, or it was declared dead).
+    ++counters_.unknown_peers;
+    transport_.Send(identity, Reject{"unknown worker; register again", true});
+    return nullptr;
+  }
+  w->last_seen = now;
+  return w;
+}
+
+void Controller::OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now) {
+  w.clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
+  w.dropped_frames = m.dropped_frames;
+  w.in_flight = m.running;
+  workers_.SetStoreBytes(w, m.store_bytes);
+  ReportStarted(w, m.started);
+  transport_.Send(w.identity, HeartbeatAck{});
+}
+
 void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now) {
   if (!options_.token.empty() && !SameSecret(options_.token, m.token)) {
     LogRefusedToken("worker", m.name);
@@ -160,5 +181,23 @@ void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now, bool died)
   workers_.MarkGone(w, std::move(why));
   scheduler_->RemoveDevice(w.device, now, died);
 }
+
+void Controller::SendTo(const std::string& identity, const Message& m) {
+  transport_.Send(identity, m);
+}
+
+void Controller::SendToLiveWorkers(const Message& m) {
+  for (const WorkerInfo& w : workers_) {
+    if (w.alive) transport_.Send(w.identity, m);
+  }
+}
+
+Result<JobId> Controller::SubmitOpenJob(JobSubmission job, SubmitDone done) {
+  return Submit(std::move(job), std::move(done));
+}
+
+void Controller::RefusedToken(const std::string& name) { LogRefusedToken("driver session", name); }
+
+void Controller::UnknownPeer() { ++counters_.unknown_peers; }
 
 }  // namespace hmpmd

@@ -25,7 +25,9 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "hmpmd/controller/driver_sessions.h"
 #include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/controller/job_submission.h"
 #include "hmpmd/controller/mailbox.h"
 #include "hmpmd/controller/recovery.h"
 #include "hmpmd/controller/transport.h"
@@ -114,20 +116,6 @@ struct ControllerOptions {
   std::set<std::string> curve_allowed;
 };
 
-// What Controller::Submit() admits: the spec as its caller has it, as text,
-// as a graph already built and checked (e.g. off the loop), or both.
-struct JobSubmission {
-  // The spec's JSON text, kept in the store (if any) so that the job
-  // survives a restart; empty: the job is not stored. Parsed on the loop
-  // (under ControllerOptions::spec_limits) when `graph` is null.
-  std::string spec_json;
-  // The job, built and checked; null: built from spec_json.
-  std::shared_ptr<const JobGraph> graph;
-};
-
-// Hears the outcome of a submit once it is final (Controller::Submit).
-using SubmitDone = std::function<void(Result<JobId>)>;
-
 // Receives the loop's task events, for the live event feed and metrics.
 // Every call runs on the loop thread and must be cheap (it is on the
 // dispatch path): record and return, format later.
@@ -168,12 +156,12 @@ struct ControllerCounters {
   uint64_t refused_tokens = 0;   // registrations and sessions with a wrong token
 };
 
-class Controller {
+class Controller : private DriverSessions::Host {
  public:
   using JobCallback = std::function<void(const JobRun&)>;
 
   explicit Controller(ControllerOptions options);
-  ~Controller();
+  ~Controller() override;
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
@@ -259,27 +247,36 @@ class Controller {
   static TimeUs NowUs();
 
  private:
+  // --- the loop (controller.cc) ---
   // Submit() but for what it does once the job's record is written.
   Result<JobId> Admit(JobSubmission job, bool stored);
   // Routes one message from the ROUTER socket by its type.
   void Handle(Incoming& in, TimeUs now);
+  void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
+  // Whether run `run` of `job` is placed on w's device (or on none).
+  bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;
+  void ScheduleAndSend(TimeUs now);
+  void FillDataPlane(const Dispatch& d, TaskAssign& a);
+  void NotifyEndedJobs();
+  // Sends what workers must do for driver sessions (cancel or free runs),
+  // then what the drivers must hear (DriverSessions::Flush).
+  void FlushSessions(TimeUs now);
+
+  // --- workers (controller_workers.cc) ---
   // The live worker at `identity`, its last_seen set to `now`; null (and
   // the peer told to register again) when there is none.
   WorkerInfo* KnownWorker(const std::string& identity, TimeUs now);
-  void OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now);
   void OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now);
   // Restart detection (WorkerRegistry::CheckInstance): false when `m`
   // comes from an instance a newer process of its name replaced (refused
   // here); when it is a new process under a known name, the old one is
   // declared lost.
   bool CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now);
+  void OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now);
   // Counts a registration or session refused for its token and logs it at
   // the 1st, 2nd, 4th, ... refusal: anyone who reaches the port can send
   // them as fast as they like, with names of any length.
   void LogRefusedToken(const char* what, const std::string& name);
-  void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
-  // Whether run `run` of `job` is placed on w's device (or on none).
-  bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;
   void CheckLiveness(TimeUs now);
   // `w` is gone; `died`: its process died (the runs it was running are
   // charged with it, Scheduler::RemoveDevice), not merely reconnected.
@@ -287,13 +284,20 @@ class Controller {
   // What w's lanes have started and not finished, as its last message
   // (Heartbeat, DoneBatch, RegisterMsg) says: Scheduler::ReportStarted.
   void ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>& started);
-  // Sends `m` to every live worker.
-  void SendToLiveWorkers(const Message& m);
-  void ScheduleAndSend(TimeUs now);
-  void NotifyEndedJobs();
-  void FillDataPlane(const Dispatch& d, TaskAssign& a);
+
+  // --- DriverSessions::Host (controller_workers.cc) ---
+  void SendTo(const std::string& identity, const Message& m) override;
+  void SendToLiveWorkers(const Message& m) override;
+  Result<JobId> SubmitOpenJob(JobSubmission job, SubmitDone done) override;
+  void RefusedToken(const std::string& name) override;
+  void UnknownPeer() override;
+
+  // --- restarts (controller_recovery.cc) ---
+  // Reloads the store's jobs in Start().
   Status RestoreFromStore(TimeUs now);
-  // controller_recovery.cc:
+  // Restores a driver session's job read back from the store (ended, or
+  // failed: a session cannot resume); false when `j` is no session.
+  bool RestoreSession(const StoredJob& j, TimeUs now);
   // Records what a (re-)registering worker holds: tasks it runs, outputs
   // it stores.
   void AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now);
@@ -316,39 +320,11 @@ class Controller {
   void ForgetExpiredJobs();
   // Makes room for `runs` more task runs under max_held_runs by forgetting
   // the oldest ended jobs; refuses when that cannot. `what` names the
-  // refused thing in the error.
-  Status RoomForRuns(uint64_t runs, const std::string& what);
+  // refused thing in the error. (Also DriverSessions::Host's.)
+  Status RoomForRuns(uint64_t runs, const std::string& what) override;
   // Frees ended job `id` everywhere but finished_order_; returns the bytes
   // of its outputs the workers held.
   uint64_t DropEndedJob(JobId id);
-
-  // --- driver sessions (sessions.cc) ---
-  // A driver (hmpmd::client) speaks to the same ROUTER as workers; its
-  // session is an open job (Scheduler::AppendTasks).
-  struct DriverSession {
-    std::string identity;
-    TimeUs last_seen = 0;
-    TimeUs timeout_us = 0;  // silent this long: "driver session lost"
-    SessionUpdate update;   // to send at the end of this iteration
-    // Labels of tasks refused at submission, so that a later task naming
-    // one as its input hears why (not "unknown task").
-    std::unordered_set<std::string> refused;
-    // Actors (sub-models) refused at submission, with why: a later task on
-    // one hears that, not "unknown submodel".
-    std::unordered_map<std::string, std::string> refused_actors;
-  };
-  // A driver's message (SessionOpen, SessionSubmit, SessionControl).
-  void HandleSession(Incoming& in, TimeUs now);
-  void OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now);
-  void OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, TimeUs now);
-  void OnSessionControl(DriverSession& s, JobId job, const SessionControl& m, TimeUs now);
-  // Sends what sessions must hear (ended tasks, acks) and what workers
-  // must do for them (cancel or free runs); checks driver liveness.
-  void FlushSessions(TimeUs now);
-  // A session's job ended: tells its driver and frees its outputs.
-  void EndSession(JobId job, const JobRun& run);
-  // Restores a session job read back from the store as failed.
-  bool RestoreSession(const StoredJob& j, TimeUs now);
 
   ControllerOptions options_;
   zmq::context_t ctx_;
@@ -359,6 +335,8 @@ class Controller {
   std::atomic<bool> stop_{false};
 
   WorkerRegistry workers_;
+  SchedulerOpenJobs open_jobs_;  // the scheduler as sessions_ sees it
+  DriverSessions sessions_;
   std::map<JobId, std::vector<JobCallback>> job_watchers_;
   std::set<JobId> live_jobs_;
   std::vector<JobId> finished_order_;
@@ -408,8 +386,6 @@ class Controller {
   std::unique_ptr<StoreWriter> writer_;     // null without a store
   std::vector<StoreRecord> store_pending_;  // this iteration's records
   RecoveryWindow recovery_;                 // after a restart
-  std::map<JobId, DriverSession> sessions_;
-  std::unordered_map<std::string, JobId> session_of_;  // by driver identity
 };
 
 }  // namespace hmpmd
