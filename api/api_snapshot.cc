@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hmpmd/controller/job_report.h"
+#include "hmpmd/protocol/json_text.h"
 
 namespace hmpmd {
 namespace {
@@ -15,11 +16,11 @@ using json = nlohmann::json;
 json PoolJson(const Controller& c) {
   const ResourcePool& pool = c.scheduler().pool();
   json devices = json::array();
-  const std::vector<bool> listed = c.ListedDevices();
+  const std::vector<bool> listed = c.workers().ListedDevices(pool.device_count());
   for (DeviceId d = 0; d < pool.device_count(); ++d) {
     if (!listed[d]) continue;  // a worker's past row, or an old dead one
     const auto& dev = pool.device(d);
-    const WorkerInfo* w = c.WorkerOfDevice(d);
+    const WorkerInfo* w = c.workers().OfDevice(d);
     json cores = json::array();
     for (CoreId cid : dev.cores) {
       const auto& core = pool.core(cid);
@@ -97,7 +98,7 @@ void ApiSnapshots::Detach() {
 ApiSnapshots::Signature ApiSnapshots::Discrete() const {
   const auto& jobs = controller_->scheduler().jobs();
   return Signature{jobs.size(), jobs.empty() ? 0 : jobs.rbegin()->first,
-                   controller_->workers().size(), controller_->alive_workers()};
+                   controller_->workers().size(), controller_->workers().alive_count()};
 }
 
 bool ApiSnapshots::LiveJobsChanged() const {
@@ -171,10 +172,8 @@ std::shared_ptr<const ApiSnapshot> ApiSnapshots::RefreshOnLoop(TimeUs now) {
 std::shared_ptr<const std::string> ApiSnapshots::EndedSummary(const JobRun& job) {
   auto& full = ended_full_[job.id];
   if (!full) {
-    full = std::make_shared<const std::string>(
-        JobSummaryJson(job, controller_->scheduler().pool(), true,
-                       controller_->StoredMetrics(job.id))
-            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    full = std::make_shared<const std::string>(JsonText(JobSummaryJson(
+        job, controller_->scheduler().pool(), true, controller_->StoredMetrics(job.id))));
     ++updated_full_;
   }
   return full;
@@ -189,27 +188,22 @@ void ApiSnapshots::Publish(TimeUs now) {
   auto s = std::make_shared<ApiSnapshot>();
   s->epoch = epoch_.load(std::memory_order_acquire);
   s->taken = now;
-  s->pool = PoolJson(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  s->pool = JsonText(PoolJson(c));
   s->summaries.reserve(sched.jobs().size());
-  // Byte for byte what json{{"jobs", [summaries]}}.dump(-1, ' ', false,
-  // nlohmann::json::error_handler_t::replace) gives.
+  // Byte for byte what JsonText(json{{"jobs", [summaries]}}) gives.
   s->jobs = "{\"jobs\":[";
   bool comma = false;
   for (const auto& [id, job] : sched.jobs()) {
     std::shared_ptr<const std::string> brief, full;
     if (IsTerminal(job.state)) {
       auto& b = ended_brief_[id];
-      if (!b)
-        b = std::make_shared<const std::string>(
-            JobSummaryJson(job, pool, false)
-                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      if (!b) b = std::make_shared<const std::string>(JsonText(JobSummaryJson(job, pool, false)));
       brief = b;
       auto f = ended_full_.find(id);
       if (f != ended_full_.end()) full = f->second;
     } else {
-      brief = full = std::make_shared<const std::string>(
-          JobSummaryJson(job, pool, false)
-              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      brief = full =
+          std::make_shared<const std::string>(JsonText(JobSummaryJson(job, pool, false)));
     }
     if (comma) s->jobs += ',';
     s->jobs += *brief;

@@ -7,6 +7,7 @@
 
 #include "hmpmd/http/cpu_budget.h"
 #include "hmpmd/http/thread_priority.h"
+#include "hmpmd/protocol/json_text.h"
 
 namespace hmpmd {
 namespace {
@@ -54,8 +55,7 @@ void EventFeed::Stop() {
 
 std::string EventFeed::Hello() {
   controller_->Post([this] { active_ = true; });
-  return Chunk("hello", json{{"version", 1}, {"now_us", Controller::NowUs()}}.dump(
-                            -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return Chunk("hello", JsonText(json{{"version", 1}, {"now_us", Controller::NowUs()}}));
 }
 
 void EventFeed::TickerLoop() {
@@ -144,7 +144,7 @@ std::string EventFeed::TasksEvent(const Batch& b) {
         json::array({r.job, r.run, r.phase, r.core == kNoCore ? -1L : long(r.core), row.device,
                      r.t0, r.t1, g.spec_task(t).id, g.spec().submodels[g.task(t).submodel].name});
     if (comma) out += ',';
-    out += e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += JsonText(e);
     comma = true;
   }
   out += "],\"dropped\":" + std::to_string(b.dropped) + "}";
@@ -177,8 +177,7 @@ std::string EventFeed::JobsEvent(TimeUs now) {
     it = all.count(it->first) ? std::next(it) : jobs_seen_.erase(it);
   }
   if (jobs.empty()) return {};
-  return Chunk("jobs", json{{"now_us", now}, {"jobs", std::move(jobs)}}.dump(
-                           -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return Chunk("jobs", JsonText(json{{"now_us", now}, {"jobs", std::move(jobs)}}));
 }
 
 void EventFeed::Flush(bool active, TimeUs now) {
@@ -234,15 +233,14 @@ std::optional<EventFeed::Batch> EventFeed::Gather(bool active, TimeUs now) {
     buffer_.clear();
   }
   b.after_tasks = JobsEvent(now);
-  if (controller_->pool_changes() != pool_seen_) {
-    pool_seen_ = controller_->pool_changes();
+  if (controller_->workers().pool_changes() != pool_seen_) {
+    pool_seen_ = controller_->workers().pool_changes();
     uint64_t stored = 0;
     for (const WorkerInfo& w : controller_->workers()) stored += w.alive ? w.store_bytes : 0;
-    b.after_tasks += Chunk("pool", json{{"now_us", now},
-                                        {"workers", controller_->workers().size()},
-                                        {"alive", controller_->alive_workers()},
-                                        {"store_bytes", stored}}
-                                       .dump(-1, ' ', false, json::error_handler_t::replace));
+    b.after_tasks += Chunk("pool", JsonText(json{{"now_us", now},
+                                                 {"workers", controller_->workers().size()},
+                                                 {"alive", controller_->workers().alive_count()},
+                                                 {"store_bytes", stored}}));
   }
   if (!b.has_tasks && b.after_tasks.empty()) return std::nullopt;
   ++events_sent_;

@@ -178,7 +178,7 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   metric("hmpmd_tasks_failed_total", "counter", "Task runs that failed.",
          static_cast<double>(k.tasks_failed));
   metric("hmpmd_workers_alive", "gauge", "Registered live workers.",
-         static_cast<double>(c.alive_workers()));
+         static_cast<double>(c.workers().alive_count()));
   metric("hmpmd_dropped_frames_total", "counter", "Malformed frames the controller dropped.",
          static_cast<double>(c.dropped_frames()));
   metric("hmpmd_stale_results_total", "counter", "Results of old attempts or ended jobs.",
@@ -260,7 +260,7 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   // share of its cores holding work now.
   Header(&out, "hmpmd_device_busy_seconds_total", "counter", "Measured task time run per device.");
   // The devices /pool lists: one series per worker, not per registration.
-  const std::vector<bool> listed = c.ListedDevices();
+  const std::vector<bool> listed = c.workers().ListedDevices(pool.device_count());
   for (DeviceId d = 0; d < pool.device_count(); ++d) {
     if (!listed[d]) continue;
     double busy = d < device_busy_s_.size() ? device_busy_s_[d] : 0.0;

@@ -1,7 +1,7 @@
 #include "hmpmd/api/request_checks.h"
 
-#include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/http/http_target.h"
+#include "hmpmd/protocol/job_spec.h"
 
 namespace hmpmd {
 namespace {
@@ -59,17 +59,6 @@ std::string JobIdText(std::string_view path) {
   if (!path.starts_with(kJobsPrefix)) return std::string();
   const std::string_view tail = path.substr(kJobsPrefix.size());
   return std::string(tail.substr(0, tail.find('/')));
-}
-
-bool RouteTakesNoQuery(std::string_view method, std::string_view path) {
-  if (path == "/metrics") return true;
-  if (!path.starts_with("/api/")) return false;
-  uint64_t id = 0;
-  std::string rest;
-  if (!ParseJobPath(path, &id, &rest)) return true;
-  // These check their own parameters: a task table's (ParseTaskQuery) and
-  // a job's DELETE (forget).
-  return !(rest == "tasks" || (rest.empty() && method == "DELETE"));
 }
 
 Status CheckJsonContentType(std::string_view content_type) {

@@ -4,33 +4,27 @@
 #include <nlohmann/json.hpp>
 
 #include "hmpmd/api/dashboard_assets.h"
-#include "hmpmd/http/http_target.h"
-#include "hmpmd/controller/job_report.h"
 #include "hmpmd/api/live_metrics.h"
 #include "hmpmd/api/request_checks.h"
-#include "rest_routes.h"
 #include "hmpmd/api/task_table.h"
+#include "hmpmd/controller/job_report.h"
+#include "hmpmd/http/http_target.h"
+#include "hmpmd/protocol/json_text.h"
+#include "hmpmd/protocol/same_secret.h"
 
 namespace hmpmd {
 namespace {
 
 using json = nlohmann::json;
 
-// Routes a snapshot answers (a job's summary when rendered).
-bool IsSnapshotRoute(const std::string& path) {
-  if (path == "/api/v1/pool" || path == "/api/v1/jobs" || path == "/metrics") return true;
-  uint64_t id = 0;
-  std::string rest;
-  return ParseJobPath(path, &id, &rest) && rest.empty();
-}
-
-bool IsRenderedOffLoop(const std::string& rest) {
-  return rest == "tasks" || rest == "trace" || rest == "dag";
+std::string_view RenderedName(uint8_t what) {
+  static constexpr std::string_view kNames[] = {"tasks", "trace", "dag"};
+  return kNames[what];
 }
 
 // Key of an ended job's rendered answer.
-std::string RenderedKey(uint64_t id, const std::string& rest, const std::string& query) {
-  return std::to_string(id) + "/" + rest + "?" + query;
+std::string RenderedKey(uint64_t id, std::string_view what, const std::string& query) {
+  return std::to_string(id) + "/" + std::string(what) + "?" + query;
 }
 
 }  // namespace
@@ -67,8 +61,7 @@ void RestApi::SetEventFeed(EventFeed* feed) {
 void RestApi::OffLoop(std::function<void()> fn) { formatter_->Post(std::move(fn)); }
 
 HttpResponse RestApi::Error(int status, const std::string& message) {
-  return Json(status, json{{"error", message}}.dump(-1, ' ', false,
-                                                    nlohmann::json::error_handler_t::replace));
+  return Json(status, JsonText(json{{"error", message}}));
 }
 
 HttpResponse RestApi::Allow(int status, std::string_view allow) {
@@ -105,18 +98,14 @@ bool RestApi::Authorised(const HttpRequest& req) const {
   if (token_.empty()) return true;
   auto it = req.headers.find("authorization");
   if (it == req.headers.end()) return false;
-  // The scheme is case-insensitive (RFC 7235: "bearer" is "Bearer"); the
-  // token is compared in constant time.
+  // The scheme is case-insensitive (RFC 7235: "bearer" is "Bearer").
   constexpr std::string_view kScheme = "bearer ";
-  const std::string& got = it->second;
-  if (got.size() != kScheme.size() + token_.size()) return false;
+  const std::string_view got = it->second;
+  if (got.size() < kScheme.size()) return false;
   for (size_t i = 0; i < kScheme.size(); ++i) {
     if (std::tolower(static_cast<unsigned char>(got[i])) != kScheme[i]) return false;
   }
-  unsigned char diff = 0;
-  for (size_t i = 0; i < token_.size(); ++i)
-    diff |= static_cast<unsigned char>(token_[i] ^ got[kScheme.size() + i]);
-  return diff == 0;
+  return SameSecret(token_, got.substr(kScheme.size()));
 }
 
 void RestApi::Handle(HttpRequest req, HttpReply reply) {
@@ -134,74 +123,284 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
     if (req.method != "OPTIONS") {
       reply(Error(400, "request target '*': only for OPTIONS"));
     } else {
-      reply(Allow(204, kAllServedMethods));
+      reply(Allow(204, Routes().all_methods()));
     }
     return;
   }
-  const std::string_view allow = RouteMethods(req.path);
-  if (allow.empty()) {
-    reply(Error(404, "no route " + req.path));
-    return;
-  }
-  if (!MethodAllowed(allow, req.method)) {
+  const RouteTable::Match match = Routes().Find(req.path);
+  if (match.rows.empty()) return reply(Error(404, "no route " + req.path));
+  const Route* route = RouteTable::Row(match, req.method);
+  if (route == nullptr && req.method != "OPTIONS") {
     HttpResponse r = Error(405, "method " + req.method + " not allowed on " + req.path +
-                                    " (it takes " + std::string(allow) + ")");
-    r.headers["Allow"] = std::string(allow);
-    reply(std::move(r));
-    return;
+                                    " (it takes " + std::string(match.allow) + ")");
+    r.headers["Allow"] = std::string(match.allow);
+    return reply(std::move(r));
   }
-  const bool mutating = req.method == "POST" || req.method == "DELETE";
-  if (mutating && !Authorised(req)) {
+  if (route != nullptr && route->mutating && !Authorised(req)) {
     auto it = req.headers.find("authorization");
-    reply(it == req.headers.end() ? Error(401, "missing Authorization: Bearer token")
-                                  : Error(403, "wrong token"));
-    return;
+    return reply(it == req.headers.end() ? Error(401, "missing Authorization: Bearer token")
+                                         : Error(403, "wrong token"));
   }
-  // API routes take no query parameters but a task table's and a job's
-  // DELETE (checked where they are served): one given anyway is refused,
-  // not silently ignored.
-  if (!req.query.empty() && RouteTakesNoQuery(req.method, req.path)) {
+  // A parameter a route does not take is refused, not silently ignored.
+  if (!req.query.empty() && RouteTable::RefusesQuery(match, req.method)) {
     if (auto q = ParseQueryParams(req.query, req.method + " " + req.path, {}); !q.ok()) {
-      reply(Error(400, q.status().message()));
-      return;
+      return reply(Error(400, q.status().message()));
     }
   }
-  if (req.method == "OPTIONS") {
-    reply(Allow(204, allow));
-    return;
-  }
+  if (req.method == "OPTIONS") return reply(Allow(204, match.allow));
   // HEAD is GET without the body (the server leaves the body out).
   if (req.method == "HEAD") req.method = "GET";
-  if (const EmbeddedAsset* a = FindDashboardAsset(req.path == "/" ? "/index.html" : req.path)) {
-    // Static files are compiled in; they never touch the loop.
-    HttpResponse r;
-    r.content_type = a->content_type;
-    r.shared_body = AssetBody(*a);  // one copy of the file, shared by every answer
-    r.headers["Cache-Control"] = "no-cache";
-    reply(std::move(r));
-    return;
-  }
-  if (req.method == "POST" && req.path == "/api/v1/jobs") {
-    auto type = req.headers.find("content-type");
-    if (Status st = CheckJsonContentType(type == req.headers.end() ? "" : type->second); !st.ok()) {
-      reply(Error(415, st.message()));
+  RouteCall call{std::move(req), std::move(reply), route, match.id, nullptr};
+  switch (route->runs) {
+    case RouteRuns::kHttpThread:
+      (this->*route->handler)(call);
+      return;
+    case RouteRuns::kParser: {
+      auto type = call.req.headers.find("content-type");
+      std::string_view given;  // "" when absent
+      if (type != call.req.headers.end()) given = type->second;
+      if (Status st = CheckJsonContentType(given); !st.ok()) {
+        return call.reply(Error(415, st.message()));
+      }
+      // Parsed and checked off the loop and off this thread.
+      parser_->Post(
+          [this, call = std::move(call)]() mutable { (this->*call.route->handler)(call); });
       return;
     }
-    // Parsed and checked off the loop and off this thread.
-    parser_->Post([this, body = std::move(req.body), reply]() mutable {
-      ParseAndSubmit(std::move(body), std::move(reply));
-    });
-    return;
+    case RouteRuns::kSnapshot:
+    case RouteRuns::kSnapshotOrLoop:
+      // Served without the loop when a fresh snapshot (and, for an ended
+      // job's heavy routes, a copy of the job) is at hand.
+      call.snap = snapshots_->Fresh();
+      if (call.snap && (this->*route->handler)(call)) return;
+      if (!call.snap && route->runs == RouteRuns::kSnapshot) return Park(std::move(call));
+      call.snap = nullptr;
+      return ToLoop(std::move(call));
+    case RouteRuns::kLoop:
+      return ToLoop(std::move(call));
+    case RouteRuns::kServer:
+      // HttpServer streams these itself; one that reaches here is no route.
+      return call.reply(Error(404, "no route " + call.req.path));
   }
-  if (req.method == "GET") {
-    // Served without the loop when a fresh snapshot (and, for an ended
-    // job's heavy routes, a copy of the job) is at hand.
-    auto snap = snapshots_->Fresh();
-    if (snap && FromSnapshot(snap, req, reply)) return;
-    if (!snap && IsSnapshotRoute(req.path)) return Park(std::move(req), std::move(reply));
-  }
+}
+
+void RestApi::ToLoop(RouteCall call) {
   loop_requests_.fetch_add(1, std::memory_order_relaxed);
-  controller_->Post([this, req = std::move(req), reply]() { OnLoop(req, reply); });
+  controller_->Post(
+      [this, call = std::move(call)]() mutable { (this->*call.route->handler)(call); });
+}
+
+bool RestApi::GetAsset(RouteCall& call) {
+  const std::string& path = call.req.path;
+  const EmbeddedAsset* a = FindDashboardAsset(path == "/" ? "/index.html" : path);
+  // Static files are compiled in; they never touch the loop.
+  HttpResponse r;
+  r.content_type = a->content_type;
+  r.shared_body = AssetBody(*a);  // one copy of the file, shared by every answer
+  r.headers["Cache-Control"] = "no-cache";
+  call.reply(std::move(r));
+  return true;
+}
+
+bool RestApi::PostJob(RouteCall& call) {
+  ParseAndSubmit(std::move(call.req.body), std::move(call.reply));
+  return true;
+}
+
+bool RestApi::GetPool(RouteCall& call) {
+  return ServeSnapshotBody(call, &ApiSnapshot::pool, "application/json");
+}
+
+bool RestApi::GetJobs(RouteCall& call) {
+  return ServeSnapshotBody(call, &ApiSnapshot::jobs, "application/json");
+}
+
+bool RestApi::GetMetrics(RouteCall& call) {
+  return ServeSnapshotBody(call, &ApiSnapshot::metrics, "text/plain; version=0.0.4");
+}
+
+bool RestApi::ServeSnapshotBody(RouteCall& call, std::string ApiSnapshot::*body,
+                                const char* content_type) {
+  // On the loop: a snapshot as fresh as a read there would see.
+  std::shared_ptr<const ApiSnapshot> snap =
+      call.snap ? call.snap : snapshots_->RefreshOnLoop(Controller::NowUs());
+  if (!snap) {
+    call.reply(Error(503, "no snapshot of the controller's state"));  // only once detached
+    return true;
+  }
+  // The body is sent as it is in the snapshot, shared by every answer (an
+  // aliasing pointer keeps the snapshot alive while it is written).
+  HttpResponse r = SharedJson({snap, &((*snap).*body)});
+  r.content_type = content_type;
+  call.reply(std::move(r));
+  return true;
+}
+
+bool RestApi::SnapshotLacksJob(RouteCall& call) {
+  const auto* entry =
+      call.id <= UINT32_MAX ? call.snap->Find(static_cast<JobId>(call.id)) : nullptr;
+  if (entry != nullptr) return false;
+  call.reply(Error(404, "job " + JobIdText(call.req.path) + ": no such job"));
+  return true;
+}
+
+const JobRun* RestApi::LoopJob(RouteCall& call) {
+  const JobRun* job =
+      call.id <= UINT32_MAX ? controller_->scheduler().job(static_cast<JobId>(call.id)) : nullptr;
+  if (job == nullptr) call.reply(Error(404, "job " + JobIdText(call.req.path) + ": no such job"));
+  return job;
+}
+
+bool RestApi::GetJob(RouteCall& call) {
+  if (call.snap) {
+    if (SnapshotLacksJob(call)) return true;
+    const auto& body = *call.snap->Find(static_cast<JobId>(call.id));
+    if (!body) return false;  // an ended job's summary, not rendered yet
+    call.reply(SharedJson(body));
+    return true;
+  }
+  const JobRun* job = LoopJob(call);
+  if (job == nullptr) return true;
+  if (!IsTerminal(job->state)) {
+    call.reply(Json(200, JsonText(JobSummaryJson(*job, controller_->scheduler().pool(), false))));
+  } else {
+    call.reply(SharedJson(snapshots_->EndedSummary(*job)));
+  }
+  return true;
+}
+
+bool RestApi::DeleteJob(RouteCall& call) {
+  const JobRun* job = LoopJob(call);
+  if (job == nullptr) return true;
+  HttpReply& reply = call.reply;
+  auto q = ParseQueryParams(call.req.query, "DELETE /api/v1/jobs/{id}", {"forget"});
+  if (!q.ok()) return reply(Error(400, q.status().message())), true;
+  if (!q->empty()) {
+    const std::string& v = q->front().second;
+    if (v != "true" && v != "false") {
+      reply(Error(400, "query: forget is true or false, not '" + ShownInError(v) + "'"));
+      return true;
+    }
+    if (v == "true") return ForgetOnLoop(job->id, std::move(reply)), true;
+  }
+  Status st = controller_->Cancel(job->id);
+  if (!st.ok()) {
+    reply(Error(st.code() == StatusCode::kUnavailable ? 503 : 409, st.message()));
+    return true;
+  }
+  snapshots_->MarkChanged();  // a read after this answer sees the cancel
+  HttpResponse r =
+      Json(200, JsonText(JobSummaryJson(*job, controller_->scheduler().pool(), false)));
+  // Answered once stored, as a submit is: a controller killed after the
+  // answer must not run the job to its end after its restart. The cancel
+  // stands if its write fails (its runs were stopped), and is retried;
+  // the client hears that it is not stored yet.
+  controller_->WhenDurable([reply, r = std::move(r), id = job->id](const Status& w) mutable {
+    if (w.ok()) return reply(std::move(r));
+    reply(Error(503, "job " + std::to_string(id) +
+                         " cancelled, but the job store cannot be written (" + w.message() +
+                         "): a controller restart before it can would run the job again"));
+  });
+  return true;
+}
+
+bool RestApi::GetTasks(RouteCall& call) { return ServeRendered(call, Rendered::kTasks); }
+bool RestApi::GetTrace(RouteCall& call) { return ServeRendered(call, Rendered::kTrace); }
+bool RestApi::GetDag(RouteCall& call) { return ServeRendered(call, Rendered::kDag); }
+
+bool RestApi::ServeRendered(RouteCall& call, Rendered what) {
+  const std::string_view name = RenderedName(static_cast<uint8_t>(what));
+  if (call.snap) {
+    if (SnapshotLacksJob(call)) return true;
+    if (auto body = FindRendered(RenderedKey(call.id, name, call.req.query))) {
+      call.reply(SharedJson(std::move(body)));
+      return true;
+    }
+    auto copy = FindEndedCopy(static_cast<JobId>(call.id));
+    if (!copy) return false;
+    RenderOffLoop(std::move(*copy), true, what, call.req.query, std::move(call.reply));
+    return true;
+  }
+  const JobRun* job = LoopJob(call);
+  if (job == nullptr) return true;
+  if (IsTerminal(job->state)) {
+    RenderOffLoop(EndedCopy(*job), true, what, call.req.query, std::move(call.reply));
+    return true;
+  }
+  const ResourcePool& pool = controller_->scheduler().pool();
+  if (what == Rendered::kTasks) {
+    // A page of a running job: copy the page only.
+    auto q = ParseTaskQuery(call.req.query);
+    if (!q.ok()) return call.reply(Error(400, q.status().message())), true;
+    auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q));
+    OffLoop([page, reply = std::move(call.reply)] { reply(Json(200, RenderTaskPage(*page))); });
+    return true;
+  }
+  // The DAG walks the running step only: cheaper than copying the job.
+  if (what == Rendered::kDag) return call.reply(Json(200, JsonText(SubmodelDagJson(*job)))), true;
+  JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool)};
+  RenderOffLoop(std::move(copy), false, what, call.req.query, std::move(call.reply));
+  return true;
+}
+
+bool RestApi::GetOutputs(RouteCall& call) {
+  if (call.snap) return SnapshotLacksJob(call);  // else the loop knows where outputs are
+  const JobRun* job = LoopJob(call);
+  if (job == nullptr) return true;
+  const Controller& c = *controller_;
+  // The job's final outputs (sinks of its last step): where each lives,
+  // for a client to fetch peer to peer from that worker.
+  const JobGraph& g = *job->graph;
+  const uint32_t base = (g.steps() - 1) * g.size();
+  // Those on a worker declared dead are listed as lost, not pointed at.
+  json outputs = json::array();
+  json lost = json::array();
+  for (uint32_t i = 0; i < g.size(); ++i) {
+    if (!g.task(i).consumers.empty()) continue;
+    const OutputLocation* loc = c.OutputOf(job->id, base + i);
+    if (loc == nullptr) {
+      // Made before a restart and held by no worker that came back (a
+      // session's are freed when it ends, not lost).
+      const TaskRecord& rec = job->runs[base + i];
+      if (rec.state != TaskState::kDone || !rec.kept() || job->open) continue;
+      const TimeUs grace_end = c.started_at() + TimeUs{c.options().recovery_grace_ms} * 1000;
+      if (c.recovery().open() || Controller::NowUs() < grace_end) {
+        // Not known yet: a worker may still report it (those of ended
+        // jobs too, for which no recovery window opens). A partial list
+        // would read as the whole result.
+        call.reply(Error(503, "job " + std::to_string(job->id) +
+                                  ": workers are still reporting the outputs they hold "
+                                  "after a controller restart; try again"));
+        return true;
+      }
+      lost.push_back({{"task", g.spec_task(i).id},
+                      {"run", base + i},
+                      {"bytes", rec.output_bytes},
+                      {"buffers", rec.output_buffers}});
+      continue;
+    }
+    if (!loc->kept()) continue;
+    const WorkerInfo& w = c.workers()[loc->worker];
+    json o = {{"task", g.spec_task(i).id}, {"run", base + i}};
+    if (!w.alive) {
+      o["worker"] = w.name;
+      o["bytes"] = loc->bytes;
+      o["buffers"] = loc->buffers;
+      lost.push_back(std::move(o));
+      continue;
+    }
+    o["endpoint"] = w.data_endpoint;
+    o["bytes"] = loc->bytes;
+    o["buffers"] = loc->buffers;
+    outputs.push_back(std::move(o));
+  }
+  json body = {{"id", job->id}, {"outputs", std::move(outputs)}, {"lost", std::move(lost)}};
+  // The token a fetch from those workers must carry: to whoever may
+  // change things here (the Bearer token, or anyone without one), never
+  // to a reader the controller would refuse a POST.
+  if (Authorised(call.req)) body["data_token"] = DataTokenHex(c.data_token());
+  call.reply(Json(200, JsonText(body)));
+  return true;
 }
 
 void RestApi::ParseAndSubmit(std::string body, HttpReply reply) {
@@ -218,34 +417,31 @@ void RestApi::ParseAndSubmit(std::string body, HttpReply reply) {
   }
   controller_->Post([c = controller_, snaps = snapshots_, g = std::move(graph).value(),
                      body = std::move(body), reply]() mutable {
-    auto id = c->SubmitGraph(std::move(g), std::move(body));
-    snaps->MarkChanged();  // a read after the 201 sees the job
-    if (!id.ok()) {
-      // 503: the store, try later; 413: the job is too large for this
-      // controller (--max-runs, or its runs did not fit in memory).
-      const StatusCode code = id.status().code();
-      reply(Error(code == StatusCode::kUnavailable         ? 503
-                  : code == StatusCode::kResourceExhausted ? 413
-                                                           : 400,
-                  id.status().message()));
-      return;
-    }
-    HttpResponse r =
-        Json(201, json{{"id", *id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
-    // Acknowledged once stored: a job a client was told about survives
-    // a crash of the controller (before, up to 20 ms of them did not).
-    // A failed write withdrew the job (SubmitGraph): 503, no id.
-    c->WhenDurable([reply, r = std::move(r)](const Status& st) mutable {
-      reply(st.ok() ? std::move(r) : Error(503, UnstoredSubmit(st).message()));
+    // Answered once final: a stored job's 201 once its record is written,
+    // so a job a client was told about survives a crash of the controller.
+    (void)c->Submit({std::move(body), std::move(g)}, [snaps, reply](Result<JobId> id) {
+      snaps->MarkChanged();  // a read after this answer sees the job, or its end
+      if (!id.ok()) {
+        // 503: the store, try later; 413: the job is too large for this
+        // controller (--max-runs, or its runs did not fit in memory).
+        const StatusCode code = id.status().code();
+        reply(Error(code == StatusCode::kUnavailable         ? 503
+                    : code == StatusCode::kResourceExhausted ? 413
+                                                             : 400,
+                    id.status().message()));
+        return;
+      }
+      HttpResponse r = Json(201, JsonText(json{{"id", *id}}));
+      r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
+      reply(std::move(r));
     });
   });
 }
 
-void RestApi::Park(HttpRequest req, HttpReply reply) {
+void RestApi::Park(RouteCall call) {
   parked_total_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(parked_mu_);
-  parked_.push_back(Parked{std::move(req), std::move(reply), parked_seq_++});
+  parked_.push_back(Parked{std::move(call), parked_seq_++});
   if (!refresh_posted_) PostRefreshLocked();
 }
 
@@ -282,50 +478,13 @@ void RestApi::ServeParked(std::shared_ptr<const ApiSnapshot> snap, uint64_t upto
   // `snap` was published after each of these reads arrived, so it holds
   // every change its client could have seen.
   for (Parked& p : ready) {
-    if (snap && FromSnapshot(snap, p.req, p.reply)) continue;
+    p.call.snap = snap;
+    if (snap && (this->*p.call.route->handler)(p.call)) continue;
     // Not in the snapshot (an ended job's summary not rendered yet; or
-    // detached): the loop answers, as before snapshots.
-    loop_requests_.fetch_add(1, std::memory_order_relaxed);
-    controller_->Post(
-        [this, req = std::move(p.req), reply = std::move(p.reply)]() { OnLoop(req, reply); });
+    // detached): the loop answers.
+    p.call.snap = nullptr;
+    ToLoop(std::move(p.call));
   }
-}
-
-bool RestApi::FromSnapshot(const std::shared_ptr<const ApiSnapshot>& snap, const HttpRequest& req,
-                           HttpReply& reply) {
-  // The bodies are sent as they are in the snapshot, shared by every answer
-  // (aliasing pointers keep the snapshot alive while they are written).
-  const ApiSnapshot& s = *snap;
-  if (req.path == "/api/v1/pool") return reply(SharedJson({snap, &s.pool})), true;
-  if (req.path == "/api/v1/jobs") return reply(SharedJson({snap, &s.jobs})), true;
-  if (req.path == "/metrics") {
-    HttpResponse r = SharedJson({snap, &s.metrics});
-    r.content_type = "text/plain; version=0.0.4";
-    reply(std::move(r));
-    return true;
-  }
-  uint64_t id = 0;
-  std::string rest;
-  if (!ParseJobPath(req.path, &id, &rest)) return false;
-  const auto* entry = id <= UINT32_MAX ? s.Find(static_cast<JobId>(id)) : nullptr;
-  if (entry == nullptr) {
-    reply(Error(404, "job " + JobIdText(req.path) + ": no such job"));
-    return true;
-  }
-  if (rest.empty()) {
-    if (!*entry) return false;  // an ended job's summary, not rendered yet
-    reply(SharedJson(*entry));
-    return true;
-  }
-  if (!IsRenderedOffLoop(rest)) return false;
-  if (auto body = FindRendered(RenderedKey(id, rest, req.query))) {
-    reply(SharedJson(std::move(body)));
-    return true;
-  }
-  auto copy = FindEndedCopy(static_cast<JobId>(id));
-  if (!copy) return false;
-  RenderOffLoop(std::move(*copy), true, rest, req.query, std::move(reply));
-  return true;
 }
 
 std::shared_ptr<const std::string> RestApi::FindRendered(const std::string& key) {
@@ -407,23 +566,24 @@ void RestApi::ForgetOnLoop(JobId id, HttpReply reply) {
                                   "its outputs gone"));
     }
     nlohmann::json body = {{"id", id}, {"forgotten", true}, {"freed_bytes", bytes}};
-    reply(Json(200, body.dump()));
+    reply(Json(200, JsonText(body)));
   });
 }
 
-void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
-                            const std::string& query, HttpReply reply) {
-  OffLoop([this, copy = std::move(copy), ended, rest, query, reply = std::move(reply)] {
-    const std::string key = ended ? RenderedKey(copy.job->id, rest, query) : std::string();
+void RestApi::RenderOffLoop(JobCopy copy, bool ended, Rendered what, const std::string& query,
+                            HttpReply reply) {
+  OffLoop([this, copy = std::move(copy), ended, what, query, reply = std::move(reply)] {
+    const std::string key =
+        ended ? RenderedKey(copy.job->id, RenderedName(static_cast<uint8_t>(what)), query)
+              : std::string();
     if (ended) {
       if (auto body = FindRendered(key)) return reply(SharedJson(std::move(body)));
     }
     std::string body;
-    if (rest == "trace") {
+    if (what == Rendered::kTrace) {
       body = TraceText(*copy.job, *copy.pool);
-    } else if (rest == "dag") {
-      body =
-          SubmodelDagJson(*copy.job).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } else if (what == Rendered::kDag) {
+      body = JsonText(SubmodelDagJson(*copy.job));
     } else {
       auto q = ParseTaskQuery(query);
       if (!q.ok()) return reply(Error(400, q.status().message()));
@@ -434,131 +594,6 @@ void RestApi::RenderOffLoop(JobCopy copy, bool ended, const std::string& rest,
     KeepRendered(key, kept);
     reply(SharedJson(std::move(kept)));
   });
-}
-
-void RestApi::OnLoop(const HttpRequest& req, HttpReply reply) {
-  const Controller& c = *controller_;
-  const std::string& m = req.method;
-  // Handle() let through only the methods each route takes (RouteMethods).
-  if (req.path == "/api/v1/pool" || req.path == "/api/v1/jobs" || req.path == "/metrics") {
-    auto snap = snapshots_->RefreshOnLoop(Controller::NowUs());
-    if (snap && FromSnapshot(snap, req, reply)) return;
-    return reply(Error(503, "no snapshot of the controller's state"));  // only once detached
-  }
-  uint64_t id = 0;
-  std::string rest;
-  if (!ParseJobPath(req.path, &id, &rest)) return reply(Error(404, "no route " + req.path));
-  const JobRun* job = id <= UINT32_MAX ? c.scheduler().job(static_cast<JobId>(id)) : nullptr;
-  if (job == nullptr) return reply(Error(404, "job " + JobIdText(req.path) + ": no such job"));
-  const ResourcePool& pool = c.scheduler().pool();
-  if (rest.empty() && m == "GET") {
-    if (!IsTerminal(job->state))
-      return reply(Json(200, JobSummaryJson(*job, pool, false)
-                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
-    return reply(SharedJson(snapshots_->EndedSummary(*job)));
-  }
-  if (rest.empty() && m == "DELETE") {
-    auto q = ParseQueryParams(req.query, "DELETE /api/v1/jobs/{id}", {"forget"});
-    if (!q.ok()) return reply(Error(400, q.status().message()));
-    if (!q->empty()) {
-      const std::string& v = q->front().second;
-      if (v != "true" && v != "false") {
-        return reply(Error(400, "query: forget is true or false, not '" + ShownInError(v) + "'"));
-      }
-      if (v == "true") return ForgetOnLoop(job->id, std::move(reply));
-    }
-    Status st = controller_->Cancel(job->id);
-    if (!st.ok()) {
-      return reply(Error(st.code() == StatusCode::kUnavailable ? 503 : 409, st.message()));
-    }
-    snapshots_->MarkChanged();  // a read after this answer sees the cancel
-    HttpResponse r = Json(200, JobSummaryJson(*job, pool, false)
-                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    // Answered once stored, as a submit is: a controller killed after the
-    // answer must not run the job to its end after its restart. The cancel
-    // stands if its write fails (its runs were stopped), and is retried;
-    // the client hears that it is not stored yet.
-    controller_->WhenDurable([reply, r = std::move(r), id = job->id](const Status& w) mutable {
-      if (w.ok()) return reply(std::move(r));
-      reply(Error(503, "job " + std::to_string(id) +
-                           " cancelled, but the job store cannot be written (" + w.message() +
-                           "): a controller restart before it can would run the job again"));
-    });
-    return;
-  }
-  if (IsRenderedOffLoop(rest) && m == "GET") {
-    if (IsTerminal(job->state)) {
-      return RenderOffLoop(EndedCopy(*job), true, rest, req.query, reply);
-    }
-    if (rest == "tasks") {
-      // A page of a running job: copy the page only.
-      auto q = ParseTaskQuery(req.query);
-      if (!q.ok()) return reply(Error(400, q.status().message()));
-      auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q));
-      OffLoop([page, reply] { reply(Json(200, RenderTaskPage(*page))); });
-      return;
-    }
-    // The DAG walks the running step only: cheaper than copying the job.
-    if (rest == "dag")
-      return reply(Json(200, SubmodelDagJson(*job).dump(-1, ' ', false,
-                                                        nlohmann::json::error_handler_t::replace)));
-    JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool)};
-    return RenderOffLoop(std::move(copy), false, rest, req.query, reply);
-  }
-  if (rest == "outputs" && m == "GET") {
-    // The job's final outputs (sinks of its last step): where each lives,
-    // for a client to fetch peer to peer from that worker.
-    const JobGraph& g = *job->graph;
-    const uint32_t base = (g.steps() - 1) * g.size();
-    // Those on a worker declared dead are listed as lost, not pointed at.
-    json outputs = json::array();
-    json lost = json::array();
-    for (uint32_t i = 0; i < g.size(); ++i) {
-      if (!g.task(i).consumers.empty()) continue;
-      const OutputLocation* loc = c.OutputOf(job->id, base + i);
-      if (loc == nullptr) {
-        // Made before a restart and held by no worker that came back (a
-        // session's are freed when it ends, not lost).
-        const TaskRecord& rec = job->runs[base + i];
-        if (rec.state != TaskState::kDone || !rec.kept() || job->open) continue;
-        const TimeUs grace_end = c.started_at() + TimeUs{c.options().recovery_grace_ms} * 1000;
-        if (c.recovery().open() || Controller::NowUs() < grace_end) {
-          // Not known yet: a worker may still report it (those of ended
-          // jobs too, for which no recovery window opens). A partial list
-          // would read as the whole result.
-          return reply(Error(503, "job " + std::to_string(job->id) +
-                                      ": workers are still reporting the outputs they hold "
-                                      "after a controller restart; try again"));
-        }
-        lost.push_back({{"task", g.spec_task(i).id},
-                        {"run", base + i},
-                        {"bytes", rec.output_bytes},
-                        {"buffers", rec.output_buffers}});
-        continue;
-      }
-      if (!loc->kept()) continue;
-      const WorkerInfo& w = c.workers()[loc->worker];
-      json o = {{"task", g.spec_task(i).id}, {"run", base + i}};
-      if (!w.alive) {
-        o["worker"] = w.name;
-        o["bytes"] = loc->bytes;
-        o["buffers"] = loc->buffers;
-        lost.push_back(std::move(o));
-        continue;
-      }
-      o["endpoint"] = w.data_endpoint;
-      o["bytes"] = loc->bytes;
-      o["buffers"] = loc->buffers;
-      outputs.push_back(std::move(o));
-    }
-    json body = {{"id", job->id}, {"outputs", std::move(outputs)}, {"lost", std::move(lost)}};
-    // The token a fetch from those workers must carry: to whoever may
-    // change things here (the Bearer token, or anyone without one), never
-    // to a reader the controller would refuse a POST.
-    if (Authorised(req)) body["data_token"] = DataTokenHex(c.data_token());
-    return reply(Json(200, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
-  }
-  return reply(Error(404, "no route " + req.path));
 }
 
 }  // namespace hmpmd

@@ -5,8 +5,9 @@
 #include <cstdint>
 #include <map>
 
-#include "hmpmd/controller/job_report.h"
 #include "hmpmd/api/request_checks.h"
+#include "hmpmd/controller/job_report.h"
+#include "hmpmd/protocol/json_text.h"
 
 namespace hmpmd {
 namespace {
@@ -212,7 +213,7 @@ std::string RenderTaskPage(const TaskPage& page) {
   json out = {{"id", page.id},       {"total", page.total},      {"offset", page.offset},
               {"limit", page.limit}, {"origin_us", page.origin}, {"count", page.rows.size()}};
   out["tasks"] = std::move(tasks);
-  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return JsonText(out);
 }
 
 json SubmodelDagJson(const JobRun& job) {

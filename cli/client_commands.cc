@@ -13,10 +13,11 @@
 #include <optional>
 #include <thread>
 
-#include "hmpmd/http/http_client.h"
-#include "hmpmd/controller/job_report.h"
 #include "cli_common.h"
 #include "fetch_outputs.h"
+#include "hmpmd/controller/job_report.h"
+#include "hmpmd/http/http_client.h"
+#include "hmpmd/protocol/json_text.h"
 
 namespace hmpmd {
 namespace {
@@ -254,8 +255,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   const uint64_t id = (*r)["id"].get<uint64_t>();
   if (!wait) {
     if (a.json)
-      std::cout << json{{"id", id}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                << std::endl;
+      std::cout << JsonText(json{{"id", id}}) << std::endl;
     else
       std::cout << "submitted job " << id << std::endl;
     return kExitOk;

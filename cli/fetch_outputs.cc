@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "hmpmd/client/fetch.h"
+#include "hmpmd/protocol/json_text.h"
 
 namespace hmpmd {
 
@@ -111,8 +112,7 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     const std::string endpoint = o.value("endpoint", "");
     const uint32_t run = o.value("run", 0u);
     if (task.empty() || endpoint.empty()) {
-      return Status::Corruption("--fetch: malformed output entry " +
-                                o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      return Status::Corruption("--fetch: malformed output entry " + JsonText(o));
     }
     auto buffers =
         client::FetchOutputs(endpoint, token, job, run, static_cast<int64_t>(timeout_s * 1000));
@@ -135,7 +135,7 @@ Status FetchOutputsTo(const nlohmann::json& outputs, JobId job, const std::strin
     }
   }
   std::ofstream m(std::filesystem::path(dir) / "manifest.json");
-  m << manifest.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  m << JsonText(manifest, 2) << "\n";
   if (!m) return Status::Internal("--fetch: cannot write '" + dir + "/manifest.json'");
   return Status::Ok();
 }

@@ -10,9 +10,10 @@
 #include <iostream>
 #include <memory>
 
+#include "cli_common.h"
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/launch/local_cluster.h"
-#include "cli_common.h"
+#include "hmpmd/protocol/json_text.h"
 
 namespace hmpmd {
 namespace {
@@ -115,24 +116,23 @@ int RunMain(const RunArgs& a) {
   std::shared_ptr<const ResourcePool> traced_pool;
   const auto left =
       std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-  Status st =
-      cluster.RunJob(std::move(graph).value(), std::max(left, milliseconds(1)),
-                     [&](const JobRun& job, const Controller& c) {
-                       const ResourcePool& pool = c.scheduler().pool();
-                       ScheduleMetrics m = ComputeMetrics(job, pool);
-                       succeeded = job.state == JobState::kSucceeded;
-                       if (a.json) {
-                         auto j = JobSummaryJson(job, pool, false);
-                         j.update(MetricsJson(m, pool));
-                         output = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-                       } else {
-                         output = TextSummary(job, m, pool);
-                       }
-                       if (!a.trace_file.empty()) {
-                         traced_job = std::make_shared<const JobRun>(job);
-                         traced_pool = std::make_shared<const ResourcePool>(pool);
-                       }
-                     });
+  Status st = cluster.RunJob(std::move(graph).value(), std::max(left, milliseconds(1)),
+                             [&](const JobRun& job, const Controller& c) {
+                               const ResourcePool& pool = c.scheduler().pool();
+                               ScheduleMetrics m = ComputeMetrics(job, pool);
+                               succeeded = job.state == JobState::kSucceeded;
+                               if (a.json) {
+                                 auto j = JobSummaryJson(job, pool, false);
+                                 j.update(MetricsJson(m, pool));
+                                 output = JsonText(j, 2);
+                               } else {
+                                 output = TextSummary(job, m, pool);
+                               }
+                               if (!a.trace_file.empty()) {
+                                 traced_job = std::make_shared<const JobRun>(job);
+                                 traced_pool = std::make_shared<const ResourcePool>(pool);
+                               }
+                             });
   cluster.Stop();
   if (!st.ok()) {
     if (st.code() == StatusCode::kInvalidArgument) {

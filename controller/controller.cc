@@ -7,9 +7,9 @@
 #include <chrono>
 
 #include "hmpmd/controller/curve_keys.h"
+#include "hmpmd/controller/job_report.h"
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/one_line.h"
-#include "hmpmd/controller/job_report.h"
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
 // constructor when a vector of StoreRecord grows (GCC bug 105593 family).
@@ -31,12 +31,23 @@ TimeUs Controller::NowUs() {
       .count();
 }
 
-Controller::Controller(ControllerOptions options)
-    : options_(std::move(options)), ctx_(1), transport_(&ctx_) {
-  auto policy = MakePolicy(options_.policy);
+namespace {
+
+std::unique_ptr<Scheduler> MakeScheduler(const ControllerOptions& options) {
+  auto policy = MakePolicy(options.policy);
   if (!policy.ok()) policy = MakePolicy("hmpmd");  // Start() reports the bad name
-  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, std::move(policy).value());
+  return std::make_unique<Scheduler>(options.scheduler, std::move(policy).value());
 }
+
+}  // namespace
+
+Controller::Controller(ControllerOptions options)
+    : options_(std::move(options)),
+      ctx_(1),
+      transport_(&ctx_),
+      scheduler_(MakeScheduler(options_)),
+      open_jobs_(scheduler_.get()),
+      sessions_(this, &open_jobs_, options_.token) {}
 
 Controller::~Controller() = default;
 
@@ -63,6 +74,7 @@ Status Controller::Start() {
   }
   if (epoch_ == 0) epoch_ = RandomId();
   if (data_token_.empty()) data_token_ = NewDataToken();
+  sessions_.set_data_token(data_token_);
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
   // Workers can register from now on: the grace starts here, not before
   // the store load (seconds for millions of stored runs).
@@ -98,7 +110,7 @@ void Controller::Run() {
     // Drain the socket, bounded so posted work and timers are not starved.
     std::optional<Incoming> in;
     for (int i = 0; i < 4096 && transport_.Receive(&in); ++i) {
-      if (in) Handle(std::move(*in), now);
+      if (in) Handle(*in, now);
     }
     if (items[1].revents & ZMQ_POLLIN) mailbox_.Drain();
     now = NowUs();
@@ -127,81 +139,6 @@ void Controller::Run() {
   }
 }
 
-Status Controller::RestoreFromStore(TimeUs now) {
-  ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, options_.store->Load());
-  // --max-tasks and --max-spec-mb admit new jobs: one accepted under larger
-  // ones before a restart was left out (404, its client told it had been
-  // forgotten) and came back with the old flags.
-  SpecLimits stored_limits = options_.spec_limits;
-  stored_limits.max_tasks = SIZE_MAX;
-  stored_limits.max_bytes = SIZE_MAX;
-  stored_limits.max_runs = std::max(stored_limits.max_runs, SpecLimits{}.max_runs);
-  size_t unfinished = 0;
-  for (StoredJob& j : jobs) {
-    if (RestoreSession(j, now)) continue;
-    // A job that cannot be rebuilt is reported and left out; the rest go on.
-    auto spec = ParseJobSpec(j.spec_json, stored_limits);
-    if (!spec.ok()) {
-      spdlog::error("job {} from the store: spec: {}", j.id, spec.status().message());
-      continue;
-    }
-    auto graph = JobGraph::Build(std::move(spec).value());
-    if (!graph.ok()) {
-      spdlog::error("job {} from the store: {}", j.id, graph.status().message());
-      continue;
-    }
-    std::vector<Scheduler::RestoredRun> done;
-    done.reserve(j.done.size());
-    for (const TaskDoneRecord& r : j.done) {
-      done.push_back({r.run, r.attempt, r.start, r.end, r.bytes, r.buffers});
-    }
-    Status st;
-    try {
-      st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
-                                  j.submitted, j.finished, now, j.started);
-    } catch (const std::bad_alloc&) {
-      // Left out rather than aborting every start (a restart loop): its
-      // runs' records no longer fit in this controller's memory.
-      st = Status::ResourceExhausted("its task runs do not fit in the controller's memory");
-    }
-    if (!st.ok()) {
-      spdlog::error("job {} from the store: {}", j.id, st.message());
-      continue;
-    }
-    ++counters_.restored_jobs;
-    if (IsTerminal(j.state)) {
-      finished_order_.push_back(j.id);
-      // Not known (an older file): its age counts from now.
-      finished_unix_ms_[j.id] = j.finished_unix_ms > 0 ? j.finished_unix_ms : UnixMs();
-      if (!j.metrics.empty()) stored_metrics_[j.id] = std::move(j.metrics);
-    } else {
-      live_jobs_.insert(j.id);
-      ++unfinished;
-      spdlog::info("job {} '{}' resumes: {} of {} task runs were done", j.id, j.name, j.done.size(),
-                   scheduler_->job(j.id)->runs.size());
-    }
-  }
-  // Ids of forgotten jobs are not given out again.
-  ASSIGN_OR_RETURN(JobId max_id, options_.store->LoadMaxJobId());
-  scheduler_->ReserveJobIds(max_id);
-  ASSIGN_OR_RETURN(auto live, options_.store->LoadLiveWorkers());
-  if (unfinished > 0) {
-    recovery_.Open(live, now + TimeUs{options_.recovery_grace_ms} * 1000);
-    spdlog::info("recovery: waiting for {} workers to register again (at most {} ms)",
-                 live ? std::to_string(live->size()) : "the", options_.recovery_grace_ms);
-  } else if (live) {
-    // Nothing to resume: forget them; those alive register again.
-    for (std::string& key : *live) store_pending_.push_back(WorkerRecord{std::move(key), false});
-  }
-  spdlog::info("job store: {} jobs reloaded, {} unfinished", counters_.restored_jobs, unfinished);
-  return Status::Ok();
-}
-
-WorkerInfo* Controller::FindByIdentity(const std::string& identity) {
-  auto it = by_identity_.find(identity);
-  return it == by_identity_.end() ? nullptr : &workers_[it->second];
-}
-
 const std::string* Controller::StoredMetrics(JobId job) const {
   auto it = stored_metrics_.find(job);
   return it == stored_metrics_.end() ? nullptr : &it->second;
@@ -212,43 +149,51 @@ const OutputLocation* Controller::OutputOf(JobId job, uint32_t run) const {
   return it == outputs_.end() ? nullptr : &it->second;
 }
 
-const WorkerInfo* Controller::WorkerOfDevice(DeviceId d) const {
-  return d < device_worker_.size() ? &workers_[device_worker_[d]] : nullptr;
-}
-
-void Controller::Handle(Incoming in, TimeUs now) {
-  if (HandleSession(in, now)) return;
-  if (auto* reg = std::get_if<RegisterMsg>(&in.message)) {
-    OnRegister(in.identity, *reg, now);
-    return;
+void Controller::Handle(Incoming& in, TimeUs now) {
+  // Every message type is named here, so that a new one is a compile
+  // warning until it is routed.
+  switch (TypeOf(in.message)) {
+    case MsgType::kRegister:
+      OnRegister(in.identity, std::get<RegisterMsg>(in.message), now);
+      return;
+    case MsgType::kHeartbeat:
+      if (WorkerInfo* w = KnownWorker(in.identity, now)) {
+        OnHeartbeat(*w, std::get<Heartbeat>(in.message), now);
+      }
+      return;
+    case MsgType::kDoneBatch:
+      if (WorkerInfo* w = KnownWorker(in.identity, now)) {
+        const DoneBatch& b = std::get<DoneBatch>(in.message);
+        OnDone(*w, b, now);
+        ReportStarted(*w, b.started);  // taken after its results
+      }
+      return;
+    case MsgType::kSessionOpen:
+      sessions_.Open(in.identity, std::get<SessionOpen>(in.message), now);
+      return;
+    case MsgType::kSessionSubmit:
+      sessions_.Submit(in.identity, std::get<SessionSubmit>(in.message), now);
+      return;
+    case MsgType::kSessionControl:
+      sessions_.Control(in.identity, std::get<SessionControl>(in.message), now);
+      return;
+    case MsgType::kRegisterAck:
+    case MsgType::kReject:
+    case MsgType::kHeartbeatAck:
+    case MsgType::kAssignBatch:
+    case MsgType::kCancelJob:
+    case MsgType::kShutdown:
+    case MsgType::kFreeJob:
+    case MsgType::kSessionAck:
+    case MsgType::kSessionUpdate:
+    case MsgType::kFreeRuns:
+    case MsgType::kCancelRuns:
+      // What the controller sends, never takes.
+      if ([[maybe_unused]] WorkerInfo* w = KnownWorker(in.identity, now)) {
+        SPDLOG_DEBUG("ignored {} from worker {}", MsgTypeName(TypeOf(in.message)), w->name);
+      }
+      return;
   }
-  WorkerInfo* w = FindByIdentity(in.identity);
-  if (w == nullptr) {
-    // A worker we do not know (we restarted, or it was declared dead).
-    ++counters_.unknown_peers;
-    transport_.Send(in.identity, Reject{"unknown worker; register again", true});
-    return;
-  }
-  w->last_seen = now;
-  std::visit(
-      [&](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, Heartbeat>) {
-          w->clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
-          w->dropped_frames = m.dropped_frames;
-          w->in_flight = m.running;
-          if (w->store_bytes != m.store_bytes) ++pool_changes_;
-          w->store_bytes = m.store_bytes;
-          ReportStarted(*w, m.started);
-          transport_.Send(w->identity, HeartbeatAck{});
-        } else if constexpr (std::is_same_v<T, DoneBatch>) {
-          OnDone(*w, m, now);
-          ReportStarted(*w, m.started);  // taken after its results
-        } else {
-          SPDLOG_DEBUG("ignored {} from worker {}", MsgTypeName(TypeOf(in.message)), w->name);
-        }
-      },
-      in.message);
 }
 
 bool Controller::HoldsRun(const WorkerInfo& w, JobId job_id, uint32_t run) const {
@@ -287,10 +232,7 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
         ++counters_.tasks_finished;
         outputs_[{r.job, r.task}] = OutputLocation{w.id, r.output_bytes, r.output_buffers};
         scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes, r.output_buffers);
-        if (auto s = sessions_.find(r.job); s != sessions_.end()) {
-          s->second.update.ended.push_back(
-              {r.task, TaskEnded::kDone, "", w.data_endpoint, r.output_bytes, r.output_buffers});
-        }
+        sessions_.OnRunDone(r.job, r.task, w.data_endpoint, r.output_bytes, r.output_buffers);
         if (writer_) {
           store_pending_.push_back(TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device,
                                                   r.output_bytes, r.output_buffers});
@@ -338,39 +280,54 @@ Status Unstored(const std::string& what, const Status& write) {
                              "); try again once it can");
 }
 
-Result<JobId> Controller::SubmitJson(std::string_view spec_json) {
-  ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(spec_json, options_.spec_limits));
-  return SubmitSpec(std::move(spec), std::string(spec_json));
+Result<JobId> Controller::Submit(JobSubmission job, SubmitDone done) {
+  const bool stored = writer_ && !job.spec_json.empty();
+  Result<JobId> id = Admit(std::move(job), stored);
+  if (!id.ok() || !stored) {
+    if (done) done(id);
+    return id;
+  }
+  // The one durability path of a submit: the job starts once its record is
+  // in the file, and whoever submitted it hears so only then. A crash
+  // before the write then loses no job a client was told about, and gives
+  // no id out twice.
+  durable_waiters_.push_back([this, id = *id, done = std::move(done)](const Status& st) {
+    if (st.ok()) {
+      scheduler_->StartHeldJob(id, NowUs());
+      if (done) done(id);
+      return;
+    }
+    // Nothing of it ran. It ends cancelled, so that its records, written
+    // once the disk has room, say what became of it.
+    (void)scheduler_->CancelJob(id, UnstoredSubmit(st).message(), NowUs());
+    if (done) done(UnstoredSubmit(st));
+  });
+  return id;
 }
 
-Result<JobId> Controller::SubmitSpec(JobSpec spec, std::string spec_json) {
-  ASSIGN_OR_RETURN(auto graph, JobGraph::Build(std::move(spec)));
-  return SubmitGraph(std::move(graph), std::move(spec_json));
-}
-
-Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
-                                      std::string spec_json) {
-  // Its 201 waits for the store: while writes fail (a full disk), the
-  // client would time out with no id while the job ran, and a crash before
-  // the disk had room again would lose it and hand its id out again.
+Result<JobId> Controller::Admit(JobSubmission job, bool stored) {
+  if (!job.graph) {
+    ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(job.spec_json, options_.spec_limits));
+    ASSIGN_OR_RETURN(job.graph, JobGraph::Build(std::move(spec)));
+  }
+  // Refused while writes fail (a full disk): its client would wait for an
+  // answer the store cannot give, and a crash would lose the job.
   if (writer_) {
     if (Status w = writer_->last_write(); !w.ok()) return UnstoredSubmit(w);
   }
+  const JobGraph& graph = *job.graph;
   // Specs were checked when parsed; this also covers graphs built in code.
-  if (graph->total_runs() > options_.spec_limits.max_runs) {
+  if (graph.total_runs() > options_.spec_limits.max_runs) {
     return Status::ResourceExhausted("job: tasks x repeat is over " +
                                      std::to_string(options_.spec_limits.max_runs) + " task runs");
   }
   // Workers run built-in kernels from their arguments alone (no cost hints).
-  RETURN_IF_ERROR(CheckWorkerTaskArgs(graph->spec().tasks));
-  RETURN_IF_ERROR(RoomForRuns(graph->total_runs(), "job"));
-  // A job to be stored runs once its record is: the first submit after a
-  // disk filled used to run while its write failed, unanswered, and a crash
-  // then lost it and gave its id to the next job.
-  const bool stored = writer_ && !spec_json.empty();
+  RETURN_IF_ERROR(CheckWorkerTaskArgs(graph.spec().tasks));
+  RETURN_IF_ERROR(RoomForRuns(graph.total_runs(), "job"));
   auto add = [&]() -> Result<JobId> {
     try {
-      return scheduler_->AddJob(std::move(graph), NowUs(), stored);
+      // A stored job is held (nothing ready) until its record is written.
+      return scheduler_->AddJob(std::move(job.graph), NowUs(), stored);
     } catch (const std::bad_alloc&) {
       // The runs' records did not fit (a memory limit below --max-runs'
       // worth): refuse the job, keep the controller and its other jobs.
@@ -381,24 +338,15 @@ Result<JobId> Controller::SubmitGraph(std::shared_ptr<const JobGraph> graph,
   };
   ASSIGN_OR_RETURN(JobId id, add());
   live_jobs_.insert(id);
-  const JobRun* job = scheduler_->job(id);
-  spdlog::info("job {} '{}' submitted: {} tasks x {} steps", id, job->graph->spec().name,
-               job->graph->size(), job->graph->steps());
+  const JobRun* run = scheduler_->job(id);
+  spdlog::info("job {} '{}' submitted: {} tasks x {} steps", id, run->graph->spec().name,
+               run->graph->size(), run->graph->steps());
   if (writer_ && !stored) {
     spdlog::warn("job {}: submitted without its spec text; it is not kept in the store", id);
   }
   if (stored) {
     store_pending_.push_back(
-        JobSubmittedRecord{id, job->graph->spec().name, std::move(spec_json), job->submitted});
-    WhenDurable([this, id](const Status& st) {
-      if (st.ok()) {
-        scheduler_->StartHeldJob(id, NowUs());
-        return;
-      }
-      // Nothing of it ran. It ends cancelled, so that its records, written
-      // once the disk has room, say what became of it.
-      (void)scheduler_->CancelJob(id, UnstoredSubmit(st).message(), NowUs());
-    });
+        JobSubmittedRecord{id, run->graph->spec().name, std::move(job.spec_json), run->submitted});
   }
   return id;
 }
@@ -411,9 +359,7 @@ Status Controller::Cancel(JobId id, const std::string& reason) {
     }
   }
   RETURN_IF_ERROR(scheduler_->CancelJob(id, reason, NowUs()));
-  for (const WorkerInfo& w : workers_) {
-    if (w.alive) transport_.Send(w.identity, CancelJob{id});
-  }
+  SendToLiveWorkers(CancelJob{id});
   return Status::Ok();
 }
 
@@ -426,27 +372,16 @@ void Controller::WatchJob(JobId id, JobCallback cb) {
   job_watchers_[id].push_back(std::move(cb));
 }
 
-void Controller::WhenWorkers(size_t n, std::function<void()> cb) {
-  if (alive_workers_ >= n) {
-    cb();
-    return;
-  }
-  worker_waiters_.emplace_back(n, std::move(cb));
-}
-
-void Controller::ShutdownWorkers(const std::string& reason) {
-  for (const WorkerInfo& w : workers_) {
-    if (w.alive) transport_.Send(w.identity, Shutdown{reason});
-  }
-}
+void Controller::ShutdownWorkers(const std::string& reason) { SendToLiveWorkers(Shutdown{reason}); }
 
 void Controller::ScheduleAndSend(TimeUs now) {
   // Gang members whose gang starts over stop first (before a new attempt
   // can reach the same worker): they wait for a peer that will not come.
   std::map<std::pair<WorkerId, JobId>, CancelRuns> aborts;
   for (const RunEnded& e : scheduler_->TakeAborted()) {
-    if (e.device >= device_worker_.size()) continue;
-    CancelRuns& c = aborts[{device_worker_[e.device], e.job}];
+    const WorkerInfo* w = workers_.OfDevice(e.device);
+    if (w == nullptr) continue;
+    CancelRuns& c = aborts[{w->id, e.job}];
     c.job = e.job;
     c.runs.push_back(e.run);
   }
@@ -477,7 +412,7 @@ void Controller::ScheduleAndSend(TimeUs now) {
     a.args = t.args;
     a.submodel = t.submodel;
     FillDataPlane(d, a);
-    outbox_[device_worker_[d.device]].tasks.push_back(std::move(a));
+    outbox_[workers_.IdOfDevice(d.device)].tasks.push_back(std::move(a));
   }
   counters_.tasks_dispatched += dispatch_scratch_.size();
   if (observer_) observer_->OnDispatched(dispatch_scratch_.data(), dispatch_scratch_.size(), now);
@@ -527,7 +462,10 @@ void Controller::NotifyEndedJobs() {
                   "job {} '{}' {}: {}", id, job->graph->spec().name, JobStateName(job->state),
                   job->error);
     }
-    if (sessions_.count(id)) EndSession(id, *job);
+    if (sessions_.End(id, *job)) {
+      auto [first, last] = JobOutputs(id);
+      outputs_.erase(first, last);
+    }
     auto w = job_watchers_.find(id);
     if (w != job_watchers_.end()) {
       auto callbacks = std::move(w->second);
@@ -536,6 +474,35 @@ void Controller::NotifyEndedJobs() {
     }
   }
   ForgetOldJobs();
+}
+
+void Controller::FlushSessions(TimeUs now) {
+  // Runs that failed or were cancelled, and what workers must stop or free.
+  std::map<WorkerId, CancelRuns> cancels;
+  for (RunEnded& e : scheduler_->TakeEnded()) {
+    if (const WorkerInfo* w = workers_.OfDevice(e.device)) {
+      CancelRuns& c = cancels[w->id];
+      c.job = e.job;
+      c.runs.push_back(e.run);
+    }
+    sessions_.OnRunEnded(std::move(e));
+  }
+  for (auto& [worker, c] : cancels) {
+    if (workers_[worker].alive) transport_.Send(workers_[worker].identity, c);
+  }
+  std::map<std::pair<WorkerId, JobId>, FreeRuns> frees;
+  for (const OutputFreed& f : scheduler_->TakeFreed()) {
+    const WorkerInfo* w = workers_.OfDevice(f.device);
+    if (w == nullptr) continue;
+    FreeRuns& fr = frees[{w->id, f.job}];
+    fr.job = f.job;
+    fr.runs.push_back(f.run);
+    outputs_.erase({f.job, f.run});
+  }
+  for (auto& [key, fr] : frees) {
+    if (workers_[key.first].alive) transport_.Send(workers_[key.first].identity, fr);
+  }
+  sessions_.Flush(now);
 }
 
 // Inputs: where each producer's outputs live. Reads: how many consumers
@@ -567,7 +534,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
       // Dispatched early, behind its producer on the same lane: the worker
       // reads what that run left there, once it ran and succeeded.
       in.bytes = InputRef::kAhead;
-      in.endpoint = workers_[device_worker_[d.device]].data_endpoint;
+      in.endpoint = workers_[workers_.IdOfDevice(d.device)].data_endpoint;
       a.inputs.push_back(std::move(in));
       ahead = true;
       continue;
@@ -598,7 +565,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
       a.gang.endpoints.clear();
       return;
     }
-    a.gang.endpoints.push_back(workers_[device_worker_[dev->second]].data_endpoint);
+    a.gang.endpoints.push_back(workers_[workers_.IdOfDevice(dev->second)].data_endpoint);
   }
 }
 

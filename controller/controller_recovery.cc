@@ -1,5 +1,5 @@
-// Controller: what a restart needs beyond reloading the store (see
-// RestoreFromStore in controller.cc): adopting what re-registering workers
+// Controller: what a restart needs: reloading the store's jobs (driver
+// sessions' as ended or failed), adopting what re-registering workers
 // report (runs of a later step deferred until it starts), and ending the
 // recovery window. Retention is in controller_retention.cc.
 #include <spdlog/spdlog.h>
@@ -18,6 +18,109 @@
 #endif
 
 namespace hmpmd {
+
+Status Controller::RestoreFromStore(TimeUs now) {
+  ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, options_.store->Load());
+  // --max-tasks and --max-spec-mb admit new jobs: one accepted under larger
+  // ones before a restart was left out (404, its client told it had been
+  // forgotten) and came back with the old flags.
+  SpecLimits stored_limits = options_.spec_limits;
+  stored_limits.max_tasks = SIZE_MAX;
+  stored_limits.max_bytes = SIZE_MAX;
+  stored_limits.max_runs = std::max(stored_limits.max_runs, SpecLimits{}.max_runs);
+  size_t unfinished = 0;
+  for (StoredJob& j : jobs) {
+    if (RestoreSession(j, now)) continue;
+    // A job that cannot be rebuilt is reported and left out; the rest go on.
+    auto spec = ParseJobSpec(j.spec_json, stored_limits);
+    if (!spec.ok()) {
+      spdlog::error("job {} from the store: spec: {}", j.id, spec.status().message());
+      continue;
+    }
+    auto graph = JobGraph::Build(std::move(spec).value());
+    if (!graph.ok()) {
+      spdlog::error("job {} from the store: {}", j.id, graph.status().message());
+      continue;
+    }
+    std::vector<Scheduler::RestoredRun> done;
+    done.reserve(j.done.size());
+    for (const TaskDoneRecord& r : j.done) {
+      done.push_back({r.run, r.attempt, r.start, r.end, r.bytes, r.buffers});
+    }
+    Status st;
+    try {
+      st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
+                                  j.submitted, j.finished, now, j.started);
+    } catch (const std::bad_alloc&) {
+      // Left out rather than aborting every start (a restart loop): its
+      // runs' records no longer fit in this controller's memory.
+      st = Status::ResourceExhausted("its task runs do not fit in the controller's memory");
+    }
+    if (!st.ok()) {
+      spdlog::error("job {} from the store: {}", j.id, st.message());
+      continue;
+    }
+    ++counters_.restored_jobs;
+    if (IsTerminal(j.state)) {
+      finished_order_.push_back(j.id);
+      // Not known (an older file): its age counts from now.
+      finished_unix_ms_[j.id] = j.finished_unix_ms > 0 ? j.finished_unix_ms : UnixMs();
+      if (!j.metrics.empty()) stored_metrics_[j.id] = std::move(j.metrics);
+    } else {
+      live_jobs_.insert(j.id);
+      ++unfinished;
+      spdlog::info("job {} '{}' resumes: {} of {} task runs were done", j.id, j.name, j.done.size(),
+                   scheduler_->job(j.id)->runs.size());
+    }
+  }
+  // Ids of forgotten jobs are not given out again.
+  ASSIGN_OR_RETURN(JobId max_id, options_.store->LoadMaxJobId());
+  scheduler_->ReserveJobIds(max_id);
+  ASSIGN_OR_RETURN(auto live, options_.store->LoadLiveWorkers());
+  if (unfinished > 0) {
+    recovery_.Open(live, now + TimeUs{options_.recovery_grace_ms} * 1000);
+    spdlog::info("recovery: waiting for {} workers to register again (at most {} ms)",
+                 live ? std::to_string(live->size()) : "the", options_.recovery_grace_ms);
+  } else if (live) {
+    // Nothing to resume: forget them; those alive register again.
+    for (std::string& key : *live) store_pending_.push_back(WorkerRecord{std::move(key), false});
+  }
+  spdlog::info("job store: {} jobs reloaded, {} unfinished", counters_.restored_jobs, unfinished);
+  return Status::Ok();
+}
+
+bool Controller::RestoreSession(const StoredJob& j, TimeUs now) {
+  if (!DriverSessions::IsStoredSession(j.spec_json)) return false;
+  JobSpec s;
+  s.name = j.name;
+  auto graph = JobGraph::BuildOpen(s);
+  if (!graph.ok()) return false;
+  // A session cannot resume: its driver's futures died with the connection.
+  const bool ended = IsTerminal(j.state);
+  const JobState state = ended ? j.state : JobState::kFailed;
+  const std::string error =
+      ended ? j.error : "driver session lost: the controller restarted while it was open";
+  const TimeUs finished = ended ? j.finished : now;
+  // Its calls are not stored (no graph to rebuild), but an ended session
+  // keeps its start, its figures and its end's wall clock (--keep-hours).
+  Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), {}, state, error, j.submitted,
+                                     finished, now, ended ? j.started : -1);
+  if (!st.ok()) {
+    spdlog::error("job {} from the store: {}", j.id, st.message());
+    return true;
+  }
+  ++counters_.restored_jobs;
+  finished_order_.push_back(j.id);
+  const bool known = ended && j.finished_unix_ms > 0;
+  finished_unix_ms_[j.id] = known ? j.finished_unix_ms : UnixMs();
+  if (ended && !j.metrics.empty()) stored_metrics_[j.id] = j.metrics;
+  if (!ended) {
+    store_pending_.push_back(
+        JobEndedRecord{j.id, state, error, finished, finished_unix_ms_[j.id], -1, {}});
+    spdlog::warn("job {} '{}': {}", j.id, j.name, error);
+  }
+  return true;
+}
 
 int64_t Controller::UnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

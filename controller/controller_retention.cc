@@ -53,9 +53,7 @@ Result<uint64_t> Controller::Forget(JobId id) {
 }
 
 uint64_t Controller::DropEndedJob(JobId gone) {
-  for (const WorkerInfo& w : workers_) {
-    if (w.alive) transport_.Send(w.identity, FreeJob{gone});
-  }
+  SendToLiveWorkers(FreeJob{gone});
   // What the workers hold now: outputs not yet freed after their last
   // read (the final ones, those still to be read), on live workers.
   uint64_t bytes = 0;

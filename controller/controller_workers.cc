@@ -5,13 +5,10 @@
 // controller_recovery.cc.
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <string_view>
-#include <unordered_set>
-
 #include "hmpmd/controller/controller.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/one_line.h"
+#include "hmpmd/protocol/same_secret.h"
 
 // See controller.cc: GCC 12's false -Wmaybe-uninitialized when a vector of
 // StoreRecord grows.
@@ -20,17 +17,6 @@
 #endif
 
 namespace hmpmd {
-namespace {
-
-// Compares secrets in time that does not depend on where they differ.
-bool TokenMatches(const std::string& want, const std::string& got) {
-  if (want.size() != got.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ got[i]);
-  return diff == 0;
-}
-
-}  // namespace
 
 void Controller::LogRefusedToken(const char* what, const std::string& name) {
   const uint64_t n = ++counters_.refused_tokens;
@@ -41,8 +27,29 @@ void Controller::LogRefusedToken(const char* what, const std::string& name) {
       what, OneLine(name, 64), n);
 }
 
+WorkerInfo* Controller::KnownWorker(const std::string& identity, TimeUs now) {
+  WorkerInfo* w = workers_.FindByIdentity(identity);
+  if (w == nullptr) {
+    // A worker we do not know (we restarted, or it was declared dead).
+    ++counters_.unknown_peers;
+    transport_.Send(identity, Reject{"unknown worker; register again", true});
+    return nullptr;
+  }
+  w->last_seen = now;
+  return w;
+}
+
+void Controller::OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now) {
+  w.clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
+  w.dropped_frames = m.dropped_frames;
+  w.in_flight = m.running;
+  workers_.SetStoreBytes(w, m.store_bytes);
+  ReportStarted(w, m.started);
+  transport_.Send(w.identity, HeartbeatAck{});
+}
+
 void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now) {
-  if (!options_.token.empty() && !TokenMatches(options_.token, m.token)) {
+  if (!options_.token.empty() && !SameSecret(options_.token, m.token)) {
     LogRefusedToken("worker", m.name);
     transport_.Send(identity, Reject{"wrong or missing token", false});
     return;
@@ -76,19 +83,22 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   }
   if (!CheckInstance(identity, m, now)) return;
   // Not a death: the same process, whose runs are not to blame.
-  if (WorkerInfo* old = FindByIdentity(identity)) MarkDead(*old, "re-registered", now, false);
+  if (WorkerInfo* old = workers_.FindByIdentity(identity)) {
+    MarkDead(*old, "re-registered", now, false);
+  }
   // The same process on a new socket (it reconnects when a register goes
   // unanswered, e.g. while this loop was slow): its old entry is gone too.
   // Its data endpoint, a socket it bound, tells it apart from another
   // worker of the same name and pid (embedded workers without one may
   // share both).
-  if (auto k = m.data_endpoint.empty() ? by_key_.end() : by_key_.find(WorkerKey(m));
-      k != by_key_.end()) {
-    MarkDead(workers_[k->second], "re-registered on a new connection", now, false);
+  if (!m.data_endpoint.empty()) {
+    if (WorkerInfo* old = workers_.FindByKey(WorkerKey(m))) {
+      MarkDead(*old, "re-registered on a new connection", now, false);
+    }
   }
 
   WorkerInfo w;
-  w.id = static_cast<WorkerId>(workers_.size());
+  w.id = workers_.next_id();
   desc.worker = w.id;
   w.identity = identity;
   w.key = WorkerKey(m);
@@ -99,48 +109,31 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   w.last_seen = w.joined = now;
   w.clock.Observe(m.sent_us, now);
   w.device = scheduler_->AddDevice(std::move(desc));
-  if (device_worker_.size() <= w.device) device_worker_.resize(w.device + 1);
-  device_worker_[w.device] = w.id;
-  by_identity_[identity] = w.id;
-  if (!m.data_endpoint.empty()) by_key_[w.key] = w.id;
-  if (m.instance != 0) by_name_[m.name] = w.id;
-  workers_.push_back(w);
+  const WorkerInfo& added = workers_.Add(std::move(w));
   outbox_.resize(workers_.size());
-  ++alive_workers_;
-  ++pool_changes_;
-  recovery_.OnRegistered(w.key);
-  if (writer_) store_pending_.push_back(WorkerRecord{w.key, true});
+  recovery_.OnRegistered(added.key);
+  if (writer_) store_pending_.push_back(WorkerRecord{added.key, true});
   // Tasks it still holds run (or ran) there: do not start them again. Held
   // for another controller (another store, or none), they belong to other
   // jobs, whatever their ids: the worker drops them on our epoch.
   if (m.epoch == epoch_) {
-    AdoptReported(workers_.back(), m, now);
-    ReportStarted(workers_.back(), m.started);  // which of them run now
+    AdoptReported(added, m, now);
+    ReportStarted(added, m.started);  // which of them run now
   } else if (!m.held.empty() || !m.outputs.empty()) {
     spdlog::warn("worker '{}' holds {} task(s) and {} output(s) of another controller: dropped",
                  m.name, m.held.size(), m.outputs.size());
   }
-  transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms, epoch_, data_token_});
-  spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", w.id, m.name,
-               scheduler_->pool().device(w.device).desc.cores[0],
-               scheduler_->pool().device(w.device).desc.cores[1], m.kernels.size());
-  // Wake whoever waits for enough workers.
-  for (auto it = worker_waiters_.begin(); it != worker_waiters_.end();) {
-    if (alive_workers_ >= it->first) {
-      auto cb = std::move(it->second);
-      it = worker_waiters_.erase(it);
-      cb();
-    } else {
-      ++it;
-    }
-  }
+  transport_.Send(identity, RegisterAck{added.id, options_.heartbeat_ms, epoch_, data_token_});
+  spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", added.id, m.name,
+               scheduler_->pool().device(added.device).desc.cores[0],
+               scheduler_->pool().device(added.device).desc.cores[1], m.kernels.size());
+  workers_.WakeWaiters();
 }
 
 bool Controller::CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now) {
-  if (m.instance == 0) return true;
-  if (retired_.count(m.instance) > 0) {
-    // Two live processes under one name would replace each other forever:
-    // the older one leaves (Reject without reregister ends its Run()).
+  const WorkerRegistry::InstanceCheck check = workers_.CheckInstance(m);
+  if (check.retired) {
+    // The older one leaves (Reject without reregister ends its Run()).
     spdlog::warn("refused worker '{}' (pid {}): a newer process registered under its name", m.name,
                  m.pid);
     transport_.Send(identity, Reject{"a newer process registered as worker '" + m.name +
@@ -148,41 +141,14 @@ bool Controller::CheckInstance(const std::string& identity, const RegisterMsg& m
                                      false});
     return false;
   }
-  auto known = by_name_.find(m.name);
-  if (known == by_name_.end()) return true;
-  WorkerInfo& old = workers_[known->second];
-  if (old.instance == m.instance) return true;  // the same process reconnecting
-  // A new process under this name (the old one crashed and was restarted):
-  // it holds none of the old one's tasks or outputs. The old one is lost,
-  // as when it misses its heartbeats: its running tasks run again and the
-  // outputs only it held are rebuilt (lineage).
-  // One already declared dead (missed heartbeats) lost nothing to it.
-  if (old.alive) ++counters_.worker_restarts;
-  if (retired_.insert(old.instance).second) {
-    retired_order_.push_back(old.instance);
-    if (retired_order_.size() > kRetiredKept) {
-      retired_.erase(retired_order_.front());
-      retired_order_.pop_front();
-    }
+  if (check.replaced != nullptr) {
+    // Lost as when it misses its heartbeats: its running tasks run again
+    // and the outputs only it held are rebuilt (lineage). One already
+    // declared dead (missed heartbeats) lost nothing to the restart.
+    if (check.replaced->alive) ++counters_.worker_restarts;
+    MarkDead(*check.replaced, "restarted: a new process registered under its name", now);
   }
-  MarkDead(old, "restarted: a new process registered under its name", now);
   return true;
-}
-
-std::vector<bool> Controller::ListedDevices() const {
-  const ResourcePool& pool = scheduler_->pool();
-  std::vector<bool> listed(pool.device_count(), true);  // devices of no worker too
-  // Newest registration first: a dead device whose name registered again
-  // later is that worker's past row (each controller stall added one).
-  std::unordered_set<std::string_view> seen;
-  size_t dead = 0;
-  for (auto w = workers_.rbegin(); w != workers_.rend(); ++w) {
-    const bool again = !seen.insert(w->name).second;
-    if (w->device >= listed.size() || w->alive) continue;
-    listed[w->device] = !again && dead < kDeadDevicesListed;
-    dead += listed[w->device] ? 1 : 0;
-  }
-  return listed;
 }
 
 void Controller::CheckLiveness(TimeUs now) {
@@ -210,15 +176,28 @@ void Controller::ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>&
 
 void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now, bool died) {
   if (!w.alive) return;
-  w.alive = false;
-  w.left_reason = why;
   if (writer_) store_pending_.push_back(WorkerRecord{w.key, false});
-  --alive_workers_;
-  ++pool_changes_;
-  by_identity_.erase(w.identity);
-  if (auto k = by_key_.find(w.key); k != by_key_.end() && k->second == w.id) by_key_.erase(k);
   spdlog::warn("worker {} '{}' declared dead: {}", w.id, w.name, why);
+  workers_.MarkGone(w, std::move(why));
   scheduler_->RemoveDevice(w.device, now, died);
 }
+
+void Controller::SendTo(const std::string& identity, const Message& m) {
+  transport_.Send(identity, m);
+}
+
+void Controller::SendToLiveWorkers(const Message& m) {
+  for (const WorkerInfo& w : workers_) {
+    if (w.alive) transport_.Send(w.identity, m);
+  }
+}
+
+Result<JobId> Controller::SubmitOpenJob(JobSubmission job, SubmitDone done) {
+  return Submit(std::move(job), std::move(done));
+}
+
+void Controller::RefusedToken(const std::string& name) { LogRefusedToken("driver session", name); }
+
+void Controller::UnknownPeer() { ++counters_.unknown_peers; }
 
 }  // namespace hmpmd

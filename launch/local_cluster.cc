@@ -66,7 +66,7 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
   auto job_id = std::make_shared<std::atomic<JobId>>(0);
   controller_->Post([this, graph = std::move(graph), done, job_id, on_end = std::move(on_end),
                      spec_json = std::move(spec_json)]() mutable {
-    auto id = controller_->SubmitGraph(std::move(graph), std::move(spec_json));
+    auto id = controller_->Submit({std::move(spec_json), std::move(graph)});
     if (!id.ok()) {
       done->set_value(id.status());
       return;

@@ -32,7 +32,7 @@ class ApiSnapshotTest : public ::testing::Test {
     });
   }
   JobId Submit() {
-    auto id = controller_->SubmitJson(kSpec);
+    auto id = controller_->Submit({kSpec});
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? *id : 0;
   }

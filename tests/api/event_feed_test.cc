@@ -31,9 +31,9 @@ class EventFeedTest : public ::testing::Test {
     ControllerOptions o;
     o.listen = "tcp://127.0.0.1:0";
     controller_ = std::make_unique<Controller>(o);
-    auto id = controller_->SubmitJson(
+    auto id = controller_->Submit({
         R"({"name":"j","tasks":[{"id":"a","kernel":"noop"},{"id":"b","kernel":"noop","inputs":["a"]}],
-            "repeat":10})");
+            "repeat":10})"});
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     job_ = *id;
   }

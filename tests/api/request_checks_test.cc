@@ -68,22 +68,6 @@ TEST(QueryParamsTest, TheTaskTableNamesTheParameterAndWhatItTakes) {
   EXPECT_EQ(q->limit, 1000u);
 }
 
-TEST(RouteTakesNoQueryTest, EveryApiRouteButTheTaskTableAndAJobsDelete) {
-  for (const char* p :
-       {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/3", "/api/v1/jobs/3/trace",
-        "/api/v1/jobs/3/dag", "/api/v1/jobs/3/outputs", "/api/v1/events", "/api/v1/openapi.json",
-        "/metrics", "/api/v1/nope", "/api/v1/jobs/3/x/tasks"}) {
-    EXPECT_TRUE(RouteTakesNoQuery("GET", p)) << p;
-  }
-  for (const char* p : {"/api/v1/jobs/3/tasks", "/", "/index.html", "/app.js"}) {
-    EXPECT_FALSE(RouteTakesNoQuery("GET", p)) << p;
-  }
-  // A job's DELETE takes ?forget=; the job list's POST and other DELETEs take none.
-  EXPECT_FALSE(RouteTakesNoQuery("DELETE", "/api/v1/jobs/3"));
-  EXPECT_TRUE(RouteTakesNoQuery("POST", "/api/v1/jobs"));
-  EXPECT_TRUE(RouteTakesNoQuery("DELETE", "/api/v1/jobs/3/trace"));
-}
-
 TEST(JobPathTest, OneSpellingPerJobAndEveryIdNamedAsWritten) {
   uint64_t id = 0;
   std::string rest;

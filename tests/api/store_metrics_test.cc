@@ -8,8 +8,8 @@
 #include <thread>
 #include <utility>
 
-#include "hmpmd/store/in_memory_job_store.h"
 #include "hmpmd/api/live_metrics.h"
+#include "hmpmd/store/in_memory_job_store.h"
 #include "hmpmd/store/store_writer.h"
 
 namespace hmpmd {
@@ -76,7 +76,7 @@ TEST(StoreMetricsTest, MetricsShowTheControllersStoreWrites) {
   // The loop hands the submitted job to the writer; poll (bounded) until a
   // batch is written, then read the metrics on the loop.
   std::promise<Status> submitted;
-  c.Post([&] { submitted.set_value(c.SubmitJson(kSpec).status()); });
+  c.Post([&] { submitted.set_value(c.Submit({kSpec}).status()); });
   ASSERT_TRUE(submitted.get_future().get().ok());
   for (int i = 0; i < 500 && c.store_writer()->batches_written() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -97,7 +97,7 @@ TEST(StoreMetricsTest, SubmitsAreRefusedWhileTheStoreCannotBeWritten) {
   std::thread loop([&c] { c.Run(); });
   auto submit = [&c] {
     std::promise<Status> done;
-    c.Post([&] { done.set_value(c.SubmitJson(kSpec).status()); });
+    c.Post([&] { done.set_value(c.Submit({kSpec}).status()); });
     return done.get_future().get();
   };
   store->FailWrites(true);  // a full disk
@@ -106,7 +106,7 @@ TEST(StoreMetricsTest, SubmitsAreRefusedWhileTheStoreCannotBeWritten) {
   std::promise<Status> answer;
   std::promise<JobId> first;
   c.Post([&] {
-    auto id = c.SubmitJson(kSpec);
+    auto id = c.Submit({kSpec});
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     EXPECT_TRUE(c.scheduler().job(*id)->held);
     c.WhenDurable([&](const Status& st) { answer.set_value(st); });
@@ -158,12 +158,12 @@ TEST(StoreMetricsTest, ACancelTheStoreCannotKeepIsRefused) {
   std::thread loop([&c] { c.Run(); });
   std::promise<JobId> submitted;
   c.Post([&] {
-    auto id = c.SubmitJson(kSpec);
+    auto id = c.Submit({kSpec});
     c.WhenDurable([&, id = *id](const Status&) { submitted.set_value(id); });
   });
   const JobId id = submitted.get_future().get();
   store->FailWrites(true);  // a full disk, found by the next write
-  c.Post([&c] { (void)c.SubmitJson(kSpec); });
+  c.Post([&c] { (void)c.Submit({kSpec}); });
   for (int i = 0; i < 500 && c.store_writer()->write_errors() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -197,11 +197,11 @@ TEST(StoreMetricsTest, AForgetTheStoreCannotKeepIsRefusedAndOneItKeepsLeavesTheF
     c.Post([&] { c.WhenDurable([&](const Status& st) { p.set_value(st); }); });
     return p.get_future().get();
   };
-  const JobId id = on_loop([&] { return *c.SubmitJson(kSpec); });
+  const JobId id = on_loop([&] { return *c.Submit({kSpec}); });
   ASSERT_TRUE(on_loop([&] { return c.Cancel(id); }).ok());  // no workers: it ends here
   ASSERT_TRUE(durable().ok());
   store->FailWrites(true);  // a full disk, found by the next write
-  c.Post([&c] { (void)c.SubmitJson(kSpec); });
+  c.Post([&c] { (void)c.Submit({kSpec}); });
   for (int i = 0; i < 500 && c.store_writer()->write_errors() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

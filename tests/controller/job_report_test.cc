@@ -7,9 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "hmpmd/controller/controller.h"
+#include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/protocol/json_text.h"
 #include "hmpmd/sim/pool_spec.h"
 #include "hmpmd/sim/simulator.h"
-#include "hmpmd/controller/job_spec_parser.h"
 
 namespace hmpmd {
 namespace {
@@ -18,7 +19,7 @@ TEST(JobReportTest, AJobNotStartedOrNotEndedHasNullTimes) {
   ControllerOptions o;
   o.listen = "tcp://127.0.0.1:0";
   Controller c(o);
-  auto id = c.SubmitJson(R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})");
+  auto id = c.Submit({R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})"});
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   const JobRun& job = *c.scheduler().job(*id);
   nlohmann::json j = JobSummaryJson(job, c.scheduler().pool(), false);
@@ -52,8 +53,7 @@ TEST(JobReportTest, TraceTextIsTraceJsonsText) {
   const JobRun& job = *(*sim)->scheduler().job(*id);
   const ResourcePool& pool = (*sim)->scheduler().pool();
   const std::string text = TraceText(job, pool);
-  EXPECT_EQ(text,
-            TraceJson(job, pool).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  EXPECT_EQ(text, JsonText(TraceJson(job, pool)));
   const nlohmann::json parsed = nlohmann::json::parse(text);
   int complete = 0;
   for (const auto& e : parsed["traceEvents"]) complete += e["ph"] == "X";

@@ -65,8 +65,8 @@ TEST(RestoreLimitsTest, AnAcceptedJobOverTodaysMaxTasksResumes) {
   ASSERT_NE(job, nullptr) << "the accepted job was left out";
   EXPECT_FALSE(IsTerminal(job->state));
   // New submits are still held to the flag.
-  EXPECT_FALSE(c.SubmitJson(R"({"tasks":[{"id":"a","kernel":"noop"},{"id":"b","kernel":"noop"},)"
-                            R"({"id":"c","kernel":"noop"}]})")
+  EXPECT_FALSE(c.Submit({R"({"tasks":[{"id":"a","kernel":"noop"},{"id":"b","kernel":"noop"},)"
+                         R"({"id":"c","kernel":"noop"}]})"})
                    .ok());
 }
 

@@ -30,7 +30,7 @@ void ClusterTest::TearDown() {
 
 Status ClusterTest::Submit(const std::string& spec_json) {
   return cluster_->Call([&]() -> Status {
-    auto id = cluster_->controller().SubmitJson(spec_json);
+    auto id = cluster_->controller().Submit({spec_json});
     return id.ok() ? Status::Ok() : id.status();
   });
 }

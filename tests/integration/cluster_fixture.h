@@ -40,7 +40,7 @@ class ClusterTest : public ::testing::Test {
 
   // Parses, submits and waits for `spec_json`; fails the test on refusal.
   JobResult RunSpec(const std::string& spec_json, int timeout_ms = 60000);
-  // Submits on the loop and returns what SubmitJson said.
+  // Submits on the loop and returns what Controller::Submit said.
   Status Submit(const std::string& spec_json);
 
   // Every edge respected, steps in order, no core running two runs at once.

@@ -51,7 +51,7 @@ class FairShareLiveTest : public ClusterTest {
     Status st = cluster_->Call([&]() -> Status {
       const std::string* specs[2] = {&first, &second};
       for (int j = 0; j < 2; ++j) {
-        auto id = cluster_->controller().SubmitJson(*specs[j]);
+        auto id = cluster_->controller().Submit({*specs[j]});
         if (!id.ok()) return id.status();
         cluster_->controller().WatchJob(*id, [p, j](const JobRun& job) {
           Runs runs;

@@ -41,7 +41,7 @@ class GangFailureTest : public ClusterTest {
           if (!all) continue;
           const DeviceId d =
               cluster_->controller().scheduler().pool().core(job.runs[2].core).device;
-          return static_cast<pid_t>(cluster_->controller().WorkerOfDevice(d)->pid);
+          return static_cast<pid_t>(cluster_->controller().workers().OfDevice(d)->pid);
         }
         return -1;
       });
@@ -87,7 +87,7 @@ TEST_F(GangFailureTest, AStoppedMemberThatComesBackDoesNotBlockTheNewGang) {
     if (victim <= 0) return;
     kill(victim, SIGSTOP);
     for (int i = 0; i < 5000; ++i) {
-      if (cluster_->Call([&] { return cluster_->controller().alive_workers(); }) < 3) break;
+      if (cluster_->Call([&] { return cluster_->controller().workers().alive_count(); }) < 3) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     kill(victim, SIGCONT);

@@ -60,7 +60,7 @@ class GangTimeoutTest : public ClusterTest {
     StartCluster(workers, "cube=1,vector=1", c);
   }
   JobId SubmitOrFail(const std::string& spec) {
-    Result<JobId> id = cluster_->Call([&] { return cluster_->controller().SubmitJson(spec); });
+    Result<JobId> id = cluster_->Call([&] { return cluster_->controller().Submit({spec}); });
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? *id : 0;
   }
@@ -246,7 +246,7 @@ TEST_F(GangTimeoutTest, CancellingAJobWhoseGangWaitsForDevicesEndsIt) {
     const JobRun* job = cluster_->controller().scheduler().job(id);
     if (job == nullptr || job->runs[0].state != TaskState::kRunning) return false;
     const DeviceId d = cluster_->controller().scheduler().pool().core(job->runs[0].core).device;
-    busy = static_cast<pid_t>(cluster_->controller().WorkerOfDevice(d)->pid);
+    busy = static_cast<pid_t>(cluster_->controller().workers().OfDevice(d)->pid);
     return true;
   }));
   pid_t victim = -1;

@@ -57,8 +57,8 @@ TEST_F(HeldRunsTest, EndedJobsAreForgottenOldestFirstToMakeRoom) {
 TEST_F(HeldRunsTest, RunsOfJobsNotEndedAreNeverForgottenTheNewJobWaits) {
   // A job that runs until cancelled holds 6 runs.
   auto running = cluster_->Call([&] {
-    return cluster_->controller().SubmitJson(
-        R"({"name":"long","repeat":6,"tasks":[{"id":"t","kernel":"sleep","args":{"us":60000000}}]})");
+    return cluster_->controller().Submit(
+        {R"({"name":"long","repeat":6,"tasks":[{"id":"t","kernel":"sleep","args":{"us":60000000}}]})"});
   });
   ASSERT_TRUE(running.ok()) << running.status().ToString();
   Status st = Submit(NoopJob(5));

@@ -164,7 +164,7 @@ TEST_F(RestApiTest, WaitingReadsCostTheLoopOneRefreshPerWaveWhateverTheirNumber)
   // A job submitted on the loop makes the published snapshot out of date
   // (a discrete change) until someone reads.
   for (int readers : {30, 90}) {
-    auto id = cluster_->Call([&c] { return c.SubmitJson(Chain(6)); });
+    auto id = cluster_->Call([&c] { return c.Submit({Chain(6)}); });
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     wave(readers, *id);
   }

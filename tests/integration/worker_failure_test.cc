@@ -40,7 +40,7 @@ TEST_F(WorkerFailureTest, KilledWorkerTasksRunAgainElsewhere) {
   killer.join();
   ASSERT_EQ(r.state, JobState::kSucceeded) << r.error;
   ExpectValidSchedule(r);
-  size_t alive = cluster_->Call([&] { return cluster_->controller().alive_workers(); });
+  size_t alive = cluster_->Call([&] { return cluster_->controller().workers().alive_count(); });
   EXPECT_EQ(alive, 2u);
 }
 

@@ -19,10 +19,10 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "hmpmd/api/api_snapshot.h"
 #include "cluster_fixture.h"
-#include "hmpmd/protocol/codec.h"
+#include "hmpmd/api/api_snapshot.h"
 #include "hmpmd/api/live_metrics.h"
+#include "hmpmd/protocol/codec.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -80,7 +80,7 @@ class WorkerReconnectTest : public ClusterTest {
 TEST_F(WorkerReconnectTest, TheSameWorkerOnANewSocketReplacesItsOldEntry) {
   StartCluster(1, "cube=1");
   auto alive = [&] {
-    return cluster_->Call([&] { return cluster_->controller().alive_workers(); });
+    return cluster_->Call([&] { return cluster_->controller().workers().alive_count(); });
   };
   const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
   ASSERT_EQ(alive(), 1u);
@@ -104,7 +104,7 @@ TEST_F(WorkerReconnectTest, TheSameWorkerOnANewSocketReplacesItsOldEntry) {
 TEST_F(WorkerReconnectTest, ANewInstanceUnderAKnownNameReplacesTheOldOneWhichIsThenRefused) {
   StartCluster(1, "cube=1");
   auto alive = [&] {
-    return cluster_->Call([&] { return cluster_->controller().alive_workers(); });
+    return cluster_->Call([&] { return cluster_->controller().workers().alive_count(); });
   };
   const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
   zmq::context_t ctx(1);

@@ -65,7 +65,7 @@ TEST_F(WorkerRestartTest, AWorkerRestartedUnderItsNameIsANewWorkerAndTheOldOneIs
         for (const TaskRecord& rec : job.runs) {
           if (rec.state != TaskState::kRunning) continue;
           const DeviceId d = ctl.scheduler().pool().core(rec.core).device;
-          if (ctl.WorkerOfDevice(d)->pid == static_cast<uint32_t>(victim)) return true;
+          if (ctl.workers().OfDevice(d)->pid == static_cast<uint32_t>(victim)) return true;
         }
       }
       return false;
@@ -99,7 +99,7 @@ TEST_F(WorkerRestartTest, AWorkerRestartedUnderItsNameIsANewWorkerAndTheOldOneIs
 
   OnLoop([&] {
     const Controller& ctl = cluster_->controller();
-    EXPECT_EQ(ctl.alive_workers(), 2u) << "the restarted worker counted twice";
+    EXPECT_EQ(ctl.workers().alive_count(), 2u) << "the restarted worker counted twice";
     EXPECT_EQ(ctl.counters().worker_restarts, 1u);
     LiveMetrics metrics(&ctl);
     EXPECT_NE(metrics.PrometheusText(0, "").find("\nhmpmd_worker_restarts_total 1\n"),

@@ -51,9 +51,9 @@
 #include <thread>
 #include <vector>
 
+#include "hmpmd/api/live_metrics.h"
 #include "hmpmd/controller/controller.h"
 #include "hmpmd/http/cpu_budget.h"
-#include "hmpmd/api/live_metrics.h"
 
 namespace hmpmd {
 
@@ -171,7 +171,7 @@ class EventFeed : public ControllerObserver {
   uint64_t dropped_total_ = 0;  // for /metrics
   uint64_t events_sent_ = 0;
   std::map<JobId, JobSeen> jobs_seen_;
-  uint64_t pool_seen_ = 0;  // Controller::pool_changes() at the last pool event
+  uint64_t pool_seen_ = 0;  // WorkerRegistry::pool_changes() at the last pool event
   std::atomic<uint64_t> flushes_{0}, flush_cpu_us_{0};
 
   // Ticker.

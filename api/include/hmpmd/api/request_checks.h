@@ -41,12 +41,6 @@ bool ParseJobPath(std::string_view path, uint64_t* id, std::string* rest);
 // (exact even where it does not fit 64 bits).
 std::string JobIdText(std::string_view path);
 
-// Whether `method` on `path` is an API route that takes no query
-// parameters: every /api/v1/... route and /metrics but a job's task table
-// (whose parser, ParseTaskQuery, checks its own) and a job's DELETE (which
-// takes `forget`). The dashboard's files take any query.
-bool RouteTakesNoQuery(std::string_view method, std::string_view path);
-
 // Ok when `content_type` (the header's value, "" when absent) is
 // application/json, in any case, with optional parameters of which only
 // charset=utf-8 is accepted ("application/json; charset=UTF-8"). Else an

@@ -3,16 +3,18 @@
 // document (/api/v1/openapi.json), which are compiled into the binary and
 // served without touching the loop.
 //
-// Handle() is called on the HTTP server's thread. Work that is pure (parsing
-// and checking a submitted spec) stays there, so a large spec never stalls
-// the scheduler. The read routes the dashboard and scrapers hammer (pool,
-// jobs, a job's summary, /metrics) are served from ApiSnapshots, which the
-// loop renders at a bounded rate, without posting to the loop at all.
-// Whatever changes controller state, or reads a running job's tasks, is
-// posted to the loop, which answers through `reply`. Heavy bodies (task
-// pages, traces; an ended job's DAG) are copied out on the loop (an ended
-// job once: it never changes) and formatted on the RestApi's own formatting
-// thread; a running job's DAG covers one step and is rendered on the loop.
+// Every route is one row of Routes() (rest_routes.h), which says where its
+// answer is made. Handle() is called on the HTTP server's thread. A
+// submitted spec is parsed and checked on a thread of its own, so a large
+// spec never stalls the scheduler or other requests. The read routes the
+// dashboard and scrapers hammer (pool, jobs, a job's summary, /metrics) are
+// served from ApiSnapshots, which the loop renders at a bounded rate,
+// without posting to the loop at all. Whatever changes controller state, or
+// reads a running job's tasks, is posted to the loop, which answers through
+// `reply`. Heavy bodies (task pages, traces; an ended job's DAG) are copied
+// out on the loop (an ended job once: it never changes) and formatted on the
+// RestApi's own formatting thread; a running job's DAG covers one step and
+// is rendered on the loop.
 // Thread-safety: Handle() may be called from any thread.
 #pragma once
 
@@ -28,12 +30,13 @@
 #include <string_view>
 
 #include "hmpmd/api/api_snapshot.h"
-#include "hmpmd/controller/controller.h"
-#include "hmpmd/http/cpu_budget.h"
 #include "hmpmd/api/dashboard_assets.h"
 #include "hmpmd/api/event_feed.h"
-#include "hmpmd/http/http_types.h"
+#include "hmpmd/api/rest_routes.h"
 #include "hmpmd/api/task_thread.h"
+#include "hmpmd/controller/controller.h"
+#include "hmpmd/http/cpu_budget.h"
+#include "hmpmd/http/http_types.h"
 
 namespace hmpmd {
 
@@ -96,7 +99,10 @@ class RestApi {
   // Call before serving and before feed->Start(); `feed` outlives this object.
   void SetEventFeed(EventFeed* feed);
 
+  // Answers `req` as its route in Routes() says.
   void Handle(HttpRequest req, HttpReply reply);
+  // The routes this API serves (rest_routes.h).
+  static const RouteTable& Routes();
   // What rendering the snapshots has cost the loop. Thread-safe.
   ApiSnapshotStats snapshot_stats() const { return snapshots_->stats(); }
   // What serving has cost the loop, in counts. Thread-safe.
@@ -119,25 +125,53 @@ class RestApi {
     std::shared_ptr<const JobRun> job;
     std::shared_ptr<const ResourcePool> pool;
   };
+  // The bodies RenderOffLoop formats.
+  enum class Rendered : uint8_t { kTasks, kTrace, kDag };
+
+  // The route table (rest_routes.cc).
+  static const Route kRoutes[];
+
+  // --- route handlers (see Route::handler) ---
+  bool GetAsset(RouteCall& call);    // HTTP thread
+  bool GetPool(RouteCall& call);     // snapshot, or loop
+  bool GetJobs(RouteCall& call);     // snapshot, or loop
+  bool GetMetrics(RouteCall& call);  // snapshot, or loop
+  bool PostJob(RouteCall& call);     // parser thread
+  bool GetJob(RouteCall& call);      // snapshot, or loop
+  bool DeleteJob(RouteCall& call);   // loop
+  bool GetTasks(RouteCall& call);    // snapshot, or loop
+  bool GetTrace(RouteCall& call);    // snapshot, or loop
+  bool GetDag(RouteCall& call);      // snapshot, or loop
+  bool GetOutputs(RouteCall& call);  // snapshot, or loop
+
+  // Runs `call`'s handler on the loop.
+  void ToLoop(RouteCall call);
+  // Answers `call` with the snapshot's body `body` (the loop refreshes the
+  // snapshot first).
+  bool ServeSnapshotBody(RouteCall& call, std::string ApiSnapshot::*body, const char* content_type);
+  // With a snapshot: answers 404 for a job the snapshot does not hold (true).
+  bool SnapshotLacksJob(RouteCall& call);
+  // On the loop: the call's job, or null after answering 404.
+  const JobRun* LoopJob(RouteCall& call);
+  // Tasks, trace or DAG: from the kept renderings and ended jobs' copies
+  // off the loop; on the loop, from a copy (or, for a running job's DAG,
+  // at once).
+  bool ServeRendered(RouteCall& call, Rendered what);
   bool Authorised(const HttpRequest& req) const;
-  // Answers from `s` when it can; false: ask the loop.
-  bool FromSnapshot(const std::shared_ptr<const ApiSnapshot>& snap, const HttpRequest& req,
-                    HttpReply& reply);
   // One copy of a compiled-in file's bytes, made on first use. Any thread.
   std::shared_ptr<const std::string> AssetBody(const EmbeddedAsset& a);
-  void OnLoop(const HttpRequest& req, HttpReply reply);  // runs on the loop
-  // A read of a snapshot route while the snapshot may not be served: waits
+  // A read of a kSnapshot route while the snapshot may not be served: waits
   // for the loop's next refresh, which serves every read waiting by then.
   // Any thread.
-  void Park(HttpRequest req, HttpReply reply);
+  void Park(RouteCall call);
   // Posts the one refresh for the reads parked so far. REQUIRES parked_mu_.
   void PostRefreshLocked();
-  // Formatting thread: answers the reads parked before the refresh that
+  // Answering thread: answers the reads parked before the refresh that
   // published `snap` (sequence numbers below `upto`).
   void ServeParked(std::shared_ptr<const ApiSnapshot> snap, uint64_t upto);
-  // Renders tasks/trace/dag of `copy` on the formatting thread; keeps the
-  // answer when `ended`. Any thread.
-  void RenderOffLoop(JobCopy copy, bool ended, const std::string& rest, const std::string& query,
+  // Renders `what` of `copy` on the formatting thread; keeps the answer
+  // when `ended`. Any thread.
+  void RenderOffLoop(JobCopy copy, bool ended, Rendered what, const std::string& query,
                      HttpReply reply);
   std::shared_ptr<const std::string> FindRendered(const std::string& key);  // any thread
   void KeepRendered(const std::string& key, std::shared_ptr<const std::string> body);
@@ -161,8 +195,7 @@ class RestApi {
   std::atomic<uint64_t> loop_requests_{0}, parked_total_{0}, refreshes_{0};
 
   struct Parked {
-    HttpRequest req;
-    HttpReply reply;
+    RouteCall call;
     uint64_t seq;
   };
   std::mutex parked_mu_;

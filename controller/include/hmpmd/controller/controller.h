@@ -25,16 +25,18 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "hmpmd/controller/driver_sessions.h"
+#include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/controller/job_submission.h"
+#include "hmpmd/controller/mailbox.h"
+#include "hmpmd/controller/recovery.h"
+#include "hmpmd/controller/transport.h"
+#include "hmpmd/controller/worker_registry.h"
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/zap_handler.h"
 #include "hmpmd/scheduler/scheduler.h"
-#include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/store/job_store.h"
-#include "hmpmd/controller/mailbox.h"
-#include "hmpmd/controller/recovery.h"
 #include "hmpmd/store/store_writer.h"
-#include "hmpmd/controller/transport.h"
-#include "hmpmd/controller/worker_clock.h"
 
 namespace hmpmd {
 
@@ -114,26 +116,6 @@ struct ControllerOptions {
   std::set<std::string> curve_allowed;
 };
 
-struct WorkerInfo {
-  WorkerId id = 0;
-  std::string identity;  // ZeroMQ routing id
-  std::string key;       // WorkerKey(): the same across controller restarts
-  std::string name;
-  std::string data_endpoint;  // where peers fetch its outputs
-  uint32_t pid = 0;
-  uint64_t instance = 0;  // RegisterMsg::instance; 0: not given
-  DeviceId device = 0;
-  bool alive = true;
-  WorkerClock clock;  // puts its timestamps on ours
-  TimeUs last_seen = 0;
-  TimeUs joined = 0;
-  uint64_t dropped_frames = 0;  // as the worker reported
-  uint32_t in_flight = 0;       // tasks queued or running there, as its last heartbeat said
-  uint64_t store_bytes = 0;     // in its object store, as its last heartbeat said
-  uint64_t tasks_done = 0;
-  std::string left_reason;
-};
-
 // Receives the loop's task events, for the live event feed and metrics.
 // Every call runs on the loop thread and must be cheap (it is on the
 // dispatch path): record and return, format later.
@@ -174,12 +156,12 @@ struct ControllerCounters {
   uint64_t refused_tokens = 0;   // registrations and sessions with a wrong token
 };
 
-class Controller {
+class Controller : private DriverSessions::Host {
  public:
   using JobCallback = std::function<void(const JobRun&)>;
 
   explicit Controller(ControllerOptions options);
-  ~Controller();
+  ~Controller() override;
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
@@ -195,14 +177,14 @@ class Controller {
   const std::string& endpoint() const { return transport_.endpoint(); }
 
   // --- loop thread only ---
-  Result<JobId> SubmitJson(std::string_view spec_json);
-  Result<JobId> SubmitSpec(JobSpec spec, std::string spec_json = {});
-  // Admits a job whose structure was already checked (e.g. off the loop).
-  // `spec_json` is the spec's text, kept in the store (if any) so the job
-  // survives a restart; without it the job is not stored. A stored job
-  // runs once its record is written; if the write fails it ends cancelled
-  // (see UnstoredSubmit) and its WhenDurable() waiters hear the error.
-  Result<JobId> SubmitGraph(std::shared_ptr<const JobGraph> graph, std::string spec_json = {});
+  // Admits a job: returns its id, or why it was refused (nothing changed
+  // then). A stored job (spec text, and a store) runs once its record is
+  // written; if that write fails it ends cancelled without running
+  // (UnstoredSubmit). `done`, if set, hears the outcome once it is final,
+  // on the loop: a refusal, or the id of a job not stored, at once (before
+  // Submit returns); a stored job's id once its record is written, or
+  // UnstoredSubmit(the store's error) when that write failed.
+  Result<JobId> Submit(JobSubmission job, SubmitDone done = nullptr);
   // Cancels job `id`; `reason` becomes its error (e.g. why a local run
   // gave up on it).
   Status Cancel(JobId id, const std::string& reason = "cancelled by the user");
@@ -225,7 +207,7 @@ class Controller {
   // when the write of those records fails (a full disk); they are retried.
   void WhenDurable(std::function<void(const Status&)> fn);
   // Calls `cb` once when at least `n` workers are alive.
-  void WhenWorkers(size_t n, std::function<void()> cb);
+  void WhenWorkers(size_t n, std::function<void()> cb) { workers_.WhenAlive(n, std::move(cb)); }
   // Sets (or clears, with nullptr) the one observer; it outlives its use.
   void SetObserver(ControllerObserver* o) { observer_ = o; }
   // Sets (or clears) the function the loop calls once per iteration, after
@@ -236,26 +218,14 @@ class Controller {
   void ShutdownWorkers(const std::string& reason);
 
   const Scheduler& scheduler() const { return *scheduler_; }
-  const std::vector<WorkerInfo>& workers() const { return workers_; }
-  const WorkerInfo* WorkerOfDevice(DeviceId d) const;
-  // Per device: whether reports (REST /pool, `hmpmd pool`, /metrics) list
-  // it: every live device, and the newest kDeadDevicesListed dead ones of
-  // workers that did not register again under their name since. A worker
-  // that re-registers (after a controller stall, a reconnect or a restart)
-  // gets a new device; its old one stays in the pool, as past task records
-  // and traces name it, but is not listed twice. O(workers).
-  std::vector<bool> ListedDevices() const;
-  static constexpr size_t kDeadDevicesListed = 64;
+  // Every worker since the start, live and dead, and how to find one.
+  const WorkerRegistry& workers() const { return workers_; }
   // Where the outputs of (job, run) live; nullptr when not known (not done
   // yet, or the job is forgotten).
   const OutputLocation* OutputOf(JobId job, uint32_t run) const;
   // The figures an ended job reloaded from the store kept with its end
   // (JobSummaryJson's `stored`); nullptr when none.
   const std::string* StoredMetrics(JobId job) const;
-  size_t alive_workers() const { return alive_workers_; }
-  // Moves whenever /api/v1/pool would read differently: a worker joined or
-  // died, or a heartbeat said its object store holds another byte count.
-  uint64_t pool_changes() const { return pool_changes_; }
   // The wait for workers after a restart (open() while it lasts).
   const RecoveryWindow& recovery() const { return recovery_; }
   const ControllerCounters& counters() const { return counters_; }
@@ -277,20 +247,36 @@ class Controller {
   static TimeUs NowUs();
 
  private:
-  void Handle(Incoming in, TimeUs now);
+  // --- the loop (controller.cc) ---
+  // Submit() but for what it does once the job's record is written.
+  Result<JobId> Admit(JobSubmission job, bool stored);
+  // Routes one message from the ROUTER socket by its type.
+  void Handle(Incoming& in, TimeUs now);
+  void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
+  // Whether run `run` of `job` is placed on w's device (or on none).
+  bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;
+  void ScheduleAndSend(TimeUs now);
+  void FillDataPlane(const Dispatch& d, TaskAssign& a);
+  void NotifyEndedJobs();
+  // Sends what workers must do for driver sessions (cancel or free runs),
+  // then what the drivers must hear (DriverSessions::Flush).
+  void FlushSessions(TimeUs now);
+
+  // --- workers (controller_workers.cc) ---
+  // The live worker at `identity`, its last_seen set to `now`; null (and
+  // the peer told to register again) when there is none.
+  WorkerInfo* KnownWorker(const std::string& identity, TimeUs now);
   void OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now);
-  // Restart detection (RegisterMsg::instance): false when `m` comes from
-  // an instance a newer process of its name replaced (refused); else, when
-  // it is a new process under a known name, the old one is declared lost
-  // and its instance is refused from then on.
+  // Restart detection (WorkerRegistry::CheckInstance): false when `m`
+  // comes from an instance a newer process of its name replaced (refused
+  // here); when it is a new process under a known name, the old one is
+  // declared lost.
   bool CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now);
+  void OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now);
   // Counts a registration or session refused for its token and logs it at
   // the 1st, 2nd, 4th, ... refusal: anyone who reaches the port can send
   // them as fast as they like, with names of any length.
   void LogRefusedToken(const char* what, const std::string& name);
-  void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
-  // Whether run `run` of `job` is placed on w's device (or on none).
-  bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;
   void CheckLiveness(TimeUs now);
   // `w` is gone; `died`: its process died (the runs it was running are
   // charged with it, Scheduler::RemoveDevice), not merely reconnected.
@@ -298,12 +284,20 @@ class Controller {
   // What w's lanes have started and not finished, as its last message
   // (Heartbeat, DoneBatch, RegisterMsg) says: Scheduler::ReportStarted.
   void ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>& started);
-  void ScheduleAndSend(TimeUs now);
-  void NotifyEndedJobs();
-  void FillDataPlane(const Dispatch& d, TaskAssign& a);
-  WorkerInfo* FindByIdentity(const std::string& identity);
+
+  // --- DriverSessions::Host (controller_workers.cc) ---
+  void SendTo(const std::string& identity, const Message& m) override;
+  void SendToLiveWorkers(const Message& m) override;
+  Result<JobId> SubmitOpenJob(JobSubmission job, SubmitDone done) override;
+  void RefusedToken(const std::string& name) override;
+  void UnknownPeer() override;
+
+  // --- restarts (controller_recovery.cc) ---
+  // Reloads the store's jobs in Start().
   Status RestoreFromStore(TimeUs now);
-  // controller_recovery.cc:
+  // Restores a driver session's job read back from the store (ended, or
+  // failed: a session cannot resume); false when `j` is no session.
+  bool RestoreSession(const StoredJob& j, TimeUs now);
   // Records what a (re-)registering worker holds: tasks it runs, outputs
   // it stores.
   void AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now);
@@ -326,39 +320,11 @@ class Controller {
   void ForgetExpiredJobs();
   // Makes room for `runs` more task runs under max_held_runs by forgetting
   // the oldest ended jobs; refuses when that cannot. `what` names the
-  // refused thing in the error.
-  Status RoomForRuns(uint64_t runs, const std::string& what);
+  // refused thing in the error. (Also DriverSessions::Host's.)
+  Status RoomForRuns(uint64_t runs, const std::string& what) override;
   // Frees ended job `id` everywhere but finished_order_; returns the bytes
   // of its outputs the workers held.
   uint64_t DropEndedJob(JobId id);
-
-  // --- driver sessions (sessions.cc) ---
-  // A driver (hmpmd::client) speaks to the same ROUTER as workers; its
-  // session is an open job (Scheduler::AppendTasks).
-  struct DriverSession {
-    std::string identity;
-    TimeUs last_seen = 0;
-    TimeUs timeout_us = 0;  // silent this long: "driver session lost"
-    SessionUpdate update;   // to send at the end of this iteration
-    // Labels of tasks refused at submission, so that a later task naming
-    // one as its input hears why (not "unknown task").
-    std::unordered_set<std::string> refused;
-    // Actors (sub-models) refused at submission, with why: a later task on
-    // one hears that, not "unknown submodel".
-    std::unordered_map<std::string, std::string> refused_actors;
-  };
-  // True when `in` was a driver's message (handled here).
-  bool HandleSession(Incoming& in, TimeUs now);
-  void OnSessionOpen(const std::string& identity, const SessionOpen& m, TimeUs now);
-  void OnSessionSubmit(DriverSession& s, JobId job, SessionSubmit& m, TimeUs now);
-  void OnSessionControl(DriverSession& s, JobId job, const SessionControl& m, TimeUs now);
-  // Sends what sessions must hear (ended tasks, acks) and what workers
-  // must do for them (cancel or free runs); checks driver liveness.
-  void FlushSessions(TimeUs now);
-  // A session's job ended: tells its driver and frees its outputs.
-  void EndSession(JobId job, const JobRun& run);
-  // Restores a session job read back from the store as failed.
-  bool RestoreSession(const StoredJob& j, TimeUs now);
 
   ControllerOptions options_;
   zmq::context_t ctx_;
@@ -368,20 +334,9 @@ class Controller {
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> stop_{false};
 
-  std::vector<WorkerInfo> workers_;                        // by WorkerId
-  std::unordered_map<std::string, WorkerId> by_identity_;  // live workers
-  std::unordered_map<std::string, WorkerId> by_key_;       // live workers, by WorkerKey()
-  // The last worker that registered under each name with an instance,
-  // alive or not; and the instances a newer process of their name replaced
-  // (the last kRetiredKept, oldest first in retired_order_).
-  std::unordered_map<std::string, WorkerId> by_name_;
-  std::set<uint64_t> retired_;
-  std::deque<uint64_t> retired_order_;
-  static constexpr size_t kRetiredKept = 4096;
-  std::vector<WorkerId> device_worker_;  // by DeviceId
-  size_t alive_workers_ = 0;
-  uint64_t pool_changes_ = 0;
-  std::vector<std::pair<size_t, std::function<void()>>> worker_waiters_;
+  WorkerRegistry workers_;
+  SchedulerOpenJobs open_jobs_;  // the scheduler as sessions_ sees it
+  DriverSessions sessions_;
   std::map<JobId, std::vector<JobCallback>> job_watchers_;
   std::set<JobId> live_jobs_;
   std::vector<JobId> finished_order_;
@@ -431,8 +386,6 @@ class Controller {
   std::unique_ptr<StoreWriter> writer_;     // null without a store
   std::vector<StoreRecord> store_pending_;  // this iteration's records
   RecoveryWindow recovery_;                 // after a restart
-  std::map<JobId, DriverSession> sessions_;
-  std::unordered_map<std::string, JobId> session_of_;  // by driver identity
 };
 
 }  // namespace hmpmd

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "hmpmd/scheduler/resource_pool.h"
-#include "hmpmd/sim/schedule_metrics.h"
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/sim/schedule_metrics.h"
 
 namespace hmpmd {
 

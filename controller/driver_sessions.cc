@@ -1,0 +1,290 @@
+#include "hmpmd/controller/driver_sessions.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/protocol/builtin_args.h"
+#include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/json_text.h"
+#include "hmpmd/protocol/same_secret.h"
+
+namespace hmpmd {
+namespace {
+
+// Marks a stored spec as a driver session's (IsStoredSession).
+constexpr char kSessionKey[] = "hmpmd_session";
+
+// A task naming as its input a task refused earlier in the session: the
+// graph does not know that label, and "unknown task" would mislead.
+Status RefusedInput(const std::unordered_set<std::string>& refused,
+                    const std::vector<TaskSpec>& tasks, uint32_t first) {
+  if (refused.empty()) return Status::Ok();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    for (size_t k = 0; k < tasks[i].inputs.size(); ++k) {
+      if (refused.count(tasks[i].inputs[k]) > 0) {
+        return Status::InvalidArgument("tasks[" + std::to_string(first + i) + "] '" + tasks[i].id +
+                                       "': inputs[" + std::to_string(k) + "]: task '" +
+                                       tasks[i].inputs[k] + "' was refused at submission");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// A task on an actor refused earlier in the session: the graph does not
+// know that sub-model, and "unknown submodel" would hide why.
+Status RefusedActor(const std::unordered_map<std::string, std::string>& refused,
+                    const std::vector<TaskSpec>& tasks, uint32_t first) {
+  if (refused.empty()) return Status::Ok();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    auto it = refused.find(tasks[i].submodel);
+    if (it == refused.end()) continue;
+    return Status::InvalidArgument("tasks[" + std::to_string(first + i) + "] '" + tasks[i].id +
+                                   "': actor '" + it->first +
+                                   "' was refused by the controller: " + it->second);
+  }
+  return Status::Ok();
+}
+
+TaskSpec ToSpec(WireTask&& w) {
+  TaskSpec t;
+  t.id = std::move(w.id);
+  t.submodel = w.submodel.empty() ? "default" : std::move(w.submodel);
+  t.kernel = std::move(w.kernel);
+  t.core = w.core;
+  t.inputs = std::move(w.inputs);
+  t.args = std::move(w.args);
+  t.cost.flops = w.flops;
+  t.cost.bytes = w.bytes;
+  if (!w.group.empty())
+    t.collective = CollectiveSpec{std::move(w.group), std::move(w.op), w.group_bytes};
+  return t;
+}
+
+SubmodelSpec ToSpec(WireSubmodel&& w) {
+  SubmodelSpec sm;
+  sm.name = std::move(w.name);
+  sm.kind = w.kind <= static_cast<uint8_t>(SubmodelKind::kLearner)
+                ? static_cast<SubmodelKind>(w.kind)
+                : SubmodelKind::kGeneric;
+  sm.devices = w.devices;
+  sm.elastic = w.elastic;
+  return sm;
+}
+
+// A refusal, with the code the driver's Session::Open() returns.
+SessionAck Refused(const Status& why) {
+  return SessionAck{0, why.message(), static_cast<uint8_t>(why.code())};
+}
+
+}  // namespace
+
+DriverSessions::DriverSessions(Host* host, OpenJobs* jobs, std::string token)
+    : host_(host), jobs_(jobs), token_(std::move(token)) {}
+
+std::string DriverSessions::StoredSpec(const std::string& name) {
+  return JsonText(nlohmann::json{{"name", name}, {kSessionKey, true}});
+}
+
+bool DriverSessions::IsStoredSession(std::string_view spec_json) {
+  auto spec = nlohmann::json::parse(spec_json, nullptr, false);
+  return spec.is_object() && spec.value(kSessionKey, false);
+}
+
+DriverSessions::Session* DriverSessions::Known(const std::string& identity, JobId claimed,
+                                               TimeUs now) {
+  auto id = session_of_.find(identity);
+  auto s = id == session_of_.end() ? sessions_.end() : sessions_.find(id->second);
+  if (s != sessions_.end()) {
+    s->second.last_seen = now;
+    return &s->second;
+  }
+  host_->UnknownPeer();
+  // A session of before a restart (restored as failed) hears why.
+  const JobRun* old = claimed != 0 ? jobs_->job(claimed) : nullptr;
+  std::string why = "no such driver session";
+  if (old != nullptr && old->graph->open() && IsTerminal(old->state) && !old->error.empty()) {
+    why += ": " + old->error;
+  }
+  host_->SendTo(identity, SessionUpdate{0, {}, {}, true, "failed", std::move(why)});
+  return nullptr;
+}
+
+void DriverSessions::Open(const std::string& identity, const SessionOpen& m, TimeUs now) {
+  if (!token_.empty() && !SameSecret(token_, m.token)) {
+    host_->RefusedToken(m.name);
+    host_->SendTo(identity, Refused(Status::PermissionDenied("wrong or missing token")));
+    return;
+  }
+  if (session_of_.count(identity)) {
+    host_->SendTo(identity,
+                  Refused(Status::AlreadyExists("this connection already has a session")));
+    return;
+  }
+  // A name is printed in logs, listings and `hmpmd status`, as a job spec's,
+  // and bounded as one (a 100 KB name made a 100 KB status line).
+  if (m.name.size() > SpecLimits{}.max_string) {
+    host_->SendTo(identity,
+                  Refused(Status::InvalidArgument("session name: " + std::to_string(m.name.size()) +
+                                                  " bytes, longer than the limit of " +
+                                                  std::to_string(SpecLimits{}.max_string))));
+    return;
+  }
+  if (std::string ch = FirstControlChar(m.name); !ch.empty()) {
+    host_->SendTo(
+        identity,
+        Refused(Status::InvalidArgument("session name: contains the control character " + ch)));
+    return;
+  }
+  JobSpec spec;
+  spec.name = m.name.empty() ? "driver" : m.name;
+  spec.weight = std::max(1u, m.weight);
+  auto graph = JobGraph::BuildOpen(spec);
+  if (!graph.ok()) {
+    host_->SendTo(identity, Refused(graph.status()));
+    return;
+  }
+  // Acknowledged once final, as a REST submit's 201: a controller killed
+  // before the write would give the id a driver holds to the next session.
+  auto job = host_->SubmitOpenJob(
+      {StoredSpec(spec.name), std::move(graph).value()}, [this, identity](Result<JobId> id) {
+        if (id.ok()) {
+          host_->SendTo(identity, SessionAck{*id, "", 0, data_token_});
+          return;
+        }
+        // Refused, or withdrawn when its write failed: the driver may try
+        // again later.
+        host_->SendTo(identity, Refused(id.status()));
+        if (auto open = session_of_.find(identity); open != session_of_.end()) {
+          sessions_.erase(open->second);
+          session_of_.erase(open);
+        }
+      });
+  if (!job.ok()) return;
+  Session& s = sessions_[*job];
+  s.identity = identity;
+  s.last_seen = now;
+  // Bounded as the client library bounds it: a driver that died with a
+  // huge period would hold its session open for days.
+  s.timeout_us = TimeUs{std::clamp(m.heartbeat_ms, 100u, 60'000u)} * 10'000;
+  s.update.job = *job;
+  session_of_[identity] = *job;
+  spdlog::info("driver session '{}' opened as job {}", spec.name, *job);
+}
+
+void DriverSessions::Submit(const std::string& identity, SessionSubmit& m, TimeUs now) {
+  Session* s = Known(identity, m.job, now);
+  if (s == nullptr) return;
+  const JobId job = s->update.job;
+  const JobRun* run = jobs_->job(job);
+  for (SubmitGroup& group : m.groups) {
+    GroupAck ack;
+    ack.seq = group.seq;
+    ack.first_task = run ? run->graph->size() : 0;
+    std::vector<SubmodelSpec> submodels;
+    std::vector<std::string> actors;
+    for (WireSubmodel& w : group.submodels) {
+      actors.push_back(w.name);
+      submodels.push_back(ToSpec(std::move(w)));
+    }
+    std::vector<TaskSpec> tasks;
+    tasks.reserve(group.tasks.size());
+    for (WireTask& w : group.tasks) tasks.push_back(ToSpec(std::move(w)));
+    // As for submitted jobs (Controller::Submit): workers run built-ins from
+    // their arguments alone, so a gemm without its sizes is refused here.
+    std::vector<std::string> labels;
+    for (const TaskSpec& t : tasks) labels.push_back(t.id);
+    Status st = RefusedInput(s->refused, tasks, ack.first_task);
+    if (st.ok()) st = RefusedActor(s->refused_actors, tasks, ack.first_task);
+    if (st.ok()) st = CheckWorkerTaskArgs(tasks, ack.first_task);
+    if (st.ok()) st = host_->RoomForRuns(tasks.size(), "group " + std::to_string(group.seq));
+    if (st.ok()) st = jobs_->Append(job, std::move(submodels), std::move(tasks), now);
+    if (!st.ok()) {
+      ack.error = st.message();
+      // A refused task did not succeed: the session ends failed (Close()
+      // is not OK), as it does for a task that failed on a worker.
+      jobs_->CountRejected(job, labels.size(), ack.error);
+      for (std::string& label : labels) s->refused.insert(std::move(label));
+      for (std::string& actor : actors) s->refused_actors[std::move(actor)] = ack.error;
+    } else {
+      for (const std::string& actor : actors) s->refused_actors.erase(actor);
+    }
+    s->update.acks.push_back(std::move(ack));
+  }
+}
+
+void DriverSessions::Control(const std::string& identity, const SessionControl& m, TimeUs now) {
+  Session* s = Known(identity, m.job, now);
+  if (s == nullptr) return;
+  const JobId job = s->update.job;
+  // Answered, so that the driver notices a controller that is gone.
+  if (m.close == SessionControl::kKeepOpen) host_->SendTo(s->identity, SessionUpdate{job});
+  for (uint32_t run : m.release) jobs_->ReleaseOutput(job, run);
+  for (uint32_t run : m.cancel) {
+    Status st = jobs_->CancelRun(job, run, now);
+    if (!st.ok()) spdlog::debug("session {}: cancel: {}", job, st.message());
+  }
+  if (m.close == SessionControl::kKeepOpen) return;
+  const bool abort = m.close == SessionControl::kAbort;
+  Status st = jobs_->Close(job, abort, "the driver aborted the session", now);
+  if (!st.ok()) spdlog::debug("session {}: close: {}", job, st.message());
+  const JobRun* run = jobs_->job(job);
+  if (abort && run && run->state == JobState::kCancelled) host_->SendToLiveWorkers(CancelJob{job});
+}
+
+void DriverSessions::OnRunDone(JobId job, uint32_t run, const std::string& endpoint, uint64_t bytes,
+                               uint32_t buffers) {
+  auto s = sessions_.find(job);
+  if (s == sessions_.end()) return;
+  s->second.update.ended.push_back({run, TaskEnded::kDone, "", endpoint, bytes, buffers});
+}
+
+void DriverSessions::OnRunEnded(RunEnded e) {
+  auto s = sessions_.find(e.job);
+  if (s == sessions_.end()) return;
+  const uint8_t state =
+      e.state == TaskState::kCancelled ? TaskEnded::kCancelled : TaskEnded::kFailed;
+  s->second.update.ended.push_back({e.run, state, std::move(e.error), "", 0});
+}
+
+void DriverSessions::Flush(TimeUs now) {
+  std::vector<JobId> lost;
+  for (auto& [job, s] : sessions_) {
+    if (!s.update.acks.empty() || !s.update.ended.empty()) {
+      host_->SendTo(s.identity, s.update);
+      s.update.acks.clear();
+      s.update.ended.clear();
+    }
+    if (now - s.last_seen > s.timeout_us) lost.push_back(job);
+  }
+  for (JobId job : lost) {
+    Session& s = sessions_[job];
+    spdlog::warn("driver session {} lost: no message for {} ms", job, s.timeout_us / 1000);
+    // Failed, as a session the controller lost in a restart: a driver that
+    // died with nothing pending did not succeed either.
+    if (jobs_->Fail(job, "driver session lost: no message from the driver", now).ok()) {
+      host_->SendToLiveWorkers(CancelJob{job});
+    }
+    s.last_seen = now;  // End() removes it once the job has ended
+  }
+}
+
+bool DriverSessions::End(JobId job, const JobRun& run) {
+  auto s = sessions_.find(job);
+  if (s == sessions_.end()) return false;
+  SessionUpdate& u = s->second.update;
+  u.closed = true;
+  u.job_state = std::string(JobStateName(run.state));
+  u.job_error = run.error;
+  host_->SendTo(s->second.identity, u);
+  // A session's outputs live as long as the session.
+  host_->SendToLiveWorkers(FreeJob{job});
+  session_of_.erase(s->second.identity);
+  sessions_.erase(s);
+  return true;
+}
+
+}  // namespace hmpmd

@@ -1,0 +1,273 @@
+// DriverSessions against the real scheduler (through SchedulerOpenJobs) and
+// a fake controller around it that records what it is asked to send: how a
+// session opens, grows, is refused, falls silent and ends.
+#include "hmpmd/controller/driver_sessions.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hmpmd/controller/job_spec_parser.h"
+
+namespace hmpmd {
+namespace {
+
+constexpr TimeUs kNow = 1'000'000;
+
+// The controller as the sessions see it: admits jobs into the scheduler
+// (answering at once, or when Settle() is called, as a store write would)
+// and records every message.
+class FakeHost : public DriverSessions::Host {
+ public:
+  explicit FakeHost(Scheduler* s) : scheduler_(s) {}
+
+  void SendTo(const std::string& identity, const Message& m) override {
+    sent.emplace_back(identity, m);
+  }
+  void SendToLiveWorkers(const Message& m) override { to_workers.push_back(m); }
+  Result<JobId> SubmitOpenJob(JobSubmission job, SubmitDone done) override {
+    stored_specs.push_back(job.spec_json);
+    auto id = scheduler_->AddJob(std::move(job.graph), kNow);
+    if (!id.ok() || !hold_answers) {
+      done(id);
+      return id;
+    }
+    held.push_back([id = *id, done](const Status& write) {
+      done(write.ok() ? Result<JobId>(id) : Result<JobId>(write));
+    });
+    return id;
+  }
+  Status RoomForRuns(uint64_t, const std::string&) override { return room; }
+  void RefusedToken(const std::string& name) override { refused_tokens.push_back(name); }
+  void UnknownPeer() override { ++unknown_peers; }
+
+  // Answers the held submits as a store write that ended with `write`.
+  void Settle(const Status& write) {
+    for (auto& fn : held) fn(write);
+    held.clear();
+  }
+  // The last message sent to `identity`, as a T; fails the test if it is
+  // not one.
+  template <typename T>
+  T Last(const std::string& identity) {
+    for (auto it = sent.rbegin(); it != sent.rend(); ++it) {
+      if (it->first != identity) continue;
+      if (const T* m = std::get_if<T>(&it->second)) return *m;
+      ADD_FAILURE() << "the last message to " << identity << " is a "
+                    << MsgTypeName(TypeOf(it->second));
+      return T{};
+    }
+    ADD_FAILURE() << "nothing sent to " << identity;
+    return T{};
+  }
+
+  bool hold_answers = false;
+  Status room;
+  std::vector<std::pair<std::string, Message>> sent;
+  std::vector<Message> to_workers;
+  std::vector<std::string> stored_specs;
+  std::vector<std::string> refused_tokens;
+  int unknown_peers = 0;
+
+ private:
+  Scheduler* scheduler_;
+  std::vector<std::function<void(const Status&)>> held;
+};
+
+class DriverSessionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto policy = MakePolicy("hmpmd");
+    ASSERT_TRUE(policy.ok());
+    scheduler_ = std::make_unique<Scheduler>(SchedulerOptions{}, std::move(policy).value());
+    open_jobs_ = std::make_unique<SchedulerOpenJobs>(scheduler_.get());
+    host_ = std::make_unique<FakeHost>(scheduler_.get());
+    sessions_ = std::make_unique<DriverSessions>(host_.get(), open_jobs_.get(), "s3cret");
+    token_.hi = 7;
+    token_.lo = 9;
+    sessions_->set_data_token(token_);
+  }
+  // Opens a session for `identity` and returns its job (0 if refused).
+  JobId Open(const std::string& identity, const std::string& token = "s3cret",
+             const std::string& name = "drv") {
+    SessionOpen m;
+    m.name = name;
+    m.token = token;
+    m.heartbeat_ms = 100;  // silent for 1 s: lost
+    sessions_->Open(identity, m, kNow);
+    if (host_->hold_answers) return 0;
+    return host_->Last<SessionAck>(identity).job;
+  }
+  static SessionSubmit Group(JobId job, uint64_t seq, std::vector<WireTask> tasks) {
+    SessionSubmit m;
+    m.job = job;
+    m.groups.push_back(SubmitGroup{seq, {}, std::move(tasks)});
+    return m;
+  }
+  static WireTask Task(const std::string& id, const std::string& kernel = "noop",
+                       std::vector<std::string> inputs = {}) {
+    WireTask t;
+    t.id = id;
+    t.kernel = kernel;
+    t.inputs = std::move(inputs);
+    return t;
+  }
+
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<SchedulerOpenJobs> open_jobs_;
+  std::unique_ptr<FakeHost> host_;
+  std::unique_ptr<DriverSessions> sessions_;
+  DataToken token_;
+};
+
+TEST_F(DriverSessionsTest, AnOpenSessionIsAnOpenJobAcknowledgedWithTheDataToken) {
+  const JobId job = Open("d1");
+  ASSERT_NE(job, 0u);
+  const SessionAck ack = host_->Last<SessionAck>("d1");
+  EXPECT_TRUE(ack.error.empty()) << ack.error;
+  EXPECT_EQ(ack.data_token, token_);
+  ASSERT_NE(scheduler_->job(job), nullptr);
+  EXPECT_TRUE(scheduler_->job(job)->graph->open());
+  EXPECT_FALSE(sessions_->empty());
+  ASSERT_EQ(host_->stored_specs.size(), 1u);
+  EXPECT_TRUE(DriverSessions::IsStoredSession(host_->stored_specs[0]));
+  EXPECT_FALSE(DriverSessions::IsStoredSession(R"({"name":"drv","tasks":[]})"));
+}
+
+TEST_F(DriverSessionsTest, AStoredSessionIsAcknowledgedOnlyOnceWrittenAndForgottenIfNot) {
+  host_->hold_answers = true;
+  Open("d1");
+  EXPECT_TRUE(host_->sent.empty()) << "no ack before the job's record is written";
+  host_->Settle(Status::Unavailable("disk full"));
+  const SessionAck ack = host_->Last<SessionAck>("d1");
+  EXPECT_EQ(ack.job, 0u);
+  EXPECT_EQ(ack.error, "disk full");
+  EXPECT_EQ(ack.code, static_cast<uint8_t>(StatusCode::kUnavailable));
+  EXPECT_TRUE(sessions_->empty());
+  // The connection may open a session again.
+  host_->hold_answers = false;
+  EXPECT_NE(Open("d1"), 0u);
+}
+
+TEST_F(DriverSessionsTest, OpensAreRefusedForAWrongTokenASecondSessionOrABadName) {
+  EXPECT_EQ(Open("d1", "guess"), 0u);
+  EXPECT_EQ(host_->Last<SessionAck>("d1").code,
+            static_cast<uint8_t>(StatusCode::kPermissionDenied));
+  EXPECT_EQ(host_->refused_tokens, std::vector<std::string>{"drv"});
+  ASSERT_NE(Open("d1"), 0u);
+  EXPECT_EQ(Open("d1"), 0u);
+  EXPECT_EQ(host_->Last<SessionAck>("d1").error, "this connection already has a session");
+  EXPECT_EQ(Open("d2", "s3cret", "two\nlines"), 0u);
+  EXPECT_EQ(host_->Last<SessionAck>("d2").error,
+            "session name: contains the control character U+000A");
+  EXPECT_EQ(Open("d3", "s3cret", std::string(SpecLimits{}.max_string + 1, 'x')), 0u);
+  EXPECT_EQ(scheduler_->jobs().size(), 1u) << "refusals add no job";
+}
+
+TEST_F(DriverSessionsTest, GroupsAreAckedAtTheFlushAndARefusedTaskExplainsItsDependents) {
+  const JobId job = Open("d1");
+  SessionSubmit first = Group(job, 1, {Task("a"), Task("g", "gemm")});  // gemm needs m, n, k
+  sessions_->Submit("d1", first, kNow);
+  SessionSubmit second = Group(job, 2, {Task("b", "noop", {"g"})});
+  sessions_->Submit("d1", second, kNow);
+  SessionSubmit third = Group(job, 3, {Task("c")});
+  sessions_->Submit("d1", third, kNow);
+  host_->sent.clear();
+  sessions_->Flush(kNow);
+  const SessionUpdate u = host_->Last<SessionUpdate>("d1");
+  ASSERT_EQ(u.acks.size(), 3u);
+  EXPECT_NE(u.acks[0].error.find("gemm"), std::string::npos) << u.acks[0].error;
+  EXPECT_EQ(u.acks[1].error, "tasks[0] 'b': inputs[0]: task 'g' was refused at submission");
+  EXPECT_TRUE(u.acks[2].error.empty()) << u.acks[2].error;
+  EXPECT_EQ(u.acks[2].first_task, 0u) << "refused groups append nothing";
+  EXPECT_EQ(scheduler_->job(job)->graph->size(), 1u);
+  host_->sent.clear();
+  sessions_->Flush(kNow);
+  EXPECT_TRUE(host_->sent.empty()) << "each ack is sent once";
+}
+
+TEST_F(DriverSessionsTest, AGroupOverTheHeldRunsBoundIsRefused) {
+  const JobId job = Open("d1");
+  host_->room = Status::Unavailable("group 1: over --max-held-runs");
+  SessionSubmit m = Group(job, 1, {Task("a")});
+  sessions_->Submit("d1", m, kNow);
+  sessions_->Flush(kNow);
+  EXPECT_EQ(host_->Last<SessionUpdate>("d1").acks.at(0).error, "group 1: over --max-held-runs");
+}
+
+TEST_F(DriverSessionsTest, ADriverWithoutASessionHearsWhyAndIsCounted) {
+  SessionControl m;
+  m.job = 42;
+  sessions_->Control("stranger", m, kNow);
+  EXPECT_EQ(host_->unknown_peers, 1);
+  const SessionUpdate u = host_->Last<SessionUpdate>("stranger");
+  EXPECT_TRUE(u.closed);
+  EXPECT_EQ(u.job_state, "failed");
+  EXPECT_EQ(u.job_error, "no such driver session");
+}
+
+TEST_F(DriverSessionsTest, AHeartbeatIsAnsweredAndAnAbortCancelsTheJobOnTheWorkers) {
+  const JobId job = Open("d1");
+  SessionSubmit g = Group(job, 1, {Task("a")});
+  sessions_->Submit("d1", g, kNow);
+  SessionControl beat;
+  beat.job = job;
+  sessions_->Control("d1", beat, kNow);
+  EXPECT_EQ(host_->Last<SessionUpdate>("d1").job, job);
+  SessionControl abort;
+  abort.job = job;
+  abort.close = SessionControl::kAbort;
+  sessions_->Control("d1", abort, kNow);
+  EXPECT_EQ(scheduler_->job(job)->state, JobState::kCancelled);
+  ASSERT_EQ(host_->to_workers.size(), 1u);
+  EXPECT_EQ(std::get<CancelJob>(host_->to_workers[0]).job, job);
+}
+
+TEST_F(DriverSessionsTest, ASilentDriverLosesItsSessionWhichEndsFailed) {
+  const JobId job = Open("d1");
+  SessionControl beat;
+  beat.job = job;
+  sessions_->Control("d1", beat, kNow + 900'000);
+  sessions_->Flush(kNow + 1'800'000);
+  EXPECT_FALSE(IsTerminal(scheduler_->job(job)->state)) << "heard from 0.9 s ago";
+  sessions_->Flush(kNow + 2'000'000);
+  EXPECT_EQ(scheduler_->job(job)->state, JobState::kFailed);
+  EXPECT_EQ(scheduler_->job(job)->error, "driver session lost: no message from the driver");
+  ASSERT_EQ(host_->to_workers.size(), 1u);
+  EXPECT_EQ(std::get<CancelJob>(host_->to_workers[0]).job, job);
+}
+
+TEST_F(DriverSessionsTest, EndedRunsAndTheJobsEndReachTheDriverWhichIsThenForgotten) {
+  const JobId job = Open("d1");
+  sessions_->OnRunDone(job, 0, "tcp://w:1", 64, 1);
+  sessions_->OnRunDone(job + 1, 0, "tcp://w:1", 64, 1);  // no session: ignored
+  sessions_->OnRunEnded(RunEnded{job, 1, TaskState::kCancelled, "cancelled", 0});
+  sessions_->Flush(kNow);
+  const SessionUpdate u = host_->Last<SessionUpdate>("d1");
+  ASSERT_EQ(u.ended.size(), 2u);
+  EXPECT_EQ(u.ended[0].state, TaskEnded::kDone);
+  EXPECT_EQ(u.ended[0].endpoint, "tcp://w:1");
+  EXPECT_EQ(u.ended[1].state, TaskEnded::kCancelled);
+
+  JobRun ended = *scheduler_->job(job);
+  ended.state = JobState::kSucceeded;
+  EXPECT_FALSE(sessions_->End(job + 1, ended));
+  EXPECT_TRUE(sessions_->End(job, ended));
+  const SessionUpdate last = host_->Last<SessionUpdate>("d1");
+  EXPECT_TRUE(last.closed);
+  EXPECT_EQ(last.job_state, "succeeded");
+  ASSERT_EQ(host_->to_workers.size(), 1u);
+  EXPECT_EQ(std::get<FreeJob>(host_->to_workers[0]).job, job) << "its outputs are freed";
+  EXPECT_TRUE(sessions_->empty());
+  SessionControl late;
+  late.job = job;
+  sessions_->Control("d1", late, kNow);
+  EXPECT_EQ(host_->unknown_peers, 1) << "the session is gone";
+}
+
+}  // namespace
+}  // namespace hmpmd
