@@ -2,44 +2,19 @@
 // workers and the REST API for clients.
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <thread>
 
-#include "hmpmd/controller/controller.h"
-#include "hmpmd/controller/curve_keys.h"
-#include "hmpmd/api/event_feed.h"
-#include "hmpmd/http/http_server.h"
-#include "hmpmd/api/rest_api.h"
-#include "hmpmd/store/sqlite_job_store.h"
 #include "cli_common.h"
+#include "hmpmd/api/service.h"
+#include "hmpmd/controller/curve_keys.h"
+#include "hmpmd/http/http_server.h"
+#include "hmpmd/store/sqlite_job_store.h"
 
 namespace hmpmd {
 namespace {
-
-// Open files kept for what is not an HTTP client: ZeroMQ (a socket per
-// worker), SQLite, logs.
-constexpr rlim_t kFilesKeptBack = 256;
-
-// HTTP clients' sockets come out of the open-file limit. Raises the soft
-// limit to the hard one, and returns `wanted` connections or fewer, so that
-// the "too many connections" 503 comes before accept() fails: under the
-// usual soft limit of 1024 new clients hung, unanswered, instead.
-size_t ConnectionsTheFileLimitAllows(size_t wanted) {
-  rlimit r{};
-  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
-  if (r.rlim_cur < r.rlim_max) {
-    rlimit raised = r;
-    raised.rlim_cur = r.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
-  }
-  if (r.rlim_cur == RLIM_INFINITY) return wanted;
-  const rlim_t room =
-      r.rlim_cur > 2 * kFilesKeptBack ? r.rlim_cur - kFilesKeptBack : r.rlim_cur / 2;
-  return std::max<size_t>(1, std::min<size_t>(wanted, room));
-}
 
 struct ControllerArgs {
   std::string listen = "tcp://*:5555";
@@ -79,7 +54,8 @@ int ControllerMain(const ControllerArgs& a) {
                       : st);
     }
   }
-  ControllerOptions opts;
+  ServiceOptions so;
+  ControllerOptions& opts = so.controller;
   opts.listen = a.listen;
   opts.policy = a.policy;
   opts.heartbeat_ms = a.heartbeat_ms;
@@ -115,6 +91,13 @@ int ControllerMain(const ControllerArgs& a) {
         Status::InvalidArgument("--worker-timeout-ms: must be larger than --heartbeat-ms (" +
                                 std::to_string(opts.heartbeat_ms) + ")"));
   }
+  so.serve_http = !a.http.empty();
+  so.http.bind = a.http;
+  so.http.nice = a.http_nice;
+  so.http.idle_priority = a.http_idle;
+  so.http.max_body_flag = "--max-spec-mb";
+  so.http_cpu_percent = a.http_cpu_percent;
+  so.fit_connections_to_file_limit = true;
 
   // Last of the checks: it creates the file.
   if (!a.db.empty()) {
@@ -125,77 +108,22 @@ int ControllerMain(const ControllerArgs& a) {
   }
 
   // Signals are taken by one thread with sigwait, never by a handler that
-  // could interrupt the loop mid-change.
+  // could interrupt the loop mid-change; blocked before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  Controller controller(opts);
-  if (Status st = controller.Start(); !st.ok()) return Fail(st);
-  // One CPU budget for the HTTP side's server and formatting threads, and
-  // one as large for parsing submitted specs (a large one takes seconds).
-  std::shared_ptr<CpuBudget> http_budget, parse_budget;
-  if (a.http_cpu_percent > 0) {
-    CpuBudgetOptions bo;
-    bo.percent = a.http_cpu_percent;
-    http_budget = std::make_shared<CpuBudget>(bo);
-    parse_budget = std::make_shared<CpuBudget>(bo);
-  }
-  RestApiOptions api_options;
-  api_options.formatter_nice = a.http_nice;
-  api_options.formatter_idle = a.http_idle;
-  api_options.cpu_budget = http_budget;
-  api_options.parse_budget = parse_budget;
-  RestApi api(&controller, opts.token, opts.spec_limits, api_options);
-  std::unique_ptr<HttpServer> http;
-  // Live events (SSE) and the /metrics additions; batched off the task path.
-  // Its callbacks run only after Start(), once `http` is set.
-  EventFeedOptions feed_options;
-  feed_options.nice = a.http_idle ? 19 : a.http_nice;
-  feed_options.cpu_budget = http_budget;
-  EventFeed feed(
-      &controller, feed_options,
-      [&http](std::string chunk) {
-        if (http) http->Broadcast(std::move(chunk));
-      },
-      [&http] { return http ? http->sse_client_count() : size_t{0}; });
-  api.SetEventFeed(&feed);
-  if (!a.http.empty()) {
-    HttpServerOptions ho;
-    ho.bind = a.http;
-    ho.nice = a.http_nice;
-    ho.idle_priority = a.http_idle;
-    ho.cpu_budget = http_budget;
-    // A spec is the largest body the API takes: the HTTP parser refuses a
-    // larger one (413) before buffering it, at the same limit.
-    ho.max_body_bytes = opts.spec_limits.max_bytes;
-    ho.max_body_flag = "--max-spec-mb";
-    ho.max_connections = ConnectionsTheFileLimitAllows(ho.max_connections);
-    if (ho.max_connections < HttpServerOptions{}.max_connections) {
-      spdlog::warn("http: at most {} connections (the open-file limit, ulimit -n, is low)",
-                   ho.max_connections);
-    }
-    http = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
-      api.Handle(std::move(req), std::move(reply));
-    });
-    http->SetSseHello([&feed] { return feed.Hello(); });
-    if (Status st = http->Start(); !st.ok()) return Fail(st);
-    // The port bound, not the one asked for (0 picks a free one).
-    const std::string host = a.http.substr(0, a.http.rfind(':'));
-    spdlog::info("REST API and dashboard on http://{}:{}", host, http->port());
-  }
-  feed.Start();
-  std::thread waiter([&controller, signals] {
+  Service service(std::move(so));
+  if (Status st = service.Start(); !st.ok()) return Fail(st);
+  std::thread waiter([&service, signals] {
     int sig = 0;
     sigwait(&signals, &sig);
     spdlog::info("signal {}: stopping", sig);
-    controller.Stop();
+    service.Stop();
   });
-  controller.Run();
-  if (http) http->Stop();
-  feed.Stop();
+  service.Run();
   // Wake the signal thread if the loop ended for another reason.
   kill(getpid(), SIGTERM);
   waiter.join();

@@ -54,12 +54,12 @@ int RunMain(const RunArgs& a) {
     if (Status w = CheckWritable("--trace", a.trace_file, {a.job_file}); !w.ok()) return Fail(w);
   }
   LocalClusterOptions opts;
-  opts.controller.spec_limits.max_runs = a.max_runs;
+  opts.service.controller.spec_limits.max_runs = a.max_runs;
   // One job: the bound on all jobs held is the bound on it.
-  opts.controller.max_held_runs = a.max_runs;
-  auto text = ReadFile(a.job_file, opts.controller.spec_limits.max_bytes);
+  opts.service.controller.max_held_runs = a.max_runs;
+  auto text = ReadFile(a.job_file, opts.service.controller.spec_limits.max_bytes);
   if (!text.ok()) return Fail(text.status());
-  opts.controller.policy = a.policy;
+  opts.service.controller.policy = a.policy;
   opts.workers = a.workers;
   opts.cores = a.cores;
   opts.log_level = a.log_level;
@@ -70,7 +70,7 @@ int RunMain(const RunArgs& a) {
     if (!mb.ok()) return Fail(mb.status());
     opts.extra_worker_args = {"--memory-mb", std::to_string(*mb)};
   }
-  auto spec = ParseJobSpec(*text, opts.controller.spec_limits);
+  auto spec = ParseJobSpec(*text, opts.service.controller.spec_limits);
   if (!spec.ok()) return Fail(Status::InvalidArgument(a.job_file + ": " + spec.status().message()));
   auto graph = JobGraph::Build(std::move(spec).value());
   if (!graph.ok()) {

@@ -8,18 +8,18 @@ namespace hmpmd {
 
 LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {
   if (options_.worker_binary.empty()) options_.worker_binary = WorkerBinary();
-  controller_ = std::make_unique<Controller>(options_.controller);
+  service_ = std::make_unique<Service>(options_.service);
 }
 
 LocalCluster::~LocalCluster() { Stop(); }
 
 Status LocalCluster::Start(std::chrono::milliseconds timeout) {
-  RETURN_IF_ERROR(controller_->Start());
-  loop_ = std::thread([this] { controller_->Run(); });
+  RETURN_IF_ERROR(service_->Start());
+  loop_ = std::thread([this] { service_->Run(); });
   running_ = true;
   for (int i = 0; i < options_.workers; ++i) {
     std::vector<std::string> args = {
-        "--controller", controller_->endpoint(),      "--cores",     options_.cores,
+        "--controller", controller().endpoint(),      "--cores",     options_.cores,
         "--name",       "local-" + std::to_string(i), "--log-level", options_.log_level};
     args.insert(args.end(), options_.extra_worker_args.begin(), options_.extra_worker_args.end());
     RETURN_IF_ERROR(workers_.Start(options_.worker_binary, args));
@@ -27,8 +27,8 @@ Status LocalCluster::Start(std::chrono::milliseconds timeout) {
   auto ready = std::make_shared<std::promise<void>>();
   auto fut = ready->get_future();
   size_t n = static_cast<size_t>(options_.workers);
-  controller_->Post(
-      [this, ready, n] { controller_->WhenWorkers(n, [ready] { ready->set_value(); }); });
+  controller().Post(
+      [this, ready, n] { controller().WhenWorkers(n, [ready] { ready->set_value(); }); });
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
     if (std::string exited = workers_.Exited(); !exited.empty()) {
@@ -50,9 +50,9 @@ void LocalCluster::Stop() {
     workers_.StopAll(std::chrono::milliseconds(1000));
     return;
   }
-  controller_->Post([this] { controller_->ShutdownWorkers("the local cluster is stopping"); });
+  controller().Post([this] { controller().ShutdownWorkers("the local cluster is stopping"); });
   workers_.StopAll(std::chrono::milliseconds(3000));
-  controller_->Stop();
+  service_->Stop();
   loop_.join();
   running_ = false;
 }
@@ -64,16 +64,16 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
   auto done = std::make_shared<std::promise<Status>>();
   auto fut = done->get_future();
   auto job_id = std::make_shared<std::atomic<JobId>>(0);
-  controller_->Post([this, graph = std::move(graph), done, job_id, on_end = std::move(on_end),
+  controller().Post([this, graph = std::move(graph), done, job_id, on_end = std::move(on_end),
                      spec_json = std::move(spec_json)]() mutable {
-    auto id = controller_->Submit({std::move(spec_json), std::move(graph)});
+    auto id = controller().Submit({std::move(spec_json), std::move(graph)});
     if (!id.ok()) {
       done->set_value(id.status());
       return;
     }
     *job_id = *id;
-    controller_->WatchJob(*id, [this, done, on_end](const JobRun& job) {
-      on_end(job, *controller_);
+    controller().WatchJob(*id, [this, done, on_end](const JobRun& job) {
+      on_end(job, controller());
       done->set_value(Status::Ok());
     });
   });
@@ -95,8 +95,8 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
     if (std::string exited = workers_.Exited(&pid); !exited.empty()) {
       spdlog::warn("{}", exited);
       // Its tasks go back to the queue now, not after missed heartbeats.
-      controller_->Post([this, pid, exited] {
-        controller_->WorkerProcessExited(static_cast<uint32_t>(pid), exited);
+      controller().Post([this, pid, exited] {
+        controller().WorkerProcessExited(static_cast<uint32_t>(pid), exited);
       });
       if (workers_.pids().empty()) {
         failure = Status::Unavailable(exited + "; no worker is left");
@@ -108,7 +108,7 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
       next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
       const JobId id = *job_id;
       std::string waiting = Call([this, id]() -> std::string {
-        const JobRun* job = id == 0 ? nullptr : controller_->scheduler().job(id);
+        const JobRun* job = id == 0 ? nullptr : controller().scheduler().job(id);
         return job == nullptr || IsTerminal(job->state) ? "" : job->waiting;
       });
       if (waiting.empty()) {
@@ -135,8 +135,8 @@ Status LocalCluster::RunJob(std::shared_ptr<const JobGraph> graph,
   if (failure.ok()) return fut.get();
   // Cancel the job and let its callback run now, while the caller's state
   // that `on_end` may use still exists.
-  controller_->Post([this, job_id, why = failure.message()] {
-    if (*job_id != 0) (void)controller_->Cancel(*job_id, why);
+  controller().Post([this, job_id, why = failure.message()] {
+    if (*job_id != 0) (void)controller().Cancel(*job_id, why);
   });
   fut.wait_for(std::chrono::seconds(5));
   return failure;

@@ -35,7 +35,7 @@ using Clock = std::chrono::steady_clock;
 
 LocalClusterOptions ClusterOptions(int workers, bool early) {
   LocalClusterOptions o;
-  o.controller.scheduler.early_dispatch = early;
+  o.service.controller.scheduler.early_dispatch = early;
   o.workers = workers;
   o.cores = "cube=1";
   o.worker_binary = HMPMD_WORKER_BIN;

@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "hmpmd/http/cpu_budget.h"
 #include "hmpmd/api/event_feed.h"
+#include "hmpmd/api/rest_api.h"
+#include "hmpmd/http/cpu_budget.h"
 #include "hmpmd/http/http_client.h"
 #include "hmpmd/http/http_server.h"
-#include "keepalive_client.h"
 #include "hmpmd/launch/local_cluster.h"
-#include "hmpmd/api/rest_api.h"
+#include "keepalive_client.h"
 #include "thread_cpu.h"
 
 namespace hmpmd {
@@ -166,47 +166,25 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
 
+  // The HTTP side as `hmpmd controller` wires it (Service), on a free port.
   LocalClusterOptions o;
   o.workers = 2;
   o.cores = "cube=1";
   o.worker_binary = worker;
   o.log_level = "error";
+  o.service.serve_http = true;
+  ho.bind = "127.0.0.1:0";
+  o.service.http = ho;
+  o.service.http_cpu_percent = cpu_percent;
+  o.service.api.snapshots.period = std::chrono::milliseconds(snapshot_ms);
   LocalCluster cluster(o);
   if (Status st = cluster.Start(); !st.ok()) {
     return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
   }
-  Controller* c = &cluster.controller();
-  std::shared_ptr<CpuBudget> budget;
-  if (cpu_percent > 0) {
-    CpuBudgetOptions bo;
-    bo.percent = cpu_percent;
-    budget = std::make_shared<CpuBudget>(bo);
-  }
-  ho.cpu_budget = budget;
-  RestApiOptions api_options;
-  api_options.cpu_budget = budget;
-  api_options.snapshots.period = std::chrono::milliseconds(snapshot_ms);
-  api_options.formatter_nice = ho.nice;
-  api_options.formatter_idle = ho.idle_priority;
-  RestApi api(c, "", SpecLimits{}, api_options);
-  std::unique_ptr<HttpServer> server;
-  EventFeedOptions feed_options;
-  feed_options.nice = ho.idle_priority ? 19 : ho.nice;
-  feed_options.cpu_budget = budget;
-  EventFeed feed(
-      c, feed_options, [&server](std::string chunk) { server->Broadcast(std::move(chunk)); },
-      [&server] { return server->sse_client_count(); });
-  api.SetEventFeed(&feed);
-  ho.bind = "127.0.0.1:0";
-  server = std::make_unique<HttpServer>(ho, [&api](HttpRequest req, HttpReply reply) {
-    api.Handle(std::move(req), std::move(reply));
-  });
-  server->SetSseHello([&feed] { return feed.Hello(); });
-  if (Status st = server->Start(); !st.ok()) {
-    return std::fprintf(stderr, "bench: %s\n", st.ToString().c_str()), 1;
-  }
-  feed.Start();
-  HttpUrl url = *ParseHttpUrl("127.0.0.1:" + std::to_string(server->port()));
+  RestApi& api = *cluster.service().api();
+  EventFeed& feed = *cluster.service().feed();
+  const CpuBudget* budget = cluster.service().http_budget();
+  HttpUrl url = *ParseHttpUrl("127.0.0.1:" + std::to_string(cluster.service().http_port()));
 
   auto g = bench::NoopJob(tasks, false);
   TasksPerSecond(cluster, bench::NoopJob(std::min(tasks, 10'000), false));  // warm up
@@ -255,9 +233,6 @@ int main(int argc, char** argv) {
     events += hammer.events();
   }
   (void)getloadavg(load_after, 3);
-  feed.Stop();
-  server->Stop();
-  cluster.Call([c] { c->SetObserver(nullptr); });
   cluster.Stop();
 
   double q = bench::Summarise(quiet).median, l = bench::Summarise(loaded).median;

@@ -25,9 +25,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "hmpmd/sim/schedule_metrics.h"
 #include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/launch/local_cluster.h"
+#include "hmpmd/sim/schedule_metrics.h"
 #include "raw_peers.h"
 
 namespace hmpmd {
@@ -238,9 +238,9 @@ int main(int argc, char** argv) {
   opts.cores = "cube=1";  // 2 x 1 lane, as Dask's 2 workers x 1 thread
   opts.worker_binary = HMPMD_WORKER_BIN;
   opts.log_level = "error";
-  if (lookahead_us >= 0) opts.controller.scheduler.pool.lookahead_us = lookahead_us;
-  if (count_running) opts.controller.scheduler.pool.lookahead_waiting_only = false;
-  if (no_early) opts.controller.scheduler.early_dispatch = false;
+  if (lookahead_us >= 0) opts.service.controller.scheduler.pool.lookahead_us = lookahead_us;
+  if (count_running) opts.service.controller.scheduler.pool.lookahead_waiting_only = false;
+  if (no_early) opts.service.controller.scheduler.early_dispatch = false;
   LocalCluster cluster(opts);
   if (Status st = cluster.Start(); !st.ok()) {
     cluster.Stop();

@@ -65,7 +65,7 @@ LocalClusterOptions ClusterOptions(std::shared_ptr<JobStore> store) {
   o.cores = "cube=1";
   o.worker_binary = HMPMD_WORKER_BIN;
   o.log_level = "error";
-  o.controller.store = std::move(store);
+  o.service.controller.store = std::move(store);
   return o;
 }
 

@@ -1,6 +1,7 @@
-// A gtest fixture: a controller on its own thread in the test process, with
-// an in-memory job store and no workers (so a task never ends on its own),
-// for tests of what the driver sends and how it ends.
+// A gtest fixture: a controller (a Service without its HTTP side) on its
+// own thread in the test process, with an in-memory job store and no
+// workers (so a task never ends on its own), for tests of what the driver
+// sends and how it ends.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "hmpmd/controller/controller.h"
+#include "hmpmd/api/service.h"
 #include "hmpmd/client/client.h"
 #include "hmpmd/store/in_memory_job_store.h"
 
@@ -18,17 +19,18 @@ namespace hmpmd {
 class InProcessControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ControllerOptions o;
-    o.listen = "tcp://127.0.0.1:0";
-    o.token = token_;
-    o.store = store_;
-    o.store_writer.flush_ms = 1;
-    controller_ = std::make_unique<Controller>(o);
-    ASSERT_TRUE(controller_->Start().ok());
-    loop_ = std::thread([this] { controller_->Run(); });
+    ServiceOptions o;
+    o.controller.listen = "tcp://127.0.0.1:0";
+    o.controller.token = token_;
+    o.controller.store = store_;
+    o.controller.store_writer.flush_ms = 1;
+    service_ = std::make_unique<Service>(o);
+    ASSERT_TRUE(service_->Start().ok());
+    controller_ = &service_->controller();
+    loop_ = std::thread([this] { service_->Run(); });
   }
   void TearDown() override {
-    controller_->Stop();
+    service_->Stop();
     loop_.join();
   }
 
@@ -47,7 +49,8 @@ class InProcessControllerTest : public ::testing::Test {
 
   std::string token_;  // the controller's and Options()' (set before SetUp)
   std::shared_ptr<InMemoryJobStore> store_ = std::make_shared<InMemoryJobStore>();
-  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<Service> service_;
+  Controller* controller_ = nullptr;  // the service's
   std::thread loop_;
 };
 

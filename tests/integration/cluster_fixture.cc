@@ -12,8 +12,9 @@ namespace hmpmd::testing {
 void ClusterTest::StartCluster(int workers, const std::string& cores,
                                ControllerOptions controller) {
   LocalClusterOptions o;
-  controller.listen = "tcp://127.0.0.1:0";
-  o.controller = controller;
+  o.service = service_options_;
+  o.service.controller = std::move(controller);
+  o.service.controller.listen = "tcp://127.0.0.1:0";
   o.workers = workers;
   o.cores = cores;
   o.worker_binary = HMPMD_WORKER_BIN;

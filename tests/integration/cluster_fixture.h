@@ -1,5 +1,6 @@
-// A test fixture that stands up a real controller and real hmpmd-worker
-// processes on loopback, runs job specs, and checks the recorded schedule.
+// A test fixture that stands up a real controller (a Service, as `hmpmd
+// controller` runs it) and real hmpmd-worker processes on loopback, runs job
+// specs, and checks the recorded schedule.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/launch/local_cluster.h"
+#include "hmpmd/protocol/buffer.h"
 
 namespace hmpmd::testing {
 
@@ -55,6 +56,9 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<LocalCluster> cluster_;
   // Flags StartCluster passes to every hmpmd-worker (set before it).
   std::vector<std::string> extra_worker_args_;
+  // The service StartCluster runs, but for its controller's options (set
+  // before it): serve_http and the HTTP side's options.
+  ServiceOptions service_options_;
 };
 
 // The float32 elements of `b`.

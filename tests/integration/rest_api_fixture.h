@@ -1,12 +1,16 @@
-// RestApiTest: a cluster of two real workers with the REST API, the event
-// feed and an HTTP server on a free loopback port, plus helpers to call it.
+// RestApiTest: a cluster of two real workers whose service serves the REST
+// API, the event feed and an HTTP server on a free loopback port, wired as
+// `hmpmd controller --token-file` wires them, plus helpers to call it.
 // Shared by the REST API tests. Thread-safety: the helpers may be called
 // from several test threads at once (each call opens its own connection).
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <map>
@@ -16,10 +20,8 @@
 #include <thread>
 
 #include "cluster_fixture.h"
-#include "hmpmd/api/event_feed.h"
+#include "hmpmd/api/service.h"
 #include "hmpmd/http/http_client.h"
-#include "hmpmd/http/http_server.h"
-#include "hmpmd/api/rest_api.h"
 
 namespace hmpmd::testing {
 
@@ -29,28 +31,25 @@ constexpr char kToken[] = "s3cret";
 class RestApiTest : public ClusterTest {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartCluster(2));
-    Controller* c = &cluster_->controller();
-    api_ = std::make_unique<RestApi>(c, kToken, SpecLimits{});
-    feed_ = std::make_unique<EventFeed>(
-        c, EventFeedOptions{}, [this](std::string chunk) { server_->Broadcast(std::move(chunk)); },
-        [this] { return server_->sse_client_count(); });
-    api_->SetEventFeed(feed_.get());
-    HttpServerOptions o;
-    o.bind = "127.0.0.1:0";
-    server_ = std::make_unique<HttpServer>(o, [this](HttpRequest req, HttpReply reply) {
-      api_->Handle(std::move(req), std::move(reply));
-    });
-    server_->SetSseHello([this] { return feed_->Hello(); });
-    ASSERT_TRUE(server_->Start().ok());
-    feed_->Start();
-    url_ = *ParseHttpUrl("127.0.0.1:" + std::to_string(server_->port()));
+    // One token guards the workers' registration and the API's mutating
+    // calls, as --token-file does.
+    token_file_ = ::testing::TempDir() + "hmpmd_rest_token_" + std::to_string(getpid());
+    std::ofstream(token_file_) << kToken;
+    extra_worker_args_ = {"--token-file", token_file_};
+    ControllerOptions controller;
+    controller.token = kToken;
+    service_options_.serve_http = true;
+    service_options_.http.bind = "127.0.0.1:0";
+    service_options_.http_cpu_percent = 0;  // no cap: these tests time answers, not the budget
+    ASSERT_NO_FATAL_FAILURE(StartCluster(2, "cube=1,vector=1", controller));
+    api_ = cluster_->service().api();
+    feed_ = cluster_->service().feed();
+    server_ = cluster_->service().http_server();
+    url_ = *ParseHttpUrl("127.0.0.1:" + std::to_string(cluster_->service().http_port()));
   }
   void TearDown() override {
-    if (server_) server_->Stop();
-    if (feed_) feed_->Stop();
-    if (cluster_) cluster_->Call([this] { cluster_->controller().SetObserver(nullptr); });
     ClusterTest::TearDown();
+    std::remove(token_file_.c_str());
   }
 
   HttpResponse Call(const std::string& method, const std::string& target,
@@ -96,10 +95,12 @@ class RestApiTest : public ClusterTest {
     return json{{"name", "chain"}, {"tasks", tasks}}.dump();
   }
 
-  std::unique_ptr<RestApi> api_;
-  std::unique_ptr<EventFeed> feed_;
-  std::unique_ptr<HttpServer> server_;
+  // The cluster's service's HTTP side.
+  RestApi* api_ = nullptr;
+  EventFeed* feed_ = nullptr;
+  HttpServer* server_ = nullptr;
   HttpUrl url_;
+  std::string token_file_;
 
   // Holds the controller loop busy until Release() or the end of scope
   // (bounded to 30 s, should the test fail): reads served meanwhile come

@@ -1,6 +1,7 @@
-// LocalCluster: a controller on its own thread plus worker processes on this
-// machine, on loopback. `hmpmd run`, the integration tests and the
-// benchmarks all stand up a cluster this way.
+// LocalCluster: a Service (the controller, and the REST API when asked for)
+// on its own thread plus worker processes on this machine, on loopback.
+// `hmpmd run`, the integration tests and the benchmarks all stand up a
+// cluster this way, wired as `hmpmd controller` wires its service.
 // Thread-safety: one owner thread; it talks to the controller only through
 // Post()/Call().
 #pragma once
@@ -13,15 +14,18 @@
 #include <thread>
 #include <vector>
 
+#include "hmpmd/api/service.h"
 #include "hmpmd/controller/controller.h"
 #include "hmpmd/launch/local_workers.h"
 
 namespace hmpmd {
 
 struct LocalClusterOptions {
-  ControllerOptions controller = [] {
-    ControllerOptions o;
-    o.listen = "tcp://127.0.0.1:0";
+  // The service the workers join. Default: a controller on a free loopback
+  // port, no HTTP side (service.serve_http turns it on).
+  ServiceOptions service = [] {
+    ServiceOptions o;
+    o.controller.listen = "tcp://127.0.0.1:0";
     return o;
   }();
   // Worker processes to start. Default: 4.
@@ -43,10 +47,10 @@ class LocalCluster {
   explicit LocalCluster(LocalClusterOptions options);
   ~LocalCluster();
 
-  // Starts the controller and the workers; returns once all registered,
+  // Starts the service and the workers; returns once all registered,
   // or an error if one exits or `timeout` passes first.
   Status Start(std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  // Shuts the workers down, stops them by PID, stops the controller.
+  // Shuts the workers down, stops them by PID, stops the service.
   void Stop();
 
   // Runs `fn` on the controller loop and returns its result.
@@ -55,7 +59,7 @@ class LocalCluster {
     using R = decltype(fn());
     std::promise<R> p;
     auto f = p.get_future();
-    controller_->Post([&p, &fn] {
+    controller().Post([&p, &fn] {
       if constexpr (std::is_void_v<R>) {
         fn();
         p.set_value();
@@ -74,12 +78,13 @@ class LocalCluster {
                 std::function<void(const JobRun&, const Controller&)> on_end,
                 std::string spec_json = {});  // kept in the store, if any
 
-  Controller& controller() { return *controller_; }
+  Controller& controller() { return service_->controller(); }
+  Service& service() { return *service_; }
   LocalWorkers& workers() { return workers_; }
 
  private:
   LocalClusterOptions options_;
-  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<Service> service_;
   LocalWorkers workers_;
   std::thread loop_;
   bool running_ = false;
