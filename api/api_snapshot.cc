@@ -117,8 +117,9 @@ uint64_t ApiSnapshots::Progress() const {
   uint64_t sum = k.tasks_dispatched + k.tasks_finished + k.tasks_failed + k.stale_results +
                  k.refused_tokens + controller_->dropped_frames();
   for (const WorkerInfo& w : controller_->workers()) sum += w.dropped_frames + w.store_bytes;
-  // The writer's batches land after the loop's last change: /metrics kept
-  // the figures of then while the controller was idle.
+  // The writer's batches land after the loop's last change: without them,
+  // /metrics would keep the figures of that change while the controller is
+  // idle.
   if (const StoreWriter* w = controller_->store_writer()) {
     sum += w->batches_written() + w->write_errors();
   }

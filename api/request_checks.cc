@@ -70,8 +70,8 @@ Status CheckJsonContentType(std::string_view content_type) {
     return Status::InvalidArgument("Content-Type: '" + ShownInError(content_type) +
                                    "' is not application/json");
   }
-  // `params` shrinks past each ';' it reads (a position into the header,
-  // taken for one into the rest, looped forever on two parameters).
+  // `params` shrinks past each ';' it reads, so that every find() below is
+  // a position in what is left, never in the whole header.
   std::string_view params =
       semi == std::string_view::npos ? std::string_view() : content_type.substr(semi + 1);
   while (semi != std::string_view::npos) {

@@ -79,8 +79,8 @@ Result<json> FromAnswer(const Client& c, std::string_view method, const std::str
                                std::to_string(r.status) + " from " + c.url.ToString() +
                                ", without an hmpmd error (is it an hmpmd controller?)";
   // Not an hmpmd controller at --url (a 4xx, or 501 for a method it lacks):
-  // the input was wrong, for every command (GET exited 2, POST 1). A bare
-  // 502/503 is a proxy whose controller is down: unavailable.
+  // the input is wrong, whatever the command's method. A bare 502/503 is a
+  // proxy whose controller is down: unavailable.
   if (!ours && (r.status < 500 || r.status == 501)) return Status::InvalidArgument(msg);
   // 404 and 400 both exit 2 (Fail); `submit --wait` tells 404 apart.
   StatusCode code = r.status == 404                      ? StatusCode::kNotFound
@@ -238,16 +238,17 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   auto spec = ReadFile(file);
   if (!spec.ok()) return Fail(spec.status());
   // The controller parses a spec under its HTTP CPU budget (10% by default:
-  // about 1.5 s per MiB on a busy 2-core host): a large one outlasted the
-  // request timeout, and the job it created ran while the CLI said it
-  // timed out (a retry ran it twice). A submit waits longer for each MiB.
+  // about 1.5 s per MiB on a busy 2-core host). A large one could outlast
+  // the request timeout, and the job it creates would run while the CLI
+  // says it timed out (and a retry would run it twice): a submit waits
+  // longer for each MiB.
   c->timeout += std::chrono::milliseconds(static_cast<int64_t>(
       kSubmitSecondsPerMiB * 1000.0 * static_cast<double>(spec->size()) / (1 << 20)));
   std::string store;
   auto r = Call(*c, "POST", "/api/v1/jobs", *spec, &store);
   if (!r.ok()) return Fail(Status(r.status().code(), file + ": " + r.status().message()));
-  // A 201 without a job id is not an hmpmd controller's (it printed
-  // "submitted job 0" and exited 0).
+  // A 201 without a job id is not an hmpmd controller's; taken for one, it
+  // would read as "submitted job 0".
   if (!r->is_object() || !(*r)["id"].is_number_unsigned()) {
     return Fail(Status::Internal("POST /api/v1/jobs: the answer has no job id (is " +
                                  c->url.ToString() + " an hmpmd controller?)"));

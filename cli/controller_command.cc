@@ -137,8 +137,8 @@ void AddKeygenCommand(CLI::App& app, int* exit_code) {
   CLI::App* sub = app.add_subcommand("keygen", "Write CurveZMQ keys for --curve-keys into DIR");
   sub->add_option("DIR", *dir, "Key directory (created)")->required();
   sub->callback([dir, exit_code] {
-    // An empty DIR wrote the secret keys into the working directory while
-    // printing "/controller.key".
+    // An empty DIR would put the secret keys in the working directory and
+    // print "/controller.key".
     if (dir->empty()) {
       *exit_code = Fail(Status::InvalidArgument("keygen: DIR is empty; name a directory"));
       return;
@@ -201,7 +201,7 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--keep-jobs", args->keep_jobs,
                   "Finished jobs kept for queries (in memory and in --db)")
-      // 0 forgot each job as it ended: `submit --wait` never saw the end.
+      // 0 would forget each job as it ends: `submit --wait` would never see it.
       ->check(WholeRange(1, 100'000'000))
       ->capture_default_str();
   sub->add_option("--keep-grace-s", args->keep_grace_s,

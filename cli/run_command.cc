@@ -109,9 +109,9 @@ int RunMain(const RunArgs& a) {
   }
   bool succeeded = false;
   std::string output;
-  // The trace is rendered from a copy after the run: on the controller's
-  // loop, a large job's trace held off heartbeats for seconds, and workers
-  // were declared dead after the job succeeded.
+  // The trace is rendered from a copy after the run, off the loop: a large
+  // job's trace takes seconds, which on the loop would hold off heartbeats
+  // long enough for workers to be declared dead.
   std::shared_ptr<const JobRun> traced_job;
   std::shared_ptr<const ResourcePool> traced_pool;
   const auto left =

@@ -21,9 +21,10 @@ namespace hmpmd {
 
 Status Controller::RestoreFromStore(TimeUs now) {
   ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, options_.store->Load());
-  // --max-tasks and --max-spec-mb admit new jobs: one accepted under larger
-  // ones before a restart was left out (404, its client told it had been
-  // forgotten) and came back with the old flags.
+  // --max-tasks and --max-spec-mb admit new jobs; they do not unmake jobs
+  // accepted under larger ones before a restart. Left out, such a job would
+  // read as forgotten (404) to the client that was told it was accepted,
+  // and come back with the old flags.
   SpecLimits stored_limits = options_.spec_limits;
   stored_limits.max_tasks = SIZE_MAX;
   stored_limits.max_bytes = SIZE_MAX;

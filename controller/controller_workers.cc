@@ -55,7 +55,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
     return;
   }
   // Printed in logs and `hmpmd status` lines: bounded and on one line, as a
-  // job spec's names are (a newline in it forged log lines).
+  // job spec's names are (a newline in it would forge log lines).
   if (m.name.size() > SpecLimits{}.max_string) {
     transport_.Send(identity, Reject{"worker name: " + std::to_string(m.name.size()) +
                                          " bytes, longer than the limit of " +

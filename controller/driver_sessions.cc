@@ -125,7 +125,7 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
     return;
   }
   // A name is printed in logs, listings and `hmpmd status`, as a job spec's,
-  // and bounded as one (a 100 KB name made a 100 KB status line).
+  // and bounded as one (a 100 KB name would make a 100 KB status line).
   if (m.name.size() > SpecLimits{}.max_string) {
     host_->SendTo(identity,
                   Refused(Status::InvalidArgument("session name: " + std::to_string(m.name.size()) +

@@ -57,8 +57,9 @@ struct RestApiOptions {
   std::shared_ptr<CpuBudget> cpu_budget;
   // CPU budget of the thread that parses submitted specs (at the
   // formatter's priority), charged per spec. Its own, not cpu_budget: a
-  // large spec's parse (seconds of CPU) put the shared one in debt and
-  // paused every read for ten times as long. Null: no cap. Default: null.
+  // large spec's parse (seconds of CPU) would put the shared one in debt
+  // and pause every read for ten times as long. Null: no cap.
+  // Default: null.
   std::shared_ptr<CpuBudget> parse_budget;
   // Ended jobs whose copy is kept for their task pages, trace and DAG (each
   // costs about 80 bytes per task run). Default: 4.
@@ -216,8 +217,8 @@ class RestApi {
   std::unique_ptr<TaskThread> formatter_;
   std::unique_ptr<TaskThread> parser_;  // submitted specs, in arrival order
   // Answers reads parked for a fresh snapshot: bodies already rendered, so
-  // no budget; on the formatter they waited behind a trace and the pause
-  // its CPU cost (13 s for a 200,000-run trace at the default 10%).
+  // no budget. On the formatter they would wait behind a trace and the
+  // pause its CPU costs (13 s for a 200,000-run trace at the default 10%).
   std::unique_ptr<TaskThread> answerer_;
 };
 
