@@ -1,6 +1,7 @@
 // Controller: the service core. One event loop owns every piece of state:
-// the workers, the jobs and the scheduler. Workers speak to it over the
-// ROUTER socket; every other thread (the HTTP server, an embedding program)
+// the workers (WorkerRegistry), the drivers' sessions (DriverSessions), the
+// jobs and the scheduler. Workers and drivers speak to it over the ROUTER
+// socket; every other thread (the HTTP server, an embedding program)
 // reaches it only through Post(), which runs a closure on the loop.
 //
 // The loop: wait on the socket and the mailbox (and the next timer); drain
@@ -12,7 +13,6 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,7 +21,6 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
