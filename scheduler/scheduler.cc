@@ -361,10 +361,9 @@ void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
     run = run - v.index + grp.members.front();
     v = View(job, run);
   }
-  v.ready_seq = ready_seq_++;
+  v.ready_seq = ready_.NextSeq();
   v.ready_at = now;
-  ready_[static_cast<size_t>(v.spec->core)].push(
-      {policy_->Priority(v), v.ready_seq, job.id, run, now});
+  ready_.Push(v.spec->core, {policy_->Priority(v), v.ready_seq, job.id, run, now});
 }
 
 void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
@@ -373,7 +372,8 @@ void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
   rec.reads_stored = false;
   policy_->OnReleased(job.id, static_cast<uint32_t>(&rec - job.runs.data()), rec.core, pool_);
   --job.running;
-  if (!parked_.empty()) Unpark(rec.core);
+  // It released a run, so the core may have room for the items parked on it.
+  if (ready_.AnyParked()) ready_.Unpark(rec.core, pool_.core(rec.core).kind);
 }
 
 JobRun* Scheduler::RunningAttempt(JobId job_id, uint32_t run, uint32_t attempt) {
@@ -562,7 +562,7 @@ const JobRun* Scheduler::job(JobId id) const {
 
 size_t Scheduler::ready_count() const {
   size_t n = 0;
-  for (size_t k = 0; k < ready_.size(); ++k) n += ready_count(static_cast<CoreKind>(k));
+  for (int k = 0; k < kNumCoreKinds; ++k) n += ready_count(static_cast<CoreKind>(k));
   return n;
 }
 

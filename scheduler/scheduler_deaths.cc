@@ -20,7 +20,7 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now, bool died) {
   deaths_.Forget(id);
   const std::vector<CoreId>& cores = pool_.device(id).cores;
   pool_.RemoveDevice(id);
-  for (CoreId c : cores) parked_.erase(c);  // their runs are recalled below
+  for (CoreId c : cores) ready_.DropParked(c);  // their runs are recalled below
   policy_->OnDeviceRemoved(id, pool_);
   // The runs charged first: failing another run may recall one (a run sent
   // ahead of its input goes back when that input's run does), and a run

@@ -80,7 +80,7 @@ bool Scheduler::PlaceEarly(JobRun& job, const ReadyItem& item, TimeUs now,
     return false;
   }
   if (!pool_.HasCapacity(core)) {
-    parked_[core].push_back(item);
+    ready_.Park(core, item);
     return false;
   }
   TaskView v = View(job, item.run);
@@ -96,14 +96,6 @@ bool Scheduler::PlaceEarly(JobRun& job, const ReadyItem& item, TimeUs now,
   policy_->OnPlaced(v, core);
   ReadyEarlyConsumers(job, item.run, now);
   return true;
-}
-
-void Scheduler::Unpark(CoreId core) {
-  auto it = parked_.find(core);
-  if (it == parked_.end()) return;
-  auto& heap = ready_[static_cast<size_t>(pool_.core(core).kind)];
-  for (const ReadyItem& item : it->second) heap.push(item);  // stale ones are skipped there
-  parked_.erase(it);
 }
 
 void Scheduler::RecallEarly(JobRun& job, uint32_t run, TimeUs now) {

@@ -1,7 +1,8 @@
-// Scheduler: placement. Schedule() walks the ready heaps in priority order
-// and places each item through the policy (PlaceItem, a gang at a time) or,
-// for a run ready ahead of its inputs, on its producers' core (PlaceEarly,
-// scheduler_early.cc). The rest of the class is in scheduler.cc.
+// Scheduler: placement. Schedule() walks the ready queue (ready_queue.h) in
+// priority order and places each item through the policy (PlaceItem, a
+// gang at a time) or, for a run ready ahead of its inputs, on its
+// producers' core (PlaceEarly, scheduler_early.cc). The rest of the class
+// is in scheduler.cc.
 #include <algorithm>
 #include <span>
 #include <tuple>
@@ -10,28 +11,10 @@
 
 namespace hmpmd {
 
-void Scheduler::PushLead(uint64_t cls, WaitingClass& wc) {
-  if (wc.lead_out || wc.items.empty()) return;
-  ReadyItem lead = wc.items.top();
-  wc.items.pop();
-  --waiting_count_[wc.heap];
-  leads_[lead.seq] = cls;
-  wc.lead_out = true;
-  ready_[wc.heap].push(lead);
-}
-
 void Scheduler::Wake() {
   woken_.clear();
   policy_->TakeWoken(&woken_);
-  for (uint64_t key : woken_) {
-    auto it = sleeping_.find(key);
-    if (it == sleeping_.end()) continue;
-    for (const auto& [k, item] : it->second) {
-      ready_[k].push(item);
-      --sleeping_count_[k];
-    }
-    sleeping_.erase(it);
-  }
+  ready_.Wake(woken_);
 }
 
 void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
@@ -50,46 +33,20 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
 void Scheduler::SchedulePass(TimeUs now, std::vector<Dispatch>* out) {
   for (int k = 0; k < kNumCoreKinds; ++k) {
     CoreKind kind = static_cast<CoreKind>(k);
-    auto& heap = ready_[k];
     Wake();
-    deferred_.clear();
-    blocked_.clear();
-    ++pass_;
-    while (!heap.empty() && pool_.HasCapacity(kind)) {
-      ReadyItem item = heap.top();
-      heap.pop();
-      // A class's lead left the heap: unless it goes back to its class
-      // below, the class's next best takes its place (PushLead).
-      WaitingClass* led = nullptr;
-      uint64_t led_key = 0;
-      if (!leads_.empty()) {
-        auto l = leads_.find(item.seq);
-        if (l != leads_.end()) {
-          led_key = l->second;
-          leads_.erase(l);
-          auto w = waiting_.find(led_key);
-          if (w != waiting_.end()) {
-            led = &w->second;
-            led->lead_out = false;
-          }
-        }
-      }
-      auto next_lead = [&] {
-        if (led == nullptr || led->blocked_pass == pass_) return;  // re-armed after the pass
-        PushLead(led_key, *led);
-        if (!led->lead_out) waiting_.erase(led_key);  // drained
-        led = nullptr;
-      };
+    ready_.BeginPass(kind);
+    while (ready_.HasNext() && pool_.HasCapacity(kind)) {
+      const ReadyItem item = ready_.Next();
       auto it = jobs_.find(item.job);
       if (it == jobs_.end()) {
-        next_lead();
+        ready_.Drop();
         continue;
       }
       JobRun& job = it->second;
       TaskRecord& rec = job.runs[item.run];
       if (IsTerminal(job.state) || rec.state != TaskState::kReady ||
           !GangComplete(job, item.run)) {  // stale entry
-        next_lead();
+        ready_.Drop();
         continue;
       }
       // Priorities may fall while a task waits (a policy's fair share):
@@ -97,72 +54,41 @@ void Scheduler::SchedulePass(TimeUs now, std::vector<Dispatch>* out) {
       TaskView fresh = View(job, item.run);
       fresh.ready_seq = item.seq;
       fresh.ready_at = item.ready_at;
-      double now_priority = policy_->Priority(fresh);
-      if (now_priority < item.priority && !heap.empty() && now_priority < heap.top().priority) {
-        item.priority = now_priority;
-        if (led != nullptr) {
-          leads_[item.seq] = led_key;  // still its class's lead
-          led->lead_out = true;
-        }
-        heap.push(item);
-        continue;
-      }
+      if (ready_.Rekey(policy_->Priority(fresh))) continue;
       if (rec.early) {  // its core or nothing: never deferred
-        next_lead();
+        ready_.Drop();
         PlaceEarly(job, item, now, out);
         continue;
       }
       // A class found blocked in this pass: set aside unasked.
       const uint64_t cls = policy_->WaitClass(fresh);
-      if (cls != led_key) next_lead();  // its class changed
-      WaitingClass* wc = nullptr;
-      if (cls != 0) {
-        wc = &waiting_[cls];
-        wc->heap = static_cast<size_t>(k);
-        if (wc->blocked_pass == pass_) {
-          wc->items.push(item);
-          ++waiting_count_[k];
-          continue;
-        }
-      }
+      if (ready_.WaitInClass(cls)) continue;
       const uint64_t refusals = pool_.store_refusals();
       Placement p = PlaceItem(job, item, now, out);
       if (p.kind == Placement::Kind::kRetryLater) {
         rec.store_wait = pool_.store_refusals() != refusals;
       }
-      if (p.kind == Placement::Kind::kPlaced && !sleeping_.empty()) Wake();
-      if (p.kind == Placement::Kind::kRetryLater && p.wake != 0 && wc == nullptr) {
-        next_lead();
-        sleeping_[p.wake].push_back({static_cast<size_t>(k), item});
-        ++sleeping_count_[k];
+      if (p.kind == Placement::Kind::kPlaced && ready_.AnySleeping()) Wake();
+      if (p.kind == Placement::Kind::kRetryLater && p.wake != 0 && cls == 0) {
+        ready_.Sleep(p.wake);
         continue;
       }
-      if (p.kind == Placement::Kind::kRetryLater && wc != nullptr) {
-        wc->blocked_pass = pass_;
-        wc->items.push(item);
-        ++waiting_count_[k];
-        blocked_.push_back(cls);
-        if (blocked_.size() >= options_.max_deferred) break;
+      if (p.kind == Placement::Kind::kRetryLater && cls != 0) {
+        if (ready_.Block() >= options_.max_deferred) break;
         continue;
       }
-      next_lead();
       if (p.kind == Placement::Kind::kRetryLater) {
-        deferred_.push_back(item);
-        if (deferred_.size() >= options_.max_deferred) break;
-      } else if (p.kind == Placement::Kind::kInfeasible && job.open) {
+        if (ready_.Defer() >= options_.max_deferred) break;
+        continue;
+      }
+      ready_.Drop();
+      if (p.kind == Placement::Kind::kInfeasible && job.open) {
         EndOpenRun(job, item.run, TaskState::kFailed, p.reason, now);
       } else if (p.kind == Placement::Kind::kInfeasible) {
         FinishJob(job, JobState::kFailed, p.reason, now);
       }
     }
-    for (const ReadyItem& d : deferred_) heap.push(d);
-    // Each class blocked in this pass goes back to the heap as its lead.
-    for (uint64_t cls : blocked_) {
-      auto w = waiting_.find(cls);
-      if (w == waiting_.end()) continue;
-      PushLead(cls, w->second);
-      if (w->second.items.empty() && !w->second.lead_out) waiting_.erase(w);
-    }
+    ready_.EndPass();
   }
 }
 

@@ -1,7 +1,7 @@
 // Scheduler: the engine that drives a Policy over a ResourcePool.
 //
-// It owns the jobs' task states, the ready queues (one heap per core kind,
-// ordered by the policy's priority) and the cost model. It does no I/O,
+// It owns the jobs' task states (job_run.h), the ready queue (ready_queue.h:
+// a heap per core kind, ordered by the policy's priority) and the cost model. It does no I/O,
 // starts no threads and reads no clock: the caller passes `now` into every
 // call, so the controller drives it in real time and the simulator in
 // virtual time.
@@ -38,6 +38,7 @@
 #include "hmpmd/scheduler/job_run.h"
 #include "hmpmd/scheduler/learned_outputs.h"
 #include "hmpmd/scheduler/policy.h"
+#include "hmpmd/scheduler/ready_queue.h"
 #include "hmpmd/scheduler/resource_pool.h"
 
 namespace hmpmd {
@@ -220,10 +221,7 @@ class Scheduler {
   const std::map<JobId, JobRun>& jobs() const { return jobs_; }
   size_t ready_count() const;
   // Ready runs waiting for a core of `kind`.
-  size_t ready_count(CoreKind kind) const {
-    return ready_[static_cast<size_t>(kind)].size() + waiting_count_[static_cast<size_t>(kind)] +
-           sleeping_count_[static_cast<size_t>(kind)];
-  }
+  size_t ready_count(CoreKind kind) const { return ready_.size(kind); }
   // Jobs still queued or running.
   size_t active_jobs() const { return active_jobs_; }
   // Task runs of every job held (jobs() summed over runs.size()), kept as
@@ -231,16 +229,7 @@ class Scheduler {
   uint64_t held_runs() const { return held_runs_; }
 
  private:
-  struct ReadyItem {
-    double priority;
-    uint64_t seq;
-    JobId job;
-    uint32_t run;
-    TimeUs ready_at;
-    bool operator<(const ReadyItem& o) const {
-      return priority != o.priority ? priority < o.priority : seq > o.seq;
-    }
-  };
+  using ReadyItem = ReadyQueue::Item;
 
   // Fills a new job's per-task tables (kernel ids, ranks, estimates, runs).
   void Prepare(const JobGraph& graph, JobRun* job);
@@ -248,6 +237,9 @@ class Scheduler {
   void EstimateStateLoads(const JobGraph& graph, JobRun* job) const;
   // One walk of the ready heaps (Schedule() may take two).
   void SchedulePass(TimeUs now, std::vector<Dispatch>* out);
+  // Puts the items whose keys the policy woke (TakeWoken) back in the
+  // ready queue.
+  void Wake();
   TaskView View(const JobRun& job, uint32_t run) const;
   // With PoolOptions::count_store: sets v->output_known/output_bytes, for
   // a worker's own kernel from what its earlier runs stored.
@@ -305,9 +297,6 @@ class Scheduler {
   // input): consumers dispatched or readied ahead of it go back to blocked,
   // recursively; a running one gets a new attempt that does not count.
   void RecallEarly(JobRun& job, uint32_t run, TimeUs now);
-  // Puts the items parked on `core` back in the ready heap (it released a
-  // run, so it may have room).
-  void Unpark(CoreId core);
   // Inputs of `run` not done.
   uint32_t CountPending(const JobRun& job, uint32_t run) const;
   // Attempts that count against max_attempts.
@@ -359,39 +348,10 @@ class Scheduler {
   std::map<JobId, JobRun> jobs_;
   JobId next_job_ = 1;
   size_t active_jobs_ = 0;
-  uint64_t ready_seq_ = 0;
-  std::array<std::priority_queue<ReadyItem>, kNumCoreKinds> ready_;
-  std::vector<ReadyItem> deferred_;
-  // Items of a policy wait class that was told RetryLater, set aside
-  // outside the ready heap; one item per class (its best, `lead`) stays in
-  // the heap, so a Schedule() pass asks the policy once per blocked class
-  // instead of once per waiting item (scheduler_place.cc).
-  struct WaitingClass {
-    std::priority_queue<ReadyItem> items;
-    size_t heap = 0;            // the ready heap its items come from
-    bool lead_out = false;      // its lead is in that heap
-    uint64_t blocked_pass = 0;  // the Schedule() pass that last found it blocked
-  };
-  std::unordered_map<uint64_t, WaitingClass> waiting_;
-  // The items standing in the heap for their class (its best: the others
-  // wait outside the heap until it is placed), by ready seq -> class. Empty
-  // (and not looked at) while no class waits, so ReadyItem stays small.
-  std::unordered_map<uint64_t, uint64_t> leads_;
-  std::vector<uint64_t> blocked_;  // classes blocked in this pass
-  std::array<size_t, kNumCoreKinds> waiting_count_{};
-  uint64_t pass_ = 0;
-  // Puts the best item of class `cls` in its heap as the class's lead.
-  void PushLead(uint64_t cls, WaitingClass& wc);
-  // Items a policy told RetryWhen(key), by key, with the ready heap each
-  // came from: back in that heap when the policy wakes the key (Wake()), so
-  // a task waiting for its turn costs nothing per pass.
-  std::unordered_map<uint64_t, std::vector<std::pair<size_t, ReadyItem>>> sleeping_;
-  std::array<size_t, kNumCoreKinds> sleeping_count_{};
-  std::vector<uint64_t> woken_;  // Wake() scratch
-  void Wake();
-  // Early-ready items waiting for room on their producers' core, by core;
-  // put back in the ready heap when that core releases a run.
-  std::map<CoreId, std::vector<ReadyItem>> parked_;
+  // Ready runs, by core kind and priority, with those set aside (wait
+  // classes, sleeping, parked).
+  ReadyQueue ready_;
+  std::vector<uint64_t> woken_;                                         // Wake() scratch
   std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
   mutable std::vector<uint64_t> input_sizes_;                           // GuessOutput scratch
   LearnedOutputs learned_outputs_;  // worker-own kernels' outputs (count_store)
