@@ -1,5 +1,8 @@
-// JobGraph's open form: a driver session's graph that grows by Append().
+// JobGraph: adding sub-models and tasks to a graph, the one checking path
+// of Build (a whole job at once) and Append (a driver session's graph as it
+// grows), so both refuse a fault with one message.
 #include <algorithm>
+#include <unordered_map>
 
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/scheduler/job_graph.h"
@@ -12,25 +15,77 @@ std::string Where(uint32_t index, const std::string& id) {
   return "tasks[" + std::to_string(index) + "] '" + id + "'";
 }
 
-}  // namespace
-
-Result<std::shared_ptr<JobGraph>> JobGraph::BuildOpen(JobSpec spec) {
-  if (!spec.tasks.empty()) return Status::InvalidArgument("tasks: an open job starts empty");
-  if (spec.repeat != 1) return Status::InvalidArgument("repeat: an open job runs once");
-  auto g = std::make_shared<JobGraph>();
-  g->open_ = true;
-  std::vector<SubmodelSpec> submodels = std::move(spec.submodels);
-  spec.submodels.clear();
-  g->spec_ = std::move(spec);
-  SubmodelSpec def;
-  def.name = "default";
-  if (std::none_of(submodels.begin(), submodels.end(),
-                   [](const SubmodelSpec& s) { return s.name == "default"; })) {
-    submodels.insert(submodels.begin(), def);
+// Driver tasks come from the wire, not through the JSON parser's checks,
+// and ids and names are printed in one-line errors, listings and traces.
+Status CheckText(const std::string& where, const std::string& text) {
+  if (!IsUtf8(text)) return Status::InvalidArgument(where + ": is not valid UTF-8");
+  if (std::string c = FirstControlChar(text); !c.empty()) {
+    return Status::InvalidArgument(where + ": contains the control character " + c);
   }
-  RETURN_IF_ERROR(g->Append(std::move(submodels), {}));
-  return g;
+  return Status::Ok();
 }
+
+// Finds one cycle among the tasks Kahn's algorithm could not order
+// (indegree > 0) and returns it as "a -> b -> a".
+std::string DescribeCycle(const std::vector<TaskSpec>& specs, const std::vector<GraphTask>& tasks,
+                          const std::vector<uint32_t>& indegree) {
+  uint32_t start = 0;
+  while (indegree[start] == 0) ++start;
+  // Walk backwards along inputs that are still blocked; we must revisit a node.
+  std::vector<int> seen_at(tasks.size(), -1);
+  std::vector<uint32_t> path;
+  uint32_t cur = start;
+  while (seen_at[cur] < 0) {
+    seen_at[cur] = static_cast<int>(path.size());
+    path.push_back(cur);
+    for (uint32_t in : tasks[cur].inputs) {
+      if (indegree[in] > 0) {
+        cur = in;
+        break;
+      }
+    }
+  }
+  std::vector<uint32_t> cycle(path.begin() + seen_at[cur], path.end());
+  std::reverse(cycle.begin(), cycle.end());
+  std::string out;
+  for (uint32_t t : cycle) out += specs[t].id + " -> ";
+  return out + specs[cycle.front()].id;
+}
+
+// Kahn's algorithm over a whole job's tasks: `*topo` gets a topological
+// order (roots in index order, then consumers as they free up), or the
+// error names a cycle that prevents one.
+Status Order(const std::vector<TaskSpec>& specs, const std::vector<GraphTask>& tasks,
+             std::vector<uint32_t>* topo) {
+  const auto n = static_cast<uint32_t>(tasks.size());
+  // Consumers of each task, in index order (as JobGraph keeps them).
+  std::vector<uint32_t> start(n + 1, 0), consumers;
+  for (const GraphTask& t : tasks) {
+    for (uint32_t in : t.inputs) ++start[in + 1];
+  }
+  for (uint32_t i = 0; i < n; ++i) start[i + 1] += start[i];
+  consumers.resize(start[n]);
+  std::vector<uint32_t> next(start.begin(), start.end() - 1);
+  std::vector<uint32_t> indegree(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    indegree[i] = static_cast<uint32_t>(tasks[i].inputs.size());
+    for (uint32_t in : tasks[i].inputs) consumers[next[in]++] = i;
+    if (indegree[i] == 0) topo->push_back(i);
+  }
+  for (size_t head = 0; head < topo->size(); ++head) {
+    const uint32_t t = (*topo)[head];
+    for (uint32_t k = start[t]; k < start[t + 1]; ++k) {
+      if (--indegree[consumers[k]] == 0) topo->push_back(consumers[k]);
+    }
+  }
+  if (topo->size() == n) return Status::Ok();
+  uint32_t first = 0;
+  while (indegree[first] == 0) ++first;
+  return Status::InvalidArgument(Where(first, specs[first].id) + ": inputs: cycle " +
+                                 DescribeCycle(specs, tasks, indegree));
+}
+
+}  // namespace
 
 int64_t JobGraph::Find(std::string_view id) const {
   auto it = ids_.find(std::string(id));
@@ -39,21 +94,27 @@ int64_t JobGraph::Find(std::string_view id) const {
 
 Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks) {
   if (!open_) return Status::InvalidArgument("job: not open; only a driver session's job grows");
+  return Add(std::move(submodels), std::move(tasks));
+}
+
+Status JobGraph::Add(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks) {
+  // A graph being built (not open) takes the whole job at once: an input
+  // may name a task listed after it, so the order is found, and cycles
+  // refused, here. An open graph takes tasks whose inputs came before them,
+  // so no cycle can form and the order they come in is topological.
+  const bool whole = !open_;
   for (TaskSpec& t : tasks) SizeCommByHint(t);  // live, as simulated
   const uint32_t first = size();
-  const uint32_t first_sm = static_cast<uint32_t>(spec_.submodels.size());
+  const auto first_sm = static_cast<uint32_t>(spec_.submodels.size());
   // Check everything before changing anything.
   std::unordered_map<std::string, uint32_t> new_sm, new_ids, new_groups;
   for (uint32_t i = 0; i < submodels.size(); ++i) {
     const SubmodelSpec& sm = submodels[i];
-    const std::string where = "submodels[" + std::to_string(first_sm + i) + "]";
-    if (sm.name.empty()) return Status::InvalidArgument(where + ".name: empty");
-    if (!IsUtf8(sm.name)) return Status::InvalidArgument(where + ".name: is not valid UTF-8");
-    if (std::string c = FirstControlChar(sm.name); !c.empty()) {
-      return Status::InvalidArgument(where + ".name: contains the control character " + c);
-    }
+    const std::string where = "submodels[" + std::to_string(first_sm + i) + "].name";
+    if (sm.name.empty()) return Status::InvalidArgument(where + ": empty");
+    RETURN_IF_ERROR(CheckText(where, sm.name));
     if (submodel_ids_.count(sm.name) || !new_sm.emplace(sm.name, first_sm + i).second) {
-      return Status::InvalidArgument(where + ".name: duplicate '" + sm.name + "'");
+      return Status::InvalidArgument(where + ": duplicate '" + sm.name + "'");
     }
   }
   auto submodel_of = [&](const std::string& name) -> int64_t {
@@ -66,28 +127,24 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     if (auto it = new_ids.find(id); it != new_ids.end()) return it->second;
     return -1;
   };
-  std::vector<std::string> group_ops;  // of the groups new here, by order
-  std::vector<uint32_t> group_of(tasks.size(), kNoGroup);
+  // Each task on its own first (ids, kernel, args), so that inputs may
+  // name any of them below.
+  new_ids.reserve(tasks.size());
   for (uint32_t i = 0; i < tasks.size(); ++i) {
     const TaskSpec& t = tasks[i];
     const uint32_t index = first + i;
+    const std::string at = "tasks[" + std::to_string(index) + "]: ";
     if (t.id.empty()) return Status::InvalidArgument(Where(index, t.id) + ": id: empty");
-    // Driver tasks come from the wire, not through the JSON parser's checks.
-    for (const auto& [field, text] :
-         {std::pair<const char*, const std::string*>{"id", &t.id},
-          {"kernel", &t.kernel},
-          {"collective.group", t.collective ? &t.collective->group : nullptr}}) {
-      if (text == nullptr) continue;
-      if (!IsUtf8(*text)) {
-        return Status::InvalidArgument("tasks[" + std::to_string(index) + "]: " + field +
-                                       ": is not valid UTF-8");
-      }
-      if (std::string c = FirstControlChar(*text); !c.empty()) {
-        return Status::InvalidArgument("tasks[" + std::to_string(index) + "]: " + field +
-                                       ": contains the control character " + c);
-      }
+    RETURN_IF_ERROR(CheckText(at + "id", t.id));
+    RETURN_IF_ERROR(CheckText(at + "kernel", t.kernel));
+    if (t.collective) RETURN_IF_ERROR(CheckText(at + "collective.group", t.collective->group));
+    int64_t dup = -1;
+    if (auto old = ids_.find(t.id); old != ids_.end()) {
+      dup = old->second;
+    } else if (auto [it, fresh] = new_ids.emplace(t.id, index); !fresh) {
+      dup = it->second;
     }
-    if (int64_t dup = task_of(t.id); dup >= 0) {
+    if (dup >= 0) {
       return Status::InvalidArgument(Where(index, t.id) + ": id: duplicate of tasks[" +
                                      std::to_string(dup) + "]");
     }
@@ -95,105 +152,121 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
     if (Status s = CheckBuiltinArgs(t.kernel, t.args); !s.ok()) {
       return Status::InvalidArgument(Where(index, t.id) + ": " + s.message());
     }
-    if (submodel_of(t.submodel) < 0) {
+  }
+  // Then their place in the graph: sub-model, inputs, collective group.
+  std::vector<GraphTask> added(tasks.size());
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> repeated;  // kernel_inputs
+  std::vector<CollectiveGroup> new_group_list;                       // local member indices
+  GangView view;
+  view.first_index = first;
+  view.group.assign(tasks.size(), kNoGroup);
+  view.inputs.resize(tasks.size());
+  for (uint32_t i = 0; i < tasks.size(); ++i) {
+    const TaskSpec& t = tasks[i];
+    const uint32_t index = first + i;
+    GraphTask& gt = added[i];
+    const int64_t sm = submodel_of(t.submodel);
+    if (sm < 0) {
       return Status::InvalidArgument(Where(index, t.id) + ": submodel: unknown submodel '" +
-                                     t.submodel + "'");
+                                     t.submodel + "' (declare it under submodels)");
     }
+    gt.submodel = static_cast<uint32_t>(sm);
+    std::vector<uint32_t> order;
     for (const std::string& in : t.inputs) {
       if (in == t.id) {
         return Status::InvalidArgument(Where(index, t.id) +
                                        ": inputs: a task cannot consume itself");
       }
-      if (task_of(in) < 0) {
-        return Status::InvalidArgument(Where(index, t.id) + ": inputs: unknown task '" + in +
-                                       "' (inputs must be submitted before their consumers)");
+      const int64_t p = task_of(in);
+      if (p < 0 || (!whole && p > index)) {
+        return Status::InvalidArgument(
+            Where(index, t.id) + ": inputs: unknown task '" + in + "'" +
+            (whole ? "" : " (inputs must be submitted before their consumers)"));
+      }
+      const auto producer = static_cast<uint32_t>(p);
+      order.push_back(producer);
+      if (producer >= first) view.inputs[i].push_back(producer - first);
+      if (std::find(gt.inputs.begin(), gt.inputs.end(), producer) == gt.inputs.end()) {
+        gt.inputs.push_back(producer);
       }
     }
-    if (t.collective) {
-      const CollectiveSpec& c = *t.collective;
-      if (c.group.empty()) {
-        return Status::InvalidArgument(Where(index, t.id) + ": collective.group: empty");
-      }
-      if (!IsCollectiveKernel(c.op)) {
-        return Status::InvalidArgument(Where(index, t.id) + ": collective.op: unknown op '" + c.op +
-                                       "'");
-      }
-      if (group_ids_.count(c.group)) {
-        return Status::InvalidArgument(Where(index, t.id) + ": collective.group: group '" +
-                                       c.group + "' was completed by an earlier submit");
-      }
-      auto [it, fresh] = new_groups.emplace(c.group, static_cast<uint32_t>(group_ops.size()));
-      if (fresh) group_ops.push_back(c.op);
-      if (group_ops[it->second] != c.op) {
-        return Status::InvalidArgument(Where(index, t.id) + ": collective.op: '" + c.op +
-                                       "' differs from '" + group_ops[it->second] + "' of group '" +
-                                       c.group + "'");
-      }
-      group_of[i] = it->second;
-      for (const std::string& in : t.inputs) {
-        auto p = new_ids.find(in);
-        if (p != new_ids.end() && group_of[p->second - first] == it->second) {
-          return Status::InvalidArgument(Where(index, t.id) + ": inputs: depends on '" + in +
-                                         "' of its own collective group '" + c.group + "'");
+    if (order.size() != gt.inputs.size()) repeated.emplace_back(index, std::move(order));
+    gt.is_comm = IsCommKernel(t.kernel);
+    if (!t.collective) continue;
+    const CollectiveSpec& c = *t.collective;
+    if (c.group.empty()) {
+      return Status::InvalidArgument(Where(index, t.id) + ": collective.group: empty");
+    }
+    if (!IsCollectiveKernel(c.op)) {
+      return Status::InvalidArgument(Where(index, t.id) + ": collective.op: unknown op '" + c.op +
+                                     "' (allreduce, allgather, reduce_scatter, alltoall, "
+                                     "broadcast)");
+    }
+    if (group_ids_.count(c.group)) {
+      return Status::InvalidArgument(Where(index, t.id) + ": collective.group: group '" + c.group +
+                                     "' was completed by an earlier submit");
+    }
+    auto [it, fresh] = new_groups.emplace(c.group, static_cast<uint32_t>(new_group_list.size()));
+    if (fresh) new_group_list.push_back({c.group, c.op, {}});
+    CollectiveGroup& grp = new_group_list[it->second];
+    if (grp.op != c.op) {
+      return Status::InvalidArgument(Where(index, t.id) + ": collective.op: '" + c.op +
+                                     "' differs from '" + grp.op + "' of group '" + c.group + "'");
+    }
+    grp.members.push_back(i);
+    view.group[i] = it->second;
+    gt.is_comm = true;
+  }
+  std::vector<uint32_t> topo;
+  if (whole) RETURN_IF_ERROR(Order(tasks, added, &topo));
+  // A gang whose members depend on each other could never start together.
+  for (const CollectiveGroup& grp : new_group_list) {
+    for (uint32_t m : grp.members) {
+      for (uint32_t in : added[m].inputs) {
+        if (in >= first && view.group[in - first] == view.group[m]) {
+          return Status::InvalidArgument(Where(first + m, tasks[m].id) + ": inputs: depends on '" +
+                                         tasks[in - first].id + "' of its own collective group '" +
+                                         grp.name + "'");
         }
       }
     }
-    new_ids.emplace(t.id, index);
   }
-
-  // Gangs of this append (complete here) must agree and not wait for each other.
-  GangView view;
-  view.first_index = first;
-  view.group = group_of;
-  view.members.resize(group_ops.size());
-  for (uint32_t i = 0; i < tasks.size(); ++i) {
-    view.tasks.push_back(&tasks[i]);
-    view.inputs.emplace_back();
-    for (const std::string& in : tasks[i].inputs) {
-      if (auto p = new_ids.find(in); p != new_ids.end())
-        view.inputs.back().push_back(p->second - first);
-    }
-    if (group_of[i] != kNoGroup) view.members[group_of[i]].push_back(i);
-  }
+  // Gangs must agree on their collective and must not wait for each other.
+  view.tasks.reserve(tasks.size());
+  for (const TaskSpec& t : tasks) view.tasks.push_back(&t);
+  for (const CollectiveGroup& grp : new_group_list) view.members.push_back(grp.members);
   RETURN_IF_ERROR(CheckGangs(view));
 
   // Apply.
-  for (auto& sm : submodels) {
+  for (SubmodelSpec& sm : submodels) {
     submodel_ids_.emplace(sm.name, static_cast<uint32_t>(spec_.submodels.size()));
     spec_.submodels.push_back(std::move(sm));
   }
-  const uint32_t first_group = static_cast<uint32_t>(groups_.size());
-  for (uint32_t k = 0; k < group_ops.size(); ++k) groups_.push_back({"", group_ops[k], {}});
-  tasks_.resize(first + tasks.size());
-  for (uint32_t i = 0; i < tasks.size(); ++i) {
-    TaskSpec& t = tasks[i];
-    const uint32_t index = first + i;
-    GraphTask& gt = tasks_[index];
-    gt.submodel = static_cast<uint32_t>(submodel_of(t.submodel));
-    std::vector<uint32_t> order;
-    for (const std::string& in : t.inputs) {
-      const uint32_t p = static_cast<uint32_t>(task_of(in));
-      order.push_back(p);
-      if (std::find(gt.inputs.begin(), gt.inputs.end(), p) == gt.inputs.end()) {
-        gt.inputs.push_back(p);
-        tasks_[p].consumers.push_back(index);
-      }
-    }
-    if (order.size() != gt.inputs.size()) repeated_inputs_.emplace(index, std::move(order));
-    gt.is_comm = IsCommKernel(t.kernel);
-    if (group_of[i] != kNoGroup) {
-      gt.group = first_group + group_of[i];
-      gt.is_comm = true;
-      CollectiveGroup& grp = groups_[gt.group];
-      grp.name = t.collective->group;
-      grp.members.push_back(index);
-      group_ids_.emplace(grp.name, gt.group);
-    }
-    if (gt.inputs.empty()) roots_.push_back(index);
-    topo_.push_back(index);  // inputs are always earlier tasks
-    ids_.emplace(t.id, index);
-    spec_.tasks.push_back(std::move(t));
+  const auto first_group = static_cast<uint32_t>(groups_.size());
+  for (CollectiveGroup& grp : new_group_list) {
+    group_ids_.emplace(grp.name, static_cast<uint32_t>(groups_.size()));
+    for (uint32_t& m : grp.members) m += first;
+    groups_.push_back(std::move(grp));
   }
+  tasks_.reserve(first + added.size());
+  for (uint32_t i = 0; i < added.size(); ++i) {
+    if (view.group[i] != kNoGroup) added[i].group = first_group + view.group[i];
+    tasks_.push_back(std::move(added[i]));
+  }
+  for (uint32_t index = first; index < tasks_.size(); ++index) {
+    for (uint32_t p : tasks_[index].inputs) tasks_[p].consumers.push_back(index);
+    if (tasks_[index].inputs.empty()) roots_.push_back(index);
+    if (!whole) topo_.push_back(index);
+  }
+  if (whole) topo_ = std::move(topo);
+  for (auto& [index, order] : repeated) repeated_inputs_.emplace(index, std::move(order));
+  if (ids_.empty()) {
+    ids_ = std::move(new_ids);
+  } else {
+    ids_.merge(new_ids);
+  }
+  spec_.tasks.reserve(spec_.tasks.size() + tasks.size());
+  for (TaskSpec& t : tasks) spec_.tasks.push_back(std::move(t));
   return Status::Ok();
 }
 

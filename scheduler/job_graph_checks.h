@@ -1,5 +1,6 @@
-// Checks of a job graph's collective gangs that need whole groups, shared
-// by JobGraph::Build and JobGraph::Append (internal to the scheduler).
+// Checks of a job graph's collective gangs that need whole groups, made on
+// JobGraph's one checking path for Build and Append (job_graph_append.cc;
+// internal to the scheduler).
 //
 // A gang starts only when all its members can, so the graph with each
 // group contracted to one node must be acyclic: a member that waits,

@@ -425,6 +425,36 @@ TEST_F(JobGraphTest, AMemberWithInputsMovesTheirDataAndMustMatchTheOthers) {
             nullptr);
 }
 
+TEST_F(JobGraphTest, BuildAndAppendRefuseAFaultWithOneMessage) {
+  // The same tasks as a whole job and as a driver session's first append
+  // (whose graph declares "default" already).
+  auto both = [](const JobSpec& spec) {
+    auto built = JobGraph::Build(spec);
+    auto open = JobGraph::BuildOpen(JobSpec{});
+    EXPECT_TRUE(open.ok());
+    std::vector<TaskSpec> tasks = spec.tasks;
+    Status appended = (*open)->Append({}, std::move(tasks));
+    EXPECT_FALSE(built.ok());
+    EXPECT_FALSE(appended.ok());
+    EXPECT_EQ(built.ok() ? "" : built.status().message(), appended.message());
+    return appended.message();
+  };
+  EXPECT_EQ(both(SpecBuilder().Add(TaskBuilder("a").Submodel("ghost"))),
+            "tasks[0] 'a': submodel: unknown submodel 'ghost' (declare it under submodels)");
+  EXPECT_EQ(both(SpecBuilder().Add(TaskBuilder("r", "allreduce").Collective("g", "allsum"))),
+            "tasks[0] 'r': collective.op: unknown op 'allsum' (allreduce, allgather, "
+            "reduce_scatter, alltoall, broadcast)");
+  EXPECT_EQ(both(SpecBuilder().Add(TaskBuilder("a")).Add(TaskBuilder("a"))),
+            "tasks[1] 'a': id: duplicate of tasks[0]");
+  EXPECT_EQ(
+      both(SpecBuilder()
+               .Add(TaskBuilder("r0", "allreduce").Collective("g", "allreduce"))
+               .Add(TaskBuilder("r1", "allreduce").Collective("g", "allreduce").Inputs({"r0"}))),
+      "tasks[1] 'r1': inputs: depends on 'r0' of its own collective group 'g'");
+  EXPECT_EQ(both(SpecBuilder().Add(TaskBuilder("a\nb"))),
+            "tasks[0]: id: contains the control character U+000A");
+}
+
 TEST_F(JobGraphTest, TopoOrderRespectsEdgesOnRandomDags) {
   constexpr uint64_t kSeed = 20240611;
   test::LogSeed("random_dags", kSeed);

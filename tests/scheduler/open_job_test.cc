@@ -100,7 +100,8 @@ TEST_F(OpenJobTest, BadAppendsAreRefusedWholeWithOneLineNamingTaskAndField) {
   EXPECT_EQ(Append({Task("a")}).message(), "tasks[1] 'a': id: duplicate of tasks[0]");
   TaskSpec x = Task("x");
   x.submodel = "ghost";
-  EXPECT_EQ(Append({x}).message(), "tasks[1] 'x': submodel: unknown submodel 'ghost'");
+  EXPECT_EQ(Append({x}).message(),
+            "tasks[1] 'x': submodel: unknown submodel 'ghost' (declare it under submodels)");
   EXPECT_EQ(Append({Task("k", {}, "no_such")}).message(),
             "tasks[1] 'k': kernel: no worker runs 'no_such' on a cube core");
   EXPECT_EQ(Append({}, {{"big", SubmodelKind::kActor, 5}}).message(),

@@ -2,6 +2,8 @@
 //
 // Build() rejects duplicate ids, unknown inputs and submodels, cycles and
 // inconsistent collectives, with one line naming the task and the field.
+// Build and Append check through one path (job_graph_append.cc), so a
+// fault reads the same in a job spec and in a driver session.
 // Kernel names are not checked here: which kernels exist depends on the
 // workers (live) or on the built-in set (simulation).
 // Thread-safety: a graph from Build() is immutable; share it freely. An
@@ -40,7 +42,8 @@ struct CollectiveGroup {
 
 class JobGraph {
  public:
-  // Takes the spec; adds an implicit "default" submodel when a task uses it.
+  // Takes the spec; adds an implicit "default" submodel (after the declared
+  // ones) when a task uses it. A task's inputs may come before or after it.
   static Result<std::shared_ptr<const JobGraph>> Build(JobSpec spec);
   // An open graph: starts with `spec.submodels` (plus "default") and no
   // tasks, and grows by Append(). repeat must be 1 and tasks empty.
@@ -79,6 +82,12 @@ class JobGraph {
   std::string Describe(uint32_t i) const;
 
  private:
+  // Checks `submodels` and `tasks` against the graph and adds them, all or
+  // nothing. An open graph's tasks may name as inputs only tasks before
+  // them; a graph being built (Build, not open) takes the whole job here,
+  // in any order, and is refused if its inputs form a cycle.
+  Status Add(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks);
+
   JobSpec spec_;
   std::vector<GraphTask> tasks_;
   std::vector<uint32_t> roots_;
@@ -86,7 +95,8 @@ class JobGraph {
   std::vector<CollectiveGroup> groups_;
   // Tasks whose spec names an input more than once: their kernel_inputs.
   std::unordered_map<uint32_t, std::vector<uint32_t>> repeated_inputs_;
-  // Open graphs only: names to indices, for Append().
+  // Open graphs only (a built graph drops them): names to indices, for
+  // Append().
   bool open_ = false;
   std::unordered_map<std::string, uint32_t> ids_;
   std::unordered_map<std::string, uint32_t> submodel_ids_;
