@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <span>
 
+#include "hmpmd/scheduler/admission_check.h"
 #include "hmpmd/scheduler/output_bytes.h"
 
 namespace hmpmd {
@@ -43,13 +44,6 @@ std::string_view JobStateName(JobState s) {
 
 Scheduler::Scheduler(SchedulerOptions options, std::unique_ptr<Policy> policy)
     : options_(options), policy_(std::move(policy)), pool_(options.pool), cost_(options.cost) {}
-
-DeviceId Scheduler::AddDevice(DeviceDesc desc) {
-  DeviceId id = pool_.AddDevice(std::move(desc));
-  policy_->OnDeviceAdded(id, pool_);
-  UpdateWaiting();
-  return id;
-}
 
 bool Scheduler::OutputAvailable(const TaskRecord& rec) const {
   if (rec.state != TaskState::kDone) return false;
@@ -165,7 +159,9 @@ void Scheduler::Prepare(const JobGraph& graph, JobRun* job) {
 Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now, bool held) {
   JobRun job;
   Prepare(*graph, &job);
-  RETURN_IF_ERROR(CheckFeasible(*graph, job));
+  const AdmissionCheck check(pool_);
+  RETURN_IF_ERROR(check.Tasks(graph->spec().tasks, 0, job.kernel_ids));
+  RETURN_IF_ERROR(check.SetSizes(graph->spec().submodels, 0));
   job.id = next_job_++;
   job.submitted = now;
   job.open = graph->open();

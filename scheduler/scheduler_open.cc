@@ -1,6 +1,7 @@
 // Scheduler: open jobs (driver sessions), which grow while they run.
 #include <algorithm>
 
+#include "hmpmd/scheduler/admission_check.h"
 #include "hmpmd/scheduler/scheduler.h"
 
 namespace hmpmd {
@@ -15,33 +16,12 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
     return Status::InvalidArgument("job " + std::to_string(id) + ": closed");
   }
   // The pool must be able to run them (as AddJob checks a whole job).
-  if (pool_.alive_device_count() > 0) {
-    const uint32_t first = job.graph->size();
-    for (uint32_t i = 0; i < tasks.size(); ++i) {
-      const TaskSpec& t = tasks[i];
-      const std::string where = "tasks[" + std::to_string(first + i) + "] '" + t.id + "'";
-      if (pool_.alive_cores(t.core) == 0) {
-        return Status::InvalidArgument(where + ": core: no worker has a '" +
-                                       std::string(CoreKindName(t.core)) + "' core");
-      }
-      if (!pool_.AnySupports(pool_.InternKernel(t.kernel), t.core)) {
-        return Status::InvalidArgument(where + ": kernel: no worker runs '" + t.kernel + "' on a " +
-                                       std::string(CoreKindName(t.core)) + " core");
-      }
-    }
-    std::vector<uint32_t> kernel_ids;
-    for (const TaskSpec& t : tasks) kernel_ids.push_back(pool_.InternKernel(t.kernel));
-    RETURN_IF_ERROR(CheckGangsFit(tasks, job.graph->size(), kernel_ids));
-    const size_t first_sm = job.graph->spec().submodels.size();
-    for (size_t s = 0; s < submodels.size(); ++s) {
-      if (submodels[s].devices > pool_.alive_device_count()) {
-        return Status::InvalidArgument("submodels[" + std::to_string(first_sm + s) + "] '" +
-                                       submodels[s].name + "': devices: asks for " +
-                                       std::to_string(submodels[s].devices) + ", the pool has " +
-                                       std::to_string(pool_.alive_device_count()));
-      }
-    }
-  }
+  std::vector<uint32_t> kernel_ids;
+  kernel_ids.reserve(tasks.size());
+  for (const TaskSpec& t : tasks) kernel_ids.push_back(pool_.InternKernel(t.kernel));
+  const AdmissionCheck check(pool_);
+  RETURN_IF_ERROR(check.Tasks(tasks, job.graph->size(), kernel_ids));
+  RETURN_IF_ERROR(check.SetSizes(submodels, job.graph->spec().submodels.size()));
   // The graph was made mutable by BuildOpen(); only this thread touches it.
   JobGraph& g = const_cast<JobGraph&>(*job.graph);
   const uint32_t first = g.size();

@@ -1,6 +1,6 @@
 // Tests for the Scheduler engine: readiness, steps, results, retries,
 // cancellation and device loss (scheduler/scheduler.{h,cc}; admission in
-// scheduler_admit_test.cc).
+// admission_check_test.cc).
 // Driven by test::VirtualLoop: no threads, no clock.
 #include "hmpmd/scheduler/scheduler.h"
 

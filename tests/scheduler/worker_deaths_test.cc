@@ -1,8 +1,9 @@
-// Tests for SchedulerOptions::max_worker_deaths (scheduler/scheduler_deaths.cc,
-// RemoveDevice and ReportStarted): a run whose worker died while it ran
-// there, on that many distinct workers, is not retried again (a kernel that
-// aborts its process would otherwise take down the pool worker by worker);
-// runs that were only queued behind it on the dead lane are not counted. The
+// Tests for SchedulerOptions::max_worker_deaths through the engine
+// (RemoveDevice and ReportStarted, scheduler_devices.cc and death_ledger.cc):
+// a run whose worker died while it ran there, on that many distinct
+// workers, is not retried again (a kernel that aborts its process would
+// otherwise take down the pool worker by worker); runs that were only
+// queued behind it on the dead lane are not counted. The
 // runs blamed are those the worker last reported started and not finished;
 // where it reported none, the run each lane was next to start.
 // Driven by hand: no threads, no clock.

@@ -308,20 +308,6 @@ class Scheduler {
     const uint32_t own = AttemptsUsed(job.runs[run]);
     return group == kNoGroup ? own : std::max(own, job.gang_retries[group]);
   }
-  // Whether the live devices can run the tasks of `graph` (only those with
-  // `needed[i]` set, when `needed` is not empty), and with `set_sizes`
-  // whether they are as many as each sub-model's set asks for (admission
-  // only: a running job whose set lost devices runs short instead).
-  Status CheckFeasible(const JobGraph& graph, const JobRun& job,
-                       std::span<const uint8_t> needed = {}, bool set_sizes = true) const;
-  // A gang's members need distinct devices (scheduler_place.cc): refuses a
-  // collective group of `tasks` (task `first` + i, kernels interned as
-  // `kernel_ids`; those with `needed[i]` set when `needed` is not empty)
-  // with more members than alive devices can run, instead of letting it
-  // wait forever.
-  Status CheckGangsFit(const std::vector<TaskSpec>& tasks, uint32_t first,
-                       std::span<const uint32_t> kernel_ids,
-                       std::span<const uint8_t> needed = {}) const;
   // Sets JobRun::waiting of every unfinished job (devices came or went).
   void UpdateWaiting();
   // Takes a run's outputs off its device's held bytes (read or freed).

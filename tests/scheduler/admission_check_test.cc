@@ -1,8 +1,13 @@
-// Tests for the Scheduler's admission checks (scheduler/scheduler_admit.cc):
-// what the pool that is up cannot run is refused at AddJob with one line;
-// an empty pool accepts anything and waits for workers; a job that the
-// devices still up can no longer run says why it waits (JobRun::waiting).
+// Tests for the admission checks (scheduler/admission_check.{h,cc}), on a
+// pool directly and through the engine: what the pool that is up cannot run
+// is refused at AddJob (or AppendTasks) with one line; an empty pool accepts
+// anything and waits for workers; a job that the devices still up can no
+// longer run says why it waits (JobRun::waiting, scheduler_devices.cc).
+#include "hmpmd/scheduler/admission_check.h"
+
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "scheduler_fixture.h"
 #include "test_builders.h"
@@ -14,6 +19,61 @@ using test::Device;
 using test::SchedulerTest;
 using test::SpecBuilder;
 using test::TaskBuilder;
+
+// The pool's kernel ids of `tasks`.
+std::vector<uint32_t> KernelIds(ResourcePool& pool, const std::vector<TaskSpec>& tasks) {
+  std::vector<uint32_t> ids;
+  for (const TaskSpec& t : tasks) ids.push_back(pool.InternKernel(t.kernel));
+  return ids;
+}
+
+TEST(AdmissionCheckTest, EachTaskNeedsALiveCoreOfItsKindRunningItsKernel) {
+  ResourcePool pool{PoolOptions{}};
+  pool.AddDevice(Device("cube", 1, 0, {"spin"}));
+  const DeviceId vec = pool.AddDevice(Device("vec", 0, 1, {"send"}));
+  const std::vector<TaskSpec> tasks = {TaskBuilder("a"), TaskBuilder("s", "send").Vector(),
+                                       TaskBuilder("g", "gemm")};
+  const std::vector<uint32_t> ids = KernelIds(pool, tasks);
+  const AdmissionCheck check(pool);
+  EXPECT_EQ(check.Tasks(tasks, 4, ids).message(),
+            "tasks[6] 'g': kernel: no worker runs 'gemm' on a cube core");
+  const uint8_t all_but_g[] = {1, 1, 0};
+  EXPECT_TRUE(check.Tasks(tasks, 4, ids, all_but_g).ok()) << "only the tasks still needed count";
+  pool.RemoveDevice(vec);
+  EXPECT_EQ(check.Tasks(tasks, 4, ids, all_but_g).message(),
+            "tasks[5] 's': core: no worker has a 'vector' core");
+}
+
+TEST(AdmissionCheckTest, AGangNeedsADistinctLiveDevicePerMember) {
+  ResourcePool pool{PoolOptions{}};
+  pool.AddDevice(Device("d0", 1));
+  const DeviceId d1 = pool.AddDevice(Device("d1", 1));
+  const std::vector<TaskSpec> tasks = {TaskBuilder("m0", "allreduce").Collective("g", "allreduce"),
+                                       TaskBuilder("m1", "allreduce").Collective("g", "allreduce")};
+  const std::vector<uint32_t> ids = KernelIds(pool, tasks);
+  const AdmissionCheck check(pool);
+  EXPECT_TRUE(check.Tasks(tasks, 0, ids).ok());
+  pool.RemoveDevice(d1);
+  EXPECT_EQ(check.Tasks(tasks, 0, ids).message(),
+            "tasks[0] 'm0': collective.group: group 'g' has 2 members, which need distinct "
+            "devices; devices that run 'allreduce' on a cube core: 1");
+  const uint8_t only_m1[] = {0, 1};
+  EXPECT_FALSE(check.Tasks(tasks, 0, ids, only_m1).ok()) << "a gang runs whole";
+}
+
+TEST(AdmissionCheckTest, SetsAskNoMoreDevicesThanAreUpAndAnEmptyPoolPassesAll) {
+  ResourcePool pool{PoolOptions{}};
+  const std::vector<SubmodelSpec> submodels = {{"a", SubmodelKind::kActor, 1},
+                                               {"b", SubmodelKind::kActor, 2}};
+  const std::vector<TaskSpec> tasks = {TaskBuilder("v", "mystery").Vector()};
+  const std::vector<uint32_t> ids = KernelIds(pool, tasks);
+  const AdmissionCheck check(pool);
+  EXPECT_TRUE(check.SetSizes(submodels, 0).ok()) << "no device up: the job waits";
+  EXPECT_TRUE(check.Tasks(tasks, 0, ids).ok());
+  pool.AddDevice(Device("d0", 1));
+  EXPECT_EQ(check.SetSizes(submodels, 3).message(),
+            "submodels[4] 'b': devices: asks for 2, the pool has 1");
+}
 
 TEST_F(SchedulerTest, AddJobRejectsACoreKindNoDeviceHas) {
   Make();

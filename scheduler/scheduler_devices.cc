@@ -1,11 +1,21 @@
-// Scheduler: a device that leaves the pool (its worker died or
-// reconnected). Which of its runs its death is blamed on is the
-// DeathLedger's (death_ledger.h); the rest of the class is in scheduler.cc.
+// Scheduler: devices that join and leave the pool (a worker that died or
+// reconnected), what their workers say their lanes have started, which the
+// death ledger (death_ledger.h) turns into the runs a death is blamed on,
+// and why a job waits while the devices up cannot run what is left of it
+// (admission_check.h). The rest of the class is in scheduler.cc.
 #include <algorithm>
 
+#include "hmpmd/scheduler/admission_check.h"
 #include "hmpmd/scheduler/scheduler.h"
 
 namespace hmpmd {
+
+DeviceId Scheduler::AddDevice(DeviceDesc desc) {
+  DeviceId id = pool_.AddDevice(std::move(desc));
+  policy_->OnDeviceAdded(id, pool_);
+  UpdateWaiting();
+  return id;
+}
 
 void Scheduler::ReportStarted(DeviceId id, std::span<const StartedRun> runs) {
   if (id >= pool_.device_count() || !pool_.device(id).alive) return;
@@ -59,6 +69,29 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now, bool died) {
     }
   }
   UpdateWaiting();
+}
+
+void Scheduler::UpdateWaiting() {
+  std::vector<uint8_t> needed;
+  for (auto& [id, job] : jobs_) {
+    if (IsTerminal(job.state)) continue;
+    job.short_sets = policy_->ShortSets(id);
+    if (pool_.alive_device_count() == 0) {
+      job.waiting = "no live worker";
+      continue;
+    }
+    // A task is still needed while its run of the last step is not done.
+    const JobGraph& g = *job.graph;
+    const size_t last = size_t{g.steps() - 1} * g.size();
+    needed.assign(g.size(), 1);
+    for (uint32_t i = 0; i < g.size() && last + i < job.runs.size(); ++i) {
+      needed[i] = job.runs[last + i].state != TaskState::kDone;
+    }
+    // A set larger than the devices left runs short (JobRun::short_sets
+    // says so); the job does not wait for it.
+    Status st = AdmissionCheck(pool_).Tasks(g.spec().tasks, 0, job.kernel_ids, needed);
+    job.waiting = st.ok() ? "" : st.message();
+  }
 }
 
 }  // namespace hmpmd
