@@ -4,7 +4,6 @@
 #include <span>
 
 #include "hmpmd/scheduler/admission_check.h"
-#include "hmpmd/scheduler/output_bytes.h"
 
 namespace hmpmd {
 
@@ -229,50 +228,11 @@ TaskView Scheduler::View(const JobRun& job, uint32_t run) const {
   return v;
 }
 
-namespace {
-
-// A done run whose outputs a worker reported; else their size is unknown.
-uint64_t KnownOutputBytes(const TaskRecord& p) {
-  return p.state == TaskState::kDone && p.output_device != UINT32_MAX ? p.output_bytes : UINT64_MAX;
-}
-
-}  // namespace
-
-std::optional<uint64_t> Scheduler::InputBytes(const JobRun& job, uint32_t run) const {
-  const uint32_t index = run % job.graph->size();
-  uint64_t total = 0;
-  for (uint32_t in : job.graph->kernel_inputs(index)) {
-    const uint64_t b = KnownOutputBytes(job.runs[run - index + in]);
-    if (b == UINT64_MAX) return std::nullopt;
-    total += b;
-  }
-  return total;
-}
-
-bool Scheduler::BuiltinOutput(const JobRun& job, uint32_t run, uint64_t* bytes) const {
-  const uint32_t index = run % job.graph->size();
-  std::vector<uint64_t>& sizes = input_sizes_;
-  sizes.clear();
-  for (uint32_t in : job.graph->kernel_inputs(index)) {
-    sizes.push_back(KnownOutputBytes(job.runs[run - index + in]));
-  }
-  const uint32_t group = job.graph->task(index).group;
-  const OutputGuess g = GuessOutputBytes(
-      job.graph->spec_task(index), sizes,
-      group == kNoGroup ? 0 : static_cast<uint32_t>(job.graph->groups()[group].members.size()));
-  *bytes = g.bytes;
-  return g.known;
-}
-
-void Scheduler::GuessOutput(const JobRun& job, TaskView* v) const {
+void Scheduler::GuessOutput(const JobRun& job, TaskView* v) {
   if (!pool_.options().count_store) return;
-  v->output_known = BuiltinOutput(job, v->run, &v->output_bytes);
-  if (v->output_known) return;
-  const std::optional<uint64_t> in = InputBytes(job, v->run);
-  const std::optional<uint64_t> learned =
-      in ? learned_outputs_.Guess(v->kernel_id, *in) : std::nullopt;
-  v->output_known = learned.has_value();
-  v->output_bytes = learned.value_or(0);
+  const OutputGuess g = outputs_.Guess(job, v->run);
+  v->output_known = g.known;
+  v->output_bytes = g.bytes;
 }
 
 void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64_t bytes,
@@ -287,16 +247,7 @@ void Scheduler::RecordOutput(JobId job_id, uint32_t run, DeviceId device, uint64
   rec.output_bytes = bytes;
   rec.output_buffers = buffers;
   const bool kept = rec.kept();
-  const std::string& kernel = g.spec_task(run % g.size()).kernel;
-  if (pool_.options().count_store &&
-      std::find(std::begin(kBuiltinKernels), std::end(kBuiltinKernels), kernel) ==
-          std::end(kBuiltinKernels)) {
-    // Only the run tells what a worker's own kernel stores: remember it
-    // (a built-in one's size its arguments and inputs tell, GuessOutput).
-    if (const std::optional<uint64_t> in = InputBytes(it->second, run)) {
-      learned_outputs_.Observe(it->second.kernel_ids[run % g.size()], *in, bytes);
-    }
-  }
+  if (pool_.options().count_store) outputs_.Observe(it->second, run, bytes);
   // Consumers already done (before a restart, or before a rebuild) have read.
   const uint32_t base = run - run % g.size();
   rec.reads_left = 0;

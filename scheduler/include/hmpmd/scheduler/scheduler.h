@@ -36,7 +36,7 @@
 #include "hmpmd/scheduler/death_ledger.h"
 #include "hmpmd/scheduler/job_graph.h"
 #include "hmpmd/scheduler/job_run.h"
-#include "hmpmd/scheduler/learned_outputs.h"
+#include "hmpmd/scheduler/output_sizer.h"
 #include "hmpmd/scheduler/policy.h"
 #include "hmpmd/scheduler/ready_queue.h"
 #include "hmpmd/scheduler/resource_pool.h"
@@ -241,15 +241,9 @@ class Scheduler {
   // ready queue.
   void Wake();
   TaskView View(const JobRun& job, uint32_t run) const;
-  // With PoolOptions::count_store: sets v->output_known/output_bytes, for
-  // a worker's own kernel from what its earlier runs stored.
-  void GuessOutput(const JobRun& job, TaskView* v) const;
-  // True when `run`'s kernel is a built-in one whose output size its spec
-  // and its inputs' sizes tell; `*bytes` gets that size.
-  bool BuiltinOutput(const JobRun& job, uint32_t run, uint64_t* bytes) const;
-  // The bytes of `run`'s inputs (repeats counted), or nullopt while one is
-  // not done with a known size.
-  std::optional<uint64_t> InputBytes(const JobRun& job, uint32_t run) const;
+  // With PoolOptions::count_store: sets v->output_known/output_bytes
+  // (OutputSizer).
+  void GuessOutput(const JobRun& job, TaskView* v);
   void MakeReady(JobRun& job, uint32_t run, TimeUs now);
   // A gang member made ready again (scheduler_lineage.cc): the gang's
   // other members cannot finish without it, so those running are stopped
@@ -339,11 +333,10 @@ class Scheduler {
   ReadyQueue ready_;
   std::vector<uint64_t> woken_;                                         // Wake() scratch
   std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
-  mutable std::vector<uint64_t> input_sizes_;                           // GuessOutput scratch
-  LearnedOutputs learned_outputs_;  // worker-own kernels' outputs (count_store)
-  uint64_t lane_seq_ = 0;           // last TaskRecord::lane_seq given out
-  DeathLedger deaths_;              // ReportStarted, and whom a death is charged to
-  uint64_t held_runs_ = 0;          // see held_runs()
+  OutputSizer outputs_;     // what runs will store (count_store)
+  uint64_t lane_seq_ = 0;   // last TaskRecord::lane_seq given out
+  DeathLedger deaths_;      // what workers say their lanes run; who a death is charged to
+  uint64_t held_runs_ = 0;  // see held_runs()
   std::vector<RunEnded> ended_;
   std::vector<RunEnded> aborted_;
   std::vector<OutputFreed> freed_;
