@@ -291,7 +291,7 @@ void DeviceShare::Layout(JobShare& js, size_t first, const ResourcePool& pool) {
         score += 2 * static_cast<uint32_t>(kNumCoreKinds);
       }
       // Rule 6: a device without one of its kernels can run none of those
-      // tasks (worst of all: before, a set laid out there waited for ever).
+      // tasks (worst of all: a set laid out there would wait for ever).
       if (!RunsAll(pool, d, set.kernels)) score += 4 * static_cast<uint32_t>(kNumCoreKinds);
       return score;
     };

@@ -22,8 +22,9 @@ void Scheduler::Schedule(TimeUs now, std::vector<Dispatch>* out) {
   SchedulePass(now, out);
   if (pool_.store_refusals() != refusals && pool_.store_movers() == 0) {
     // Outputs were refused for room that no queued work will make: place
-    // them by the old rule (their workers fail them naming the cap if they
-    // still do not fit) rather than wait forever.
+    // them on a lenient pool (ResourcePool::StoreTakes; their workers fail
+    // them naming the cap if they still do not fit) rather than wait
+    // forever.
     pool_.set_store_lenient(true);
     SchedulePass(now, out);
     pool_.set_store_lenient(false);

@@ -113,8 +113,8 @@ void SpmdPolicy::OnReleased(JobId job, uint32_t run, CoreId core, const Resource
 // A device that joins changes no plan, but a woken task only costs a
 // Place(). One that dies leaves the plans that use it to be laid out again
 // on the devices up at their next placement, as after a restart (a static
-// deployment restarts on the devices it has; before, its tasks waited for
-// the dead device for ever).
+// deployment restarts on the devices it has, rather than wait for the dead
+// device for ever).
 void SpmdPolicy::OnDeviceAdded(DeviceId device, const ResourcePool& pool) {
   sessions_.OnDeviceAdded(device, pool);
   WakeAll();

@@ -125,8 +125,8 @@ TEST_F(WorkerDeathsTest, RunsQueuedBehindTheRunningOneAreNotCounted) {
 
 // After a controller restart the worker lists what it holds in (job, task)
 // order, not in its lanes' order: which adopted run was running is unknown,
-// so a death then counts against none of them (before, the first listed
-// was blamed, and twice failed an innocent task for good).
+// so a death then counts against none of them (blaming the first listed
+// would fail an innocent task for good after two deaths).
 TEST_F(WorkerDeathsTest, RunsAdoptedAfterARestartAreNotBlamed) {
   Make();
   DeviceId w0 = sched_->AddDevice(Device("w0", 1));
@@ -138,10 +138,9 @@ TEST_F(WorkerDeathsTest, RunsAdoptedAfterARestartAreNotBlamed) {
   EXPECT_EQ(Job(job).state, JobState::kRunning);
 }
 
-// Defect 1: `a` finished, but its result was still in transit when the
-// worker died (lost with it); the worker had said its lane went on to `b`.
-// `b` died running, `a` did not (before, `a`, the first dispatched, was
-// blamed and `b` was not).
+// `a` finished, but its result was still in transit when the worker died
+// (lost with it); the worker had said its lane went on to `b`. `b` died
+// running, `a` did not, though `a` was dispatched first.
 TEST_F(WorkerDeathsTest, RunWhoseResultWasInTransitIsNotBlamedButTheOneItsLaneStarted) {
   DeviceId w0;
   JobId first, second;
@@ -169,10 +168,9 @@ TEST_F(WorkerDeathsTest, AfterAResultTheLanesNextRunIsBlamedReportedOrNot) {
   }
 }
 
-// Defect 1 on a busy worker: its cube lane was reported on from `a`
+// The same on a busy worker: its cube lane was reported on from `a`
 // (finished, result lost) to `b`, its vector lane runs `v`. Both lanes'
-// running runs died with it: b and v are charged, a is not (before: a and
-// v).
+// running runs died with it: b and v are charged, a is not.
 TEST_F(WorkerDeathsTest, EveryLanesReportedRunIsBlamedAndNoRunBeforeIt) {
   opts_.pool.max_queue_per_core = 2;
   opts_.pool.lookahead_us = 1e9;
@@ -208,7 +206,7 @@ TEST_F(WorkerDeathsTest, ALaneThatNamedNoRunChargesTheRunItWasNextToStart) {
   EXPECT_TRUE(Blamed(busy));
 }
 
-// Defect 3: runs adopted after a controller restart have no dispatch order
+// Runs adopted after a controller restart have no dispatch order
 // here, but the re-registration says which one its lane runs: that one is
 // charged, the one queued behind it is not; and a second death fails it.
 TEST_F(WorkerDeathsTest, AdoptedRunTheWorkerReportedStartedIsBlamed) {
