@@ -16,6 +16,7 @@
 #include "cli_common.h"
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/protocol/json_text.h"
 #include "hmpmd/protocol/strict_json.h"
 #include "hmpmd/sim/simulator.h"
 #include "hmpmd/sim/workloads.h"
@@ -403,7 +404,7 @@ int SimMain(const SimArgs& a, SimSize* size) {
     }
   }
   if (a.json) {
-    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    std::cout << JsonText(out, 2) << std::endl;
   } else {
     std::cout << "workload " << (*graph)->spec().name << " (" << (*graph)->size()
               << " tasks) on pool " << pool.name << " (" << pool.devices() << " devices, "

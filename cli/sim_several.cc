@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "hmpmd/controller/job_report.h"
+#include "hmpmd/protocol/json_text.h"
 #include "hmpmd/sim/simulator.h"
 
 namespace hmpmd {
@@ -203,13 +204,12 @@ int SimSeveral(const SimSeveralArgs& a) {
     p["state_load_s"] = (*sim)->state_load_us() / 1e6;
     out["policies"][name] = std::move(p);
     if (!a.trace_file.empty()) {
-      Status w = WriteFile(TraceFile(a.trace_file, name, several),
-                           trace.dump(-1, ' ', false, json::error_handler_t::replace));
+      Status w = WriteFile(TraceFile(a.trace_file, name, several), JsonText(trace));
       if (!w.ok()) return Fail(w);
     }
   }
   if (a.json) {
-    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
+    std::cout << JsonText(out, 2) << std::endl;
   } else {
     std::cout << a.graphs.size() << " jobs on pool " << a.pool.name << " (" << a.pool.devices()
               << " devices, " << a.pool.nodes << (a.pool.nodes == 1 ? " node" : " nodes")

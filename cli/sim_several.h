@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "hmpmd/scheduler/job_graph.h"
-#include "hmpmd/sim/pool_spec.h"
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/sim/pool_spec.h"
 #include "hmpmd/sim/simulator.h"
 
 namespace hmpmd {

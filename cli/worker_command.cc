@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "hmpmd/launch/local_workers.h"
 #include "cli_common.h"
+#include "hmpmd/launch/local_workers.h"
 
 namespace hmpmd {
 

@@ -377,17 +377,11 @@ void Controller::ShutdownWorkers(const std::string& reason) { SendToLiveWorkers(
 void Controller::ScheduleAndSend(TimeUs now) {
   // Gang members whose gang starts over stop first (before a new attempt
   // can reach the same worker): they wait for a peer that will not come.
-  std::map<std::pair<WorkerId, JobId>, CancelRuns> aborts;
+  RunBatches<CancelRuns> aborts;
   for (const RunEnded& e : scheduler_->TakeAborted()) {
-    const WorkerInfo* w = workers_.OfDevice(e.device);
-    if (w == nullptr) continue;
-    CancelRuns& c = aborts[{w->id, e.job}];
-    c.job = e.job;
-    c.runs.push_back(e.run);
+    if (const WorkerInfo* w = workers_.OfDevice(e.device)) aborts.Add(w->id, e.job, e.run);
   }
-  for (auto& [key, c] : aborts) {
-    if (workers_[key.first].alive) transport_.Send(workers_[key.first].identity, c);
-  }
+  SendToLive(aborts);
   if (!deferred_.empty()) AdoptDeferred(now);  // before their runs are dispatched
   if (RecoveryHoldsDispatch(now)) return;      // workers are still re-registering
   dispatch_scratch_.clear();
@@ -478,30 +472,20 @@ void Controller::NotifyEndedJobs() {
 
 void Controller::FlushSessions(TimeUs now) {
   // Runs that failed or were cancelled, and what workers must stop or free.
-  std::map<WorkerId, CancelRuns> cancels;
+  RunBatches<CancelRuns> cancels;
   for (RunEnded& e : scheduler_->TakeEnded()) {
-    if (const WorkerInfo* w = workers_.OfDevice(e.device)) {
-      CancelRuns& c = cancels[w->id];
-      c.job = e.job;
-      c.runs.push_back(e.run);
-    }
+    if (const WorkerInfo* w = workers_.OfDevice(e.device)) cancels.Add(w->id, e.job, e.run);
     sessions_.OnRunEnded(std::move(e));
   }
-  for (auto& [worker, c] : cancels) {
-    if (workers_[worker].alive) transport_.Send(workers_[worker].identity, c);
-  }
-  std::map<std::pair<WorkerId, JobId>, FreeRuns> frees;
+  SendToLive(cancels);
+  RunBatches<FreeRuns> frees;
   for (const OutputFreed& f : scheduler_->TakeFreed()) {
     const WorkerInfo* w = workers_.OfDevice(f.device);
     if (w == nullptr) continue;
-    FreeRuns& fr = frees[{w->id, f.job}];
-    fr.job = f.job;
-    fr.runs.push_back(f.run);
+    frees.Add(w->id, f.job, f.run);
     outputs_.erase({f.job, f.run});
   }
-  for (auto& [key, fr] : frees) {
-    if (workers_[key.first].alive) transport_.Send(workers_[key.first].identity, fr);
-  }
+  SendToLive(frees);
   sessions_.Flush(now);
 }
 

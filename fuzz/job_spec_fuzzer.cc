@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "hmpmd/scheduler/job_graph.h"
 #include "hmpmd/controller/job_spec_parser.h"
+#include "hmpmd/scheduler/job_graph.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

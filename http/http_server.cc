@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "hmpmd/http/thread_priority.h"
 #include "http_server_core.h"
 #include "http_session.h"
-#include "hmpmd/http/thread_priority.h"
 
 namespace hmpmd {
 namespace http_internal {

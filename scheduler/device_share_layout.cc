@@ -15,9 +15,9 @@
 #include <unordered_set>
 
 #include "hmpmd/scheduler/device_share.h"
+#include "hmpmd/scheduler/output_bytes.h"
 #include "hmpmd/scheduler/scheduler.h"
 #include "hmpmd/scheduler/state_affinity.h"
-#include "hmpmd/scheduler/output_bytes.h"
 
 namespace hmpmd {
 namespace {

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "clock.h"
-#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/data_auth.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/tensor_bytes.h"
 
 namespace hmpmd::worker {

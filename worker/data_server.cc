@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "communicator.h"
-#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/data_auth.h"
+#include "hmpmd/protocol/data_frames.h"
 
 namespace hmpmd::worker {
 namespace {

@@ -36,8 +36,8 @@
 #include <zmq.hpp>
 
 #include "collective_inbox.h"
-#include "hmpmd/protocol/data_frames.h"
 #include "data_tokens.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/zap_handler.h"
 #include "object_store.h"

@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/protocol/messages.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
-#include "hmpmd/protocol/buffer.h"
 #include "mutex.h"
 
 namespace hmpmd::worker {

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/data_auth.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/worker/fetch.h"
 
 namespace hmpmd::worker {

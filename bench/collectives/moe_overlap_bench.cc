@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "hmpmd/sim/schedule_metrics.h"
 #include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/launch/local_cluster.h"
+#include "hmpmd/sim/schedule_metrics.h"
 
 namespace hmpmd {
 namespace {

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "hmpmd/client/client.h"
-#include "in_process_controller.h"
 #include "hmpmd/store/store_writer.h"
+#include "in_process_controller.h"
 
 namespace hmpmd {
 namespace {

@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "hmpmd/api/rest_api.h"
 #include "hmpmd/http/http_client.h"
 #include "hmpmd/http/http_server.h"
-#include "hmpmd/api/rest_api.h"
 
 namespace hmpmd {
 namespace {

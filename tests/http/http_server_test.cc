@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "hmpmd/http/http_client.h"
 #include "../raw_socket.h"
+#include "hmpmd/http/http_client.h"
 
 namespace hmpmd {
 namespace {

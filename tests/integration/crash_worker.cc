@@ -44,9 +44,10 @@ int main(int argc, char** argv) {
     }
   }
   hmpmd::worker::Worker worker(options);
-  worker.RegisterKernel("abort",
-                        [](const hmpmd::worker::KernelArgs&, std::span<const hmpmd::Buffer>)
-                            -> std::vector<hmpmd::Buffer> { std::abort(); });
+  worker.RegisterKernel(
+      "abort",
+      [](const hmpmd::worker::KernelArgs&,
+         std::span<const hmpmd::Buffer>) -> std::vector<hmpmd::Buffer> { std::abort(); });
   hmpmd::Status status = worker.Run();
   if (!status.ok()) {
     std::fprintf(stderr, "crash_worker: %s\n", status.ToString().c_str());

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "hmpmd/http/http_types.h"
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
-#include "hmpmd/http/http_types.h"
 
 namespace hmpmd::testing {
 

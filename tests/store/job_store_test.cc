@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/store/in_memory_job_store.h"
-#include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/store/sqlite_job_store.h"
 #include "hmpmd/store/store_writer.h"
 

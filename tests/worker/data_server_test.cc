@@ -9,10 +9,10 @@
 
 #include <string>
 
-#include "hmpmd/protocol/data_frames.h"
 #include "data_producer.h"
 #include "data_tokens.h"
 #include "hmpmd/protocol/data_auth.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "peer_fetch.h"
 #include "test_data_token.h"
 

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "hmpmd/protocol/data_frames.h"
 #include "data_plane.h"
 #include "data_producer.h"
 #include "data_server.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "peer_fetch.h"
 
 namespace hmpmd::worker {

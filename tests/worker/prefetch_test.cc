@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "completion_queue.h"
-#include "hmpmd/protocol/data_frames.h"
 #include "data_plane.h"
 #include "data_producer.h"
 #include "data_server.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "input_fetcher.h"
 #include "lane.h"
 #include "peer_fetch.h"

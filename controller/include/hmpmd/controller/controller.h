@@ -29,6 +29,7 @@
 #include "hmpmd/controller/job_submission.h"
 #include "hmpmd/controller/mailbox.h"
 #include "hmpmd/controller/recovery.h"
+#include "hmpmd/controller/run_batches.h"
 #include "hmpmd/controller/transport.h"
 #include "hmpmd/controller/worker_registry.h"
 #include "hmpmd/protocol/data_token.h"
@@ -283,6 +284,13 @@ class Controller : private DriverSessions::Host {
   // What w's lanes have started and not finished, as its last message
   // (Heartbeat, DoneBatch, RegisterMsg) says: Scheduler::ReportStarted.
   void ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>& started);
+  // One message per (worker, job) of `batches`, to the workers still alive.
+  template <typename Msg>
+  void SendToLive(const RunBatches<Msg>& batches) {
+    batches.ForEach([this](WorkerId w, const Msg& m) {
+      if (workers_[w].alive) transport_.Send(workers_[w].identity, m);
+    });
+  }
 
   // --- DriverSessions::Host (controller_workers.cc) ---
   void SendTo(const std::string& identity, const Message& m) override;

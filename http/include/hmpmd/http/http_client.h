@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "hmpmd/protocol/status.h"
 #include "hmpmd/http/http_types.h"
+#include "hmpmd/protocol/status.h"
 
 namespace hmpmd {
 

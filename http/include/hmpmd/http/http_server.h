@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "hmpmd/http/cpu_budget.h"
-#include "hmpmd/protocol/status.h"
 #include "hmpmd/http/http_types.h"
+#include "hmpmd/protocol/status.h"
 
 namespace hmpmd {
 

@@ -38,9 +38,9 @@
 #include <string>
 #include <vector>
 
+#include "hmpmd/scheduler/scheduler.h"
 #include "hmpmd/sim/pool_spec.h"
 #include "hmpmd/sim/schedule_metrics.h"
-#include "hmpmd/scheduler/scheduler.h"
 
 namespace hmpmd {
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
-#include "hmpmd/protocol/buffer.h"
 #include "hmpmd/worker/export.h"
 
 namespace hmpmd::worker {

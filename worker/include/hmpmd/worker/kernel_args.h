@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hmpmd/protocol/types.h"
 #include "hmpmd/protocol/buffer.h"
+#include "hmpmd/protocol/types.h"
 #include "hmpmd/worker/export.h"
 
 namespace hmpmd::worker {
