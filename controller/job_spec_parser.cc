@@ -297,15 +297,7 @@ Result<JobSpec> ParseJobSpec(std::string_view text, const SpecLimits& limits) {
       RETURN_IF_ERROR(sr.Uint("devices", 0, 1'000'000, &sm.devices));
       RETURN_IF_ERROR(sr.Bool("elastic", &sm.elastic));
       RETURN_IF_ERROR(sr.NonNegative("state_bytes", &sm.state_bytes));
-      // Only these kinds hold state on their devices (README, "State
-      // loads"): on another kind the figure would be silently ignored.
-      if (sm.state_bytes > 0 && sm.kind != SubmodelKind::kActor &&
-          sm.kind != SubmodelKind::kReward && sm.kind != SubmodelKind::kLearner) {
-        return sr.Error("state_bytes",
-                        "only actor, reward and learner sub-models hold state "
-                        "between tasks, not kind '" +
-                            kind + "'");
-      }
+      RETURN_IF_ERROR(sr.Uint("state_shards", 1, 1'000'000, &sm.state_shards));
       RETURN_IF_ERROR(sr.NoExtraFields());
       spec.submodels.push_back(std::move(sm));
     }

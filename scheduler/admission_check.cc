@@ -1,6 +1,8 @@
 #include "hmpmd/scheduler/admission_check.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <string_view>
@@ -92,6 +94,41 @@ Status AdmissionCheck::SetSizes(std::span<const SubmodelSpec> submodels, size_t 
                                      "': devices: asks for " + std::to_string(sm.devices) +
                                      ", the pool has " + std::to_string(up));
     }
+  }
+  return Status::Ok();
+}
+
+Status AdmissionCheck::States(std::span<const SubmodelSpec> submodels,
+                              std::span<const double> per_device, size_t first) const {
+  if (pool_.alive_device_count() == 0) return Status::Ok();
+  uint64_t largest = 0;
+  std::string where;
+  for (DeviceId d = 0; d < pool_.device_count(); ++d) {
+    const ResourcePool::Device& dev = pool_.device(d);
+    if (!dev.alive) continue;
+    const uint64_t cap = ResourcePool::StoreCap(dev.desc);
+    if (cap > largest || where.empty()) {
+      largest = cap;
+      where = dev.desc.name;
+    }
+  }
+  if (largest == UINT64_MAX) return Status::Ok();  // a device without a memory cap
+  for (size_t s = 0; s < submodels.size() && s < per_device.size(); ++s) {
+    if (per_device[s] <= static_cast<double>(largest)) continue;
+    const SubmodelSpec& sm = submodels[s];
+    char figures[192];
+    if (sm.state_shards > 1) {
+      std::snprintf(figures, sizeof figures,
+                    "%.15g over %u state_shards is %.15g bytes per device, more than any live "
+                    "device holds",
+                    sm.state_bytes, sm.state_shards, per_device[s]);
+    } else {
+      std::snprintf(figures, sizeof figures, "%.15g bytes, more than any live device holds",
+                    per_device[s]);
+    }
+    return Status::InvalidArgument("submodels[" + std::to_string(first + s) + "] '" + sm.name +
+                                   "': state_bytes: " + figures + " (the largest, '" + where +
+                                   "', has memory_mb " + std::to_string(largest >> 20) + ")");
   }
   return Status::Ok();
 }

@@ -17,8 +17,10 @@ constexpr DeviceId kNoDevice = UINT32_MAX;
 
 bool DeviceShare::KeepsState(const SubmodelSpec& sm, bool open_job) {
   if (open_job) return true;  // a driver's actor: its state lives on its devices
-  return sm.kind == SubmodelKind::kActor || sm.kind == SubmodelKind::kReward ||
-         sm.kind == SubmodelKind::kLearner;
+  // Declared state, of any kind (a stage's or an expert's weights), or the
+  // kinds whose kernels keep state between tasks.
+  return sm.state_bytes > 0 || sm.kind == SubmodelKind::kActor ||
+         sm.kind == SubmodelKind::kReward || sm.kind == SubmodelKind::kLearner;
 }
 
 const DeviceShare::Set* DeviceShare::Find(JobId job, uint32_t sm) const {

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "hmpmd/scheduler/admission_check.h"
+#include "hmpmd/scheduler/state_shards.h"
 
 namespace hmpmd {
 
@@ -105,12 +106,13 @@ size_t Scheduler::Revive(JobRun& job, uint32_t run, TimeUs now, bool restart_rea
 
 void Scheduler::EstimateStateLoads(const JobGraph& graph, JobRun* job) const {
   const auto& submodels = graph.spec().submodels;
+  job->state_device_bytes = StateBytesPerDevice(graph.spec().submodels);
   job->state_load_us.assign(submodels.size(), 0);
   for (size_t s = 0; s < submodels.size(); ++s) {
-    if (submodels[s].state_bytes <= 0) continue;
+    if (job->state_device_bytes[s] <= 0) continue;
     TaskSpec load;  // the state as bytes over a link
     load.kernel = "send";
-    load.cost.bytes = submodels[s].state_bytes;
+    load.cost.bytes = job->state_device_bytes[s];
     job->state_load_us[s] = cost_.Prior(load, CoreKind::kVector);
   }
 }
@@ -161,6 +163,7 @@ Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs no
   const AdmissionCheck check(pool_);
   RETURN_IF_ERROR(check.Tasks(graph->spec().tasks, 0, job.kernel_ids));
   RETURN_IF_ERROR(check.SetSizes(graph->spec().submodels, 0));
+  RETURN_IF_ERROR(check.States(graph->spec().submodels, job.state_device_bytes, 0));
   job.id = next_job_++;
   job.submitted = now;
   job.open = graph->open();

@@ -3,6 +3,7 @@
 
 #include "hmpmd/scheduler/admission_check.h"
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/scheduler/state_shards.h"
 
 namespace hmpmd {
 
@@ -22,6 +23,8 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
   const AdmissionCheck check(pool_);
   RETURN_IF_ERROR(check.Tasks(tasks, job.graph->size(), kernel_ids));
   RETURN_IF_ERROR(check.SetSizes(submodels, job.graph->spec().submodels.size()));
+  RETURN_IF_ERROR(
+      check.States(submodels, StateBytesPerDevice(submodels), job.graph->spec().submodels.size()));
   // The graph was made mutable by BuildOpen(); only this thread touches it.
   JobGraph& g = const_cast<JobGraph&>(*job.graph);
   const uint32_t first = g.size();

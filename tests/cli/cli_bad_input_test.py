@@ -91,10 +91,9 @@ class Refusals(unittest.TestCase):
             # Text after a NUL byte was ignored (nlohmann stops there).
             ('{"tasks": [{"id": "a", "kernel": "noop"}]}\0{garbage',
              "job spec: invalid JSON: a NUL byte at line 1, column 43"),
-            # Silently ignored before: only stateful kinds hold state.
-            (json.dumps({"submodels": [{"name": "e", "kind": "encoder", "state_bytes": 1e9}],
+            (json.dumps({"submodels": [{"name": "e", "kind": "encoder", "state_shards": 0}],
                          "tasks": [{"id": "a", "kernel": "noop", "submodel": "e"}]}),
-             "submodels[0]: state_bytes: only actor, reward and learner sub-models hold state"),
+             "submodels[0]: state_shards: must be between 1 and 1000000"),
         ]
         # A member with inputs sends their data (16 floats of a 4x4 gemm),
         # not its n: accepted and simulated before, failed live mid-run.
@@ -102,6 +101,12 @@ class Refusals(unittest.TestCase):
                               member("a", "g", inputs=["mm"], n=16), member("b", "g", n=8)]}
         cases.append((json.dumps(gemm_fed),
                       "tasks[2] 'b': args: 8 elements, but 'a' of group 'g' has 16 (the data"))
+        # A state part no device's memory (64 GiB in the simulated pool) holds.
+        cases.append((json.dumps({"submodels": [{"name": "e", "kind": "encoder",
+                                                 "state_bytes": 1e12, "state_shards": 4}],
+                                  "tasks": [{"id": "a", "kernel": "noop", "submodel": "e"}]}),
+                      "submodels[0] 'e': state_bytes: 1000000000000 over 4 state_shards is "
+                      "250000000000 bytes per device, more than any live device holds"))
         for i, (text, what) in enumerate(cases):
             spec = self.file(f"spec{i}.json", text)
             self.refused(["sim", spec, "--devices", "8", "--policy", "fifo"], what)

@@ -289,27 +289,33 @@ TEST_F(JobSpecParserTest, SubmodelStateBytesIsANonNegativeNumber) {
                  .Task(R"({"id": "a", "kernel": "k"})")
                  .Build(),
              {"submodels[0]: state_bytes: must be a finite number >= 0"});
-  // Only actor, reward and learner sub-models hold state: on another kind
-  // the figure used to be accepted and silently ignored.
-  for (const char* kind : {"encoder", "pipeline_stage", "expert", "generic"}) {
-    ParseFails(SpecText()
-                   .Top(std::string(R"("submodels": [{"name": "v", "kind": ")") + kind +
-                        R"(", "state_bytes": 1e6}])")
-                   .Task(R"({"id": "a", "kernel": "k", "submodel": "v"})")
-                   .Build(),
-               {"submodels[0]: state_bytes: only actor, reward and learner sub-models hold state",
-                std::string("not kind '") + kind + "'"});
-    ParseOk(SpecText()
-                .Top(std::string(R"("submodels": [{"name": "v", "kind": ")") + kind +
-                     R"(", "state_bytes": 0}])")
-                .Task(R"({"id": "a", "kernel": "k", "submodel": "v"})")
-                .Build());
+  // Every kind may hold state, split over state_shards parts (default 1).
+  for (const char* kind : {"encoder", "pipeline_stage", "expert", "generic", "actor"}) {
+    JobSpec k = ParseOk(SpecText()
+                            .Top(std::string(R"("submodels": [{"name": "v", "kind": ")") + kind +
+                                 R"(", "state_bytes": 1e6, "state_shards": 4}])")
+                            .Task(R"({"id": "a", "kernel": "k", "submodel": "v"})")
+                            .Build());
+    EXPECT_EQ(k.submodels[0].state_bytes, 1e6) << kind;
+    EXPECT_EQ(k.submodels[0].state_shards, 4u) << kind;
   }
-  ParseFails(SpecText()
-                 .Top(R"("submodels": [{"name": "v", "state_bytes": 1}])")
-                 .Task(R"({"id": "a", "kernel": "k"})")
-                 .Build(),
-             {"not kind 'generic'"});
+  EXPECT_EQ(s.submodels[0].state_shards, 1u) << "one part by default";
+  for (const char* shards : {"0", "-1", "1.5", "\"8\"", "2000000"}) {
+    ParseFails(
+        SpecText()
+            .Top(std::string(R"("submodels": [{"name": "v", "state_shards": )") + shards + "}]")
+            .Task(R"({"id": "a", "kernel": "k", "submodel": "v"})")
+            .Build(),
+        {"submodels[0]: state_shards:"});
+  }
+  EXPECT_EQ(ParseOk(SpecText()
+                        .Top(R"("submodels": [{"name": "v", "state_bytes": 1}])")
+                        .Task(R"({"id": "a", "kernel": "k"})")
+                        .Build())
+                .submodels[0]
+                .state_bytes,
+            1)
+      << "the default kind, generic, may hold state too";
 }
 
 TEST_F(JobSpecParserTest, ElasticOnTheJobAndOnSubmodelsIsABoolean) {

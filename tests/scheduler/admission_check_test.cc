@@ -113,6 +113,39 @@ TEST_F(SchedulerTest, AddJobRejectsMoreDevicesThanThePoolHas) {
                   .ok());
 }
 
+// Rule 4: a sub-model whose state part fits no live device is refused,
+// naming it and the figures; a part that fits the largest device passes
+// though smaller devices could not hold it.
+TEST_F(SchedulerTest, AddJobRejectsAStatePartThatFitsNoLiveDevice) {
+  Make();
+  DeviceDesc small = Device("small", 1), big = Device("big", 1);
+  small.memory_mb = 1024;
+  big.memory_mb = 4096;
+  sched_->AddDevice(small);
+  sched_->AddDevice(big);
+  auto spec = [](double bytes, uint32_t shards) {
+    JobSpec s = SpecBuilder()
+                    .Submodel("llm0", SubmodelKind::kPipelineStage)
+                    .Add(TaskBuilder("a").Submodel("llm0"))
+                    .Build();
+    s.submodels[0].state_bytes = bytes;
+    s.submodels[0].state_shards = shards;
+    return s;
+  };
+  const double gib = 1 << 30;
+  Status whole = AddStatus(spec(5 * gib, 1));
+  EXPECT_EQ(whole.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(whole.message(),
+            "submodels[0] 'llm0': state_bytes: 5368709120 bytes, more than any live device holds "
+            "(the largest, 'big', has memory_mb 4096)");
+  Status split = AddStatus(spec(20 * gib, 4));
+  ExpectHas(split.message(), {"submodels[0] 'llm0'", "21474836480 over 4 state_shards",
+                              "5368709120 bytes per device", "'big', has memory_mb 4096"});
+  EXPECT_TRUE(AddStatus(spec(20 * gib, 8)).ok()) << "2.5 GiB a device fits 'big'";
+  EXPECT_TRUE(AddStatus(spec(3 * gib, 1)).ok()) << "fits 'big', not 'small'";
+  EXPECT_EQ(sched_->jobs().size(), 2u) << "refused jobs leave no trace";
+}
+
 TEST_F(SchedulerTest, AddJobAcceptsAnythingWhileThePoolIsEmpty) {
   Make();
   JobId job = Add(SpecBuilder().Add(TaskBuilder("v", "mystery").Vector()));

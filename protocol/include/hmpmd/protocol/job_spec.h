@@ -40,11 +40,14 @@ struct SubmodelSpec {
   // hmpmd may move devices between its set and other sub-models' as demand
   // shifts; false pins the set it got at admission. Default: true.
   bool elastic = true;
-  // Bytes of state (weights, optimizer state) a device must hold to run the
-  // sub-model's tasks when it keeps state (kinds actor, reward, learner):
-  // the simulator charges loading it on a device that does not hold it.
-  // Default: 0 (free).
+  // Bytes of state of one replica (weights, gradients, optimizer state),
+  // on any kind: a device must hold its shard's part to run one of the
+  // sub-model's tasks (state_shards.h). Default: 0 (stateless).
   double state_bytes = 0;
+  // The parts one replica's state splits into (tensor-parallel ranks): a
+  // task with arg `shard` holds part shard % state_shards. Default: 1 (a
+  // device holds a whole replica).
+  uint32_t state_shards = 1;
 };
 
 // Hints the cost model turns into a duration.

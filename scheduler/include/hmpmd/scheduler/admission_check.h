@@ -7,7 +7,10 @@
 // 2. each collective gang: as many live devices able to run a member as it
 //    has members (members need distinct devices). A gang runs whole, so one
 //    with any member still needed needs every member's device;
-// 3. at admission, each sub-model's set: no more devices than are up.
+// 3. at admission, each sub-model's set: no more devices than are up;
+// 4. each stateful sub-model: the state one device holds to run it
+//    (StateBytesPerDevice, state_shards.h) fits the memory (memory_mb) of
+//    some live device.
 // A pool with no live device passes everything: the job waits for workers.
 // It reads the pool it is given and keeps nothing; checking costs O(tasks)
 // plus O(devices) per (kernel, core kind) pair the gangs use.
@@ -34,6 +37,9 @@ class AdmissionCheck {
                std::span<const uint32_t> kernel_ids, std::span<const uint8_t> needed = {}) const;
   // Rule 3 for `submodels`: submodels[s] is sub-model `first` + s of its job.
   Status SetSizes(std::span<const SubmodelSpec> submodels, size_t first) const;
+  // Rule 4: per_device[s] is the state one device holds for submodels[s].
+  Status States(std::span<const SubmodelSpec> submodels, std::span<const double> per_device,
+                size_t first) const;
 
  private:
   // Rule 2.

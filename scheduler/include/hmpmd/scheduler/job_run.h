@@ -89,7 +89,10 @@ struct JobRun {
   std::vector<double> rank_us;       // per task of a step
   std::vector<double> est_us;        // per task: estimate at admission
   std::vector<uint32_t> kernel_ids;  // per task of a step
-  // Per sub-model: the cost model's estimate of moving its state_bytes to a
+  // Per sub-model: the state one device holds to run it (its shard's part
+  // of state_bytes, state_shards.h; 0: no state).
+  std::vector<double> state_device_bytes;
+  // Per sub-model: the cost model's estimate of moving that state to a
   // device (0: no state), what a policy pays to move it elsewhere.
   std::vector<double> state_load_us;
   uint32_t step = 0;                 // step being run
