@@ -202,6 +202,7 @@ int SimSeveral(const SimSeveralArgs& a) {
     // State loads the simulator charged, all jobs together.
     p["state_loads"] = (*sim)->state_loads();
     p["state_load_s"] = (*sim)->state_load_us() / 1e6;
+    p["state_evictions"] = (*sim)->state_evictions();
     out["policies"][name] = std::move(p);
     if (!a.trace_file.empty()) {
       Status w = WriteFile(TraceFile(a.trace_file, name, several), JsonText(trace));

@@ -8,6 +8,7 @@
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/output_bytes.h"
+#include "hmpmd/scheduler/state_shards.h"
 
 namespace hmpmd {
 namespace {
@@ -85,41 +86,35 @@ uint64_t Simulator::state_loads_on(DeviceId device) const {
   return device < loads_on_.size() ? loads_on_[device] : 0;
 }
 
-double Simulator::LoadStateUs(const Dispatch& d, const TaskSpec& t) {
-  if (!options_.charge_state) return 0;
+std::optional<std::pair<StatePart, double>> Simulator::PartOf(const Dispatch& d,
+                                                              const TaskSpec& t) const {
+  if (!options_.charge_state) return std::nullopt;
   const JobRun& job = *scheduler_->job(d.job);
-  const JobGraph& g = *job.graph;
-  const GraphTask& task = g.task(d.run % g.size());
-  if (task.is_comm || task.group != kNoGroup || IsCommKernel(t.kernel)) return 0;
-  const auto& submodels = g.spec().submodels;
-  if (task.submodel >= submodels.size()) return 0;
-  const SubmodelSpec& sm = submodels[task.submodel];
-  if (sm.state_bytes <= 0 || !DeviceShare::KeepsState(sm, job.open)) return 0;
-  if (resident_.size() <= d.device) {
-    resident_.resize(d.device + 1);
-    loads_on_.resize(d.device + 1, 0);
+  const GraphTask& task = job.graph->task(d.run % job.graph->size());
+  if (task.is_comm || task.group != kNoGroup || IsCommKernel(t.kernel)) return std::nullopt;
+  if (task.submodel >= job.state_device_bytes.size()) return std::nullopt;
+  const double bytes = job.state_device_bytes[task.submodel];
+  if (bytes <= 0) return std::nullopt;
+  const SubmodelSpec& sm = job.graph->spec().submodels[task.submodel];
+  return std::make_pair(StatePart{d.job, task.submodel, StatePartOf(sm, t)}, bytes);
+}
+
+double Simulator::LoadStateUs(const Dispatch& d, const TaskSpec& t, std::string* error) {
+  const auto part = PartOf(d, t);
+  if (!part || states_.Touch(d.device, part->first)) return 0;
+  if (loads_on_.size() <= d.device) loads_on_.resize(d.device + 1, 0);
+  const ResourcePool::Device& dev = scheduler_->pool().device(d.device);
+  Result<uint32_t> loaded = states_.Load(d.device, part->first, part->second,
+                                         ResourcePool::StoreCap(dev.desc), dev.held_bytes);
+  if (!loaded.ok()) {
+    *error = "state of sub-model '" +
+             scheduler_->job(d.job)->graph->spec().submodels[part->first.submodel].name +
+             "' on device '" + dev.desc.name + "': " + loaded.status().message();
+    return 0;
   }
-  // Held already: it is now the most recently used.
-  std::vector<HeldState>& held = resident_[d.device];
-  for (size_t i = 0; i < held.size(); ++i) {
-    if (held[i].job == d.job && held[i].submodel == task.submodel) {
-      std::rotate(held.begin() + static_cast<ptrdiff_t>(i),
-                  held.begin() + static_cast<ptrdiff_t>(i) + 1, held.end());
-      return 0;
-    }
-  }
-  // Loaded, beside what the device holds while its memory has room; else
-  // the least recently used states go first.
-  const double cap_bytes = static_cast<double>(scheduler_->pool().device(d.device).desc.memory_mb) *
-                           static_cast<double>(1 << 20);
-  double bytes = sm.state_bytes;
-  for (const HeldState& h : held) bytes += h.bytes;
-  size_t evict = 0;
-  while (cap_bytes > 0 && bytes > cap_bytes && evict < held.size()) bytes -= held[evict++].bytes;
-  held.erase(held.begin(), held.begin() + static_cast<ptrdiff_t>(evict));
-  held.push_back({d.job, task.submodel, sm.state_bytes});
+  state_evictions_ += *loaded;
   const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
-  const double us = TransferUs(sm.state_bytes, link);
+  const double us = TransferUs(part->second, link);
   ++loads_on_[d.device];
   ++state_loads_;
   state_load_us_ += us;
@@ -147,21 +142,20 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
   };
   std::vector<double> own(batch.size());
   std::vector<int64_t> keys(batch.size());
+  std::vector<std::string> state_errors(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     const Dispatch& d = batch[i];
     const JobRun& job = *scheduler_->job(d.job);
     const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
     keys[i] = key_of(d, job);
     if (keys[i] < 0) {
-      own[i] = TaskUs(t, d.core) + LoadStateUs(d, t);
+      own[i] = TaskUs(t, d.core) + LoadStateUs(d, t, &state_errors[i]);
       continue;
     }
     // A member's own kernel time (a spin's `us`, a gemm's or cost.flops'
     // flops; at least 1 us where it has any), plus below the collective's
     // transfer, which only communication kernels make: a worker runs a
-    // `spin` member with a `collective` field as a spin, moving nothing
-    // (before, such a gang was timed as its bare collective, 5 us for a
-    // 100 ms spin).
+    // `spin` member with a `collective` field as a spin, moving nothing.
     const double kernel_us = KernelUs(t, d.core);
     own[i] = kernel_us > 0 ? std::max(1.0, kernel_us) : 0;
     Gang& g = gangs[static_cast<uint64_t>(keys[i])];
@@ -201,6 +195,7 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
       us = limit;
     }
     TimeUs dur = std::max<TimeUs>(1, static_cast<TimeUs>(us + 0.5));
+    if (!state_errors[i].empty()) state_errors_.emplace(seq_, std::move(state_errors[i]));
     heap_.push_back({now_ + dur, seq_++, d, now_});
     std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
   }
@@ -254,6 +249,13 @@ Status Simulator::Run() {
 void Simulator::End(const Event& ev) {
   const JobRun* job = scheduler_->job(ev.d.job);
   if (job == nullptr) return;
+  // Its state did not fit the device's memory: it never ran.
+  if (auto it = state_errors_.find(ev.seq); it != state_errors_.end()) {
+    const std::string error = std::move(it->second);
+    state_errors_.erase(it);
+    scheduler_->OnTaskFailed(ev.d.job, ev.d.run, ev.d.attempt, error, /*retryable=*/false, now_);
+    return;
+  }
   const uint64_t bytes = OutputBytes(*job, ev.d.run, input_sizes_);
   // The worker's object store refuses outputs past its cap (memory_mb) and
   // fails the task; the scheduler counts what the store holds (RecordOutput).
@@ -268,13 +270,20 @@ void Simulator::End(const Event& ev) {
     if (p.held && p.reads_left == 1 && p.output_device == ev.d.device) freed += p.output_bytes;
   }
   const uint64_t used = dev.held_bytes - std::min(dev.held_bytes, freed);
-  if (bytes > 0 && (bytes > cap || used > cap - bytes)) {
+  // Resident states count against the same memory: the least recently used
+  // make room, never the state this task ran with.
+  const TaskSpec& t = g.spec_task(ev.d.run % g.size());
+  const auto part = PartOf(ev.d, t);
+  const StatePart keep = part ? part->first : StatePart{ev.d.job, UINT32_MAX, 0};
+  if (bytes > 0 && !states_.MakeRoom(ev.d.device, bytes, cap, used, keep)) {
+    const auto state = static_cast<uint64_t>(states_.Bytes(ev.d.device));
     scheduler_->OnTaskFailed(
         ev.d.job, ev.d.run, ev.d.attempt,
         "object store: outputs of job " + std::to_string(ev.d.job) + " run " +
             std::to_string(ev.d.run) + " need " + std::to_string(bytes) + " bytes; " +
-            std::to_string(used) + " of the " + std::to_string(cap) +
-            " allowed (the pool's memory_mb) are in use on device '" + dev.desc.name + "'",
+            std::to_string(used + state) + " of the " + std::to_string(cap) +
+            " allowed (the pool's memory_mb) are in use on device '" + dev.desc.name + "'" +
+            (state > 0 ? ", " + std::to_string(state) + " of them its sub-model's state" : ""),
         /*retryable=*/false, now_);
     return;
   }

@@ -1,8 +1,10 @@
-// The simulator's object stores (sim/simulator.cc, Simulator::End):
-// the pool spec's memory_mb caps each device's store as a worker's
-// --memory-mb does. Outputs that fit no store fail the job naming the sizes,
-// as the worker's store fails the task; outputs that fit only apart are
-// placed apart. Before, the simulator parsed memory_mb and ignored it.
+// The simulator's device memory (sim/simulator.cc, Simulator::End and
+// LoadStateUs): the pool spec's memory_mb caps each device's store as a
+// worker's --memory-mb does. Outputs that fit no store fail the job naming
+// the sizes, as the worker's store fails the task; outputs that fit only
+// apart are placed apart. Sub-model state parts share that memory: they
+// are loaded where their tasks run, at the link's cost, and evicted least
+// recently used first to make room.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -69,6 +71,74 @@ TEST(SimulatorStore, OutputsThatFitOnlyApartArePlacedApart) {
   EXPECT_NE(r.runs[2].output_device, r.runs[0].output_device) << "c beside a's 600 KB";
   EXPECT_EQ(r.runs[2].output_bytes, 600'000u);
   EXPECT_EQ(r.runs[3].output_bytes, 600'000u);
+}
+
+// A 100 us spin of sub-model `sm`.
+TaskBuilder StateSpin(std::string id, std::string sm, std::initializer_list<std::string> in = {}) {
+  return TaskBuilder(std::move(id), "spin").Us(100).Submodel(std::move(sm)).Inputs(in);
+}
+
+// Every kind may hold state: a pipeline stage's part is loaded onto the
+// device that runs it, once, costing the part's bytes over the link.
+TEST(SimulatorStore, AStagesStatePartIsLoadedOnceWhereItRunsAtTheLinksCost) {
+  SpecBuilder b;
+  b.Submodel("llm0", SubmodelKind::kPipelineStage);
+  b.Add(StateSpin("a", "llm0").Arg("shard", int64_t{0}));
+  b.Add(StateSpin("b", "llm0", {"a"}).Arg("shard", int64_t{0}));
+  b.Add(StateSpin("c", "llm0", {"b"}).Arg("shard", int64_t{1}));
+  JobSpec spec = b.Build();
+  spec.submodels[0].state_bytes = 2e9;
+  spec.submodels[0].state_shards = 2;
+  const PoolSpec pool = CubeOnly(1, 0);
+  SimRun r = Simulate(spec, "fifo", pool);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.state, JobState::kSucceeded) << r.error;
+  EXPECT_EQ(r.loads, 2u) << "part 0 once for a and b, part 1 for c";
+  const LinkSpec& link = pool.links[1];  // one node
+  EXPECT_DOUBLE_EQ(r.load_us, 2 * (link.latency_us + 1e9 / link.bytes_per_us));
+  SimRun free = Simulate(spec, "fifo", pool, /*charge=*/false);
+  EXPECT_EQ(free.loads, 0u);
+  EXPECT_LT(free.metrics.makespan_s, r.metrics.makespan_s);
+}
+
+// Two experts' states that do not fit one device together take turns: the
+// least recently used is evicted and loaded again when needed.
+TEST(SimulatorStore, StatesThatDoNotFitTogetherAreEvictedAndLoadedAgain) {
+  SpecBuilder b;
+  b.Submodel("e0", SubmodelKind::kExpert).Submodel("e1", SubmodelKind::kExpert);
+  b.Add(StateSpin("a", "e0"));
+  b.Add(StateSpin("b", "e1", {"a"}));
+  b.Add(StateSpin("c", "e0", {"b"}));
+  JobSpec spec = b.Build();
+  spec.submodels[0].state_bytes = 600'000;
+  spec.submodels[1].state_bytes = 600'000;
+  SimRun tight = Simulate(spec, "fifo", CubeOnly(1, 1));  // 1 MiB holds one
+  ASSERT_TRUE(tight.status.ok()) << tight.status.message();
+  EXPECT_EQ(tight.state, JobState::kSucceeded) << tight.error;
+  EXPECT_EQ(tight.loads, 3u) << "e0, e1 in its place, e0 again";
+  SimRun roomy = Simulate(spec, "fifo", CubeOnly(1, 2));
+  EXPECT_EQ(roomy.loads, 2u) << "2 MiB hold both";
+}
+
+// Outputs and resident state share the device's memory: outputs that fit
+// only without the state their task ran with fail, naming both.
+TEST(SimulatorStore, OutputsThatDoNotFitBesideTheirTasksStateFailNamingIt) {
+  SpecBuilder b;
+  b.Submodel("enc", SubmodelKind::kEncoder);
+  b.Add(Scale("x", 100'000).Submodel("enc"));  // 400,000 bytes of outputs
+  b.Add(TaskBuilder("y", "send").Inputs({"x"}).Bytes(4e5));
+  JobSpec spec = b.Build();
+  spec.submodels[0].state_bytes = 700'000;
+  SimRun r = Simulate(spec, "fifo", CubeOnly(1, 1));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.state, JobState::kFailed);
+  EXPECT_NE(r.error.find("outputs of job 1 run 0 need 400000 bytes; 700000 of the 1048576 "
+                         "allowed (the pool's memory_mb) are in use on device"),
+            std::string::npos)
+      << r.error;
+  EXPECT_NE(r.error.find("700000 of them its sub-model's state"), std::string::npos) << r.error;
+  spec.submodels[0].state_bytes = 600'000;
+  EXPECT_EQ(Simulate(spec, "fifo", CubeOnly(1, 1)).state, JobState::kSucceeded);
 }
 
 }  // namespace

@@ -10,18 +10,18 @@
 // (node when all share a node, else the fabric). Every built-in
 // built-in kernel (docs/job-spec.md) is accepted. It does no I/O and reads no clock.
 //
-// State: a stateful sub-model (DeviceShare::KeepsState) holds
-// SubmodelSpec::state_bytes on each device it ran on. A compute task of such
-// a sub-model on a device that does not hold its state first loads it over
-// the fabric (the node tier on a one-node pool): the load's time is added
-// to the task's. The device then keeps it beside the states it holds, as a
-// live worker keeps every actor state it made until the job is freed
-// (worker/actor_states.h), while they fit its memory_mb; beyond, the least
-// recently used go. No device holds any state when the simulation starts,
-// so the first task of a sub-model on each device pays once under every
-// policy; after that, a load is a device coming to a sub-model whose state
-// it lacks (first time, or evicted).
-// Communication and gang members load nothing (they move their own bytes).
+// State: a sub-model with state_bytes holds its shard's part of it on each
+// device that ran one of its compute tasks (state_shards.h). A compute task
+// on a device that does not hold its part first loads it over the fabric
+// (the node tier on a one-node pool): the load's time is added to the
+// task's. The device then keeps it (DeviceStates): resident parts plus the
+// outputs its store holds never exceed its memory_mb; the least recently
+// used parts make room, and a part that cannot fit fails its task naming
+// the figures. No device holds any state when the simulation starts, so
+// the first task of a part on each device pays once under every policy;
+// after that, a load is a device coming to a part it lacks (first time, or
+// evicted). Communication and gang members load nothing (they move their
+// own bytes).
 //
 // Object stores: as on workers, each run's outputs (the size its built-in
 // kernel's arguments and inputs tell; a worker's own kernel's count 0) stay
@@ -35,10 +35,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/sim/device_states.h"
 #include "hmpmd/sim/pool_spec.h"
 #include "hmpmd/sim/schedule_metrics.h"
 
@@ -80,8 +84,12 @@ class Simulator {
   Scheduler& mutable_scheduler() { return *scheduler_; }
   TimeUs now() const { return now_; }
   uint64_t events() const { return events_; }
-  // State loads charged so far and their total time.
+  // State loads charged so far and their total time; parts evicted to make
+  // room.
   uint64_t state_loads() const { return state_loads_; }
+  uint64_t state_evictions() const { return state_evictions_; }
+  // The state parts resident on each device.
+  const DeviceStates& states() const { return states_; }
   double state_load_us() const { return state_load_us_; }
   // Loads charged on `device` so far (0 when out of range).
   uint64_t state_loads_on(DeviceId device) const;
@@ -89,9 +97,13 @@ class Simulator {
  private:
   explicit Simulator(SimOptions options, std::unique_ptr<Scheduler> scheduler);
   void Start(const std::vector<Dispatch>& batch);
-  // Time to load the state `t`'s sub-model needs on `device` (0 when it
-  // holds it or keeps none); records the device as its holder.
-  double LoadStateUs(const Dispatch& d, const TaskSpec& t);
+  // The state part task `t` of `d` needs on its device and its bytes, or
+  // nothing for a task that needs none (state_shards.h).
+  std::optional<std::pair<StatePart, double>> PartOf(const Dispatch& d, const TaskSpec& t) const;
+  // Time to load the state part `t` needs on d.device (0 when it holds it
+  // or needs none); the part is then resident there. Sets `error` when the
+  // part cannot fit the device's memory.
+  double LoadStateUs(const Dispatch& d, const TaskSpec& t, std::string* error);
 
   struct Event {
     TimeUs end;
@@ -110,15 +122,11 @@ class Simulator {
   TimeUs now_ = 0;
   uint64_t seq_ = 0;
   uint64_t events_ = 0;
-  // Per device: the states it holds, least recently used first.
-  struct HeldState {
-    JobId job = 0;
-    uint32_t submodel = 0;
-    double bytes = 0;
-  };
-  std::vector<std::vector<HeldState>> resident_;
+  DeviceStates states_;
+  std::unordered_map<uint64_t, std::string> state_errors_;  // by Event::seq
   std::vector<uint64_t> loads_on_;
   uint64_t state_loads_ = 0;
+  uint64_t state_evictions_ = 0;
   double state_load_us_ = 0;
   std::vector<uint64_t> input_sizes_;  // End() scratch
   std::string too_long_;               // the first task that would end past max_time_us
