@@ -4,6 +4,7 @@
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/scheduler/state_shards.h"
 
 namespace hmpmd {
 namespace {
@@ -29,20 +30,32 @@ bool StateAffinity::Floats(const JobRun& job, uint32_t sm) {
          spec.state_bytes > 0;
 }
 
+uint32_t StateAffinity::SlotOf(const JobHoldings& jh, uint32_t index) {
+  const JobGraph& g = *jh.graph;
+  const uint32_t sm = g.task(index).submodel;
+  if (sm >= jh.first_slot.size() || jh.first_slot[sm] == kNoSlot) return kNoSlot;
+  return jh.first_slot[sm] + StatePartOf(g.spec().submodels[sm], g.spec_task(index));
+}
+
 void StateAffinity::AddJob(const JobRun& job) {
   const JobGraph& g = *job.graph;
   const size_t n = g.spec().submodels.size();
-  std::vector<Holding> holdings(n);
-  bool any = false;
+  // A slot per part of each floating sub-model's state (state_shards.h).
+  std::vector<uint32_t> first_slot(n, kNoSlot);
+  std::vector<Holding> holdings;
+  const std::vector<double> part_bytes = StateBytesPerDevice(g.spec().submodels);
   for (uint32_t s = 0; s < n; ++s) {
     if (!Floats(job, s)) continue;
-    any = true;
-    holdings[s].load_us = s < job.state_load_us.size() ? job.state_load_us[s] : 0;
-    holdings[s].bytes = g.spec().submodels[s].state_bytes;
+    first_slot[s] = static_cast<uint32_t>(holdings.size());
+    Holding h;
+    h.load_us = s < job.state_load_us.size() ? job.state_load_us[s] : 0;
+    h.bytes = part_bytes[s];
+    holdings.resize(holdings.size() + std::max(1u, g.spec().submodels[s].state_shards), h);
   }
-  if (!any) return;
-  // Rule 2: the width of each floating sub-model: how many of its compute
-  // runs can run at once. The largest such set (an antichain) costs a
+  if (holdings.empty()) return;
+  JobHoldings jh{job.graph, std::move(first_slot), {}};
+  // Rule 2: the width of each part of a floating sub-model: how many of
+  // its compute runs can run at once. The largest such set (an antichain) costs a
   // matching to find, so two lower bounds of it, the larger wins: its runs
   // at one depth (longest path from a source), and its runs that overlap
   // in time when every run starts as soon as its inputs are done (the
@@ -50,8 +63,9 @@ void StateAffinity::AddJob(const JobRun& job) {
   // two of its runs.
   std::vector<uint32_t> depth(g.size(), 0);
   std::vector<double> end(g.size(), 0);
-  std::unordered_map<uint64_t, uint32_t> at_depth;            // (sub-model, depth) -> runs
-  std::vector<std::vector<std::pair<double, int>>> spans(n);  // per sub-model: (time, +1/-1)
+  std::unordered_map<uint64_t, uint32_t> at_depth;                          // (slot, depth) -> runs
+  std::vector<std::vector<std::pair<double, int>>> spans(holdings.size());  // (time, +1/-1)
+  std::vector<double> work(holdings.size(), 0);  // per slot: estimated compute
   for (uint32_t i : g.topo_order()) {
     const GraphTask& t = g.task(i);
     double start = 0;
@@ -60,29 +74,38 @@ void StateAffinity::AddJob(const JobRun& job) {
       start = std::max(start, end[p]);
     }
     end[i] = start + (i < job.est_us.size() ? job.est_us[i] : 0);
-    if (!Stateful(t) || !Floats(job, t.submodel)) continue;
-    const uint32_t c = ++at_depth[(uint64_t{t.submodel} << 32) | depth[i]];
-    holdings[t.submodel].width = std::max(holdings[t.submodel].width, c);
+    const uint32_t slot = SlotOf(jh, i);
+    if (!Stateful(t) || slot == kNoSlot) continue;
+    const uint32_t c = ++at_depth[(uint64_t{slot} << 32) | depth[i]];
+    holdings[slot].width = std::max(holdings[slot].width, c);
+    work[slot] += end[i] - start;
     if (end[i] > start) {
-      spans[t.submodel].push_back({start, 1});
-      spans[t.submodel].push_back({end[i], -1});
+      spans[slot].push_back({start, 1});
+      spans[slot].push_back({end[i], -1});
     }
   }
-  for (uint32_t s = 0; s < n; ++s) {
+  for (uint32_t s = 0; s < holdings.size(); ++s) {
     std::sort(spans[s].begin(), spans[s].end());  // an end before a start at one time
     uint32_t open = 0;
     for (const auto& [at, delta] : spans[s]) {
       open = static_cast<uint32_t>(static_cast<int64_t>(open) + delta);
       holdings[s].width = std::max(holdings[s].width, open);
     }
+    // Rule 3: a holder must have a load's worth of work to take.
+    Holding& h = holdings[s];
+    if (h.load_us > 0 && h.width > 0) {
+      h.worth = static_cast<uint32_t>(std::clamp(work[s] / h.load_us, 1.0, 4e9));
+      h.width = std::min(h.width, h.worth);
+    }
   }
-  jobs_[job.id] = JobHoldings{job.graph, std::move(holdings)};
+  jh.slots = std::move(holdings);
+  jobs_[job.id] = std::move(jh);
 }
 
 void StateAffinity::RemoveJob(JobId job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
-  for (const Holding& h : it->second.subs) {
+  for (const Holding& h : it->second.slots) {
     for (DeviceId d : h.holders) {
       std::vector<Held>& held = on_device_[d];
       held.erase(
@@ -98,26 +121,31 @@ void StateAffinity::OnDeviceRemoved(DeviceId device) {
   if (device >= on_device_.size()) return;
   std::vector<Held> held = std::move(on_device_[device]);
   on_device_[device].clear();
-  for (const Held& x : held) Drop(x.job, x.sm, device);
+  for (const Held& x : held) Drop(x.job, x.slot, device);
 }
 
-const StateAffinity::Holding* StateAffinity::Find(JobId job, uint32_t sm) const {
+const StateAffinity::Holding* StateAffinity::Find(JobId job, uint32_t slot) const {
   auto it = jobs_.find(job);
-  if (it == jobs_.end() || sm >= it->second.subs.size() || it->second.subs[sm].width == 0) {
+  if (it == jobs_.end() || slot >= it->second.slots.size() || it->second.slots[slot].width == 0) {
     return nullptr;
   }
-  return &it->second.subs[sm];
+  return &it->second.slots[slot];
 }
 
-void StateAffinity::Drop(JobId job, uint32_t sm, DeviceId device) {
-  Holding& h = jobs_[job].subs[sm];
+uint32_t StateAffinity::SlotOf(const TaskView& task) const {
+  auto it = jobs_.find(task.job);
+  return it == jobs_.end() ? kNoSlot : SlotOf(it->second, task.index);
+}
+
+void StateAffinity::Drop(JobId job, uint32_t slot, DeviceId device) {
+  Holding& h = jobs_[job].slots[slot];
   h.has.erase(device);
   h.holders.erase(std::remove(h.holders.begin(), h.holders.end(), device), h.holders.end());
 }
 
 bool StateAffinity::Handles(const TaskView& task) const {
   if (jobs_.empty() || task.task == nullptr || !Stateful(*task.task)) return false;
-  return Find(task.job, task.task->submodel) != nullptr;
+  return Find(task.job, SlotOf(task)) != nullptr;
 }
 
 CoreId StateAffinity::BestHolder(const Holding& h, const TaskView& task, CoreKind kind,
@@ -142,7 +170,7 @@ bool StateAffinity::HolderCanRun(const Holding& h, const TaskView& task, CoreKin
 
 Placement StateAffinity::Place(const TaskView& task, CoreKind kind, const ResourcePool& pool,
                                TimeUs now) const {
-  const Holding& h = *Find(task.job, task.task->submodel);
+  const Holding& h = *Find(task.job, SlotOf(task));
   const CoreId hold = BestHolder(h, task, kind, pool);
   if (h.holders.size() >= h.width) {
     if (hold != kNoCore) return Placement::Placed(hold);
@@ -161,7 +189,7 @@ Placement StateAffinity::Place(const TaskView& task, CoreKind kind, const Resour
 
 bool StateAffinity::Allows(const TaskView& task, DeviceId device) const {
   if (!Handles(task)) return true;
-  const Holding& h = *Find(task.job, task.task->submodel);
+  const Holding& h = *Find(task.job, SlotOf(task));
   return h.holders.size() < h.width || h.has.count(device) > 0;
 }
 
@@ -171,8 +199,8 @@ void StateAffinity::OnReady(const TaskView& task) {
   if (task.early || !Handles(task) || !in_flight_.insert(RunKey(task.job, task.run)).second) {
     return;
   }
-  Holding& h = jobs_[task.job].subs[task.task->submodel];
-  h.width = std::max(h.width, ++h.in_flight);
+  Holding& h = jobs_[task.job].slots[SlotOf(task)];
+  h.width = std::max(h.width, std::min(++h.in_flight, h.worth));
 }
 
 void StateAffinity::OnReleased(JobId job, uint32_t run) {
@@ -180,19 +208,21 @@ void StateAffinity::OnReleased(JobId job, uint32_t run) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   const JobGraph& g = *it->second.graph;
-  Holding& h = it->second.subs[g.task(run % g.size()).submodel];
+  const uint32_t slot = SlotOf(it->second, run % g.size());
+  if (slot == kNoSlot) return;
+  Holding& h = it->second.slots[slot];
   if (h.in_flight > 0) --h.in_flight;
 }
 
 void StateAffinity::OnPlaced(const TaskView& task, DeviceId device, const ResourcePool& pool) {
   if (!Handles(task)) return;
-  const uint32_t sm = task.task->submodel;
-  Holding& h = jobs_[task.job].subs[sm];
+  const uint32_t slot = SlotOf(task);
+  Holding& h = jobs_[task.job].slots[slot];
   if (on_device_.size() <= device) on_device_.resize(device + 1);
   std::vector<Held>& held = on_device_[device];
   // Held already: now the most recently used.
   for (size_t i = 0; i < held.size(); ++i) {
-    if (held[i].job == task.job && held[i].sm == sm) {
+    if (held[i].job == task.job && held[i].slot == slot) {
       std::rotate(held.begin() + static_cast<ptrdiff_t>(i),
                   held.begin() + static_cast<ptrdiff_t>(i) + 1, held.end());
       return;
@@ -207,19 +237,29 @@ void StateAffinity::OnPlaced(const TaskView& task, DeviceId device, const Resour
   while (cap > 0 && bytes > cap && evict < held.size()) bytes -= held[evict++].bytes;
   std::vector<Held> gone(held.begin(), held.begin() + static_cast<ptrdiff_t>(evict));
   held.erase(held.begin(), held.begin() + static_cast<ptrdiff_t>(evict));
-  held.push_back({task.job, sm, h.bytes});
+  held.push_back({task.job, slot, h.bytes});
   h.holders.push_back(device);
   h.has.insert(device);
-  for (const Held& x : gone) Drop(x.job, x.sm, device);
+  for (const Held& x : gone) Drop(x.job, x.slot, device);
 }
 
-std::vector<DeviceId> StateAffinity::Holders(JobId job, uint32_t sm) const {
-  const Holding* h = Find(job, sm);
+uint32_t StateAffinity::SlotOf(JobId job, uint32_t sm, uint32_t part) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || sm >= it->second.first_slot.size() ||
+      it->second.first_slot[sm] == kNoSlot ||
+      part >= std::max(1u, it->second.graph->spec().submodels[sm].state_shards)) {
+    return kNoSlot;
+  }
+  return it->second.first_slot[sm] + part;
+}
+
+std::vector<DeviceId> StateAffinity::Holders(JobId job, uint32_t sm, uint32_t part) const {
+  const Holding* h = Find(job, SlotOf(job, sm, part));
   return h == nullptr ? std::vector<DeviceId>{} : h->holders;
 }
 
-uint32_t StateAffinity::Width(JobId job, uint32_t sm) const {
-  const Holding* h = Find(job, sm);
+uint32_t StateAffinity::Width(JobId job, uint32_t sm, uint32_t part) const {
+  const Holding* h = Find(job, SlotOf(job, sm, part));
   return h == nullptr ? 0 : h->width;
 }
 

@@ -123,6 +123,7 @@ class StateAffinityUnitTest : public ::testing::Test {
     job_.id = 7;
     job_.graph = test::BuildGraph(spec);
     job_.state_load_us = {100, 100, 0};
+    job_.est_us.assign(5, 1000);  // work that pays for the loads (rule 3)
     for (int i = 0; i < 2; ++i) {
       DeviceDesc d = Device("d" + std::to_string(i), 1, 1);
       d.memory_mb = 40;  // one state at a time
@@ -204,22 +205,24 @@ TEST(StateAffinityWidth, RunsAtDifferentDepthsThatOverlapInTimeCount) {
   EXPECT_EQ(DevicesOf(spec, r, "x").size(), 3u);
 }
 
-// The same shape live, where the estimates are wrong: x0..x3 claim 1 us
-// and take 1 ms, so by depth and by the estimated schedule none overlaps
-// (width 1). Runs ready or running at once raise the width: the four run
-// side by side, not one after another on one device.
+// The same shape live, where the estimates are wrong: x0..x3 claim 100 us
+// and take 1 ms, and the runs before them claim 100 us and take 1 us, so
+// by depth and by the estimated schedule none overlaps (width 1). Runs
+// ready or running at once raise the width, up to what their estimated
+// work pays loads for (rule 3: 400 us of work, loads of 50 us): the
+// four run side by side, not one after another on one device.
 TEST(StateAffinityWidth, RunsInFlightAtOnceRaiseTheWidth) {
   SpecBuilder b;
   b.Submodel("x", SubmodelKind::kActor, 1).Submodel("free");
-  b.Add(TaskBuilder("g0").Submodel("free").Us(1));
-  b.Add(TaskBuilder("g1").Submodel("free").Us(1).Inputs({"g0"}));
-  b.Add(TaskBuilder("g2").Submodel("free").Us(1).Inputs({"g1"}));
-  b.Add(TaskBuilder("x0").Submodel("x").Us(1));
-  b.Add(TaskBuilder("x1").Submodel("x").Us(1).Inputs({"g0"}));
-  b.Add(TaskBuilder("x2").Submodel("x").Us(1).Inputs({"g1"}));
-  b.Add(TaskBuilder("x3").Submodel("x").Us(1).Inputs({"g2"}));
+  b.Add(TaskBuilder("g0").Submodel("free").Us(100));
+  b.Add(TaskBuilder("g1").Submodel("free").Us(100).Inputs({"g0"}));
+  b.Add(TaskBuilder("g2").Submodel("free").Us(100).Inputs({"g1"}));
+  b.Add(TaskBuilder("x0").Submodel("x").Us(100));
+  b.Add(TaskBuilder("x1").Submodel("x").Us(100).Inputs({"g0"}));
+  b.Add(TaskBuilder("x2").Submodel("x").Us(100).Inputs({"g1"}));
+  b.Add(TaskBuilder("x3").Submodel("x").Us(100).Inputs({"g2"}));
   JobSpec spec = b;
-  spec.submodels[0].state_bytes = 1e6;
+  spec.submodels[0].state_bytes = 1e5;  // a 50 us load at the cost model's 2 GB/s
   auto policy = MakePolicy("hmpmd");
   ASSERT_TRUE(policy.ok());
   Scheduler s(SchedulerOptions{}, std::move(*policy));
@@ -238,6 +241,59 @@ TEST(StateAffinityWidth, RunsInFlightAtOnceRaiseTheWidth) {
   }
   EXPECT_EQ(x.size(), 4u);
   EXPECT_LT(s.job(*job)->finished, 2000);
+}
+
+// Rule 3: four runs of 100 us that can all run at once spread over four
+// devices while a load costs less than a run, and stay on one when a load
+// costs more than all four together.
+TEST(StateAffinityWidth, ASpreadIsCappedAtTheLoadsItsWorkPaysFor) {
+  JobSpec spec = SpecBuilder()
+                     .Submodel("e", SubmodelKind::kExpert)
+                     .Add(Gemm("x0", "e", 100))
+                     .Add(Gemm("x1", "e", 100))
+                     .Add(Gemm("x2", "e", 100))
+                     .Add(Gemm("x3", "e", 100));
+  spec.submodels[0].state_bytes = 1e6;
+  JobRun job;
+  job.id = 1;
+  job.graph = test::BuildGraph(spec);
+  job.est_us = {100, 100, 100, 100};
+  for (const auto& [load_us, width] : {std::pair{50.0, 4u}, {150.0, 2u}, {1000.0, 1u}}) {
+    job.state_load_us = {load_us};
+    StateAffinity affinity;
+    affinity.AddJob(job);
+    EXPECT_EQ(affinity.Width(1, 0), width) << load_us;
+  }
+}
+
+// Parts of a sharded state are held apart: a device holding part 0 is no
+// holder of part 1.
+TEST(StateAffinityWidth, EachPartOfAShardedStateHasItsOwnHolders) {
+  JobSpec spec = SpecBuilder()
+                     .Submodel("s", SubmodelKind::kPipelineStage)
+                     .Add(Gemm("p0", "s", 1000).Arg("shard", int64_t{0}))
+                     .Add(Gemm("p1", "s", 1000).Arg("shard", int64_t{1}));
+  spec.submodels[0].state_bytes = 2e6;
+  spec.submodels[0].state_shards = 2;
+  JobRun job;
+  job.id = 1;
+  job.graph = test::BuildGraph(spec);
+  job.est_us = {1000, 1000};
+  job.state_load_us = {10};
+  ResourcePool pool{PoolOptions{}};
+  pool.AddDevice(Device("d0", 1));
+  StateAffinity affinity;
+  affinity.AddJob(job);
+  TaskView v;
+  v.job = 1;
+  v.graph = job.graph.get();
+  v.index = v.run = 0;
+  v.spec = &job.graph->spec_task(0);
+  v.task = &job.graph->task(0);
+  affinity.OnPlaced(v, 0, pool);
+  EXPECT_EQ(affinity.Holders(1, 0, 0), std::vector<DeviceId>{0});
+  EXPECT_TRUE(affinity.Holders(1, 0, 1).empty());
+  EXPECT_TRUE(affinity.Holders(1, 0, 2).empty()) << "no part 2";
 }
 
 TEST_F(StateAffinityUnitTest, AFullSpreadWaitsForItsHolderAndForgetsItWhenItDies) {

@@ -1,16 +1,17 @@
-// StateAffinity: where the hmpmd policy runs the elastic stateful
-// sub-models (actor, reward, learner) that declare state_bytes, of a job
-// whose whole DAG it knows. A driver session's actors, sets pinned by
+// StateAffinity: where the hmpmd policy runs the elastic sub-models that
+// declare state_bytes (of any kind), of a job whose whole DAG it knows. A driver session's actors,
+// sets pinned by
 // `"elastic": false` and sub-models without state_bytes (their state is
 // whatever kernels stored, kept in one place) keep their device sets
 // (device_share.h); fifo and spmd-1f1b keep sets too.
 //
-// Such a sub-model floats over the pool as an encoder does, but its state
-// (SubmodelSpec::state_bytes, e.g. weights) must be on a device before its
-// compute runs there: its first run on a device loads it (the simulator
-// charges JobRun::state_load_us; a worker makes its ActorState), and the
-// device keeps it while its memory holds it (memory_mb; beyond, the least
-// recently used state goes first, as the simulator does). Floating lets a
+// Such a sub-model floats over the pool, but its state (each part of it,
+// state_shards.h, tracked apart: the rules below are per part) must be on a
+// device before its compute runs there: its first run on a device loads it
+// (the simulator charges JobRun::state_load_us; a worker makes its
+// ActorState), and the device keeps it while its memory holds it
+// (memory_mb; beyond, the least recently used state goes first, as the
+// simulator does). Floating lets a
 // device hold several sub-models' states and run whichever is critical,
 // so one device's communication hides under another sub-model's compute
 // (RL: the learner's last gradient all-reduce under a rollout).
@@ -28,7 +29,12 @@
 //     one state. Once `width` devices hold it, its runs wait for a holder,
 //     unless no alive holder can run the task at all (core kind, kernel,
 //     store cap).
-//  3. A dead device holds nothing.
+//  3. Worth: the spread cap is at most the part's estimated compute over
+//     its state load (at least 1): a new holder pays a load, so it must
+//     have at least that much work to take. A MoE expert's hot replicas
+//     follow its routing this way (EPLB's rule, from the DAG): a cold
+//     expert keeps one device, a hot one as many as its tokens pay for.
+//  4. A dead device holds nothing.
 // Cost: admission O(tasks); a placement O(holders) up to kScanHolders
 // holders, beyond a scan of the kind's available cores; a placement on a
 // device O(states it holds).
@@ -74,15 +80,16 @@ class StateAffinity {
   void OnPlaced(const TaskView& task, DeviceId device, const ResourcePool& pool);
 
   // --- queries (tests, reports) ---
-  // Devices holding the state of `job`'s sub-model `sm` now.
-  std::vector<DeviceId> Holders(JobId job, uint32_t sm) const;
-  // The spread cap of `job`'s sub-model `sm` (0: it does not float).
-  uint32_t Width(JobId job, uint32_t sm) const;
+  // Devices holding part `part` of the state of `job`'s sub-model `sm` now.
+  std::vector<DeviceId> Holders(JobId job, uint32_t sm, uint32_t part = 0) const;
+  // The spread cap of that part (0: it does not float).
+  uint32_t Width(JobId job, uint32_t sm, uint32_t part = 0) const;
 
  private:
   struct Holding {
-    uint32_t width = 0;      // 0: not floating here
-    uint32_t in_flight = 0;  // its runs ready or running
+    uint32_t width = 0;           // 0: not floating here
+    uint32_t in_flight = 0;       // its runs ready or running
+    uint32_t worth = UINT32_MAX;  // rule 3: holders its work pays the loads of
     double load_us = 0;
     double bytes = 0;
     std::vector<DeviceId> holders;
@@ -90,12 +97,22 @@ class StateAffinity {
   };
   struct Held {
     JobId job = 0;
-    uint32_t sm = 0;
+    uint32_t slot = 0;
     double bytes = 0;
   };
+  struct JobHoldings {
+    std::shared_ptr<const JobGraph> graph;
+    std::vector<uint32_t> first_slot;  // per sub-model: its part 0's slot, or kNoSlot
+    std::vector<Holding> slots;        // per part of a floating sub-model's state
+  };
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
   static uint64_t RunKey(JobId job, uint32_t run);
-  const Holding* Find(JobId job, uint32_t sm) const;
-  void Drop(JobId job, uint32_t sm, DeviceId device);
+  // The slot of task `index`'s state part, or kNoSlot.
+  static uint32_t SlotOf(const JobHoldings& jh, uint32_t index);
+  uint32_t SlotOf(const TaskView& task) const;
+  uint32_t SlotOf(JobId job, uint32_t sm, uint32_t part) const;
+  const Holding* Find(JobId job, uint32_t slot) const;
+  void Drop(JobId job, uint32_t slot, DeviceId device);
   // The holder core of `kind` that frees first, or kNoCore.
   CoreId BestHolder(const Holding& h, const TaskView& task, CoreKind kind,
                     const ResourcePool& pool) const;
@@ -103,10 +120,6 @@ class StateAffinity {
   static bool HolderCanRun(const Holding& h, const TaskView& task, CoreKind kind,
                            const ResourcePool& pool);
 
-  struct JobHoldings {
-    std::shared_ptr<const JobGraph> graph;
-    std::vector<Holding> subs;  // per sub-model
-  };
   std::unordered_map<JobId, JobHoldings> jobs_;
   std::vector<std::vector<Held>> on_device_;  // least recently used first
   std::unordered_set<uint64_t> in_flight_;    // (job, run) counted in Holding::in_flight
