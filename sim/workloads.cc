@@ -76,10 +76,20 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o) {
   // equal work per shard: a stage forward is 1 unit over 3k shards.
   double unit_us = o.fwd_us * ws;  // one unit of work, all shards together
   // The static deployment a user would write: one device per shard.
-  job.submodels.push_back(Submodel("vision", SubmodelKind::kEncoder, wv));
-  job.submodels.push_back(Submodel("audio", SubmodelKind::kEncoder, wa));
+  // A tensor-parallel group of 8 shards (tp_group below) holds a replica.
+  auto stateful = [&](SubmodelSpec sm, double params, uint32_t width) {
+    sm.state_bytes = params * o.bytes_per_param;
+    sm.state_shards = std::min(8u, width);
+    return sm;
+  };
+  job.submodels.push_back(
+      stateful(Submodel("vision", SubmodelKind::kEncoder, wv), o.vision_params, wv));
+  job.submodels.push_back(
+      stateful(Submodel("audio", SubmodelKind::kEncoder, wa), o.audio_params, wa));
   for (uint32_t s = 0; s < p; ++s) {
-    job.submodels.push_back(Submodel("llm" + std::to_string(s), SubmodelKind::kPipelineStage, ws));
+    job.submodels.push_back(
+        stateful(Submodel("llm" + std::to_string(s), SubmodelKind::kPipelineStage, ws),
+                 o.backbone_params / p, ws));
   }
   auto tp_group = [](const std::string& op, uint32_t i) {
     return op + "_tp" + std::to_string(i / 8);
@@ -156,8 +166,10 @@ JobSpec MoeWorkload(const MoeOptions& o) {
   const uint32_t d = per * e_count;
   std::mt19937_64 rng(o.seed);
   job.submodels.push_back(Submodel("dense", SubmodelKind::kGeneric, d));
+  job.submodels.back().state_bytes = o.dense_params * o.layers * o.bytes_per_param;
   for (uint32_t e = 0; e < e_count; ++e) {
     job.submodels.push_back(Submodel("expert" + std::to_string(e), SubmodelKind::kExpert, per));
+    job.submodels.back().state_bytes = o.expert_params * o.layers * o.bytes_per_param;
   }
   // Zipf popularity; top-k routing makes k * d expert tasks per chunk when
   // balanced (one per device per routed copy).

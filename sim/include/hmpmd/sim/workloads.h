@@ -25,6 +25,14 @@ namespace hmpmd {
 // static deployment proportional to work fills `devices`; shards of an op
 // all-reduce in groups of 8 on vector cores, stages hand activations on
 // with `send`.
+// State (state_bytes, state_shards 8: one tensor-parallel group of 8 holds
+// a replica): parameters times `bytes_per_param`, 16 for mixed-precision
+// Adam (bf16 weights and gradients, fp32 master weights and two moments:
+// 2 + 2 + 12 bytes, Rajbhandari et al., "ZeRO", SC'20, section 3.1). The
+// backbone is an 8B-class decoder (Llama-3-8B: 8.0e9 parameters) split
+// evenly over its stages; the vision encoder a ViT-H/14 (6.3e8, Dosovitskiy
+// et al., ICLR'21); the audio encoder a Whisper-medium encoder (about
+// 3.0e8 of its 7.7e8, Radford et al., 2022).
 struct MultimodalOptions {
   uint32_t devices = 384;
   uint32_t stages = 4;          // default 4
@@ -34,6 +42,10 @@ struct MultimodalOptions {
   double audio_cost = 1;
   double allreduce_bytes = 16 << 20;  // per tensor-parallel all-reduce member
   double send_bytes = 8 << 20;        // activations between stages, per shard
+  double backbone_params = 8.0e9;
+  double vision_params = 6.3e8;
+  double audio_params = 3.0e8;
+  double bytes_per_param = 16;
 };
 JobSpec MultimodalWorkload(const MultimodalOptions& o);
 
@@ -42,16 +54,26 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o);
 // (Zipf with `skew`, hot experts reshuffled per layer), an all-to-all
 // combine. Expert work comes in tasks of equal size, `devices`/`experts`
 // devices per expert in a static deployment.
+// State: each expert sub-model is one routed expert of every layer, sized
+// as DeepSeek-V3's (a SwiGLU FFN of hidden 7168 and intermediate 2048: 3 x
+// 7168 x 2048 = 4.4e7 parameters a layer; DeepSeek-AI, "DeepSeek-V3
+// Technical Report", 2024, section 4.2); a device running one of its tasks
+// holds a whole replica. The dense part (attention and the shared expert,
+// about 2.3e8 parameters a layer there) is data parallel: every device
+// holds a replica. Bytes per parameter as MultimodalOptions.
 struct MoeOptions {
   uint32_t devices = 384;
   uint32_t experts = 48;  // divides devices
   uint32_t layers = 2;
   uint32_t chunks = 8;
   uint32_t top_k = 2;
-  double skew = 0.8;                // Zipf exponent of expert popularity
-  double attn_us = 3000;            // attention per device per chunk
-  double expert_us = 1200;          // one expert task
-  double alltoall_bytes = 8 << 20;  // per member
+  double skew = 0.8;                         // Zipf exponent of expert popularity
+  double attn_us = 3000;                     // attention per device per chunk
+  double expert_us = 1200;                   // one expert task
+  double alltoall_bytes = 8 << 20;           // per member
+  double expert_params = 3.0 * 7168 * 2048;  // per layer
+  double dense_params = 2.3e8;               // per layer
+  double bytes_per_param = 16;
   uint64_t seed = 1;
 };
 JobSpec MoeWorkload(const MoeOptions& o);
