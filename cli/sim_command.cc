@@ -370,7 +370,7 @@ int SimMain(const SimArgs& a, SimSize* size) {
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     const JobRun& job = *(*sim)->scheduler().job(*id);
     const ResourcePool& rp = (*sim)->scheduler().pool();
-    ScheduleMetrics m = ComputeMetrics(job, rp);
+    ScheduleMetrics m = ComputeMetrics(job, rp, (*sim)->LoadsOf(*id));
     all_ok = all_ok && st.ok() && job.state == JobState::kSucceeded;
     json j = SimulatedJobJson(**sim, *id);
     j["state"] = st.ok() ? std::string(JobStateName(job.state)) : "failed";

@@ -31,7 +31,7 @@ TimeUs FirstStart(const JobRun& job) {
 json SimulatedJobJson(const Simulator& sim, JobId id) {
   const JobRun& job = *sim.scheduler().job(id);
   const ResourcePool& rp = sim.scheduler().pool();
-  const ScheduleMetrics m = ComputeMetrics(job, rp);
+  const ScheduleMetrics m = ComputeMetrics(job, rp, sim.LoadsOf(id));
   json j = JobSummaryJson(job, rp, false);
   j.update(MetricsJson(m, rp));
   j["tight_bound_s"] = m.tight_bound_s;
@@ -146,7 +146,7 @@ int SimSeveral(const SimSeveralArgs& a) {
     json trace;
     for (size_t i = 0; i < jobs.size(); ++i) {
       const JobRun& job = *jobs[i];
-      ScheduleMetrics m = ComputeMetrics(job, rp);
+      ScheduleMetrics m = ComputeMetrics(job, rp, (*sim)->LoadsOf(job.id));
       all_ok = all_ok && st.ok() && job.state == JobState::kSucceeded;
       // Its end on the pool's clock (all are submitted at 0): its own
       // makespan_s starts at its first run, later for a job that waited.

@@ -143,7 +143,17 @@ double MakespanS(const JobRun& job) {
   return static_cast<double>(std::max<TimeUs>(1, last - first)) / 1e6;
 }
 
-ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
+namespace {
+
+// The load charged to run `r` (0 without loads).
+double LoadOf(const StateLoadTimes* loads, uint64_t r) {
+  return loads != nullptr && r < loads->run_us.size() ? loads->run_us[r] : 0;
+}
+
+}  // namespace
+
+ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool,
+                               const StateLoadTimes* loads) {
   ScheduleMetrics m;
   const JobGraph& g = *job.graph;
   const uint32_t n = g.size();
@@ -162,6 +172,7 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
   // Busy time per device and core kind; comm and compute intervals per device.
   std::vector<double> busy_dev(pool.device_count(), 0);
   std::array<double, kNumCoreKinds> busy_kind{};
+  std::array<double, kNumCoreKinds> work_kind{};  // busy_kind less the loads charged
   std::vector<std::vector<Interval>> compute(pool.device_count()), comm(pool.device_count());
   for (uint32_t r = 0; r < job.runs.size(); ++r) {
     const TaskRecord& rec = job.runs[r];
@@ -170,6 +181,7 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
     double d = static_cast<double>(rec.end - rec.start);
     busy_dev[core.device] += d;
     busy_kind[static_cast<size_t>(core.kind)] += d;
+    work_kind[static_cast<size_t>(core.kind)] += d - LoadOf(loads, r);
     (g.task(r % n).is_comm ? comm : compute)[core.device].push_back({rec.start, rec.end});
   }
 
@@ -195,7 +207,9 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
   for (int k = 0; k < kNumCoreKinds; ++k) {
     if (cores_kind[k] == 0) continue;
     m.utilisation_by_kind[k] = busy_kind[k] / (cores_kind[k] * makespan_us);
-    work_bound_us = std::max(work_bound_us, busy_kind[k] / cores_kind[k]);
+    // Loads run on the cube cores, with the compute they precede.
+    const double unavoidable = loads != nullptr && k == 0 ? loads->min_us : 0;
+    work_bound_us = std::max(work_bound_us, (work_kind[k] + unavoidable) / cores_kind[k]);
   }
 
   // Masking: comm time covered by compute on the same device.
@@ -251,12 +265,16 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
     int64_t last = -1;
     for (uint32_t i : g.topo_order()) {
       const TaskRecord& rec = runs[i];
-      double own = rec.state == TaskState::kDone ? static_cast<double>(rec.end - rec.start) : 0;
+      const uint64_t r = uint64_t{s} * n + i;
+      double own = rec.state == TaskState::kDone
+                       ? static_cast<double>(rec.end - rec.start) - LoadOf(loads, r)
+                       : 0;
       from[i] = -1;
       for (uint32_t in : g.task(i).inputs) {
         if (later(in, from[i])) from[i] = in;
       }
-      chain[i] = (from[i] < 0 ? 0 : chain[from[i]]) + own;
+      const double part = loads != nullptr && r < loads->part_us.size() ? loads->part_us[r] : 0;
+      chain[i] = std::max(from[i] < 0 ? 0 : chain[from[i]], part) + own;
       if (later(i, last)) last = i;
     }
     const double step_cp = last < 0 ? 0 : chain[last];
@@ -283,7 +301,7 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool) {
     for (uint32_t i = 0; i < n; ++i) {
       const TaskRecord& rec = job.runs[s * n + i];
       const bool ran = rec.state == TaskState::kDone;
-      dur[i] = ran ? static_cast<double>(rec.end - rec.start) : 0;
+      dur[i] = ran ? static_cast<double>(rec.end - rec.start) - LoadOf(loads, s * n + i) : 0;
       kind[i] = ran ? pool.core(rec.core).kind : CoreKind::kCube;
     }
     tight_us += std::max(step_cps[s], EnergeticBound(g, dur, kind, cores_kind));

@@ -99,9 +99,26 @@ std::optional<std::pair<StatePart, double>> Simulator::PartOf(const Dispatch& d,
   return std::make_pair(StatePart{d.job, task.submodel, StatePartOf(sm, t)}, bytes);
 }
 
+const StateLoadTimes* Simulator::LoadsOf(JobId job) const {
+  auto it = recorded_.find(job);
+  return it == recorded_.end() ? nullptr : &it->second.times;
+}
+
 double Simulator::LoadStateUs(const Dispatch& d, const TaskSpec& t, std::string* error) {
   const auto part = PartOf(d, t);
-  if (!part || states_.Touch(d.device, part->first)) return 0;
+  if (!part) return 0;
+  const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
+  const double us = TransferUs(part->second, link);
+  Recorded& rec = recorded_[d.job];
+  const size_t runs = scheduler_->job(d.job)->runs.size();
+  rec.times.run_us.resize(runs, 0);
+  rec.times.part_us.resize(runs, 0);
+  rec.times.run_us[d.run] = 0;
+  rec.times.part_us[d.run] = us;
+  if (rec.parts.insert((uint64_t{part->first.submodel} << 32) | part->first.shard).second) {
+    rec.times.min_us += us;
+  }
+  if (states_.Touch(d.device, part->first)) return 0;
   if (loads_on_.size() <= d.device) loads_on_.resize(d.device + 1, 0);
   const ResourcePool::Device& dev = scheduler_->pool().device(d.device);
   Result<uint32_t> loaded = states_.Load(d.device, part->first, part->second,
@@ -113,8 +130,7 @@ double Simulator::LoadStateUs(const Dispatch& d, const TaskSpec& t, std::string*
     return 0;
   }
   state_evictions_ += *loaded;
-  const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
-  const double us = TransferUs(part->second, link);
+  rec.times.run_us[d.run] = us;
   ++loads_on_[d.device];
   ++state_loads_;
   state_load_us_ += us;

@@ -95,7 +95,7 @@ RunResult RunOnce(const JobSpec& spec, const std::string& policy, const PoolSpec
   r.run_s = std::chrono::duration<double>(t2 - t1).count();
   const JobRun& job = *(*sim)->scheduler().job(*id);
   r.tasks = job.done;
-  if (metrics) r.metrics = ComputeMetrics(job, (*sim)->scheduler().pool());
+  if (metrics) r.metrics = ComputeMetrics(job, (*sim)->scheduler().pool(), (*sim)->LoadsOf(*id));
   const auto* hp = dynamic_cast<const HmpmdPolicy*>(&(*sim)->scheduler().policy());
   r.moves = hp != nullptr ? hp->share().MoveCount(*id) : 0;
   r.state_loads = (*sim)->state_loads();

@@ -61,7 +61,7 @@ int PrintDetail(const JobSpec& spec, uint32_t devices, const std::string& policy
   const JobRun& job = *sched.job(*id);
   const JobGraph& g = *job.graph;
   const uint32_t n = g.size();
-  const ScheduleMetrics m = ComputeMetrics(job, pool);
+  const ScheduleMetrics m = ComputeMetrics(job, pool, (*sim)->LoadsOf(*id));
   std::printf(
       "%s, %s, %u devices: makespan %.4f s, bound %.4f s (critical path %.4f s), "
       "tight %.4f s, masking %.1f%%, bubble %.1f%%\n",

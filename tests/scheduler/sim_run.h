@@ -41,7 +41,7 @@ inline SimRun Simulate(const JobSpec& spec, const std::string& policy, const Poo
   const ResourcePool& rp = (*sim)->scheduler().pool();
   r.state = job.state;
   r.error = job.error;
-  r.metrics = ComputeMetrics(job, rp);
+  r.metrics = ComputeMetrics(job, rp, (*sim)->LoadsOf(*id));
   r.runs = job.runs;
   for (const TaskRecord& rec : job.runs) {
     r.device.push_back(rec.core == kNoCore ? UINT32_MAX : rp.core(rec.core).device);

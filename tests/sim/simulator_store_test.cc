@@ -118,6 +118,12 @@ TEST(SimulatorStore, StatesThatDoNotFitTogetherAreEvictedAndLoadedAgain) {
   EXPECT_EQ(tight.loads, 3u) << "e0, e1 in its place, e0 again";
   SimRun roomy = Simulate(spec, "fifo", CubeOnly(1, 2));
   EXPECT_EQ(roomy.loads, 2u) << "2 MiB hold both";
+  // The bound counts one load per part (what residency makes unavoidable),
+  // not the third one this memory forced: 300 us of spins and two loads.
+  const double load = TransferUs(600'000, CubeOnly(1, 1).links[1]);
+  EXPECT_NEAR(tight.metrics.makespan_s, (300 + 3 * load) / 1e6, 3e-6);
+  EXPECT_NEAR(tight.metrics.lower_bound_s, (300 + 2 * load) / 1e6, 3e-6);
+  EXPECT_NEAR(roomy.metrics.lower_bound_s, roomy.metrics.makespan_s, 3e-6) << "no load wasted";
 }
 
 // Outputs and resident state share the device's memory: outputs that fit

@@ -55,8 +55,23 @@ struct ScheduleMetrics {
   std::vector<CriticalPathEntry> critical_path;
 };
 
+// The state loads a simulation charged one job (Simulator::LoadsOf), so the
+// bounds can count what residency makes unavoidable instead of what one
+// policy happened to pay.
+struct StateLoadTimes {
+  std::vector<double> run_us;   // per run: the load charged to it (in its duration)
+  std::vector<double> part_us;  // per run: a load of its state part (0: stateless)
+  double min_us = 0;            // one load of each part the job used
+};
+
 // Devices counted are those alive now plus those that ran a task of the job.
-ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool);
+// With `loads`, lower_bound_s, tight_bound_s and critical_path_s are
+// residency-aware rather than counting the loads one policy chose to pay:
+// runs count their durations less the loads charged to them; a stateful
+// run starts no earlier than one load of its part (no device holds state
+// at the start); and the work bound adds one load of each part used.
+ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool,
+                               const StateLoadTimes* loads = nullptr);
 // Turns `job` (a copy of a running job) into its current step so far, for
 // ComputeMetrics: the step's done runs, and on each core the run executing
 // there now (the earliest dispatched of the step's runs queued on it),

@@ -38,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,9 @@ class Simulator {
   uint64_t state_evictions() const { return state_evictions_; }
   // The state parts resident on each device.
   const DeviceStates& states() const { return states_; }
+  // The loads `job`'s runs were charged and could not avoid, for
+  // ComputeMetrics' residency-aware bounds; null when it needed no state.
+  const StateLoadTimes* LoadsOf(JobId job) const;
   double state_load_us() const { return state_load_us_; }
   // Loads charged on `device` so far (0 when out of range).
   uint64_t state_loads_on(DeviceId device) const;
@@ -124,6 +128,11 @@ class Simulator {
   uint64_t events_ = 0;
   DeviceStates states_;
   std::unordered_map<uint64_t, std::string> state_errors_;  // by Event::seq
+  struct Recorded {
+    StateLoadTimes times;
+    std::unordered_set<uint64_t> parts;  // (sub-model, part) used
+  };
+  std::unordered_map<JobId, Recorded> recorded_;
   std::vector<uint64_t> loads_on_;
   uint64_t state_loads_ = 0;
   uint64_t state_evictions_ = 0;
