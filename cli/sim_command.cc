@@ -400,7 +400,8 @@ int SimMain(const SimArgs& a, SimSize* size) {
     }
     table += short_note;
     if (!a.trace_file.empty()) {
-      Status w = WriteFile(TraceFile(a.trace_file, name, policies.size() > 1), TraceText(job, rp));
+      Status w = WriteFile(TraceFile(a.trace_file, name, policies.size() > 1),
+                           TraceText(job, rp, (*sim)->LoadsOf(*id)));
       if (!w.ok()) return Fail(w);
     }
   }

@@ -185,7 +185,7 @@ int SimSeveral(const SimSeveralArgs& a) {
       if (!a.trace_file.empty()) {
         // One trace for all jobs: each job's events start at its first run
         // (TraceJson), so they are shifted back to the pool's time 0.
-        json t = TraceJson(job, rp);
+        json t = TraceJson(job, rp, (*sim)->LoadsOf(job.id));
         const TimeUs first = FirstStart(job);
         for (auto& e : t["traceEvents"]) {
           if (e.contains("ts")) e["ts"] = e["ts"].get<TimeUs>() + first;

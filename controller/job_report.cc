@@ -178,7 +178,8 @@ namespace {
 
 // Calls `add` with each event of the job's trace, in order.
 template <typename Add>
-void ForEachTraceEvent(const JobRun& job, const ResourcePool& pool, const Add& add) {
+void ForEachTraceEvent(const JobRun& job, const ResourcePool& pool, const StateLoadTimes* loads,
+                       const Add& add) {
   const JobGraph& g = *job.graph;
   TimeUs origin = Origin(job);
   std::vector<bool> named_device(pool.device_count(), false);
@@ -218,23 +219,35 @@ void ForEachTraceEvent(const JobRun& job, const ResourcePool& pool, const Add& a
                {"step", r / g.size()},
                {"kernel", t.kernel},
                {"attempt", rec.attempt}}}});
+    const double load = loads != nullptr && r < loads->run_us.size() ? loads->run_us[r] : 0;
+    if (load > 0) {
+      const std::string& sm = g.spec().submodels[g.task(r % g.size()).submodel].name;
+      add(json{{"name", "load " + sm},
+               {"cat", "state_load"},
+               {"ph", "X"},
+               {"ts", rec.start - origin},
+               {"dur", std::min<TimeUs>(rec.end - rec.start, static_cast<TimeUs>(load + 0.5))},
+               {"pid", core.device},
+               {"tid", TraceTid(core)},
+               {"args", {{"task", t.id}, {"job", job.id}, {"state_load_us", load}}}});
+    }
   }
 }
 
 }  // namespace
 
-json TraceJson(const JobRun& job, const ResourcePool& pool) {
+json TraceJson(const JobRun& job, const ResourcePool& pool, const StateLoadTimes* loads) {
   json events = json::array();
-  ForEachTraceEvent(job, pool, [&](json e) { events.push_back(std::move(e)); });
+  ForEachTraceEvent(job, pool, loads, [&](json e) { events.push_back(std::move(e)); });
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
-std::string TraceText(const JobRun& job, const ResourcePool& pool) {
+std::string TraceText(const JobRun& job, const ResourcePool& pool, const StateLoadTimes* loads) {
   // The text of JsonText(TraceJson(...)), without its document, which costs
   // about 2 KB a run (1.7 GB more for a 1e6-run trace).
   std::string out = R"({"displayTimeUnit":"ms","traceEvents":[)";
   bool first = true;
-  ForEachTraceEvent(job, pool, [&](const json& e) {
+  ForEachTraceEvent(job, pool, loads, [&](const json& e) {
     if (!first) out += ',';
     first = false;
     out += JsonText(e);

@@ -471,6 +471,28 @@ class EmbeddedRun(unittest.TestCase):
         self.assertEqual(out["policies"]["fifo"]["short_sets"],
                          out["policies"]["hmpmd"]["short_sets"])
 
+    def test_sim_trace_shows_each_state_load_as_its_own_slice(self):
+        spec = os.path.join(self.tmp.name, "stateful.json")
+        with open(spec, "w") as f:
+            json.dump({"submodels": [{"name": "enc", "kind": "encoder", "state_bytes": 1e9}],
+                       "tasks": [{"id": "a", "kernel": "spin", "args": {"us": 100},
+                                  "submodel": "enc"},
+                                 {"id": "b", "kernel": "spin", "args": {"us": 100},
+                                  "submodel": "enc", "inputs": ["a"]}]}, f)
+        trace = os.path.join(self.tmp.name, "stateful_trace.json")
+        r = run("sim", spec, "--devices", "1", "--policy", "fifo", "--json", "--trace", trace)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = json.loads(r.stdout)["policies"]["fifo"]
+        self.assertEqual(job["state_loads"], 1)
+        with open(trace) as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        loads = [e for e in events if e.get("cat") == "state_load"]
+        self.assertEqual([e["name"] for e in loads], ["load enc"])
+        self.assertEqual(loads[0]["args"]["task"], "a")
+        self.assertAlmostEqual(loads[0]["dur"] / 1e6, job["state_load_s"], delta=1e-6)
+        task_a = next(e for e in events if e["name"] == "a")
+        self.assertEqual(loads[0]["ts"], task_a["ts"])
+
     def test_sim_several_jobs_share_the_pool_by_weight(self):
         specs = []
         for name in ("heavy", "light"):

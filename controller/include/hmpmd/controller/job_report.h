@@ -34,11 +34,15 @@ nlohmann::json MetricsJson(const ScheduleMetrics& m, const ResourcePool& pool);
 // Times are microseconds from the job's first start.
 nlohmann::json TasksJson(const JobRun& job, const ResourcePool& pool);
 // Chrome trace / Perfetto JSON: one "X" event per finished run, pid the
-// device, tid the core; metadata events name them.
-nlohmann::json TraceJson(const JobRun& job, const ResourcePool& pool);
+// device, tid the core; metadata events name them. With a simulation's
+// `loads`, a run charged a state load has a "load" slice (category
+// "state_load") at its start, inside its own.
+nlohmann::json TraceJson(const JobRun& job, const ResourcePool& pool,
+                         const StateLoadTimes* loads = nullptr);
 // TraceJson's text (as its dump() gives it), written event by event: the
 // memory it takes is the text's, not a document's.
-std::string TraceText(const JobRun& job, const ResourcePool& pool);
+std::string TraceText(const JobRun& job, const ResourcePool& pool,
+                      const StateLoadTimes* loads = nullptr);
 // The summary `hmpmd run` prints.
 std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool);
 
