@@ -66,7 +66,7 @@ void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   fair_.SetCores(pool);
   fair_.AddJob(job.id, job.graph->spec().weight);
   DeviceSetPolicy::OnJobAdded(job, pool);
-  affinity_.AddJob(job);
+  affinity_.AddJob(job, static_cast<uint32_t>(pool.alive_device_count()));
 }
 
 void HmpmdPolicy::OnJobRemoved(JobId job) {

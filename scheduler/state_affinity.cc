@@ -1,6 +1,7 @@
 #include "hmpmd/scheduler/state_affinity.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
@@ -37,7 +38,7 @@ uint32_t StateAffinity::SlotOf(const JobHoldings& jh, uint32_t index) {
   return jh.first_slot[sm] + StatePartOf(g.spec().submodels[sm], g.spec_task(index));
 }
 
-void StateAffinity::AddJob(const JobRun& job) {
+void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
   const JobGraph& g = *job.graph;
   const size_t n = g.spec().submodels.size();
   // A slot per part of each floating sub-model's state (state_shards.h).
@@ -95,8 +96,18 @@ void StateAffinity::AddJob(const JobRun& job) {
     Holding& h = holdings[s];
     if (h.load_us > 0 && h.width > 0) {
       h.worth = static_cast<uint32_t>(std::clamp(work[s] / h.load_us, 1.0, 4e9));
-      h.width = std::min(h.width, h.worth);
     }
+  }
+  // Rule 3, idle devices: a load on a device the caps would leave idle
+  // costs no other work, so caps that add up to fewer devices than the
+  // pool has grow in proportion until they fill it.
+  double capped = 0;
+  for (const Holding& h : holdings) capped += std::min(h.width, h.worth);
+  const double grow = capped > 0 && devices > capped ? devices / capped : 1;
+  for (Holding& h : holdings) {
+    if (h.worth == UINT32_MAX) continue;
+    h.worth = static_cast<uint32_t>(std::min(4e9, std::floor(h.worth * grow)));
+    h.width = std::min(h.width, h.worth);
   }
   jh.slots = std::move(holdings);
   jobs_[job.id] = std::move(jh);

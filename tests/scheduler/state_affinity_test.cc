@@ -245,7 +245,7 @@ TEST(StateAffinityWidth, RunsInFlightAtOnceRaiseTheWidth) {
 
 // Rule 3: four runs of 100 us that can all run at once spread over four
 // devices while a load costs less than a run, and stay on one when a load
-// costs more than all four together.
+// costs more than all four together, unless the pool would be idle.
 TEST(StateAffinityWidth, ASpreadIsCappedAtTheLoadsItsWorkPaysFor) {
   JobSpec spec = SpecBuilder()
                      .Submodel("e", SubmodelKind::kExpert)
@@ -263,6 +263,14 @@ TEST(StateAffinityWidth, ASpreadIsCappedAtTheLoadsItsWorkPaysFor) {
     StateAffinity affinity;
     affinity.AddJob(job);
     EXPECT_EQ(affinity.Width(1, 0), width) << load_us;
+  }
+  // Caps that leave devices of the pool idle grow in proportion: a load
+  // there displaces no work. Never past the width (4 runs at once).
+  job.state_load_us = {150};  // worth 2
+  for (const auto& [devices, width] : {std::pair{3u, 3u}, {8u, 4u}, {2u, 2u}, {1u, 2u}}) {
+    StateAffinity affinity;
+    affinity.AddJob(job, devices);
+    EXPECT_EQ(affinity.Width(1, 0), width) << devices << " devices";
   }
 }
 

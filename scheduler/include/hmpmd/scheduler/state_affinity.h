@@ -34,6 +34,9 @@
 //     have at least that much work to take. A MoE expert's hot replicas
 //     follow its routing this way (EPLB's rule, from the DAG): a cold
 //     expert keeps one device, a hot one as many as its tokens pay for.
+//     When the job's caps add up to fewer devices than are live, they grow
+//     in proportion until they fill the pool: a load on a device that
+//     would stay idle displaces no work.
 //  4. A dead device holds nothing.
 // Cost: admission O(tasks); a placement O(holders) up to kScanHolders
 // holders, beyond a scan of the kind's available cores; a placement on a
@@ -60,7 +63,9 @@ class StateAffinity {
   // Whether `job`'s sub-model `sm` floats here rather than on a device set.
   static bool Floats(const JobRun& job, uint32_t sm);
 
-  void AddJob(const JobRun& job);
+  // `devices`: the live devices the job may spread over (rule 3; 0: none
+  // counted).
+  void AddJob(const JobRun& job, uint32_t devices = 0);
   void RemoveJob(JobId job);
   void OnDeviceRemoved(DeviceId device);
 
