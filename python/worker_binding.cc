@@ -108,7 +108,7 @@ class KernelContext {
   const std::string& submodel() const { return submodel_; }
   std::string core() const { return std::string(CoreKindName(info_.core)); }
   uint32_t lane() const { return info_.lane; }
-  // "job 3 task 'enc' run 5 attempt 1 relu"
+  // "job 3 task 'enc' run 5 attempt 0 relu"
   std::string Tag() const {
     return "job " + std::to_string(info_.job) + " task '" + OneLine(task_id_, 256) + "' run " +
            std::to_string(info_.run) + " attempt " + std::to_string(info_.attempt) + " " + kernel_;
@@ -345,7 +345,7 @@ void BindWorker(py::module_& m) {
            "True once the task was cancelled: return or raise soon.")
       .def_property_readonly("log", &KernelContext::log,
                              "A logging.LoggerAdapter whose lines start with the task "
-                             "(\"[job 3 task 'enc' run 5 attempt 1 mykernel] ...\").");
+                             "(\"[job 3 task 'enc' run 5 attempt 0 mykernel] ...\").");
 
   py::class_<PyWorker>(m, "Worker",
                        "A worker serving Python kernels (and the built-in C++ ones) to a "

@@ -1,5 +1,5 @@
 """The logger a Python kernel gets as ctx.log: its lines start with the task
-they came from, e.g. "[job 3 task 'enc' run 5 attempt 1 relu] loaded 4 MiB"."""
+they came from, e.g. "[job 3 task 'enc' run 5 attempt 0 relu] loaded 4 MiB"."""
 import logging
 
 _LOGGER = logging.getLogger("hmpmd.kernel")
