@@ -297,6 +297,41 @@ class InProcessWorkerTest(unittest.TestCase):
             self.assertFalse(runner.is_alive(), "run() did not return after stop()")
 
 
+class WorkerCommandTest(unittest.TestCase):
+    """python3 -m hmpmd.worker ends cleanly on Ctrl-C and SIGTERM."""
+
+    def test_sigint_and_sigterm_stop_the_worker(self):
+        import signal
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([MODULE_DIR, HERE]))
+        with Cluster(BIN, workers=0) as cluster:
+            for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 0)):
+                p = subprocess.Popen(
+                    [sys.executable, "-m", "hmpmd.worker", "--controller", cluster.endpoint,
+                     "--kernels", "py_kernels", "--name", f"sig{int(sig)}", "--log-level", "warn"],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                cluster.procs.append(p)  # stopped by PID with the cluster if this fails
+                deadline = time.monotonic() + 30
+                while cluster.get("/api/v1/pool").get("alive_devices") != 1:
+                    self.assertIsNone(p.poll(), p.stderr.read() if p.poll() is not None else "")
+                    self.assertLess(time.monotonic(), deadline, "the worker never registered")
+                    time.sleep(0.05)
+                p.send_signal(sig)
+                self.assertEqual(p.wait(timeout=20), code, p.stderr.read())
+                p.stderr.close()
+                cluster.procs.remove(p)
+                while cluster.get("/api/v1/pool").get("alive_devices") != 0:
+                    self.assertLess(time.monotonic(), deadline + 30, "the worker stayed alive")
+                    time.sleep(0.05)
+
+    def test_a_module_without_register_is_refused(self):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([MODULE_DIR, HERE]))
+        r = subprocess.run([sys.executable, "-m", "hmpmd.worker", "--controller",
+                            "tcp://127.0.0.1:1", "--kernels", "cluster"],
+                           env=env, capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("module 'cluster' has no register(worker) function", r.stderr)
+
+
 class WorkerApiTest(unittest.TestCase):
     """Bad calls to hmpmd.Worker fail at once, in one line."""
 
