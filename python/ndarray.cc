@@ -52,7 +52,7 @@ py::object ViewAsArray(const Buffer& b, std::shared_ptr<const void> owner) {
   const void* data = b.data.empty() ? &kNoData : b.data.data();
   py::array a(dtype, shape, {}, data, Keeper(std::move(owner)));
   a.attr("setflags")(py::arg("write") = false);
-  return std::move(a);
+  return a;
 }
 
 py::object ValueOf(const Buffer& b, std::shared_ptr<const void> owner) {
