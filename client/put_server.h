@@ -72,8 +72,8 @@ class PutServer {
 
   mutable std::mutex mu_;
   std::map<uint32_t, std::shared_ptr<const std::vector<Buffer>>> puts_;  // guarded by mu_
-  uint32_t next_id_ = 0;                                                  // guarded by mu_
-  uint64_t bytes_ = 0;                                                    // guarded by mu_
+  uint32_t next_id_ = 0;                                                 // guarded by mu_
+  uint64_t bytes_ = 0;                                                   // guarded by mu_
 };
 
 }  // namespace hmpmd::client::internal

@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "convert.h"
-#include "ndarray.h"
-#include "worker_binding.h"
 #include "hmpmd/client/client.h"
 #include "hmpmd/protocol/one_line.h"
+#include "ndarray.h"
+#include "worker_binding.h"
 
 namespace py = pybind11;
 

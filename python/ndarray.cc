@@ -72,7 +72,8 @@ Buffer BufferFromValue(const py::handle& value, const std::string& what) {
       PyErr_Clear();
       Raise(Status::InvalidArgument(what + ": a " + TypeName(value) + " that is not C-contiguous"));
     }
-    Buffer b = BytesBuffer({static_cast<const std::byte*>(view.buf), static_cast<size_t>(view.len)});
+    Buffer b =
+        BytesBuffer({static_cast<const std::byte*>(view.buf), static_cast<size_t>(view.len)});
     PyBuffer_Release(&view);
     return b;
   }
@@ -89,7 +90,8 @@ Buffer BufferFromValue(const py::handle& value, const std::string& what) {
   const py::dtype dt = a.dtype();
   const DtypeInfo* d = DtypeOfKind(dt.kind(), static_cast<size_t>(dt.itemsize()));
   if (d == nullptr) {
-    Raise(Status::InvalidArgument(what + ": arrays of dtype " + py::str(dt.attr("name")).cast<std::string>() +
+    Raise(Status::InvalidArgument(what + ": arrays of dtype " +
+                                  py::str(dt.attr("name")).cast<std::string>() +
                                   " cannot travel (use bool, int, uint or float of 1 to 8 bytes)"));
   }
   // Little-endian and C-contiguous, as the data plane carries it: NumPy

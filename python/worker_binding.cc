@@ -353,10 +353,9 @@ void BindWorker(py::module_& m) {
       .def(py::init([](std::string controller, const py::dict& cores, std::string name,
                        uint64_t memory_mb, std::string token, std::string data_host,
                        const std::string& log_level) {
-             return std::make_unique<PyWorker>(MakeOptions(std::move(controller), cores,
-                                                           std::move(name), memory_mb,
-                                                           std::move(token), std::move(data_host),
-                                                           log_level));
+             return std::make_unique<PyWorker>(
+                 MakeOptions(std::move(controller), cores, std::move(name), memory_mb,
+                             std::move(token), std::move(data_host), log_level));
            }),
            py::kw_only(), py::arg("controller"),
            py::arg("cores") = py::dict(py::arg("cube") = 1, py::arg("vector") = 1),

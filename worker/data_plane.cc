@@ -231,7 +231,7 @@ BufferList DataPlane::FetchPut(JobId job, const KernelArgs& args) {
   // Over the kept connections, as an input from a peer: the driver serves
   // the same fetch protocol. A peek, since the driver counts no reads.
   Result<BufferList> got = fetcher_.connections().Fetch(endpoint, job, static_cast<uint32_t>(put),
-                                                       options_.timeout_us, /*peek=*/true);
+                                                        options_.timeout_us, /*peek=*/true);
   if (!got.ok()) {
     throw std::runtime_error("put " + std::to_string(put) + ": fetch from the driver at " +
                              endpoint + " failed: " + got.status().message());

@@ -64,14 +64,17 @@ class Worker::Impl {
   explicit Impl(WorkerOptions options)
       : options_(std::move(options)), log_(MakeLogger(options_.log_level)) {
     if (options_.name.empty()) options_.name = DefaultName();
-    if (options_.data_host.empty()) options_.data_host = LocalAddressFor(options_.controller_endpoint);
+    if (options_.data_host.empty()) {
+      options_.data_host = LocalAddressFor(options_.controller_endpoint);
+    }
     for (NamedKernel& k : BuiltinKernels()) kernels_.insert_or_assign(k.name, std::move(k.kernel));
     // A driver's put: the lane runs it (DataPlane::FetchPut); listed here so
     // that the controller knows every worker takes it.
-    kernels_.insert_or_assign(std::string(kPutKernel), [](const KernelArgs&, std::span<const Buffer>)
-                                                           -> std::vector<Buffer> {
-      throw std::logic_error("hmpmd.put runs only in a Worker's lane");
-    });
+    kernels_.insert_or_assign(
+        std::string(kPutKernel),
+        [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> {
+          throw std::logic_error("hmpmd.put runs only in a Worker's lane");
+        });
   }
 
   void RegisterKernel(std::string name, Kernel kernel) {

@@ -65,8 +65,8 @@ class PutTest : public ::testing::Test {
 TEST_F(PutTest, GetReturnsThePutBuffersWithTheirDtypeAndShape) {
   auto c = Connect("put");
   ASSERT_NE(c, nullptr);
-  const std::vector<std::byte> raw = {std::byte{1}, std::byte{0}, std::byte{2}, std::byte{0},
-                                      std::byte{3}, std::byte{0}};
+  const std::vector<std::byte> raw = {std::byte{1}, std::byte{0}, std::byte{2},
+                                      std::byte{0}, std::byte{3}, std::byte{0}};
   Buffer i16 = MakeTensor("i16", {1, 3}, raw).value();
   Result<Future> f = c->Put({i16, BytesBuffer(raw)});
   ASSERT_TRUE(f.ok()) << f.status().ToString();

@@ -106,9 +106,9 @@ TEST(ActorStateTest, ObjectsAreKeptApartFromBuffersAndFreedWithTheState) {
     state->PutObject("python", std::make_shared<int>(8));
     EXPECT_EQ(*freed, 1);
     state->PutObject("python", std::shared_ptr<void>(new int(9), [freed](void* p) {
-      delete static_cast<int*>(p);
-      ++*freed;
-    }));
+                       delete static_cast<int*>(p);
+                       ++*freed;
+                     }));
   }
   EXPECT_EQ(*freed, 2);
 }

@@ -41,31 +41,28 @@ class WorkerActorStateTest : public testing::WorkerFixture {
   // keep: keeps its inputs' keeper and a view of inputs[0] past the call;
   // check: fails unless the kept view still reads the bytes it saw.
   void AddKeeperKernels() {
-    extra_kernels_.push_back({"info", [](const KernelArgs& args,
-                                         std::span<const Buffer>) -> std::vector<Buffer> {
-                                const TaskInfo* t = args.task();
-                                if (t == nullptr) throw std::runtime_error("no task info");
-                                throw std::runtime_error(
-                                    "job " + std::to_string(t->job) + " run " +
-                                    std::to_string(t->run) + " attempt " +
-                                    std::to_string(t->attempt) + " id " + std::string(t->task_id) +
-                                    " kernel " + std::string(t->kernel) + " submodel " +
-                                    std::string(t->submodel) + " core " +
-                                    std::string(CoreKindName(t->core)) + " lane " +
-                                    std::to_string(t->lane));
-                              }});
+    extra_kernels_.push_back(
+        {"info", [](const KernelArgs& args, std::span<const Buffer>) -> std::vector<Buffer> {
+           const TaskInfo* t = args.task();
+           if (t == nullptr) throw std::runtime_error("no task info");
+           throw std::runtime_error(
+               "job " + std::to_string(t->job) + " run " + std::to_string(t->run) + " attempt " +
+               std::to_string(t->attempt) + " id " + std::string(t->task_id) + " kernel " +
+               std::string(t->kernel) + " submodel " + std::string(t->submodel) + " core " +
+               std::string(CoreKindName(t->core)) + " lane " + std::to_string(t->lane));
+         }});
     auto kept = std::make_shared<std::pair<std::shared_ptr<const void>, const Buffer*>>();
     auto seen = std::make_shared<std::vector<std::byte>>();
-    extra_kernels_.push_back({"keep", [kept, seen](const KernelArgs& args,
-                                                   std::span<const Buffer> inputs) {
-                                if (inputs.empty()) throw std::runtime_error("keep: no input");
-                                if (args.inputs_keeper() == nullptr) {
-                                  throw std::runtime_error("keep: no keeper");
-                                }
-                                *kept = {args.inputs_keeper(), &inputs[0]};
-                                *seen = inputs[0].data;
-                                return std::vector<Buffer>{};
-                              }});
+    extra_kernels_.push_back(
+        {"keep", [kept, seen](const KernelArgs& args, std::span<const Buffer> inputs) {
+           if (inputs.empty()) throw std::runtime_error("keep: no input");
+           if (args.inputs_keeper() == nullptr) {
+             throw std::runtime_error("keep: no keeper");
+           }
+           *kept = {args.inputs_keeper(), &inputs[0]};
+           *seen = inputs[0].data;
+           return std::vector<Buffer>{};
+         }});
     extra_kernels_.push_back({"check", [kept, seen](const KernelArgs&, std::span<const Buffer>) {
                                 if (kept->first == nullptr || kept->second->data != *seen) {
                                   throw std::runtime_error("check: the kept input changed");
@@ -137,8 +134,8 @@ TEST_F(WorkerActorStateTest, InputsStayValidWhileTheKernelKeepsTheirKeeper) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   // scale makes 64 floats; keep reads them (its last reader: the store
   // frees them) and keeps a view; a later task checks the view.
-  controller_.Send(AssignBatch{{testing::Task(1, 0, "scale", CoreKind::kCube, 0,
-                                              {{"n", int64_t{64}}, {"factor", 2.0}})}});
+  controller_.Send(AssignBatch{
+      {testing::Task(1, 0, "scale", CoreKind::kCube, 0, {{"n", int64_t{64}}, {"factor", 2.0}})}});
   ASSERT_TRUE(CollectResults(1)[Key(1, 0)].ok);
   TaskAssign keep = testing::Task(1, 1, "keep", CoreKind::kCube, 0);
   // Produced on this lane: read from the local store (as early dispatch does).

@@ -38,8 +38,8 @@ class HMPMD_WORKER_EXPORT ActorStateProvider {
 /// stay valid while the kernel runs.
 struct TaskInfo {
   JobId job = 0;
-  uint32_t run = 0;      // the run's index in its job (TaskAssign::task)
-  uint32_t attempt = 0;  // TaskAssign::attempt: a rerun counts up
+  uint32_t run = 0;          // the run's index in its job (TaskAssign::task)
+  uint32_t attempt = 0;      // TaskAssign::attempt: a rerun counts up
   std::string_view task_id;  // its id in the job spec (a driver's label)
   std::string_view kernel;
   std::string_view submodel;  // the key of its actor state, with `job`
