@@ -28,6 +28,10 @@ Result<std::vector<Future>> Client::SubmitGraph(std::vector<Call> calls) {
   return session_->Submit(std::move(calls));
 }
 
+Result<Future> Client::Put(std::vector<Buffer> data, CoreKind core) {
+  return session_->Put(std::move(data), core);
+}
+
 Result<Actor> Client::CreateActor(ActorOptions options) {
   RETURN_IF_ERROR(session_->AddActor(options));
   return Actor(session_, std::move(options));

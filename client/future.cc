@@ -59,6 +59,8 @@ const std::string& Future::label() const {
 
 JobId Future::job() const { return state_ ? state_->session->job() : 0; }
 
+bool Future::is_put() const { return state_ != nullptr && state_->put >= 0; }
+
 uint64_t Future::output_bytes() const {
   if (!state_) return 0;
   std::string endpoint;

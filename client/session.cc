@@ -11,7 +11,9 @@
 #include <utility>
 #include <variant>
 
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/local_address.h"
 #include "hmpmd/protocol/one_line.h"
 #include "hmpmd/protocol/types.h"
 
@@ -333,7 +335,49 @@ Status Session::Cancel(const FutureState& f) {
   return Status::Ok();
 }
 
+Result<Future> Session::Put(std::vector<Buffer> data, CoreKind core) {
+  if (Status meta = CheckOutputMeta(data); !meta.ok()) {
+    return Status::InvalidArgument("put: " + meta.message());
+  }
+  PutServer* server = nullptr;
+  {
+    std::lock_guard lock(puts_mu_);
+    if (puts_ == nullptr) {
+      auto made = std::make_unique<PutServer>(job_, data_token_);
+      const std::string host =
+          options_.data_host.empty() ? LocalAddressFor(options_.controller) : options_.data_host;
+      RETURN_IF_ERROR(made->Start(host));
+      puts_ = std::move(made);
+    }
+    server = puts_.get();
+  }
+  uint64_t bytes = 0;
+  for (const Buffer& b : data) bytes += b.data.size();
+  const uint32_t id = server->Add(std::move(data));
+  Call call;
+  call.kernel = std::string(kPutKernel);
+  call.core = core;
+  call.args = {{"endpoint", server->endpoint()},
+               {"put", int64_t{id}},
+               {"bytes", static_cast<int64_t>(bytes)}};
+  call.cost.bytes = static_cast<double>(bytes);
+  std::vector<Call> calls;
+  calls.push_back(std::move(call));
+  Result<std::vector<Future>> submitted = Submit(std::move(calls));
+  if (!submitted.ok()) {
+    server->Erase(id);
+    return submitted.status();
+  }
+  Future f = submitted->front();
+  f.state_->put = id;
+  return f;
+}
+
 void Session::Dropped(FutureState& f) {
+  if (f.put >= 0) {
+    std::lock_guard lock(puts_mu_);
+    if (puts_ != nullptr) puts_->Erase(static_cast<uint32_t>(f.put));
+  }
   {
     std::lock_guard lock(mu_);
     if (f.index < 0 || closed_) return;  // not acked yet: HandleUpdate releases it

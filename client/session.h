@@ -23,6 +23,7 @@
 #include "hmpmd/client/client.h"
 #include "hmpmd/protocol/codec.h"
 #include "hmpmd/protocol/messages.h"
+#include "put_server.h"
 
 namespace hmpmd::client::internal {
 
@@ -80,6 +81,9 @@ class FutureState {
   std::string endpoint;  // done: the worker holding its outputs
   uint64_t bytes = 0;
   uint32_t buffers = 0;  // how many it kept (empty ones count)
+  // A put's id on the session's PutServer; -1 for a task. Set by Put()
+  // before the Future is handed out, never changed after.
+  int64_t put = -1;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -95,6 +99,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<Status> PollClose(int64_t wait_ms);
 
   Result<std::vector<Future>> Submit(std::vector<Call> calls);
+  // Client::Put: keeps `data` on the PutServer (started at the first put)
+  // and submits the task that copies it to a worker.
+  Result<Future> Put(std::vector<Buffer> data, CoreKind core);
   Status AddActor(const ActorOptions& options);
   Status Cancel(const FutureState& f);
   Result<size_t> WaitAny(std::span<const Future> futures, int64_t timeout_ms);
@@ -165,6 +172,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // Set by BeginClose(): when the close gives up, and how far that was.
   std::chrono::steady_clock::time_point close_deadline_;
   int64_t close_timeout_ms_ = 0;
+
+  // The puts' data socket, made at the first Put(); guarded by puts_mu_
+  // until made, then read-only.
+  std::mutex puts_mu_;
+  std::unique_ptr<PutServer> puts_;
 };
 
 // Submit() and Actor::Call() send one call: a collective member there

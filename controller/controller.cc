@@ -405,6 +405,7 @@ void Controller::ScheduleAndSend(TimeUs now) {
     a.lane = core.lane;
     a.args = t.args;
     a.submodel = t.submodel;
+    a.task_id = t.id;
     FillDataPlane(d, a);
     outbox_[workers_.IdOfDevice(d.device)].tasks.push_back(std::move(a));
   }

@@ -9,6 +9,8 @@
 #include <utility>
 #include <variant>
 
+#include "hmpmd/protocol/dtype.h"
+
 namespace py = pybind11;
 
 namespace hmpmd::python {
@@ -42,21 +44,10 @@ PyObject* Subclass(py::module_& m, const char* name, const char* doc, PyObject* 
 // Python's struct-module format of a dtype, and its item size; nullptr for
 // a dtype without one (exported as raw bytes).
 const char* FormatOf(const std::string& dtype, size_t* itemsize) {
-  struct Entry {
-    const char* dtype;
-    const char* format;
-    size_t size;
-  };
-  static constexpr Entry kTable[] = {
-      {"f32", "f", 4}, {"f64", "d", 8}, {"i64", "q", 8}, {"i32", "i", 4}, {"i16", "h", 2},
-      {"i8", "b", 1},  {"u8", "B", 1},  {"u64", "Q", 8}, {"u32", "I", 4}, {"bool", "?", 1}};
-  for (const Entry& e : kTable) {
-    if (dtype == e.dtype) {
-      *itemsize = e.size;
-      return e.format;
-    }
-  }
-  return nullptr;
+  const DtypeInfo* d = FindDtype(dtype);
+  if (d == nullptr || d->kind == 'V') return nullptr;
+  *itemsize = d->itemsize;
+  return d->format.data();  // string literals in the table: NUL-terminated
 }
 
 // The view of `b` typed by its dtype and shape, or false when the shape

@@ -1,10 +1,12 @@
-// The Python module `hmpmd`: bindings of the driver API (hmpmd::client).
+// The compiled part of the Python package `hmpmd` (hmpmd._hmpmd, whose
+// names hmpmd/__init__.py re-exports): bindings of the driver API
+// (hmpmd::client) and of the embeddable worker (worker_binding.h).
 //
 //   import hmpmd
 //   with hmpmd.Client.connect("tcp://127.0.0.1:5555", session="demo") as c:
 //       x = c.submit("scale", args={"n": 4, "factor": 2.0})
 //       y = c.submit("add", inputs=[x, x])
-//       print(memoryview(y.get(timeout_ms=10000)[0]).tolist())
+//       print(y.get(timeout_ms=10000)[0])  # a numpy array
 //
 // Every call that may block (connect, wait, get, wait_any, close, abort,
 // cancel, submit, and deleting a Client) releases the GIL while it waits,
@@ -31,6 +33,8 @@
 #include "convert.h"
 #include "hmpmd/client/client.h"
 #include "hmpmd/protocol/one_line.h"
+#include "ndarray.h"
+#include "worker_binding.h"
 
 namespace py = pybind11;
 
@@ -192,10 +196,18 @@ void BindFuture(py::module_& m) {
               r = f.Get(left);
             }
             RaiseIfSignalled();  // it ends a fetch (EINTR) early
-            return Unwrap(std::move(r));
+            // The arrays view the fetched buffers, which they keep alive.
+            auto held = std::make_shared<const std::vector<Buffer>>(Unwrap(std::move(r)));
+            if (f.is_put() && held->size() == 1) return ValueOf(held->front(), held);
+            py::list out;
+            for (const Buffer& b : *held) out.append(ValueOf(b, held));
+            return py::object(std::move(out));
           },
           py::arg("timeout_ms") = client::kForever,
-          "Waits, then fetches the task's outputs (a list of Buffer) from its worker.")
+          "Waits, then fetches the task's outputs from its worker: a list with, for each, a "
+          "read-only numpy array (dtype and shape as stored), bytes (dtype 'bytes') or a "
+          "Buffer (a dtype numpy does not know). For a put: the one value put.")
+      .def_property_readonly("is_put", &Future::is_put, "True for the Future of Client.put.")
       .def("__eq__", [](const Future& a, const Future& b) { return a == b; })
       .def("__hash__",
            [](const Future& f) { return std::hash<std::string>()(f.label()) ^ f.job(); })
@@ -328,6 +340,23 @@ void BindClient(py::module_& m) {
           },
           py::arg("calls"), "Appends several tasks (a list of Call) at once, all or nothing.")
       .def(
+          "put",
+          [](Client& c, const py::object& value, const std::string& core) {
+            std::vector<Buffer> data;
+            data.push_back(BufferFromValue(value, "put"));
+            const CoreKind kind = CoreFromString(core);
+            Result<Future> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              r = c.Put(std::move(data), kind);
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("value"), py::arg("core") = "vector",
+          "Puts a numpy array or bytes into the system; returns a Future that any later call "
+          "takes as an input and whose get() returns the value (an array keeps its dtype and "
+          "shape). The driver keeps a copy, served to workers, until the Future is dropped.")
+      .def(
           "create_actor",
           [](Client& c, std::string name, const std::string& kind, uint32_t devices, bool elastic) {
             client::ActorOptions o;
@@ -403,7 +432,7 @@ void BindClient(py::module_& m) {
 
 }  // namespace
 
-PYBIND11_MODULE(hmpmd, m) {
+PYBIND11_MODULE(_hmpmd, m) {
   m.doc() =
       "HyperMPMD driver API: connect to a controller, submit tasks, chain their futures, "
       "wait, cancel, and read outputs.";
@@ -414,6 +443,7 @@ PYBIND11_MODULE(hmpmd, m) {
   BindCall(m);
   BindActor(m);
   BindClient(m);
+  BindWorker(m);
 }
 
 }  // namespace hmpmd::python

@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages HyperMPMD needs, only those missing.
 # Idempotent: a second run installs nothing and does not touch apt's lists.
 # chromium: the dashboard browser test (tests/integration/dashboard_browser_test.py).
-# pybind11-dev, python3-dev: the Python module hmpmd (python/).
+# pybind11-dev, python3-dev: the Python module hmpmd (python/); python3-numpy:
+# its arrays (Python kernels, put/get); python3-torch: the PyTorch examples.
 set -euo pipefail
 
 packages=(
@@ -11,7 +12,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libsodium-dev
-  python3 python3-dev pybind11-dev iproute2 chromium
+  python3 python3-dev pybind11-dev python3-numpy python3-torch iproute2 chromium
 )
 
 missing=()

@@ -56,4 +56,18 @@ uint64_t ActorState::bytes() const {
   return bytes_;
 }
 
+void ActorState::PutObject(std::string name, std::shared_ptr<void> object) {
+  std::shared_ptr<void> old;  // dropped after the lock: its deleter may take time
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<void>& slot = objects_[std::move(name)];
+  old = std::move(slot);
+  slot = std::move(object);
+}
+
+std::shared_ptr<void> ActorState::GetObject(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(name);
+  return it == objects_.end() ? nullptr : it->second;
+}
+
 }  // namespace hmpmd::worker

@@ -2,6 +2,8 @@
 
 #include <map>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -217,6 +219,24 @@ Result<InputSet> DataPlane::GatherInputs(JobId job, const std::vector<InputRef>&
     }
   }
   return set;
+}
+
+BufferList DataPlane::FetchPut(JobId job, const KernelArgs& args) {
+  const std::string endpoint = args.String("endpoint", "");
+  const int64_t put = args.Int("put", -1);
+  if (endpoint.empty() || put < 0 || put > UINT32_MAX) {
+    throw std::invalid_argument(std::string(kPutKernel) +
+                                ": needs args 'endpoint' (str) and 'put' (int)");
+  }
+  // Over the kept connections, as an input from a peer: the driver serves
+  // the same fetch protocol. A peek, since the driver counts no reads.
+  Result<BufferList> got = fetcher_.connections().Fetch(endpoint, job, static_cast<uint32_t>(put),
+                                                        options_.timeout_us, /*peek=*/true);
+  if (!got.ok()) {
+    throw std::runtime_error("put " + std::to_string(put) + ": fetch from the driver at " +
+                             endpoint + " failed: " + got.status().message());
+  }
+  return std::move(got).value();
 }
 
 std::unique_ptr<Communicator> DataPlane::MakeCommunicator(const GangInfo& gang,

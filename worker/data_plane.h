@@ -29,6 +29,7 @@
 #include "data_server.h"
 #include "data_tokens.h"
 #include "hmpmd/protocol/messages.h"
+#include "hmpmd/worker/kernel_args.h"
 #include "input_fetcher.h"
 #include "object_store.h"
 
@@ -114,6 +115,12 @@ class DataPlane {
   // waits for peers end when `*cancel` (the task's flag) rises.
   std::unique_ptr<Communicator> MakeCommunicator(const GangInfo& gang,
                                                  const std::atomic<bool>* cancel = nullptr);
+  // Runs a driver's put (kPutKernel): fetches the put's buffers from the
+  // driver's data socket (args `endpoint` and `put`, as a fetch of run
+  // `put` of `job`) and returns them as the task's outputs. Throws
+  // std::invalid_argument for missing arguments and std::runtime_error
+  // naming the driver when the fetch fails.
+  BufferList FetchPut(JobId job, const KernelArgs& args);
   // A gang member dropped before it ran (its gang starts over, its job was
   // cancelled): the peers' frames for `tag` are dropped, now and later.
   void CloseGang(uint64_t tag) { inbox_.Drop(tag); }

@@ -189,8 +189,11 @@ TaskResult Lane::Execute(const LaneTask& task) {
                 r.attempt, r.lost_inputs.size(), r.error);
     return r;
   }
+  // Shared, so that a kernel may keep views of its inputs past the call
+  // (KernelArgs::inputs_keeper: the Python worker's zero-copy arrays).
+  auto held = std::make_shared<const InputSet>(std::move(inputs).value());
   try {
-    BufferList outputs = RunKernel(task, inputs->buffers());
+    BufferList outputs = RunKernel(task, held->buffers(), held);
     // Refused here, where the task fails naming its kernel, rather than at
     // each worker that fetches them (which would rerun it to no end).
     if (Status meta = CheckOutputMeta(outputs); !meta.ok()) {
@@ -250,10 +253,13 @@ bool Lane::ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint
   return true;
 }
 
-BufferList Lane::RunKernel(const LaneTask& task, std::span<const Buffer> inputs) {
+BufferList Lane::RunKernel(const LaneTask& task, std::span<const Buffer> inputs,
+                           std::shared_ptr<const void> inputs_keeper) {
   const TaskAssign& a = task.assign;
   const LazyActorState state(&data_->actor_states(), a);
-  const KernelArgs args(a.args, &cancel_running_, &state);
+  const TaskInfo info{a.job, a.task, a.attempt, a.task_id, a.kernel, a.submodel, kind_, index_};
+  const KernelArgs args(a.args, &cancel_running_, &state, &info, std::move(inputs_keeper));
+  if (a.kernel == kPutKernel) return data_->FetchPut(a.job, args);
   if (!a.gang.endpoints.empty() && IsCollectiveKernel(a.kernel)) {
     if (a.gang.rank >= a.gang.endpoints.size()) {
       throw std::invalid_argument("gang rank " + std::to_string(a.gang.rank) + " out of range");

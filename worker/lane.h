@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -81,7 +82,8 @@ class Lane {
   // local store, from ran_; false (and the run in `*lost`) when one did not
   // run here or failed.
   bool ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint32_t* lost) const;
-  BufferList RunKernel(const LaneTask& task, std::span<const Buffer> inputs);
+  BufferList RunKernel(const LaneTask& task, std::span<const Buffer> inputs,
+                       std::shared_ptr<const void> inputs_keeper);
 
   const CoreKind kind_;
   const uint32_t index_;

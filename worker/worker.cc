@@ -1,15 +1,14 @@
 #include "hmpmd/worker/worker.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "hmpmd/protocol/local_address.h"
 #include "hmpmd/worker/builtin_kernels.h"
 #include "logging.h"
 #include "serve_loop.h"
@@ -32,38 +31,6 @@ std::string DefaultName() {
       std::string(host[0] != '\0' ? host : "worker") + ":" + std::to_string(::getpid());
   if (const uint32_t n = ++made; n > 1) name += "/" + std::to_string(n);
   return name;
-}
-
-// The address this host uses to reach the controller's host, found by
-// connecting a UDP socket (nothing is sent); 127.0.0.1 when it is local or
-// unknown.
-std::string DataHostFor(const std::string& controller) {
-  if (!controller.starts_with("tcp://")) return "127.0.0.1";
-  const std::string rest = controller.substr(6);
-  const size_t colon = rest.rfind(':');
-  const std::string host = rest.substr(0, colon);
-  if (host.empty() || host == "*" || host == "localhost" || host.starts_with("127.")) {
-    return "127.0.0.1";
-  }
-  addrinfo hints = {};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return "127.0.0.1";
-  std::string result = "127.0.0.1";
-  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
-    sockaddr_in local = {};
-    socklen_t len = sizeof(local);
-    char text[INET_ADDRSTRLEN] = {};
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr) {
-      result = text;
-    }
-  }
-  if (fd >= 0) ::close(fd);
-  ::freeaddrinfo(found);
-  return result;
 }
 
 Status Validate(const WorkerOptions& o) {
@@ -97,8 +64,17 @@ class Worker::Impl {
   explicit Impl(WorkerOptions options)
       : options_(std::move(options)), log_(MakeLogger(options_.log_level)) {
     if (options_.name.empty()) options_.name = DefaultName();
-    if (options_.data_host.empty()) options_.data_host = DataHostFor(options_.controller_endpoint);
+    if (options_.data_host.empty()) {
+      options_.data_host = LocalAddressFor(options_.controller_endpoint);
+    }
     for (NamedKernel& k : BuiltinKernels()) kernels_.insert_or_assign(k.name, std::move(k.kernel));
+    // A driver's put: the lane runs it (DataPlane::FetchPut); listed here so
+    // that the controller knows every worker takes it.
+    kernels_.insert_or_assign(
+        std::string(kPutKernel),
+        [](const KernelArgs&, std::span<const Buffer>) -> std::vector<Buffer> {
+          throw std::logic_error("hmpmd.put runs only in a Worker's lane");
+        });
   }
 
   void RegisterKernel(std::string name, Kernel kernel) {

@@ -76,6 +76,7 @@ class MsgpackWriter {
 // A TaskAssign whose args hold every ArgValue alternative, edge values included.
 TaskAssign AssignWithEveryArgType() {
   TaskAssign t;
+  t.task_id = "vision/3";
   t.job = 12;
   t.task = 345;
   t.attempt = 2;
@@ -553,7 +554,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
   std::string assign = MsgpackWriter()
                            .Array(1)
                            .Array(1)
-                           .Array(11)
+                           .Array(12)
                            .Uint(1)
                            .Uint(0)
                            .Uint(0)
@@ -568,6 +569,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
                            .Array(0)
                            .Uint(0)
                            .Str("")
+                           .Str("")
                            .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kAssignBatch), assign), "core kind out of range");
 }
@@ -581,11 +583,12 @@ TEST_F(CodecTest, NonStringKernelNameIsRejected) {
 // An AssignBatch of one task whose single argument value is written by `value`.
 std::string AssignWithArgValue(const std::function<void(MsgpackWriter&)>& value) {
   MsgpackWriter w;
-  w.Array(1).Array(1).Array(11).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
+  w.Array(1).Array(1).Array(12).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
   w.Array(1).Array(2).Str("a");
   value(w);
   w.Array(0).Uint(0).Array(3).Uint(0).Array(0).Uint(0);  // inputs, reads, gang
   w.Str("");                                             // submodel
+  w.Str("");                                             // task_id
   return w.bytes();
 }
 
@@ -660,7 +663,7 @@ TEST_F(CodecTest, BatchOverMaxBatchIsRejected) {
 
 TEST_F(CodecTest, BatchLimitSmallerThanFieldCountStillDecodesStructs) {
   // max_batch bounds batches, not the field arrays of a struct: a one-task
-  // limit must still admit a TaskAssign (11 fields) and a RegisterMsg (12).
+  // limit must still admit a TaskAssign (12 fields) and a RegisterMsg (12).
   DecodeLimits limits;
   limits.max_batch = 1;
   TaskAssign t;

@@ -75,9 +75,11 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(ws, [1.5 * v for v in xs])
             out = y.get(TIMEOUT_MS)
             self.assertEqual(len(out), 1)
-            self.assertEqual(out[0].dtype, "f32")
-            self.assertEqual(out[0].shape, [8])
-            self.assertEqual(len(out[0].data), 32)
+            # A numpy array (read-only), typed as the worker stored it.
+            self.assertEqual(str(out[0].dtype), "float32")
+            self.assertEqual(out[0].shape, (8,))
+            self.assertEqual(out[0].nbytes, 32)
+            self.assertFalse(out[0].flags.writeable)
             ys = [a + b for a, b in zip(xs, ws)]
             self.assertEqual(memoryview(out[0]).tolist(), ys)
             self.assertEqual(memoryview(z.get(TIMEOUT_MS)[0]).tolist(), [0.5 * v for v in ys])

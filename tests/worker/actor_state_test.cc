@@ -84,6 +84,35 @@ TEST(ActorStateTest, UpdateThatThrowsStoresNothing) {
   EXPECT_EQ(state.Get("m"), nullptr);
 }
 
+TEST(ActorStateTest, ObjectsAreKeptApartFromBuffersAndFreedWithTheState) {
+  auto freed = std::make_shared<int>(0);
+  {
+    auto state = std::make_shared<ActorState>();
+    EXPECT_EQ(state->GetObject("python"), nullptr);
+    // The deleter counts: it runs once, when the state (and every copy of
+    // the object) is gone.
+    std::shared_ptr<void> obj(new int(7), [freed](void* p) {
+      delete static_cast<int*>(p);
+      ++*freed;
+    });
+    state->PutObject("python", obj);
+    obj.reset();
+    ASSERT_NE(state->GetObject("python"), nullptr);
+    EXPECT_EQ(*static_cast<int*>(state->GetObject("python").get()), 7);
+    EXPECT_TRUE(state->Names().empty());  // not a buffer
+    EXPECT_EQ(state->bytes(), 0u);
+    EXPECT_EQ(*freed, 0);
+    // Replaced: the old one goes at once.
+    state->PutObject("python", std::make_shared<int>(8));
+    EXPECT_EQ(*freed, 1);
+    state->PutObject("python", std::shared_ptr<void>(new int(9), [freed](void* p) {
+                       delete static_cast<int*>(p);
+                       ++*freed;
+                     }));
+  }
+  EXPECT_EQ(*freed, 2);
+}
+
 TEST(ActorStatesTest, KeyedByJobAndSubmodelAndFreedWithTheJob) {
   ActorStates states;
   states.For(1, "actor")->Put("w", Int64Buffer(7));

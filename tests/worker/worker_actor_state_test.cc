@@ -36,6 +36,42 @@ class WorkerActorStateTest : public testing::WorkerFixture {
                               }});
   }
 
+  // info: reports what KernelArgs::task() says, as the error of a task
+  // that fails on purpose (the one string a result carries).
+  // keep: keeps its inputs' keeper and a view of inputs[0] past the call;
+  // check: fails unless the kept view still reads the bytes it saw.
+  void AddKeeperKernels() {
+    extra_kernels_.push_back(
+        {"info", [](const KernelArgs& args, std::span<const Buffer>) -> std::vector<Buffer> {
+           const TaskInfo* t = args.task();
+           if (t == nullptr) throw std::runtime_error("no task info");
+           throw std::runtime_error(
+               "job " + std::to_string(t->job) + " run " + std::to_string(t->run) + " attempt " +
+               std::to_string(t->attempt) + " id " + std::string(t->task_id) + " kernel " +
+               std::string(t->kernel) + " submodel " + std::string(t->submodel) + " core " +
+               std::string(CoreKindName(t->core)) + " lane " + std::to_string(t->lane));
+         }});
+    auto kept = std::make_shared<std::pair<std::shared_ptr<const void>, const Buffer*>>();
+    auto seen = std::make_shared<std::vector<std::byte>>();
+    extra_kernels_.push_back(
+        {"keep", [kept, seen](const KernelArgs& args, std::span<const Buffer> inputs) {
+           if (inputs.empty()) throw std::runtime_error("keep: no input");
+           if (args.inputs_keeper() == nullptr) {
+             throw std::runtime_error("keep: no keeper");
+           }
+           *kept = {args.inputs_keeper(), &inputs[0]};
+           *seen = inputs[0].data;
+           return std::vector<Buffer>{};
+         }});
+    extra_kernels_.push_back({"check", [kept, seen](const KernelArgs&, std::span<const Buffer>) {
+                                if (kept->first == nullptr || kept->second->data != *seen) {
+                                  throw std::runtime_error("check: the kept input changed");
+                                }
+                                kept->first.reset();
+                                return std::vector<Buffer>{};
+                              }});
+  }
+
   static TaskAssign Of(TaskAssign t, std::string submodel) {
     t.submodel = std::move(submodel);
     return t;
@@ -78,6 +114,39 @@ TEST_F(WorkerActorStateTest, FreeJobDropsTheState) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_FALSE(got[Key(1, 1)].ok);
   EXPECT_THAT(got[Key(1, 1)].error, HasSubstr("nothing stored"));
+}
+
+TEST_F(WorkerActorStateTest, AKernelKnowsItsTaskRun) {
+  AddKeeperKernels();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  TaskAssign t = Of(testing::Task(4, 7, "info", CoreKind::kVector, 0), "enc");
+  t.attempt = 2;
+  t.task_id = "vision/3";
+  controller_.Send(AssignBatch{{t}});
+  auto got = CollectResults(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[Key(4, 7)].error,
+            "job 4 run 7 attempt 2 id vision/3 kernel info submodel enc core vector lane 0");
+}
+
+TEST_F(WorkerActorStateTest, InputsStayValidWhileTheKernelKeepsTheirKeeper) {
+  AddKeeperKernels();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  // scale makes 64 floats; keep reads them (its last reader: the store
+  // frees them) and keeps a view; a later task checks the view.
+  controller_.Send(AssignBatch{
+      {testing::Task(1, 0, "scale", CoreKind::kCube, 0, {{"n", int64_t{64}}, {"factor", 2.0}})}});
+  ASSERT_TRUE(CollectResults(1)[Key(1, 0)].ok);
+  TaskAssign keep = testing::Task(1, 1, "keep", CoreKind::kCube, 0);
+  // Produced on this lane: read from the local store (as early dispatch does).
+  keep.inputs.push_back(InputRef{0, "", InputRef::kAhead});
+  controller_.Send(AssignBatch{{keep}});
+  auto kept = CollectResults(1);
+  ASSERT_TRUE(kept[Key(1, 1)].ok) << kept[Key(1, 1)].error;
+  controller_.Send(FreeJob{1});
+  controller_.Send(AssignBatch{{testing::Task(2, 0, "check", CoreKind::kCube, 0)}});
+  auto checked = CollectResults(1);
+  EXPECT_TRUE(checked[Key(2, 0)].ok) << checked[Key(2, 0)].error;
 }
 
 }  // namespace

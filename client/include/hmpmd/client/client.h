@@ -64,6 +64,11 @@ struct ClientOptions {
   static constexpr uint32_t kMaxHeartbeatMs = 60'000;
   /// Most tasks per submit message. Default: 4096.
   uint32_t max_batch = 4096;
+  /// Interface the driver's data socket binds (tcp://HOST:*), from which
+  /// workers fetch the data of Put(); it must be reachable from them. Made
+  /// at the first Put(). Default: empty, the address this host uses to
+  /// reach the controller (127.0.0.1 for a local one).
+  std::string data_host;
   /// CurveZMQ keys (Z85; see `hmpmd keygen`), as for workers: all three set
   /// when the controller runs with --curve-keys. Default: empty, plain TCP.
   std::string curve_server_key;
@@ -106,6 +111,27 @@ class Client {
   /// as inputs (returned in the same order). All members of a collective
   /// group must be in one call. All or nothing: one bad call fails them all.
   Result<std::vector<Future>> SubmitGraph(std::vector<Call> calls);
+
+  /// Puts the driver's own data into the system: returns a Future of
+  /// `data` (one or more buffers, each with its dtype and shape, see
+  /// hmpmd/protocol/dtype.h) that later calls take as an input like any
+  /// task's, and whose Get() returns the same buffers.
+  ///
+  /// The data is copied once into the driver's data socket, which serves it
+  /// until the last copy of the Future is dropped or the session ends; a
+  /// task of the built-in kernel `hmpmd.put` on a `core` lane of some worker
+  /// fetches it from there and keeps it as its output, so consumers read it
+  /// worker to worker. If that worker dies, the task runs again elsewhere
+  /// and fetches again from the driver. kInvalidArgument for a buffer the
+  /// data plane cannot carry (a dtype over 64 bytes, over 32 dimensions),
+  /// or when the data socket cannot bind ClientOptions::data_host.
+  ///
+  /// @code
+  ///   hmpmd::Buffer w{bytes, {256, 256}, "f32"};
+  ///   hmpmd::client::Future weights = client->Put({w}).value();
+  ///   auto y = client->Submit({.kernel = "gemm", .args = {...}, .inputs = {weights, x}});
+  /// @endcode
+  Result<Future> Put(std::vector<Buffer> data, CoreKind core = CoreKind::kVector);
 
   /// Adds a named sub-model to the session (see ActorOptions).
   /// kAlreadyExists for a name in use, kInvalidArgument for a bad one.

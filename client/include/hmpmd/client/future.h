@@ -61,6 +61,8 @@ class Future {
   const std::string& label() const;
   /// The session job this task belongs to.
   JobId job() const;
+  /// True for the Future of a Client::Put (its Get() returns the data put).
+  bool is_put() const;
   /// Total size in bytes of its outputs; 0 until it is done.
   uint64_t output_bytes() const;
 

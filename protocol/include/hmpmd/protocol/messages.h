@@ -33,8 +33,10 @@ namespace hmpmd {
 // peer sends headers of the old size, which a worker drops); 11: the runs
 // each lane has started and not finished (`started`) in Heartbeat,
 // DoneBatch and RegisterMsg, which a worker's death is blamed on (a
-// version-10 worker sends none, and its deaths would be blamed on guesses).
-inline constexpr uint8_t kProtocolVersion = 11;
+// version-10 worker sends none, and its deaths would be blamed on guesses);
+// 12: TaskAssign.task_id (a kernel's log lines name their task; the decoder
+// takes an exact field count).
+inline constexpr uint8_t kProtocolVersion = 12;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -250,9 +252,11 @@ struct TaskAssign {
   // The task's sub-model: with `job`, the key of the worker's actor state
   // (KernelArgs::state()).
   std::string submodel;
+  // The task's id in its job spec (a driver's label), for logs.
+  std::string task_id;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang, submodel);
+    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang, submodel, task_id);
   }
   friend bool operator==(const TaskAssign&, const TaskAssign&) = default;
 };

@@ -61,6 +61,12 @@ inline constexpr std::string_view kBuiltinKernels[] = {
     "noop", "spin",      "sleep",     "gemm",           "add",      "scale",
     "send", "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast"};
 
+// The kernel of a driver's put (Client::Put): every worker runs it, though
+// it is not in kBuiltinKernels (a job spec has no use for it). Its run
+// fetches the put's data from the driver's data socket (args `endpoint`,
+// `put`: the put's id there; `bytes`: its size) and keeps it as its output.
+inline constexpr std::string_view kPutKernel = "hmpmd.put";
+
 // True for kernels whose time is communication, not compute: they count
 // towards the communication masking ratio.
 bool IsCommKernel(std::string_view kernel);

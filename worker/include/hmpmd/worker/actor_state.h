@@ -76,10 +76,21 @@ class HMPMD_WORKER_EXPORT ActorState {
   /// Bytes of data held (the sum of the buffers' data sizes).
   uint64_t bytes() const;
 
+  /// Keeps `object` under `name`, beside the buffers and apart from them:
+  /// a value of the embedding program's own kind, kept and freed with this
+  /// state (the Python worker keeps each sub-model's Python object here).
+  /// Its deleter runs on the thread that drops the last reference, which may
+  /// be the worker's I/O thread freeing the job, so it must not block.
+  /// Objects count in neither Names() nor bytes().
+  void PutObject(std::string name, std::shared_ptr<void> object);
+  /// The object stored under `name` by PutObject, or nullptr.
+  std::shared_ptr<void> GetObject(std::string_view name) const;
+
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Buffer>, std::less<>> values_;  // guarded by mu_
   uint64_t bytes_ = 0;                                                        // guarded by mu_
+  std::map<std::string, std::shared_ptr<void>, std::less<>> objects_;         // guarded by mu_
 };
 
 }  // namespace hmpmd::worker

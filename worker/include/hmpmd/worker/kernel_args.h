@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +32,19 @@ class HMPMD_WORKER_EXPORT ActorStateProvider {
 
  protected:
   ~ActorStateProvider() = default;
+};
+
+/// Which task run a kernel serves: what a Worker knows of it. The views
+/// stay valid while the kernel runs.
+struct TaskInfo {
+  JobId job = 0;
+  uint32_t run = 0;          // the run's index in its job (TaskAssign::task)
+  uint32_t attempt = 0;      // TaskAssign::attempt: a rerun counts up
+  std::string_view task_id;  // its id in the job spec (a driver's label)
+  std::string_view kernel;
+  std::string_view submodel;  // the key of its actor state, with `job`
+  CoreKind core = CoreKind::kCube;
+  uint32_t lane = 0;
 };
 
 /// Read-only, typed access to a task's arguments (the `args` object of the
@@ -58,6 +72,28 @@ class HMPMD_WORKER_EXPORT KernelArgs {
   /// outlive this object.
   KernelArgs(const Args& args, const std::atomic<bool>* cancel, const ActorStateProvider* state)
       : args_(&args), cancel_(cancel), state_(state) {}
+
+  /// As above, run by a Worker: also knows its task run, and `inputs_keeper`
+  /// owns the input buffers the kernel gets (see inputs_keeper()).
+  KernelArgs(const Args& args, const std::atomic<bool>* cancel, const ActorStateProvider* state,
+             const TaskInfo* task, std::shared_ptr<const void> inputs_keeper)
+      : args_(&args),
+        cancel_(cancel),
+        state_(state),
+        task_(task),
+        inputs_keeper_(std::move(inputs_keeper)) {}
+
+  /// The task run this kernel serves, or nullptr when the KernelArgs was made
+  /// without one (a kernel called directly, not by a Worker).
+  const TaskInfo* task() const { return task_; }
+
+  /// Owns the buffers of the kernel's `inputs`: a kernel that hands views of
+  /// them to something that outlives the call (the Python worker's NumPy
+  /// arrays) keeps a copy of this pointer with each view, and the buffers
+  /// stay valid, unchanged, until the last copy is dropped. nullptr when the
+  /// KernelArgs was made without one; the inputs then live only during the
+  /// call.
+  const std::shared_ptr<const void>& inputs_keeper() const { return inputs_keeper_; }
 
   /// True once the task's job has been cancelled. A long kernel should poll
   /// it and return or throw soon after; its result is ignored anyway.
@@ -98,6 +134,8 @@ class HMPMD_WORKER_EXPORT KernelArgs {
   const Args* args_;
   const std::atomic<bool>* cancel_ = nullptr;
   const ActorStateProvider* state_ = nullptr;
+  const TaskInfo* task_ = nullptr;
+  std::shared_ptr<const void> inputs_keeper_;
 };
 
 /// A kernel: runs one task on one core lane and returns its outputs.

@@ -1,0 +1,169 @@
+#include "put_server.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "hmpmd/protocol/data_auth.h"
+#include "hmpmd/protocol/data_frames.h"
+
+namespace hmpmd::client::internal {
+namespace {
+
+constexpr int kPollMs = 20;  // how soon the destructor is noticed
+// A peer sends only fetch headers here; a larger frame is not one of ours.
+constexpr int64_t kMaxFrameBytes = 64 * 1024;
+
+zmq::message_t HeaderFrame(DataOp op, uint64_t key, uint64_t run) {
+  DataHeader h;
+  h.op = static_cast<uint8_t>(op);
+  h.key = key;
+  h.run = run;
+  return zmq::message_t(&h, sizeof(h));
+}
+
+void ReleasePut(void*, void* hint) {
+  delete static_cast<std::shared_ptr<const std::vector<Buffer>>*>(hint);
+}
+
+uint64_t BytesOf(const std::vector<Buffer>& data) {
+  uint64_t n = 0;
+  for (const Buffer& b : data) n += b.data.size();
+  return n;
+}
+
+}  // namespace
+
+PutServer::PutServer(JobId job, DataToken token)
+    : job_(job),
+      token_(token),
+      zap_(&ctx_, [this](const ZapRequest& r) { return DataTokenOf(r) == token_; }) {}
+
+PutServer::~PutServer() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  socket_.reset();
+}
+
+Status PutServer::Start(const std::string& host) {
+  RETURN_IF_ERROR(zap_.Start());
+  try {
+    socket_.emplace(ctx_, zmq::socket_type::router);
+    MakeDataServer(*socket_);
+    socket_->set(zmq::sockopt::linger, 0);
+    socket_->set(zmq::sockopt::sndhwm, 0);
+    socket_->set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
+    socket_->bind("tcp://" + host + ":*");
+    endpoint_ = socket_->get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    socket_.reset();
+    return Status::InvalidArgument("put: the driver's data socket cannot bind tcp://" + host +
+                                   ":*: " + e.what());
+  }
+  thread_ = std::thread([this] { Loop(); });
+  pthread_setname_np(thread_.native_handle(), "hmpmd-puts");
+  return Status::Ok();
+}
+
+uint32_t PutServer::Add(std::vector<Buffer> data) {
+  const uint64_t n = BytesOf(data);
+  auto held = std::make_shared<const std::vector<Buffer>>(std::move(data));
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t id = next_id_++;
+  puts_.emplace(id, std::move(held));
+  bytes_ += n;
+  return id;
+}
+
+void PutServer::Erase(uint32_t id) {
+  std::shared_ptr<const std::vector<Buffer>> gone;  // freed after the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = puts_.find(id);
+  if (it == puts_.end()) return;
+  gone = std::move(it->second);
+  bytes_ -= BytesOf(*gone);
+  puts_.erase(it);
+}
+
+size_t PutServer::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return puts_.size();
+}
+
+uint64_t PutServer::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+void PutServer::Loop() {
+  try {
+    Serve(*socket_);
+  } catch (const zmq::error_t&) {
+    // The context is going away with the server; nothing is left to serve.
+  }
+}
+
+void PutServer::Serve(zmq::socket_t& s) {
+  std::vector<zmq::message_t> parts;
+  while (!stop_.load(std::memory_order_acquire)) {
+    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(kPollMs)) == 0) continue;
+    for (int n = 0; n < 256; ++n) {
+      parts.clear();
+      zmq::message_t part;
+      if (!s.recv(part, zmq::recv_flags::dontwait)) break;
+      parts.push_back(std::move(part));
+      while (parts.back().more()) {
+        zmq::message_t next;
+        (void)s.recv(next);
+        parts.push_back(std::move(next));
+      }
+      if (parts.size() != 2) continue;
+      Result<DataHeader> h = ParseDataHeader(parts[1].data(), parts[1].size());
+      if (!h.ok()) continue;
+      const bool fetch = h->op == static_cast<uint8_t>(DataOp::kFetch) ||
+                         h->op == static_cast<uint8_t>(DataOp::kFetchPeek);
+      if (!fetch) continue;  // take-reads: a put is kept until its Future goes
+      s.send(parts[0], zmq::send_flags::sndmore);
+      std::shared_ptr<const std::vector<Buffer>> data;
+      if (h->token != token_) {
+        s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
+        s.send(zmq::buffer(kWrongDataTokenMessage), zmq::send_flags::none);
+        continue;
+      }
+      if (h->key == job_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = puts_.find(static_cast<uint32_t>(h->run));
+        if (it != puts_.end() && it->first == h->run) data = it->second;
+      }
+      if (data == nullptr) {
+        s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
+        const std::string why = "no put " + std::to_string(h->run) + " of job " +
+                                std::to_string(h->key) + " on this driver (its Future was dropped)";
+        s.send(zmq::buffer(why), zmq::send_flags::none);
+        continue;
+      }
+      s.send(HeaderFrame(DataOp::kFetchReply, h->key, h->run), zmq::send_flags::sndmore);
+      const std::string meta = EncodeMeta(*data);
+      s.send(zmq::buffer(meta), data->empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      for (size_t i = 0; i < data->size(); ++i) {
+        const Buffer& b = (*data)[i];
+        const bool last_buffer = i + 1 == data->size();
+        if (b.data.empty()) {
+          s.send(zmq::message_t(), last_buffer ? zmq::send_flags::none : zmq::send_flags::sndmore);
+          continue;
+        }
+        for (size_t off = 0; off < b.data.size(); off += kFetchChunkBytes) {
+          const size_t len = std::min(kFetchChunkBytes, b.data.size() - off);
+          auto* hold = new std::shared_ptr<const std::vector<Buffer>>(data);
+          zmq::message_t frame(const_cast<std::byte*>(b.data.data()) + off, len, ReleasePut, hold);
+          const bool last = last_buffer && off + len == b.data.size();
+          s.send(frame, last ? zmq::send_flags::none : zmq::send_flags::sndmore);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace hmpmd::client::internal

@@ -1,0 +1,16 @@
+// The address this host uses to reach a peer: what a data socket binds and
+// advertises by default (a worker's data socket, a driver's puts).
+//
+// Thread-safety: a plain function.
+#pragma once
+
+#include <string>
+
+namespace hmpmd {
+
+// The IPv4 address of the interface that reaches the host of `endpoint`
+// (tcp://HOST:PORT), found by connecting a UDP socket (nothing is sent);
+// 127.0.0.1 when that host is local, unknown or unreachable.
+std::string LocalAddressFor(const std::string& endpoint);
+
+}  // namespace hmpmd
