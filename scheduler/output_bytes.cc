@@ -23,6 +23,11 @@ OutputGuess GuessOutputBytes(const TaskSpec& spec, std::span<const uint64_t> inp
                              uint32_t group_size) {
   const std::string& k = spec.kernel;
   if (k == "noop" || k == "spin" || k == "sleep") return {true, 0};
+  // A driver's put keeps the bytes the driver put, which it says.
+  if (k == kPutKernel) {
+    const double bytes = ArgNumber(spec.args, "bytes", -1);
+    return bytes >= 0 ? OutputGuess{true, static_cast<uint64_t>(bytes)} : OutputGuess{};
+  }
   if (k == "gemm") {
     const uint64_t m = NumberArg(spec, "m", 0), n = NumberArg(spec, "n", 0);
     if (m == 0 || n == 0) return {};

@@ -23,6 +23,11 @@ TEST(OutputBytesTest, BuiltInKernelsFromTheirArguments) {
   EXPECT_EQ(Guess(TaskBuilder("s", "scale")).bytes, 4096u) << "1024 floats by default";
   EXPECT_EQ(Guess(TaskBuilder("s", "send").Arg("bytes", 100.0)).bytes, 100u);
   EXPECT_EQ(Guess(TaskBuilder("s", "send")).bytes, 4096u);
+  const OutputGuess put =
+      Guess(TaskBuilder("p", std::string(kPutKernel)).Arg("bytes", int64_t{640}));
+  EXPECT_TRUE(put.known);
+  EXPECT_EQ(put.bytes, 640u) << "a driver's put keeps what it put";
+  EXPECT_FALSE(Guess(TaskBuilder("p", std::string(kPutKernel))).known);
   for (const char* k : {"noop", "spin", "sleep"}) {
     OutputGuess g = Guess(TaskBuilder("x", k));
     EXPECT_TRUE(g.known) << k;
