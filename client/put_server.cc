@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <zmq_addon.hpp>
 
 #include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/protocol/data_frames.h"
@@ -111,14 +113,7 @@ void PutServer::Serve(zmq::socket_t& s) {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(kPollMs)) == 0) continue;
     for (int n = 0; n < 256; ++n) {
       parts.clear();
-      zmq::message_t part;
-      if (!s.recv(part, zmq::recv_flags::dontwait)) break;
-      parts.push_back(std::move(part));
-      while (parts.back().more()) {
-        zmq::message_t next;
-        (void)s.recv(next);
-        parts.push_back(std::move(next));
-      }
+      if (!zmq::recv_multipart(s, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
       if (parts.size() != 2) continue;
       Result<DataHeader> h = ParseDataHeader(parts[1].data(), parts[1].size());
       if (!h.ok()) continue;

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <vector>
+#include <zmq_addon.hpp>
 
 #include "communicator.h"
 #include "hmpmd/protocol/data_auth.h"
@@ -100,14 +102,7 @@ void DataServer::Serve() {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(kPollMs)) == 0) continue;
     for (int n = 0; n < 1024; ++n) {
       parts.clear();
-      zmq::message_t part;
-      if (!s.recv(part, zmq::recv_flags::dontwait)) break;
-      parts.push_back(std::move(part));
-      while (parts.back().more()) {
-        zmq::message_t next;
-        (void)s.recv(next);
-        parts.push_back(std::move(next));
-      }
+      if (!zmq::recv_multipart(s, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
       if (parts.size() < 2) {
         Malformed("a message without a header frame");
         continue;
