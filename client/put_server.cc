@@ -50,19 +50,13 @@ PutServer::~PutServer() {
 
 Status PutServer::Start(const std::string& host) {
   RETURN_IF_ERROR(zap_.Start());
-  try {
-    socket_.emplace(ctx_, zmq::socket_type::router);
-    MakeDataServer(*socket_);
-    socket_->set(zmq::sockopt::linger, 0);
-    socket_->set(zmq::sockopt::sndhwm, 0);
-    socket_->set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
-    socket_->bind("tcp://" + host + ":*");
-    endpoint_ = socket_->get(zmq::sockopt::last_endpoint);
-  } catch (const zmq::error_t& e) {
+  socket_.emplace(ctx_, zmq::socket_type::router);
+  Result<std::string> bound = BindDataServer(*socket_, host, kMaxFrameBytes);
+  if (!bound.ok()) {
     socket_.reset();
-    return Status::InvalidArgument("put: the driver's data socket cannot bind tcp://" + host +
-                                   ":*: " + e.what());
+    return Status::InvalidArgument("put: the driver's data socket " + bound.status().message());
   }
+  endpoint_ = std::move(bound).value();
   thread_ = std::thread([this] { Loop(); });
   pthread_setname_np(thread_.native_handle(), "hmpmd-puts");
   return Status::Ok();

@@ -30,6 +30,21 @@ void MakeDataServer(zmq::socket_t& s) {
   s.set(zmq::sockopt::zap_domain, kDataZapDomain);
 }
 
+Result<std::string> BindDataServer(zmq::socket_t& s, const std::string& host,
+                                   int64_t max_request_bytes) {
+  try {
+    MakeDataServer(s);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvhwm, 0);
+    s.set(zmq::sockopt::sndhwm, 0);
+    s.set(zmq::sockopt::maxmsgsize, max_request_bytes);
+    s.bind("tcp://" + host + ":*");
+    return s.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument("cannot bind tcp://" + host + ":*: " + e.what());
+  }
+}
+
 DataToken DataTokenOf(const ZapRequest& r) {
   if (r.mechanism != "PLAIN" || r.credentials.size() != 2) return {};
   Result<DataToken> t = ParseDataToken(r.credentials[1]);

@@ -30,6 +30,11 @@ void SetDataCredentials(zmq::socket_t& s, const DataToken& token);
 // Server side: `s` (before it binds) asks its context's ZAP handler about
 // every peer. Throws zmq::error_t.
 void MakeDataServer(zmq::socket_t& s);
+// A data server's ROUTER `s` (MakeDataServer, no linger, unbounded queues,
+// requests of at most `max_request_bytes`) bound to tcp://HOST:* : its
+// endpoint, or why it cannot bind.
+Result<std::string> BindDataServer(zmq::socket_t& s, const std::string& host,
+                                   int64_t max_request_bytes);
 // The token a ZAP request for a data socket presents; empty for another
 // mechanism or a password that is not a token.
 DataToken DataTokenOf(const ZapRequest& r);
