@@ -6,7 +6,6 @@
 #include <functional>
 #include <unordered_map>
 
-#include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/output_bytes.h"
 #include "hmpmd/scheduler/state_shards.h"
 
@@ -166,6 +165,7 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
     keys[i] = key_of(d, job);
     if (keys[i] < 0) {
       own[i] = TaskUs(t, d.core) + LoadStateUs(d, t, &state_errors[i]);
+      if (!state_errors[i].empty()) own[i] = 0;  // it fails at once, without running
       continue;
     }
     // A member's own kernel time (a spin's `us`, a gemm's or cost.flops'

@@ -147,5 +147,28 @@ TEST(SimulatorStore, OutputsThatDoNotFitBesideTheirTasksStateFailNamingIt) {
   EXPECT_EQ(Simulate(spec, "fifo", CubeOnly(1, 1)).state, JobState::kSucceeded);
 }
 
+// A state part that cannot fit beside the outputs its device holds, even
+// with every other part evicted, fails its task at once, naming the
+// figures, instead of running past the memory.
+TEST(SimulatorStore, AStatePartThatCannotFitFailsItsTaskNamingTheFigures) {
+  SpecBuilder b;
+  b.Submodel("enc", SubmodelKind::kEncoder);
+  b.Add(Scale("x", 200'000));  // 800,000 bytes held until y reads them
+  b.Add(StateSpin("s", "enc"));
+  b.Add(TaskBuilder("y", "send").Inputs({"x", "s"}).Bytes(8e5));
+  JobSpec spec = b.Build();
+  spec.submodels[0].state_bytes = 600'000;
+  SimRun r = Simulate(spec, "fifo", CubeOnly(1, 1));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.state, JobState::kFailed);
+  EXPECT_NE(r.error.find("task 's' failed: state of sub-model 'enc' on device"), std::string::npos)
+      << r.error;
+  EXPECT_NE(r.error.find("600000 bytes of state do not fit: 800000 bytes of outputs held, "
+                         "1048576 of memory (memory_mb)"),
+            std::string::npos)
+      << r.error;
+  EXPECT_EQ(r.loads, 0u);
+}
+
 }  // namespace
 }  // namespace hmpmd
