@@ -102,19 +102,18 @@ Status AdmissionCheck::States(std::span<const SubmodelSpec> submodels,
                               std::span<const double> per_device, size_t first) const {
   if (pool_.alive_device_count() == 0) return Status::Ok();
   uint64_t largest = 0;
-  std::string where;
-  for (DeviceId d = 0; d < pool_.device_count(); ++d) {
-    const ResourcePool::Device& dev = pool_.device(d);
-    if (!dev.alive) continue;
-    const uint64_t cap = ResourcePool::StoreCap(dev.desc);
-    if (cap > largest || where.empty()) {
-      largest = cap;
-      where = dev.desc.name;
-    }
+  for (int k = 0; k < kNumCoreKinds; ++k) {
+    largest = std::max(largest, pool_.LargestStore(static_cast<CoreKind>(k)));
   }
   if (largest == UINT64_MAX) return Status::Ok();  // a device without a memory cap
   for (size_t s = 0; s < submodels.size() && s < per_device.size(); ++s) {
     if (per_device[s] <= static_cast<double>(largest)) continue;
+    // Refused: name the device that holds the most, for the message.
+    std::string where;
+    for (DeviceId d = 0; d < pool_.device_count() && where.empty(); ++d) {
+      const ResourcePool::Device& dev = pool_.device(d);
+      if (dev.alive && ResourcePool::StoreCap(dev.desc) == largest) where = dev.desc.name;
+    }
     const SubmodelSpec& sm = submodels[s];
     char figures[192];
     if (sm.state_shards > 1) {

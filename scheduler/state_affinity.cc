@@ -10,10 +10,6 @@
 namespace hmpmd {
 namespace {
 
-// Communication and gang members load no state (the simulator charges
-// none): only compute places the state.
-bool Stateful(const GraphTask& t) { return !t.is_comm && t.group == kNoGroup; }
-
 TimeUs StartAt(const ResourcePool& pool, CoreId c, TimeUs now) {
   return std::max(now, pool.core(c).busy_until);
 }
@@ -76,7 +72,7 @@ void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
     }
     end[i] = start + (i < job.est_us.size() ? job.est_us[i] : 0);
     const uint32_t slot = SlotOf(jh, i);
-    if (!Stateful(t) || slot == kNoSlot) continue;
+    if (!NeedsStatePart(t) || slot == kNoSlot) continue;
     const uint32_t c = ++at_depth[(uint64_t{slot} << 32) | depth[i]];
     holdings[slot].width = std::max(holdings[slot].width, c);
     work[slot] += end[i] - start;
@@ -155,7 +151,7 @@ void StateAffinity::Drop(JobId job, uint32_t slot, DeviceId device) {
 }
 
 bool StateAffinity::Handles(const TaskView& task) const {
-  if (jobs_.empty() || task.task == nullptr || !Stateful(*task.task)) return false;
+  if (jobs_.empty() || task.task == nullptr || !NeedsStatePart(*task.task)) return false;
   return Find(task.job, SlotOf(task)) != nullptr;
 }
 

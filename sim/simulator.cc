@@ -90,7 +90,7 @@ std::optional<std::pair<StatePart, double>> Simulator::PartOf(const Dispatch& d,
   if (!options_.charge_state) return std::nullopt;
   const JobRun& job = *scheduler_->job(d.job);
   const GraphTask& task = job.graph->task(d.run % job.graph->size());
-  if (task.is_comm || task.group != kNoGroup || IsCommKernel(t.kernel)) return std::nullopt;
+  if (!NeedsStatePart(task)) return std::nullopt;
   if (task.submodel >= job.state_device_bytes.size()) return std::nullopt;
   const double bytes = job.state_device_bytes[task.submodel];
   if (bytes <= 0) return std::nullopt;

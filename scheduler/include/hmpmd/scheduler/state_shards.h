@@ -16,8 +16,13 @@
 #include <vector>
 
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/scheduler/job_graph.h"
 
 namespace hmpmd {
+
+// Whether a task needs its sub-model's state part on its device: compute
+// does; communication and collective gang members move their own bytes.
+inline bool NeedsStatePart(const GraphTask& t) { return !t.is_comm && t.group == kNoGroup; }
 
 // Rule 2: the part of `sm`'s state that task `t` works on.
 uint32_t StatePartOf(const SubmodelSpec& sm, const TaskSpec& t);
