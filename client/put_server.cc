@@ -9,6 +9,7 @@
 
 #include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/protocol/data_frames.h"
+#include "hmpmd/protocol/data_replies.h"
 
 namespace hmpmd::client::internal {
 namespace {
@@ -16,18 +17,6 @@ namespace {
 constexpr int kPollMs = 20;  // how soon the destructor is noticed
 // A peer sends only fetch headers here; a larger frame is not one of ours.
 constexpr int64_t kMaxFrameBytes = 64 * 1024;
-
-zmq::message_t HeaderFrame(DataOp op, uint64_t key, uint64_t run) {
-  DataHeader h;
-  h.op = static_cast<uint8_t>(op);
-  h.key = key;
-  h.run = run;
-  return zmq::message_t(&h, sizeof(h));
-}
-
-void ReleasePut(void*, void* hint) {
-  delete static_cast<std::shared_ptr<const std::vector<Buffer>>*>(hint);
-}
 
 uint64_t BytesOf(const std::vector<Buffer>& data) {
   uint64_t n = 0;
@@ -40,7 +29,7 @@ uint64_t BytesOf(const std::vector<Buffer>& data) {
 PutServer::PutServer(JobId job, DataToken token)
     : job_(job),
       token_(token),
-      zap_(&ctx_, [this](const ZapRequest& r) { return DataTokenOf(r) == token_; }) {}
+      zap_(&ctx_, [this](const ZapRequest& r) { return SameDataToken(DataTokenOf(r), token_); }) {}
 
 PutServer::~PutServer() {
   stop_.store(true);
@@ -116,9 +105,8 @@ void PutServer::Serve(zmq::socket_t& s) {
       if (!fetch) continue;  // take-reads: a put is kept until its Future goes
       s.send(parts[0], zmq::send_flags::sndmore);
       std::shared_ptr<const std::vector<Buffer>> data;
-      if (h->token != token_) {
-        s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
-        s.send(zmq::buffer(kWrongDataTokenMessage), zmq::send_flags::none);
+      if (!SameDataToken(h->token, token_)) {
+        SendFetchError(s, h->key, h->run, kWrongDataTokenMessage);
         continue;
       }
       if (h->key == job_) {
@@ -127,30 +115,12 @@ void PutServer::Serve(zmq::socket_t& s) {
         if (it != puts_.end() && it->first == h->run) data = it->second;
       }
       if (data == nullptr) {
-        s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
-        const std::string why = "no put " + std::to_string(h->run) + " of job " +
-                                std::to_string(h->key) + " on this driver (its Future was dropped)";
-        s.send(zmq::buffer(why), zmq::send_flags::none);
+        SendFetchError(s, h->key, h->run,
+                       "no put " + std::to_string(h->run) + " of job " + std::to_string(h->key) +
+                           " on this driver (its Future was dropped)");
         continue;
       }
-      s.send(HeaderFrame(DataOp::kFetchReply, h->key, h->run), zmq::send_flags::sndmore);
-      const std::string meta = EncodeMeta(*data);
-      s.send(zmq::buffer(meta), data->empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
-      for (size_t i = 0; i < data->size(); ++i) {
-        const Buffer& b = (*data)[i];
-        const bool last_buffer = i + 1 == data->size();
-        if (b.data.empty()) {
-          s.send(zmq::message_t(), last_buffer ? zmq::send_flags::none : zmq::send_flags::sndmore);
-          continue;
-        }
-        for (size_t off = 0; off < b.data.size(); off += kFetchChunkBytes) {
-          const size_t len = std::min(kFetchChunkBytes, b.data.size() - off);
-          auto* hold = new std::shared_ptr<const std::vector<Buffer>>(data);
-          zmq::message_t frame(const_cast<std::byte*>(b.data.data()) + off, len, ReleasePut, hold);
-          const bool last = last_buffer && off + len == b.data.size();
-          s.send(frame, last ? zmq::send_flags::none : zmq::send_flags::sndmore);
-        }
-      }
+      SendFetchReply(s, h->key, h->run, data);
     }
   }
 }

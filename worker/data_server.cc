@@ -11,6 +11,7 @@
 #include "communicator.h"
 #include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/protocol/data_frames.h"
+#include "hmpmd/protocol/data_replies.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -34,19 +35,6 @@ static_assert(static_cast<size_t>(DataServer::kMaxFrameBytes) >= 64 * sizeof(Dat
 
 // True for the 1st, 2nd, 4th, 8th... event: when a count is logged.
 bool LogCount(uint64_t count) { return (count & (count - 1)) == 0; }
-
-zmq::message_t HeaderFrame(DataOp op, uint64_t key, uint64_t run) {
-  DataHeader h;
-  h.op = static_cast<uint8_t>(op);
-  h.key = key;
-  h.run = run;
-  return zmq::message_t(&h, sizeof(h));
-}
-
-// Frees the reference a zero-copy frame held on stored outputs.
-void ReleaseOutputs(void*, void* hint) {
-  delete static_cast<std::shared_ptr<const BufferList>*>(hint);
-}
 
 }  // namespace
 
@@ -114,8 +102,7 @@ void DataServer::Serve() {
           // The fetcher fails at once with a clear reason, not at its
           // time-out; the reply names nothing the request did not.
           s.send(parts[0], zmq::send_flags::sndmore);
-          s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
-          s.send(zmq::buffer(kWrongDataTokenMessage), zmq::send_flags::none);
+          SendFetchError(s, h->key, h->run, kWrongDataTokenMessage);
         }
         continue;
       }
@@ -132,35 +119,12 @@ void DataServer::Serve() {
                                                         : store_->Peek(job, run);
         s.send(parts[0], zmq::send_flags::sndmore);
         if (outputs == nullptr) {
-          s.send(HeaderFrame(DataOp::kFetchError, h->key, h->run), zmq::send_flags::sndmore);
-          const std::string why = "no outputs of job " + std::to_string(job) + " run " +
-                                  std::to_string(run) + " on this worker";
-          s.send(zmq::buffer(why), zmq::send_flags::none);
+          SendFetchError(s, h->key, h->run,
+                         "no outputs of job " + std::to_string(job) + " run " +
+                             std::to_string(run) + " on this worker");
           continue;
         }
-        s.send(HeaderFrame(DataOp::kFetchReply, h->key, h->run), zmq::send_flags::sndmore);
-        const std::string meta = EncodeMeta(*outputs);
-        s.send(zmq::buffer(meta),
-               outputs->empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
-        for (size_t i = 0; i < outputs->size(); ++i) {
-          const Buffer& b = (*outputs)[i];
-          const bool last_buffer = i + 1 == outputs->size();
-          if (b.data.empty()) {
-            s.send(zmq::message_t(),
-                   last_buffer ? zmq::send_flags::none : zmq::send_flags::sndmore);
-            continue;
-          }
-          // In frames of at most kFetchChunkBytes (data_frames.h), each
-          // holding the outputs until ZeroMQ has sent it.
-          for (size_t off = 0; off < b.data.size(); off += kFetchChunkBytes) {
-            const size_t len = std::min(kFetchChunkBytes, b.data.size() - off);
-            auto* hold = new std::shared_ptr<const BufferList>(outputs);
-            zmq::message_t frame(const_cast<std::byte*>(b.data.data()) + off, len, ReleaseOutputs,
-                                 hold);
-            const bool last = last_buffer && off + len == b.data.size();
-            s.send(frame, last ? zmq::send_flags::none : zmq::send_flags::sndmore);
-          }
-        }
+        SendFetchReply(s, h->key, h->run, outputs);
       } else {
         Malformed("op " + std::to_string(h->op) + " with " + std::to_string(parts.size()) +
                   " frames");
