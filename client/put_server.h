@@ -1,8 +1,9 @@
 // PutServer: the driver's data socket, which serves the data of its puts
 // (Client::Put) to the workers that run the puts' tasks.
 //
-// A put stays here until its Future is dropped (or the session ends): a
-// worker fetches it when the put's task runs, and again if the controller
+// A put stays here until its task has ended and its Future is dropped (or
+// the session ends): a worker fetches it when the put's task runs, and
+// again, while the Future is held, if the controller
 // runs that task anew because the worker that held the data died. The
 // socket speaks the data plane's fetch protocol (data_frames.h) as a
 // worker's does: a PLAIN server whose ZAP handler lets in only peers that

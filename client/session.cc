@@ -370,6 +370,12 @@ Result<Future> Session::Put(std::vector<Buffer> data, CoreKind core) {
   }
   Future f = submitted->front();
   f.state_->put = id;
+  {
+    // Until its task has ended, the put holds itself: a driver may drop the
+    // Future once it passed it to consumers, before any worker fetched it.
+    std::lock_guard lock(mu_);
+    if (!Ended(*f.state_)) pinned_puts_.push_back(f.state_);
+  }
   return f;
 }
 
@@ -406,11 +412,20 @@ void Session::EndPending(FutureState::Phase phase, const std::string& why,
   for (auto& [seq, members] : unacked_) {
     for (auto& w : members) end(w);
   }
+  UnpinEndedPuts(keep);
   // Groups not sent: their Futures are handed out, their states not yet
   // listed anywhere but in the group's own seq (unacked_ above).
   unacked_.clear();
   outbox_.clear();
   end_why_ = why;
+}
+
+void Session::UnpinEndedPuts(std::vector<std::shared_ptr<FutureState>>* keep) {
+  std::erase_if(pinned_puts_, [&](std::shared_ptr<FutureState>& f) {
+    if (!Ended(*f)) return false;
+    keep->push_back(std::move(f));
+    return true;
+  });
 }
 
 void Session::BeginClose(bool abort, int64_t timeout_ms) {

@@ -125,6 +125,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void Loop();
   void Wake();
   void HandleUpdate(SessionUpdate& u);
+  // Moves the pinned puts whose task has ended into `keep` (destroyed by
+  // the caller once mu_ is let go). Needs mu_.
+  void UnpinEndedPuts(std::vector<std::shared_ptr<FutureState>>* keep);
   // Sends what is queued; true when something was sent.
   bool Flush(int64_t now_us);
   bool SendMessage(const Message& m);
@@ -151,6 +154,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Queued for the I/O thread.
   std::vector<SubmitGroup> outbox_;
   std::vector<uint32_t> release_, cancel_;
+  // Puts whose task has not ended: held here so that dropping the Future
+  // does not free the data before a worker fetched it (a cycle through
+  // FutureState::session, broken when the task ends or the session does).
+  std::vector<std::shared_ptr<FutureState>> pinned_puts_;
   uint8_t close_ = SessionControl::kKeepOpen;
   // Groups sent and not yet acknowledged: seq -> its tasks' states.
   std::map<uint64_t, std::vector<std::weak_ptr<FutureState>>> unacked_;

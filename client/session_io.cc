@@ -319,6 +319,7 @@ void Session::HandleUpdate(SessionUpdate& u) {
       f->bytes = e.output_bytes;
       f->buffers = e.output_buffers;
     }
+    UnpinEndedPuts(&keep);
     if (u.closed && !closed_) {
       closed_ = true;
       final_ =

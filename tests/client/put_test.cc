@@ -95,6 +95,25 @@ TEST_F(PutTest, APutIsAnInputOfAKernel) {
   EXPECT_TRUE(c->Close().ok());
 }
 
+// A driver passes a put to its consumers and drops it at once, as a
+// training loop does with each micro-batch: the data must stay until a
+// worker has fetched it.
+TEST_F(PutTest, APutDroppedBeforeItsTaskRanStillReachesItsConsumer) {
+  auto c = Connect("put_dropped");
+  ASSERT_NE(c, nullptr);
+  std::vector<Future> ys;
+  for (int i = 0; i < 20; ++i) {
+    Future x = c->Put({F32({float(i), 1}, {2})}).value();
+    ys.push_back(c->Submit({.kernel = "scale", .args = {{"factor", 2.0}}, .inputs = {x}}).value());
+  }  // every x dropped here, most before their task ran
+  for (int i = 0; i < 20; ++i) {
+    auto got = ys[i].Get(20000);
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status().ToString();
+    EXPECT_EQ(Floats((*got)[0]), (std::vector<float>{2.0f * float(i), 2}));
+  }
+  EXPECT_TRUE(c->Close().ok());
+}
+
 TEST_F(PutTest, APutWhoseWorkerDiedIsFetchedFromTheDriverAgain) {
   auto c = Connect("put_rebuild");
   ASSERT_NE(c, nullptr);

@@ -118,7 +118,8 @@ class Client {
   /// task's, and whose Get() returns the same buffers.
   ///
   /// The data is copied once into the driver's data socket, which serves it
-  /// until the last copy of the Future is dropped or the session ends; a
+  /// until the put's task has ended and the last copy of the Future is
+  /// dropped, or the session ends; a
   /// task of the built-in kernel `hmpmd.put` on a `core` lane of some worker
   /// fetches it from there and keeps it as its output, so consumers read it
   /// worker to worker. If that worker dies, the task runs again elsewhere
