@@ -1,0 +1,152 @@
+"""A controller and workers as real processes on this machine, on loopback:
+started here and stopped here, by PID. What `ray.init()` starts for a Ray
+driver, for examples, notebooks and tests:
+
+    from hmpmd.local import LocalCluster
+    with LocalCluster("build/bin", workers=2) as c:               # C++ workers
+        client = hmpmd.Client.connect(c.endpoint)
+    with LocalCluster("build/bin", python_kernels=["my_kernels"],  # Python workers
+                      workers=4, python_path=["examples/x"]) as c:
+        ...
+
+`c.endpoint` is the controller's tcp://127.0.0.1:PORT, `c.url` its REST API.
+"""
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+
+def free_port():
+    """A free port on 127.0.0.1 below the kernel's ephemeral range.
+
+    A port from the ephemeral range, free when picked, can be handed to
+    another process's outgoing connection before our controller binds it
+    (tests run side by side under ctest -j); ports below the range are only
+    ever taken by name. Same rule as tests/integration/process_cluster.cc.
+    """
+    lo = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    first = 10000
+    span = max(1000, lo - first)
+    rng = random.Random(os.getpid() * 7919 + time.monotonic_ns())
+    for _ in range(200):
+        port = first + rng.randrange(span)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below %d on 127.0.0.1 after 200 tries" % lo)
+
+
+class LocalCluster:
+    """`hmpmd controller` and `workers` workers: `hmpmd worker` (or
+    `worker_binary`), or, with `python_kernels` (module names),
+    `python3 -m hmpmd.worker --kernels M...` with `python_path` added to
+    PYTHONPATH beside this package. Each worker is one device with `cores`
+    (one string for all, or a list with one per worker)."""
+
+    def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", worker_binary=None,
+                 python_kernels=(), python_path=(), log_level="warn", start_timeout_s=60,
+                 worker_args=(), controller_args=(), worker_stderr=None):
+        self.bin_dir = bin_dir
+        self.workers = workers
+        self.cores = cores
+        self.worker_binary = worker_binary
+        self.python_kernels = list(python_kernels)
+        self.python_path = [os.path.abspath(p) for p in python_path]
+        self.log_level = log_level
+        self.start_timeout_s = start_timeout_s
+        self.worker_args = list(worker_args)  # more flags for every worker
+        self.controller_args = list(controller_args)  # more flags for the controller
+        self.worker_stderr = worker_stderr  # a file for the workers' logs; None: discarded
+        self.procs = []
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def worker_command(self, i):
+        cores = self.cores if isinstance(self.cores, str) else self.cores[i]
+        if self.python_kernels:
+            cmd = [sys.executable, "-m", "hmpmd.worker"]
+            for m in self.python_kernels:
+                cmd += ["--kernels", m]
+        elif self.worker_binary:
+            cmd = [self.worker_binary]
+        else:
+            cmd = [os.path.join(self.bin_dir, "hmpmd"), "worker"]
+        return cmd + ["--controller", self.endpoint, "--cores", cores, "--name", f"w{i}",
+                      "--log-level", self.log_level] + self.worker_args
+
+    def start(self):
+        zmq_port, http_port = free_port(), free_port()
+        self.endpoint = f"tcp://127.0.0.1:{zmq_port}"
+        self.url = f"http://127.0.0.1:{http_port}"
+        hmpmd = os.path.join(self.bin_dir, "hmpmd")
+        self.procs.append(subprocess.Popen(
+            [hmpmd, "controller", "--listen", self.endpoint, "--http", f"127.0.0.1:{http_port}",
+             "--db", "", "--log-level", self.log_level] + self.controller_args,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # This package's folder first, so Python workers import the same hmpmd.
+        package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        paths = [package_dir] + self.python_path
+        if os.environ.get("PYTHONPATH"):
+            paths.append(os.environ["PYTHONPATH"])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+        stderr = self.worker_stderr if self.worker_stderr is not None else subprocess.DEVNULL
+        for i in range(self.workers):
+            self.procs.append(subprocess.Popen(self.worker_command(i), env=env,
+                                               stdout=subprocess.DEVNULL, stderr=stderr))
+        # Bounded but generous: ctest -j2 on 2 cores slows start-up a lot.
+        deadline = time.monotonic() + self.start_timeout_s
+        last = "no answer"
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{p.args[0]} exited with {p.returncode} at start")
+            try:
+                pool = self.get("/api/v1/pool")
+                if pool.get("alive_devices") == self.workers:
+                    return
+                last = f"{pool.get('alive_devices')} of {self.workers} workers alive"
+            except OSError as e:
+                last = str(e)
+            time.sleep(0.05)
+        raise RuntimeError(f"controller and {self.workers} workers did not come up: {last}")
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            return json.load(r)
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
