@@ -3,8 +3,7 @@
 
 - Every flag that deploy/ passes to `hmpmd-worker` or `hmpmd controller`
   (systemd units, Kubernetes manifests, the Slurm script) is one the built
-  binary's --help lists, or one of the durable store's flags (PENDING),
-  which deploy/README.md says need that build.
+  binary's --help lists.
 - Every device description in deploy/ is accepted by `hmpmd-worker --device`.
 - The Kubernetes manifests parse (PyYAML), selectors match their pod
   labels, every volumeMount has its volume, every ConfigMap they use is
@@ -21,7 +20,6 @@ import re
 import subprocess
 import sys
 
-PENDING = {"--db", "--curve-keys"}  # durable branch; documented in deploy/README.md
 problems = []
 
 
@@ -48,7 +46,7 @@ def check_flags(where, argv, worker_flags, controller_flags):
     else:
         return
     for f in flags_of(argv[1:]):
-        if f not in known and f not in PENDING:
+        if f not in known:
             problem(where, "%s does not know %s" % (" ".join(argv[:2]), f))
 
 
