@@ -82,9 +82,12 @@ Result<json> FromAnswer(const Client& c, std::string_view method, const std::str
   // the input is wrong, whatever the command's method. A bare 502/503 is a
   // proxy whose controller is down: unavailable.
   if (!ours && (r.status < 500 || r.status == 501)) return Status::InvalidArgument(msg);
-  // 404 and 400 both exit 2 (Fail); `submit --wait` tells 404 apart.
-  StatusCode code = r.status == 404                      ? StatusCode::kNotFound
-                    : r.status == 400 || r.status == 413 ? StatusCode::kInvalidArgument
+  // 404, 400 and 409 (an action the job's state refuses: cancel an ended
+  // job) all exit 2 (Fail): the request was wrong. `submit --wait` tells
+  // 404 apart.
+  StatusCode code = r.status == 404 ? StatusCode::kNotFound
+                    : r.status == 400 || r.status == 409 || r.status == 413
+                        ? StatusCode::kInvalidArgument
                     : r.status == 401 || r.status == 403 ? StatusCode::kPermissionDenied
                                                          : StatusCode::kUnavailable;
   return Status(code, msg);

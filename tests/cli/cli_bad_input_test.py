@@ -565,12 +565,16 @@ class AgainstAController(unittest.TestCase):
         r = run("status", "000" + str(job), "--json", env=self.env)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["id"], job)
+        # One rule (docs/cli.md): a request the job's state refuses and an
+        # unknown job are both a wrong request, exit 2.
         r = run("cancel", "0" + str(job), env=self.env)
-        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("job %d: already succeeded" % job, r.stderr)
         r = run("status", "0", env=self.env)
         self.assertIn("job 0: no such job", r.stderr)
-        self.assertNotEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        r = run("forget", "0", env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
 
     def test_gang_that_waits_for_itself_is_refused_at_submission(self):
         # It used to be accepted and then wait forever.
