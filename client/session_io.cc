@@ -11,6 +11,7 @@
 
 #include "hmpmd/protocol/codec.h"
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/stall_clock.h"
 #include "hmpmd/protocol/types.h"
 #include "session.h"
 
@@ -140,10 +141,17 @@ void Session::Loop() {
                              {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
   const int64_t heartbeat_us = int64_t{std::max(1u, options_.heartbeat_ms)} * 1000;
   int64_t last_sent = NowUs(), last_heard = last_sent;
+  StallClock stalls;
   bool lost = false;
   while (!stop_) {
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(options_.heartbeat_ms));
+      // A stall of this process (stopped, starved) is not the controller's
+      // silence: it gets its periods again from the resume.
+      const int64_t woke = NowUs();
+      if (const int64_t stall = stalls.Observe(woke, heartbeat_us); stall > 0) {
+        last_heard = StallClock::Credit(last_heard, stall, woke);
+      }
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       std::lock_guard lock(mu_);

@@ -10,6 +10,7 @@
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/one_line.h"
+#include "hmpmd/protocol/stall_clock.h"
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move
 // constructor when a vector of StoreRecord grows (GCC bug 105593 family).
@@ -96,6 +97,7 @@ void Controller::Run() {
       {nullptr, mailbox_.fd(), ZMQ_POLLIN, 0},
   };
   next_liveness_check_ = NowUs() + options_.heartbeat_ms * 1000;
+  StallClock stalls;
   while (!stop_) {
     TimeUs now = NowUs();
     long timeout_ms = std::max<long>(0, (next_liveness_check_ - now) / 1000 + 1);
@@ -107,6 +109,9 @@ void Controller::Run() {
       break;
     }
     now = NowUs();
+    if (const TimeUs stall = stalls.Observe(now, TimeUs{timeout_ms} * 1000); stall > 0) {
+      CreditStall(stall, now);
+    }
     // Drain the socket, bounded so posted work and timers are not starved.
     std::optional<Incoming> in;
     for (int i = 0; i < 4096 && transport_.Receive(&in); ++i) {

@@ -9,6 +9,7 @@
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/one_line.h"
 #include "hmpmd/protocol/same_secret.h"
+#include "hmpmd/protocol/stall_clock.h"
 
 // See controller.cc: GCC 12's false -Wmaybe-uninitialized when a vector of
 // StoreRecord grows.
@@ -149,6 +150,19 @@ bool Controller::CheckInstance(const std::string& identity, const RegisterMsg& m
     MarkDead(*check.replaced, "restarted: a new process registered under its name", now);
   }
   return true;
+}
+
+void Controller::CreditStall(TimeUs stall, TimeUs now) {
+  // The heartbeats of that time may still wait in the kernel, unread by
+  // ZeroMQ's I/O thread: judged now, every worker would look dead.
+  spdlog::warn(
+      "the controller's loop was away {} ms longer than it meant to be (stopped, starved or "
+      "busy); workers and drivers get their timeouts again",
+      stall / 1000);
+  for (WorkerInfo& w : workers_) {
+    if (w.alive) w.last_seen = StallClock::Credit(w.last_seen, stall, now);
+  }
+  sessions_.CreditStall(stall, now);
 }
 
 void Controller::CheckLiveness(TimeUs now) {

@@ -10,6 +10,7 @@
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/json_text.h"
 #include "hmpmd/protocol/same_secret.h"
+#include "hmpmd/protocol/stall_clock.h"
 
 namespace hmpmd {
 namespace {
@@ -270,6 +271,10 @@ void DriverSessions::Flush(TimeUs now) {
     }
     s.last_seen = now;  // End() removes it once the job has ended
   }
+}
+
+void DriverSessions::CreditStall(TimeUs stall, TimeUs now) {
+  for (auto& [job, s] : sessions_) s.last_seen = StallClock::Credit(s.last_seen, stall, now);
 }
 
 bool DriverSessions::End(JobId job, const JobRun& run) {

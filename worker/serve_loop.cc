@@ -120,7 +120,9 @@ Status ServeLoop::Serve() {
   next_register_us_ = NowUs();
   while (!stop_->load(std::memory_order_acquire)) {
     RETURN_IF_ERROR(OnTimers(NowUs()));
-    ASSIGN_OR_RETURN(ControllerLink::Ready ready, link_.Poll(wake_->fd(), PollTimeoutMs(NowUs())));
+    const int timeout_ms = PollTimeoutMs(NowUs());
+    ASSIGN_OR_RETURN(ControllerLink::Ready ready, link_.Poll(wake_->fd(), timeout_ms));
+    CreditStall(NowUs(), timeout_ms);
     // Drain before taking results: a result pushed after this re-signals.
     if (ready.wake) wake_->Drain();
     if (ready.socket) RETURN_IF_ERROR(ReadMessages());
@@ -191,6 +193,18 @@ bool ServeLoop::ParentAlive(int64_t now) {
   log_->warn("worker '{}': the process that started it (pid {}) is gone; stopping", options_.name,
              options_.parent_pid);
   return false;
+}
+
+void ServeLoop::CreditStall(int64_t now, int timeout_ms) {
+  const int64_t stall = stalls_.Observe(now, int64_t{timeout_ms} * 1000);
+  if (stall == 0) return;
+  // This worker did not run (stopped, starved): the controller's silence
+  // is counted only from the resume.
+  log_->warn(
+      "worker '{}' did not run for {} ms (stopped or starved); the controller gets its "
+      "timeout again",
+      options_.name, stall / 1000);
+  last_rx_us_ = StallClock::Credit(last_rx_us_, stall, now);
 }
 
 int ServeLoop::PollTimeoutMs(int64_t now) const {

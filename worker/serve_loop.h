@@ -38,6 +38,7 @@
 #include "controller_link.h"
 #include "data_plane.h"
 #include "hmpmd/protocol/messages.h"
+#include "hmpmd/protocol/stall_clock.h"
 #include "hmpmd/worker/kernel_args.h"
 #include "hmpmd/worker/worker_options.h"
 #include "lane.h"
@@ -70,6 +71,9 @@ class ServeLoop {
   // False once options_.parent_pid is set and no longer our parent.
   bool ParentAlive(int64_t now);
   int PollTimeoutMs(int64_t now) const;
+  // After each poll: a stall of this process (longer away than the poll's
+  // timeout) moves last_rx_us_ forward by it (StallClock).
+  void CreditStall(int64_t now, int timeout_ms);
   Status ReadMessages();
   Status Handle(Message& message, int64_t now);
   void OnRegisterAck(const RegisterAck& ack, int64_t now);
@@ -117,6 +121,7 @@ class ServeLoop {
   int64_t timeout_us_ = 0;
   int64_t next_heartbeat_us_ = 0;
   int64_t last_rx_us_ = 0;
+  StallClock stalls_;
   int64_t next_parent_check_us_ = 0;  // options_.parent_pid > 0 only
 
   uint32_t in_flight_ = 0;  // pushed to lanes, result not yet taken

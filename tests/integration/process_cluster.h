@@ -43,6 +43,7 @@ class ProcessCluster {
   bool WorkerRunning(size_t i);
   void KillWorker(size_t i);  // SIGKILL, then reaps it
   pid_t worker_pid(size_t i) const { return workers_[i]; }
+  pid_t controller_pid() const { return controller_; }
 
   // A REST call with optional headers; the raw response.
   Result<struct HttpResponse> Call(const std::string& method, const std::string& path,

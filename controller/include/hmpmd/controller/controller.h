@@ -278,6 +278,10 @@ class Controller : private DriverSessions::Host {
   // them as fast as they like, with names of any length.
   void LogRefusedToken(const char* what, const std::string& name);
   void CheckLiveness(TimeUs now);
+  // The loop did not run for `stall` (StallClock): workers' and drivers'
+  // silence restarts from the resume, so a stopped controller does not
+  // blame them for its own.
+  void CreditStall(TimeUs stall, TimeUs now);
   // `w` is gone; `died`: its process died (the runs it was running are
   // charged with it, Scheduler::RemoveDevice), not merely reconnected.
   void MarkDead(WorkerInfo& w, std::string why, TimeUs now, bool died = true);

@@ -99,6 +99,9 @@ class DriverSessions {
   // sessions whose driver was silent for longer than its timeout (the
   // workers cancel their runs). Once per loop iteration.
   void Flush(TimeUs now);
+  // The controller did not run for `stall` (StallClock): every driver's
+  // silence restarts from the resume.
+  void CreditStall(TimeUs stall, TimeUs now);
   // `job` ended (`run` as it ended): tells its driver, has the workers free
   // its outputs (they live as long as the session), and forgets the
   // session. False when `job` is no session.
