@@ -382,6 +382,11 @@ int SimMain(const SimArgs& a, SimSize* size) {
     // State loads the simulator charged (stateful sub-models, state_bytes).
     j["state_loads"] = (*sim)->state_loads();
     j["state_load_s"] = (*sim)->state_load_us() / 1e6;
+    j["state_load_exposed_s"] = (*sim)->state_load_exposed_us() / 1e6;
+    j["state_load_hidden_s"] = (*sim)->state_load_hidden_us() / 1e6;
+    j["state_load_hidden_fraction"] =
+        (*sim)->state_load_us() > 0 ? (*sim)->state_load_hidden_us() / (*sim)->state_load_us() : 0;
+    j["state_prefetches"] = (*sim)->state_prefetches();
     j["state_evictions"] = (*sim)->state_evictions();
     out["policies"][name] = std::move(j);
     double gap = m.lower_bound_s > 0 ? m.makespan_s / m.lower_bound_s - 1 : 0;

@@ -202,6 +202,11 @@ int SimSeveral(const SimSeveralArgs& a) {
     // State loads the simulator charged, all jobs together.
     p["state_loads"] = (*sim)->state_loads();
     p["state_load_s"] = (*sim)->state_load_us() / 1e6;
+    p["state_load_exposed_s"] = (*sim)->state_load_exposed_us() / 1e6;
+    p["state_load_hidden_s"] = (*sim)->state_load_hidden_us() / 1e6;
+    p["state_load_hidden_fraction"] =
+        (*sim)->state_load_us() > 0 ? (*sim)->state_load_hidden_us() / (*sim)->state_load_us() : 0;
+    p["state_prefetches"] = (*sim)->state_prefetches();
     p["state_evictions"] = (*sim)->state_evictions();
     out["policies"][name] = std::move(p);
     if (!a.trace_file.empty()) {

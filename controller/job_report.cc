@@ -219,18 +219,40 @@ void ForEachTraceEvent(const JobRun& job, const ResourcePool& pool, const StateL
                {"step", r / g.size()},
                {"kernel", t.kernel},
                {"attempt", rec.attempt}}}});
-    const double load = loads != nullptr && r < loads->run_us.size() ? loads->run_us[r] : 0;
-    if (load > 0) {
-      const std::string& sm = g.spec().submodels[g.task(r % g.size()).submodel].name;
-      add(json{{"name", "load " + sm},
-               {"cat", "state_load"},
-               {"ph", "X"},
-               {"ts", rec.start - origin},
-               {"dur", std::min<TimeUs>(rec.end - rec.start, static_cast<TimeUs>(load + 0.5))},
-               {"pid", core.device},
-               {"tid", TraceTid(core)},
-               {"args", {{"task", t.id}, {"job", job.id}, {"state_load_us", load}}}});
+  }
+  if (loads == nullptr) return;
+  // Loads run on each device's load lane, a thread of their own.
+  constexpr int kLoadTid = 2000;
+  std::vector<bool> named_lane(pool.device_count(), false);
+  for (const StateLoadTimes::Slice& s : loads->slices) {
+    if (s.device >= pool.device_count()) continue;
+    if (!named_device[s.device]) {
+      named_device[s.device] = true;
+      add(json{{"ph", "M"},
+               {"name", "process_name"},
+               {"pid", s.device},
+               {"args",
+                {{"name",
+                  "device " + std::to_string(s.device) + " " + pool.device(s.device).desc.name}}}});
     }
+    if (!named_lane[s.device]) {
+      named_lane[s.device] = true;
+      add(json{{"ph", "M"},
+               {"name", "thread_name"},
+               {"pid", s.device},
+               {"tid", kLoadTid},
+               {"args", {{"name", "state load"}}}});
+    }
+    json args = {{"job", job.id}, {"prefetch", s.prefetch}};
+    if (s.run != kNoRun && s.run < job.runs.size()) args["task"] = g.spec_task(s.run % g.size()).id;
+    add(json{{"name", "load " + g.spec().submodels[s.submodel].name},
+             {"cat", "state_load"},
+             {"ph", "X"},
+             {"ts", s.start - origin},
+             {"dur", s.end - s.start},
+             {"pid", s.device},
+             {"tid", kLoadTid},
+             {"args", std::move(args)}});
   }
 }
 

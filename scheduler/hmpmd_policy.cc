@@ -67,6 +67,7 @@ void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   fair_.AddJob(job.id, job.graph->spec().weight);
   DeviceSetPolicy::OnJobAdded(job, pool);
   affinity_.AddJob(job, static_cast<uint32_t>(pool.alive_device_count()));
+  affinity_.PlaceInitial(job, pool);
 }
 
 void HmpmdPolicy::OnJobRemoved(JobId job) {

@@ -1,8 +1,11 @@
 #include "hmpmd/scheduler/spmd_policy.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/scheduler/state_shards.h"
 
 namespace hmpmd {
 
@@ -42,6 +45,20 @@ void SpmdPolicy::MakePlan(const JobRun& job, const ResourcePool& pool) {
     plan.lane_key[i] = next_key_ - plan.first_key;
     next_key_ += plan.lanes[i].total.size();
   }
+  const JobGraph& g = *job.graph;
+  std::set<std::tuple<DeviceId, uint32_t, uint32_t>> intended;  // (device, sub-model, part)
+  for (uint32_t i = 0; i < g.size() && i < plan.device.size(); ++i) {
+    const uint32_t sm = g.task(i).submodel;
+    if (plan.device[i] < 0 || !NeedsStatePart(g.task(i)) || sm >= job.state_device_bytes.size() ||
+        job.state_device_bytes[sm] <= 0) {
+      continue;
+    }
+    const auto d = static_cast<DeviceId>(plan.device[i]);
+    const uint32_t part = StatePartOf(g.spec().submodels[sm], g.spec_task(i));
+    if (intended.insert({d, sm, part}).second) {
+      intents_.push_back({d, job.id, sm, part});
+    }
+  }
   // Laid out late (reloaded after a restart): what of its step ran or runs
   // already took its turn in the order.
   const uint32_t n = job.graph->size();
@@ -51,6 +68,11 @@ void SpmdPolicy::MakePlan(const JobRun& job, const ResourcePool& pool) {
     const TaskState st = job.runs[r].state;
     if (st == TaskState::kRunning || st == TaskState::kDone) TakeTurn(plan, i);
   }
+}
+
+void SpmdPolicy::TakeStateIntents(std::vector<StateIntent>* out) {
+  out->insert(out->end(), intents_.begin(), intents_.end());
+  intents_.clear();
 }
 
 bool SpmdPolicy::TakeTurn(JobPlan& plan, uint32_t index) {

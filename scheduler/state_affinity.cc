@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
@@ -47,6 +48,7 @@ void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
     Holding h;
     h.load_us = s < job.state_load_us.size() ? job.state_load_us[s] : 0;
     h.bytes = part_bytes[s];
+    h.first_start_us = std::numeric_limits<double>::infinity();
     holdings.resize(holdings.size() + std::max(1u, g.spec().submodels[s].state_shards), h);
   }
   if (holdings.empty()) return;
@@ -73,6 +75,7 @@ void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
     end[i] = start + (i < job.est_us.size() ? job.est_us[i] : 0);
     const uint32_t slot = SlotOf(jh, i);
     if (!NeedsStatePart(t) || slot == kNoSlot) continue;
+    holdings[slot].first_start_us = std::min(holdings[slot].first_start_us, start);
     const uint32_t c = ++at_depth[(uint64_t{slot} << 32) | depth[i]];
     holdings[slot].width = std::max(holdings[slot].width, c);
     work[slot] += end[i] - start;
@@ -96,13 +99,26 @@ void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
   }
   // Rule 3, idle devices: a load on a device the caps would leave idle
   // costs no other work, so caps that add up to fewer devices than the
-  // pool has grow in proportion until they fill it.
-  double capped = 0;
-  for (const Holding& h : holdings) capped += std::min(h.width, h.worth);
+  // pool has grow in proportion until they fill it. Caps set by loads
+  // that fill the pool split it by work: rule 5 loads them all at once,
+  // so the loads no longer say who should pay them (multimodal: a stage
+  // part got 5 holders, 0.3628 s; by work 9, 0.2848 s).
+  double capped = 0, total_work = 0;
+  bool by_load = true;  // every part's cap is set by its load, not its width
+  for (uint32_t s = 0; s < holdings.size(); ++s) {
+    capped += std::min(holdings[s].width, holdings[s].worth);
+    if (holdings[s].worth != UINT32_MAX) total_work += work[s];
+    if (holdings[s].width > 0 && holdings[s].worth >= holdings[s].width) by_load = false;
+  }
   const double grow = capped > 0 && devices > capped ? devices / capped : 1;
-  for (Holding& h : holdings) {
+  for (uint32_t s = 0; s < holdings.size(); ++s) {
+    Holding& h = holdings[s];
     if (h.worth == UINT32_MAX) continue;
-    h.worth = static_cast<uint32_t>(std::min(4e9, std::floor(h.worth * grow)));
+    double cap = std::floor(h.worth * grow);
+    if (by_load && devices > 0 && devices <= capped && total_work > 0) {
+      cap = std::floor(devices * work[s] / total_work);
+    }
+    h.worth = static_cast<uint32_t>(std::clamp(cap, 1.0, 4e9));
     h.width = std::min(h.width, h.worth);
   }
   jh.slots = std::move(holdings);
@@ -223,13 +239,16 @@ void StateAffinity::OnReleased(JobId job, uint32_t run) {
 
 void StateAffinity::OnPlaced(const TaskView& task, DeviceId device, const ResourcePool& pool) {
   if (!Handles(task)) return;
-  const uint32_t slot = SlotOf(task);
-  Holding& h = jobs_[task.job].slots[slot];
+  Hold(task.job, SlotOf(task), device, pool);
+}
+
+void StateAffinity::Hold(JobId job, uint32_t slot, DeviceId device, const ResourcePool& pool) {
+  Holding& h = jobs_[job].slots[slot];
   if (on_device_.size() <= device) on_device_.resize(device + 1);
   std::vector<Held>& held = on_device_[device];
   // Held already: now the most recently used.
   for (size_t i = 0; i < held.size(); ++i) {
-    if (held[i].job == task.job && held[i].slot == slot) {
+    if (held[i].job == job && held[i].slot == slot) {
       std::rotate(held.begin() + static_cast<ptrdiff_t>(i),
                   held.begin() + static_cast<ptrdiff_t>(i) + 1, held.end());
       return;
@@ -244,10 +263,48 @@ void StateAffinity::OnPlaced(const TaskView& task, DeviceId device, const Resour
   while (cap > 0 && bytes > cap && evict < held.size()) bytes -= held[evict++].bytes;
   std::vector<Held> gone(held.begin(), held.begin() + static_cast<ptrdiff_t>(evict));
   held.erase(held.begin(), held.begin() + static_cast<ptrdiff_t>(evict));
-  held.push_back({task.job, slot, h.bytes});
+  held.push_back({job, slot, h.bytes});
   h.holders.push_back(device);
   h.has.insert(device);
   for (const Held& x : gone) Drop(x.job, x.slot, device);
+}
+
+void StateAffinity::PlaceInitial(const JobRun& job, const ResourcePool& pool) {
+  auto it = jobs_.find(job.id);
+  if (it == jobs_.end()) return;
+  const JobHoldings& jh = it->second;
+  std::vector<uint32_t> owner(jh.slots.size(), 0);  // per slot: its sub-model
+  for (uint32_t sm = 0; sm < jh.first_slot.size(); ++sm) {
+    if (jh.first_slot[sm] == kNoSlot) continue;
+    const uint32_t parts = std::max(1u, jh.graph->spec().submodels[sm].state_shards);
+    for (uint32_t p = 0; p < parts; ++p) owner[jh.first_slot[sm] + p] = sm;
+  }
+  std::vector<uint32_t> slots;
+  for (uint32_t s = 0; s < jh.slots.size(); ++s) {
+    if (jh.slots[s].width > 0) slots.push_back(s);
+  }
+  std::stable_sort(slots.begin(), slots.end(), [&](uint32_t a, uint32_t b) {
+    return jh.slots[a].first_start_us < jh.slots[b].first_start_us;
+  });
+  std::vector<DeviceId> free;
+  for (DeviceId d = 0; d < pool.device_count(); ++d) {
+    if (pool.device(d).alive) free.push_back(d);
+  }
+  size_t next = 0;
+  for (uint32_t s : slots) {
+    const Holding& h = jh.slots[s];
+    const uint32_t sm = owner[s];
+    for (uint32_t k = 0; k < std::min(h.width, h.worth) && next < free.size(); ++k) {
+      const DeviceId d = free[next++];
+      Hold(job.id, s, d, pool);
+      intents_.push_back({d, job.id, sm, s - jh.first_slot[sm]});
+    }
+  }
+}
+
+void StateAffinity::TakeIntents(std::vector<StateIntent>* out) {
+  out->insert(out->end(), intents_.begin(), intents_.end());
+  intents_.clear();
 }
 
 uint32_t StateAffinity::SlotOf(JobId job, uint32_t sm, uint32_t part) const {

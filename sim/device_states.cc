@@ -14,6 +14,7 @@ bool DeviceStates::Touch(DeviceId device, const StatePart& part) {
   std::vector<Held>& held = On(device);
   auto it = std::find_if(held.begin(), held.end(), [&](const Held& h) { return h.part == part; });
   if (it == held.end()) return false;
+  it->used = true;
   std::rotate(it, it + 1, held.end());
   return true;
 }
@@ -61,11 +62,48 @@ Result<uint32_t> DeviceStates::Load(DeviceId device, const StatePart& part, doub
   return 0u;
 }
 
+std::optional<uint32_t> DeviceStates::Prefetch(DeviceId device, const StatePart& part, double bytes,
+                                               uint64_t cap, uint64_t outputs,
+                                               const std::vector<StatePart>& in_use) {
+  std::vector<Held>& held = On(device);
+  auto evictable = [&](const Held& h) {
+    return h.used && std::find(in_use.begin(), in_use.end(), h.part) == in_use.end();
+  };
+  if (cap != UINT64_MAX) {
+    double used = static_cast<double>(outputs), kept = used;
+    for (const Held& h : held) {
+      used += h.bytes;
+      if (!evictable(h)) kept += h.bytes;
+    }
+    if (kept + bytes > static_cast<double>(cap)) return std::nullopt;
+    uint32_t evicted = 0;
+    for (auto it = held.begin(); used + bytes > static_cast<double>(cap) && it != held.end();) {
+      if (!evictable(*it)) {
+        ++it;
+        continue;
+      }
+      used -= it->bytes;
+      it = held.erase(it);
+      ++evicted;
+    }
+    held.push_back({part, bytes, false});
+    return evicted;
+  }
+  held.push_back({part, bytes, false});
+  return 0u;
+}
+
 bool DeviceStates::MakeRoom(DeviceId device, uint64_t need, uint64_t cap, uint64_t outputs,
                             const StatePart& keep) {
   if (cap == UINT64_MAX) return true;
   return Evict(On(device), static_cast<double>(need), static_cast<double>(cap),
                static_cast<double>(outputs), keep) >= 0;
+}
+
+bool DeviceStates::Holds(DeviceId device, const StatePart& part) const {
+  if (device >= devices_.size()) return false;
+  const std::vector<Held>& held = devices_[device];
+  return std::any_of(held.begin(), held.end(), [&](const Held& h) { return h.part == part; });
 }
 
 double DeviceStates::Bytes(DeviceId device) const {

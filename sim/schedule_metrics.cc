@@ -207,9 +207,7 @@ ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool,
   for (int k = 0; k < kNumCoreKinds; ++k) {
     if (cores_kind[k] == 0) continue;
     m.utilisation_by_kind[k] = busy_kind[k] / (cores_kind[k] * makespan_us);
-    // Loads run on the cube cores, with the compute they precede.
-    const double unavoidable = loads != nullptr && k == 0 ? loads->min_us : 0;
-    work_bound_us = std::max(work_bound_us, (work_kind[k] + unavoidable) / cores_kind[k]);
+    work_bound_us = std::max(work_bound_us, work_kind[k] / cores_kind[k]);
   }
 
   // Masking: comm time covered by compute on the same device.

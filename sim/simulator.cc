@@ -103,37 +103,136 @@ const StateLoadTimes* Simulator::LoadsOf(JobId job) const {
   return it == recorded_.end() ? nullptr : &it->second.times;
 }
 
+void Simulator::Grow(DeviceId device) {
+  if (lane_free_.size() > device) return;
+  const size_t n = device + 1;
+  lane_free_.resize(n, 0);
+  arriving_.resize(n);
+  in_use_.resize(n);
+  compute_.resize(n);
+  loads_on_.resize(n, 0);
+}
+
+TimeUs Simulator::LoadUs(double bytes) const {
+  const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
+  return std::max<TimeUs>(1, static_cast<TimeUs>(TransferUs(bytes, link) + 0.5));
+}
+
+TimeUs Simulator::QueueLoad(DeviceId device, const StatePart& part, double bytes, uint32_t run,
+                            bool prefetch) {
+  const TimeUs us = LoadUs(bytes);
+  const TimeUs start = std::max(now_, lane_free_[device]);
+  lane_free_[device] = start + us;
+  std::vector<Arriving>& arriving = arriving_[device];
+  std::erase_if(arriving, [&](const Arriving& a) { return a.part == part; });
+  std::vector<StateLoadTimes::Slice>& slices = recorded_[part.job].times.slices;
+  slices.push_back({device, start, start + us, part.submodel, run, prefetch});
+  arriving.push_back({part, start + us, part.job, slices.size() - 1});
+  ++loads_on_[device];
+  ++state_loads_;
+  state_load_us_ += static_cast<double>(us);
+  return start + us;
+}
+
+void Simulator::Prefetch() {
+  intents_.clear();
+  scheduler_->mutable_policy().TakeStateIntents(&intents_);
+  if (!options_.charge_state) return;
+  const ResourcePool& pool = scheduler_->pool();
+  for (const StateIntent& in : intents_) {
+    const JobRun* job = scheduler_->job(in.job);
+    if (job == nullptr || in.device >= pool.device_count() || !pool.device(in.device).alive ||
+        in.submodel >= job->state_device_bytes.size()) {
+      continue;
+    }
+    const double bytes = job->state_device_bytes[in.submodel];
+    const StatePart part{in.job, in.submodel, in.part};
+    if (bytes <= 0 || states_.Holds(in.device, part)) continue;
+    Grow(in.device);
+    const ResourcePool::Device& dev = pool.device(in.device);
+    const std::optional<uint32_t> evicted =
+        states_.Prefetch(in.device, part, bytes, ResourcePool::StoreCap(dev.desc), dev.held_bytes,
+                         in_use_[in.device]);
+    if (!evicted) continue;  // it would evict what runs or waits to run: on demand instead
+    state_evictions_ += *evicted;
+    ++state_prefetches_;
+    QueueLoad(in.device, part, bytes, kNoRun, /*prefetch=*/true);
+  }
+}
+
 double Simulator::LoadStateUs(const Dispatch& d, const TaskSpec& t, std::string* error) {
   const auto part = PartOf(d, t);
   if (!part) return 0;
-  const LinkSpec& link = options_.pool.links[options_.pool.nodes > 1 ? 2 : 1];
-  const double us = TransferUs(part->second, link);
   Recorded& rec = recorded_[d.job];
   const size_t runs = scheduler_->job(d.job)->runs.size();
   rec.times.run_us.resize(runs, 0);
   rec.times.part_us.resize(runs, 0);
   rec.times.run_us[d.run] = 0;
-  rec.times.part_us[d.run] = us;
-  if (rec.parts.insert((uint64_t{part->first.submodel} << 32) | part->first.shard).second) {
-    rec.times.min_us += us;
+  rec.times.part_us[d.run] = static_cast<double>(LoadUs(part->second));
+  Grow(d.device);
+  TimeUs ready = now_;
+  if (states_.Touch(d.device, part->first)) {
+    // Resident, or still arriving: wait for the load's end.
+    std::vector<Arriving>& arriving = arriving_[d.device];
+    for (auto it = arriving.begin(); it != arriving.end(); ++it) {
+      if (!(it->part == part->first)) continue;
+      StateLoadTimes::Slice& slice = recorded_[it->job].times.slices[it->slice];
+      if (slice.run == kNoRun) slice.run = d.run;
+      ready = std::max(now_, it->end);
+      arriving.erase(it);
+      break;
+    }
+  } else {
+    const ResourcePool::Device& dev = scheduler_->pool().device(d.device);
+    Result<uint32_t> loaded = states_.Load(d.device, part->first, part->second,
+                                           ResourcePool::StoreCap(dev.desc), dev.held_bytes);
+    if (!loaded.ok()) {
+      *error = "state of sub-model '" +
+               scheduler_->job(d.job)->graph->spec().submodels[part->first.submodel].name +
+               "' on device '" + dev.desc.name + "': " + loaded.status().message();
+      return 0;
+    }
+    state_evictions_ += *loaded;
+    ready = QueueLoad(d.device, part->first, part->second, d.run, /*prefetch=*/false);
   }
-  if (states_.Touch(d.device, part->first)) return 0;
-  if (loads_on_.size() <= d.device) loads_on_.resize(d.device + 1, 0);
-  const ResourcePool::Device& dev = scheduler_->pool().device(d.device);
-  Result<uint32_t> loaded = states_.Load(d.device, part->first, part->second,
-                                         ResourcePool::StoreCap(dev.desc), dev.held_bytes);
-  if (!loaded.ok()) {
-    *error = "state of sub-model '" +
-             scheduler_->job(d.job)->graph->spec().submodels[part->first.submodel].name +
-             "' on device '" + dev.desc.name + "': " + loaded.status().message();
-    return 0;
+  in_use_[d.device].push_back(part->first);
+  const auto wait = static_cast<double>(ready - now_);
+  rec.times.run_us[d.run] = wait;
+  state_load_exposed_us_ += wait;
+  return wait;
+}
+
+double Simulator::state_load_hidden_us() const {
+  std::vector<std::vector<std::pair<TimeUs, TimeUs>>> loads(compute_.size());
+  for (const auto& [job, rec] : recorded_) {
+    for (const StateLoadTimes::Slice& s : rec.times.slices) {
+      if (s.device < loads.size()) loads[s.device].push_back({s.start, s.end});
+    }
   }
-  state_evictions_ += *loaded;
-  rec.times.run_us[d.run] = us;
-  ++loads_on_[d.device];
-  ++state_loads_;
-  state_load_us_ += us;
-  return us;
+  double hidden = 0;
+  for (size_t d = 0; d < loads.size(); ++d) {
+    if (loads[d].empty()) continue;
+    // Compute on one device may run on several cores at once: merged.
+    std::vector<std::pair<TimeUs, TimeUs>> busy = compute_[d];
+    std::sort(busy.begin(), busy.end());
+    std::vector<std::pair<TimeUs, TimeUs>> merged;
+    for (const auto& b : busy) {
+      if (!merged.empty() && b.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, b.second);
+      } else {
+        merged.push_back(b);
+      }
+    }
+    for (const auto& [a, b] : loads[d]) {  // loads on one lane never overlap
+      auto it = std::lower_bound(merged.begin(), merged.end(), std::make_pair(a, TimeUs{0}),
+                                 [](const auto& x, const auto& y) { return x.second < y.first; });
+      for (; it != merged.end() && it->first < b; ++it) {
+        hidden += static_cast<double>(
+            std::max<TimeUs>(0, std::min(b, it->second) - std::max(a, it->first)));
+      }
+    }
+  }
+  return hidden;
 }
 
 void Simulator::Start(const std::vector<Dispatch>& batch) {
@@ -158,13 +257,15 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
   std::vector<double> own(batch.size());
   std::vector<int64_t> keys(batch.size());
   std::vector<std::string> state_errors(batch.size());
+  std::vector<double> waits(batch.size(), 0);
   for (size_t i = 0; i < batch.size(); ++i) {
     const Dispatch& d = batch[i];
     const JobRun& job = *scheduler_->job(d.job);
     const TaskSpec& t = job.graph->spec_task(d.run % job.graph->size());
     keys[i] = key_of(d, job);
     if (keys[i] < 0) {
-      own[i] = TaskUs(t, d.core) + LoadStateUs(d, t, &state_errors[i]);
+      waits[i] = LoadStateUs(d, t, &state_errors[i]);
+      own[i] = TaskUs(t, d.core) + waits[i];
       if (!state_errors[i].empty()) own[i] = 0;  // it fails at once, without running
       continue;
     }
@@ -211,7 +312,16 @@ void Simulator::Start(const std::vector<Dispatch>& batch) {
       us = limit;
     }
     TimeUs dur = std::max<TimeUs>(1, static_cast<TimeUs>(us + 0.5));
-    if (!state_errors[i].empty()) state_errors_.emplace(seq_, std::move(state_errors[i]));
+    if (!state_errors[i].empty()) {
+      state_errors_.emplace(seq_, std::move(state_errors[i]));
+    } else if (keys[i] < 0 && options_.charge_state) {
+      const JobRun& job = *scheduler_->job(d.job);
+      if (!IsCommKernel(job.graph->spec_task(d.run % job.graph->size()).kernel)) {
+        Grow(d.device);
+        const auto begin = std::min(now_ + dur, now_ + static_cast<TimeUs>(waits[i]));
+        compute_[d.device].push_back({begin, now_ + dur});
+      }
+    }
     heap_.push_back({now_ + dur, seq_++, d, now_});
     std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
   }
@@ -222,6 +332,7 @@ Status Simulator::Run() {
   while (true) {
     batch.clear();
     scheduler_->Schedule(now_, &batch);
+    Prefetch();  // before Start: a task placed now waits for its part's prefetch
     Start(batch);
     if (heap_.empty()) {
       if (scheduler_->active_jobs() == 0) return Status::Ok();
@@ -265,6 +376,14 @@ Status Simulator::Run() {
 void Simulator::End(const Event& ev) {
   const JobRun* job = scheduler_->job(ev.d.job);
   if (job == nullptr) return;
+  // Its part is no longer in use here (LoadStateUs marked it so).
+  const JobGraph& graph = *job->graph;
+  if (const auto used = PartOf(ev.d, graph.spec_task(ev.d.run % graph.size()));
+      used && ev.d.device < in_use_.size()) {
+    std::vector<StatePart>& in_use = in_use_[ev.d.device];
+    auto it = std::find(in_use.begin(), in_use.end(), used->first);
+    if (it != in_use.end()) in_use.erase(it);
+  }
   // Its state did not fit the device's memory: it never ran.
   if (auto it = state_errors_.find(ev.seq); it != state_errors_.end()) {
     const std::string error = std::move(it->second);

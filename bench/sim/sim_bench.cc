@@ -72,6 +72,8 @@ struct RunResult {
   uint64_t moves = 0;        // device moves between sub-models (hmpmd)
   uint64_t state_loads = 0;  // state loads the simulator charged
   double state_load_s = 0;   // their device time
+  double exposed_s = 0;      // of which tasks waited for
+  double hidden_s = 0;       // of which overlapped compute on its device
 };
 
 RunResult RunOnce(const JobSpec& spec, const std::string& policy, const PoolSpec& pool,
@@ -100,6 +102,8 @@ RunResult RunOnce(const JobSpec& spec, const std::string& policy, const PoolSpec
   r.moves = hp != nullptr ? hp->share().MoveCount(*id) : 0;
   r.state_loads = (*sim)->state_loads();
   r.state_load_s = (*sim)->state_load_us() / 1e6;
+  r.exposed_s = (*sim)->state_load_exposed_us() / 1e6;
+  r.hidden_s = (*sim)->state_load_hidden_us() / 1e6;
   return r;
 }
 
@@ -163,9 +167,9 @@ Result<JobSpec> Workload(const std::string& name, uint32_t devices, const RlArgs
 }
 
 int Table(uint32_t devices, const RlArgs& rl) {
-  std::printf("%-11s %-10s %10s %10s %7s %8s %7s %7s %8s %8s %6s %6s %6s\n", "workload", "policy",
-              "makespan_s", "bound_s", "gap", "tight_s", "gap_t", "bubble", "masking", "vs_spmd",
-              "moves", "loads", "wall_s");
+  std::printf("%-11s %-10s %10s %10s %7s %8s %7s %7s %8s %8s %6s %6s %7s %7s %6s %6s\n", "workload",
+              "policy", "makespan_s", "bound_s", "gap", "tight_s", "gap_t", "bubble", "masking",
+              "vs_spmd", "moves", "loads", "load_s", "expo_s", "hidden", "wall_s");
   for (const std::string& w : {std::string("multimodal"), std::string("moe"), std::string("rl")}) {
     auto spec = Workload(w, devices, rl);
     if (!spec.ok()) return 1;
@@ -180,12 +184,13 @@ int Table(uint32_t devices, const RlArgs& rl) {
       const ScheduleMetrics& m = r.metrics;
       std::printf(
           "%-11s %-10s %10.4f %10.4f %6.1f%% %8.4f %6.1f%% %6.1f%% %7.1f%% %7.1f%% %6llu %6llu "
-          "%6.2f\n",
+          "%7.2f %7.3f %5.1f%% %6.2f\n",
           w.c_str(), p.c_str(), m.makespan_s, m.lower_bound_s,
           100 * (m.makespan_s / m.lower_bound_s - 1), m.tight_bound_s,
           100 * (m.makespan_s / m.tight_bound_s - 1), 100 * m.bubble_ratio, 100 * m.masking_ratio,
           100 * (m.makespan_s / spmd.metrics.makespan_s - 1),
           static_cast<unsigned long long>(r.moves), static_cast<unsigned long long>(r.state_loads),
+          r.state_load_s, r.exposed_s, r.state_load_s > 0 ? 100 * r.hidden_s / r.state_load_s : 0,
           r.wall_s);
     }
   }

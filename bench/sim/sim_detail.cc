@@ -206,10 +206,12 @@ int PrintDetail(const JobSpec& spec, uint32_t devices, const std::string& policy
       for (int v : row) std::printf(" %4d", v);
       std::printf("\n");
     }
-    std::printf("device moves %llu, state loads %llu (%.3f s device time)\n",
-                static_cast<unsigned long long>(hp->share().MoveCount(*id)),
-                static_cast<unsigned long long>((*sim)->state_loads()),
-                (*sim)->state_load_us() / 1e6);
+    std::printf(
+        "device moves %llu, state loads %llu (%.3f s device time, %.3f s exposed, %.3f s hidden "
+        "under compute)\n",
+        static_cast<unsigned long long>(hp->share().MoveCount(*id)),
+        static_cast<unsigned long long>((*sim)->state_loads()), (*sim)->state_load_us() / 1e6,
+        (*sim)->state_load_exposed_us() / 1e6, (*sim)->state_load_hidden_us() / 1e6);
   }
   return 0;
 }

@@ -22,6 +22,9 @@ struct SimRun {
   std::vector<DeviceId> device;  // per run (UINT32_MAX: never placed)
   uint64_t loads = 0;
   double load_us = 0;
+  double exposed_us = 0;  // of load_us: tasks waited for it
+  double hidden_us = 0;   // of load_us: under compute on its device
+  uint64_t prefetches = 0;
   std::vector<uint64_t> loads_on;  // per device
 };
 
@@ -48,6 +51,9 @@ inline SimRun Simulate(const JobSpec& spec, const std::string& policy, const Poo
   }
   r.loads = (*sim)->state_loads();
   r.load_us = (*sim)->state_load_us();
+  r.exposed_us = (*sim)->state_load_exposed_us();
+  r.hidden_us = (*sim)->state_load_hidden_us();
+  r.prefetches = (*sim)->state_prefetches();
   for (DeviceId d = 0; d < rp.device_count(); ++d) r.loads_on.push_back((*sim)->state_loads_on(d));
   return r;
 }

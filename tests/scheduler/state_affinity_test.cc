@@ -267,11 +267,41 @@ TEST(StateAffinityWidth, ASpreadIsCappedAtTheLoadsItsWorkPaysFor) {
   // Caps that leave devices of the pool idle grow in proportion: a load
   // there displaces no work. Never past the width (4 runs at once).
   job.state_load_us = {150};  // worth 2
-  for (const auto& [devices, width] : {std::pair{3u, 3u}, {8u, 4u}, {2u, 2u}, {1u, 2u}}) {
+  // On a pool its cap fills, a cap set by the load splits the pool by
+  // work: the one part gets it all.
+  for (const auto& [devices, width] : {std::pair{3u, 3u}, {8u, 4u}, {2u, 2u}, {1u, 1u}}) {
     StateAffinity affinity;
     affinity.AddJob(job, devices);
     EXPECT_EQ(affinity.Width(1, 0), width) << devices << " devices";
   }
+}
+
+// Caps set by their loads that fill the pool split it by work (rule 3):
+// every part is prefetched at once (rule 5), so a large load no longer
+// decides how few devices a part with much work gets. Where one part's
+// cap is its width instead, the caps stay as the loads set them.
+TEST(StateAffinityWidth, CapsSetByLoadsThatFillThePoolSplitItByWork) {
+  SpecBuilder b;
+  b.Submodel("a", SubmodelKind::kExpert).Submodel("b", SubmodelKind::kExpert);
+  for (int i = 0; i < 6; ++i) b.Add(Gemm("a" + std::to_string(i), "a", 100));
+  for (int i = 0; i < 2; ++i) b.Add(Gemm("b" + std::to_string(i), "b", 100));
+  JobSpec spec = b.Build();
+  spec.submodels[0].state_bytes = 1e6;
+  spec.submodels[1].state_bytes = 1e6;
+  JobRun job;
+  job.id = 1;
+  job.graph = test::BuildGraph(spec);
+  job.est_us.assign(8, 100);
+  job.state_load_us = {150, 150};  // worth 4 of width 6, and 1 of width 2
+  StateAffinity split;
+  split.AddJob(job, 4);  // caps 4 + 1 fill 4 devices
+  EXPECT_EQ(split.Width(1, 0), 3u) << "600 of 800 us of work";
+  EXPECT_EQ(split.Width(1, 1), 1u);
+  job.state_load_us = {150, 50};  // b's cap is its width (2), not its load
+  StateAffinity kept;
+  kept.AddJob(job, 4);
+  EXPECT_EQ(kept.Width(1, 0), 4u);
+  EXPECT_EQ(kept.Width(1, 1), 2u);
 }
 
 // Parts of a sharded state are held apart: a device holding part 0 is no

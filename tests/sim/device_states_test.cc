@@ -60,5 +60,23 @@ TEST(DeviceStatesTest, OutputsMakeRoomByEvictingPartsButNeverTheOneKept) {
   EXPECT_EQ(s.Parts(0), (std::vector<StatePart>{kA}));
 }
 
+// Rule 4: a prefetch takes free room or parts a task used and no run
+// uses now; it never evicts a part prefetched for a task that has not run
+// yet, nor one in use, and when that is not enough it starts nothing.
+TEST(DeviceStatesTest, APrefetchNeverEvictsWhatIsInUseOrNotYetUsedAndNeverOverCommits) {
+  DeviceStates s;
+  ASSERT_EQ(s.Prefetch(0, kA, 40, kCap, 0, {}), 0u);
+  EXPECT_TRUE(s.Holds(0, kA));
+  EXPECT_FALSE(s.Prefetch(0, kB, 70, kCap, 0, {})) << "only evicting A, not yet used, makes room";
+  EXPECT_EQ(s.Parts(0), (std::vector<StatePart>{kA}));
+  ASSERT_TRUE(s.Touch(0, kA));  // a task runs with A
+  EXPECT_FALSE(s.Prefetch(0, kB, 70, kCap, 0, {kA})) << "A is in use";
+  EXPECT_EQ(s.Prefetch(0, kB, 70, kCap, 0, {}), 1u) << "A was used and is idle now";
+  EXPECT_EQ(s.Parts(0), (std::vector<StatePart>{kB}));
+  EXPECT_LE(s.Bytes(0), kCap);
+  EXPECT_FALSE(s.Prefetch(0, kC, 40, kCap, 0, {})) << "B is not used yet";
+  EXPECT_EQ(s.Bytes(0), 70);
+}
+
 }  // namespace
 }  // namespace hmpmd

@@ -35,8 +35,8 @@ nlohmann::json MetricsJson(const ScheduleMetrics& m, const ResourcePool& pool);
 nlohmann::json TasksJson(const JobRun& job, const ResourcePool& pool);
 // Chrome trace / Perfetto JSON: one "X" event per finished run, pid the
 // device, tid the core; metadata events name them. With a simulation's
-// `loads`, a run charged a state load has a "load" slice (category
-// "state_load") at its start, inside its own.
+// `loads`, each state load is a "load" slice (category "state_load") on
+// its device's load lane (tid 2000), args.task the first run that used it.
 nlohmann::json TraceJson(const JobRun& job, const ResourcePool& pool,
                          const StateLoadTimes* loads = nullptr);
 // TraceJson's text (as its dump() gives it), written event by event: the

@@ -99,6 +99,7 @@ class HmpmdPolicy final : public DeviceSetPolicy {
   // member): its sub-model, core kind, kernel and whether it reads stored
   // inputs decide whether it can be placed.
   uint64_t WaitClass(const TaskView& task) const override;
+  void TakeStateIntents(std::vector<StateIntent>* out) override { affinity_.TakeIntents(out); }
 
   // The jobs' fair-share clocks.
   const JobShares& fair() const { return fair_; }

@@ -71,6 +71,15 @@ inline bool CommToVector(const GraphTask& task, const TaskSpec& spec) {
   return task.is_comm && !spec.core_given && IsCommKernel(spec.kernel);
 }
 
+// A part of a sub-model's state (state_shards.h) that a policy foresees
+// `device` will run a task of.
+struct StateIntent {
+  DeviceId device = 0;
+  JobId job = 0;
+  uint32_t submodel = 0;
+  uint32_t part = 0;
+};
+
 // The outcome of one placement attempt: a value, not an error.
 struct Placement {
   enum class Kind { kPlaced, kRetryLater, kInfeasible };
@@ -150,6 +159,12 @@ class Policy {
   // Devices moved between `job`'s device sets so far (policies whose sets
   // follow demand); reported beside a schedule's figures.
   virtual uint64_t DeviceMoves(JobId /*job*/) const { return 0; }
+  // Appends what the policy foresees a device will run next and forgets
+  // it: "device d will run a task of part p", so the state load can start
+  // before the task is placed (the simulator runs it on the device's load
+  // lane, docs/simulation.md#prefetch). An intent is advice: the task
+  // still loads on demand where the part is not resident.
+  virtual void TakeStateIntents(std::vector<StateIntent>* out) { (void)out; }
 };
 
 // The policies of policy_registry.cc: adding one is a file of its own and

@@ -217,6 +217,7 @@ class Scheduler {
   const CostModel& cost_model() const { return cost_; }
   CostModel& mutable_cost_model() { return cost_; }
   const Policy& policy() const { return *policy_; }
+  Policy& mutable_policy() { return *policy_; }
   const JobRun* job(JobId id) const;
   const std::map<JobId, JobRun>& jobs() const { return jobs_; }
   size_t ready_count() const;

@@ -76,6 +76,10 @@ class SpmdPolicy final : public Policy {
   void OnReleased(JobId job, uint32_t run, CoreId core, const ResourcePool& pool) override;
   void OnDeviceAdded(DeviceId device, const ResourcePool& pool) override;
   void OnDeviceRemoved(DeviceId device, const ResourcePool& pool) override;
+  // The plan's state, once per (device, part) of a pinned task, in task
+  // order, when a job is laid out: a static deployment loads its state
+  // before it runs, as the others prefetch theirs.
+  void TakeStateIntents(std::vector<StateIntent>* out) override;
 
   // The device set of `submodel` of `job` (empty when unknown).
   const std::vector<DeviceId>& DeviceSet(JobId job, uint32_t submodel) const;
@@ -129,6 +133,7 @@ class SpmdPolicy final : public Policy {
   // Whether `device` is in set `sm` of `plan`.
   static bool InSet(const JobPlan& plan, uint32_t sm, DeviceId device);
   std::unordered_set<uint64_t> asleep_;  // keys handed out in RetryWhen()
+  std::vector<StateIntent> intents_;     // TakeStateIntents(), not yet taken
   std::vector<uint64_t> woken_;
   // Rule 5: the sets of open jobs' actors (closed jobs are not in it).
   DeviceShare sessions_;

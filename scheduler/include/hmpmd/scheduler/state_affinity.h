@@ -36,8 +36,21 @@
 //     expert keeps one device, a hot one as many as its tokens pay for.
 //     When the job's caps add up to fewer devices than are live, they grow
 //     in proportion until they fill the pool: a load on a device that
-//     would stay idle displaces no work.
+//     would stay idle displaces no work. When they add up to the pool or
+//     more and every part's cap is set by its load rather than its width
+//     (large states: a pipeline's stages), the caps split the pool in
+//     proportion to each part's work instead: the loads all run at once
+//     from time 0 (rule 5), so a part's load no longer decides how many
+//     devices pay it, and the critical path's work gets its share.
 //  4. A dead device holds nothing.
+//  5. Prefetch at admission (PlaceInitial): each part gets its cap of
+//     holders at once, on devices that hold nothing of the job yet, the
+//     parts whose runs can start earliest first (they are needed first),
+//     until the pool runs out; each holder is an intent
+//     (Policy::TakeStateIntents), so the simulator loads every part from
+//     time 0 in parallel, under the work before its first run, instead
+//     of when that run arrives. Parts left with fewer holders than their
+//     cap spread on demand as above.
 // Cost: admission O(tasks); a placement O(holders) up to kScanHolders
 // holders, beyond a scan of the kind's available cores; a placement on a
 // device O(states it holds).
@@ -66,6 +79,10 @@ class StateAffinity {
   // `devices`: the live devices the job may spread over (rule 3; 0: none
   // counted).
   void AddJob(const JobRun& job, uint32_t devices = 0);
+  // Rule 5, after AddJob.
+  void PlaceInitial(const JobRun& job, const ResourcePool& pool);
+  // Appends the holders rule 5 chose since the last call and forgets them.
+  void TakeIntents(std::vector<StateIntent>* out);
   void RemoveJob(JobId job);
   void OnDeviceRemoved(DeviceId device);
 
@@ -97,6 +114,7 @@ class StateAffinity {
     uint32_t worth = UINT32_MAX;  // rule 3: holders its work pays the loads of
     double load_us = 0;
     double bytes = 0;
+    double first_start_us = 0;  // its earliest run's start, unlimited devices
     std::vector<DeviceId> holders;
     std::unordered_set<DeviceId> has;
   };
@@ -121,6 +139,8 @@ class StateAffinity {
   // The holder core of `kind` that frees first, or kNoCore.
   CoreId BestHolder(const Holding& h, const TaskView& task, CoreKind kind,
                     const ResourcePool& pool) const;
+  // Makes `device` a holder of `slot` of `job` (the most recently used).
+  void Hold(JobId job, uint32_t slot, DeviceId device, const ResourcePool& pool);
   // Whether an alive holder could ever run `task` on a core of `kind`.
   static bool HolderCanRun(const Holding& h, const TaskView& task, CoreKind kind,
                            const ResourcePool& pool);
@@ -128,6 +148,7 @@ class StateAffinity {
   std::unordered_map<JobId, JobHoldings> jobs_;
   std::vector<std::vector<Held>> on_device_;  // least recently used first
   std::unordered_set<uint64_t> in_flight_;    // (job, run) counted in Holding::in_flight
+  std::vector<StateIntent> intents_;          // rule 5, not yet taken
 };
 
 }  // namespace hmpmd

@@ -7,11 +7,16 @@
 //    used parts first, never the one a running task needs.
 // 3. What cannot fit even after every other part would be evicted is
 //    refused, naming the figures, and evicts nothing.
+// 4. A prefetch (a load no task waits for yet) takes only room that is
+//    free or held by parts no running task uses and that some task has
+//    used: it never evicts another prefetched part before its task ran,
+//    and when that is not enough it is not started.
 // Cost: O(parts resident on the device) per call.
 // Thread-safety: not thread-safe; owned by one Simulator.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,10 +42,18 @@ class DeviceStates {
   // parts it evicted, or an error when it cannot fit.
   Result<uint32_t> Load(DeviceId device, const StatePart& part, double bytes, uint64_t cap,
                         uint64_t outputs);
+  // Rule 4: makes `part` resident on `device` ahead of its task, evicting
+  // only used parts not in `in_use`. Returns how many it evicted, or
+  // nothing (and evicts nothing) when it does not fit so.
+  std::optional<uint32_t> Prefetch(DeviceId device, const StatePart& part, double bytes,
+                                   uint64_t cap, uint64_t outputs,
+                                   const std::vector<StatePart>& in_use);
   // Rule 2 for outputs: evicts parts (never `keep`) until `need` more bytes
   // of outputs fit beside `outputs` held; false when they cannot.
   bool MakeRoom(DeviceId device, uint64_t need, uint64_t cap, uint64_t outputs,
                 const StatePart& keep);
+  // Whether `device` holds `part`, without using it.
+  bool Holds(DeviceId device, const StatePart& part) const;
   // Bytes of state resident on `device`.
   double Bytes(DeviceId device) const;
   // Parts resident on `device`, least recently used first.
@@ -50,6 +63,7 @@ class DeviceStates {
   struct Held {
     StatePart part;
     double bytes = 0;
+    bool used = true;  // false: prefetched, no task has run with it yet
   };
   std::vector<Held>& On(DeviceId device);
   // Evicts the least recently used parts other than `keep` until `room`

@@ -59,17 +59,27 @@ struct ScheduleMetrics {
 // bounds can count what residency makes unavoidable instead of what one
 // policy happened to pay.
 struct StateLoadTimes {
-  std::vector<double> run_us;   // per run: the load charged to it (in its duration)
+  std::vector<double> run_us;   // per run: the time it waited for its load (in its duration)
   std::vector<double> part_us;  // per run: a load of its state part (0: stateless)
-  double min_us = 0;            // one load of each part the job used
+  // Each load on its device's load lane, for traces.
+  struct Slice {
+    DeviceId device = 0;
+    TimeUs start = 0;
+    TimeUs end = 0;
+    uint32_t submodel = 0;
+    uint32_t run = kNoRun;  // the first run that waited for or used it
+    bool prefetch = false;  // started before any task needed it
+  };
+  std::vector<Slice> slices;
 };
 
 // Devices counted are those alive now plus those that ran a task of the job.
 // With `loads`, lower_bound_s, tight_bound_s and critical_path_s are
 // residency-aware rather than counting the loads one policy chose to pay:
-// runs count their durations less the loads charged to them; a stateful
-// run starts no earlier than one load of its part (no device holds state
-// at the start); and the work bound adds one load of each part used.
+// runs count their durations less the time they waited for their loads;
+// a stateful run starts no earlier than one load of its part (no device
+// holds state at the start). Loads run on a lane of their own, so they add
+// no core work.
 ScheduleMetrics ComputeMetrics(const JobRun& job, const ResourcePool& pool,
                                const StateLoadTimes* loads = nullptr);
 // Turns `job` (a copy of a running job) into its current step so far, for

@@ -11,17 +11,23 @@
 // built-in kernel (docs/job-spec.md) is accepted. It does no I/O and reads no clock.
 //
 // State: a sub-model with state_bytes holds its shard's part of it on each
-// device that ran one of its compute tasks (state_shards.h). A compute task
-// on a device that does not hold its part first loads it over the fabric
-// (the node tier on a one-node pool): the load's time is added to the
-// task's. The device then keeps it (DeviceStates): resident parts plus the
-// outputs its store holds never exceed its memory_mb; the least recently
-// used parts make room, and a part that cannot fit fails its task naming
-// the figures. No device holds any state when the simulation starts, so
-// the first task of a part on each device pays once under every policy;
-// after that, a load is a device coming to a part it lacks (first time, or
-// evicted). Communication and gang members load nothing (they move their
-// own bytes).
+// device that ran one of its compute tasks (state_shards.h). A part is
+// loaded over the fabric (the node tier on a one-node pool) on the
+// device's load lane, one load at a time per device, beside its cores:
+// - ahead of need, for each intent the policy gives after a Schedule()
+//   pass (Policy::TakeStateIntents), when it fits without evicting a part
+//   in use or one prefetched and not used yet (DeviceStates rule 4); else
+//   it is not started;
+// - on demand, when a compute task is placed on a device that does not
+//   hold its part.
+// A task starts its kernel when its part's load has ended: the wait (the
+// exposed load) is part of its duration. The device keeps the part
+// (DeviceStates) from the load's start: resident parts plus the outputs
+// its store holds never exceed its memory_mb; the least recently used parts
+// make room, and a part that cannot fit fails its task naming the figures.
+// No device holds any state when the simulation starts, under every
+// policy. Communication and gang members load nothing (they move their own
+// bytes). A load's time that overlaps compute on its device is "hidden".
 //
 // Object stores: as on workers, each run's outputs (the size its built-in
 // kernel's arguments and inputs tell; a worker's own kernel's count 0) stay
@@ -95,6 +101,14 @@ class Simulator {
   // ComputeMetrics' residency-aware bounds; null when it needed no state.
   const StateLoadTimes* LoadsOf(JobId job) const;
   double state_load_us() const { return state_load_us_; }
+  // Of state_load_us(): the time tasks waited for their loads (exposed),
+  // and the load time that overlapped compute on its device (hidden).
+  // Loads on a device that neither computes nor has a task waiting count
+  // in neither. Final once Run() returned.
+  double state_load_exposed_us() const { return state_load_exposed_us_; }
+  double state_load_hidden_us() const;
+  // Loads started ahead of need (of state_loads()).
+  uint64_t state_prefetches() const { return state_prefetches_; }
   // Loads charged on `device` so far (0 when out of range).
   uint64_t state_loads_on(DeviceId device) const;
 
@@ -104,10 +118,20 @@ class Simulator {
   // The state part task `t` of `d` needs on its device and its bytes, or
   // nothing for a task that needs none (state_shards.h).
   std::optional<std::pair<StatePart, double>> PartOf(const Dispatch& d, const TaskSpec& t) const;
-  // Time to load the state part `t` needs on d.device (0 when it holds it
-  // or needs none); the part is then resident there. Sets `error` when the
-  // part cannot fit the device's memory.
+  // Time `d` waits for the state part `t` needs on d.device (0 when it is
+  // resident and loaded, or needs none); a part not resident is loaded on
+  // demand. Sets `error` when the part cannot fit the device's memory.
   double LoadStateUs(const Dispatch& d, const TaskSpec& t, std::string* error);
+  // Starts the loads of the policy's intents that fit (see above).
+  void Prefetch();
+  // Sizes the per-device tables to hold `device`.
+  void Grow(DeviceId device);
+  // A load of `bytes` over the link tier loads use, in whole us.
+  TimeUs LoadUs(double bytes) const;
+  // Puts a load of `part` (`bytes`) on `device`'s load lane from now;
+  // returns its end.
+  TimeUs QueueLoad(DeviceId device, const StatePart& part, double bytes, uint32_t run,
+                   bool prefetch);
 
   struct Event {
     TimeUs end;
@@ -130,10 +154,24 @@ class Simulator {
   std::unordered_map<uint64_t, std::string> state_errors_;  // by Event::seq
   struct Recorded {
     StateLoadTimes times;
-    std::unordered_set<uint64_t> parts;  // (sub-model, part) used
   };
   std::unordered_map<JobId, Recorded> recorded_;
   std::vector<uint64_t> loads_on_;
+  struct Arriving {
+    StatePart part;
+    TimeUs end = 0;
+    JobId job = 0;
+    size_t slice = 0;  // index in its job's StateLoadTimes::slices
+  };
+  // Per device: the load lane's end, loads not yet ended, the parts its
+  // placed runs use, and its compute intervals.
+  std::vector<TimeUs> lane_free_;
+  std::vector<std::vector<Arriving>> arriving_;
+  std::vector<std::vector<StatePart>> in_use_;
+  std::vector<std::vector<std::pair<TimeUs, TimeUs>>> compute_;
+  std::vector<StateIntent> intents_;  // Prefetch() scratch
+  uint64_t state_prefetches_ = 0;
+  double state_load_exposed_us_ = 0;
   uint64_t state_loads_ = 0;
   uint64_t state_evictions_ = 0;
   double state_load_us_ = 0;
