@@ -391,6 +391,13 @@ void Controller::ScheduleAndSend(TimeUs now) {
   if (RecoveryHoldsDispatch(now)) return;      // workers are still re-registering
   dispatch_scratch_.clear();
   scheduler_->Schedule(now, &dispatch_scratch_);
+  {
+    // Live workers do not load state ahead of need yet (only the simulator
+    // does): the policies' prefetch intents are dropped so they do not
+    // pile up over the controller's life.
+    std::vector<StateIntent> intents;
+    scheduler_->mutable_policy().TakeStateIntents(&intents);
+  }
   if (dispatch_scratch_.empty()) return;
   const ResourcePool& pool = scheduler_->pool();
   round_gangs_.clear();
