@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 import numpy as np  # noqa: E402
 
 import hmpmd  # noqa: E402
+from hmpmd.local import run_on  # noqa: E402
 import model  # noqa: E402
 
 VISION_REPLICAS = 2
@@ -190,13 +191,8 @@ def main():
     def run(endpoint):
         return train(endpoint, a.seed, a.steps, a.micro_batches, a.batch, a.lr)
 
-    if a.controller:
-        r = run(a.controller)
-    else:
-        from hmpmd.local import LocalCluster
-        with LocalCluster(a.bin, workers=a.workers, python_kernels=["kernels"],
-                          python_path=[HERE]) as cluster:
-            r = run(cluster.endpoint)
+    r = run_on(run, a.controller, a.bin, workers=a.workers, python_kernels=["kernels"],
+               python_path=[HERE])
     losses, times, same = r["losses"], r["seconds"], r["replicas_equal"]
     result = {"losses": losses, "seconds": times, "replicas_equal": same}
     if a.check:

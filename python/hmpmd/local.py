@@ -51,6 +51,16 @@ def free_port():
     raise RuntimeError("no free port below %d on 127.0.0.1 after 200 tries" % lo)
 
 
+def run_on(fn, controller, bin_dir, **cluster):
+    """fn(endpoint) against `controller` when one is given, else against a
+    LocalCluster(bin_dir, **cluster) started for the call and stopped after
+    it. Returns what fn returns."""
+    if controller:
+        return fn(controller)
+    with LocalCluster(bin_dir, **cluster) as c:
+        return fn(c.endpoint)
+
+
 class LocalCluster:
     """`hmpmd controller` and `workers` workers: `hmpmd worker` (or
     `worker_binary`), or, with `python_kernels` (module names),

@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 
 import hmpmd  # noqa: E402
+from hmpmd.local import run_on  # noqa: E402
 
 
 def train(endpoint, mode, staleness, actors, episodes, max_updates, target, seed, lr,
@@ -130,13 +131,8 @@ def main():
         return {m: train(endpoint, m, a.staleness, a.actors, a.episodes, a.max_updates,
                          a.target, a.seed, a.lr) for m in modes}
 
-    if a.controller:
-        runs = run_all(a.controller)
-    else:
-        from hmpmd.local import LocalCluster
-        with LocalCluster(a.bin, workers=a.workers, python_kernels=["kernels"],
-                          python_path=[HERE]) as cluster:
-            runs = run_all(cluster.endpoint)
+    runs = run_on(run_all, a.controller, a.bin, workers=a.workers, python_kernels=["kernels"],
+                  python_path=[HERE])
     for r in runs.values():
         r["updates_per_s"] = len(r["rewards"]) / r["seconds"][-1]
     if a.plot:
