@@ -129,8 +129,16 @@ void EventFeed::OnTaskEnded(JobId job, uint32_t run, bool ok, TimeUs start, Time
   metrics_.OnTaskEnded(job, run, start, end);
   if (!active_) return;
   const JobRun* j = controller_->scheduler().job(job);
-  CoreId core = (j && run < j->runs.size()) ? j->runs[run].core : kNoCore;
-  Push({job, run, static_cast<uint8_t>(ok ? 1 : 2), core, start, end});
+  const bool known = j != nullptr && run < j->runs.size();
+  // The scheduler has already decided: a failed run it did not end runs
+  // again (its kernel's retry, or its gang's new attempt), with its core
+  // released (so the core recorded is none).
+  const TaskState s = known ? j->runs[run].state : TaskState::kFailed;
+  const bool again =
+      !ok && known && !IsTerminal(j->state) &&
+      (s == TaskState::kReady || s == TaskState::kBlocked || s == TaskState::kRunning);
+  CoreId core = known ? j->runs[run].core : kNoCore;
+  Push({job, run, static_cast<uint8_t>(ok ? 1 : again ? 3 : 2), core, start, end});
 }
 
 std::string EventFeed::TasksEvent(const Batch& b) {

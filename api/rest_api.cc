@@ -1,7 +1,9 @@
 #include "hmpmd/api/rest_api.h"
 
 #include <cctype>
+#include <charconv>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "hmpmd/api/dashboard_assets.h"
 #include "hmpmd/api/live_metrics.h"
@@ -399,6 +401,67 @@ bool RestApi::GetOutputs(RouteCall& call) {
   // change things here (the Bearer token, or anyone without one), never
   // to a reader the controller would refuse a POST.
   if (Authorised(call.req)) body["data_token"] = DataTokenHex(c.data_token());
+  call.reply(Json(200, JsonText(body)));
+  return true;
+}
+
+bool RestApi::GetLogs(RouteCall& call) {
+  constexpr std::string_view kRoute = "GET /api/v1/jobs/{id}/logs";
+  auto q = ParseQueryParams(call.req.query, kRoute, {"task", "step"});
+  if (!q.ok()) return call.reply(Error(400, q.status().message())), true;
+  std::optional<std::string> task;
+  uint64_t step = 0;
+  for (const auto& [name, value] : *q) {
+    if (name == "task") {
+      task = value;
+    } else if (auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), step);
+               value.empty() || ec != std::errc() || end != value.data() + value.size()) {
+      call.reply(Error(400, "query: step is a whole number, not '" + ShownInError(value) + "'"));
+      return true;
+    }
+  }
+  if (!task) {
+    call.reply(Error(400, "query: task is required: " + std::string(kRoute) + "?task=ID"));
+    return true;
+  }
+  const JobRun* job = LoopJob(call);
+  if (job == nullptr) return true;
+  const JobGraph& g = *job->graph;
+  uint32_t index = 0;
+  while (index < g.size() && g.spec_task(index).id != *task) ++index;
+  if (index == g.size()) {
+    call.reply(
+        Error(404, "job " + std::to_string(job->id) + ": no task '" + ShownInError(*task) + "'"));
+    return true;
+  }
+  if (step >= g.steps()) {
+    call.reply(Error(400, "query: step " + std::to_string(step) + " is past the job's " +
+                              std::to_string(g.steps()) + " step(s)"));
+    return true;
+  }
+  const auto run = static_cast<uint32_t>(step * g.size() + index);
+  const TaskRecord& rec = job->runs[run];
+  const TaskSpec& t = g.spec_task(index);
+  json attempts = json::array();
+  uint64_t dropped = 0;
+  if (const TaskLogs::Run* logs = controller_->task_logs().Find(job->id, run)) {
+    for (const TaskLogs::Attempt& a : logs->attempts) {
+      json e = {{"attempt", a.attempt}, {"ok", a.ok}, {"lines", a.lines}};
+      if (!a.ok) e["error"] = a.error;
+      attempts.push_back(std::move(e));
+    }
+    dropped = logs->dropped;
+  }
+  json body = {{"job", job->id},
+               {"task", t.id},
+               {"step", step},
+               {"run", run},
+               {"state", std::string(TaskStateName(rec.state))},
+               {"attempt", rec.attempt},
+               {"max_retries", t.max_retries},
+               {"retries", rec.retries},
+               {"attempts", std::move(attempts)},
+               {"dropped", dropped}};
   call.reply(Json(200, JsonText(body)));
   return true;
 }

@@ -19,6 +19,7 @@ const Route RestApi::kRoutes[] = {
   {"/api/v1/jobs/{id}/trace",   "GET",    RouteRuns::kSnapshotOrLoop, false, RouteQuery::kNone,    &RestApi::GetTrace},
   {"/api/v1/jobs/{id}/dag",     "GET",    RouteRuns::kSnapshotOrLoop, false, RouteQuery::kNone,    &RestApi::GetDag},
   {"/api/v1/jobs/{id}/outputs", "GET",    RouteRuns::kSnapshotOrLoop, false, RouteQuery::kNone,    &RestApi::GetOutputs},
+  {"/api/v1/jobs/{id}/logs",    "GET",    RouteRuns::kLoop,           false, RouteQuery::kOwn,     &RestApi::GetLogs},
   {kHttpEventsPath,             "GET",    RouteRuns::kServer,         false, RouteQuery::kNone,    nullptr},
   {"/metrics",                  "GET",    RouteRuns::kSnapshot,       false, RouteQuery::kNone,    &RestApi::GetMetrics},
   {"/api/v1/openapi.json",      "GET",    RouteRuns::kHttpThread,     false, RouteQuery::kNone,    &RestApi::GetAsset},

@@ -86,6 +86,7 @@ TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t 
   row.run = r;
   row.state = ShownState(job, r);
   row.attempt = rec.attempt;
+  row.retries = rec.retries;
   if (rec.core != kNoCore) {
     const auto& core = pool.core(rec.core);
     row.placed = true;
@@ -123,6 +124,11 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
             {"core_kind", kind},
             {"state", std::string(TaskStateName(row.state))},
             {"attempt", row.attempt}};
+  // Only where the spec asks for retries: most tasks have none.
+  if (t.max_retries > 0) {
+    e["max_retries"] = t.max_retries;
+    e["retries"] = row.retries;
+  }
   if (row.placed) {
     e["device"] = row.device;
     e["core"] = std::string(CoreKindName(row.core_kind)) + std::to_string(row.lane);

@@ -187,6 +187,8 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
         t.op = c.collective->op;
         t.group_bytes = c.collective->bytes;
       }
+      t.max_retries = c.max_retries;
+      t.retry_on = std::move(c.retry_on);
       group.tasks.push_back(std::move(t));
     }
     if (const size_t bytes = kSubmitHeadBytes + EncodedSize(group);

@@ -261,10 +261,15 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
       if (applied && r.retryable) {
         spdlog::info("job {} run {} attempt {} failed ({}); its gang runs again if attempts last",
                      r.job, r.task, r.attempt, error);
+      } else if (const JobRun* job = scheduler_->job(r.job);
+                 applied && job != nullptr && job->runs[r.task].attempt > r.attempt) {
+        spdlog::info("job {} run {} attempt {} failed ({}); retried as attempt {}", r.job, r.task,
+                     r.attempt, error, job->runs[r.task].attempt);
       }
     }
     if (applied) {
       ++w.tasks_done;
+      task_logs_.Add(r.job, r.task, r.attempt, r.ok, error, r.log);
       if (observer_) observer_->OnTaskEnded(r.job, r.task, r.ok, start, end, now);
     } else {
       ++counters_.stale_results;

@@ -67,6 +67,7 @@ uint64_t Controller::DropEndedJob(JobId gone) {
     }
   }
   outputs_.erase(first, last);
+  task_logs_.Forget(gone);
   scheduler_->EraseJob(gone);
   finished_unix_ms_.erase(gone);
   stored_metrics_.erase(gone);

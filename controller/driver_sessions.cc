@@ -62,6 +62,8 @@ TaskSpec ToSpec(WireTask&& w) {
   t.cost.bytes = w.bytes;
   if (!w.group.empty())
     t.collective = CollectiveSpec{std::move(w.group), std::move(w.op), w.group_bytes};
+  t.max_retries = w.max_retries;
+  t.retry_on = std::move(w.retry_on);
   return t;
 }
 

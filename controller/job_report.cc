@@ -160,6 +160,10 @@ json TasksJson(const JobRun& job, const ResourcePool& pool) {
               {"kernel", t.kernel},
               {"state", std::string(TaskStateName(rec.state))},
               {"attempt", rec.attempt}};
+    if (t.max_retries > 0) {
+      e["max_retries"] = t.max_retries;
+      e["retries"] = rec.retries;
+    }
     if (rec.core != kNoCore) {
       const auto& core = pool.core(rec.core);
       e["device"] = core.device;

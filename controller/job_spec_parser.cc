@@ -6,6 +6,7 @@
 #include <set>
 
 #include "hmpmd/protocol/strict_json.h"
+#include "hmpmd/scheduler/retry_rule.h"
 
 namespace hmpmd {
 namespace {
@@ -246,6 +247,27 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
     cs.bytes_given = c->contains("bytes");
     RETURN_IF_ERROR(cr.NoExtraFields());
     t->collective = std::move(cs);
+  }
+  RETURN_IF_ERROR(r.Uint("max_retries", 0, kMaxTaskRetries, &t->max_retries));
+  if (const json* on = r.Find("retry_on")) {
+    if (!on->is_array()) {
+      return r.Error("retry_on", "expected an array of strings, got " + TypeName(*on));
+    }
+    if (on->size() > kMaxRetryOn) {
+      return r.Error("retry_on", "more than " + std::to_string(kMaxRetryOn) + " entries");
+    }
+    for (size_t k = 0; k < on->size(); ++k) {
+      const json& e = (*on)[k];
+      const std::string field = "retry_on[" + std::to_string(k) + "]";
+      if (!e.is_string()) return r.Error(field, "expected a string, got " + TypeName(e));
+      const auto& s = e.get_ref<const std::string&>();
+      if (s.empty()) return r.Error(field, "empty (leave retry_on out to retry any error)");
+      if (s.size() > kMaxRetryOnBytes) {
+        return r.Error(field, "longer than the limit of " + std::to_string(kMaxRetryOnBytes));
+      }
+      if (Status c = NoControlChars(s); !c.ok()) return r.Error(field, c.message());
+      t->retry_on.push_back(s);
+    }
   }
   return r.NoExtraFields();
 }

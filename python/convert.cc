@@ -221,7 +221,8 @@ CollectiveSpec CollectiveFromDict(const py::object& obj) {
 client::Call MakeCall(std::string kernel, const py::object& args,
                       std::vector<client::Future> inputs, const std::string& core,
                       std::string actor, std::string label, double flops, double bytes,
-                      const py::object& collective) {
+                      const py::object& collective, const py::object& max_retries,
+                      const py::object& retry_on) {
   client::Call call;
   call.kernel = std::move(kernel);
   if (!args.is_none()) {
@@ -235,6 +236,24 @@ client::Call MakeCall(std::string kernel, const py::object& args,
   call.cost.flops = flops;
   call.cost.bytes = bytes;
   if (!collective.is_none()) call.collective = CollectiveFromDict(collective);
+  // bool is an int in Python; True retries would be a typo.
+  if (!py::isinstance<py::int_>(max_retries) || py::isinstance<py::bool_>(max_retries)) {
+    Raise(Status::InvalidArgument("max_retries: must be an int, not " +
+                                  std::string(py::str(max_retries.get_type().attr("__name__")))));
+  }
+  const auto n = max_retries.cast<long long>();
+  if (n < 0 || n > 100) Raise(Status::InvalidArgument("max_retries: must be between 0 and 100"));
+  call.max_retries = static_cast<uint32_t>(n);
+  if (!retry_on.is_none()) {
+    if (!py::isinstance<py::list>(retry_on) && !py::isinstance<py::tuple>(retry_on)) {
+      Raise(Status::InvalidArgument("retry_on: must be a list of str"));
+    }
+    for (const py::handle e : retry_on) {
+      if (!py::isinstance<py::str>(e))
+        Raise(Status::InvalidArgument("retry_on: must be a list of str"));
+      call.retry_on.push_back(e.cast<std::string>());
+    }
+  }
   return call;
 }
 

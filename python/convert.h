@@ -48,11 +48,13 @@ CoreKind CoreFromString(const std::string& core);
 SubmodelKind SubmodelKindFromString(const std::string& kind);
 
 // Fills `call` from the keyword arguments every submit method takes;
-// `collective` is None or {"group": str, "op": str[, "bytes": number]}.
+// `collective` is None or {"group": str, "op": str[, "bytes": number]};
+// `max_retries` an int 0..100, `retry_on` None or a list of str.
 client::Call MakeCall(std::string kernel, const pybind11::object& args,
                       std::vector<client::Future> inputs, const std::string& core,
                       std::string actor, std::string label, double flops, double bytes,
-                      const pybind11::object& collective);
+                      const pybind11::object& collective, const pybind11::object& max_retries,
+                      const pybind11::object& retry_on);
 
 // Binds hmpmd.Buffer (bytes, shape, dtype; the buffer protocol, so
 // memoryview(b) and numpy.asarray(b) read it without a copy).

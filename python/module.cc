@@ -146,7 +146,8 @@ using ClientHolder = std::unique_ptr<Client, DeleteWithoutGil>;
 #define HMPMD_CALL_KWARGS                                                                         \
   py::arg("args") = py::none(), py::arg("inputs") = std::vector<Future>{},                        \
   py::arg("core") = "cube", py::arg("actor") = "", py::arg("label") = "", py::arg("flops") = 0.0, \
-  py::arg("bytes") = 0.0, py::arg("collective") = py::none()
+  py::arg("bytes") = 0.0, py::arg("collective") = py::none(), py::arg("max_retries") = 0,         \
+  py::arg("retry_on") = py::none()
 
 void BindFuture(py::module_& m) {
   py::class_<Future>(m, "Future",
@@ -222,9 +223,10 @@ void BindCall(py::module_& m) {
   py::class_<Call>(m, "Call", "One task for Client.submit_graph (same fields as Client.submit).")
       .def(py::init([](std::string kernel, const py::object& args, std::vector<Future> inputs,
                        const std::string& core, std::string actor, std::string label, double flops,
-                       double bytes, const py::object& collective) {
+                       double bytes, const py::object& collective, const py::object& max_retries,
+                       const py::object& retry_on) {
              return MakeCall(std::move(kernel), args, std::move(inputs), core, std::move(actor),
-                             std::move(label), flops, bytes, collective);
+                             std::move(label), flops, bytes, collective, max_retries, retry_on);
            }),
            py::arg("kernel"), HMPMD_CALL_KWARGS)
       .def_readwrite("kernel", &Call::kernel)
@@ -234,6 +236,8 @@ void BindCall(py::module_& m) {
       .def_readwrite("inputs", &Call::inputs)
       .def_readwrite("actor", &Call::actor)
       .def_readwrite("label", &Call::label)
+      .def_readwrite("max_retries", &Call::max_retries)
+      .def_readwrite("retry_on", &Call::retry_on)
       .def_property_readonly("core",
                              [](const Call& c) { return std::string(CoreKindName(c.core)); });
 }
@@ -250,13 +254,14 @@ void BindActor(py::module_& m) {
           "call",
           [](const Actor& a, std::string method, const py::object& args, std::vector<Future> inputs,
              const std::string& core, const std::string& actor, std::string label, double flops,
-             double bytes, const py::object& collective) {
+             double bytes, const py::object& collective, const py::object& max_retries,
+             const py::object& retry_on) {
             if (!actor.empty() && actor != a.name()) {
               Raise(Status::InvalidArgument("actor: Actor.call runs on '" + a.name() + "', not '" +
                                             OneLine(actor, 256) + "'"));
             }
             Call call = MakeCall(method, args, std::move(inputs), core, a.name(), std::move(label),
-                                 flops, bytes, collective);
+                                 flops, bytes, collective, max_retries, retry_on);
             Result<Future> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
@@ -316,9 +321,10 @@ void BindClient(py::module_& m) {
           "submit",
           [](Client& c, std::string kernel, const py::object& args, std::vector<Future> inputs,
              const std::string& core, std::string actor, std::string label, double flops,
-             double bytes, const py::object& collective) {
+             double bytes, const py::object& collective, const py::object& max_retries,
+             const py::object& retry_on) {
             Call call = MakeCall(std::move(kernel), args, std::move(inputs), core, std::move(actor),
-                                 std::move(label), flops, bytes, collective);
+                                 std::move(label), flops, bytes, collective, max_retries, retry_on);
             Result<Future> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;

@@ -27,6 +27,7 @@ namespace {
 
 using worker::KernelArgs;
 using worker::TaskInfo;
+using worker::TaskLog;
 using worker::WorkerOptions;
 
 // The actor-state slot that holds a sub-model's Python object.
@@ -90,7 +91,8 @@ class KernelContext {
         info_(*args->task()),
         task_id_(args->task()->task_id),
         kernel_(args->task()->kernel),
-        submodel_(args->task()->submodel) {}
+        submodel_(args->task()->submodel),
+        task_log_(args->log()) {}
 
   void End() { args_ = nullptr; }
 
@@ -126,7 +128,16 @@ class KernelContext {
   }
 
   py::object log() {
-    if (!log_) log_ = py::module_::import("hmpmd._tasklog").attr("TaskLogger")(Tag());
+    if (!log_) {
+      // Its lines also go to the task's TaskLog, which the controller keeps
+      // with the task; shared, so a logger kept past the call is harmless
+      // (TaskLog ignores lines after the result has gone).
+      py::object sink = py::none();
+      if (task_log_) {
+        sink = py::cpp_function([log = task_log_](const std::string& line) { log->Add(line); });
+      }
+      log_ = py::module_::import("hmpmd._tasklog").attr("TaskLogger")(Tag(), sink);
+    }
     return log_;
   }
 
@@ -136,6 +147,7 @@ class KernelContext {
   const std::string task_id_;
   const std::string kernel_;
   const std::string submodel_;
+  const std::shared_ptr<TaskLog> task_log_;
   py::object log_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/scheduler/job_graph.h"
+#include "hmpmd/scheduler/retry_rule.h"
 #include "job_graph_checks.h"
 
 namespace hmpmd {
@@ -152,6 +153,8 @@ Status JobGraph::Add(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> 
     if (Status s = CheckBuiltinArgs(t.kernel, t.args); !s.ok()) {
       return Status::InvalidArgument(Where(index, t.id) + ": " + s.message());
     }
+    for (const std::string& s : t.retry_on) RETURN_IF_ERROR(CheckText(at + "retry_on", s));
+    RETURN_IF_ERROR(CheckRetryRule(t, Where(index, t.id)));
   }
   // Then their place in the graph: sub-model, inputs, collective group.
   std::vector<GraphTask> added(tasks.size());

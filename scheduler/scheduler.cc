@@ -4,6 +4,7 @@
 #include <span>
 
 #include "hmpmd/scheduler/admission_check.h"
+#include "hmpmd/scheduler/retry_rule.h"
 #include "hmpmd/scheduler/state_shards.h"
 
 namespace hmpmd {
@@ -422,6 +423,21 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
   // A gang member's attempts are its gang's: whichever member fails, the
   // whole gang runs again (MakeReady -> RestartGang).
   const uint32_t group = g.task(index).group;
+  // Its kernel failed: the spec may ask for it to run again (a gang member
+  // may not, CheckRetryRule). A retry is not one of max_attempts.
+  if (!retryable && group == kNoGroup && rec.retries < UINT16_MAX &&
+      ShouldRetry(g.spec_task(index), rec.retries, error)) {
+    ++rec.attempt;
+    ++rec.retries;
+    rec.core = kNoCore;
+    RecallEarly(job, run, now);
+    MakeReady(job, run, now);
+    return true;
+  }
+  // Runs it made (recalled ones never ran), said when some were retries.
+  const std::string tries =
+      rec.retries > 0 ? " after " + std::to_string(rec.attempt - rec.recalled + 1) + " attempts"
+                      : "";
   const uint32_t used = AttemptsUsed(job, run);
   if (retryable && used + 1 < options_.max_attempts) {
     ++rec.attempt;
@@ -442,7 +458,7 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
     rec.state = TaskState::kBlocked;  // ended below, its core already released
     std::string why =
         retryable ? "failed after " + std::to_string(rec.attempt + 1) + " attempts: " + error
-                  : error;
+                  : (tries.empty() ? error : "failed" + tries + ": " + error);
     EndOpenRun(job, run, TaskState::kFailed, std::move(why), now);
     return true;
   }
@@ -452,6 +468,8 @@ bool Scheduler::OnTaskFailed(JobId job_id, uint32_t run, uint32_t attempt, const
   if (retryable) {
     why += " after " + std::to_string(used + 1) + " attempts";
     if (group != kNoGroup) why += " of its collective group '" + g.groups()[group].name + "'";
+  } else {
+    why += tries;
   }
   FinishJob(job, JobState::kFailed, why + ": " + error, now);
   return true;

@@ -101,7 +101,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   // A blocked run counts too: the worker had its inputs, but the store had
   // not yet recorded them done (their results come back from the worker).
   if ((rec.state != TaskState::kReady && rec.state != TaskState::kBlocked) ||
-      attempt < rec.attempt || attempt >= options_.max_attempts + rec.recalled) {
+      attempt < rec.attempt || attempt >= options_.max_attempts + rec.recalled + rec.retries) {
     return false;
   }
   CoreId core = kNoCore;

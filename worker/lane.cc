@@ -192,8 +192,10 @@ TaskResult Lane::Execute(const LaneTask& task) {
   // Shared, so that a kernel may keep views of its inputs past the call
   // (KernelArgs::inputs_keeper: the Python worker's zero-copy arrays).
   auto held = std::make_shared<const InputSet>(std::move(inputs).value());
+  // Shared too: a Python kernel's ctx.log may outlive the call.
+  auto log = std::make_shared<TaskLog>();
   try {
-    BufferList outputs = RunKernel(task, held->buffers(), held);
+    BufferList outputs = RunKernel(task, held->buffers(), held, log);
     // Refused here, where the task fails naming its kernel, rather than at
     // each worker that fetches them (which would rerun it to no end).
     if (Status meta = CheckOutputMeta(outputs); !meta.ok()) {
@@ -219,6 +221,7 @@ TaskResult Lane::Execute(const LaneTask& task) {
     r.ok = false;
     r.error = "kernel '" + task.assign.kernel + "' threw a non-standard exception";
   }
+  r.log = log->Take();
   r.end_us = NowUs();
   if (r.ok && exec_log_fd_ >= 0) {
     // One write() of a short line to an O_APPEND file does not interleave.
@@ -254,11 +257,13 @@ bool Lane::ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint
 }
 
 BufferList Lane::RunKernel(const LaneTask& task, std::span<const Buffer> inputs,
-                           std::shared_ptr<const void> inputs_keeper) {
+                           std::shared_ptr<const void> inputs_keeper,
+                           std::shared_ptr<TaskLog> log) {
   const TaskAssign& a = task.assign;
   const LazyActorState state(&data_->actor_states(), a);
   const TaskInfo info{a.job, a.task, a.attempt, a.task_id, a.kernel, a.submodel, kind_, index_};
-  const KernelArgs args(a.args, &cancel_running_, &state, &info, std::move(inputs_keeper));
+  const KernelArgs args(a.args, &cancel_running_, &state, &info, std::move(inputs_keeper),
+                        std::move(log));
   if (a.kernel == kPutKernel) return data_->FetchPut(a.job, args);
   if (!a.gang.endpoints.empty() && IsCollectiveKernel(a.kernel)) {
     if (a.gang.rank >= a.gang.endpoints.size()) {

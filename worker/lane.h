@@ -82,8 +82,9 @@ class Lane {
   // local store, from ran_; false (and the run in `*lost`) when one did not
   // run here or failed.
   bool ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint32_t* lost) const;
+  // `log` takes the kernel's KernelArgs::Log lines.
   BufferList RunKernel(const LaneTask& task, std::span<const Buffer> inputs,
-                       std::shared_ptr<const void> inputs_keeper);
+                       std::shared_ptr<const void> inputs_keeper, std::shared_ptr<TaskLog> log);
 
   const CoreKind kind_;
   const uint32_t index_;

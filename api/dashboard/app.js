@@ -10,6 +10,7 @@ const state = {
   dropped: 0,           // task records the controller left out of the stream
   records: 0,           // task records received
   view: null,           // job id of the job page, or null
+  task: null,           // {id, step} of the task whose log the job page shows, or null
 };
 const $ = (id) => document.getElementById(id);
 const timeline = new Timeline($('timeline'), $('tooltip'), 20000);
@@ -148,6 +149,7 @@ async function renderJobPage() {
     getJson('/api/v1/jobs/' + id + '/tasks?state=ready&limit=50'),
     getJson('/api/v1/jobs/' + id + '/tasks?state=blocked&limit=50'),
     fetch('/metrics').then((r) => r.text())]);
+  const failed = await getJson('/api/v1/jobs/' + id + '/tasks?state=failed&limit=50');
   // A stale answer: render again shortly, from a fresher one.
   if (!upsertJob(job)) jobDirty = true;
   $('job-title').textContent = id + ' ' + job.name + ' (' + job.state + ')';
@@ -170,12 +172,45 @@ async function renderJobPage() {
   if (job.error) cards.push(['error', job.error]);
   $('job-summary').replaceChildren(...cards.map(([k, v]) => el('div', { class: 'card' }, k, el('b', {}, String(v)))));
   renderDag(dag);
-  const rows = [...ready.tasks, ...blocked.tasks];
-  $('job-waiting-count').textContent = ready.total + ' ready, ' + blocked.total + ' blocked' +
-    (rows.length < ready.total + blocked.total ? ' (first ' + rows.length + ' shown)' : '');
-  $('job-waiting').tBodies[0].replaceChildren(...rows.map((t) => el('tr', {},
+  const rows = [...failed.tasks, ...ready.tasks, ...blocked.tasks];
+  $('job-waiting-count').textContent = failed.total + ' failed, ' + ready.total + ' ready, ' +
+    blocked.total + ' blocked' +
+    (rows.length < failed.total + ready.total + blocked.total ? ' (first ' + rows.length + ' shown)' : '');
+  // A click shows the task's log lines and errors below.
+  $('job-waiting').tBodies[0].replaceChildren(...rows.map((t) => el('tr', {
+    'data-task': t.id, onclick: () => { location.hash = taskHash(id, t.id, t.step); } },
     el('td', {}, t.id), el('td', {}, String(t.step)), el('td', {}, t.submodel),
-    el('td', {}, t.state), el('td', {}, t.waiting ? t.waiting.reason : ''))));
+    el('td', {}, t.state + (t.max_retries ? ' (' + t.retries + '/' + t.max_retries + ' retries)' : '')),
+    el('td', {}, t.waiting ? t.waiting.reason : ''))));
+}
+
+// --- a task's log lines and errors (GET /api/v1/jobs/{id}/logs) ---
+function taskHash(job, task, step) {
+  return '#/jobs/' + job + '/tasks/' + encodeURIComponent(task) + '/' + (step || 0);
+}
+
+async function renderTaskLog() {
+  const out = $('task-log');
+  const t = state.task;
+  $('task-section').hidden = state.view == null;
+  if (state.view == null) return;
+  if (t == null) { out.replaceChildren(el('p', {}, 'Pick a task above, or name one.')); return; }
+  $('task-id').value = t.id;
+  $('task-step').value = String(t.step);
+  const path = '/api/v1/jobs/' + state.view + '/logs?task=' + encodeURIComponent(t.id) + '&step=' + t.step;
+  const r = await fetch(path, { headers: token ? { Authorization: 'Bearer ' + token } : {} });
+  const log = await r.json();
+  if (!r.ok) { out.replaceChildren(el('p', { class: 'error' }, log.error || ('HTTP ' + r.status))); return; }
+  const kids = [el('p', {}, log.task + ' (step ' + log.step + '): ' + log.state + ', attempt ' + log.attempt +
+    (log.max_retries > 0 ? ', ' + log.retries + ' of ' + log.max_retries + ' retries used' : ''))];
+  for (const a of log.attempts) {
+    kids.push(el('h4', {}, 'attempt ' + a.attempt + (a.ok ? ': done' : ': failed')));
+    if (!a.ok) kids.push(el('p', { class: 'error' }, a.error));
+    kids.push(el('pre', { class: 'log' }, a.lines.length ? a.lines.join('\n') : '(no log lines)'));
+  }
+  if (log.dropped) kids.push(el('p', {}, log.dropped + ' more line(s) dropped'));
+  if (!log.attempts.length) kids.push(el('p', {}, 'Nothing logged yet.'));
+  out.replaceChildren(...kids);
 }
 
 function renderDag(dag) {
@@ -304,9 +339,11 @@ function frame(t) {
 }
 
 function route() {
-  const m = location.hash.match(/^#\/jobs\/(\d+)/);
+  const m = location.hash.match(/^#\/jobs\/(\d+)(?:\/tasks\/([^/]+)\/(\d+))?/);
   state.view = m ? Number(m[1]) : null;
+  state.task = m && m[2] ? { id: decodeURIComponent(m[2]), step: Number(m[3]) } : null;
   renderJobPage().catch((e) => { $('job-title').textContent = String(e); });
+  renderTaskLog().catch((e) => { $('task-log').textContent = String(e); });
 }
 
 // For tests and scripts: what the page shows now.
@@ -328,6 +365,12 @@ window.hmpmdDashboard = {
 };
 
 $('timeline-window').addEventListener('change', (e) => { timeline.windowS = Number(e.target.value); });
+$('task-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (state.view == null) return;
+  const hash = taskHash(state.view, $('task-id').value, Number($('task-step').value) || 0);
+  if (location.hash === hash) renderTaskLog().catch(console.error); else location.hash = hash;
+});
 window.addEventListener('hashchange', route);
 route();
 connect();

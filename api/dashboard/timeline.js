@@ -31,7 +31,8 @@ class Timeline {
   setClock(nowUs) { this.serverNow = nowUs; this.lastLocal = performance.now(); }
   now() { return this.serverNow + (performance.now() - this.lastLocal) * 1000; }
 
-  // One record of the "tasks" event: [job, run, phase, core, device, t0, t1, id, sub].
+  // One record of the "tasks" event: [job, run, phase, core, device, t0, t1, id, sub];
+  // phase 0 dispatched, 1 done, 2 failed, 3 failed and runs again.
   add(rec) {
     const [job, run, phase, core, , t0, t1, name, sub] = rec;
     const key = job + ':' + run;
@@ -52,7 +53,7 @@ class Timeline {
       this.push(bar);
     }
     this.open.delete(key);
-    bar.t0 = t0; bar.t1 = t1; bar.core = core; bar.failed = phase === 2;
+    bar.t0 = t0; bar.t1 = t1; bar.core = core; bar.failed = phase >= 2;
   }
 
   push(bar) {

@@ -57,7 +57,7 @@ TEST(RestRoutesTest, HeadTakesGetsRowAndOnlyMutatingRowsNeedTheToken) {
   EXPECT_EQ(mutating, (std::set<std::string>{"POST /api/v1/jobs", "DELETE /api/v1/jobs/{id}"}));
 }
 
-TEST(RestRoutesTest, EveryApiRouteRefusesAQueryButTheTaskTableAndAJobsDelete) {
+TEST(RestRoutesTest, EveryApiRouteRefusesAQueryButTheTaskTableTaskLogsAndAJobsDelete) {
   auto refuses = [](const char* method, const char* path) {
     return RouteTable::RefusesQuery(Table().Find(path), method);
   };
@@ -68,7 +68,7 @@ TEST(RestRoutesTest, EveryApiRouteRefusesAQueryButTheTaskTableAndAJobsDelete) {
     EXPECT_TRUE(refuses("HEAD", p) || p == std::string("/api/v1/events")) << p;
     EXPECT_TRUE(refuses("OPTIONS", p)) << p;
   }
-  for (const char* p : {"/api/v1/jobs/3/tasks", "/", "/index.html"}) {
+  for (const char* p : {"/api/v1/jobs/3/tasks", "/api/v1/jobs/3/logs", "/", "/index.html"}) {
     EXPECT_FALSE(refuses("GET", p)) << p;
     EXPECT_FALSE(refuses("OPTIONS", p)) << p;
   }

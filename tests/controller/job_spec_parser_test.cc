@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace hmpmd {
 namespace {
@@ -611,6 +612,33 @@ TEST_F(JobSpecParserTest, EmptyTaskListParses) {
   // Structure (at least one task) is JobGraph's check, not the parser's.
   JobSpec s = ParseOk(R"({"tasks": []})");
   EXPECT_TRUE(s.tasks.empty());
+}
+
+TEST_F(JobSpecParserTest, RetryFieldsParseAndDefaultToNoRetries) {
+  JobSpec s = ParseOk(SpecText()
+                          .Task(R"({"id": "a", "kernel": "noop"})")
+                          .Task(R"({"id": "b", "kernel": "noop", "max_retries": 2,
+                                    "retry_on": ["ValueError", "timeout"]})")
+                          .Build());
+  EXPECT_EQ(s.tasks[0].max_retries, 0u);
+  EXPECT_TRUE(s.tasks[0].retry_on.empty());
+  EXPECT_EQ(s.tasks[1].max_retries, 2u);
+  EXPECT_EQ(s.tasks[1].retry_on, (std::vector<std::string>{"ValueError", "timeout"}));
+}
+
+TEST_F(JobSpecParserTest, BadRetryFieldsAreOneLineErrorsNamingTheTaskAndField) {
+  ParseFails(OneTask(R"({"id": "a", "kernel": "noop", "max_retries": -1})"),
+             {"tasks[0] 'a': max_retries: must be between 0 and 100"});
+  ParseFails(OneTask(R"({"id": "a", "kernel": "noop", "max_retries": 101})"),
+             {"tasks[0] 'a': max_retries: must be between 0 and 100"});
+  ParseFails(OneTask(R"({"id": "a", "kernel": "noop", "max_retries": "2"})"),
+             {"tasks[0] 'a': max_retries: expected an integer, got a string"});
+  ParseFails(OneTask(R"({"id": "a", "kernel": "noop", "retry_on": "ValueError"})"),
+             {"tasks[0] 'a': retry_on: expected an array of strings, got a string"});
+  ParseFails(OneTask(R"({"id": "a", "kernel": "noop", "retry_on": ["x", 3]})"),
+             {"tasks[0] 'a': retry_on[1]: expected a string, got an integer"});
+  ParseFails(OneTask(R"({"id": "a", "kernel": "noop", "retry_on": [""]})"),
+             {"tasks[0] 'a': retry_on[0]: empty"});
 }
 
 }  // namespace

@@ -278,6 +278,14 @@ def main():
         if subs != want:
             fail("job page DAG shows %r, want %r" % (subs, want))
         cdp.screenshot(os.path.join(a.out, "dashboard-job.png"))
+        # A task's log panel (GET /api/v1/jobs/{id}/logs): the first task
+        # of the spec, done; the built-in kernels log nothing.
+        first = json.loads(spec)["tasks"][0]["id"]
+        cdp.eval("location.hash = '#/jobs/%d/tasks/%s/0'" % (job, first))
+        wait_for("the task log of %r" % first, lambda: cdp.eval(
+            "document.querySelector('#task-log').textContent.includes(%s)"
+            % json.dumps(first + " (step 0): done")), STARTUP_S)
+        cdp.screenshot(os.path.join(a.out, "dashboard-task.png"))
         print("PASS: pool shows 2 workers, timeline %d tasks, job %d succeeded" % (tasks_expected, job))
     finally:
         for p, group in reversed(procs):

@@ -623,7 +623,7 @@ TEST_F(RestApiTest, ServesTheDashboardAndTheOpenApiDocument) {
   for (const char* path :
        {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/{id}", "/api/v1/jobs/{id}/tasks",
         "/api/v1/jobs/{id}/trace", "/api/v1/jobs/{id}/dag", "/api/v1/jobs/{id}/outputs",
-        "/api/v1/events", "/metrics", "/api/v1/openapi.json", "/"}) {
+        "/api/v1/jobs/{id}/logs", "/api/v1/events", "/metrics", "/api/v1/openapi.json", "/"}) {
     EXPECT_TRUE(doc["paths"].contains(path)) << path;
   }
 }

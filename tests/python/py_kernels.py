@@ -44,6 +44,15 @@ def register(worker):
     def fail(ctx, inputs, args):
         raise ValueError("bad shape\n(second line)")
 
+    @worker.kernel("py.flaky")
+    def flaky(ctx, inputs, args):
+        # Fails until its attempt `ok_at` (a retried task runs again with
+        # ctx.attempt one higher), saying so in its log.
+        ctx.log.info("attempt %d", ctx.attempt)
+        if ctx.attempt < args.get("ok_at", 2):
+            raise ValueError(f"flaky at attempt {ctx.attempt}")
+        return np.array([ctx.attempt], dtype=np.int64)
+
     @worker.kernel("py.bad_return")
     def bad_return(ctx, inputs, args):
         return [1, 2, 3]

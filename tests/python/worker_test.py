@@ -183,6 +183,51 @@ class PythonWorkerTest(unittest.TestCase):
             self.assertIn("kernel 'py.bad_return' returned output 0: expected a numpy.ndarray "
                           "or bytes, not int", str(e.exception))
 
+    def test_a_failing_kernel_is_retried_until_it_succeeds(self):
+        with self.connect("pyretry") as c:
+            f = c.submit("py.flaky", max_retries=2, retry_on=["ValueError"], label="flaky")
+            self.assertEqual(int(f.get(TIMEOUT_MS)[0][0]), 2)
+            tasks = self.cluster.get(f"/api/v1/jobs/{f.job}/tasks")["tasks"]
+            row = next(t for t in tasks if t["id"] == "flaky")
+            self.assertEqual((row["attempt"], row["retries"], row["max_retries"]), (2, 2, 2))
+            # ctx.log lines of each attempt, and the errors of those that failed.
+            logs = self.cluster.get(f"/api/v1/jobs/{f.job}/logs?task=flaky")
+            self.assertEqual([a["lines"] for a in logs["attempts"]],
+                             [["INFO attempt 0"], ["INFO attempt 1"], ["INFO attempt 2"]])
+            self.assertEqual([a["ok"] for a in logs["attempts"]], [False, False, True])
+            self.assertIn("ValueError: flaky at attempt 1", logs["attempts"][1]["error"])
+
+    def test_an_error_retry_on_does_not_name_is_not_retried(self):
+        with self.session("pynoretry") as c:
+            f = c.submit("py.flaky", max_retries=2, retry_on=["KeyError"], label="once")
+            with self.assertRaises(hmpmd.TaskFailed) as e:
+                f.wait(TIMEOUT_MS)
+            self.assertIn("ValueError: flaky at attempt 0", str(e.exception))
+            self.assertNotIn("attempts", str(e.exception))
+            logs = self.cluster.get(f"/api/v1/jobs/{c.job}/logs?task=once")
+            self.assertEqual(len(logs["attempts"]), 1)
+
+    def test_out_of_retries_the_task_fails_saying_how_many_attempts(self):
+        with self.session("pyretries") as c:
+            f = c.submit("py.flaky", args={"ok_at": 5}, max_retries=1)
+            with self.assertRaises(hmpmd.TaskFailed) as e:
+                f.wait(TIMEOUT_MS)
+            self.assertIn("failed after 2 attempts: ValueError: flaky at attempt 1",
+                          str(e.exception))
+
+    def test_bad_retry_arguments_are_refused(self):
+        with self.session("pybadretry") as c:
+            for kwargs, why in (({"max_retries": -1}, "max_retries: must be between 0 and 100"),
+                                ({"max_retries": "2"}, "max_retries: must be an int, not str"),
+                                ({"retry_on": "ValueError"}, "retry_on: must be a list of str"),
+                                ({"retry_on": [1]}, "retry_on: must be a list of str"),
+                                ({"max_retries": 1, "retry_on": [""]}, "retry_on[0]: empty")):
+                with self.assertRaises(hmpmd.InvalidArgument) as e:
+                    c.submit("py.flaky", **kwargs).wait(TIMEOUT_MS)
+                self.assertIn(why, str(e.exception))
+            call = hmpmd.Call("py.flaky", max_retries=3, retry_on=["ValueError"])
+            self.assertEqual((call.max_retries, call.retry_on), (3, ["ValueError"]))
+
     def test_cancelled_and_log_lines_tagged_with_the_task(self):
         with self.session("pycancel") as c:
             t = c.submit("py.wait_cancel", core="vector")

@@ -144,6 +144,7 @@ class RestApi {
   bool GetTrace(RouteCall& call);    // snapshot, or loop
   bool GetDag(RouteCall& call);      // snapshot, or loop
   bool GetOutputs(RouteCall& call);  // snapshot, or loop
+  bool GetLogs(RouteCall& call);     // loop: one task's log lines and errors
 
   // Runs `call`'s handler on the loop.
   void ToLoop(RouteCall call);

@@ -37,6 +37,7 @@ struct TaskPage {
     uint32_t run = 0;
     TaskState state = TaskState::kBlocked;
     uint32_t attempt = 0;
+    uint32_t retries = 0;  // TaskRecord::retries
     bool placed = false;
     DeviceId device = 0;
     CoreKind core_kind = CoreKind::kCube;
@@ -61,7 +62,8 @@ TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const Tas
 // {"id", "total", "offset", "limit", "count", "origin_us", "tasks": [...]}
 // (origin_us: the job's first dispatch on the controller clock, which
 // start_us/end_us count from); each task: run, id, step, submodel, kernel,
-// core_kind, state, attempt, device and core once placed, start_us and end_us
+// core_kind, state, attempt, max_retries and retries where the spec asks for
+// retries, device and core once placed, start_us and end_us
 // once done, and for blocked and ready runs "waiting": {"for":
 // "inputs"|"step"|"core"|"kernel"|"store", "inputs": [...], "core": kind,
 // "reason": one line} ("store": its last placement try found no room for

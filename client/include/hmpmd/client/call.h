@@ -44,6 +44,15 @@ struct Call {
   /// Member of a collective gang; all members of one group must be in one
   /// SubmitGraph() call. Default: none.
   std::optional<CollectiveSpec> collective;
+  /// Times it runs again after its kernel fails with an error that
+  /// contains one of `retry_on` (any error when `retry_on` is empty); the
+  /// kernel sees the run number as KernelArgs::task()->attempt. At most 100.
+  /// Default: 0 (a kernel error fails it at once).
+  uint32_t max_retries = 0;
+  /// Substrings of the one-line error to retry on, e.g. a Python exception
+  /// type ("ValueError") or a word of the message ("timeout"). Default:
+  /// empty, any kernel error.
+  std::vector<std::string> retry_on;
 };
 
 /// A named, long-lived sub-model of the session (an actor in Ray's sense).

@@ -30,6 +30,7 @@
 #include "hmpmd/controller/mailbox.h"
 #include "hmpmd/controller/recovery.h"
 #include "hmpmd/controller/run_batches.h"
+#include "hmpmd/controller/task_logs.h"
 #include "hmpmd/controller/transport.h"
 #include "hmpmd/controller/worker_registry.h"
 #include "hmpmd/protocol/data_token.h"
@@ -229,6 +230,8 @@ class Controller : private DriverSessions::Host {
   // The wait for workers after a restart (open() while it lasts).
   const RecoveryWindow& recovery() const { return recovery_; }
   const ControllerCounters& counters() const { return counters_; }
+  // What each task run's attempts logged and the errors they ended with.
+  const TaskLogs& task_logs() const { return task_logs_; }
   uint64_t dropped_frames() const { return transport_.dropped(); }
   TimeUs started_at() const { return started_at_; }
   // The store's writer thread; null without a store. Valid after Start().
@@ -359,6 +362,7 @@ class Controller : private DriverSessions::Host {
   std::unordered_map<JobId, TimeUs> ended_at_us_;
 
   std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
+  TaskLogs task_logs_;
   // The entries of outputs_ of `job` (job + 1 would wrap at the last id).
   auto JobOutputs(JobId job) {
     return std::pair{outputs_.lower_bound({job, 0}), outputs_.upper_bound({job, UINT32_MAX})};

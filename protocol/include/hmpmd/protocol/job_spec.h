@@ -79,6 +79,11 @@ struct TaskSpec {
   Args args;
   CostHint cost;
   std::optional<CollectiveSpec> collective;
+  // Runs again after a kernel error, up to max_retries more times, when the
+  // error contains one of retry_on (any kernel error when retry_on is
+  // empty). Re-runs after a worker died are counted apart (max_attempts).
+  uint32_t max_retries = 0;
+  std::vector<std::string> retry_on;
 };
 
 struct JobSpec {

@@ -35,8 +35,9 @@ namespace hmpmd {
 // DoneBatch and RegisterMsg, which a worker's death is blamed on (a
 // version-10 worker sends none, and its deaths would be blamed on guesses);
 // 12: TaskAssign.task_id (a kernel's log lines name their task; the decoder
-// takes an exact field count).
-inline constexpr uint8_t kProtocolVersion = 12;
+// takes an exact field count); 13: WireTask.max_retries and retry_on (a
+// version-12 driver sends tasks with two fields fewer) and TaskResult.log.
+inline constexpr uint8_t kProtocolVersion = 13;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -291,10 +292,13 @@ struct TaskResult {
   // waiting for a peer, or could not reach one). The controller runs the
   // task's gang again, while attempts last, instead of failing the job.
   bool retryable = false;
+  // The run's log lines (worker TaskLog: bounded there, and again by the
+  // controller), ok or not.
+  std::vector<std::string> log;
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(job, task, attempt, ok, start_us, end_us, error, output_bytes, output_buffers, lost_inputs,
-       inputs_gone, retryable);
+       inputs_gone, retryable, log);
   }
   friend bool operator==(const TaskResult&, const TaskResult&) = default;
 };
@@ -404,9 +408,12 @@ struct WireTask {
   std::string group;  // collective group; empty: none
   std::string op;     // collective op
   double group_bytes = 0;
+  uint32_t max_retries = 0;  // TaskSpec::max_retries
+  std::vector<std::string> retry_on;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(id, submodel, kernel, core, inputs, args, flops, bytes, group, op, group_bytes);
+    ar(id, submodel, kernel, core, inputs, args, flops, bytes, group, op, group_bytes, max_retries,
+       retry_on);
   }
   friend bool operator==(const WireTask&, const WireTask&) = default;
 };

@@ -35,6 +35,10 @@ struct TaskRecord {
   // it was dispatched ahead of did not finish); they do not count against
   // SchedulerOptions::max_attempts.
   uint16_t recalled = 0;
+  // Attempts it was given again after its kernel failed (TaskSpec's
+  // max_retries, retry_rule.h); they do not count against max_attempts
+  // either. Kept in memory only: a restarted controller starts it at 0.
+  uint16_t retries = 0;
   uint32_t attempt = 0;
   uint32_t pending = 0;  // inputs not yet done
   CoreId core = kNoCore;

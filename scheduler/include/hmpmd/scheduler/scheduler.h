@@ -295,7 +295,9 @@ class Scheduler {
   // Inputs of `run` not done.
   uint32_t CountPending(const JobRun& job, uint32_t run) const;
   // Attempts that count against max_attempts.
-  static uint32_t AttemptsUsed(const TaskRecord& rec) { return rec.attempt - rec.recalled; }
+  static uint32_t AttemptsUsed(const TaskRecord& rec) {
+    return rec.attempt - rec.recalled - rec.retries;
+  }
   // Attempts of run `run` that count: a gang member's are its gang's
   // (whichever member fails, the whole gang runs again).
   static uint32_t AttemptsUsed(const JobRun& job, uint32_t run) {

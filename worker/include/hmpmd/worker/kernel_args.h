@@ -16,6 +16,7 @@
 #include "hmpmd/protocol/buffer.h"
 #include "hmpmd/protocol/types.h"
 #include "hmpmd/worker/export.h"
+#include "hmpmd/worker/task_log.h"
 
 namespace hmpmd::worker {
 
@@ -75,13 +76,16 @@ class HMPMD_WORKER_EXPORT KernelArgs {
 
   /// As above, run by a Worker: also knows its task run, and `inputs_keeper`
   /// owns the input buffers the kernel gets (see inputs_keeper()).
+  /// `log` (may be null) takes the lines of Log().
   KernelArgs(const Args& args, const std::atomic<bool>* cancel, const ActorStateProvider* state,
-             const TaskInfo* task, std::shared_ptr<const void> inputs_keeper)
+             const TaskInfo* task, std::shared_ptr<const void> inputs_keeper,
+             std::shared_ptr<TaskLog> log = nullptr)
       : args_(&args),
         cancel_(cancel),
         state_(state),
         task_(task),
-        inputs_keeper_(std::move(inputs_keeper)) {}
+        inputs_keeper_(std::move(inputs_keeper)),
+        log_(std::move(log)) {}
 
   /// The task run this kernel serves, or nullptr when the KernelArgs was made
   /// without one (a kernel called directly, not by a Worker).
@@ -113,6 +117,20 @@ class HMPMD_WORKER_EXPORT KernelArgs {
   /// @endcode
   ActorState& state() const;
 
+  /// Adds a line to the task's log: the controller keeps it with the task
+  /// (REST `GET /api/v1/jobs/{id}/tasks/{task}/logs`, the dashboard), up
+  /// to TaskLog's bounds per run. Thread-safe; a no-op when the KernelArgs
+  /// was made without a log (a kernel called directly, not by a Worker).
+  /// @code
+  ///   args.Log("loaded " + std::to_string(n) + " rows");
+  /// @endcode
+  void Log(std::string_view line) const {
+    if (log_) log_->Add(line);
+  }
+  /// The task's log, shared (a Python kernel's ctx.log writes to it);
+  /// nullptr when made without one.
+  const std::shared_ptr<TaskLog>& log() const { return log_; }
+
   /// True when an argument called `name` is present, whatever its type.
   bool Has(std::string_view name) const;
   /// An integer argument. A float argument converts only when it holds an
@@ -136,6 +154,7 @@ class HMPMD_WORKER_EXPORT KernelArgs {
   const ActorStateProvider* state_ = nullptr;
   const TaskInfo* task_ = nullptr;
   std::shared_ptr<const void> inputs_keeper_;
+  std::shared_ptr<TaskLog> log_;
 };
 
 /// A kernel: runs one task on one core lane and returns its outputs.
