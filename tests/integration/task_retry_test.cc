@@ -105,7 +105,7 @@ class TaskRetryTest : public ::testing::Test {
   zmq::context_t ctx_{1};
   zmq::socket_t fake_{ctx_, zmq::socket_type::dealer};
   WorkerId me_ = 0;
-  uint64_t seq_ = 0;
+  int64_t seq_ = 0;
 };
 
 TEST_F(TaskRetryTest, AKernelThatFailsTwiceSucceedsWithTwoRetriesAndItsLogsAreKept) {

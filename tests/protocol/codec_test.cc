@@ -446,7 +446,7 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                          .Int(0)
                          .Array(0)
                          .bytes();
-  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 12 fields");
+  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 13 fields");
   // HeartbeatAck has no fields; one is too many.
   ExpectCorruption(
       SafeDecode(Header(MsgType::kHeartbeatAck), MsgpackWriter().Array(1).Nil().bytes()),
