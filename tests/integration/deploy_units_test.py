@@ -72,11 +72,18 @@ def expand(command, env):
 
 
 def can_make_read_only_root():
+    """Whether this process may make the mounts start() makes (root with
+    CAP_SYS_ADMIN; not in every container)."""
+    d = tempfile.mkdtemp(prefix="hmpmd_units_probe_")
     try:
-        return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                              capture_output=True, timeout=10).returncode == 0
+        script = (f"mount --bind {shlex.quote(d)} {shlex.quote(d)} && "
+                  "mount -o remount,bind,ro / && touch " + shlex.quote(os.path.join(d, "w")))
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               script], capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 READ_ONLY_ROOT = can_make_read_only_root()
