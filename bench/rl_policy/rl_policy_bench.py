@@ -49,7 +49,7 @@ def main():
     print(f"async / sync: updates/s x{med['async'][0] / med['sync'][0]:.2f}, "
           f"time to target x{med['async'][1] / med['sync'][1]:.2f}")
     if a.plot:
-        train.svg_plot({m: rs[0] for m, rs in runs.items()}, a.plot)
+        train.plot({m: rs[0] for m, rs in runs.items()}, a.plot)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 
 import hmpmd  # noqa: E402
 from hmpmd.local import run_on  # noqa: E402
+from hmpmd.plot import line_svg  # noqa: E402
 import model  # noqa: E402
 
 VISION_REPLICAS = 2
@@ -141,29 +142,6 @@ def compare(losses, params, ref_losses, ref_params):
     return worst
 
 
-def svg_plot(losses, path):
-    """The loss against the step, as a small SVG (no plotting library)."""
-    w, h, pad = 480, 240, 40
-    top = max(losses) * 1.05
-    xs = [pad + (w - 2 * pad) * i / max(len(losses) - 1, 1) for i in range(len(losses))]
-    ys = [h - pad - (h - 2 * pad) * v / top for v in losses]
-    points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
-    with open(path, "w") as f:
-        f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-                f'font-family="sans-serif" font-size="11">\n'
-                f'<rect width="{w}" height="{h}" fill="white"/>\n'
-                f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>\n'
-                f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>\n'
-                f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle">step</text>\n'
-                f'<text x="{pad - 4}" y="{h - pad}" text-anchor="end">0</text>\n'
-                f'<text x="{pad - 4}" y="{pad + 4}" text-anchor="end">{top:.2f}</text>\n'
-                f'<text x="{w - pad}" y="{h - pad + 14}" text-anchor="end">{len(losses) - 1}'
-                f'</text>\n<text x="{w / 2}" y="{pad - 12}" text-anchor="middle">training loss '
-                f'through HyperMPMD (4 workers)</text>\n'
-                f'<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{points}"/>\n'
-                f'</svg>\n')
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--controller", default="",
@@ -202,7 +180,9 @@ def main():
         result["reference_losses"] = ref_losses
         result["max_relative_error"] = compare(losses, r["params"], ref_losses, ref_params)
     if a.plot:
-        svg_plot(losses, a.plot)
+        line_svg(a.plot, {"loss": (list(range(len(losses))), losses)},
+                 title="training loss through HyperMPMD (4 workers)", xlabel="step",
+                 y_from_zero=True)
     if a.json:
         print(json.dumps(result))
     else:

@@ -24,6 +24,13 @@ sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 
 import hmpmd  # noqa: E402
 from hmpmd.local import run_on  # noqa: E402
+from hmpmd.plot import line_svg  # noqa: E402
+
+
+def plot(runs, path):
+    """Mean reward against wall time, one line per mode."""
+    line_svg(path, {m: (r["seconds"], r["rewards"]) for m, r in runs.items()},
+             title="mean episode reward per update", xlabel="wall time (s)")
 
 
 def train(endpoint, mode, staleness, actors, episodes, max_updates, target, seed, lr,
@@ -74,37 +81,6 @@ def train(endpoint, mode, staleness, actors, episodes, max_updates, target, seed
     return out
 
 
-def svg_plot(runs, path):
-    """Mean reward against wall time, one line per mode."""
-    w, h, pad = 480, 260, 44
-    tmax = max(r["seconds"][-1] for r in runs.values()) or 1
-    lo = min(min(r["rewards"]) for r in runs.values())
-    hi = max(max(r["rewards"]) for r in runs.values())
-    span = (hi - lo) or 1
-    colors = {"sync": "#d62728", "async": "#1f77b4"}
-    lines = []
-    for i, (mode, r) in enumerate(runs.items()):
-        pts = " ".join(f"{pad + (w - 2 * pad) * t / tmax:.1f},"
-                       f"{h - pad - (h - 2 * pad) * (v - lo) / span:.1f}"
-                       for t, v in zip(r["seconds"], r["rewards"]))
-        lines.append(f'<polyline fill="none" stroke="{colors.get(mode, "black")}" '
-                     f'stroke-width="2" points="{pts}"/>\n'
-                     f'<text x="{w - pad}" y="{pad + 14 * i}" text-anchor="end" '
-                     f'fill="{colors.get(mode, "black")}">{mode}</text>\n')
-    with open(path, "w") as f:
-        f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-                f'font-family="sans-serif" font-size="11">\n'
-                f'<rect width="{w}" height="{h}" fill="white"/>\n'
-                f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>\n'
-                f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>\n'
-                f'<text x="{w / 2}" y="{h - 10}" text-anchor="middle">wall time (s)</text>\n'
-                f'<text x="{w - pad}" y="{h - pad + 14}" text-anchor="end">{tmax:.1f}</text>\n'
-                f'<text x="{pad - 4}" y="{h - pad}" text-anchor="end">{lo:.2f}</text>\n'
-                f'<text x="{pad - 4}" y="{pad + 4}" text-anchor="end">{hi:.2f}</text>\n'
-                f'<text x="{w / 2}" y="{pad - 16}" text-anchor="middle">mean episode reward '
-                f'per update</text>\n' + "".join(lines) + '</svg>\n')
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mode", choices=["sync", "async", "both"], default="both")
@@ -136,7 +112,7 @@ def main():
     for r in runs.values():
         r["updates_per_s"] = len(r["rewards"]) / r["seconds"][-1]
     if a.plot:
-        svg_plot(runs, a.plot)
+        plot(runs, a.plot)
     if a.json:
         print(json.dumps(runs))
     else:
