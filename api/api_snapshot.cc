@@ -43,6 +43,8 @@ json PoolJson(const Controller& c) {
       e["dropped_frames"] = w->dropped_frames;
       e["store_bytes"] = w->store_bytes;
       if (!w->alive) e["left_reason"] = w->left_reason;
+      // Its connection closed; declared dead unless it comes back.
+      if (w->alive && w->disconnected_at != 0) e["suspected"] = true;
     }
     devices.push_back(std::move(e));
   }

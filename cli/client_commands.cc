@@ -414,17 +414,20 @@ int PoolCmd(const ClientArgs& a) {
     std::cout << j->dump(2) << std::endl;
     return kExitOk;
   }
-  std::printf("%-4s %-24s %-6s %-8s %-10s %s\n", "DEV", "NAME", "ALIVE", "PID", "STORED",
+  std::printf("%-4s %-24s %-7s %-8s %-10s %s\n", "DEV", "NAME", "ALIVE", "PID", "STORED",
               "CORES (queued)");
   for (const json& d : (*j)["devices"]) {
     std::string cores;
     for (const json& core : d["cores"]) {
       cores += core.value("name", "") + "(" + std::to_string(core.value("queued", 0)) + ") ";
     }
-    std::printf("%-4u %s %-6s %-8u %-10s %s\n", d.value("id", 0u),
-                Column(d.value("name", ""), 24).c_str(), d.value("alive", false) ? "yes" : "no",
-                d.value("pid", 0u), Bytes(d.value("store_bytes", uint64_t{0})).c_str(),
-                cores.c_str());
+    // "suspect": its connection closed; dead unless it comes back soon.
+    const char* alive = !d.value("alive", false)      ? "no"
+                        : d.value("suspected", false) ? "suspect"
+                                                      : "yes";
+    std::printf("%-4u %s %-7s %-8u %-10s %s\n", d.value("id", 0u),
+                Column(d.value("name", ""), 24).c_str(), alive, d.value("pid", 0u),
+                Bytes(d.value("store_bytes", uint64_t{0})).c_str(), cores.c_str());
   }
   std::printf("policy %s, %zu live devices\n", (*j).value("policy", "").c_str(),
               static_cast<size_t>((*j).value("alive_devices", 0)));

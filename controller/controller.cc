@@ -77,6 +77,10 @@ Status Controller::Start() {
   if (data_token_.empty()) data_token_ = NewDataToken();
   sessions_.set_data_token(data_token_);
   RETURN_IF_ERROR(transport_.Bind(options_.listen));
+  if (Status watch = transport_.WatchDisconnects(); !watch.ok()) {
+    spdlog::warn("{}; a worker that exits is noticed by its missed heartbeats only",
+                 watch.message());
+  }
   // Workers can register from now on: the grace starts here, not before
   // the store load (seconds for millions of stored runs).
   if (recovery_.open()) {
@@ -95,14 +99,16 @@ void Controller::Run() {
   zmq::pollitem_t items[] = {
       {transport_.socket().handle(), 0, ZMQ_POLLIN, 0},
       {nullptr, mailbox_.fd(), ZMQ_POLLIN, 0},
+      {transport_.monitor().handle(), 0, ZMQ_POLLIN, 0},
   };
+  const int polled = transport_.monitor() ? 3 : 2;
   next_liveness_check_ = NowUs() + options_.heartbeat_ms * 1000;
   StallClock stalls;
   while (!stop_) {
     TimeUs now = NowUs();
     long timeout_ms = std::max<long>(0, (next_liveness_check_ - now) / 1000 + 1);
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(timeout_ms));
+      zmq::poll(items, polled, std::chrono::milliseconds(timeout_ms));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       spdlog::error("poll failed: {}", e.what());
@@ -118,11 +124,16 @@ void Controller::Run() {
       if (in) Handle(*in, now);
     }
     if (items[1].revents & ZMQ_POLLIN) mailbox_.Drain();
+    if (polled == 3 && (items[2].revents & ZMQ_POLLIN)) {
+      disconnected_scratch_.clear();
+      transport_.TakeDisconnected(&disconnected_scratch_);
+      OnDisconnected(disconnected_scratch_, now);
+    }
     now = NowUs();
     if (now >= next_liveness_check_) {
       CheckLiveness(now);
       ForgetExpiredJobs();
-      next_liveness_check_ = now + options_.heartbeat_ms * 1000;
+      next_liveness_check_ = std::min(now + options_.heartbeat_ms * 1000, next_suspect_check_);
     }
     ScheduleAndSend(now);
     if (!sessions_.empty()) FlushSessions(now);

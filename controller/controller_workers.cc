@@ -5,6 +5,8 @@
 // controller_recovery.cc.
 #include <spdlog/spdlog.h>
 
+#include <limits>
+
 #include "hmpmd/controller/controller.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/one_line.h"
@@ -37,6 +39,7 @@ WorkerInfo* Controller::KnownWorker(const std::string& identity, TimeUs now) {
     return nullptr;
   }
   w->last_seen = now;
+  w->disconnected_at = 0;
   return w;
 }
 
@@ -165,14 +168,51 @@ void Controller::CreditStall(TimeUs stall, TimeUs now) {
   sessions_.CreditStall(stall, now);
 }
 
+TimeUs Controller::DisconnectGraceUs() const {
+  // A live worker whose connection broke reconnects (libzmq retries after
+  // 100 ms), and its next heartbeat gets it registered again: one period
+  // and a half covers that, and keeps a killed worker's detection under 1 s
+  // at the default period.
+  return std::min<TimeUs>(TimeUs{options_.heartbeat_ms} * 1500,
+                          TimeUs{options_.worker_timeout_ms} * 1000);
+}
+
+void Controller::OnDisconnected(const std::vector<std::string>& identities, TimeUs now) {
+  for (const std::string& identity : identities) {
+    WorkerInfo* w = workers_.FindByIdentity(identity);
+    if (w == nullptr || !w->alive || w->disconnected_at != 0) continue;
+    spdlog::info(
+        "worker {} '{}': its connection closed; declared dead in {} ms unless it "
+        "comes back",
+        w->id, w->name, DisconnectGraceUs() / 1000);
+    w->disconnected_at = now;
+    next_liveness_check_ = std::min(next_liveness_check_, now + DisconnectGraceUs());
+  }
+}
+
 void Controller::CheckLiveness(TimeUs now) {
   TimeUs limit = static_cast<TimeUs>(options_.worker_timeout_ms) * 1000;
+  const TimeUs grace = DisconnectGraceUs();
+  TimeUs next_suspect = std::numeric_limits<TimeUs>::max();
   for (WorkerInfo& w : workers_) {
-    if (w.alive && now - w.last_seen > limit) {
+    if (!w.alive) continue;
+    if (now - w.last_seen > limit) {
       MarkDead(w, "missed heartbeats for " + std::to_string(options_.worker_timeout_ms) + " ms",
                now);
+    } else if (w.disconnected_at != 0 && now - w.disconnected_at >= grace) {
+      if (transport_.Reachable(w.identity)) {
+        w.disconnected_at = 0;  // the descriptor was another peer's
+      } else {
+        MarkDead(w,
+                 "its connection closed and it did not come back within " +
+                     std::to_string(grace / 1000) + " ms",
+                 now);
+      }
+    } else if (w.disconnected_at != 0) {
+      next_suspect = std::min(next_suspect, w.disconnected_at + grace);
     }
   }
+  next_suspect_check_ = next_suspect;
 }
 
 void Controller::WorkerProcessExited(uint32_t pid, const std::string& why) {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 #include "hmpmd/protocol/codec.h"
 
 namespace hmpmd {
@@ -10,7 +12,7 @@ namespace {
 constexpr size_t kMaxMessageSlack = 4096;
 }  // namespace
 
-Transport::Transport(zmq::context_t* ctx) : socket_(*ctx, zmq::socket_type::router) {
+Transport::Transport(zmq::context_t* ctx) : socket_(*ctx, zmq::socket_type::router), ctx_(ctx) {
   socket_.set(zmq::sockopt::linger, 0);
   socket_.set(zmq::sockopt::sndhwm, 0);  // a batch must never be dropped silently
   socket_.set(zmq::sockopt::rcvhwm, 0);
@@ -45,6 +47,65 @@ Status Transport::Bind(const std::string& endpoint) {
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("listen " + endpoint + ": " + e.what());
   }
+}
+
+Status Transport::WatchDisconnects() {
+  // One name per Transport: several controllers may share a process.
+  const std::string endpoint =
+      "inproc://hmpmd-router-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+  if (zmq_socket_monitor(socket_.handle(), endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+    return Status::Internal(std::string("monitoring the controller socket: ") +
+                            zmq_strerror(zmq_errno()));
+  }
+  try {
+    monitor_ = zmq::socket_t(*ctx_, zmq::socket_type::pair);
+    monitor_.set(zmq::sockopt::linger, 0);
+    monitor_.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::Internal(std::string("monitoring the controller socket: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+void Transport::TakeDisconnected(std::vector<std::string>* out) {
+  if (!monitor_) return;
+  for (int i = 0; i < 4096; ++i) {
+    zmq::message_t event, address;
+    try {
+      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+      if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::none);
+    } catch (const zmq::error_t&) {
+      return;
+    }
+    // libzmq's event frame: a 16-bit event and a 32-bit value (the fd).
+    if (event.size() < 6) continue;
+    uint16_t what = 0;
+    uint32_t fd = 0;
+    std::memcpy(&what, event.data(), sizeof what);
+    std::memcpy(&fd, static_cast<const char*>(event.data()) + 2, sizeof fd);
+    if (what != ZMQ_EVENT_DISCONNECTED) continue;
+    auto it = fd_identity_.find(static_cast<int>(fd));
+    if (it == fd_identity_.end()) continue;
+    identity_fd_.erase(it->second);
+    out->push_back(std::move(it->second));
+    fd_identity_.erase(it);
+  }
+}
+
+bool Transport::Reachable(const std::string& identity) { return Send(identity, HeartbeatAck{}); }
+
+void Transport::NoteConnection(const zmq::message_t& frame, const std::string& identity) {
+  const int fd = const_cast<zmq::message_t&>(frame).get(ZMQ_SRCFD);
+  if (fd < 0) return;
+  auto mine = identity_fd_.find(identity);
+  if (mine != identity_fd_.end() && mine->second == fd) return;
+  if (mine != identity_fd_.end()) fd_identity_.erase(mine->second);
+  // The kernel gave a closed connection's descriptor to this one.
+  if (auto old = fd_identity_.find(fd); old != fd_identity_.end() && old->second != identity) {
+    identity_fd_.erase(old->second);
+  }
+  identity_fd_[identity] = fd;
+  fd_identity_[fd] = identity;
 }
 
 bool Transport::Receive(std::optional<Incoming>* out) {
@@ -82,6 +143,7 @@ bool Transport::Receive(std::optional<Incoming>* out) {
     return true;
   }
   out->emplace(Incoming{frames[0].to_string(), std::move(decoded).value()});
+  if (monitor_) NoteConnection(frames[1], (*out)->identity);
   return true;
 }
 

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -281,6 +282,12 @@ class Controller : private DriverSessions::Host {
   // them as fast as they like, with names of any length.
   void LogRefusedToken(const char* what, const std::string& name);
   void CheckLiveness(TimeUs now);
+  // Workers whose connection closed (Transport::TakeDisconnected): each is
+  // suspected, and declared dead unless it has a connection again (it
+  // re-registered, or the descriptor was another peer's) DisconnectGraceUs()
+  // later.
+  void OnDisconnected(const std::vector<std::string>& identities, TimeUs now);
+  TimeUs DisconnectGraceUs() const;
   // The loop did not run for `stall` (StallClock): workers' and drivers'
   // silence restarts from the resume, so a stopped controller does not
   // blame them for its own.
@@ -390,14 +397,17 @@ class Controller : private DriverSessions::Host {
   // WhenDurable() callbacks of this iteration.
   std::vector<std::function<void(const Status&)>> durable_waiters_;
   std::vector<Dispatch> dispatch_scratch_;
-  std::vector<StartedRun> started_scratch_;  // ReportStarted
-  std::vector<AssignBatch> outbox_;          // by WorkerId
+  std::vector<StartedRun> started_scratch_;        // ReportStarted
+  std::vector<std::string> disconnected_scratch_;  // OnDisconnected
+  std::vector<AssignBatch> outbox_;                // by WorkerId
   std::string body_scratch_;
   ControllerCounters counters_;
   ControllerObserver* observer_ = nullptr;
   std::function<void(TimeUs)> iteration_hook_;
   TimeUs started_at_ = 0;
   TimeUs next_liveness_check_ = 0;
+  // The earliest end of a disconnected worker's grace (CheckLiveness).
+  TimeUs next_suspect_check_ = std::numeric_limits<TimeUs>::max();
   std::unique_ptr<StoreWriter> writer_;     // null without a store
   std::vector<StoreRecord> store_pending_;  // this iteration's records
   RecoveryWindow recovery_;                 // after a restart

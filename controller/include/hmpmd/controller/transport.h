@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/codec.h"
@@ -34,6 +36,22 @@ class Transport {
   const std::string& endpoint() const { return endpoint_; }
   zmq::socket_t& socket() { return socket_; }
 
+  // Watches the socket's connections (a libzmq monitor on inproc), so that
+  // a peer whose connection closes is known at once rather than after its
+  // heartbeats are missed. Call once, after Bind().
+  Status WatchDisconnects();
+  // The monitor's socket, to poll for POLLIN beside socket(); its handle
+  // is null until WatchDisconnects().
+  zmq::socket_t& monitor() { return monitor_; }
+  // Reads the monitor's events and appends the routing ids of the peers
+  // whose connection closed. A connection is known by its file descriptor
+  // (ZMQ_SRCFD of the last message it brought), which the kernel reuses:
+  // an id is a suspect to check (see Reachable), not a verdict.
+  void TakeDisconnected(std::vector<std::string>* out);
+  // Whether the socket still has a connection for `identity`: sends it a
+  // HeartbeatAck, which router_mandatory refuses for an id with none.
+  bool Reachable(const std::string& identity);
+
   // Reads one message if one is waiting (returns false when none is). On
   // true, `*out` holds it, or is empty when it was malformed and dropped.
   bool Receive(std::optional<Incoming>* out);
@@ -47,12 +65,20 @@ class Transport {
   const std::string& last_error() const { return last_error_; }
 
  private:
+  void NoteConnection(const zmq::message_t& frame, const std::string& identity);
+
   zmq::socket_t socket_;
   std::string endpoint_;
   uint64_t dropped_ = 0;
   uint64_t received_ = 0;
   std::string last_error_;
   std::string body_scratch_;
+  zmq::context_t* ctx_;
+  zmq::socket_t monitor_;
+  // The connection (file descriptor) each peer's last message came on, and
+  // back; only kept while watching.
+  std::unordered_map<int, std::string> fd_identity_;
+  std::unordered_map<std::string, int> identity_fd_;
 };
 
 }  // namespace hmpmd

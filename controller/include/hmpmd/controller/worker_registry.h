@@ -45,6 +45,9 @@ struct WorkerInfo {
   WorkerClock clock;  // puts its timestamps on ours
   TimeUs last_seen = 0;
   TimeUs joined = 0;
+  // When its connection was seen to close; 0: it has one. A suspect until
+  // Controller::CheckLiveness decides (it came back, or it is dead).
+  TimeUs disconnected_at = 0;
   uint64_t dropped_frames = 0;  // as the worker reported
   uint32_t in_flight = 0;       // tasks queued or running there, as its last heartbeat said
   uint64_t store_bytes = 0;     // in its object store, as its last heartbeat said
