@@ -166,6 +166,10 @@ void Controller::CreditStall(TimeUs stall, TimeUs now) {
     if (w.alive) w.last_seen = StallClock::Credit(w.last_seen, stall, now);
   }
   sessions_.CreditStall(stall, now);
+  // The recovery grace, likewise, counts only time the loop ran: judged
+  // now, it would end before the re-registrations waiting in the kernel
+  // were read, and rebuild outputs the workers still hold.
+  if (recovery_.open()) recovery_.set_deadline(recovery_.deadline() + stall);
 }
 
 TimeUs Controller::DisconnectGraceUs() const {

@@ -34,6 +34,7 @@ class RecoveryWindow {
   // Moves the deadline of an open window (the grace counts from when
   // workers can reach the controller, not from before a long store load).
   void set_deadline(TimeUs deadline) { deadline_ = deadline; }
+  TimeUs deadline() const { return deadline_; }
   // A worker registered (during the window or not).
   void OnRegistered(const std::string& key);
   // True while the window is open and has not ended by `now`.
