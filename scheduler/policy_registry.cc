@@ -8,6 +8,7 @@
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/policy.h"
 #include "hmpmd/scheduler/spmd_policy.h"
+#include "hmpmd/scheduler/spmd_search_policy.h"
 #include "hmpmd/scheduler/zb_h1_policy.h"
 
 namespace hmpmd {
@@ -29,6 +30,7 @@ constexpr std::array kPolicies{
     PolicyEntry{"fifo", Make<FifoPolicy>},
     PolicyEntry{"spmd-1f1b", Make<SpmdPolicy>},
     PolicyEntry{"spmd-zb-h1", Make<ZbH1Policy>},
+    PolicyEntry{"spmd-search", Make<SpmdSearchPolicy>},
 };
 
 }  // namespace
