@@ -8,6 +8,8 @@
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/policy.h"
 #include "hmpmd/scheduler/spmd_policy.h"
+#include "hmpmd/scheduler/spmd_search_policy.h"
+#include "hmpmd/scheduler/zb_h1_policy.h"
 
 namespace hmpmd {
 namespace {
@@ -27,6 +29,8 @@ constexpr std::array kPolicies{
     PolicyEntry{"hmpmd", Make<HmpmdPolicy>},
     PolicyEntry{"fifo", Make<FifoPolicy>},
     PolicyEntry{"spmd-1f1b", Make<SpmdPolicy>},
+    PolicyEntry{"spmd-zb-h1", Make<ZbH1Policy>},
+    PolicyEntry{"spmd-search", Make<SpmdSearchPolicy>},
 };
 
 }  // namespace

@@ -140,8 +140,10 @@ int64_t Deadlocked(const JobGraph& g, const SpmdPolicy::JobPlan& plan) {
 
 }  // namespace
 
-SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
+SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool,
+                                 const SpmdOptions& options) {
   const JobGraph& g = *job.graph;
+  const std::string name(options.name);
   const auto& submodels = g.spec().submodels;
   SpmdPolicy::JobPlan plan;
   std::vector<DeviceId> alive;
@@ -167,6 +169,12 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
   for (size_t s = 0; s < submodels.size(); ++s) {
     if (submodels[s].devices > 0 || work[s] <= 0) continue;
     size[s] = std::max<uint32_t>(1, static_cast<uint32_t>(std::floor(left * work[s] / free_work)));
+  }
+  if (options.split != nullptr && n > 0) {
+    const std::vector<uint32_t> split = options.split(job, pool, alive, size);
+    for (size_t s = 0; s < submodels.size() && s < split.size(); ++s) {
+      if (split[s] > 0) size[s] = std::min(split[s], n);
+    }
   }
   // A submodel with tasks gets a device even when they cost nothing, and a
   // set holds its largest gang (the members it has).
@@ -233,7 +241,7 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
           if (!is_taken(alive[k]) && CannotRun(job, pool, m, alive[k]).empty()) pick = alive[k];
         }
         if (pick < 0) {
-          plan.error = "spmd-1f1b cannot run this job: " + g.Describe(m) + ": collective group '" +
+          plan.error = name + " cannot run this job: " + g.Describe(m) + ": collective group '" +
                        grp.name + "' has " + std::to_string(grp.members.size()) +
                        " members and no distinct device left for this one";
           return plan;
@@ -249,7 +257,7 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
     if (plan.device[i] >= 0) {
       std::string why = CannotRun(job, pool, i, static_cast<DeviceId>(plan.device[i]));
       if (!why.empty()) {
-        plan.error = "spmd-1f1b cannot run this job: " + g.Describe(i) + " (sub-model '" + sm +
+        plan.error = name + " cannot run this job: " + g.Describe(i) + " (sub-model '" + sm +
                      "') is pinned to " + why;
         return plan;
       }
@@ -257,7 +265,7 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
     }
     const auto& set = plan.sets[g.task(i).submodel];
     if (set.empty()) {
-      plan.error = "spmd-1f1b: sub-model '" + sm + "' has no devices (the pool has none up)";
+      plan.error = name + ": sub-model '" + sm + "' has no devices (the pool has none up)";
       return plan;
     }
     bool any = false;
@@ -269,8 +277,8 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
       if (why.empty()) why = w;
     }
     if (!any) {
-      plan.error = "spmd-1f1b cannot run this job: " + g.Describe(i) +
-                   ": no device of sub-model '" + sm + "'s set can run it (" + why + ")";
+      plan.error = name + " cannot run this job: " + g.Describe(i) + ": no device of sub-model '" +
+                   sm + "'s set can run it (" + why + ")";
       return plan;
     }
   }
@@ -281,11 +289,24 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
     if (submodels[s].kind == SubmodelKind::kPipelineStage)
       stage_of[s] = static_cast<int32_t>(stages++);
   }
-  uint32_t micro_batches = 0;
+  // Micro-batches in order of their `mb`, numbered densely (an `mb` may be
+  // up to 2^28; the orders are as long as the micro-batches there are).
+  std::map<int64_t, uint32_t> mb_index;
   for (uint32_t i = 0; i < g.size(); ++i) {
     const int64_t mb = IntArg(g.spec_task(i), "mb");
-    if (stage_of[g.task(i).submodel] >= 0 && mb >= 0) {
-      micro_batches = std::max(micro_batches, static_cast<uint32_t>(mb) + 1);
+    if (stage_of[g.task(i).submodel] >= 0 && mb >= 0) mb_index.emplace(mb, 0);
+  }
+  const auto micro_batches = static_cast<uint32_t>(mb_index.size());
+  uint32_t next_mb = 0;
+  for (auto& [mb, index] : mb_index) index = next_mb++;
+  // Per stage: the slot of (micro-batch, pass) at [3 * mb + pass].
+  std::vector<std::vector<int32_t>> pass_slot(stages);
+  for (uint32_t st = 0; st < stages && micro_batches > 0; ++st) {
+    pass_slot[st].assign(size_t{3} * micro_batches, -1);
+    const std::vector<PipeOp> seq = options.order(st, stages, micro_batches);
+    for (size_t k = 0; k < seq.size(); ++k) {
+      pass_slot[st][size_t{3} * seq[k].mb + static_cast<size_t>(seq[k].pass)] =
+          static_cast<int32_t>(k);
     }
   }
   plan.slot.assign(g.size(), -1);
@@ -295,9 +316,9 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
     if (plan.device[i] < 0) continue;  // a lane needs a fixed device
     const int64_t mb = IntArg(t, "mb"), order = IntArg(t, "order");
     const std::string pass = StrArg(t, "pass");
-    if (stage_of[sm] >= 0 && mb >= 0 && (pass == "f" || pass == "b")) {
-      plan.slot[i] = OneFOneBSlot(static_cast<uint32_t>(stage_of[sm]), stages, micro_batches,
-                                  static_cast<uint32_t>(mb), pass == "f");
+    const int pass_index = pass == "f" ? 0 : pass == "b" ? 1 : pass == "w" ? 2 : -1;
+    if (stage_of[sm] >= 0 && mb >= 0 && pass_index >= 0) {
+      plan.slot[i] = pass_slot[stage_of[sm]][size_t{3} * mb_index[mb] + pass_index];
     } else if (order >= 0 && order < (int64_t{1} << 24)) {
       plan.slot[i] = static_cast<int32_t>(order);
     }
@@ -310,7 +331,7 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
   const int64_t stuck = Deadlocked(g, plan);
   if (stuck >= 0) {
     const auto i = static_cast<uint32_t>(stuck);
-    plan.error = "spmd-1f1b cannot run this job: " + g.Describe(i) + " (sub-model '" +
+    plan.error = name + " cannot run this job: " + g.Describe(i) + " (sub-model '" +
                  submodels[g.task(i).submodel].name + "', device " +
                  std::to_string(plan.device[i]) +
                  "): its program order (args order, or mb and pass) contradicts its inputs or "

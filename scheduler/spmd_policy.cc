@@ -20,6 +20,22 @@ int32_t OneFOneBSlot(uint32_t stage, uint32_t stages, uint32_t micro_batches, ui
   return warm + 2 * steady + (j - steady);
 }
 
+std::vector<PipeOp> OneFOneBOrder(uint32_t stage, uint32_t stages, uint32_t micro_batches) {
+  // OneFOneBSlot numbers the forwards and backwards 0 .. 2m-1 once each.
+  std::vector<PipeOp> fused(size_t{2} * micro_batches);
+  for (uint32_t mb = 0; mb < micro_batches; ++mb) {
+    fused[OneFOneBSlot(stage, stages, micro_batches, mb, true)] = {mb, PipePass::kForward};
+    fused[OneFOneBSlot(stage, stages, micro_batches, mb, false)] = {mb, PipePass::kBackward};
+  }
+  std::vector<PipeOp> order;
+  order.reserve(size_t{3} * micro_batches);
+  for (const PipeOp& op : fused) {
+    if (op.pass == PipePass::kBackward) order.push_back({op.mb, PipePass::kWeight});
+    order.push_back(op);
+  }
+  return order;
+}
+
 void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   if (job.open) sessions_.AddJob(job, pool);
   // No device to lay it out on yet: at its first placement.
@@ -31,7 +47,7 @@ void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
 }
 
 void SpmdPolicy::MakePlan(const JobRun& job, const ResourcePool& pool) {
-  JobPlan& plan = jobs_[job.id] = MakeSpmdPlan(job, pool);
+  JobPlan& plan = jobs_[job.id] = MakeSpmdPlan(job, pool, options_);
   plan.job = &job;
   plan.lookup.resize(plan.sets.size());
   for (size_t s = 0; s < plan.sets.size(); ++s) {
@@ -215,7 +231,7 @@ Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Time
   }
   if (!plan->error.empty()) return Placement::JobInfeasible(plan->error);
   const std::vector<DeviceId>& set = plan->sets[task.task->submodel];
-  if (set.empty()) return Placement::Infeasible("spmd-1f1b: submodel has no devices");
+  if (set.empty()) return Placement::Infeasible(std::string(Name()) + ": submodel has no devices");
   // Communication runs on the compute core, after the compute.
   auto kind_on = [&](DeviceId d) {
     if (task.task->is_comm && pool.device(d).desc.cores[0] > 0) return CoreKind::kCube;
@@ -232,7 +248,8 @@ Placement SpmdPolicy::Place(const TaskView& task, const ResourcePool& pool, Time
   const int64_t pinned = plan->device[task.index];
   if (pinned >= 0) {
     const auto dev = static_cast<DeviceId>(pinned);
-    if (!pool.device(dev).alive) return Placement::Infeasible("spmd-1f1b: its device died");
+    if (!pool.device(dev).alive)
+      return Placement::Infeasible(std::string(Name()) + ": its device died");
     const int32_t lane = plan->lane[task.index];
     if (lane >= 0 && plan->lanes[lane].next != plan->slot[task.index]) {
       const uint64_t key =

@@ -112,7 +112,9 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o) {
     encoder("audio", wa, o.audio_cost, j);
   }
   // Forward then backward of every (stage, micro-batch); the pipeline order
-  // is the policy's business.
+  // is the policy's business. The backward is B (input gradient: its
+  // all-reduce and send feed the stage before) and W (weight gradient:
+  // nothing in the step waits for it), a unit each.
   auto op_name = [](char pass, uint32_t s, uint32_t j) { return Id(std::string(1, pass), {s, j}); };
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t j = 0; j < m; ++j) {
@@ -120,7 +122,7 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o) {
         uint32_t s = pass == 0 ? si : p - 1 - si;
         char c = pass == 0 ? 'f' : 'b';
         std::string op = op_name(c, s, j), sm = "llm" + std::to_string(s);
-        double us = (pass == 0 ? 1.0 : 2.0) * unit_us / ws;
+        const double us = unit_us / ws;
         for (uint32_t i = 0; i < ws; ++i) {
           TaskSpec t = Compute(op + "_c" + std::to_string(i), sm, us, i);
           t.args.push_back({"mb", static_cast<int64_t>(j)});
@@ -133,6 +135,15 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o) {
           } else {
             t.inputs = {op_name('f', s, j) + "_ar" + std::to_string(i)};
             if (s + 1 < p) t.inputs.push_back(op_name('b', s + 1, j) + "_tx" + std::to_string(i));
+          }
+          if (pass == 1) {  // W reads what B reads
+            TaskSpec w = Compute(op_name('w', s, j) + "_c" + std::to_string(i), sm, us, i);
+            w.args.push_back({"mb", static_cast<int64_t>(j)});
+            w.args.push_back({"pass", std::string("w")});
+            w.inputs = t.inputs;
+            job.tasks.push_back(std::move(t));
+            job.tasks.push_back(std::move(w));
+            continue;
           }
           job.tasks.push_back(std::move(t));
         }
@@ -339,7 +350,8 @@ JobSpec RlWorkload(const RlOptions& o) {
   return job;
 }
 
-JobSpec PipelineWorkload(uint32_t stages, uint32_t micro_batches, double fwd_us, double bwd_us) {
+JobSpec PipelineWorkload(uint32_t stages, uint32_t micro_batches, double fwd_us, double bwd_us,
+                         double wgt_us) {
   JobSpec job;
   job.name = "pipeline";
   for (uint32_t s = 0; s < stages; ++s) {
@@ -367,6 +379,13 @@ JobSpec PipelineWorkload(uint32_t stages, uint32_t micro_batches, double fwd_us,
       TaskSpec b = task('b', s, j, bwd_us);
       b.inputs = {Id("f", {s, j})};
       if (s + 1 < stages) b.inputs.push_back(Id("b", {s + 1, j}));
+      if (wgt_us > 0) {
+        TaskSpec w = task('w', s, j, wgt_us);
+        w.inputs = b.inputs;  // the stage's activations and the gradient from the next
+        job.tasks.push_back(std::move(b));
+        job.tasks.push_back(std::move(w));
+        continue;
+      }
       job.tasks.push_back(std::move(b));
     }
   }
@@ -395,7 +414,7 @@ Result<JobSpec> MakeWorkload(std::string_view name, uint32_t devices, uint64_t s
     o.seed = seed;
     return RlWorkload(o);
   }
-  if (name == "pipeline") return PipelineWorkload(std::min(devices, 8u), 16, 1000, 2000);
+  if (name == "pipeline") return PipelineWorkload(std::min(devices, 8u), 16, 1000, 1000, 1000);
   return Status::NotFound("workload: unknown workload '" + std::string(name) +
                           "' (built-in: multimodal, moe, rl, pipeline)");
 }

@@ -414,7 +414,8 @@ class EmbeddedRun(unittest.TestCase):
         r = run("sim", EXAMPLE, "--devices", "16", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout)
-        self.assertEqual(set(out["policies"]), {"hmpmd", "fifo", "spmd-1f1b"})
+        self.assertEqual(set(out["policies"]),
+                         {"hmpmd", "fifo", "spmd-1f1b", "spmd-zb-h1", "spmd-search"})
         for name, p in out["policies"].items():
             self.assertEqual(p["state"], "succeeded", name)
             self.assertGreaterEqual(p["makespan_s"], p["lower_bound_s"] * (1 - 1e-9), name)
@@ -433,8 +434,9 @@ class EmbeddedRun(unittest.TestCase):
     def test_sim_spmd_on_small_pools_and_plans_it_cannot_follow(self):
         # spmd-1f1b used to end "simulation stuck" on multimodal below 16 devices.
         for devices in ("3", "8", "15"):
-            r = run("sim", "multimodal", "--devices", devices, "--policy", "spmd-1f1b")
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for policy in ("spmd-1f1b", "spmd-zb-h1", "spmd-search"):
+                r = run("sim", "multimodal", "--devices", devices, "--policy", policy)
+                self.assertEqual(r.returncode, 0, policy + ": " + r.stdout + r.stderr)
         # A program order against the inputs: that policy's run fails at
         # once, naming the task; the others' figures still come.
         spec = os.path.join(self.tmp.name, "order.json")

@@ -33,12 +33,15 @@ TEST(BuiltinArgsTest, AcceptsWhatTheKernelsTake) {
             "ok");
   EXPECT_EQ(Check("noop", {{"shard", std::string("a")}}),
             "args.shard: expected an integer, got a string");
-  // The policy reads "f" and "b" only: anything else was silently no pass.
-  for (const char* pass : {"bwd", "F", ""}) {
-    EXPECT_EQ(Check("spin", {{"pass", std::string(pass)}}), "args.pass: must be \"f\" or \"b\"")
+  // The policies read "f", "b" and "w" only: anything else was silently no pass.
+  for (const char* pass : {"bwd", "F", "W", ""}) {
+    EXPECT_EQ(Check("spin", {{"pass", std::string(pass)}}),
+              "args.pass: must be \"f\" or \"b\" or \"w\"")
         << pass;
   }
-  EXPECT_EQ(Check("spin", {{"pass", std::string("f")}}), "ok");
+  for (const char* pass : {"f", "b", "w"}) {
+    EXPECT_EQ(Check("spin", {{"pass", std::string(pass)}}), "ok") << pass;
+  }
 }
 
 TEST(BuiltinArgsTest, KnowsEveryBuiltinKernel) {

@@ -65,15 +65,23 @@ TEST(OneFOneBSlot, WarmUpSteadyCoolDown) {
   EXPECT_EQ(OneFOneBSlot(3, 4, 6, 1, true), 2);
 }
 
-// With uniform stages 1F1B idles (p-1)/(m+p-1) of the device time.
+// With uniform stages 1F1B idles (p-1)/(m+p-1) of the device time, with
+// the backward as one task or as B and W (its W just before its B: the
+// input gradient leaves the stage when the whole backward has run).
 TEST(Simulator, SpmdReproducesAnalyticBubble) {
   for (auto [p, m] : {std::pair{4u, 8u}, {4u, 16u}, {8u, 32u}, {2u, 5u}}) {
-    Outcome o = Simulate(PipelineWorkload(p, m, 1000, 2000), "spmd-1f1b", ComputeOnly(p));
-    ASSERT_TRUE(o.status.ok()) << o.status.message();
-    ASSERT_EQ(o.state, JobState::kSucceeded);
-    double analytic = (p - 1.0) / (m + p - 1.0);
-    EXPECT_NEAR(o.metrics.bubble_ratio, analytic, 0.01) << "p=" << p << " m=" << m;
-    EXPECT_NEAR(o.metrics.makespan_s, (m + p - 1) * 3000e-6, 1e-6) << "p=" << p << " m=" << m;
+    for (const JobSpec& spec :
+         {PipelineWorkload(p, m, 1000, 2000), PipelineWorkload(p, m, 1000, 1000, 1000)}) {
+      Outcome o = Simulate(spec, "spmd-1f1b", ComputeOnly(p));
+      ASSERT_TRUE(o.status.ok()) << o.status.message();
+      ASSERT_EQ(o.state, JobState::kSucceeded);
+      ASSERT_EQ(o.metrics.tasks, spec.tasks.size());
+      double analytic = (p - 1.0) / (m + p - 1.0);
+      EXPECT_NEAR(o.metrics.bubble_ratio, analytic, 0.01)
+          << "p=" << p << " m=" << m << " tasks=" << spec.tasks.size();
+      EXPECT_NEAR(o.metrics.makespan_s, (m + p - 1) * 3000e-6, 1e-6)
+          << "p=" << p << " m=" << m << " tasks=" << spec.tasks.size();
+    }
   }
 }
 

@@ -1,11 +1,14 @@
 // SpmdPolicy ("spmd-1f1b"): the static SPMD pipeline users run today, the
-// baseline hmpmd must beat on the same work.
+// baseline hmpmd must beat on the same work. Its pipeline order and its
+// device split are options (SpmdOptions), so the other static baselines
+// (spmd-zb-h1, spmd-search) are this policy with another order or split.
 //
 // 1. When a job is admitted every submodel gets a fixed, contiguous device
 //    set for the whole job: `devices` when the spec asks, otherwise a share
 //    of the rest proportional to its estimated work (at least one device),
 //    and never fewer than the most members one collective group has in the
-//    submodel (capped at the pool). Sets are laid out in device order and
+//    submodel (capped at the pool); SpmdOptions::split replaces the hint
+//    and the share by its own counts. Sets are laid out in device order and
 //    wrap around, so a submodel that asks for the whole pool overlaps the
 //    others (expert parallelism), and on a pool too small for the sets asked
 //    they overlap as little as the pool allows.
@@ -15,10 +18,13 @@
 //    of their set no other member holds (else of the pool): a gang needs
 //    distinct devices.
 // 3. Submodels of kind pipeline_stage run their tasks in 1F1B order: tasks
-//    with args `mb` (micro-batch) and `pass` ("f" or "b") take slots of the
-//    1F1B sequence of their stage (stage = order among the job's
-//    pipeline_stage submodels); a device starts slot k+1 only after every
-//    task of slot k on it has started. Communication of a slot (same `mb`
+//    with args `mb` (micro-batch) and `pass` ("f" forward, "b" backward or
+//    its input gradient, "w" its weight gradient) take slots of the
+//    sequence SpmdOptions::order gives their stage (stage = order among the
+//    job's pipeline_stage submodels); a device starts slot k+1 only after
+//    every task of slot k on it has started. 1F1B runs a micro-batch's W
+//    just before its B: a fused backward sends its input gradient on only
+//    when the whole backward has run. Communication of a slot (same `mb`
 //    and `pass`) belongs to the slot, so it runs before the next compute.
 //    Other pinned tasks with an integer arg `order` run in that program
 //    order on their device, as an SPMD program would (a device runs its
@@ -52,11 +58,44 @@
 
 namespace hmpmd {
 
-class SpmdPolicy final : public Policy {
- public:
-  SpmdPolicy() : sessions_(FixedSetOptions()) {}
+// A pass of a pipeline stage's micro-batch.
+enum class PipePass : uint8_t { kForward, kBackward, kWeight };  // "f", "b", "w"
+struct PipeOp {
+  uint32_t mb = 0;
+  PipePass pass = PipePass::kForward;
+};
+// The order of the passes of stage `stage` of `stages` over `micro_batches`
+// micro-batches: every (mb, pass) once.
+using PipelineOrder = std::vector<PipeOp> (*)(uint32_t stage, uint32_t stages,
+                                              uint32_t micro_batches);
+// 1F1B (Narayanan et al., PipeDream-Flush, SC'21): stages - stage - 1
+// warm-up forwards, then one forward one backward, then cool-down
+// backwards; each backward is its W then its B (OneFOneBSlot's order with
+// W before B).
+std::vector<PipeOp> OneFOneBOrder(uint32_t stage, uint32_t stages, uint32_t micro_batches);
 
-  std::string_view Name() const override { return "spmd-1f1b"; }
+// Per job: the device count of each sub-model (index as the spec's
+// submodels), over the `alive` devices, given the counts rule 1 gives
+// (`planned`). A count of 0 keeps rule 1's for that sub-model.
+using DeviceSplit = std::vector<uint32_t> (*)(const JobRun& job, const ResourcePool& pool,
+                                              const std::vector<DeviceId>& alive,
+                                              const std::vector<uint32_t>& planned);
+
+struct SpmdOptions {
+  // The policy's name, in --policy and in its errors. Default "spmd-1f1b".
+  std::string_view name = "spmd-1f1b";
+  // Each pipeline stage's order (rule 3). Default OneFOneBOrder.
+  PipelineOrder order = OneFOneBOrder;
+  // Device counts (rule 1); null: the spec's devices, else by work.
+  // Default null.
+  DeviceSplit split = nullptr;
+};
+
+class SpmdPolicy : public Policy {
+ public:
+  explicit SpmdPolicy(SpmdOptions options = {}) : options_(options), sessions_(FixedSetOptions()) {}
+
+  std::string_view Name() const override { return options_.name; }
   void OnJobAdded(const JobRun& job, const ResourcePool& pool) override;
   void OnJobGrown(const JobRun& job, const ResourcePool& pool) override {
     sessions_.GrowJob(job, pool);
@@ -126,6 +165,7 @@ class SpmdPolicy final : public Policy {
   void WakeLane(const JobPlan& plan, int32_t lane);
   void WakeAll();
 
+  SpmdOptions options_;
   std::unordered_map<JobId, JobPlan> jobs_;
   uint64_t next_key_ = 1;  // lane keys; device keys are kDeviceKey | device
   static constexpr uint64_t kDeviceKey = uint64_t{1} << 62;
@@ -140,7 +180,8 @@ class SpmdPolicy final : public Policy {
 };
 
 // Builds `job`'s plan on `pool` (rules 1-3 above; spmd_plan.cc).
-SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool);
+SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool,
+                                 const SpmdOptions& options = {});
 
 // The 1F1B slot of (micro-batch `mb`, forward or backward) for stage `stage`
 // of `stages` with `micro_batches`: warm-up forwards, then one forward one

@@ -3,7 +3,7 @@
 //
 // Every generator is deterministic for a seed. Tasks that a static SPMD
 // deployment pins to one device carry an integer arg `shard`; pipeline
-// compute carries `mb` and `pass` ("f"/"b") for the 1F1B order. Compute is
+// compute carries `mb` and `pass` ("f", "b", "w") for the pipeline order. Compute is
 // given in flops at the default cube throughput (PoolSpec), communication
 // in bytes, so a pool with other figures changes the times.
 // Thread-safety: pure functions.
@@ -128,8 +128,12 @@ RlShape RlShapeFor(const RlOptions& o);
 JobSpec RlWorkload(const RlOptions& o);
 
 // `stages` uniform pipeline stages, one device each, over `micro_batches`
-// micro-batches: forward `fwd_us`, backward `bwd_us` (spin tasks).
-JobSpec PipelineWorkload(uint32_t stages, uint32_t micro_batches, double fwd_us, double bwd_us);
+// micro-batches: forward `fwd_us`, backward `bwd_us` (spin tasks). With
+// `wgt_us` > 0 the backward is two tasks: B (pass "b", `bwd_us`, the input
+// gradient the stage before waits for) and W (pass "w", `wgt_us`, the
+// weight gradient), as zero-bubble schedules split it.
+JobSpec PipelineWorkload(uint32_t stages, uint32_t micro_batches, double fwd_us, double bwd_us,
+                         double wgt_us = 0);
 
 // "multimodal", "moe", "rl", "pipeline".
 std::vector<std::string> WorkloadNames();
