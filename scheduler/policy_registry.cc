@@ -4,6 +4,7 @@
 // linker drops an object file of a static library that nothing references.
 #include <array>
 
+#include "hmpmd/scheduler/eplb_policy.h"
 #include "hmpmd/scheduler/fifo_policy.h"
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/policy.h"
@@ -27,6 +28,7 @@ constexpr std::array kPolicies{
     PolicyEntry{"hmpmd", Make<HmpmdPolicy>},
     PolicyEntry{"fifo", Make<FifoPolicy>},
     PolicyEntry{"spmd-1f1b", Make<SpmdPolicy>},
+    PolicyEntry{"spmd-eplb", Make<EplbPolicy>},
 };
 
 }  // namespace

@@ -274,6 +274,14 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
       return plan;
     }
   }
+  SpmdLanes(job, &plan);
+  return plan;
+}
+
+void SpmdLanes(const JobRun& job, SpmdPolicy::JobPlan* out) {
+  const JobGraph& g = *job.graph;
+  const auto& submodels = g.spec().submodels;
+  SpmdPolicy::JobPlan& plan = *out;
   // 1F1B slots of pipeline stages; program order of other pinned tasks.
   std::vector<int32_t> stage_of(submodels.size(), -1);
   uint32_t stages = 0;
@@ -305,7 +313,7 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
   // One program per device; a lane per (device, submodel) when the shared
   // one cannot be followed; else the spec's orders are at fault.
   BuildLanes(g, false, &plan);
-  if (Deadlocked(g, plan) < 0) return plan;
+  if (Deadlocked(g, plan) < 0) return;
   BuildLanes(g, true, &plan);
   const int64_t stuck = Deadlocked(g, plan);
   if (stuck >= 0) {
@@ -316,7 +324,6 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool) {
                  "): its program order (args order, or mb and pass) contradicts its inputs or "
                  "collective groups, so it could never start";
   }
-  return plan;
 }
 
 }  // namespace hmpmd
