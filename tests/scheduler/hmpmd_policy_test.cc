@@ -59,7 +59,7 @@ class HmpmdPolicyTest : public ::testing::Test {
 };
 
 TEST_F(HmpmdPolicyTest, MakePolicyKnowsTheBuiltInPolicies) {
-  EXPECT_EQ(PolicyNames(), (std::vector<std::string>{"hmpmd", "fifo", "spmd-1f1b"}));
+  EXPECT_EQ(PolicyNames(), (std::vector<std::string>{"hmpmd", "fifo", "spmd-1f1b", "spmd-eplb"}));
   for (const std::string& name : PolicyNames()) {
     auto p = MakePolicy(name);
     ASSERT_TRUE(p.ok()) << name;

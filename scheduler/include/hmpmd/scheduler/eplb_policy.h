@@ -1,6 +1,8 @@
 // EplbPolicy ("spmd-eplb"): static expert parallelism with EPLB-style
 // redundant experts (DeepSeek-AI, "Expert Parallelism Load Balancer",
-// github.com/deepseek-ai/EPLB), the MoE baseline the field runs today.
+// github.com/deepseek-ai/EPLB), the MoE baseline the field runs today:
+// its global policy (EPLB's hierarchical one packs expert groups onto
+// nodes first; the generators have no expert groups).
 //
 // 1. Everything but the experts is spmd-1f1b's plan (spmd_policy.h): fixed
 //    sets, pinned shards, program order, communication on the compute core.
