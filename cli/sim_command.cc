@@ -211,22 +211,26 @@ void WarnUntimed(const std::string& workload, const JobSpec& spec) {
             << std::endl;
 }
 
+// Whether `workload` names a built-in generator (a file of that name is
+// read instead; a directory, examples/rl beside examples/*.json, is not).
+bool Generated(const std::string& workload) {
+  bool builtin = false;
+  for (const std::string& n : WorkloadNames()) builtin = builtin || n == workload;
+  return builtin && !std::filesystem::is_regular_file(workload);
+}
+
 // `weight` > 0 replaces the spec's. Adds the workload's task runs to
 // `size->runs` as soon as they are known (a built-in's estimate first).
 Result<std::shared_ptr<const JobGraph>> LoadWorkload(const SimArgs& a, uint32_t devices,
                                                      uint32_t weight, SimSize* size) {
   const uint64_t runs_before = size->runs;
-  bool builtin = false;
-  for (const std::string& n : WorkloadNames()) builtin = builtin || n == a.workload;
   Result<JobSpec> spec = Status::Internal("no workload loaded");  // set on every path below
   const auto too_many = [&](uint64_t runs, const std::string& what) {
     return Status::ResourceExhausted(a.workload + ": " + what + std::to_string(runs) +
                                      " task runs, over the limit of " + std::to_string(a.max_runs) +
                                      " (--max-runs; each takes about 1 KB of memory)");
   };
-  // A file of that name is read instead; a directory (examples/rl beside
-  // examples/*.json) is not.
-  if (builtin && !std::filesystem::is_regular_file(a.workload)) {
+  if (Generated(a.workload)) {
     // The generators grow with the pool (about 80 runs per device): sized
     // from a small pool first, so a huge one is refused before it is built.
     constexpr uint32_t kProbeDevices = 1024;
@@ -348,6 +352,10 @@ int SimMain(const SimArgs& a, SimSize* size) {
   json out;
   out["workload"] = (*graph)->spec().name;
   out["tasks_per_step"] = (*graph)->size();
+  // A generator's draws (routing, lengths) come from the seed: printed so
+  // that a figure can be reproduced.
+  const bool generated = Generated(a.workload);
+  if (generated) out["seed"] = a.seed;
   out["pool"] = {{"name", pool.name}, {"devices", pool.devices()}, {"nodes", pool.nodes}};
   out["policies"] = json::object();
   std::string table;
@@ -413,9 +421,10 @@ int SimMain(const SimArgs& a, SimSize* size) {
   if (a.json) {
     std::cout << JsonText(out, 2) << std::endl;
   } else {
-    std::cout << "workload " << (*graph)->spec().name << " (" << (*graph)->size()
-              << " tasks) on pool " << pool.name << " (" << pool.devices() << " devices, "
-              << pool.nodes << (pool.nodes == 1 ? " node)\n" : " nodes)\n") << table;
+    std::cout << "workload " << (*graph)->spec().name << " (" << (*graph)->size() << " tasks"
+              << (generated ? ", seed " + std::to_string(a.seed) : "") << ") on pool " << pool.name
+              << " (" << pool.devices() << " devices, " << pool.nodes
+              << (pool.nodes == 1 ? " node)\n" : " nodes)\n") << table;
   }
   return all_ok ? kExitOk : kExitFailed;
 }

@@ -49,12 +49,14 @@ constexpr ArgRule kBroadcast[] = {{"n", ArgType::kInteger, 0, kMaxElements},
                                   kF32Bytes,
                                   {"root", ArgType::kInteger, 0, kMaxElements}};
 
-// Hints the spmd-* policies read from any task (README, "Policies"): the
-// shard of its sub-model's set, micro-batch, pass (forward, backward or
-// its input gradient, weight gradient) and program order.
+// Hints the static policies read from any task (README, "Policies"): the
+// shard of its sub-model's set, micro-batch, pass (forward, backward or its
+// input gradient, weight gradient), program order, and the training step
+// (spmd-eplb).
 constexpr ArgRule kHints[] = {{"shard", ArgType::kInteger, 0, kMaxElements},
                               {"mb", ArgType::kInteger, 0, kMaxElements},
                               {"order", ArgType::kInteger, 0, kMaxElements},
+                              {"step", ArgType::kInteger, 0, kMaxElements},
                               {"pass", ArgType::kString, 0, 0, 1, "f|b|w"}};
 
 struct KernelRules {

@@ -4,6 +4,7 @@
 // linker drops an object file of a static library that nothing references.
 #include <array>
 
+#include "hmpmd/scheduler/eplb_policy.h"
 #include "hmpmd/scheduler/fifo_policy.h"
 #include "hmpmd/scheduler/hmpmd_policy.h"
 #include "hmpmd/scheduler/policy.h"
@@ -31,6 +32,7 @@ constexpr std::array kPolicies{
     PolicyEntry{"spmd-1f1b", Make<SpmdPolicy>},
     PolicyEntry{"spmd-zb-h1", Make<ZbH1Policy>},
     PolicyEntry{"spmd-search", Make<SpmdSearchPolicy>},
+    PolicyEntry{"spmd-eplb", Make<EplbPolicy>},
 };
 
 }  // namespace

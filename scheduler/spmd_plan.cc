@@ -282,6 +282,14 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool,
       return plan;
     }
   }
+  SpmdLanes(job, &plan, options);
+  return plan;
+}
+
+void SpmdLanes(const JobRun& job, SpmdPolicy::JobPlan* out, const SpmdOptions& options) {
+  const JobGraph& g = *job.graph;
+  const auto& submodels = g.spec().submodels;
+  SpmdPolicy::JobPlan& plan = *out;
   // 1F1B slots of pipeline stages; program order of other pinned tasks.
   std::vector<int32_t> stage_of(submodels.size(), -1);
   uint32_t stages = 0;
@@ -326,18 +334,17 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool,
   // One program per device; a lane per (device, submodel) when the shared
   // one cannot be followed; else the spec's orders are at fault.
   BuildLanes(g, false, &plan);
-  if (Deadlocked(g, plan) < 0) return plan;
+  if (Deadlocked(g, plan) < 0) return;
   BuildLanes(g, true, &plan);
   const int64_t stuck = Deadlocked(g, plan);
   if (stuck >= 0) {
     const auto i = static_cast<uint32_t>(stuck);
-    plan.error = name + " cannot run this job: " + g.Describe(i) + " (sub-model '" +
-                 submodels[g.task(i).submodel].name + "', device " +
+    plan.error = std::string(options.name) + " cannot run this job: " + g.Describe(i) +
+                 " (sub-model '" + submodels[g.task(i).submodel].name + "', device " +
                  std::to_string(plan.device[i]) +
                  "): its program order (args order, or mb and pass) contradicts its inputs or "
                  "collective groups, so it could never start";
   }
-  return plan;
 }
 
 }  // namespace hmpmd

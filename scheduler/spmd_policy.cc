@@ -46,8 +46,12 @@ void SpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   MakePlan(job, pool);
 }
 
+SpmdPolicy::JobPlan SpmdPolicy::Layout(const JobRun& job, const ResourcePool& pool) {
+  return MakeSpmdPlan(job, pool, options_);
+}
+
 void SpmdPolicy::MakePlan(const JobRun& job, const ResourcePool& pool) {
-  JobPlan& plan = jobs_[job.id] = MakeSpmdPlan(job, pool, options_);
+  JobPlan& plan = jobs_[job.id] = Layout(job, pool);
   plan.job = &job;
   plan.lookup.resize(plan.sets.size());
   for (size_t s = 0; s < plan.sets.size(); ++s) {

@@ -161,10 +161,15 @@ struct RlArgs {
   int64_t staleness = -1;
 };
 
+// The generators' seed (moe's routing and token counts, rl's rollout
+// lengths), printed with the table.
+constexpr uint64_t kSeed = 1;
+
 Result<JobSpec> Workload(const std::string& name, uint32_t devices, const RlArgs& rl) {
-  if (name != "rl") return MakeWorkload(name, devices, 1);
+  if (name != "rl") return MakeWorkload(name, devices, kSeed);
   RlOptions o;
   o.devices = devices;
+  o.seed = kSeed;
   if (rl.iterations > 0) o.iterations = static_cast<uint32_t>(rl.iterations);
   if (rl.staleness >= 0) o.staleness = static_cast<uint32_t>(rl.staleness);
   return RlWorkload(o);
@@ -220,6 +225,7 @@ std::string SearchSummary(const std::string& name, const JobSpec& spec, const Po
 }
 
 int Table(uint32_t devices, const RlArgs& rl) {
+  std::printf("%u devices, seed %llu\n", devices, static_cast<unsigned long long>(kSeed));
   std::printf("%-11s %-11s %10s %10s %7s %8s %7s %7s %8s %8s %8s %6s %6s %7s %7s %6s %6s\n",
               "workload", "policy", "makespan_s", "bound_s", "gap", "tight_s", "gap_t", "bubble",
               "masking", "vs_spmd", "vs_best", "moves", "loads", "load_s", "expo_s", "hidden",

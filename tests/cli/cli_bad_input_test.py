@@ -166,10 +166,10 @@ class Refusals(unittest.TestCase):
                          timeout=20)
 
     def test_sim_refuses_jobs_beyond_its_task_run_limit_before_building_them(self):
-        # A built-in generator grows with --devices (moe: ~80 runs per device):
+        # A built-in generator grows with --devices (moe: ~92 runs per device):
         # 1,000,000 devices used to build 80M runs and exhaust memory.
         self.refused(["sim", "moe", "--devices", "16384", "--max-runs", "100000"],
-                     "moe: on 16384 devices makes about 1310")
+                     "moe: on 16384 devices makes about 1534")
         spec = self.file("two.json", '{"repeat": 3, "tasks": [{"id": "a", "kernel": "noop"}]}')
         self.refused(["sim", spec, "--max-runs", "2"],
                      "3 task runs, over the limit of 2 (--max-runs")

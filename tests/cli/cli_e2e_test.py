@@ -414,8 +414,8 @@ class EmbeddedRun(unittest.TestCase):
         r = run("sim", EXAMPLE, "--devices", "16", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout)
-        self.assertEqual(set(out["policies"]),
-                         {"hmpmd", "fifo", "spmd-1f1b", "spmd-zb-h1", "spmd-search"})
+        self.assertEqual(set(out["policies"]), {"hmpmd", "fifo", "spmd-1f1b", "spmd-zb-h1",
+                                                "spmd-search", "spmd-eplb"})
         for name, p in out["policies"].items():
             self.assertEqual(p["state"], "succeeded", name)
             self.assertGreaterEqual(p["makespan_s"], p["lower_bound_s"] * (1 - 1e-9), name)

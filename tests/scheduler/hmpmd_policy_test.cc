@@ -59,8 +59,8 @@ class HmpmdPolicyTest : public ::testing::Test {
 };
 
 TEST_F(HmpmdPolicyTest, MakePolicyKnowsTheBuiltInPolicies) {
-  EXPECT_EQ(PolicyNames(),
-            (std::vector<std::string>{"hmpmd", "fifo", "spmd-1f1b", "spmd-zb-h1", "spmd-search"}));
+  EXPECT_EQ(PolicyNames(), (std::vector<std::string>{"hmpmd", "fifo", "spmd-1f1b", "spmd-zb-h1",
+                                                     "spmd-search", "spmd-eplb"}));
   for (const std::string& name : PolicyNames()) {
     auto p = MakePolicy(name);
     ASSERT_TRUE(p.ok()) << name;

@@ -154,8 +154,14 @@ class SpmdPolicy : public Policy {
     const JobRun* waiting = nullptr;
   };
 
+ protected:
+  // The plan of `job` on the devices up now: rules 1-3 (MakeSpmdPlan). A
+  // baseline that keeps this runtime but places some tasks its own way
+  // (spmd-eplb) overrides it.
+  virtual JobPlan Layout(const JobRun& job, const ResourcePool& pool);
+
  private:
-  // Lays out `job` on the devices up now (rules 1-3) as its plan.
+  // Lays out `job` (Layout) as its plan, with its state intents.
   void MakePlan(const JobRun& job, const ResourcePool& pool);
   // Task `index` took its slot on its lane; true when the lane moved on.
   static bool TakeTurn(JobPlan& plan, uint32_t index);
@@ -182,6 +188,10 @@ class SpmdPolicy : public Policy {
 // Builds `job`'s plan on `pool` (rules 1-3 above; spmd_plan.cc).
 SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool,
                                  const SpmdOptions& options = {});
+// Rule 3 alone: the slots and lanes of `plan`'s pinned tasks (plan->device),
+// laid out again in `options.order`, and plan->error when they cannot be
+// followed.
+void SpmdLanes(const JobRun& job, SpmdPolicy::JobPlan* plan, const SpmdOptions& options = {});
 
 // The 1F1B slot of (micro-batch `mb`, forward or backward) for stage `stage`
 // of `stages` with `micro_batches`: warm-up forwards, then one forward one

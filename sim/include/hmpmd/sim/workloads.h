@@ -49,11 +49,21 @@ struct MultimodalOptions {
 };
 JobSpec MultimodalWorkload(const MultimodalOptions& o);
 
-// A MoE block of `layers` layers over `chunks` token chunks: attention on
-// every device, an all-to-all dispatch, experts with skewed top-k routing
-// (Zipf with `skew`, hot experts reshuffled per layer), an all-to-all
-// combine. Expert work comes in tasks of equal size, `devices`/`experts`
-// devices per expert in a static deployment.
+// `steps` training steps of a MoE block of `layers` layers over `chunks`
+// token chunks (sim/moe_workload.cc): attention on every device, an
+// all-to-all dispatch, experts with skewed top-k routing, an all-to-all
+// combine; each step ends with an all-reduce over the data-parallel group
+// (the optimizer's barrier; backward is not modelled) that the next step
+// waits for. Expert work comes in tasks of equal size (a block of tokens),
+// `devices`/`experts` devices per expert in a static deployment, which is
+// tuned on the average: routing is uniform in expectation.
+// Routing: per layer, expert popularity is Zipf with `skew` over a shuffled
+// rank at step 0 (hot experts differ per layer); between steps each
+// expert's log-popularity takes a normal step of sigma `drift`, so hot
+// experts mostly stay hot and some change. A chunk's tokens (attention
+// time and expert tasks) are its median times a lognormal factor of sigma
+// `token_sigma` (heavy-tailed sequence lengths), clamped to 0.25x..4x.
+// Expert tasks carry an int arg `step`. Everything is drawn from `seed`.
 // State: each expert sub-model is one routed expert of every layer, sized
 // as DeepSeek-V3's (a SwiGLU FFN of hidden 7168 and intermediate 2048: 3 x
 // 7168 x 2048 = 4.4e7 parameters a layer; DeepSeek-AI, "DeepSeek-V3
@@ -64,13 +74,17 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o);
 struct MoeOptions {
   uint32_t devices = 384;
   uint32_t experts = 48;  // divides devices
+  uint32_t steps = 4;     // training steps, routing redrawn each
   uint32_t layers = 2;
-  uint32_t chunks = 8;
+  uint32_t chunks = 2;
   uint32_t top_k = 2;
   double skew = 0.8;                         // Zipf exponent of expert popularity
-  double attn_us = 3000;                     // attention per device per chunk
+  double drift = 0.3;                        // sigma of log-popularity per step
+  double token_sigma = 0.5;                  // sigma of a chunk's lognormal token factor
+  double attn_us = 3000;                     // attention per device per median chunk
   double expert_us = 1200;                   // one expert task
   double alltoall_bytes = 8 << 20;           // per member
+  double sync_bytes = 4096;                  // the step's closing all-reduce, per member
   double expert_params = 3.0 * 7168 * 2048;  // per layer
   double dense_params = 2.3e8;               // per layer
   double bytes_per_param = 16;
