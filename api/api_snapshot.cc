@@ -175,8 +175,9 @@ std::shared_ptr<const ApiSnapshot> ApiSnapshots::RefreshOnLoop(TimeUs now) {
 std::shared_ptr<const std::string> ApiSnapshots::EndedSummary(const JobRun& job) {
   auto& full = ended_full_[job.id];
   if (!full) {
+    const JobClock clock = controller_->ClockOf(job.id);
     full = std::make_shared<const std::string>(JsonText(JobSummaryJson(
-        job, controller_->scheduler().pool(), true, controller_->StoredMetrics(job.id))));
+        job, controller_->scheduler().pool(), true, controller_->StoredMetrics(job.id), &clock)));
     ++updated_full_;
   }
   return full;
@@ -198,15 +199,19 @@ void ApiSnapshots::Publish(TimeUs now) {
   bool comma = false;
   for (const auto& [id, job] : sched.jobs()) {
     std::shared_ptr<const std::string> brief, full;
+    const JobClock clock = c.ClockOf(id);
     if (IsTerminal(job.state)) {
       auto& b = ended_brief_[id];
-      if (!b) b = std::make_shared<const std::string>(JsonText(JobSummaryJson(job, pool, false)));
+      if (!b) {
+        b = std::make_shared<const std::string>(
+            JsonText(JobSummaryJson(job, pool, false, nullptr, &clock)));
+      }
       brief = b;
       auto f = ended_full_.find(id);
       if (f != ended_full_.end()) full = f->second;
     } else {
-      brief = full =
-          std::make_shared<const std::string>(JsonText(JobSummaryJson(job, pool, false)));
+      brief = full = std::make_shared<const std::string>(
+          JsonText(JobSummaryJson(job, pool, false, nullptr, &clock)));
     }
     if (comma) s->jobs += ',';
     s->jobs += *brief;

@@ -171,6 +171,16 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
     Header(&out, name, type, help);
     out += std::string(name) + " " + Num(v) + "\n";
   };
+  // Unix seconds, as Prometheus's process_start_time_seconds: a restart
+  // shows as a step, and the other series line up with logs by it.
+  {
+    Header(&out, "hmpmd_controller_start_time_seconds", "gauge",
+           "When this controller process started, in seconds since 1970 (wall clock).");
+    char buf[64];  // %.9g would round to 10 s
+    std::snprintf(buf, sizeof buf, "%.6f",
+                  static_cast<double>(c.wall_clock().ToUnixUs(c.started_at())) / 1e6);
+    out += std::string("hmpmd_controller_start_time_seconds ") + buf + "\n";
+  }
   metric("hmpmd_tasks_dispatched_total", "counter", "Task runs sent to workers.",
          static_cast<double>(k.tasks_dispatched));
   metric("hmpmd_tasks_finished_total", "counter", "Task runs that finished.",

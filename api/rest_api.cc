@@ -264,7 +264,9 @@ bool RestApi::GetJob(RouteCall& call) {
   const JobRun* job = LoopJob(call);
   if (job == nullptr) return true;
   if (!IsTerminal(job->state)) {
-    call.reply(Json(200, JsonText(JobSummaryJson(*job, controller_->scheduler().pool(), false))));
+    const JobClock clock = controller_->ClockOf(job->id);
+    call.reply(Json(200, JsonText(JobSummaryJson(*job, controller_->scheduler().pool(), false,
+                                                 nullptr, &clock))));
   } else {
     call.reply(SharedJson(snapshots_->EndedSummary(*job)));
   }
@@ -291,8 +293,9 @@ bool RestApi::DeleteJob(RouteCall& call) {
     return true;
   }
   snapshots_->MarkChanged();  // a read after this answer sees the cancel
-  HttpResponse r =
-      Json(200, JsonText(JobSummaryJson(*job, controller_->scheduler().pool(), false)));
+  const JobClock clock = controller_->ClockOf(job->id);
+  HttpResponse r = Json(
+      200, JsonText(JobSummaryJson(*job, controller_->scheduler().pool(), false, nullptr, &clock)));
   // Answered once stored, as a submit is: a controller killed after the
   // answer must not run the job to its end after its restart. The cancel
   // stands if its write fails (its runs were stopped), and is retried;
@@ -334,13 +337,15 @@ bool RestApi::ServeRendered(RouteCall& call, Rendered what) {
     // A page of a running job: copy the page only.
     auto q = ParseTaskQuery(call.req.query);
     if (!q.ok()) return call.reply(Error(400, q.status().message())), true;
-    auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q));
+    const JobClock clock = controller_->ClockOf(job->id);
+    auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q, &clock));
     OffLoop([page, reply = std::move(call.reply)] { reply(Json(200, RenderTaskPage(*page))); });
     return true;
   }
   // The DAG walks the running step only: cheaper than copying the job.
   if (what == Rendered::kDag) return call.reply(Json(200, JsonText(SubmodelDagJson(*job)))), true;
-  JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool)};
+  JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool),
+               controller_->ClockOf(job->id)};
   RenderOffLoop(std::move(copy), false, what, call.req.query, std::move(call.reply));
   return true;
 }
@@ -588,7 +593,8 @@ RestApi::JobCopy RestApi::EndedCopy(const JobRun& job) {
   if (auto copy = FindEndedCopy(job.id)) return *copy;
   // Copying costs a memcpy of the runs; formatting them is what is slow.
   JobCopy copy{std::make_shared<const JobRun>(job),
-               std::make_shared<const ResourcePool>(controller_->scheduler().pool())};
+               std::make_shared<const ResourcePool>(controller_->scheduler().pool()),
+               controller_->ClockOf(job.id)};
   std::lock_guard<std::mutex> lock(copies_mu_);
   ended_copies_.emplace_front(job.id, copy);
   while (ended_copies_.size() > std::max<size_t>(1, options_.ended_job_copies)) {
@@ -644,13 +650,13 @@ void RestApi::RenderOffLoop(JobCopy copy, bool ended, Rendered what, const std::
     }
     std::string body;
     if (what == Rendered::kTrace) {
-      body = TraceText(*copy.job, *copy.pool);
+      body = TraceText(*copy.job, *copy.pool, nullptr, &copy.clock);
     } else if (what == Rendered::kDag) {
       body = JsonText(SubmodelDagJson(*copy.job));
     } else {
       auto q = ParseTaskQuery(query);
       if (!q.ok()) return reply(Error(400, q.status().message()));
-      body = RenderTaskPage(SnapshotTaskPage(*copy.job, *copy.pool, *q));
+      body = RenderTaskPage(SnapshotTaskPage(*copy.job, *copy.pool, *q, &copy.clock));
     }
     if (!ended) return reply(Json(200, body));
     auto kept = std::make_shared<const std::string>(std::move(body));

@@ -69,15 +69,19 @@ std::vector<uint32_t> PendingInputs(const JobRun& job, uint32_t r, size_t max = 
 }
 
 // The state users see. Early dispatch makes a run ready while its inputs
-// still run (it may be queued behind them on their core): it waits for
-// them, so it shows as blocked on them, not as waiting for a core.
+// still run, and sends it to their core, queued behind them: it waits for
+// them, so it shows as blocked on them, not as waiting for a core nor as
+// running (its lane starts it only after they end).
 TaskState ShownState(const JobRun& job, uint32_t r) {
   const TaskState s = job.runs[r].state;
-  if (s == TaskState::kReady && !PendingInputs(job, r, 1).empty()) return TaskState::kBlocked;
+  if ((s == TaskState::kReady || s == TaskState::kRunning) && !PendingInputs(job, r, 1).empty()) {
+    return TaskState::kBlocked;
+  }
   return s;
 }
 
-TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t r) {
+TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t r,
+                          const JobClock* clock) {
   const JobGraph& g = *job.graph;
   const TaskRecord& rec = job.runs[r];
   const uint32_t i = r % g.size(), step = r / g.size();
@@ -87,12 +91,16 @@ TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t 
   row.state = ShownState(job, r);
   row.attempt = rec.attempt;
   row.retries = rec.retries;
-  if (rec.core != kNoCore) {
-    const auto& core = pool.core(rec.core);
-    row.placed = true;
-    row.device = core.device;
-    row.core_kind = core.kind;
-    row.lane = core.lane;
+  if (clock != nullptr || rec.core != kNoCore) {
+    RunPlaceView v = ViewRun(job, r, pool, clock);
+    row.placed = v.placed;
+    row.device = v.device;
+    row.core_kind = v.kind;
+    row.lane = v.lane;
+    row.past = v.past || (rec.state == TaskState::kDone && rec.core == kNoCore);
+    row.worker = std::move(v.worker);
+    row.start_unix_us = v.start_unix_us;
+    row.end_unix_us = v.end_unix_us;
   }
   row.start = rec.start;
   row.end = rec.end;
@@ -132,10 +140,25 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
   if (row.placed) {
     e["device"] = row.device;
     e["core"] = std::string(CoreKindName(row.core_kind)) + std::to_string(row.lane);
+    if (!row.worker.empty()) e["worker"] = row.worker;
+  }
+  if (row.past) {
+    e["restored"] = true;
+    if (!row.placed) {
+      e["history_missing"] =
+          "done before a controller restart; the job store did not keep where it ran (written "
+          "by an older version)";
+    }
   }
   if (row.state == TaskState::kDone) {
     e["start_us"] = row.start - origin;
     e["end_us"] = row.end - origin;
+    if (row.start_unix_us > 0) {
+      e["start_unix_us"] = row.start_unix_us;
+      e["end_unix_us"] = row.end_unix_us;
+      e["start_at"] = Rfc3339(row.start_unix_us);
+      e["end_at"] = Rfc3339(row.end_unix_us);
+    }
   }
   using Wait = TaskPage::Row::Wait;
   switch (row.wait) {
@@ -183,7 +206,8 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
 
 }  // namespace
 
-TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q) {
+TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q,
+                          const JobClock* clock) {
   TaskPage page;
   // An open job's graph (a driver session) grows on the loop while the page
   // renders elsewhere: the page gets a copy of it.
@@ -198,14 +222,14 @@ TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const Tas
   if (!q.state) {
     page.total = n;
     for (uint64_t r = q.offset; r < n && r < q.offset + q.limit; ++r) {
-      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r)));
+      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r), clock));
     }
     return page;
   }
   for (uint64_t r = 0; r < n; ++r) {
     if (ShownState(job, static_cast<uint32_t>(r)) != *q.state) continue;
     if (page.total >= q.offset && page.total < q.offset + q.limit) {
-      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r)));
+      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r), clock));
     }
     ++page.total;
   }

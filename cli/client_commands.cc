@@ -129,6 +129,23 @@ void PrintJob(const json& j) {
   std::cout << "\n  tasks        " << j.value("done", uint64_t{0}) << " of "
             << j.value("tasks", uint64_t{0}) << " done, " << j.value("running", uint64_t{0})
             << " running\n";
+  // Wall-clock times (RFC 3339, UTC) beside the monotonic durations.
+  for (const char* key : {"submitted", "started", "finished"}) {
+    const std::string at = std::string(key) + "_at";
+    if (!j.contains(at) || !j[at].is_string()) continue;
+    std::printf("  %-12s %s", key, j[at].get<std::string>().c_str());
+    const std::string us = std::string(key) + "_us";
+    if (std::string(key) == "finished" && j.contains("started_us") && j["started_us"].is_number() &&
+        j.contains(us) && j[us].is_number()) {
+      std::printf(" (%.3f s after its start)",
+                  (j[us].get<int64_t>() - j["started_us"].get<int64_t>()) / 1e6);
+    }
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  if (j.contains("history_missing") && j["history_missing"].is_string()) {
+    std::cout << "  history      " << j["history_missing"].get<std::string>() << "\n";
+  }
   if (j.contains("makespan_s") && j["makespan_s"].is_number()) {
     std::cout << "  makespan     " << Ms(j, "makespan_s") << " (lower bound "
               << Ms(j, "lower_bound_s") << ")\n"
@@ -352,13 +369,15 @@ int StatusCmd(const ClientArgs& a, const std::string& job, bool given) {
     std::cout << j->dump(2) << std::endl;
     return kExitOk;
   }
-  std::printf("%-6s %-24s %-10s %s\n", "ID", "NAME", "STATE", "PROGRESS");
+  std::printf("%-6s %-24s %-10s %-14s %s\n", "ID", "NAME", "STATE", "PROGRESS", "SUBMITTED");
   for (const json& e : (*j)["jobs"]) {
-    std::printf("%-6llu %s %-10s %llu/%llu\n",
+    const std::string progress = std::to_string(e.value("done", uint64_t{0})) + "/" +
+                                 std::to_string(e.value("tasks", uint64_t{0}));
+    const json at = e.value("submitted_at", json());
+    std::printf("%-6llu %s %-10s %-14s %s\n",
                 static_cast<unsigned long long>(e.value("id", uint64_t{0})),
                 Column(e.value("name", ""), 24).c_str(), e.value("state", "").c_str(),
-                static_cast<unsigned long long>(e.value("done", uint64_t{0})),
-                static_cast<unsigned long long>(e.value("tasks", uint64_t{0})));
+                progress.c_str(), at.is_string() ? at.get<std::string>().c_str() : "-");
   }
   return kExitOk;
 }

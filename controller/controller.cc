@@ -55,7 +55,8 @@ Controller::~Controller() = default;
 Status Controller::Start() {
   auto policy = MakePolicy(options_.policy);
   if (!policy.ok()) return policy.status();
-  started_at_ = NowUs();
+  wall_ = WallClock::Now();
+  started_at_ = wall_.mono_us;
   if (options_.store) {
     ASSIGN_OR_RETURN(epoch_, options_.store->LoadEpoch());
     // Kept with the epoch: workers that re-register after a restart get
@@ -155,6 +156,11 @@ void Controller::Run() {
   }
 }
 
+JobClock Controller::ClockOf(JobId id) const {
+  auto it = history_.find(id);
+  return JobClock{wall_, it == history_.end() ? nullptr : it->second};
+}
+
 const std::string* Controller::StoredMetrics(JobId job) const {
   auto it = stored_metrics_.find(job);
   return it == stored_metrics_.end() ? nullptr : &it->second;
@@ -250,8 +256,16 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
         scheduler_->RecordOutput(r.job, r.task, w.device, r.output_bytes, r.output_buffers);
         sessions_.OnRunDone(r.job, r.task, w.data_endpoint, r.output_bytes, r.output_buffers);
         if (writer_) {
-          store_pending_.push_back(TaskDoneRecord{r.job, r.task, r.attempt, start, end, w.device,
-                                                  r.output_bytes, r.output_buffers});
+          TaskDoneRecord rec{r.job, r.task,   r.attempt,      start,
+                             end,   w.device, r.output_bytes, r.output_buffers};
+          rec.start_unix_us = wall_.ToUnixUs(start);
+          rec.end_unix_us = wall_.ToUnixUs(end);
+          if (const JobRun* job = scheduler_->job(r.job);
+              job != nullptr && r.task < job->runs.size() && job->runs[r.task].core != kNoCore) {
+            const auto& core = scheduler_->pool().core(job->runs[r.task].core);
+            rec.place = {w.name, static_cast<int8_t>(core.kind), core.lane};
+          }
+          store_pending_.push_back(std::move(rec));
         }
       }
     } else if (!r.lost_inputs.empty()) {
@@ -366,8 +380,9 @@ Result<JobId> Controller::Admit(JobSubmission job, bool stored) {
     spdlog::warn("job {}: submitted without its spec text; it is not kept in the store", id);
   }
   if (stored) {
-    store_pending_.push_back(
-        JobSubmittedRecord{id, run->graph->spec().name, std::move(job.spec_json), run->submitted});
+    store_pending_.push_back(JobSubmittedRecord{id, run->graph->spec().name,
+                                                std::move(job.spec_json), run->submitted,
+                                                wall_.ToUnixUs(run->submitted)});
   }
   return id;
 }
@@ -469,9 +484,19 @@ void Controller::NotifyEndedJobs() {
     ended_at_us_[id] = NowUs();
     if (writer_) {
       // Its figures go with it: after a restart its runs have no cores.
-      store_pending_.push_back(JobEndedRecord{id, job->state, job->error, job->finished, ended_ms,
-                                              job->started,
-                                              StoredMetricsText(*job, scheduler_->pool())});
+      JobEndedRecord rec{id,
+                         job->state,
+                         job->error,
+                         job->finished,
+                         ended_ms,
+                         job->started,
+                         StoredMetricsText(*job, scheduler_->pool())};
+      // A job reloaded as started keeps the wall clock its store gave.
+      auto h = history_.find(id);
+      const int64_t kept = h == history_.end() ? 0 : h->second->started_unix_us;
+      rec.started_unix_us = job->started < 0 ? 0 : kept > 0 ? kept : wall_.ToUnixUs(job->started);
+      rec.finished_unix_us = wall_.ToUnixUs(job->finished);
+      store_pending_.push_back(std::move(rec));
     }
     if (job->state == JobState::kSucceeded) {
       // A session that ran no task never started: from its submission.

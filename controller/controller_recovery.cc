@@ -62,6 +62,7 @@ Status Controller::RestoreFromStore(TimeUs now) {
       continue;
     }
     ++counters_.restored_jobs;
+    KeepHistory(j);
     if (IsTerminal(j.state)) {
       finished_order_.push_back(j.id);
       // Not known (an older file): its age counts from now.
@@ -111,16 +112,64 @@ bool Controller::RestoreSession(const StoredJob& j, TimeUs now) {
     return true;
   }
   ++counters_.restored_jobs;
+  // A session stores no runs: its times are what is kept, its end this
+  // controller's when it ends now.
+  StoredJob kept;
+  kept.id = j.id;
+  kept.state = state;
+  kept.submitted_unix_us = j.submitted_unix_us;
+  kept.started_unix_us = ended ? j.started_unix_us : 0;
+  kept.finished_unix_us = ended ? j.finished_unix_us : wall_.ToUnixUs(now);
+  KeepHistory(kept);
   finished_order_.push_back(j.id);
   const bool known = ended && j.finished_unix_ms > 0;
   finished_unix_ms_[j.id] = known ? j.finished_unix_ms : UnixMs();
   if (ended && !j.metrics.empty()) stored_metrics_[j.id] = j.metrics;
   if (!ended) {
-    store_pending_.push_back(
-        JobEndedRecord{j.id, state, error, finished, finished_unix_ms_[j.id], -1, {}});
+    JobEndedRecord rec{j.id, state, error, finished, finished_unix_ms_[j.id], -1, {}};
+    rec.finished_unix_us = kept.finished_unix_us;
+    store_pending_.push_back(std::move(rec));
     spdlog::warn("job {} '{}': {}", j.id, j.name, error);
   }
   return true;
+}
+
+void Controller::KeepHistory(const StoredJob& j) {
+  auto h = std::make_shared<JobHistory>();
+  h->submitted_unix_us = j.submitted_unix_us;
+  h->finished_unix_us = IsTerminal(j.state) ? j.finished_unix_us : 0;
+  h->started_unix_us = j.started_unix_us;
+  h->runs.reserve(j.done.size());
+  std::map<std::string, uint16_t> names;
+  for (const TaskDoneRecord& r : j.done) {
+    PastRun p;
+    p.run = r.run;
+    p.device = r.device;
+    p.start_unix_us = r.start_unix_us;
+    p.end_unix_us = r.end_unix_us;
+    p.lane = r.place.lane;
+    // Workers a job ran on number far fewer than 65535; past that, a run
+    // counts as one whose place is not known.
+    auto it = names.find(r.place.worker);
+    if (it == names.end() && names.size() < UINT16_MAX) {
+      it = names.emplace(r.place.worker, static_cast<uint16_t>(names.size())).first;
+      h->workers.push_back(r.place.worker);
+    }
+    p.placed = r.place.known() && it != names.end();
+    if (it != names.end()) p.worker = it->second;
+    p.kind = static_cast<CoreKind>(p.placed ? r.place.kind : 0);
+    if (!p.placed) ++h->unplaced;
+    // An unfinished job's first dispatch is its earliest done run's (as
+    // Scheduler::RestoreJob takes it) when the store has no end for it.
+    if (j.started_unix_us == 0 && r.start_unix_us > 0 && j.started < 0 &&
+        (h->started_unix_us == 0 || r.start_unix_us < h->started_unix_us)) {
+      h->started_unix_us = r.start_unix_us;
+    }
+    h->runs.push_back(p);
+  }
+  std::sort(h->runs.begin(), h->runs.end(),
+            [](const PastRun& a, const PastRun& b) { return a.run < b.run; });
+  history_[j.id] = std::move(h);
 }
 
 int64_t Controller::UnixMs() {

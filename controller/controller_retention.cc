@@ -71,6 +71,7 @@ uint64_t Controller::DropEndedJob(JobId gone) {
   scheduler_->EraseJob(gone);
   finished_unix_ms_.erase(gone);
   stored_metrics_.erase(gone);
+  history_.erase(gone);
   ended_at_us_.erase(gone);
   // Built in place: GCC 12 at -O2 took a moved-in record's variant for
   // maybe uninitialized here (a false positive that -Werror turns fatal).

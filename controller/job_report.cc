@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "hmpmd/protocol/json_text.h"
 
@@ -107,8 +109,71 @@ std::string StoredMetricsText(const JobRun& job, const ResourcePool& pool) {
   return JsonText(MetricsJson(ComputeMetrics(job, pool), pool));
 }
 
+RunPlaceView ViewRun(const JobRun& job, uint32_t r, const ResourcePool& pool,
+                     const JobClock* clock) {
+  RunPlaceView v;
+  const TaskRecord& rec = job.runs[r];
+  const bool done = rec.state == TaskState::kDone;
+  if (clock != nullptr && done) {
+    v.start_unix_us = clock->wall.ToUnixUs(rec.start);
+    v.end_unix_us = clock->wall.ToUnixUs(rec.end);
+  }
+  if (rec.core != kNoCore) {
+    const auto& core = pool.core(rec.core);
+    v.placed = true;
+    v.device = core.device;
+    v.kind = core.kind;
+    v.lane = core.lane;
+    v.worker = pool.device(core.device).desc.name;
+    return v;
+  }
+  const PastRun* p = done && clock != nullptr && clock->history ? clock->history->Find(r) : nullptr;
+  if (p == nullptr) return v;
+  v.past = true;
+  v.placed = p->placed;
+  v.device = p->device;
+  v.kind = p->kind;
+  v.lane = p->lane;
+  v.worker = clock->history->WorkerOf(*p);
+  // The store's wall clock, which a reboot between keeps (the monotonic
+  // one restarts).
+  if (p->start_unix_us > 0) v.start_unix_us = p->start_unix_us;
+  if (p->end_unix_us > 0) v.end_unix_us = p->end_unix_us;
+  return v;
+}
+
+namespace {
+
+// Unix microseconds of a job's monotonic time `t` (-1: none, null), or the
+// stored one where the job was reloaded with it.
+json UnixJson(const JobClock& clock, TimeUs t, int64_t stored) {
+  if (t < 0) return nullptr;
+  return stored > 0 ? stored : clock.wall.ToUnixUs(t);
+}
+
+void AddWallTimes(const JobRun& job, const JobClock& clock, json& j) {
+  const JobHistory* h = clock.history.get();
+  const std::pair<const char*, json> times[] = {
+      {"submitted", UnixJson(clock, job.submitted, h ? h->submitted_unix_us : 0)},
+      {"started", UnixJson(clock, job.started, h ? h->started_unix_us : 0)},
+      {"finished", UnixJson(clock, job.finished, h ? h->finished_unix_us : 0)}};
+  for (const auto& [name, unix_us] : times) {
+    j[std::string(name) + "_unix_us"] = unix_us;
+    j[std::string(name) + "_at"] =
+        unix_us.is_number() ? json(Rfc3339(unix_us.get<int64_t>())) : json(nullptr);
+  }
+  if (h != nullptr && h->unplaced > 0) {
+    j["history_missing"] = std::to_string(h->unplaced) +
+                           " runs done before a controller restart were stored without their "
+                           "worker and core (a job store written by an older version): the "
+                           "trace, task table and Gantt chart cannot show where they ran";
+  }
+}
+
+}  // namespace
+
 json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics,
-                    const std::string* stored) {
+                    const std::string* stored, const JobClock* clock) {
   json j;
   j["id"] = job.id;
   j["name"] = job.graph->spec().name;
@@ -130,6 +195,7 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   // that ended before any run started).
   j["started_us"] = job.started >= 0 ? json(job.started) : json(nullptr);
   j["finished_us"] = job.finished >= 0 ? json(job.finished) : json(nullptr);
+  if (clock != nullptr) AddWallTimes(job, *clock, j);
   json kept = with_metrics && stored != nullptr && !stored->empty()
                   ? json::parse(*stored, nullptr, /*allow_exceptions=*/false)
                   : json();
@@ -180,49 +246,132 @@ json TasksJson(const JobRun& job, const ResourcePool& pool) {
 
 namespace {
 
+// Trace names of the devices runs done before a restart ran on: pids after
+// the pool's, one per (worker, device) in order of first use.
+class PastDevices {
+ public:
+  explicit PastDevices(size_t first_pid) : next_(first_pid) {}
+  // The pid of `v`'s device; `fresh` true the first time it is asked.
+  size_t Pid(const RunPlaceView& v, bool* fresh) {
+    auto [it, added] = pids_.try_emplace({v.worker, v.device}, next_);
+    if (added) ++next_;
+    *fresh = added;
+    return it->second;
+  }
+
+ private:
+  std::map<std::pair<std::string, DeviceId>, size_t> pids_;
+  size_t next_;
+};
+
 // Calls `add` with each event of the job's trace, in order.
 template <typename Add>
 void ForEachTraceEvent(const JobRun& job, const ResourcePool& pool, const StateLoadTimes* loads,
-                       const Add& add) {
+                       const JobClock* clock, const Add& add) {
   const JobGraph& g = *job.graph;
   TimeUs origin = Origin(job);
+  // With a clock, ts counts on the wall clock from the first run's start,
+  // so that runs of controllers before a restart line up with the live ones.
+  int64_t origin_unix = std::numeric_limits<int64_t>::max();
+  uint64_t missing = 0;
+  if (clock != nullptr) {
+    for (uint32_t r = 0; r < job.runs.size(); ++r) {
+      if (job.runs[r].state != TaskState::kDone) continue;
+      const int64_t start = ViewRun(job, r, pool, clock).start_unix_us;
+      if (start > 0) origin_unix = std::min(origin_unix, start);
+    }
+    if (origin_unix == std::numeric_limits<int64_t>::max()) {
+      origin_unix = clock->wall.ToUnixUs(origin);
+    }
+    add(json{{"ph", "M"},
+             {"name", "clock_sync"},
+             {"pid", 0},
+             {"args", {{"ts0_unix_us", origin_unix}, {"ts0", Rfc3339(origin_unix)}}}});
+  }
   std::vector<bool> named_device(pool.device_count(), false);
   std::vector<bool> named_core(pool.core_count(), false);
+  PastDevices past(pool.device_count());
+  std::set<std::pair<size_t, int>> named_past_core;
   for (uint32_t r = 0; r < job.runs.size(); ++r) {
     const TaskRecord& rec = job.runs[r];
-    if (rec.state != TaskState::kDone || rec.core == kNoCore) continue;
-    const auto& core = pool.core(rec.core);
+    if (rec.state != TaskState::kDone) continue;
     const TaskSpec& t = g.spec_task(r % g.size());
-    if (!named_device[core.device]) {
-      named_device[core.device] = true;
-      add(json{{"ph", "M"},
-               {"name", "process_name"},
-               {"pid", core.device},
-               {"args",
-                {{"name", "device " + std::to_string(core.device) + " " +
-                              pool.device(core.device).desc.name}}}});
-    }
-    if (!named_core[rec.core]) {
-      named_core[rec.core] = true;
-      add(json{{"ph", "M"},
-               {"name", "thread_name"},
-               {"pid", core.device},
-               {"tid", TraceTid(core)},
-               {"args", {{"name", CoreName(core)}}}});
+    size_t pid = 0;
+    int tid = 0;
+    TimeUs ts = rec.start - origin;
+    if (rec.core != kNoCore) {
+      const auto& core = pool.core(rec.core);
+      pid = core.device;
+      tid = TraceTid(core);
+      if (!named_device[core.device]) {
+        named_device[core.device] = true;
+        add(json{{"ph", "M"},
+                 {"name", "process_name"},
+                 {"pid", core.device},
+                 {"args",
+                  {{"name", "device " + std::to_string(core.device) + " " +
+                                pool.device(core.device).desc.name}}}});
+      }
+      if (!named_core[rec.core]) {
+        named_core[rec.core] = true;
+        add(json{{"ph", "M"},
+                 {"name", "thread_name"},
+                 {"pid", core.device},
+                 {"tid", TraceTid(core)},
+                 {"args", {{"name", CoreName(core)}}}});
+      }
+      if (clock != nullptr) ts = clock->wall.ToUnixUs(rec.start) - origin_unix;
+    } else {
+      const RunPlaceView v = clock != nullptr ? ViewRun(job, r, pool, clock) : RunPlaceView{};
+      if (!v.placed) {
+        ++missing;
+        continue;
+      }
+      bool fresh = false;
+      pid = past.Pid(v, &fresh);
+      tid = static_cast<int>(v.kind) * 1000 + static_cast<int>(v.lane);
+      if (fresh) {
+        add(json{{"ph", "M"},
+                 {"name", "process_name"},
+                 {"pid", pid},
+                 {"args",
+                  {{"name", "device " + std::to_string(v.device) + " " + v.worker +
+                                " (before a controller restart)"}}}});
+      }
+      if (named_past_core.insert({pid, tid}).second) {
+        add(json{{"ph", "M"},
+                 {"name", "thread_name"},
+                 {"pid", pid},
+                 {"tid", tid},
+                 {"args", {{"name", std::string(CoreKindName(v.kind)) + std::to_string(v.lane)}}}});
+      }
+      ts = v.start_unix_us > 0 ? v.start_unix_us - origin_unix
+                               : clock->wall.ToUnixUs(rec.start) - origin_unix;
     }
     add(json{{"name", t.id},
              {"cat", g.spec().submodels[g.task(r % g.size()).submodel].name},
              {"ph", "X"},
-             {"ts", rec.start - origin},
+             {"ts", ts},
              {"dur", rec.end - rec.start},
-             {"pid", core.device},
-             {"tid", TraceTid(core)},
+             {"pid", pid},
+             {"tid", tid},
              {"args",
               {{"task", t.id},
                {"job", job.id},
                {"step", r / g.size()},
                {"kernel", t.kernel},
                {"attempt", rec.attempt}}}});
+  }
+  if (clock != nullptr && missing > 0) {
+    add(json{
+        {"ph", "M"},
+        {"name", "history_missing"},
+        {"pid", 0},
+        {"args",
+         {{"runs", missing},
+          {"reason", std::to_string(missing) +
+                         " runs done before a controller restart are not shown: the job store kept "
+                         "them without their worker and core (written by an older version)"}}}});
   }
   if (loads == nullptr) return;
   // Loads run on each device's load lane, a thread of their own.
@@ -262,18 +411,20 @@ void ForEachTraceEvent(const JobRun& job, const ResourcePool& pool, const StateL
 
 }  // namespace
 
-json TraceJson(const JobRun& job, const ResourcePool& pool, const StateLoadTimes* loads) {
+json TraceJson(const JobRun& job, const ResourcePool& pool, const StateLoadTimes* loads,
+               const JobClock* clock) {
   json events = json::array();
-  ForEachTraceEvent(job, pool, loads, [&](json e) { events.push_back(std::move(e)); });
+  ForEachTraceEvent(job, pool, loads, clock, [&](json e) { events.push_back(std::move(e)); });
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
-std::string TraceText(const JobRun& job, const ResourcePool& pool, const StateLoadTimes* loads) {
+std::string TraceText(const JobRun& job, const ResourcePool& pool, const StateLoadTimes* loads,
+                      const JobClock* clock) {
   // The text of JsonText(TraceJson(...)), without its document, which costs
   // about 2 KB a run (1.7 GB more for a 1e6-run trace).
   std::string out = R"({"displayTimeUnit":"ms","traceEvents":[)";
   bool first = true;
-  ForEachTraceEvent(job, pool, loads, [&](const json& e) {
+  ForEachTraceEvent(job, pool, loads, clock, [&](const json& e) {
     if (!first) out += ',';
     first = false;
     out += JsonText(e);

@@ -16,6 +16,7 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             j.name = r.name;
             j.spec_json = r.spec_json;
             j.submitted = r.submitted;
+            j.submitted_unix_us = r.submitted_unix_us;
             max_job_ = std::max(max_job_, r.job);
           } else if constexpr (std::is_same_v<T, TaskDoneRecord>) {
             auto it = jobs_.find(r.job);
@@ -38,6 +39,8 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             it->second.finished_unix_ms = r.finished_unix_ms;
             it->second.started = r.started;
             it->second.metrics = r.metrics;
+            it->second.started_unix_us = r.started_unix_us;
+            it->second.finished_unix_us = r.finished_unix_us;
           } else if constexpr (std::is_same_v<T, WorkerRecord>) {
             if (r.alive) {
               live_workers_.insert(r.key);

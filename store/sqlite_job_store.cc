@@ -54,6 +54,17 @@ constexpr const char* kAddedColumns[][3] = {
     {"task_runs", "buffers", "INTEGER NOT NULL DEFAULT 0"},
     // '' (not known): the job shows its makespan only, as before.
     {"jobs", "metrics", "TEXT NOT NULL DEFAULT ''"},
+    // Wall clock, Unix microseconds; 0: not known (RFC 3339 where shown).
+    {"jobs", "submitted_unix_us", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "started_unix_us", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "finished_unix_us", "INTEGER NOT NULL DEFAULT 0"},
+    {"task_runs", "start_unix_us", "INTEGER NOT NULL DEFAULT 0"},
+    {"task_runs", "end_unix_us", "INTEGER NOT NULL DEFAULT 0"},
+    // Where it ran (RunPlace); core_kind -1: not known, its history shows
+    // the run without a place.
+    {"task_runs", "worker", "TEXT NOT NULL DEFAULT ''"},
+    {"task_runs", "core_kind", "INTEGER NOT NULL DEFAULT -1"},
+    {"task_runs", "lane", "INTEGER NOT NULL DEFAULT 0"},
 };
 
 // PRAGMA user_version of a file whose `workers` table is kept up to date.
@@ -134,16 +145,18 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
   }
   RETURN_IF_ERROR(
       store->Exec(("PRAGMA user_version = " + std::to_string(kVersionWithWorkers)).c_str()));
-  RETURN_IF_ERROR(
-      store->Prepare("INSERT OR REPLACE INTO jobs(id, name, spec, submitted) VALUES (?, ?, ?, ?)",
-                     &store->insert_job_));
+  RETURN_IF_ERROR(store->Prepare(
+      "INSERT OR REPLACE INTO jobs(id, name, spec, submitted, submitted_unix_us) VALUES "
+      "(?, ?, ?, ?, ?)",
+      &store->insert_job_));
   RETURN_IF_ERROR(
       store->Prepare("INSERT OR REPLACE INTO task_runs(job, run, attempt, start, end, device, "
-                     "bytes, buffers) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     "bytes, buffers, start_unix_us, end_unix_us, worker, core_kind, lane) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      &store->insert_run_));
   RETURN_IF_ERROR(store->Prepare(
       "UPDATE jobs SET state = ?, error = ?, finished = ?, finished_unix_ms = ?, started = ?, "
-      "metrics = ? WHERE id = ?",
+      "metrics = ?, started_unix_us = ?, finished_unix_us = ? WHERE id = ?",
       &store->end_job_));
   RETURN_IF_ERROR(
       store->Prepare("INSERT OR REPLACE INTO workers(key) VALUES (?)", &store->add_worker_));
@@ -211,6 +224,7 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
           BindText(s, 2, r.name);
           BindText(s, 3, r.spec_json);
           sqlite3_bind_int64(s, 4, r.submitted);
+          sqlite3_bind_int64(s, 5, r.submitted_unix_us);
         } else if constexpr (std::is_same_v<T, TaskDoneRecord>) {
           s = insert_run_;
           sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(r.job));
@@ -221,6 +235,11 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
           sqlite3_bind_int64(s, 6, r.device);
           sqlite3_bind_int64(s, 7, static_cast<sqlite3_int64>(r.bytes));
           sqlite3_bind_int64(s, 8, r.buffers);
+          sqlite3_bind_int64(s, 9, r.start_unix_us);
+          sqlite3_bind_int64(s, 10, r.end_unix_us);
+          BindText(s, 11, r.place.worker);
+          sqlite3_bind_int(s, 12, r.place.kind);
+          sqlite3_bind_int64(s, 13, r.place.lane);
         } else if constexpr (std::is_same_v<T, JobEndedRecord>) {
           s = end_job_;
           sqlite3_bind_int(s, 1, static_cast<int>(r.state));
@@ -229,7 +248,9 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
           sqlite3_bind_int64(s, 4, r.finished_unix_ms);
           sqlite3_bind_int64(s, 5, r.started);
           BindText(s, 6, r.metrics);
-          sqlite3_bind_int64(s, 7, static_cast<sqlite3_int64>(r.job));
+          sqlite3_bind_int64(s, 7, r.started_unix_us);
+          sqlite3_bind_int64(s, 8, r.finished_unix_us);
+          sqlite3_bind_int64(s, 9, static_cast<sqlite3_int64>(r.job));
         } else if constexpr (std::is_same_v<T, WorkerRecord>) {
           s = r.alive ? add_worker_ : drop_worker_;
           BindText(s, 1, r.key);
@@ -292,7 +313,7 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   sqlite3_stmt* s = nullptr;
   RETURN_IF_ERROR(Prepare(
       "SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms, started, "
-      "metrics FROM jobs ORDER BY id",
+      "metrics, submitted_unix_us, started_unix_us, finished_unix_us FROM jobs ORDER BY id",
       &s));
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -322,14 +343,17 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
     j.finished_unix_ms = sqlite3_column_int64(s, 7);
     j.started = sqlite3_column_int64(s, 8);
     j.metrics = ColumnText(s, 9);
+    j.submitted_unix_us = sqlite3_column_int64(s, 10);
+    j.started_unix_us = sqlite3_column_int64(s, 11);
+    j.finished_unix_us = sqlite3_column_int64(s, 12);
     index[j.id] = jobs.size();
     jobs.push_back(std::move(j));
   }
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return Error("read jobs");
   RETURN_IF_ERROR(
-      Prepare("SELECT job, run, attempt, start, end, device, bytes, buffers FROM task_runs "
-              "ORDER BY job, run",
+      Prepare("SELECT job, run, attempt, start, end, device, bytes, buffers, start_unix_us, "
+              "end_unix_us, worker, core_kind, lane FROM task_runs ORDER BY job, run",
               &s));
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     TaskDoneRecord r;
@@ -344,6 +368,14 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
     // -1 (written by an older version): size not known, taken as not empty.
     r.bytes = static_cast<uint64_t>(sqlite3_column_int64(s, 6));
     r.buffers = static_cast<uint32_t>(sqlite3_column_int64(s, 7));
+    r.start_unix_us = sqlite3_column_int64(s, 8);
+    r.end_unix_us = sqlite3_column_int64(s, 9);
+    r.place.worker = ColumnText(s, 10);
+    // Only the kinds there are; anything else is a place not known.
+    const int64_t kind = sqlite3_column_int64(s, 11);
+    r.place.kind =
+        kind >= 0 && kind < int64_t{kNumCoreKinds} ? static_cast<int8_t>(kind) : int8_t{-1};
+    r.place.lane = static_cast<uint32_t>(sqlite3_column_int64(s, 12));
     auto it = index.find(r.job);
     if (it != index.end()) jobs[it->second].done.push_back(r);
   }

@@ -46,6 +46,9 @@ function reloadPool() {
   }, Math.max(0, poolReadAt + 1000 - Date.now()));
 }
 
+// Rows of the devices runs done before a controller restart ran on (the
+// task table's "restored" runs): keyed apart from the live pool's core ids.
+const pastRows = new Map();
 async function loadPool() {
   const p = await getJson('/api/v1/pool');
   state.devices = p.devices;
@@ -53,8 +56,17 @@ async function loadPool() {
   for (const d of p.devices) {
     for (const c of d.cores) rows.push({ core: c.id, label: d.name + ' ' + c.name });
   }
-  timeline.setRows(rows);
+  timeline.setRows(rows.concat([...pastRows.values()]));
   renderPool();
+}
+
+function pastRow(t) {
+  const key = 'past:' + t.worker + '/' + t.device + '/' + t.core;
+  if (!pastRows.has(key)) {
+    pastRows.set(key, { core: key, label: t.worker + ' ' + t.core + ' (before restart)' });
+    timeline.setRows(timeline.rows.concat([pastRows.get(key)]));
+  }
+  return key;
 }
 
 // 1536 -> "1.5 KiB", as `hmpmd pool` writes it.
@@ -170,6 +182,11 @@ async function renderJobPage() {
   ];
   if (ended) cards.push(['makespan', (job.makespan_s * 1000).toFixed(2) + ' ms']);
   if (job.error) cards.push(['error', job.error]);
+  // Wall-clock times (RFC 3339, UTC), to line the job up with logs.
+  for (const k of ['submitted', 'started', 'finished']) {
+    if (job[k + '_at']) cards.push([k, job[k + '_at']]);
+  }
+  if (job.history_missing) cards.push(['history missing', job.history_missing]);
   $('job-summary').replaceChildren(...cards.map(([k, v]) => el('div', { class: 'card' }, k, el('b', {}, String(v)))));
   renderDag(dag);
   const rows = [...failed.tasks, ...ready.tasks, ...blocked.tasks];
@@ -312,13 +329,19 @@ async function backfill(job) {
   const page = await getJson('/api/v1/jobs/' + job + '/tasks?state=done&limit=5000&offset=' + offset);
   const cores = new Map();
   for (const d of state.devices) for (const c of d.cores) cores.set(d.id + '/' + c.name, c.id);
+  let missing = 0;
   for (const t of page.tasks) {
-    const core = cores.get(t.device + '/' + t.core);
+    if (t.history_missing) { ++missing; continue; }
+    const core = t.restored ? pastRow(t) : cores.get(t.device + '/' + t.core);
     if (core === undefined || timeline.byKey.has(job + ':' + t.run)) continue;
     timeline.add([job, t.run, 1, core, t.device, page.origin_us + t.start_us,
                   page.origin_us + t.end_us, t.id, t.submodel]);
   }
   state.records += page.tasks.length;
+  const note = $('timeline-history');
+  note.hidden = missing === 0;
+  note.textContent = missing === 0 ? '' : missing + ' runs done before a controller restart ' +
+      'are not drawn: the job store (written by an older version) did not keep where they ran';
 }
 
 let poolDirty = false, jobDirty = false, lastJobRender = 0;

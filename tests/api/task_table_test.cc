@@ -61,5 +61,56 @@ TEST(TaskTableTest, ARunRefusedForRoomInTheStoresWaitsForStore) {
   EXPECT_EQ(page.at("tasks").at(2).at("waiting").at("for"), "inputs");
 }
 
+// A run sent early, queued behind its producer on the producer's core,
+// cannot start before that producer ends: it shows as blocked on it (as
+// docs/architecture.md#early-dispatch says), not as running, and as
+// running once its input is done.
+TEST(TaskTableTest, ARunSentEarlyShowsBlockedUntilItsInputIsDone) {
+  SchedulerOptions o;
+  o.pool.max_queue_per_core = 64;  // the controller's queueing and early dispatch
+  o.pool.lookahead_us = 200;
+  o.pool.lookahead_waiting_only = true;
+  o.early_dispatch = true;
+  Scheduler s(o, std::make_unique<HmpmdPolicy>());
+  DeviceDesc d;
+  d.name = "w";
+  d.cores = {1, 0};
+  s.AddDevice(d);
+  JobSpec spec;
+  spec.name = "early";
+  TaskSpec a;
+  a.id = "a";
+  a.kernel = "noop";
+  TaskSpec b = a;
+  b.id = "b";
+  b.inputs = {"a"};
+  spec.tasks = {a, b};
+  auto graph = JobGraph::Build(std::move(spec));
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto id = s.AddJob(*graph, 0);
+  ASSERT_TRUE(id.ok());
+  std::vector<Dispatch> out;
+  s.Schedule(0, &out);
+  ASSERT_EQ(out.size(), 2u) << "b goes early, behind a";
+  ASSERT_EQ(s.job(*id)->runs[1].state, TaskState::kRunning);
+  auto state_of_b = [&] {
+    const nlohmann::json page =
+        nlohmann::json::parse(RenderTaskPage(SnapshotTaskPage(*s.job(*id), s.pool(), TaskQuery{})));
+    return page.at("tasks").at(1);
+  };
+  nlohmann::json b_row = state_of_b();
+  EXPECT_EQ(b_row.at("state"), "blocked") << b_row.dump();
+  EXPECT_EQ(b_row.at("waiting").at("for"), "inputs") << b_row.dump();
+  TaskQuery blocked;
+  blocked.state = TaskState::kBlocked;
+  EXPECT_EQ(nlohmann::json::parse(RenderTaskPage(SnapshotTaskPage(*s.job(*id), s.pool(), blocked)))
+                .at("total"),
+            1);
+  ASSERT_TRUE(s.OnTaskDone(*id, 0, out[0].attempt, 10, 20, 20));
+  b_row = state_of_b();
+  EXPECT_EQ(b_row.at("state"), "running") << b_row.dump();
+  EXPECT_FALSE(b_row.contains("waiting")) << b_row.dump();
+}
+
 }  // namespace
 }  // namespace hmpmd

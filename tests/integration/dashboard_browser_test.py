@@ -277,6 +277,13 @@ def main():
         want = sorted(s_["name"] for s_ in json.loads(http(base + "/api/v1/jobs/%d/dag" % job)[1])["submodels"])
         if subs != want:
             fail("job page DAG shows %r, want %r" % (subs, want))
+        # Its wall-clock times, as REST gives them (RFC 3339, UTC).
+        summary = json.loads(http(base + "/api/v1/jobs/%d" % job)[1])
+        cards = cdp.eval("Object.fromEntries([...document.querySelectorAll('#job-summary .card')]"
+                         ".map(c => [c.firstChild.textContent, c.querySelector('b').textContent]))")
+        for k in ("submitted", "started", "finished"):
+            if cards.get(k) != summary.get(k + "_at") or not summary.get(k + "_at", "").endswith("Z"):
+                fail("job page shows %s %r, REST says %r" % (k, cards.get(k), summary.get(k + "_at")))
         cdp.screenshot(os.path.join(a.out, "dashboard-job.png"))
         # A task's log panel (GET /api/v1/jobs/{id}/logs): the first task
         # of the spec, done; the built-in kernels log nothing.

@@ -149,6 +149,58 @@ TYPED_TEST(JobStoreTest, OutputSizesEndTimesAndLiveWorkersAreKept) {
             (std::vector<std::string>{"w1|10|tcp://127.0.0.1:7001", "w3|12|tcp://127.0.0.1:7003"}));
 }
 
+// Wall-clock times and each run's place (worker, core) are kept, so a
+// restarted controller shows them (issue 35: history across restarts).
+TYPED_TEST(JobStoreTest, WallClockTimesAndRunPlacesAreKept) {
+  JobSubmittedRecord sub{5, "w", "{}", 100, 1'750'000'000'000'100};
+  TaskDoneRecord cube{5,
+                      0,
+                      0,
+                      110,
+                      150,
+                      3,
+                      8,
+                      1,
+                      1'750'000'000'000'110,
+                      1'750'000'000'000'150,
+                      RunPlace{"node-a:7", 0, 0}};
+  TaskDoneRecord vector{5,
+                        1,
+                        2,
+                        120,
+                        160,
+                        4,
+                        8,
+                        1,
+                        1'750'000'000'000'120,
+                        1'750'000'000'000'160,
+                        RunPlace{"node-b:9", 1, 2}};
+  JobEndedRecord end{5, JobState::kSucceeded, "", 170, 1'750'000'000'000, 110, "", 0, 0};
+  end.started_unix_us = 1'750'000'000'000'110;
+  end.finished_unix_us = 1'750'000'000'000'170;
+  std::vector<StoreRecord> batch = {sub, cube, vector, end};
+  ASSERT_TRUE(this->store_->Write(batch).ok());
+  this->Reopen();
+  auto jobs = this->store_->Load();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  const StoredJob& j = (*jobs)[0];
+  EXPECT_EQ(j.submitted_unix_us, 1'750'000'000'000'100);
+  EXPECT_EQ(j.started_unix_us, 1'750'000'000'000'110);
+  EXPECT_EQ(j.finished_unix_us, 1'750'000'000'000'170);
+  ASSERT_EQ(j.done.size(), 2u);
+  EXPECT_EQ(j.done[0].start_unix_us, 1'750'000'000'000'110);
+  EXPECT_EQ(j.done[0].end_unix_us, 1'750'000'000'000'150);
+  EXPECT_EQ(j.done[0].place.worker, "node-a:7");
+  EXPECT_EQ(j.done[0].place.kind, 0);
+  EXPECT_EQ(j.done[0].place.lane, 0u);
+  EXPECT_TRUE(j.done[0].place.known());
+  EXPECT_EQ(j.done[1].device, 4u);
+  EXPECT_EQ(j.done[1].place.worker, "node-b:9");
+  EXPECT_EQ(j.done[1].place.kind, 1);
+  EXPECT_EQ(j.done[1].place.lane, 2u);
+}
+
 // A file an older version wrote (no output sizes, no workers table) opens:
 // its runs' sizes are unknown (taken as not empty) and so are its workers.
 TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
@@ -180,6 +232,10 @@ TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
     EXPECT_EQ((*jobs)[0].finished_unix_ms, 0);
     EXPECT_EQ((*jobs)[0].started, -1);
     EXPECT_EQ((*jobs)[0].metrics, "");
+    // No wall clock and no place: reports say the history is missing.
+    EXPECT_EQ((*jobs)[0].submitted_unix_us, 0);
+    EXPECT_EQ((*jobs)[0].done[0].start_unix_us, 0);
+    EXPECT_FALSE((*jobs)[0].done[0].place.known());
     auto live = (*s)->LoadLiveWorkers();
     ASSERT_TRUE(live.ok());
     EXPECT_FALSE(live->has_value()) << "an older version did not record its workers";

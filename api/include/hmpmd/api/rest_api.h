@@ -125,6 +125,7 @@ class RestApi {
   struct JobCopy {
     std::shared_ptr<const JobRun> job;
     std::shared_ptr<const ResourcePool> pool;
+    JobClock clock;  // its wall clock and history (Controller::ClockOf)
   };
   // The bodies RenderOffLoop formats.
   enum class Rendered : uint8_t { kTasks, kTrace, kDag };

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "hmpmd/controller/job_history.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/scheduler/resource_pool.h"
 #include "hmpmd/scheduler/scheduler.h"
@@ -43,6 +44,12 @@ struct TaskPage {
     CoreKind core_kind = CoreKind::kCube;
     uint32_t lane = 0;
     TimeUs start = 0, end = 0;
+    // With a clock: the wall clock of start and end (0: not known), and
+    // for a run done before a controller restart, where it ran then
+    // (`past`; its worker's name) or that the store did not keep it.
+    int64_t start_unix_us = 0, end_unix_us = 0;
+    bool past = false;
+    std::string worker;
     // Why a blocked or ready run waits.
     enum class Wait : uint8_t { kNone, kInputs, kStep, kCore, kKernel, kStore } wait = Wait::kNone;
     std::vector<uint32_t> pending_inputs;  // task indices, for kInputs
@@ -56,16 +63,22 @@ struct TaskPage {
 };
 
 // Copies the page `q` asks for. Loop thread (reads the job and pool). Costs
-// the page, plus one pass over the runs when `q.state` filters.
-TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q);
+// the page, plus one pass over the runs when `q.state` filters. `clock`
+// (Controller::ClockOf) adds wall-clock times and the places of runs done
+// before a restart; null: neither.
+TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q,
+                          const JobClock* clock = nullptr);
 
 // {"id", "total", "offset", "limit", "count", "origin_us", "tasks": [...]}
 // (origin_us: the job's first dispatch on the controller clock, which
 // start_us/end_us count from); each task: run, id, step, submodel, kernel,
 // core_kind, state, attempt, max_retries and retries where the spec asks for
-// retries, device and core once placed, start_us and end_us
-// once done, and for blocked and ready runs "waiting": {"for":
-// "inputs"|"step"|"core"|"kernel"|"store", "inputs": [...], "core": kind,
+// retries, device, core and worker once placed, start_us and end_us
+// once done (with start_unix_us, end_unix_us, start_at and end_at, RFC
+// 3339, where the wall clock is known), "restored": true for a run done
+// before a controller restart (its device is that controller's number),
+// "history_missing": one line where the store did not keep its place, and for blocked and ready
+// runs "waiting": {"for": "inputs"|"step"|"core"|"kernel"|"store", "inputs": [...], "core": kind,
 // "reason": one line} ("store": its last placement try found no room for
 // its outputs in the stores of the devices it may use). Any thread.
 std::string RenderTaskPage(const TaskPage& page);

@@ -26,6 +26,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/controller/driver_sessions.h"
+#include "hmpmd/controller/job_history.h"
 #include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/controller/job_submission.h"
 #include "hmpmd/controller/mailbox.h"
@@ -249,6 +250,12 @@ class Controller : private DriverSessions::Host {
   const DataToken& data_token() const { return data_token_; }
   // Monotonic microseconds; the time base of every record.
   static TimeUs NowUs();
+  // The pair of clock readings taken in Start() that puts NowUs() times
+  // on the wall clock. Fixed after Start(), so any thread may read it then.
+  const WallClock& wall_clock() const { return wall_; }
+  // The clocks of job `id`'s reports: wall_clock(), and what the store
+  // kept of it when it was reloaded after a restart (its runs' places).
+  JobClock ClockOf(JobId id) const;
 
  private:
   // --- the loop (controller.cc) ---
@@ -329,6 +336,8 @@ class Controller : private DriverSessions::Host {
   bool RunIsAhead(JobId job, uint32_t run) const;
   // Adopts the deferred runs whose step has started (before dispatch).
   void AdoptDeferred(TimeUs now);
+  // Keeps what `j`'s records hold that the scheduler does not (history_).
+  void KeepHistory(const StoredJob& j);
   static int64_t UnixMs();
 
   // --- retention (controller_retention.cc) ---
@@ -364,6 +373,10 @@ class Controller : private DriverSessions::Host {
   std::unordered_map<JobId, int64_t> finished_unix_ms_;  // when each ended
   // Ended jobs reloaded from the store: their figures (StoredMetrics).
   std::unordered_map<JobId, std::string> stored_metrics_;
+  // Jobs reloaded from the store: their wall-clock times and the places of
+  // the runs done before (ClockOf).
+  std::unordered_map<JobId, std::shared_ptr<const JobHistory>> history_;
+  WallClock wall_;
   // When each job that ended in this process did (NowUs), for
   // keep_ended_grace_ms; jobs reloaded from the store have none.
   std::unordered_map<JobId, TimeUs> ended_at_us_;

@@ -29,10 +29,22 @@ struct JobSubmittedRecord {
   std::string name;
   std::string spec_json;  // the spec as submitted; parsed again on reload
   TimeUs submitted = 0;
+  int64_t submitted_unix_us = 0;  // wall clock (Unix microseconds); 0: not known
 };
 
-// One task run that finished well. Times are on the controller's monotonic
-// clock (CLOCK_MONOTONIC), which a restart on the same host keeps.
+// Where a run ran, for history after a restart: the worker's name, and its
+// core by kind and lane. `kind` -1: not known (written by an older version).
+struct RunPlace {
+  std::string worker;
+  int8_t kind = -1;
+  uint32_t lane = 0;
+  bool known() const { return kind >= 0; }
+};
+
+// One task run that finished well. `start`, `end` are on the controller's
+// monotonic clock (CLOCK_MONOTONIC), which a restart on the same host keeps
+// and a reboot does not; `*_unix_us` are the same instants on the wall
+// clock (0: not known), which both keep.
 struct TaskDoneRecord {
   JobId job = 0;
   uint32_t run = 0;
@@ -42,6 +54,9 @@ struct TaskDoneRecord {
   DeviceId device = 0;
   uint64_t bytes = 0;    // its outputs' size
   uint32_t buffers = 0;  // how many (empty ones count); both 0: none, nothing to rebuild
+  int64_t start_unix_us = 0;
+  int64_t end_unix_us = 0;
+  RunPlace place;  // its worker and core
 };
 
 struct JobEndedRecord {
@@ -54,6 +69,8 @@ struct JobEndedRecord {
   // Its figures (job_report's MetricsJson, as JSON text; empty: none). Runs
   // reloaded after a restart have no cores to compute them from again.
   std::string metrics;
+  int64_t started_unix_us = 0;  // wall clock; 0: not known or never started
+  int64_t finished_unix_us = 0;
 };
 
 // The job left the retention window: the store drops it and its runs.
@@ -86,6 +103,11 @@ struct StoredJob {
   TimeUs started = -1;               // ended jobs; -1: not known
   std::string metrics;               // ended jobs (JobEndedRecord); empty: none
   std::vector<TaskDoneRecord> done;  // by run
+  // Wall clock (Unix microseconds) of submitted, started, finished; 0: not
+  // known (written by an older version, or not yet).
+  int64_t submitted_unix_us = 0;
+  int64_t started_unix_us = 0;
+  int64_t finished_unix_us = 0;
 };
 
 class JobStore {
