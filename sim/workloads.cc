@@ -5,61 +5,15 @@
 #include <numeric>
 #include <random>
 
+#include "workload_tasks.h"
+
 namespace hmpmd {
-namespace {
 
-constexpr double kCubeFlopsPerUs = 2.5e8;  // PoolSpec's default cube rate
-
-std::string Id(std::string_view prefix, std::initializer_list<uint32_t> parts) {
-  std::string s(prefix);
-  bool first = true;
-  for (uint32_t p : parts) {
-    s += first ? "" : "_";
-    s += std::to_string(p);
-    first = false;
-  }
-  return s;
-}
-
-TaskSpec Compute(std::string id, std::string submodel, double us, uint32_t shard) {
-  TaskSpec t;
-  t.id = std::move(id);
-  t.submodel = std::move(submodel);
-  t.kernel = "gemm";
-  t.core = CoreKind::kCube;
-  t.cost.flops = us * kCubeFlopsPerUs;
-  t.args.push_back({"shard", static_cast<int64_t>(shard)});
-  return t;
-}
-
-TaskSpec Comm(std::string id, std::string submodel, std::string kernel, double bytes,
-              uint32_t shard, std::string group = {}) {
-  TaskSpec t;
-  t.id = std::move(id);
-  t.submodel = std::move(submodel);
-  t.kernel = kernel;
-  t.core = CoreKind::kVector;
-  t.cost.bytes = bytes;
-  t.args.push_back({"shard", static_cast<int64_t>(shard)});
-  if (!group.empty()) t.collective = CollectiveSpec{std::move(group), kernel, bytes};
-  return t;
-}
-
-// The op's place in its device's program order (for static policies).
-TaskSpec Ordered(TaskSpec t, uint32_t order) {
-  t.args.push_back({"order", static_cast<int64_t>(order)});
-  return t;
-}
-
-SubmodelSpec Submodel(std::string name, SubmodelKind kind, uint32_t devices = 0) {
-  SubmodelSpec s;
-  s.name = std::move(name);
-  s.kind = kind;
-  s.devices = devices;
-  return s;
-}
-
-}  // namespace
+using workload::Comm;
+using workload::Compute;
+using workload::Id;
+using workload::Ordered;
+using workload::Submodel;
 
 JobSpec MultimodalWorkload(const MultimodalOptions& o) {
   JobSpec job;
