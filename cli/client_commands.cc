@@ -396,6 +396,32 @@ int CancelCmd(const ClientArgs& a, const std::string& job) {
   return kExitOk;
 }
 
+// `hmpmd fetch JOB DIR`: what `submit --wait --fetch` does, for a job that
+// has already ended.
+int FetchCmd(const ClientArgs& a, const std::string& job, const std::string& dir) {
+  auto c = Connect(a);
+  if (!c.ok()) return Fail(c.status());
+  auto id = CanonicalJobId(job);
+  if (!id.ok()) return Fail(id.status());
+  auto j = Call(*c, "GET", "/api/v1/jobs/" + *id);
+  if (!j.ok()) return Fail(j.status());
+  const std::string state = j->value("state", "");
+  if (state != "succeeded") {
+    return Fail(Status::InvalidArgument("job " + *id + " is " + state +
+                                        ": only a succeeded job's final outputs can be fetched"));
+  }
+  if (Status st = PrepareFetchDir(dir); !st.ok()) return Fail(st);
+  auto outs = Call(*c, "GET", "/api/v1/jobs/" + *id + "/outputs");
+  if (!outs.ok()) return Fail(outs.status());
+  Status fetched = FetchOutputsTo(*outs, static_cast<JobId>(std::stoull(*id)), dir, a.timeout_s);
+  if (!fetched.ok()) return Fail(fetched);
+  if (!a.json) {
+    std::cout << "outputs written to " << (std::filesystem::path(dir) / "manifest.json").string()
+              << std::endl;
+  }
+  return kExitOk;
+}
+
 int ForgetCmd(const ClientArgs& a, const std::string& job) {
   auto c = Connect(a);
   if (!c.ok()) return Fail(c.status());
@@ -516,6 +542,19 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
     sub->add_option("job", *job, "Job id")->required();
     AddCommon(sub, a.get());
     sub->callback([=] { *exit_code = ForgetCmd(*a, *job); });
+  }
+  {
+    auto a = std::make_shared<ClientArgs>();
+    auto job = std::make_shared<std::string>();
+    auto dir = std::make_shared<std::string>();
+    CLI::App* sub = app.add_subcommand(
+        "fetch", "Fetch a succeeded job's final outputs from the workers holding them into DIR");
+    sub->add_option("job", *job, "Job id")->required();
+    sub->add_option("dir", *dir, "Directory (created; must be empty)")
+        ->required()
+        ->check(NonEmptyPath("a directory"));
+    AddCommon(sub, a.get());
+    sub->callback([=] { *exit_code = FetchCmd(*a, *job, *dir); });
   }
   {
     auto a = std::make_shared<ClientArgs>();

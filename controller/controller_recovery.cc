@@ -185,6 +185,7 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
   // peers that moved on). A run recorded done is not there to stop.
   std::map<JobId, CancelRuns> stale;
   for (const HeldTask& h : m.held) {
+    if (RunsOn(h, w.device)) continue;  // it came back on a new connection
     if (scheduler_->AdoptRun(h.job, h.task, h.attempt, w.device, h.core, h.lane, now)) {
       ++counters_.adopted_runs;
     } else if (RunIsAhead(h.job, h.task)) {
@@ -210,6 +211,9 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
       continue;
     }
     if (o.run >= job->runs.size() || job->runs[o.run].state != TaskState::kDone) continue;
+    if (auto at = outputs_.find({o.job, o.run}); at != outputs_.end() && at->second.worker == w.id) {
+      continue;  // known here already: it came back on a new connection
+    }
     outputs_[{o.job, o.run}] = OutputLocation{w.id, o.bytes, o.buffers};
     scheduler_->RecordOutput(o.job, o.run, w.device, o.bytes, o.buffers);
     ++counters_.adopted_outputs;
@@ -219,6 +223,14 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
     spdlog::info("worker '{}' holds {} task(s) and {} output(s)", m.name, m.held.size(),
                  m.outputs.size());
   }
+}
+
+bool Controller::RunsOn(const HeldTask& h, DeviceId device) const {
+  const JobRun* job = scheduler_->job(h.job);
+  if (job == nullptr || h.task >= job->runs.size()) return false;
+  const TaskRecord& rec = job->runs[h.task];
+  return rec.state == TaskState::kRunning && rec.attempt == h.attempt && rec.core != kNoCore &&
+         scheduler_->pool().core(rec.core).device == device;
 }
 
 bool Controller::RunIsAhead(JobId job_id, uint32_t run) const {

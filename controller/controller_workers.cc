@@ -86,15 +86,18 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
     return;
   }
   if (!CheckInstance(identity, m, now)) return;
+  if (WorkerInfo* same = workers_.FindLiveInstance(m)) {
+    Rejoin(*same, identity, m, now);
+    return;
+  }
   // Not a death: the same process, whose runs are not to blame.
   if (WorkerInfo* old = workers_.FindByIdentity(identity)) {
     MarkDead(*old, "re-registered", now, false);
   }
-  // The same process on a new socket (it reconnects when a register goes
-  // unanswered, e.g. while this loop was slow): its old entry is gone too.
-  // Its data endpoint, a socket it bound, tells it apart from another
-  // worker of the same name and pid (embedded workers without one may
-  // share both).
+  // The same process on a new socket, without an instance to tell it by:
+  // its old entry is gone too. Its data endpoint, a socket it bound, tells
+  // it apart from another worker of the same name and pid (embedded
+  // workers without one may share both).
   if (!m.data_endpoint.empty()) {
     if (WorkerInfo* old = workers_.FindByKey(WorkerKey(m))) {
       MarkDead(*old, "re-registered on a new connection", now, false);
@@ -131,6 +134,32 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", added.id, m.name,
                scheduler_->pool().device(added.device).desc.cores[0],
                scheduler_->pool().device(added.device).desc.cores[1], m.kernels.size());
+  workers_.WakeWaiters();
+}
+
+void Controller::Rejoin(WorkerInfo& w, const std::string& identity, const RegisterMsg& m,
+                        TimeUs now) {
+  workers_.Rebind(w, identity);
+  w.last_seen = now;
+  w.disconnected_at = 0;
+  w.clock.Observe(m.sent_us, now);
+  // Held for another controller (another store, or none), its tasks are
+  // not ours: what we sent it is lost, whatever the ids say.
+  const bool ours = m.epoch == epoch_;
+  std::vector<StartedRun>& held = started_scratch_;
+  held.clear();
+  if (ours) {
+    for (const HeldTask& h : m.held) held.push_back({h.job, h.task, h.attempt, h.core, h.lane});
+  }
+  const size_t recalled = scheduler_->RecallUnheld(w.device, held, now);
+  if (ours) {
+    AdoptReported(w, m, now);
+    ReportStarted(w, m.started);
+  }
+  recovery_.OnRegistered(w.key);
+  transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms, epoch_, data_token_});
+  spdlog::info("worker {} '{}' is back on a new connection; {} run(s) it did not get run again",
+               w.id, w.name, recalled);
   workers_.WakeWaiters();
 }
 

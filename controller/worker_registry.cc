@@ -15,6 +15,14 @@ WorkerInfo* WorkerRegistry::FindByKey(const std::string& key) {
   return it == by_key_.end() ? nullptr : &workers_[it->second];
 }
 
+WorkerInfo* WorkerRegistry::FindLiveInstance(const RegisterMsg& m) {
+  if (m.instance == 0) return nullptr;
+  auto it = by_name_.find(m.name);
+  if (it == by_name_.end()) return nullptr;
+  WorkerInfo& w = workers_[it->second];
+  return w.alive && w.instance == m.instance ? &w : nullptr;
+}
+
 const WorkerInfo* WorkerRegistry::OfDevice(DeviceId d) const {
   return d < device_worker_.size() ? &workers_[device_worker_[d]] : nullptr;
 }
@@ -69,6 +77,13 @@ WorkerInfo& WorkerRegistry::Add(WorkerInfo w) {
   ++alive_;
   ++pool_changes_;
   return workers_.back();
+}
+
+void WorkerRegistry::Rebind(WorkerInfo& w, const std::string& identity) {
+  if (!w.alive || w.identity == identity) return;
+  by_identity_.erase(w.identity);
+  by_identity_[identity] = w.id;
+  w.identity = identity;
 }
 
 void WorkerRegistry::MarkGone(WorkerInfo& w, std::string why) {

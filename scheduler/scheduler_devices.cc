@@ -22,6 +22,44 @@ void Scheduler::ReportStarted(DeviceId id, std::span<const StartedRun> runs) {
   deaths_.Report(id, runs, pool_.device(id).cores.size());
 }
 
+size_t Scheduler::RecallUnheld(DeviceId id, std::span<const StartedRun> held, TimeUs now) {
+  if (id >= pool_.device_count() || !pool_.device(id).alive) return 0;
+  const std::vector<CoreId>& cores = pool_.device(id).cores;
+  auto holds = [&](JobId job, uint32_t run, uint32_t attempt) {
+    return std::any_of(held.begin(), held.end(), [&](const StartedRun& h) {
+      return h.job == job && h.run == run && h.attempt == attempt;
+    });
+  };
+  std::vector<std::pair<JobId, uint32_t>> lost;
+  for (const auto& [job_id, job] : jobs_) {
+    if (IsTerminal(job.state) || job.running == 0) continue;
+    for (uint32_t r = 0; r < job.runs.size(); ++r) {
+      const TaskRecord& rec = job.runs[r];
+      if (rec.state == TaskState::kRunning &&
+          std::find(cores.begin(), cores.end(), rec.core) != cores.end() &&
+          !holds(job_id, r, rec.attempt)) {
+        lost.emplace_back(job_id, r);
+      }
+    }
+  }
+  size_t recalled = 0;
+  for (const auto& [job_id, r] : lost) {
+    JobRun& job = jobs_.at(job_id);
+    TaskRecord& rec = job.runs[r];
+    // Sent back meanwhile by another's recall (a gang restart, an early
+    // consumer of a run recalled here).
+    if (IsTerminal(job.state) || rec.state != TaskState::kRunning) continue;
+    // It never ran: the attempt OnTaskFailed adds does not count (one
+    // dispatched ahead of its input is recalled that way already).
+    if (rec.pending == 0 && rec.recalled < UINT16_MAX) ++rec.recalled;
+    OnTaskFailed(job_id, r, rec.attempt,
+                 "its assignment to " + pool_.device(id).desc.name + " was lost when it reconnected",
+                 true, now);
+    ++recalled;
+  }
+  return recalled;
+}
+
 void Scheduler::RemoveDevice(DeviceId id, TimeUs now, bool died) {
   if (!pool_.device(id).alive) return;
   // Who is to blame, before the runs are taken off its cores.
@@ -58,12 +96,15 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now, bool died) {
     if (IsTerminal(job.state)) continue;
     // Lineage: outputs of the current step that lived only on the dead
     // device and are still to be read are rebuilt by running their
-    // producers again.
+    // producers again; so are the last step's final outputs (held with no
+    // reads left), which the job's caller fetches once it ends. A session's
+    // outputs are its driver's to ask for again.
     const uint32_t n = job.graph->size(), base = job.step * n;
+    const bool finals = !job.open && job.step + 1 == job.graph->steps();
     for (uint32_t r = base; r < base + n; ++r) {
       TaskRecord& rec = job.runs[r];
       if (rec.state == TaskState::kDone && rec.held && rec.output_device == id &&
-          rec.reads_left > 0) {
+          (rec.reads_left > 0 || finals)) {
         Revive(job, r, now);
       }
     }

@@ -71,6 +71,8 @@ size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
   JobRun& job = it->second;
   const JobGraph& g = *job.graph;
   const uint32_t n = g.size(), base = job.step * n;
+  // The last step's final outputs too: the job's caller fetches them.
+  const bool finals = !job.open && job.step + 1 == g.steps();
   size_t revived = 0;
   for (uint32_t r = base; r < base + n; ++r) {
     const TaskRecord& rec = job.runs[r];
@@ -80,7 +82,9 @@ size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
       const TaskState s = job.runs[base + c].state;
       return s == TaskState::kBlocked || s == TaskState::kReady;
     });
-    if (awaited) revived += Revive(job, r, now, /*restart_readers=*/false);
+    if (awaited || (finals && consumers.empty())) {
+      revived += Revive(job, r, now, /*restart_readers=*/false);
+    }
   }
   // A gang whose members did not all come back alike (one rebuilt above,
   // or not adopted, beside a mate done or adopted running) starts over

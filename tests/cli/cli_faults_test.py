@@ -153,24 +153,28 @@ class ControllerRestart(unittest.TestCase):
         self.assert_outage_then(stderr, rf"^hmpmd: job 1: controller unreachable at {self.url}: "
                                         r".*, for \d+ s; gave up after --wait-timeout$")
 
-    def test_fetch_of_outputs_lost_with_their_worker_fails_naming_them(self):
-        # x's final output lives on the cube-only worker, killed while the
-        # vector worker's sleep keeps the job running. /outputs pointed at
-        # the dead worker's socket; --fetch then waited out its time-out.
-        self.start_controller("--worker-timeout-ms", "500")
-        cube = self.start_worker("cube=1", "--name", "cubes")
-        self.start_worker("vector=1")
+    def wait_alive_devices(self, n):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             pool = json.loads(urllib.request.urlopen(f"{self.url}/api/v1/pool", timeout=30).read())
-            if pool.get("alive_devices") == 2:
-                break
+            if pool.get("alive_devices") == n:
+                return
             time.sleep(0.05)
-        spec = os.path.join(self.tmp.name, "lost.json")
+        self.fail(f"the pool never had {n} live devices")
+
+    def test_a_final_output_lost_before_its_job_ends_is_rebuilt(self):
+        # x's final output lives on the cube-only worker, killed while the
+        # vector worker's sleep keeps the job running: x runs again on the
+        # next cube worker, and --fetch gets its output from there.
+        self.start_controller("--worker-timeout-ms", "500")
+        cube = self.start_worker("cube=1", "--name", "cubes")
+        self.start_worker("vector=1")
+        self.wait_alive_devices(2)
+        spec = os.path.join(self.tmp.name, "rebuilt.json")
         with open(spec, "w") as f:
-            json.dump({"name": "lost", "tasks": [
+            json.dump({"name": "rebuilt", "tasks": [
                 {"id": "x", "kernel": "scale", "args": {"n": 1024}},
-                {"id": "s", "kernel": "sleep", "core": "vector", "args": {"us": 4000000}}]}, f)
+                {"id": "s", "kernel": "sleep", "core": "vector", "args": {"us": 3000000}}]}, f)
         out = os.path.join(self.tmp.name, "out")
         client = self.submit_wait(spec, "--fetch", out, "--wait-timeout", "120")
         deadline = time.monotonic() + 60
@@ -182,18 +186,51 @@ class ControllerRestart(unittest.TestCase):
             time.sleep(0.02)
         cube.kill()
         cube.wait()
+        self.start_worker("cube=1", "--name", "cubes2")
         stdout, stderr = client.communicate(timeout=120)
-        self.assertEqual(client.returncode, 1, stderr)
-        self.assertEqual(stderr.splitlines()[-1],
+        self.assertEqual(client.returncode, 0, stderr)
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertEqual({o["task"] for o in json.load(f)}, {"x"})
+        outputs = json.loads(urllib.request.urlopen(f"{self.url}/api/v1/jobs/1/outputs",
+                                                    timeout=30).read())
+        self.assertEqual([o["task"] for o in outputs["outputs"]], ["x"])
+        self.assertEqual(outputs["lost"], [])
+
+    def test_fetch_of_outputs_lost_with_their_worker_fails_naming_them(self):
+        # x's final output lives on the cube-only worker, killed after the
+        # job ended: nothing can rebuild it now. /outputs once pointed at the
+        # dead worker's socket, and the fetch waited out its time-out.
+        self.start_controller("--worker-timeout-ms", "500")
+        cube = self.start_worker("cube=1", "--name", "cubes")
+        self.start_worker("vector=1")
+        self.wait_alive_devices(2)
+        spec = os.path.join(self.tmp.name, "lost.json")
+        with open(spec, "w") as f:
+            json.dump({"name": "lost", "tasks": [
+                {"id": "x", "kernel": "scale", "args": {"n": 1024}}]}, f)
+        client = self.submit_wait(spec, "--wait-timeout", "120")
+        stdout, stderr = client.communicate(timeout=120)
+        self.assertEqual(client.returncode, 0, stderr)
+        cube.kill()
+        cube.wait()
+        self.wait_alive_devices(1)
+        out = os.path.join(self.tmp.name, "out")
+        fetch = subprocess.run([HMPMD, "fetch", "1", out, "--url", self.url],
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(fetch.returncode, 1, fetch.stderr)
+        self.assertEqual(fetch.stderr.splitlines()[-1],
                          "hmpmd: --fetch: task 'x': its final outputs were lost with worker "
-                         "'cubes'", stderr)
+                         "'cubes'", fetch.stderr)
         self.assertFalse(os.path.exists(os.path.join(out, "manifest.json")))
         outputs = json.loads(urllib.request.urlopen(f"{self.url}/api/v1/jobs/1/outputs",
                                                     timeout=30).read())
         self.assertEqual(outputs["outputs"], [])
         self.assertEqual([o["task"] for o in outputs["lost"]], ["x"])
         self.assertEqual(outputs["lost"][0]["bytes"], 4096)
-
+        # A job that did not succeed has no outputs to fetch: exit 2.
+        bad = subprocess.run([HMPMD, "fetch", "7", out, "--url", self.url],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)

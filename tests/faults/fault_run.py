@@ -259,8 +259,10 @@ def run_once(seed, a):
                 print("fault_run: the job failed by the limits on worker deaths: "
                       + job.get("error", ""))
             elif not fetched and run.lost_pids and "its final outputs were lost" in stderr:
-                # A final output held only by a worker that died: the job
-                # succeeded, and --fetch names what is gone (operations.md).
+                # A final output held only by a worker that died as the
+                # job ended (its death noticed after the end, when nothing
+                # rebuilds it): the job succeeded, and --fetch names what is
+                # gone (cli.md).
                 state = run.get("/api/v1/jobs/1").get("state")
                 if state != "succeeded":
                     failures.append(f"the job is '{state}' after its outputs were lost")

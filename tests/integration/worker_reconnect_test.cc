@@ -20,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "cluster_fixture.h"
+#include "fake_worker_wire.h"
 #include "hmpmd/api/api_snapshot.h"
 #include "hmpmd/api/live_metrics.h"
 #include "hmpmd/protocol/codec.h"
@@ -174,6 +175,76 @@ TEST_F(WorkerReconnectTest, ANewInstanceOfAWorkerAlreadyDeclaredDeadIsNotARestar
   std::optional<Message> ack = Reply(later);
   ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
   EXPECT_EQ(cluster_->Call([&] { return cluster_->controller().counters().worker_restarts; }), 0u);
+}
+
+// The same process back on a new connection (its register went unanswered,
+// e.g. while the controller was stopped, and the next one went out on a
+// fresh socket) keeps its device and what it runs: a run it holds is not
+// started again, one sent on the connection it closed is sent again on the
+// new one, and no attempt is lost.
+TEST_F(WorkerReconnectTest, TheSameProcessOnANewConnectionKeepsWhatItRuns) {
+  StartCluster(0);
+  const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
+  zmq::context_t ctx(1);
+  zmq::socket_t first(ctx, zmq::socket_type::dealer), again(ctx, zmq::socket_type::dealer);
+  RegisterMsg process = FakeWorker("tcp://127.0.0.1:1");
+  process.instance = 61;
+  process.cores = {{CoreKind::kCube, 2}};
+  RegisterFrom(first, endpoint, process);
+  std::optional<Message> ack = Reply(first);
+  ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
+  const WorkerId me = std::get<RegisterAck>(*ack).worker_id;
+  process.epoch = std::get<RegisterAck>(*ack).epoch;
+  ASSERT_TRUE(
+      Submit(R"({"name":"j","tasks":[{"id":"a","kernel":"noop"},{"id":"b","kernel":"noop"}]})")
+          .ok());
+  std::vector<TaskAssign> sent;
+  while (sent.size() < 2) {
+    std::optional<Message> m = Next(first, MsgType::kAssignBatch);
+    ASSERT_TRUE(m.has_value()) << "got " << sent.size() << " of 2 tasks";
+    for (const TaskAssign& t : std::get<AssignBatch>(*m).tasks) sent.push_back(t);
+  }
+  std::sort(sent.begin(), sent.end(),
+            [](const TaskAssign& x, const TaskAssign& y) { return x.task < y.task; });
+  const TaskAssign a = sent[0], b = sent[1];
+  first.close();
+  // Back holding a only: b was, say, still in flight to the old socket.
+  process.held = {HeldTask{a.job, a.task, a.attempt, a.core, a.lane}};
+  RegisterFrom(again, endpoint, process);
+  ack = Reply(again);
+  ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
+  EXPECT_EQ(std::get<RegisterAck>(*ack).worker_id, me) << "the same worker, not a new one";
+  std::optional<Message> resent = Next(again, MsgType::kAssignBatch);
+  ASSERT_TRUE(resent.has_value()) << "b was not sent again";
+  const std::vector<TaskAssign>& tasks = std::get<AssignBatch>(*resent).tasks;
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].task, b.task) << "a runs there already";
+  DoneBatch done{me, {}, 1};
+  for (const TaskAssign& t : {a, tasks[0]}) {
+    TaskResult r;
+    r.job = t.job;
+    r.task = t.task;
+    r.attempt = t.attempt;
+    r.ok = true;
+    done.results.push_back(r);
+  }
+  Send(again, Message(done));
+  JobState state = JobState::kRunning;
+  for (int i = 0; i < 500 && !IsTerminal(state); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    state = cluster_->Call([&] { return cluster_->controller().scheduler().job(a.job)->state; });
+  }
+  ASSERT_EQ(state, JobState::kSucceeded);
+  cluster_->Call([&] {
+    const Controller& c = cluster_->controller();
+    EXPECT_EQ(c.workers().alive_count(), 1u);
+    EXPECT_EQ(c.workers().size(), 1u) << "registered once";
+    EXPECT_EQ(c.counters().worker_restarts, 0u);
+    const JobRun& job = *c.scheduler().job(a.job);
+    EXPECT_EQ(job.runs[a.task].attempt, a.attempt);
+    EXPECT_EQ(job.runs[b.task].attempt, b.attempt + 1);
+    EXPECT_EQ(job.runs[b.task].recalled, 1u) << "the lost attempt does not count";
+  });
 }
 
 // A controller stalled past its workers' patience (SIGSTOP, a VM pause):

@@ -1,5 +1,5 @@
-// A worker process killed mid-job and started again under the same --name
-// registers as a new process (RegisterMsg::instance). The controller must
+// A worker process that hangs mid-job (stopped) and is started again under
+// the same --name registers as a new process (RegisterMsg::instance). The controller must
 // not take it for the old one: the old process's running tasks and stored
 // outputs are gone with it. The heartbeat time-out here is far longer than
 // the job, so only restart detection can end the job in time: without it
@@ -73,13 +73,10 @@ TEST_F(WorkerRestartTest, AWorkerRestartedUnderItsNameIsANewWorkerAndTheOldOneIs
     if (!running_there) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ASSERT_TRUE(running_there) << "the victim never ran a task";
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
-  std::string exited;
-  for (int i = 0; i < 2500 && exited.empty(); ++i) {
-    exited = cluster_->workers().Exited();  // reaps it
-    if (exited.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  ASSERT_NE(exited.find(std::to_string(victim)), std::string::npos) << exited;
+  // Hung, not gone: its connection stays open, so only the new process
+  // under its name can end its entry (a closed connection would, 1.5
+  // heartbeats later, and race the restart). Killed below.
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
 
   // The same name, a new process (stopped by PID in TearDown with the rest).
   ASSERT_TRUE(cluster_->workers()
@@ -96,6 +93,13 @@ TEST_F(WorkerRestartTest, AWorkerRestartedUnderItsNameIsANewWorkerAndTheOldOneIs
     state = OnlyJobState();
   }
   ASSERT_EQ(state, JobState::kSucceeded) << "the job did not end after the restart";
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  std::string exited;
+  for (int i = 0; i < 2500 && exited.empty(); ++i) {
+    exited = cluster_->workers().Exited();  // reaps it
+    if (exited.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_NE(exited.find(std::to_string(victim)), std::string::npos) << exited;
 
   OnLoop([&] {
     const Controller& ctl = cluster_->controller();

@@ -116,6 +116,59 @@ TEST(LineageTest, ALostRunThatIsNotAnInputFailsTheTaskAsItIs) {
   EXPECT_EQ(StateOf(*s, *id, 1), TaskState::kDone) << "q is not rebuilt for c";
 }
 
+// p -> f, where f's output is final (the caller fetches it once the job
+// ends), beside a slow s that keeps the job running.
+JobSpec FinalBesideASlowTask() {
+  return SpecBuilder()
+      .Add(TaskBuilder("p").Us(100))
+      .Add(TaskBuilder("f").Us(100).Inputs({"p"}))
+      .Add(TaskBuilder("s").Us(100000))
+      .Build();
+}
+
+TEST(LineageTest, AFinalOutputOnADeviceThatDiesBeforeTheJobEndsIsRebuilt) {
+  auto s = MakeFifoScheduler();
+  for (const char* d : {"d0", "d1", "d2"}) s->AddDevice(Device(d, 1));
+  auto id = s->AddJob(BuildGraph(FinalBesideASlowTask()), 0);
+  ASSERT_TRUE(id.ok());
+  Dispatch slow;
+  for (const Dispatch& d : Step(*s, 0)) {
+    if (d.run == 2) slow = d;
+    if (d.run == 0) FinishRun(*s, d, 100, 64);
+  }
+  ASSERT_EQ(slow.run, 2u) << "s was not dispatched";
+  auto out = Step(*s, 100);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].run, 1u);
+  ASSERT_NE(out[0].device, slow.device);
+  FinishRun(*s, out[0], 200, 64);
+  const DeviceId lost = out[0].device;
+  s->RemoveDevice(lost, 300);
+  EXPECT_EQ(StateOf(*s, *id, 1), TaskState::kBlocked) << "f is rebuilt";
+  EXPECT_EQ(StateOf(*s, *id, 0), TaskState::kReady) << "with p, whose output f had read";
+  TimeUs now = 300;
+  for (uint32_t want : {0u, 1u}) {
+    out = Step(*s, now += 100);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].run, want);
+    FinishRun(*s, out[0], now += 100, 64);
+  }
+  ASSERT_TRUE(s->OnTaskDone(*id, 2, slow.attempt, 0, now, now));
+  EXPECT_EQ(s->job(*id)->state, JobState::kSucceeded);
+  EXPECT_NE(s->job(*id)->runs[1].output_device, lost);
+}
+
+TEST(LineageTest, AFinalOutputNoWorkerReportedAfterARestartIsRebuilt) {
+  auto s = MakeFifoScheduler();
+  std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 64}, {1, 0, 20, 30, 64}};
+  ASSERT_TRUE(
+      s->RestoreJob(3, BuildGraph(FinalBesideASlowTask()), done, JobState::kRunning, "", 0, -1, 1000)
+          .ok());
+  s->AddDevice(Device("d0", 2));
+  EXPECT_EQ(s->RebuildUnheldOutputs(3, 1000), 2u) << "f, and p, which f reads";
+  EXPECT_EQ(StateOf(*s, 3, 1), TaskState::kBlocked);
+}
+
 // After a restart: p and q are done (from the store); no worker reported
 // p's output, a worker reported q's. c reads both.
 class RestoredLineageTest : public ::testing::Test {

@@ -243,6 +243,43 @@ TEST_F(WorkerDeathsTest, AWorkerThatReconnectedBlamesNoRun) {
   EXPECT_EQ(Job(job).state, JobState::kRunning);
 }
 
+// A worker back on a new connection (RecallUnheld) holds what reached it:
+// the runs sent on the connection it had closed go back, without costing
+// an attempt (more reconnects than max_attempts fail nothing), and the
+// runs it holds stay where they are.
+TEST_F(WorkerDeathsTest, RunsAReconnectedWorkerDoesNotHoldGoBackWithoutCostingAnAttempt) {
+  Make();
+  ASSERT_EQ(opts_.max_attempts, 3u);
+  DeviceId w0 = sched_->AddDevice(Device("w0", 2));
+  JobId job = Add(SpecBuilder().Add(TaskBuilder("a").Us(100)).Add(TaskBuilder("b").Us(100)));
+  ASSERT_EQ(ScheduleAt(0).size(), 2u);
+  ASSERT_EQ(TaskOf(job, 0), "a");
+  auto held_a = [&] {
+    const TaskRecord& a = Job(job).runs[0];
+    const ResourcePool::Core& core = sched_->pool().core(a.core);
+    return StartedRun{job, 0, a.attempt, core.kind, core.lane};
+  };
+  const StartedRun a = held_a();
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(sched_->RecallUnheld(w0, {&a, 1}, 10 + 10 * i), 1u) << "reconnect " << i;
+    EXPECT_EQ(Job(job).runs[0].state, TaskState::kRunning);
+    EXPECT_EQ(Job(job).runs[0].attempt, a.attempt) << "a stays as it was";
+    ASSERT_EQ(Job(job).state, JobState::kRunning) << Job(job).error;
+    std::vector<Dispatch> out = ScheduleAt(15 + 10 * i);
+    ASSERT_EQ(out.size(), 1u) << "b again, reconnect " << i;
+    EXPECT_EQ(TaskOf(job, out[0].run), "b");
+  }
+  EXPECT_FALSE(Blamed(job));
+  // Holding both, nothing goes back.
+  const TaskRecord& b = Job(job).runs[1];
+  const StartedRun both[] = {a, {job, 1, b.attempt, sched_->pool().core(b.core).kind,
+                                 sched_->pool().core(b.core).lane}};
+  EXPECT_EQ(sched_->RecallUnheld(w0, both, 70), 0u);
+  EXPECT_TRUE(sched_->OnTaskDone(job, 0, a.attempt, 70, 80, 80));
+  EXPECT_TRUE(sched_->OnTaskDone(job, 1, b.attempt, 70, 80, 80));
+  EXPECT_EQ(Job(job).state, JobState::kSucceeded);
+}
+
 TEST_F(WorkerDeathsTest, ZeroMeansOnlyMaxAttemptsBounds) {
   opts_.max_worker_deaths = 0;
   Make();

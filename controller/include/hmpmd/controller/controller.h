@@ -283,6 +283,11 @@ class Controller : private DriverSessions::Host {
   // here); when it is a new process under a known name, the old one is
   // declared lost.
   bool CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now);
+  // `m` comes from live worker `w`'s process on another connection (its
+  // register went unanswered, or its link timed out): `w` moves to
+  // `identity` and keeps its device, its runs and its outputs; runs it was
+  // sent on the closed connection and does not hold run again.
+  void Rejoin(WorkerInfo& w, const std::string& identity, const RegisterMsg& m, TimeUs now);
   void OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now);
   // Counts a registration or session refused for its token and logs it at
   // the 1st, 2nd, 4th, ... refusal: anyone who reaches the port can send
@@ -332,6 +337,8 @@ class Controller : private DriverSessions::Host {
   // True while the recovery window holds dispatch back; when it ends,
   // rebuilds outputs no worker reported (lineage).
   bool RecoveryHoldsDispatch(TimeUs now);
+  // Whether attempt h.attempt of h.task runs on `device` already.
+  bool RunsOn(const HeldTask& h, DeviceId device) const;
   // Whether `run` of `job` belongs to a step after the one it runs now.
   bool RunIsAhead(JobId job, uint32_t run) const;
   // Adopts the deferred runs whose step has started (before dispatch).

@@ -90,6 +90,9 @@ class WorkerRegistry {
   // The live worker with WorkerKey `key` that registered with a data
   // endpoint (which tells apart workers of one name and pid); null when none.
   WorkerInfo* FindByKey(const std::string& key);
+  // The live worker that process `m` registered as before (the same name
+  // and RegisterMsg::instance, not 0); null when none.
+  WorkerInfo* FindLiveInstance(const RegisterMsg& m);
   // The worker of device `d`; null for a device no worker registered.
   const WorkerInfo* OfDevice(DeviceId d) const;
   WorkerInfo* OfDevice(DeviceId d);
@@ -106,9 +109,9 @@ class WorkerRegistry {
   // `hmpmd pool`, /metrics) list it: every live device, devices of no
   // worker, and the newest kDeadDevicesListed dead ones of workers that did
   // not register again under their name since. A worker that registers
-  // again (after a controller stall, a reconnect or a restart) gets a new
-  // device; its old one stays in the pool, as past task records and traces
-  // name it, but is not listed twice. O(workers).
+  // again after it was declared dead (a controller stall, a restart) gets a
+  // new device; its old one stays in the pool, as past task records and
+  // traces name it, but is not listed twice. O(workers).
   std::vector<bool> ListedDevices(size_t device_count) const;
 
   // --- changes ---
@@ -119,6 +122,9 @@ class WorkerRegistry {
   // Adds live worker `w` and returns it. REQUIRES: w.id == next_id(), and
   // no live worker has its identity.
   WorkerInfo& Add(WorkerInfo w);
+  // Live worker `w` is reached at `identity` from now on (the same process
+  // reconnected on a new socket). REQUIRES: no other live worker has it.
+  void Rebind(WorkerInfo& w, const std::string& identity);
   // Marks live worker `w` gone, for `why`: it is no longer found by
   // identity or key. Does nothing to a worker already gone.
   void MarkGone(WorkerInfo& w, std::string why);

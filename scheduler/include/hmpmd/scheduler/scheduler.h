@@ -82,7 +82,7 @@ class Scheduler {
   // when out of attempts), and outputs of the current step that lived only
   // there and are still to be read are rebuilt by running their producers
   // again (lineage; recursively, where those producers' inputs are gone
-  // too). `died`: its worker process died (not merely reconnected, which
+  // too), and so are the last step's final outputs held there. `died`: its worker process died (not merely reconnected, which
   // blames no run); the runs it was running are charged with the death
   // (SchedulerOptions::max_worker_deaths, scheduler_deaths.cc).
   void RemoveDevice(DeviceId id, TimeUs now, bool died = true);
@@ -96,6 +96,12 @@ class Scheduler {
   // lane holding a run adopted after a restart, whose order is unknown,
   // then blames none.
   void ReportStarted(DeviceId id, std::span<const StartedRun> runs);
+  // Device `id`'s worker reconnected (the same process on a new socket)
+  // and holds `held`: of the runs recorded running there, those it does not
+  // hold were sent to the connection it had closed and never reached it.
+  // They wait again without losing an attempt (a gang's members start over
+  // together). Returns how many went back.
+  size_t RecallUnheld(DeviceId id, std::span<const StartedRun> held, TimeUs now);
 
   // --- jobs ---
   // Admits a job. Checks that the pool can run it (kernels, core kinds,
@@ -201,8 +207,9 @@ class Scheduler {
 
   // After a restart, once workers have reported what they hold: done runs
   // of the step being run whose outputs no worker holds but that a waiting
-  // (blocked or ready) run still has to read run again (lineage). Running
-  // readers are left alone (they have read, or they report the loss).
+  // (blocked or ready) run still has to read run again (lineage), as do
+  // the last step's final outputs no worker holds. Running readers are
+  // left alone (they have read, or they report the loss).
   // A gang some of whose members are done or running (adopted) while
   // others wait starts over whole (RestartGang).
   // Returns how many runs it revived, inputs they need included.
