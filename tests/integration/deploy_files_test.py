@@ -8,7 +8,8 @@
 - The Kubernetes manifests parse (PyYAML), selectors match their pod
   labels, every volumeMount has its volume, every ConfigMap they use is
   defined, every Secret is created in deploy/README.md, Service target ports
-  exist, and the workers point at the controller Service.
+  exist, the workers point at the controller Service, and the controller's
+  store (--db) is an absolute path on a writable persistent volume claim.
 
 Exit codes: 0 passed, 1 failed (one line per problem). Without PyYAML the
 manifest checks are skipped with a note; the others still run.
@@ -93,6 +94,26 @@ def check_device(where, worker, text, tmp):
         problem(where, "hmpmd-worker rejects its device file: " + p.stderr.strip())
 
 
+def check_store(where, args, mounts, volumes, claims):
+    """The controller's --db is an absolute path on a persistent volume (a
+    claim), so its jobs survive the pod."""
+    db = [a.split("=", 1)[1] for a in args if a.startswith("--db=")]
+    if not db or not os.path.isabs(db[0]):
+        problem(where, "the controller needs an absolute --db= on a volume (it has %s)" %
+                (db[0] if db else "none: the default is relative to its working directory"))
+        return
+    mount = max((m for m in mounts if db[0].startswith(m["mountPath"].rstrip("/") + "/")),
+                key=lambda m: len(m["mountPath"]), default=None)
+    if mount is None:
+        problem(where, "--db=%s is on no volumeMount: the store dies with the pod" % db[0])
+    elif mount.get("readOnly"):
+        problem(where, "--db=%s is on the read-only mount %s" % (db[0], mount["name"]))
+    elif mount["name"] not in claims and \
+            "persistentVolumeClaim" not in volumes.get(mount["name"], {}):
+        problem(where, "--db=%s is on %s, which is no persistent volume claim" %
+                (db[0], mount["name"]))
+
+
 def k8s(root, worker_flags, controller_flags, worker, tmp):
     try:
         import yaml
@@ -150,6 +171,8 @@ def k8s(root, worker_flags, controller_flags, worker, tmp):
                 args = [a.replace("$(NODE_NAME)", "n").replace("$(POD_NAME)", "p")
                         for a in c.get("command", []) + c.get("args", [])]
                 check_flags(where, args, worker_flags, controller_flags)
+                if args[:2] == ["hmpmd", "controller"]:
+                    check_store(where, args, c.get("volumeMounts", []), volumes, claims)
                 for a in args:
                     m = re.match(r"--controller=tcp://([^.:]+)\.([^.:]+)\.svc:(\d+)$", a)
                     if a.startswith("--controller="):
