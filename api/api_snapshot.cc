@@ -211,7 +211,7 @@ void ApiSnapshots::Publish(TimeUs now) {
       if (f != ended_full_.end()) full = f->second;
     } else {
       brief = full = std::make_shared<const std::string>(
-          JsonText(JobSummaryJson(job, pool, false, nullptr, &clock)));
+          JsonText(JobSummaryJson(job, pool, false, nullptr, &clock, sched.QueuedRuns(id))));
     }
     if (comma) s->jobs += ',';
     s->jobs += *brief;

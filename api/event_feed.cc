@@ -161,20 +161,25 @@ std::string EventFeed::TasksEvent(const Batch& b) {
 
 std::string EventFeed::JobsEvent(TimeUs now) {
   json jobs = json::array();
-  const auto& all = controller_->scheduler().jobs();
+  const Scheduler& sched = controller_->scheduler();
+  const auto& all = sched.jobs();
   for (const auto& [id, job] : all) {
+    // O(cores): only while it has runs out.
+    const uint64_t queued =
+        job.running > 0 ? std::min<uint64_t>(sched.QueuedRuns(id), job.running) : 0;
     auto it = jobs_seen_.find(id);
     if (it != jobs_seen_.end() && it->second.state == job.state && it->second.done == job.done &&
-        it->second.running == job.running) {
+        it->second.running == job.running && it->second.queued == queued) {
       continue;
     }
-    jobs_seen_[id] = JobSeen{job.state, job.done, job.running};
+    jobs_seen_[id] = JobSeen{job.state, job.done, job.running, queued};
     uint64_t total = job.graph->total_runs();
     json e = {{"id", id},
               {"name", job.graph->spec().name},
               {"state", std::string(JobStateName(job.state))},
               {"done", job.done},
-              {"running", job.running},
+              {"running", job.running - queued},
+              {"queued", queued},
               {"tasks", total},
               {"progress", total ? double(job.done) / total : 0.0}};
     if (!job.error.empty()) e["error"] = job.error;

@@ -265,8 +265,9 @@ bool RestApi::GetJob(RouteCall& call) {
   if (job == nullptr) return true;
   if (!IsTerminal(job->state)) {
     const JobClock clock = controller_->ClockOf(job->id);
-    call.reply(Json(200, JsonText(JobSummaryJson(*job, controller_->scheduler().pool(), false,
-                                                 nullptr, &clock))));
+    const Scheduler& sched = controller_->scheduler();
+    call.reply(Json(200, JsonText(JobSummaryJson(*job, sched.pool(), false, nullptr, &clock,
+                                                 sched.QueuedRuns(job->id)))));
   } else {
     call.reply(SharedJson(snapshots_->EndedSummary(*job)));
   }
@@ -338,12 +339,16 @@ bool RestApi::ServeRendered(RouteCall& call, Rendered what) {
     auto q = ParseTaskQuery(call.req.query);
     if (!q.ok()) return call.reply(Error(400, q.status().message())), true;
     const JobClock clock = controller_->ClockOf(job->id);
-    auto page = std::make_shared<TaskPage>(SnapshotTaskPage(*job, pool, *q, &clock));
+    auto page = std::make_shared<TaskPage>(
+        SnapshotTaskPage(*job, pool, *q, &clock, &controller_->scheduler().lane_order()));
     OffLoop([page, reply = std::move(call.reply)] { reply(Json(200, RenderTaskPage(*page))); });
     return true;
   }
   // The DAG walks the running step only: cheaper than copying the job.
-  if (what == Rendered::kDag) return call.reply(Json(200, JsonText(SubmodelDagJson(*job)))), true;
+  if (what == Rendered::kDag) {
+    const LaneOrder& lanes = controller_->scheduler().lane_order();
+    return call.reply(Json(200, JsonText(SubmodelDagJson(*job, &lanes)))), true;
+  }
   JobCopy copy{std::make_shared<const JobRun>(*job), std::make_shared<const ResourcePool>(pool),
                controller_->ClockOf(job->id)};
   RenderOffLoop(std::move(copy), false, what, call.req.query, std::move(call.reply));

@@ -28,12 +28,20 @@ Result<uint64_t> ParseCount(std::string_view field, std::string_view v, uint64_t
   return out;
 }
 
-Result<TaskState> ParseState(std::string_view v) {
+Status ParseState(std::string_view v, TaskQuery* q) {
+  if (v == "queued") {
+    q->state = TaskState::kRunning;
+    q->queued = true;
+    return Status::Ok();
+  }
   for (int s = 0; s <= static_cast<int>(TaskState::kCancelled); ++s) {
-    if (TaskStateName(static_cast<TaskState>(s)) == v) return static_cast<TaskState>(s);
+    if (TaskStateName(static_cast<TaskState>(s)) == v) {
+      q->state = static_cast<TaskState>(s);
+      return Status::Ok();
+    }
   }
   return Status::InvalidArgument("query: state: unknown task state '" + std::string(v) +
-                                 "' (blocked, ready, running, done, failed, cancelled)");
+                                 "' (blocked, ready, queued, running, done, failed, cancelled)");
 }
 
 }  // namespace
@@ -48,7 +56,7 @@ Result<TaskQuery> ParseTaskQuery(const std::string& query) {
     } else if (k == "limit") {
       ASSIGN_OR_RETURN(q.limit, ParseCount(k, v, 1, kMaxTaskPage));
     } else {
-      ASSIGN_OR_RETURN(q.state, ParseState(v));
+      RETURN_IF_ERROR(ParseState(v, &q));
     }
   }
   return q;
@@ -71,24 +79,32 @@ std::vector<uint32_t> PendingInputs(const JobRun& job, uint32_t r, size_t max = 
 // The state users see. Early dispatch makes a run ready while its inputs
 // still run, and sends it to their core, queued behind them: it waits for
 // them, so it shows as blocked on them, not as waiting for a core nor as
-// running (its lane starts it only after they end).
-TaskState ShownState(const JobRun& job, uint32_t r) {
-  const TaskState s = job.runs[r].state;
+// running (its lane starts it only after they end). A run dispatched
+// behind another on its lane is queued there until that one ends.
+struct Shown {
+  TaskState state = TaskState::kBlocked;
+  bool queued = false;  // running in the scheduler's terms, not started
+};
+Shown ShownState(const JobRun& job, uint32_t r, const LaneOrder* lanes) {
+  const TaskRecord& rec = job.runs[r];
+  const TaskState s = rec.state;
   if ((s == TaskState::kReady || s == TaskState::kRunning) && !PendingInputs(job, r, 1).empty()) {
-    return TaskState::kBlocked;
+    return {TaskState::kBlocked};
   }
-  return s;
+  return {s, s == TaskState::kRunning && lanes != nullptr && lanes->Behind(rec.core, rec.lane_seq)};
 }
 
 TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t r,
-                          const JobClock* clock) {
+                          const JobClock* clock, const LaneOrder* lanes) {
   const JobGraph& g = *job.graph;
   const TaskRecord& rec = job.runs[r];
   const uint32_t i = r % g.size(), step = r / g.size();
   const TaskSpec& t = g.spec_task(i);
   TaskPage::Row row;
   row.run = r;
-  row.state = ShownState(job, r);
+  const Shown shown = ShownState(job, r, lanes);
+  row.state = shown.state;
+  row.queued = shown.queued;
   row.attempt = rec.attempt;
   row.retries = rec.retries;
   if (clock != nullptr || rec.core != kNoCore) {
@@ -130,7 +146,7 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
             {"submodel", g.spec().submodels[g.task(i).submodel].name},
             {"kernel", t.kernel},
             {"core_kind", kind},
-            {"state", std::string(TaskStateName(row.state))},
+            {"state", row.queued ? std::string("queued") : std::string(TaskStateName(row.state))},
             {"attempt", row.attempt}};
   // Only where the spec asks for retries: most tasks have none.
   if (t.max_retries > 0) {
@@ -207,7 +223,7 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
 }  // namespace
 
 TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q,
-                          const JobClock* clock) {
+                          const JobClock* clock, const LaneOrder* lanes) {
   TaskPage page;
   // An open job's graph (a driver session) grows on the loop while the page
   // renders elsewhere: the page gets a copy of it.
@@ -222,14 +238,15 @@ TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const Tas
   if (!q.state) {
     page.total = n;
     for (uint64_t r = q.offset; r < n && r < q.offset + q.limit; ++r) {
-      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r), clock));
+      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r), clock, lanes));
     }
     return page;
   }
   for (uint64_t r = 0; r < n; ++r) {
-    if (ShownState(job, static_cast<uint32_t>(r)) != *q.state) continue;
+    const Shown shown = ShownState(job, static_cast<uint32_t>(r), lanes);
+    if (shown.state != *q.state || shown.queued != q.queued) continue;
     if (page.total >= q.offset && page.total < q.offset + q.limit) {
-      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r), clock));
+      page.rows.push_back(SnapshotRow(job, pool, static_cast<uint32_t>(r), clock, lanes));
     }
     ++page.total;
   }
@@ -246,11 +263,11 @@ std::string RenderTaskPage(const TaskPage& page) {
   return JsonText(out);
 }
 
-json SubmodelDagJson(const JobRun& job) {
+json SubmodelDagJson(const JobRun& job, const LaneOrder* lanes) {
   const JobGraph& g = *job.graph;
   const auto& subs = g.spec().submodels;
   struct Counts {
-    uint64_t tasks = 0, done = 0, running = 0, ready = 0, blocked = 0;
+    uint64_t tasks = 0, done = 0, queued = 0, running = 0, ready = 0, blocked = 0;
   };
   std::vector<Counts> c(subs.size());
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> edges;
@@ -259,12 +276,13 @@ json SubmodelDagJson(const JobRun& job) {
     const GraphTask& t = g.task(i);
     Counts& k = c[t.submodel];
     ++k.tasks;
-    switch (ShownState(job, step * g.size() + i)) {
+    const Shown shown = ShownState(job, step * g.size() + i, lanes);
+    switch (shown.state) {
       case TaskState::kDone:
         ++k.done;
         break;
       case TaskState::kRunning:
-        ++k.running;
+        ++(shown.queued ? k.queued : k.running);
         break;
       case TaskState::kReady:
         ++k.ready;
@@ -297,6 +315,7 @@ json SubmodelDagJson(const JobRun& job) {
                      {"depth", sub_depth[s] == UINT32_MAX ? 0 : sub_depth[s]},
                      {"tasks", c[s].tasks},
                      {"done", c[s].done},
+                     {"queued", c[s].queued},
                      {"running", c[s].running},
                      {"ready", c[s].ready},
                      {"blocked", c[s].blocked}});

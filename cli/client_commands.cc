@@ -128,7 +128,12 @@ void PrintJob(const json& j) {
   }
   std::cout << "\n  tasks        " << j.value("done", uint64_t{0}) << " of "
             << j.value("tasks", uint64_t{0}) << " done, " << j.value("running", uint64_t{0})
-            << " running\n";
+            << " running";
+  // Dispatched behind another task on a worker's lane.
+  if (const uint64_t queued = j.value("queued", uint64_t{0}); queued > 0) {
+    std::cout << ", " << queued << " queued on workers";
+  }
+  std::cout << "\n";
   // Wall-clock times (RFC 3339, UTC) beside the monotonic durations.
   for (const char* key : {"submitted", "started", "finished"}) {
     const std::string at = std::string(key) + "_at";

@@ -173,7 +173,7 @@ void AddWallTimes(const JobRun& job, const JobClock& clock, json& j) {
 }  // namespace
 
 json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics,
-                    const std::string* stored, const JobClock* clock) {
+                    const std::string* stored, const JobClock* clock, uint32_t queued) {
   json j;
   j["id"] = job.id;
   j["name"] = job.graph->spec().name;
@@ -188,7 +188,9 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["tasks_per_step"] = job.graph->size();
   j["steps"] = job.graph->steps();
   j["done"] = job.done;
-  j["running"] = job.running;
+  const uint64_t waiting = std::min<uint64_t>(queued, job.running);
+  j["queued"] = waiting;
+  j["running"] = job.running - waiting;
   j["progress"] = job.graph->total_runs() ? double(job.done) / job.graph->total_runs() : 0.0;
   j["submitted_us"] = job.submitted;
   // null until the first dispatch and until the end (never, for a job

@@ -319,6 +319,7 @@ void Scheduler::MakeReady(JobRun& job, uint32_t run, TimeUs now) {
 
 void Scheduler::ReleaseRun(JobRun& job, TaskRecord& rec, TimeUs now) {
   pool_.Release(rec.core, rec.est_us, now, rec.store_use());
+  lanes_.Remove(rec.core, rec.lane_seq, job.id);
   rec.reserved_kib = 0;
   rec.reads_stored = false;
   policy_->OnReleased(job.id, static_cast<uint32_t>(&rec - job.runs.data()), rec.core, pool_);

@@ -104,6 +104,7 @@ void Scheduler::Commit(JobRun& job, uint32_t run, CoreId core, double est_us, St
   rec.reads_stored = use.reads_stored;
   rec.dispatched = now;
   rec.lane_seq = ++lane_seq_;
+  lanes_.Add(core, rec.lane_seq, job.id);
   rec.store_wait = false;
   ++job.running;
   if (job.started < 0) {

@@ -121,6 +121,7 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   // Unknown: the worker lists what it holds in (job, task) order, not in
   // its lanes' order, so which of them runs cannot be told (RemoveDevice).
   rec.lane_seq = 0;
+  lanes_.Add(core, 0, job_id);
   pool_.Assign(core, rec.est_us, now);
   // The policy counts it as placed, as if it had dispatched it: its job's
   // fair share is charged the estimate here and the rest when it ends

@@ -135,7 +135,9 @@ TEST_F(RestApiTest, WaitingTasksSayWhatTheyWaitFor) {
   // Two cube cores, five long cube tasks: some must wait for a core, unless
   // the controller queued them on the cores (estimate under the lookahead).
   json running = GetJson(base + "/tasks?state=running");
-  EXPECT_EQ(ready["total"].get<int>() + running["total"].get<int>(), 5);
+  json queued = GetJson(base + "/tasks?state=queued");
+  EXPECT_EQ(ready["total"].get<int>() + running["total"].get<int>() + queued["total"].get<int>(),
+            5);
   // The running step's ratios are exported while it runs.
   HttpResponse m = Call("GET", "/metrics");
   EXPECT_NE(m.body.find("hmpmd_step_bubble_ratio{job=\"" + std::to_string(id) + "\""),
@@ -171,7 +173,7 @@ TEST_F(RestApiTest, TasksDispatchedEarlyWaitForTheirInputsNotForACore) {
   int blocked = 0;
   for (const json& t : tasks["tasks"]) {
     if (t["id"] == "a0") continue;
-    if (t["state"] == "running") continue;  // queued behind a0 on its lane
+    if (t["state"] == "queued") continue;  // behind a0 on its lane, a0 done
     EXPECT_EQ(t["state"], "blocked") << t.dump();
     EXPECT_EQ(t["waiting"]["for"], "inputs") << t.dump();
     EXPECT_EQ(t["waiting"]["inputs"], json::array({"a0"})) << t.dump();
@@ -183,6 +185,36 @@ TEST_F(RestApiTest, TasksDispatchedEarlyWaitForTheirInputsNotForACore) {
   for (const json& sub : dag["submodels"]) {
     EXPECT_EQ(sub["ready"], 0) << sub.dump();
   }
+  EXPECT_EQ(Call("DELETE", base).status, 200);
+}
+
+// Tasks sent to a lane already busy wait there: `queued`, not `running`, in
+// the task table, its filter, the job's counts and the DAG.
+TEST_F(RestApiTest, ATaskBehindAnotherOnItsLaneIsQueuedNotRunning) {
+  // Estimated at almost nothing, four long tasks all go out at once to the
+  // two cube lanes (lookahead): two run, two wait behind them.
+  json spec = {{"name", "lanes"}, {"tasks", json::array()}};
+  for (int i = 0; i < 4; ++i) {
+    spec["tasks"].push_back({{"id", "s" + std::to_string(i)},
+                             {"kernel", "sleep"},
+                             {"args", {{"us", 20000000}}},
+                             {"cost", {{"flops", 1}}}});
+  }
+  uint64_t id = SubmitOk(spec.dump());
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  json job = WaitJob(id, [](const json& s) {
+    return s["running"].get<int>() + s["queued"].get<int>() == 4;
+  });
+  EXPECT_EQ(job["running"], 2) << job.dump();
+  EXPECT_EQ(job["queued"], 2) << job.dump();
+  EXPECT_EQ(GetJson(base + "/tasks?state=running")["total"], 2);
+  json queued = GetJson(base + "/tasks?state=queued");
+  ASSERT_EQ(queued["total"], 2) << queued.dump();
+  EXPECT_TRUE(queued["tasks"][0].contains("core")) << "placed, on a worker";
+  const json dag = GetJson(base + "/dag");
+  ASSERT_EQ(dag["submodels"].size(), 1u) << dag.dump();
+  EXPECT_EQ(dag["submodels"][0]["running"], 2) << dag.dump();
+  EXPECT_EQ(dag["submodels"][0]["queued"], 2) << dag.dump();
   EXPECT_EQ(Call("DELETE", base).status, 200);
 }
 

@@ -131,6 +131,7 @@ class EventFeed : public ControllerObserver {
     JobState state;
     uint64_t done;
     uint64_t running;
+    uint64_t queued;
   };
   // A record with what formatting it needs, so that it can be formatted
   // off the loop.

@@ -24,6 +24,9 @@ struct TaskQuery {
   // Most runs returned. Default: 1000; at most kMaxTaskPage.
   uint64_t limit = 1000;
   std::optional<TaskState> state;  // only runs in this state; default: all
+  // With state kRunning: only runs queued on their lane (true) or only
+  // those it runs (false), as users see them ("queued", "running").
+  bool queued = false;
 };
 inline constexpr uint64_t kMaxTaskPage = 10000;
 
@@ -37,6 +40,7 @@ struct TaskPage {
   struct Row {
     uint32_t run = 0;
     TaskState state = TaskState::kBlocked;
+    bool queued = false;  // kRunning, waiting behind another run on its lane
     uint32_t attempt = 0;
     uint32_t retries = 0;  // TaskRecord::retries
     bool placed = false;
@@ -65,9 +69,10 @@ struct TaskPage {
 // Copies the page `q` asks for. Loop thread (reads the job and pool). Costs
 // the page, plus one pass over the runs when `q.state` filters. `clock`
 // (Controller::ClockOf) adds wall-clock times and the places of runs done
-// before a restart; null: neither.
+// before a restart; null: neither. `lanes` (Scheduler::lane_order()) tells
+// queued runs from running ones; null: all running (an ended job has none).
 TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const TaskQuery& q,
-                          const JobClock* clock = nullptr);
+                          const JobClock* clock = nullptr, const LaneOrder* lanes = nullptr);
 
 // {"id", "total", "offset", "limit", "count", "origin_us", "tasks": [...]}
 // (origin_us: the job's first dispatch on the controller clock, which
@@ -84,8 +89,9 @@ TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const Tas
 std::string RenderTaskPage(const TaskPage& page);
 
 // Sub-model DAG of a job: {"submodels": [{name, kind, depth, tasks, done,
-// running, ready, blocked}], "edges": [{from, to, count}]}, over the step
-// being run. depth: the least task depth in the sub-model (for layout).
-nlohmann::json SubmodelDagJson(const JobRun& job);
+// queued, running, ready, blocked}], "edges": [{from, to, count}]}, over the
+// step being run. depth: the least task depth in the sub-model (for
+// layout). `lanes` as for SnapshotTaskPage.
+nlohmann::json SubmodelDagJson(const JobRun& job, const LaneOrder* lanes = nullptr);
 
 }  // namespace hmpmd

@@ -24,9 +24,12 @@ namespace hmpmd {
 //  beside the monotonic ones: "submitted_unix_us" and "submitted_at"
 //  (RFC 3339), the same for started and finished (null until then), and
 //  "history_missing" (one line) where the store kept runs without their
-//  place.
+//  place. `queued` (Scheduler::QueuedRuns): of the job's dispatched runs,
+//  those waiting on their lane behind another ("queued"; "running" counts
+//  the others).
 nlohmann::json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics,
-                              const std::string* stored = nullptr, const JobClock* clock = nullptr);
+                              const std::string* stored = nullptr, const JobClock* clock = nullptr,
+                              uint32_t queued = 0);
 
 // Where and when run `r` of `job` ran: on its live core, or, for a run
 // reloaded as done after a restart, as its history says. `past`: from the

@@ -36,6 +36,7 @@
 #include "hmpmd/scheduler/death_ledger.h"
 #include "hmpmd/scheduler/job_graph.h"
 #include "hmpmd/scheduler/job_run.h"
+#include "hmpmd/scheduler/lane_order.h"
 #include "hmpmd/scheduler/output_sizer.h"
 #include "hmpmd/scheduler/policy.h"
 #include "hmpmd/scheduler/ready_queue.h"
@@ -232,6 +233,14 @@ class Scheduler {
   size_t ready_count(CoreKind kind) const { return ready_.size(kind); }
   // Jobs still queued or running.
   size_t active_jobs() const { return active_jobs_; }
+  // Whether running `rec` waits on its worker's lane behind another run
+  // (LaneOrder): dispatched, not yet started.
+  bool Queued(const TaskRecord& rec) const {
+    return rec.state == TaskState::kRunning && lanes_.Behind(rec.core, rec.lane_seq);
+  }
+  // How many of job `id`'s running runs are Queued(). O(cores).
+  uint32_t QueuedRuns(JobId id) const { return lanes_.QueuedOf(id); }
+  const LaneOrder& lane_order() const { return lanes_; }
   // Task runs of every job held (jobs() summed over runs.size()), kept as
   // they change: a controller checks it for every job and driver group.
   uint64_t held_runs() const { return held_runs_; }
@@ -344,6 +353,7 @@ class Scheduler {
   std::vector<uint64_t> woken_;                                         // Wake() scratch
   std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
   OutputSizer outputs_;     // what runs will store (count_store)
+  LaneOrder lanes_;          // which placed runs their lanes run now
   uint64_t lane_seq_ = 0;   // last TaskRecord::lane_seq given out
   DeathLedger deaths_;      // what workers say their lanes run; who a death is charged to
   uint64_t held_runs_ = 0;  // see held_runs()
