@@ -344,6 +344,22 @@ async function backfill(job) {
       'are not drawn: the job store (written by an older version) did not keep where they ran';
 }
 
+// The timeline's legend, from Timeline.legend() (the table draw() paints
+// from); rebuilt only when it changes.
+let legendText = '';
+function renderLegend() {
+  const entries = timeline.legend();
+  const text = JSON.stringify(entries);
+  if (text === legendText) return;
+  legendText = text;
+  $('timeline-legend').replaceChildren(el('small', {}, 'solid: done, faded: running'),
+                                       ...entries.map((e) => el('span', { class: 'legend-entry' },
+    ...e.swatches.map((s) => el('span', { class: 'swatch', title: s.title, 'data-color': s.color,
+                                          'data-alpha': String(s.alpha),
+                                          style: 'background:' + s.color + ';opacity:' + s.alpha })),
+    e.label)));
+}
+
 let poolDirty = false, jobDirty = false, lastJobRender = 0;
 function frame(t) {
   const job = shownJob();
@@ -355,6 +371,7 @@ function frame(t) {
   timeline.ended = !!j && j.state !== 'running' && j.state !== 'queued';
   $('timeline-job').textContent = j ? 'job ' + job + ' ' + (j.name || '') + ' (' + j.state + ')' : '';
   timeline.draw();
+  renderLegend();
   if (poolDirty) { poolDirty = false; renderPool(); }
   // The job page re-reads at most twice a second.
   if (jobDirty && t - lastJobRender > 500) { jobDirty = false; lastJobRender = t; renderJobPage().catch(console.error); }
@@ -381,6 +398,7 @@ window.hmpmdDashboard = {
       timelineJob: timeline.job,
       timelineBars: timeline.job == null ? 0 : timeline.barsOf(timeline.job).filter((b) => b.t1).length,
       timelineDrawn: timeline.drawn || 0,
+      timelinePainted: [...timeline.painted],
       taskRecords: state.records,
       jobs,
     };

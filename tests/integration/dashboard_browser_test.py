@@ -4,7 +4,8 @@ and headless Chromium driven over the DevTools protocol (Python stdlib only).
 
 It asserts from the page (a script run in it) that the pool shows the
 workers, the timeline shows every task of the job, and the job reaches
-`succeeded`, and saves screenshots. A missing Chromium FAILS the test
+`succeeded`, and that the timeline's legend names every colour the chart
+paints, and saves screenshots. A missing Chromium FAILS the test
 (scripts/install-deps.sh installs it). Every process it starts is stopped by
 PID (Chromium by its own process group).
 
@@ -159,6 +160,24 @@ def stop(p, group):
             pass
 
 
+def check_legend(cdp, subs, what):
+    """The timeline's legend names every sub-model in subs and failed runs,
+    and has a swatch for every colour (and fade) the chart painted."""
+    legend = cdp.eval("[...document.querySelectorAll('#timeline-legend .legend-entry')].map(e => ({"
+                      "label: e.textContent, swatches: [...e.querySelectorAll('.swatch')]"
+                      ".map(s => s.dataset.color + '|' + s.dataset.alpha)}))")
+    painted = cdp.eval("window.hmpmdDashboard.snapshot().timelinePainted")
+    labels = [e["label"] for e in legend]
+    missing = [name for name in subs + ["failed"] if name not in labels]
+    if missing:
+        fail("%s: the timeline's legend %r does not name %r" % (what, labels, missing))
+    swatches = {c for e in legend for c in e["swatches"]}
+    unnamed = [c for c in painted if c not in swatches]
+    if not painted or unnamed:
+        fail("%s: the timeline painted %r; the legend has no swatch for %r" % (what, painted, unnamed))
+    print("legend (%s): %s" % (what, json.dumps(legend)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hmpmd", required=True)
@@ -293,6 +312,7 @@ def main():
             "document.querySelector('#task-log').textContent.includes(%s)"
             % json.dumps(first + " (step 0): done")), STARTUP_S)
         cdp.screenshot(os.path.join(a.out, "dashboard-task.png"))
+        check_legend(cdp, want, "job %d" % job)
         print("PASS: pool shows 2 workers, timeline %d tasks, job %d succeeded" % (tasks_expected, job))
     finally:
         for p, group in reversed(procs):
