@@ -14,11 +14,10 @@ const state = {
 };
 const $ = (id) => document.getElementById(id);
 const timeline = new Timeline($('timeline'), $('tooltip'), 20000);
-const token = new URLSearchParams(location.search).get('token');
 
+// Reads need no token; only a cancel does (see cancelJob).
 async function getJson(path) {
-  const headers = token ? { Authorization: 'Bearer ' + token } : {};
-  const r = await fetch(path, { headers });
+  const r = await fetch(path);
   if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
   return r.json();
 }
@@ -201,6 +200,86 @@ async function renderJobPage() {
     el('td', {}, t.waiting ? t.waiting.reason : ''))));
 }
 
+// --- cancel (DELETE /api/v1/jobs/{id}) ---
+// A controller started with --token-file answers a cancel without a token
+// 401 and one with a wrong token 403: that is how the page learns it needs
+// one (no read tells it). The token is asked for in a form, kept in this
+// tab's sessionStorage, sent only in the Authorization header of a cancel,
+// and never shown, logged or put in the address.
+const TOKEN_KEY = 'hmpmd.token';
+let cancelling = null;  // job id of the cancel in flight, or of the one waiting for a token
+
+function jobActive(id) {
+  const j = state.jobs.get(id);
+  return !!j && (j.state === 'queued' || j.state === 'running');
+}
+
+// The Cancel button follows the job page's job: shown while it is queued or
+// running, gone once it ended.
+function renderCancel() {
+  const b = $('job-cancel');
+  const show = state.view != null && jobActive(state.view);
+  if (b.hidden === show) b.hidden = !show;
+  const busy = cancelling != null && cancelling === state.view && $('token-form').hidden;
+  if (b.disabled !== busy) b.disabled = busy;
+  if (!show && !$('token-form').hidden && cancelling === state.view) {  // it ended meanwhile
+    $('token-form').hidden = true;
+    cancelling = null;
+    say('job ' + state.view + ' has ended', false);
+  }
+}
+
+function say(text, error) {
+  const m = $('job-message');
+  m.textContent = text;
+  m.className = error ? 'error' : '';
+  m.hidden = !text;
+}
+
+function askToken(id, text) {
+  cancelling = id;
+  say(text, true);
+  $('token-input').value = '';
+  $('token-form').hidden = false;
+  $('token-input').focus();
+}
+
+async function cancelJob(id) {
+  cancelling = id;
+  $('token-form').hidden = true;
+  renderCancel();
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  let r, body = {};
+  try {
+    r = await fetch('/api/v1/jobs/' + id, { method: 'DELETE',
+                                            headers: token ? { Authorization: 'Bearer ' + token } : {} });
+    body = await r.json().catch(() => ({}));
+  } catch (e) {
+    cancelling = null;
+    say('job ' + id + ' not cancelled: the controller cannot be reached', true);
+    return;
+  }
+  if (r.status === 401 || r.status === 403) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    askToken(id, r.status === 401 ? 'This controller needs its token to cancel a job: enter it.'
+                                  : 'Wrong token: job ' + id + ' was not cancelled. Enter the token again.');
+    return;
+  }
+  cancelling = null;
+  if (r.ok) {
+    upsertJob(body);
+    renderJobs();
+    jobDirty = true;
+    say('job ' + id + ' cancelled', false);
+  } else if (r.status === 409) {
+    say('job ' + id + ' has already ended: nothing to cancel', true);
+    jobDirty = true;
+  } else {
+    say('job ' + id + ' not cancelled: HTTP ' + r.status + (body.error ? ': ' + body.error : ''), true);
+  }
+  renderCancel();
+}
+
 // --- a task's log lines and errors (GET /api/v1/jobs/{id}/logs) ---
 function taskHash(job, task, step) {
   return '#/jobs/' + job + '/tasks/' + encodeURIComponent(task) + '/' + (step || 0);
@@ -215,7 +294,7 @@ async function renderTaskLog() {
   $('task-id').value = t.id;
   $('task-step').value = String(t.step);
   const path = '/api/v1/jobs/' + state.view + '/logs?task=' + encodeURIComponent(t.id) + '&step=' + t.step;
-  const r = await fetch(path, { headers: token ? { Authorization: 'Bearer ' + token } : {} });
+  const r = await fetch(path);
   const log = await r.json();
   if (!r.ok) { out.replaceChildren(el('p', { class: 'error' }, log.error || ('HTTP ' + r.status))); return; }
   const kids = [el('p', {}, log.task + ' (step ' + log.step + '): ' + log.state + ', attempt ' + log.attempt +
@@ -344,6 +423,22 @@ async function backfill(job) {
       'are not drawn: the job store (written by an older version) did not keep where they ran';
 }
 
+// The timeline's legend, from Timeline.legend() (the table draw() paints
+// from); rebuilt only when it changes.
+let legendText = '';
+function renderLegend() {
+  const entries = timeline.legend();
+  const text = JSON.stringify(entries);
+  if (text === legendText) return;
+  legendText = text;
+  $('timeline-legend').replaceChildren(el('small', {}, 'solid: done, faded: running'),
+                                       ...entries.map((e) => el('span', { class: 'legend-entry' },
+    ...e.swatches.map((s) => el('span', { class: 'swatch', title: s.title, 'data-color': s.color,
+                                          'data-alpha': String(s.alpha),
+                                          style: 'background:' + s.color + ';opacity:' + s.alpha })),
+    e.label)));
+}
+
 let poolDirty = false, jobDirty = false, lastJobRender = 0;
 function frame(t) {
   const job = shownJob();
@@ -355,6 +450,8 @@ function frame(t) {
   timeline.ended = !!j && j.state !== 'running' && j.state !== 'queued';
   $('timeline-job').textContent = j ? 'job ' + job + ' ' + (j.name || '') + ' (' + j.state + ')' : '';
   timeline.draw();
+  renderLegend();
+  renderCancel();
   if (poolDirty) { poolDirty = false; renderPool(); }
   // The job page re-reads at most twice a second.
   if (jobDirty && t - lastJobRender > 500) { jobDirty = false; lastJobRender = t; renderJobPage().catch(console.error); }
@@ -363,7 +460,9 @@ function frame(t) {
 
 function route() {
   const m = location.hash.match(/^#\/jobs\/(\d+)(?:\/tasks\/([^/]+)\/(\d+))?/);
-  state.view = m ? Number(m[1]) : null;
+  const view = m ? Number(m[1]) : null;
+  if (view !== state.view) { say('', false); $('token-form').hidden = true; cancelling = null; }
+  state.view = view;
   state.task = m && m[2] ? { id: decodeURIComponent(m[2]), step: Number(m[3]) } : null;
   renderJobPage().catch((e) => { $('job-title').textContent = String(e); });
   renderTaskLog().catch((e) => { $('task-log').textContent = String(e); });
@@ -381,6 +480,7 @@ window.hmpmdDashboard = {
       timelineJob: timeline.job,
       timelineBars: timeline.job == null ? 0 : timeline.barsOf(timeline.job).filter((b) => b.t1).length,
       timelineDrawn: timeline.drawn || 0,
+      timelinePainted: [...timeline.painted],
       taskRecords: state.records,
       jobs,
     };
@@ -393,6 +493,22 @@ $('task-form').addEventListener('submit', (e) => {
   if (state.view == null) return;
   const hash = taskHash(state.view, $('task-id').value, Number($('task-step').value) || 0);
   if (location.hash === hash) renderTaskLog().catch(console.error); else location.hash = hash;
+});
+$('job-cancel').addEventListener('click', () => {
+  if (state.view != null) cancelJob(state.view).catch(console.error);
+});
+$('token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const t = $('token-input').value.trim();
+  $('token-input').value = '';
+  if (!t || cancelling == null) return;
+  sessionStorage.setItem(TOKEN_KEY, t);
+  cancelJob(cancelling).catch(console.error);
+});
+$('token-dismiss').addEventListener('click', () => {
+  $('token-form').hidden = true;
+  cancelling = null;
+  say('', false);
 });
 window.addEventListener('hashchange', route);
 route();

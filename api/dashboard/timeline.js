@@ -19,6 +19,7 @@ class Timeline {
     this.lastLocal = 0;
     this.ended = false;        // shown job has ended: fit it
     this.hits = [];
+    this.painted = new Set();
     canvas.addEventListener('mousemove', (e) => this.hover(e));
     canvas.addEventListener('mouseleave', () => { this.tooltip.hidden = true; });
   }
@@ -92,6 +93,26 @@ class Timeline {
     return 'hsl(' + (h % 360) + ',62%,' + (42 + (h >> 9) % 14) + '%)';
   }
 
+  // How a bar is painted: its sub-model's colour, faded while it runs, or
+  // the failed colour. draw() and legend() both read this, so the legend
+  // names exactly the colours the chart uses.
+  static style(b) {
+    if (b.failed) return { color: Timeline.FAILED, alpha: 1 };
+    return { color: Timeline.color(b.sub || ''), alpha: b.t1 ? 1 : Timeline.RUNNING_ALPHA };
+  }
+
+  // The legend of the shown job: one entry per sub-model of its bars, with
+  // a swatch for its done runs and one for its running runs, and one entry
+  // for failed runs. Each entry is {label, swatches: [{title, color, alpha}]}.
+  legend() {
+    const subs = [...new Set(this.job == null ? [] : this.barsOf(this.job).map((b) => b.sub || ''))].sort();
+    const swatch = (title, bar) => { const st = Timeline.style(bar); return { title, color: st.color, alpha: st.alpha }; };
+    const out = subs.map((s) => ({ label: s || '(no sub-model)',
+                                   swatches: [swatch('done', { sub: s, t1: 1 }), swatch('running', { sub: s, t1: 0 })] }));
+    out.push({ label: 'failed', swatches: [swatch('failed', { failed: true })] });
+    return out;
+  }
+
   view() {
     const bars = this.job == null ? [] : this.barsOf(this.job);
     let hi = this.now(), lo;
@@ -134,6 +155,7 @@ class Timeline {
       g.fillText(r.label, 4, top + i * rowH + 13);
     });
     this.hits = [];
+    this.painted = new Set();  // "colour|alpha" of every bar drawn (for tests)
     const now = this.now();
     let drawn = 0;
     for (const b of bars) {
@@ -143,8 +165,10 @@ class Timeline {
       if (row === undefined) continue;
       const x0 = Math.max(left, x(b.t0)), x1 = Math.max(x0 + 1, x(end));
       const y = top + row * rowH + 2;
-      g.fillStyle = b.failed ? '#b23b3b' : Timeline.color(b.sub || '');
-      g.globalAlpha = b.t1 ? 1 : 0.45;
+      const st = Timeline.style(b);
+      g.fillStyle = st.color;
+      g.globalAlpha = st.alpha;
+      this.painted.add(st.color + '|' + st.alpha);
       g.fillRect(x0, y, x1 - x0, rowH - 4);
       g.globalAlpha = 1;
       if (x1 - x0 > 40) {
@@ -174,4 +198,6 @@ class Timeline {
     this.tooltip.hidden = true;
   }
 }
+Timeline.FAILED = '#b23b3b';
+Timeline.RUNNING_ALPHA = 0.45;
 window.Timeline = Timeline;

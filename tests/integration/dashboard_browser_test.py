@@ -4,7 +4,11 @@ and headless Chromium driven over the DevTools protocol (Python stdlib only).
 
 It asserts from the page (a script run in it) that the pool shows the
 workers, the timeline shows every task of the job, and the job reaches
-`succeeded`, and saves screenshots. A missing Chromium FAILS the test
+`succeeded`; that the timeline's legend names every colour the chart
+paints; that a long job is cancelled by the job page's Cancel button; and,
+on a second controller started with --token-file, that Cancel asks for the
+token, refuses a wrong one (the job runs on) and cancels with the right one.
+It saves screenshots. A missing Chromium FAILS the test
 (scripts/install-deps.sh installs it). Every process it starts is stopped by
 PID (Chromium by its own process group).
 
@@ -32,8 +36,8 @@ def fail(msg):
     sys.exit(1)
 
 
-def http(url, method="GET", body=None):
-    req = urllib.request.Request(url, method=method, data=body)
+def http(url, method="GET", body=None, headers=None):
+    req = urllib.request.Request(url, method=method, data=body, headers=headers or {})
     if body is not None:
         req.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(req, timeout=HTTP_S) as r:
@@ -159,6 +163,41 @@ def stop(p, group):
             pass
 
 
+# A job that runs until it is cancelled: one task sleeping 10 minutes.
+LONG_JOB = json.dumps({
+    "name": "long-nap",
+    "submodels": [{"name": "nap", "kind": "encoder", "devices": 1}],
+    "tasks": [{"id": "nap0", "submodel": "nap", "kernel": "sleep", "args": {"us": 600000000}}],
+}).encode()
+
+
+def job_state(base, job):
+    return json.loads(http(base + "/api/v1/jobs/%d" % job)[1])["state"]
+
+
+def check_legend(cdp, subs, what):
+    """The timeline's legend names every sub-model in subs and failed runs,
+    and has a swatch for every colour (and fade) the chart painted."""
+    legend = cdp.eval("[...document.querySelectorAll('#timeline-legend .legend-entry')].map(e => ({"
+                      "label: e.textContent, swatches: [...e.querySelectorAll('.swatch')]"
+                      ".map(s => s.dataset.color + '|' + s.dataset.alpha)}))")
+    painted = cdp.eval("window.hmpmdDashboard.snapshot().timelinePainted")
+    labels = [e["label"] for e in legend]
+    missing = [name for name in subs + ["failed"] if name not in labels]
+    if missing:
+        fail("%s: the timeline's legend %r does not name %r" % (what, labels, missing))
+    swatches = {c for e in legend for c in e["swatches"]}
+    unnamed = [c for c in painted if c not in swatches]
+    if not painted or unnamed:
+        fail("%s: the timeline painted %r; the legend has no swatch for %r" % (what, painted, unnamed))
+    print("legend (%s): %s" % (what, json.dumps(legend)))
+
+
+def page_text(cdp, selector):
+    return cdp.eval("(e => e && !e.hidden ? e.textContent : null)(document.querySelector(%s))"
+                    % json.dumps(selector))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hmpmd", required=True)
@@ -180,7 +219,7 @@ def main():
         base = "http://127.0.0.1:%d" % hport
         logs = open(os.path.join(a.out, "dashboard_browser_test.log"), "w")
         procs.append((subprocess.Popen([a.hmpmd, "controller", "--listen", "tcp://127.0.0.1:%d" % zport,
-                                        "--http", "127.0.0.1:%d" % hport, "--log-level", "warn"],
+                                        "--http", "127.0.0.1:%d" % hport, "--log-level", "warn", "--db", ""],
                                        stdout=logs, stderr=logs), False))
         for i, cores in enumerate(["cube=1,vector=1", "cube=1,vector=1"]):
             procs.append((subprocess.Popen([a.hmpmd, "worker", "--controller", "tcp://127.0.0.1:%d" % zport,
@@ -293,7 +332,84 @@ def main():
             "document.querySelector('#task-log').textContent.includes(%s)"
             % json.dumps(first + " (step 0): done")), STARTUP_S)
         cdp.screenshot(os.path.join(a.out, "dashboard-task.png"))
-        print("PASS: pool shows 2 workers, timeline %d tasks, job %d succeeded" % (tasks_expected, job))
+        check_legend(cdp, want, "job %d" % job)
+
+        # Cancel from the page: a long job, its Cancel button clicked.
+        status, body = http(base + "/api/v1/jobs", "POST", LONG_JOB)
+        long_job = json.loads(body)["id"]
+        wait_for("job %d to run" % long_job, lambda: job_state(base, long_job) == "running", JOB_S,
+                 alive=cluster_dead)
+        cdp.eval("location.hash = '#/jobs/%d'" % long_job)
+        wait_for("job %d's Cancel button" % long_job, lambda: page_text(cdp, "#job-cancel") == "Cancel", STARTUP_S)
+        wait_for("job %d's running (faded) bar on the timeline" % long_job, lambda: any(
+            not c.endswith("|1") for c in cdp.eval("window.hmpmdDashboard.snapshot().timelinePainted")), STARTUP_S)
+        check_legend(cdp, ["nap"], "job %d running" % long_job)
+        cdp.screenshot(os.path.join(a.out, "dashboard-cancel.png"))
+        cdp.eval("document.querySelector('#job-cancel').click()")
+        wait_for("job %d cancelled (REST)" % long_job, lambda: job_state(base, long_job) == "cancelled", JOB_S)
+        wait_for("the page to say job %d is cancelled and drop its button" % long_job, lambda: (
+            page_text(cdp, "#job-message") == "job %d cancelled" % long_job
+            and page_text(cdp, "#job-cancel") is None), STARTUP_S)
+        print("PASS: pool shows 2 workers, timeline %d tasks, job %d succeeded, job %d cancelled from the page"
+              % (tasks_expected, job, long_job))
+
+        # A controller with a token: Cancel asks for it, refuses a wrong one.
+        token = "dashboard-" + base64.b16encode(os.urandom(8)).decode().lower()
+        fd, token_file = tempfile.mkstemp(prefix="hmpmd-dashboard-token-")  # mode 0600
+        os.write(fd, (token + "\n").encode())
+        os.close(fd)
+        try:
+            zport2, hport2 = free_port(), free_port()
+            base2 = "http://127.0.0.1:%d" % hport2
+            procs.append((subprocess.Popen([a.hmpmd, "controller", "--listen", "tcp://127.0.0.1:%d" % zport2,
+                                            "--http", "127.0.0.1:%d" % hport2, "--log-level", "warn",
+                                            "--db", "", "--token-file", token_file], stdout=logs, stderr=logs), False))
+            procs.append((subprocess.Popen([a.hmpmd, "worker", "--controller", "tcp://127.0.0.1:%d" % zport2,
+                                            "--cores", "cube=1,vector=1", "--name", "token-worker",
+                                            "--token-file", token_file], stdout=logs, stderr=logs), False))
+            cluster[:] = procs[-2:] + cluster
+            wait_for("the token controller's worker",
+                     lambda: json.loads(http(base2 + "/api/v1/pool")[1])["alive_devices"] == 1,
+                     STARTUP_S, alive=cluster_dead)
+            status, body = http(base2 + "/api/v1/jobs", "POST", LONG_JOB,
+                                headers={"Authorization": "Bearer " + token})
+            job2 = json.loads(body)["id"]
+            wait_for("job %d to run" % job2, lambda: job_state(base2, job2) == "running", JOB_S, alive=cluster_dead)
+            cdp.call("Page.navigate", url=base2 + "/#/jobs/%d" % job2)
+            wait_for("the page on the token controller", lambda: cdp.eval(
+                "location.port === '%d' && !!window.hmpmdDashboard && window.hmpmdDashboard.snapshot().connected"
+                % hport2), STARTUP_S, alive=cluster_dead)
+            wait_for("job %d's Cancel button" % job2, lambda: page_text(cdp, "#job-cancel") == "Cancel", STARTUP_S)
+            cdp.eval("document.querySelector('#job-cancel').click()")
+            wait_for("the token form", lambda: page_text(cdp, "#token-form") is not None and
+                     "needs its token" in (page_text(cdp, "#job-message") or ""), STARTUP_S)
+            if job_state(base2, job2) != "running":
+                fail("job %d is %s after a cancel without a token" % (job2, job_state(base2, job2)))
+            cdp.screenshot(os.path.join(a.out, "dashboard-token.png"))
+
+            def submit_token(t):
+                cdp.eval("document.querySelector('#token-input').value = %s;"
+                         "document.querySelector('#token-form').requestSubmit()" % json.dumps(t))
+            submit_token("not-" + token)
+            wait_for("the wrong-token message", lambda: (page_text(cdp, "#job-message") or "").startswith(
+                "Wrong token: job %d was not cancelled" % job2) and page_text(cdp, "#token-form") is not None,
+                STARTUP_S)
+            if job_state(base2, job2) != "running":
+                fail("job %d is %s after a cancel with a wrong token" % (job2, job_state(base2, job2)))
+            submit_token(token)
+            wait_for("job %d cancelled with the token (REST)" % job2,
+                     lambda: job_state(base2, job2) == "cancelled", JOB_S)
+            wait_for("the page to say job %d is cancelled" % job2, lambda: (
+                page_text(cdp, "#job-message") == "job %d cancelled" % job2
+                and page_text(cdp, "#job-cancel") is None and page_text(cdp, "#token-form") is None), STARTUP_S)
+            where = cdp.eval("location.href + ' ' + document.title")
+            if token in where:
+                fail("the token is in the page's address or title: %r" % where)
+            if cdp.eval("sessionStorage.getItem('hmpmd.token')") != token:
+                fail("the page does not keep the token for the tab")
+        finally:
+            os.unlink(token_file)
+        print("PASS: with --token-file, Cancel asked for the token, refused a wrong one, cancelled job %d" % job2)
     finally:
         for p, group in reversed(procs):
             if p.poll() is None:
