@@ -143,7 +143,7 @@ function renderJobs() {
               el('td', {}, el('div', { class: 'bar', title: pct + '%' },
                               el('div', { style: 'width:' + pct + '%' }))),
               el('td', {}, (j.done || 0) + ' / ' + (j.tasks || 0)),
-              el('td', {}, String(j.running || 0)));
+              el('td', {}, String(j.running || 0) + (j.queued ? ' (+' + j.queued + ' queued)' : '')));
   }));
   let running = 0;
   for (const j of state.jobs.values()) if (j.state === 'running') running++;
@@ -351,7 +351,7 @@ function renderDag(dag) {
     add('text', { x: x + 6, y: y + 16, fill: '#fff', 'font-weight': 600 }, s.name + ' (' + s.kind + ')');
     add('text', { x: x + 6, y: y + 32, fill: '#fff', 'font-size': 11 }, s.tasks + ' tasks');
     add('text', { x: x + 6, y: y + 46, fill: '#fff', 'font-size': 11 },
-        s.done + ' / ' + s.running + ' / ' + s.ready + ' / ' + s.blocked);
+        s.done + ' / ' + s.running + ' / ' + (s.queued || 0) + ' / ' + s.ready + ' / ' + s.blocked);
   }
   $('job-dag').replaceChildren(svg);
 }
