@@ -15,6 +15,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "hmpmd/scheduler/policy.h"
+
 namespace hmpmd {
 
 Status WriteFile(const std::string& path, const std::string& content) {
@@ -133,6 +135,12 @@ Status SetLogLevel(const std::string& level) {
   }
   spdlog::set_level(lvl);
   return Status::Ok();
+}
+
+std::string PolicyNamesText() {
+  std::string out;
+  for (const std::string& name : PolicyNames()) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 
 int Fail(const Status& st) {

@@ -54,6 +54,9 @@ Status SetLogLevel(const std::string& level);
 // exit code for `st`.
 int Fail(const Status& st);
 
+// "hmpmd, fifo, ...": the registered policies (PolicyNames), for --help.
+std::string PolicyNamesText();
+
 // Each subcommand registers itself; its callback stores the exit code.
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddControllerCommand(CLI::App& app, int* exit_code);

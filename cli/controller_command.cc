@@ -218,7 +218,7 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
                   "dispatch resumes (it resumes once all of them are back)")
       ->check(WholeRange(0, UINT32_MAX))
       ->capture_default_str();
-  sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo, spmd-1f1b, spmd-eplb)")
+  sub->add_option("--policy", args->policy, "Scheduling policy (" + PolicyNamesText() + ")")
       ->capture_default_str();
   sub->add_option("--heartbeat-ms", args->heartbeat_ms, "Worker heartbeat period")
       ->check(WholeRange(0, UINT32_MAX))

@@ -166,7 +166,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--trace", args->trace_file, "Write a Chrome trace / Perfetto JSON here")
       ->check(NonEmptyPath());
   sub->add_flag("--json", args->json, "Print the summary as one JSON object");
-  sub->add_option("--policy", args->policy, "Scheduling policy (hmpmd, fifo, spmd-1f1b)")
+  sub->add_option("--policy", args->policy, "Scheduling policy (" + PolicyNamesText() + ")")
       ->capture_default_str();
   sub->add_option("--cores", args->cores, "Cores of each worker, e.g. cube=1,vector=2")
       ->capture_default_str();

@@ -465,7 +465,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->excludes(devices)
       ->check(NonEmptyPath());
   sub->add_option("--policy", args->policy,
-                  "One policy (hmpmd, fifo, spmd-1f1b, spmd-zb-h1, spmd-search); default all");
+                  "One policy (" + PolicyNamesText() + "); default all");
   sub->add_flag("--json", args->json, "Print one JSON object, one entry per policy");
   sub->add_flag("--pinned", args->pinned,
                 "Pin every sub-model's device set (as \"elastic\": false on the job)");

@@ -214,38 +214,6 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   return j;
 }
 
-json TasksJson(const JobRun& job, const ResourcePool& pool) {
-  const JobGraph& g = *job.graph;
-  TimeUs origin = Origin(job);
-  json out = json::array();
-  for (uint32_t r = 0; r < job.runs.size(); ++r) {
-    const TaskRecord& rec = job.runs[r];
-    const TaskSpec& t = g.spec_task(r % g.size());
-    json e = {{"run", r},
-              {"id", t.id},
-              {"step", r / g.size()},
-              {"submodel", g.spec().submodels[g.task(r % g.size()).submodel].name},
-              {"kernel", t.kernel},
-              {"state", std::string(TaskStateName(rec.state))},
-              {"attempt", rec.attempt}};
-    if (t.max_retries > 0) {
-      e["max_retries"] = t.max_retries;
-      e["retries"] = rec.retries;
-    }
-    if (rec.core != kNoCore) {
-      const auto& core = pool.core(rec.core);
-      e["device"] = core.device;
-      e["core"] = CoreName(core);
-    }
-    if (rec.state == TaskState::kDone) {
-      e["start_us"] = rec.start - origin;
-      e["end_us"] = rec.end - origin;
-    }
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
 namespace {
 
 // Trace names of the devices runs done before a restart ran on: pids after

@@ -54,9 +54,6 @@ std::string StoredMetricsText(const JobRun& job, const ResourcePool& pool);
 nlohmann::json ShortSetsJson(const JobRun& job);
 std::string ShortSetsText(const nlohmann::json& sets);
 nlohmann::json MetricsJson(const ScheduleMetrics& m, const ResourcePool& pool);
-// One entry per task run: id, step, state, attempt, device, core, start, end.
-// Times are microseconds from the job's first start.
-nlohmann::json TasksJson(const JobRun& job, const ResourcePool& pool);
 // Chrome trace / Perfetto JSON: one "X" event per finished run, pid the
 // device, tid the core; metadata events name them. With a simulation's
 // `loads`, each state load is a "load" slice (category "state_load") on
