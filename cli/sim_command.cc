@@ -464,8 +464,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--pool", args->pool_file, "Pool spec (JSON)")
       ->excludes(devices)
       ->check(NonEmptyPath());
-  sub->add_option("--policy", args->policy,
-                  "One policy (" + PolicyNamesText() + "); default all");
+  sub->add_option("--policy", args->policy, "One policy (" + PolicyNamesText() + "); default all");
   sub->add_flag("--json", args->json, "Print one JSON object, one entry per policy");
   sub->add_flag("--pinned", args->pinned,
                 "Pin every sub-model's device set (as \"elastic\": false on the job)");

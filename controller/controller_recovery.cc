@@ -211,7 +211,8 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
       continue;
     }
     if (o.run >= job->runs.size() || job->runs[o.run].state != TaskState::kDone) continue;
-    if (auto at = outputs_.find({o.job, o.run}); at != outputs_.end() && at->second.worker == w.id) {
+    if (auto at = outputs_.find({o.job, o.run});
+        at != outputs_.end() && at->second.worker == w.id) {
       continue;  // known here already: it came back on a new connection
     }
     outputs_[{o.job, o.run}] = OutputLocation{w.id, o.bytes, o.buffers};

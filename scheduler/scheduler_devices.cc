@@ -52,9 +52,10 @@ size_t Scheduler::RecallUnheld(DeviceId id, std::span<const StartedRun> held, Ti
     // It never ran: the attempt OnTaskFailed adds does not count (one
     // dispatched ahead of its input is recalled that way already).
     if (rec.pending == 0 && rec.recalled < UINT16_MAX) ++rec.recalled;
-    OnTaskFailed(job_id, r, rec.attempt,
-                 "its assignment to " + pool_.device(id).desc.name + " was lost when it reconnected",
-                 true, now);
+    OnTaskFailed(
+        job_id, r, rec.attempt,
+        "its assignment to " + pool_.device(id).desc.name + " was lost when it reconnected", true,
+        now);
     ++recalled;
   }
   return recalled;

@@ -162,14 +162,20 @@ class ControllerRestart(unittest.TestCase):
             time.sleep(0.05)
         self.fail(f"the pool never had {n} live devices")
 
-    def test_a_final_output_lost_before_its_job_ends_is_rebuilt(self):
-        # x's final output lives on the cube-only worker, killed while the
-        # vector worker's sleep keeps the job running: x runs again on the
-        # next cube worker, and --fetch gets its output from there.
+    def start_cubes_and_vectors(self):
+        """A controller with a cube-only worker named 'cubes' (returned) and
+        a vector-only one, both joined."""
         self.start_controller("--worker-timeout-ms", "500")
         cube = self.start_worker("cube=1", "--name", "cubes")
         self.start_worker("vector=1")
         self.wait_alive_devices(2)
+        return cube
+
+    def test_a_final_output_lost_before_its_job_ends_is_rebuilt(self):
+        # x's final output lives on the cube-only worker, killed while the
+        # vector worker's sleep keeps the job running: x runs again on the
+        # next cube worker, and --fetch gets its output from there.
+        cube = self.start_cubes_and_vectors()
         spec = os.path.join(self.tmp.name, "rebuilt.json")
         with open(spec, "w") as f:
             json.dump({"name": "rebuilt", "tasks": [
@@ -200,10 +206,7 @@ class ControllerRestart(unittest.TestCase):
         # x's final output lives on the cube-only worker, killed after the
         # job ended: nothing can rebuild it now. /outputs once pointed at the
         # dead worker's socket, and the fetch waited out its time-out.
-        self.start_controller("--worker-timeout-ms", "500")
-        cube = self.start_worker("cube=1", "--name", "cubes")
-        self.start_worker("vector=1")
-        self.wait_alive_devices(2)
+        cube = self.start_cubes_and_vectors()
         spec = os.path.join(self.tmp.name, "lost.json")
         with open(spec, "w") as f:
             json.dump({"name": "lost", "tasks": [

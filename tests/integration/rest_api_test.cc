@@ -202,9 +202,8 @@ TEST_F(RestApiTest, ATaskBehindAnotherOnItsLaneIsQueuedNotRunning) {
   }
   uint64_t id = SubmitOk(spec.dump());
   const std::string base = "/api/v1/jobs/" + std::to_string(id);
-  json job = WaitJob(id, [](const json& s) {
-    return s["running"].get<int>() + s["queued"].get<int>() == 4;
-  });
+  json job = WaitJob(
+      id, [](const json& s) { return s["running"].get<int>() + s["queued"].get<int>() == 4; });
   EXPECT_EQ(job["running"], 2) << job.dump();
   EXPECT_EQ(job["queued"], 2) << job.dump();
   EXPECT_EQ(GetJson(base + "/tasks?state=running")["total"], 2);

@@ -161,9 +161,9 @@ TEST(LineageTest, AFinalOutputOnADeviceThatDiesBeforeTheJobEndsIsRebuilt) {
 TEST(LineageTest, AFinalOutputNoWorkerReportedAfterARestartIsRebuilt) {
   auto s = MakeFifoScheduler();
   std::vector<Scheduler::RestoredRun> done = {{0, 0, 10, 20, 64}, {1, 0, 20, 30, 64}};
-  ASSERT_TRUE(
-      s->RestoreJob(3, BuildGraph(FinalBesideASlowTask()), done, JobState::kRunning, "", 0, -1, 1000)
-          .ok());
+  ASSERT_TRUE(s->RestoreJob(3, BuildGraph(FinalBesideASlowTask()), done, JobState::kRunning, "", 0,
+                            -1, 1000)
+                  .ok());
   s->AddDevice(Device("d0", 2));
   EXPECT_EQ(s->RebuildUnheldOutputs(3, 1000), 2u) << "f, and p, which f reads";
   EXPECT_EQ(StateOf(*s, 3, 1), TaskState::kBlocked);

@@ -272,8 +272,8 @@ TEST_F(WorkerDeathsTest, RunsAReconnectedWorkerDoesNotHoldGoBackWithoutCostingAn
   EXPECT_FALSE(Blamed(job));
   // Holding both, nothing goes back.
   const TaskRecord& b = Job(job).runs[1];
-  const StartedRun both[] = {a, {job, 1, b.attempt, sched_->pool().core(b.core).kind,
-                                 sched_->pool().core(b.core).lane}};
+  const StartedRun both[] = {
+      a, {job, 1, b.attempt, sched_->pool().core(b.core).kind, sched_->pool().core(b.core).lane}};
   EXPECT_EQ(sched_->RecallUnheld(w0, both, 70), 0u);
   EXPECT_TRUE(sched_->OnTaskDone(job, 0, a.attempt, 70, 80, 80));
   EXPECT_TRUE(sched_->OnTaskDone(job, 1, b.attempt, 70, 80, 80));

@@ -83,8 +83,8 @@ class Scheduler {
   // when out of attempts), and outputs of the current step that lived only
   // there and are still to be read are rebuilt by running their producers
   // again (lineage; recursively, where those producers' inputs are gone
-  // too), and so are the last step's final outputs held there. `died`: its worker process died (not merely reconnected, which
-  // blames no run); the runs it was running are charged with the death
+  // too), and so are the last step's final outputs held there. `died`: its worker process died (not
+  // merely reconnected, which blames no run); the runs it was running are charged with the death
   // (SchedulerOptions::max_worker_deaths, scheduler_deaths.cc).
   void RemoveDevice(DeviceId id, TimeUs now, bool died = true);
   // What device `id`'s worker last said its lanes have started and not
@@ -353,7 +353,7 @@ class Scheduler {
   std::vector<uint64_t> woken_;                                         // Wake() scratch
   std::vector<std::tuple<uint32_t, CoreId, double, StoreUse>> placed_;  // PlaceItem scratch
   OutputSizer outputs_;     // what runs will store (count_store)
-  LaneOrder lanes_;          // which placed runs their lanes run now
+  LaneOrder lanes_;         // which placed runs their lanes run now
   uint64_t lane_seq_ = 0;   // last TaskRecord::lane_seq given out
   DeathLedger deaths_;      // what workers say their lanes run; who a death is charged to
   uint64_t held_runs_ = 0;  // see held_runs()
