@@ -505,10 +505,10 @@ std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
   cores(w);
   w.Uint(0);
   kernels(w);
-  w.Str("").Int(0).Array(0).Array(0);  // held, outputs: none
-  w.Uint(0);                           // epoch: none
-  w.Uint(0);                           // instance: not given
-  w.Array(0);                          // started: none
+  w.Str("").Int(0).Array(0).Array(0);            // held, outputs: none
+  w.Uint(0);                                     // epoch: none
+  w.Uint(0);                                     // instance: not given
+  w.Array(0);                                    // started: none
   w.Array(1).Array(2).Str("accel").Str("910c");  // labels
   return w.bytes();
 }
