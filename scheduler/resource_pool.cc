@@ -79,7 +79,10 @@ bool ResourcePool::Runs(const DeviceDesc& desc, const Interned& key) {
 
 bool ResourcePool::Supports(DeviceId device, uint32_t kernel_id) const {
   const Device& d = devices_[device];
-  return kernel_id < d.kernels.size() && d.kernels[kernel_id];
+  // An id this pool never interned requires no label: a device that runs
+  // every kernel runs it.
+  if (kernel_id >= d.kernels.size()) return d.desc.kernels.empty();
+  return d.kernels[kernel_id];
 }
 
 bool ResourcePool::AnyHasLabels(const Labels& labels, CoreKind kind) const {
