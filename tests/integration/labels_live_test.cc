@@ -2,12 +2,17 @@
 // `--label accel=...`, a job whose encoder sub-model requires one of them
 // (docs/scheduling.md, "Labels"). The encoder's tasks run only on that
 // worker, a task that requires the other label runs on the other, the pool
-// and the task table show the labels, and a job that requires a label no
-// worker has is refused at submission naming the task and the label.
+// and the task table show the labels, a job that requires a label no
+// worker has is refused at submission naming the task and the label, and a
+// register with a bad label is refused naming it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <variant>
+#include <zmq.hpp>
 
+#include "hmpmd/protocol/codec.h"
 #include "process_cluster_fixture.h"
 
 namespace hmpmd::testing {
@@ -87,6 +92,34 @@ TEST_P(LabelsLiveTest, AJobNoWorkerCanRunIsRefusedNamingTheLabel) {
   EXPECT_NE(id.status().message().find("tasks[1] 'enc': requires accel=910x: no worker has it"),
             std::string::npos)
       << id.status().message();
+}
+
+// Labels come from the wire too: a register whose label breaks the rules
+// --label checks is refused with a Reject naming it, and adds no device.
+TEST_P(LabelsLiveTest, ARegisterWithABadLabelIsRejectedNamingIt) {
+  Start();
+  RegisterMsg r;
+  r.name = "bad-labels";
+  r.pid = 4242;
+  r.cores = {{CoreKind::kCube, 1}};
+  r.kernels = {"noop"};
+  r.labels = {{"accel", "9\n10c"}};
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(cluster_->zmq_endpoint());
+  EncodedFrames f = Encode(Message(r));
+  s.send(zmq::buffer(f.header), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(f.body), zmq::send_flags::none);
+  zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(10000)), 1) << "no answer";
+  zmq::message_t header, body;
+  ASSERT_TRUE(s.recv(header) && s.recv(body));
+  auto m = Decode(header.to_string_view(), body.to_string_view());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(std::holds_alternative<Reject>(*m));
+  EXPECT_EQ(std::get<Reject>(*m).reason, "labels: value: contains the control character U+000A");
+  EXPECT_EQ(cluster_->Get("/api/v1/pool").value("alive_devices", 0), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, LabelsLiveTest, ::testing::Values("hmpmd", "fifo"));
