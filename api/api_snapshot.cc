@@ -30,11 +30,14 @@ json PoolJson(const Controller& c) {
                        {"lane", core.lane},
                        {"queued", core.queued}});
     }
+    json labels = json::object();
+    for (const Label& l : dev.desc.labels) labels[l.key] = l.value;
     json e = {{"id", d},
               {"name", dev.desc.name},
               {"alive", dev.alive},
               {"memory_mb", dev.desc.memory_mb},
               {"kernels", dev.desc.kernels},
+              {"labels", std::move(labels)},
               {"cores", std::move(cores)}};
     if (w) {
       e["worker"] = w->id;

@@ -148,6 +148,12 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
             {"core_kind", kind},
             {"state", row.queued ? std::string("queued") : std::string(TaskStateName(row.state))},
             {"attempt", row.attempt}};
+  // Only where the task requires labels (its own and its sub-model's).
+  if (!t.required.empty()) {
+    json labels = json::object();
+    for (const Label& l : t.required) labels[l.key] = l.value;
+    e["requires"] = std::move(labels);
+  }
   // Only where the spec asks for retries: most tasks have none.
   if (t.max_retries > 0) {
     e["max_retries"] = t.max_retries;
@@ -214,7 +220,8 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
       e["waiting"] = {
           {"for", "kernel"},
           {"core", kind},
-          {"reason", "no live worker runs kernel '" + t.kernel + "' on a " + kind + " core"}};
+          {"reason", "no live worker runs kernel '" + t.kernel + "' on a " + kind + " core" +
+                         (t.required.empty() ? "" : " with " + LabelsText(t.required))}};
       break;
   }
   return e;

@@ -464,8 +464,8 @@ int PoolCmd(const ClientArgs& a) {
     std::cout << j->dump(2) << std::endl;
     return kExitOk;
   }
-  std::printf("%-4s %-24s %-7s %-8s %-10s %s\n", "DEV", "NAME", "ALIVE", "PID", "STORED",
-              "CORES (queued)");
+  std::printf("%-4s %-24s %-7s %-8s %-10s %-20s %s\n", "DEV", "NAME", "ALIVE", "PID", "STORED",
+              "LABELS", "CORES (queued)");
   for (const json& d : (*j)["devices"]) {
     std::string cores;
     for (const json& core : d["cores"]) {
@@ -475,9 +475,18 @@ int PoolCmd(const ClientArgs& a) {
     const char* alive = !d.value("alive", false)      ? "no"
                         : d.value("suspected", false) ? "suspect"
                                                       : "yes";
-    std::printf("%-4u %s %-7s %-8u %-10s %s\n", d.value("id", 0u),
+    std::string labels;
+    if (d.contains("labels") && d["labels"].is_object()) {
+      for (const auto& [key, value] : d["labels"].items()) {
+        if (!labels.empty()) labels += ",";
+        labels += key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+      }
+    }
+    if (labels.empty()) labels = "-";
+    std::printf("%-4u %s %-7s %-8u %-10s %s %s\n", d.value("id", 0u),
                 Column(d.value("name", ""), 24).c_str(), alive, d.value("pid", 0u),
-                Bytes(d.value("store_bytes", uint64_t{0})).c_str(), cores.c_str());
+                Bytes(d.value("store_bytes", uint64_t{0})).c_str(), Column(labels, 20).c_str(),
+                cores.c_str());
   }
   std::printf("policy %s, %zu live devices\n", (*j).value("policy", "").c_str(),
               static_cast<size_t>((*j).value("alive_devices", 0)));

@@ -105,13 +105,46 @@ Status OnlyKeys(const ojson& obj, const std::string& path,
   return Status::Ok();
 }
 
+// "device_labels": [{"devices": [FIRST, LAST], "labels": {"accel": "910c"}}, ...]
+// (PoolSpec::device_labels); the ranges are checked against the pool by
+// ValidatePoolSpec.
+Status ParseDeviceLabels(const ojson& list, PoolSpec* s) {
+  if (!list.is_array()) return Status::InvalidArgument("device_labels: must be an array");
+  for (size_t r = 0; r < list.size(); ++r) {
+    const std::string path = "device_labels[" + std::to_string(r) + "].";
+    const ojson& e = list[r];
+    RETURN_IF_ERROR(OnlyKeys(e, path, {"devices", "labels"}));
+    DeviceLabels range;
+    const auto devices = e.find("devices");
+    if (devices == e.end() || !devices->is_array() || devices->size() != 2 ||
+        !(*devices)[0].is_number_unsigned() || !(*devices)[1].is_number_unsigned() ||
+        (*devices)[1].get<uint64_t>() >= kMaxSimDevices) {
+      return Status::InvalidArgument(path + "devices: must be [FIRST, LAST], device indices");
+    }
+    range.first = (*devices)[0].get<uint32_t>();
+    range.last = (*devices)[1].get<uint32_t>();
+    const auto labels = e.find("labels");
+    if (labels == e.end() || !labels->is_object() || labels->empty()) {
+      return Status::InvalidArgument(path + "labels: must be an object like {\"accel\": \"910c\"}");
+    }
+    for (const auto& [k, v] : labels->items()) {
+      if (!v.is_string()) return Status::InvalidArgument(path + "labels: values must be strings");
+      RETURN_IF_ERROR(CheckLabel(path + "labels", {k, v.get<std::string>()}));
+      RETURN_IF_ERROR(AddLabel(path + "labels", {k, v.get<std::string>()}, &range.labels));
+    }
+    s->device_labels.push_back(std::move(range));
+  }
+  return Status::Ok();
+}
+
 // The pool spec of README.md ("Simulation"); unset fields keep PoolSpec's
 // defaults. Counts are whole numbers within the limits README states.
 Result<PoolSpec> ParsePoolSpec(const std::string& text) {
   ASSIGN_OR_RETURN(ojson j, ParseStrictJson(text));
   PoolSpec s;
-  RETURN_IF_ERROR(
-      OnlyKeys(j, "", {"name", "nodes", "devices_per_node", "cores", "memory_mb", "links"}));
+  RETURN_IF_ERROR(OnlyKeys(
+      j, "",
+      {"name", "nodes", "devices_per_node", "cores", "memory_mb", "links", "device_labels"}));
   if (j.contains("name")) {
     if (!j["name"].is_string()) return Status::InvalidArgument("name: must be a string");
     s.name = j["name"].get<std::string>();
@@ -152,6 +185,7 @@ Result<PoolSpec> ParsePoolSpec(const std::string& text) {
       RETURN_IF_ERROR(Figure(l, path, "latency_us", &s.links[t].latency_us));
     }
   }
+  if (j.contains("device_labels")) RETURN_IF_ERROR(ParseDeviceLabels(j["device_labels"], &s));
   RETURN_IF_ERROR(ValidatePoolSpec(s));
   return s;
 }

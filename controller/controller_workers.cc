@@ -75,6 +75,15 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   desc.name = m.name;
   desc.memory_mb = m.memory_mb;
   desc.kernels = m.kernels;
+  // From the wire: checked as the worker's --label is, kept sorted.
+  for (const Label& l : m.labels) {
+    Status st = CheckLabel("labels", l);
+    if (st.ok()) st = AddLabel("labels", l, &desc.labels);
+    if (!st.ok()) {
+      transport_.Send(identity, Reject{st.message(), false});
+      return;
+    }
+  }
   uint32_t total = 0;
   for (const CoreGroup& g : m.cores) {
     desc.cores[static_cast<size_t>(g.kind)] += g.count;
@@ -131,9 +140,10 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
                  m.name, m.held.size(), m.outputs.size());
   }
   transport_.Send(identity, RegisterAck{added.id, options_.heartbeat_ms, epoch_, data_token_});
-  spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels", added.id, m.name,
-               scheduler_->pool().device(added.device).desc.cores[0],
-               scheduler_->pool().device(added.device).desc.cores[1], m.kernels.size());
+  const DeviceDesc& joined = scheduler_->pool().device(added.device).desc;
+  spdlog::info("worker {} '{}' joined: {} cube, {} vector cores, {} kernels{}{}", added.id, m.name,
+               joined.cores[0], joined.cores[1], m.kernels.size(),
+               joined.labels.empty() ? "" : ", labels ", LabelsText(joined.labels));
   workers_.WakeWaiters();
 }
 

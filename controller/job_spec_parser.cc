@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/strict_json.h"
 #include "hmpmd/scheduler/retry_rule.h"
 
@@ -144,6 +145,30 @@ class ObjectReader {
   std::set<std::string> seen_;
 };
 
+// "requires": {"accel": "910c", ...}, the labels a device must have.
+Status ParseRequires(ObjectReader& r, Labels* out) {
+  const json* v = r.Find("requires");
+  if (!v) return Status::Ok();
+  if (!v->is_object()) {
+    return r.Error("requires",
+                   "expected an object like {\"accel\": \"910c\"}, got " + TypeName(*v));
+  }
+  if (v->size() > kMaxLabels) {
+    return r.Error("requires", "more than " + std::to_string(kMaxLabels) + " labels");
+  }
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    if (Status k = CheckLabelKey(it.key()); !k.ok()) return r.Error("requires", k.message());
+    const std::string field = "requires." + it.key();
+    if (!it.value().is_string()) {
+      return r.Error(field, "expected a string, got " + TypeName(it.value()));
+    }
+    const auto& value = it.value().get_ref<const std::string&>();
+    if (Status c = CheckLabelValue(value); !c.ok()) return r.Error(field, c.message());
+    RETURN_IF_ERROR(AddLabel(field, {it.key(), value}, out));
+  }
+  return Status::Ok();
+}
+
 Status ParseArgs(ObjectReader& r, const SpecLimits& limits, Args* out) {
   const json* v = r.Find("args");
   if (!v) return Status::Ok();
@@ -269,6 +294,7 @@ Status ParseTask(const json& j, size_t i, const SpecLimits& limits, TaskSpec* t)
       t->retry_on.push_back(s);
     }
   }
+  RETURN_IF_ERROR(ParseRequires(r, &t->required));
   return r.NoExtraFields();
 }
 
@@ -320,6 +346,7 @@ Result<JobSpec> ParseJobSpec(std::string_view text, const SpecLimits& limits) {
       RETURN_IF_ERROR(sr.Bool("elastic", &sm.elastic));
       RETURN_IF_ERROR(sr.NonNegative("state_bytes", &sm.state_bytes));
       RETURN_IF_ERROR(sr.Uint("state_shards", 1, 1'000'000, &sm.state_shards));
+      RETURN_IF_ERROR(ParseRequires(sr, &sm.required));
       RETURN_IF_ERROR(sr.NoExtraFields());
       spec.submodels.push_back(std::move(sm));
     }

@@ -17,7 +17,35 @@ std::string Where(uint32_t index, const std::string& id) {
   return "tasks[" + std::to_string(index) + "] '" + id + "'";
 }
 
+// " with accel=910c", or "" for no labels.
+std::string With(const Labels& required) {
+  return required.empty() ? "" : " with " + LabelsText(required);
+}
+
 }  // namespace
+
+std::string AdmissionCheck::Unlabelled(const Labels& required, CoreKind kind) const {
+  // Name the first pair no device has at all, then the first no device
+  // with a core of the task's kind has; failing both, the devices have
+  // each pair but none has them all.
+  auto anywhere = [&](const Label& l) {
+    for (int k = 0; k < kNumCoreKinds; ++k) {
+      if (pool_.AnyHasLabels({l}, static_cast<CoreKind>(k))) return true;
+    }
+    return false;
+  };
+  for (const Label& l : required) {
+    if (!anywhere(l)) return "requires " + LabelText(l) + ": no worker has it";
+  }
+  for (const Label& l : required) {
+    if (!pool_.AnyHasLabels({l}, kind)) {
+      return "requires " + LabelText(l) + ": no worker with a " + std::string(CoreKindName(kind)) +
+             " core has it";
+    }
+  }
+  return "requires " + LabelsText(required) + ": no worker with a " +
+         std::string(CoreKindName(kind)) + " core has them all";
+}
 
 Status AdmissionCheck::Tasks(std::span<const TaskSpec> tasks, uint32_t first,
                              std::span<const uint32_t> kernel_ids,
@@ -30,10 +58,14 @@ Status AdmissionCheck::Tasks(std::span<const TaskSpec> tasks, uint32_t first,
       return Status::InvalidArgument(Where(first + i, t.id) + ": core: no worker has a '" +
                                      std::string(CoreKindName(t.core)) + "' core");
     }
+    const Labels& required = pool_.RequiredLabels(kernel_ids[i]);
+    if (!required.empty() && !pool_.AnyHasLabels(required, t.core)) {
+      return Status::InvalidArgument(Where(first + i, t.id) + ": " + Unlabelled(required, t.core));
+    }
     if (!pool_.AnySupports(kernel_ids[i], t.core)) {
       return Status::InvalidArgument(Where(first + i, t.id) + ": kernel: no worker runs '" +
                                      t.kernel + "' on a " + std::string(CoreKindName(t.core)) +
-                                     " core");
+                                     " core" + With(required));
     }
   }
   return Gangs(tasks, first, kernel_ids, needed);
@@ -74,11 +106,11 @@ Status AdmissionCheck::Gangs(std::span<const TaskSpec> tasks, uint32_t first,
       }
     }
     if (members > it->second) {
-      return Status::InvalidArgument(Where(first + m, t.id) + ": collective.group: group '" +
-                                     t.collective->group + "' has " + std::to_string(members) +
-                                     " members, which need distinct devices; devices that run '" +
-                                     t.kernel + "' on a " + std::string(CoreKindName(t.core)) +
-                                     " core: " + std::to_string(it->second));
+      return Status::InvalidArgument(
+          Where(first + m, t.id) + ": collective.group: group '" + t.collective->group + "' has " +
+          std::to_string(members) + " members, which need distinct devices; devices that run '" +
+          t.kernel + "' on a " + std::string(CoreKindName(t.core)) + " core" +
+          With(pool_.RequiredLabels(kernel_ids[m])) + ": " + std::to_string(it->second));
     }
   }
   return Status::Ok();

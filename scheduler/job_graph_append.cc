@@ -98,6 +98,33 @@ Status JobGraph::Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpe
   return Add(std::move(submodels), std::move(tasks));
 }
 
+Status JobGraph::MergeRequired(std::span<const SubmodelSpec> submodels, std::span<TaskSpec> tasks,
+                               uint32_t first) const {
+  auto find = [&](const std::string& name) -> const SubmodelSpec* {
+    for (const SubmodelSpec& sm : submodels) {
+      if (sm.name == name) return &sm;
+    }
+    auto it = submodel_ids_.find(name);
+    return it == submodel_ids_.end() ? nullptr : &spec_.submodels[it->second];
+  };
+  for (uint32_t i = 0; i < tasks.size(); ++i) {
+    TaskSpec& t = tasks[i];
+    const SubmodelSpec* sm = find(t.submodel);
+    if (sm == nullptr || sm->required.empty()) continue;
+    for (const Label& l : sm->required) {
+      for (const Label& own : t.required) {
+        if (own.key == l.key && own.value != l.value) {
+          return Status::InvalidArgument(Where(first + i, t.id) + ": requires: " + LabelText(own) +
+                                         " conflicts with " + LabelText(l) +
+                                         ", which its submodel '" + sm->name + "' requires");
+        }
+      }
+      RETURN_IF_ERROR(AddLabel(Where(first + i, t.id) + ": requires", l, &t.required));
+    }
+  }
+  return Status::Ok();
+}
+
 Status JobGraph::Add(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks) {
   // A graph being built (not open) takes the whole job at once: an input
   // may name a task listed after it, so the order is found, and cycles
@@ -118,6 +145,7 @@ Status JobGraph::Add(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> 
       return Status::InvalidArgument(where + ": duplicate '" + sm.name + "'");
     }
   }
+  RETURN_IF_ERROR(MergeRequired(submodels, tasks, first));
   auto submodel_of = [&](const std::string& name) -> int64_t {
     if (auto it = submodel_ids_.find(name); it != submodel_ids_.end()) return it->second;
     if (auto it = new_sm.find(name); it != new_sm.end()) return it->second;

@@ -7,11 +7,9 @@ namespace hmpmd {
 DeviceId ResourcePool::AddDevice(DeviceDesc desc) {
   DeviceId id = static_cast<DeviceId>(devices_.size());
   Device d;
-  for (const std::string& k : desc.kernels) {
-    uint32_t kid = InternKernel(k);
-    if (d.kernels.size() <= kid) d.kernels.resize(kid + 1, false);
-    d.kernels[kid] = true;
-  }
+  for (const std::string& k : desc.kernels) InternKernel(k);
+  d.kernels.reserve(interned_.size());
+  for (const Interned& key : interned_) d.kernels.push_back(Runs(desc, key));
   for (int k = 0; k < kNumCoreKinds; ++k) {
     for (uint32_t lane = 0; lane < desc.cores[k]; ++lane) {
       CoreId cid = static_cast<CoreId>(cores_.size());
@@ -56,18 +54,42 @@ void ResourcePool::RemoveDevice(DeviceId id) {
   }
 }
 
-uint32_t ResourcePool::InternKernel(std::string_view name) {
-  auto it = kernel_ids_.find(std::string(name));
+uint32_t ResourcePool::InternKernel(std::string_view name, const Labels& required) {
+  std::string key(name);
+  for (const Label& l : required) {
+    key.push_back('\0');
+    key += l.key;
+    key.push_back('\0');
+    key += l.value;
+  }
+  auto it = kernel_ids_.find(key);
   if (it != kernel_ids_.end()) return it->second;
-  uint32_t id = static_cast<uint32_t>(kernel_ids_.size());
-  kernel_ids_.emplace(std::string(name), id);
+  const auto id = static_cast<uint32_t>(interned_.size());
+  kernel_ids_.emplace(std::move(key), id);
+  interned_.push_back({std::string(name), required});
+  for (Device& d : devices_) d.kernels.push_back(Runs(d.desc, interned_.back()));
   return id;
+}
+
+bool ResourcePool::Runs(const DeviceDesc& desc, const Interned& key) {
+  const bool kernel = desc.kernels.empty() || std::find(desc.kernels.begin(), desc.kernels.end(),
+                                                        key.kernel) != desc.kernels.end();
+  return kernel && HasLabels(desc.labels, key.required);
 }
 
 bool ResourcePool::Supports(DeviceId device, uint32_t kernel_id) const {
   const Device& d = devices_[device];
-  if (d.desc.kernels.empty()) return true;
-  return kernel_id < d.kernels.size() && d.kernels[kernel_id];
+  // An id this pool never interned requires no label: a device that runs
+  // every kernel runs it.
+  if (kernel_id >= d.kernels.size()) return d.desc.kernels.empty();
+  return d.kernels[kernel_id];
+}
+
+bool ResourcePool::AnyHasLabels(const Labels& labels, CoreKind kind) const {
+  for (const Device& d : devices_) {
+    if (d.alive && d.desc.cores[Index(kind)] > 0 && HasLabels(d.desc.labels, labels)) return true;
+  }
+  return false;
 }
 
 bool ResourcePool::AnySupports(uint32_t kernel_id, CoreKind kind) const {

@@ -122,7 +122,8 @@ void Scheduler::Prepare(const JobGraph& graph, JobRun* job) {
   EstimateStateLoads(graph, job);
   job->kernel_ids.resize(graph.size());
   for (uint32_t i = 0; i < graph.size(); ++i) {
-    job->kernel_ids[i] = pool_.InternKernel(graph.spec_task(i).kernel);
+    const TaskSpec& t = graph.spec_task(i);
+    job->kernel_ids[i] = pool_.InternKernel(t.kernel, t.required);
   }
   job->runs.resize(graph.total_runs());
   job->gang_ready.assign(graph.groups().size(), 0);

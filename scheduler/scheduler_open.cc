@@ -16,10 +16,12 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
   if (IsTerminal(job.state) || job.closing) {
     return Status::InvalidArgument("job " + std::to_string(id) + ": closed");
   }
-  // The pool must be able to run them (as AddJob checks a whole job).
+  // The pool must be able to run them (as AddJob checks a whole job), with
+  // the labels their sub-models require.
+  RETURN_IF_ERROR(job.graph->MergeRequired(submodels, tasks, job.graph->size()));
   std::vector<uint32_t> kernel_ids;
   kernel_ids.reserve(tasks.size());
-  for (const TaskSpec& t : tasks) kernel_ids.push_back(pool_.InternKernel(t.kernel));
+  for (const TaskSpec& t : tasks) kernel_ids.push_back(pool_.InternKernel(t.kernel, t.required));
   const AdmissionCheck check(pool_);
   RETURN_IF_ERROR(check.Tasks(tasks, job.graph->size(), kernel_ids));
   RETURN_IF_ERROR(check.SetSizes(submodels, job.graph->spec().submodels.size()));
@@ -40,7 +42,7 @@ Status Scheduler::AppendTasks(JobId id, std::vector<SubmodelSpec> submodels,
   job.left_in_step += n - first;
   for (uint32_t i = first; i < n; ++i) {
     const TaskSpec& t = g.spec_task(i);
-    job.kernel_ids[i] = pool_.InternKernel(t.kernel);
+    job.kernel_ids[i] = pool_.InternKernel(t.kernel, t.required);
     job.est_us[i] = cost_.Estimate(t, t.core);
     job.rank_us[i] = job.est_us[i];  // a new task is a sink when it arrives
   }

@@ -54,6 +54,10 @@ std::string CannotRun(const JobRun& job, const ResourcePool& pool, uint32_t i, D
     return "device " + std::to_string(d) + " has no '" + std::string(CoreKindName(kind)) + "' core";
   }
   if (!pool.Supports(d, job.kernel_ids[i])) {
+    const Labels& required = pool.RequiredLabels(job.kernel_ids[i]);
+    if (!HasLabels(pool.device(d).desc.labels, required)) {
+      return "device " + std::to_string(d) + " lacks a label of " + LabelsText(required);
+    }
     return "device " + std::to_string(d) + " does not run '" + t.kernel + "'";
   }
   return {};
@@ -189,10 +193,31 @@ SpmdPolicy::JobPlan MakeSpmdPlan(const JobRun& job, const ResourcePool& pool,
       size[s] = std::max(size[s], std::min(++per[s], n));
     }
   }
+  // Sets in turn from a cursor over the live devices, first those that run
+  // every kernel of the sub-model's tasks with the labels they require,
+  // then the others: a sub-model that requires a label (or a kernel few
+  // workers have) is laid out where it can run.
+  std::vector<std::vector<uint32_t>> kernels_of(submodels.size());
+  for (uint32_t i = 0; i < g.size(); ++i) {
+    std::vector<uint32_t>& ids = kernels_of[g.task(i).submodel];
+    if (std::find(ids.begin(), ids.end(), job.kernel_ids[i]) == ids.end()) {
+      ids.push_back(job.kernel_ids[i]);
+    }
+  }
   plan.sets.resize(submodels.size());
   uint32_t cursor = 0;
   for (size_t s = 0; s < submodels.size() && n > 0; ++s) {
-    for (uint32_t i = 0; i < size[s]; ++i) plan.sets[s].push_back(alive[(cursor + i) % n]);
+    auto runs_all = [&](DeviceId d) {
+      return std::all_of(kernels_of[s].begin(), kernels_of[s].end(),
+                         [&](uint32_t k) { return pool.Supports(d, k); });
+    };
+    std::vector<DeviceId>& set = plan.sets[s];
+    for (const bool first : {true, false}) {
+      for (uint32_t k = 0; k < n && set.size() < size[s]; ++k) {
+        const DeviceId d = alive[(cursor + k) % n];
+        if (runs_all(d) == first) set.push_back(d);
+      }
+    }
     cursor = (cursor + size[s]) % n;
   }
   // Pinned devices: set[shard % size]. A pipeline stage's micro-batch pass

@@ -30,6 +30,29 @@ PoolSpec MakePoolSpec(uint32_t devices) {
   return s;
 }
 
+namespace {
+
+// Adds the labels of every range to the devices it covers.
+Status ApplyLabels(const PoolSpec& s, std::vector<Labels>* devices) {
+  for (size_t r = 0; r < s.device_labels.size(); ++r) {
+    const DeviceLabels& range = s.device_labels[r];
+    const std::string at = "device_labels[" + std::to_string(r) + "]";
+    if (range.first > range.last || range.last >= s.devices()) {
+      return Status::InvalidArgument(at + ".devices: [" + std::to_string(range.first) + ", " +
+                                     std::to_string(range.last) + "] is not a range of the " +
+                                     std::to_string(s.devices()) + " devices");
+    }
+    for (uint32_t d = range.first; d <= range.last; ++d) {
+      for (const Label& l : range.labels) {
+        RETURN_IF_ERROR(AddLabel(at + ".labels", l, &(*devices)[d]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidatePoolSpec(const PoolSpec& s) {
   if (s.nodes == 0) return Status::InvalidArgument("nodes: must be at least 1");
   if (s.devices_per_node == 0) {
@@ -54,6 +77,10 @@ Status ValidatePoolSpec(const PoolSpec& s) {
       return Status::InvalidArgument("links." + tier + ".latency_us: must not be negative");
     }
   }
+  if (!s.device_labels.empty()) {
+    std::vector<Labels> labels(s.devices());
+    RETURN_IF_ERROR(ApplyLabels(s, &labels));
+  }
   return Status::Ok();
 }
 
@@ -70,6 +97,12 @@ std::vector<DeviceDesc> PoolDevices(const PoolSpec& s) {
       desc.flops_per_us = s.flops_per_us;
       out.push_back(std::move(desc));
     }
+  }
+  if (!s.device_labels.empty()) {
+    std::vector<Labels> labels(out.size());
+    // A spec ValidatePoolSpec passed has no conflict left to refuse.
+    (void)ApplyLabels(s, &labels);
+    for (size_t d = 0; d < out.size(); ++d) out[d].labels = std::move(labels[d]);
   }
   return out;
 }

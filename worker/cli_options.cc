@@ -3,10 +3,12 @@
 #include <cctype>
 #include <charconv>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "hmpmd/protocol/job_spec.h"
+#include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/read_file.h"
 #include "hmpmd/protocol/strict_json.h"
 #include "hmpmd/protocol/types.h"
@@ -50,6 +52,22 @@ Result<LogLevel> ParseLogLevel(std::string_view text) {
   if (text == "error") return LogLevel::kError;
   return Status::InvalidArgument("--log-level: '" + std::string(text) +
                                  "' is not one of trace, debug, info, warn, error");
+}
+
+Status ParseLabels(const std::vector<std::string>& flags, WorkerOptions* options) {
+  Labels given;
+  for (const std::string& flag : flags) {
+    ASSIGN_OR_RETURN(Label label, ParseLabelFlag(flag));
+    RETURN_IF_ERROR(AddLabel("--label", std::move(label), &given));
+  }
+  std::map<std::string, std::string> out = options->labels;
+  for (Label& l : given) out[l.key] = std::move(l.value);
+  if (out.size() > kMaxLabels) {
+    return Status::InvalidArgument("--label: more than " + std::to_string(kMaxLabels) +
+                                   " labels with the device file's");
+  }
+  options->labels = std::move(out);
+  return Status::Ok();
 }
 
 Status CheckWorkerName(std::string_view name, std::string_view where) {
@@ -136,9 +154,29 @@ Status ParseDeviceDescription(std::string_view text, const std::string& source,
       }
       out.cube_cores = counts[static_cast<int>(CoreKind::kCube)];
       out.vector_cores = counts[static_cast<int>(CoreKind::kVector)];
+    } else if (key == "labels") {
+      if (!value.is_object()) {
+        return Status::InvalidArgument(at +
+                                       "field 'labels' must be an object like "
+                                       "{\"accel\": \"910c\"}");
+      }
+      if (value.size() > kMaxLabels) {
+        return Status::InvalidArgument(at + "field 'labels': more than " +
+                                       std::to_string(kMaxLabels) + " labels");
+      }
+      std::map<std::string, std::string> labels;
+      for (const auto& [k, v] : value.items()) {
+        const std::string where = at + "field 'labels'";
+        if (!v.is_string()) {
+          return Status::InvalidArgument(where + ": values must be strings");
+        }
+        RETURN_IF_ERROR(CheckLabel(where, {k, v.get<std::string>()}));
+        labels[k] = v.get<std::string>();
+      }
+      out.labels = std::move(labels);
     } else {
       return Status::InvalidArgument(at + "unknown field '" + key +
-                                     "' (known: name, cores, memory_mb)");
+                                     "' (known: name, cores, memory_mb, labels)");
     }
   }
   *options = std::move(out);

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/worker/worker_options.h"
@@ -21,6 +22,11 @@ Status ParseCores(std::string_view text, WorkerOptions* options);
 // "trace", "debug", "info", "warn" or "error".
 Result<LogLevel> ParseLogLevel(std::string_view text);
 
+// The --label flags, each KEY=VALUE (ParseLabelFlag), into options->labels:
+// a key the device file gave takes the flag's value; one key given twice
+// with different values is an error naming both.
+Status ParseLabels(const std::vector<std::string>& flags, WorkerOptions* options);
+
 // A worker name (--name, the device file's "name"): 1 to 255 bytes, no
 // control character (it is printed in one-line listings and logs).
 Status CheckWorkerName(std::string_view name, std::string_view where);
@@ -32,7 +38,8 @@ Status CheckControllerEndpoint(std::string_view endpoint);
 Result<std::string> ReadTokenFile(const std::string& path);
 
 // A device description, so that one manifest serves many machine shapes:
-//   {"name": "node7-npu0", "cores": {"cube": 2, "vector": 4}, "memory_mb": 65536}
+//   {"name": "node7-npu0", "cores": {"cube": 2, "vector": 4}, "memory_mb": 65536,
+//    "labels": {"accel": "910c"}}
 // Every field is optional; "cores" lists the device completely (a kind left
 // out has none, as with --cores). Unknown or repeated fields, wrong types and
 // out-of-range values are errors, one line naming `source` and the field. On

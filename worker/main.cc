@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli_options.h"
 #include "hmpmd/protocol/cli_checks.h"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   std::string cores;
   std::string device_file;
   std::string name;
+  std::vector<std::string> labels;
   uint64_t memory_mb = options.memory_mb;
   std::string token_file;
   std::string curve_dir;
@@ -70,7 +72,11 @@ int main(int argc, char** argv) {
       app.add_option("--name", name, "Name shown by the controller (default HOST:PID)");
   app.add_option("--device", device_file,
                  "JSON device description {\"name\", \"cores\": {\"cube\", \"vector\"}, "
-                 "\"memory_mb\"}; flags given beside it win");
+                 "\"memory_mb\", \"labels\": {KEY: VALUE}}; flags given beside it win");
+  CLI::Option* label_flag = app.add_option(
+      "--label", labels,
+      "KEY=VALUE the device advertises, e.g. accel=910c (repeatable); tasks that require "
+      "labels run only where all of them are");
   app.add_option("--prefetch-mb", options.prefetch_mb,
                  "Most MiB of queued tasks' inputs fetched ahead, within --memory-mb too "
                  "(0: fetch when a task starts)")
@@ -114,6 +120,7 @@ int main(int argc, char** argv) {
   }
   if (status.ok() && cores_flag->count() > 0) status = hmpmd::worker::ParseCores(cores, &options);
   if (memory_flag->count() > 0) options.memory_mb = memory_mb;
+  if (status.ok() && label_flag->count() > 0) status = hmpmd::worker::ParseLabels(labels, &options);
   if (status.ok() && name_flag->count() > 0) {
     status = hmpmd::worker::CheckWorkerName(name, "--name:");
     options.name = name;

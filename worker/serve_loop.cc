@@ -63,6 +63,7 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
     register_.cores.push_back({CoreKind::kVector, options.vector_cores});
   }
   register_.memory_mb = options.memory_mb;
+  for (const auto& [key, value] : options.labels) register_.labels.push_back({key, value});
   for (const auto& [name, kernel] : *kernels) register_.kernels.push_back(name);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/local_address.h"
 #include "hmpmd/worker/builtin_kernels.h"
 #include "logging.h"
@@ -41,6 +42,10 @@ Status Validate(const WorkerOptions& o) {
     return Status::InvalidArgument("cube_cores, vector_cores: at most " +
                                    std::to_string(kMaxCoresPerKind) + " of each kind");
   }
+  if (o.labels.size() > kMaxLabels) {
+    return Status::InvalidArgument("labels: more than " + std::to_string(kMaxLabels));
+  }
+  for (const auto& [key, value] : o.labels) RETURN_IF_ERROR(CheckLabel("labels", {key, value}));
   if (o.cube_cores + o.vector_cores == 0) {
     return Status::InvalidArgument("cube_cores, vector_cores: the worker needs at least one core");
   }

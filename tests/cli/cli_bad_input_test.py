@@ -159,7 +159,17 @@ class Refusals(unittest.TestCase):
                  # The name is printed in the table's header: a newline split it.
                  ('{"name": "a\\nb"}', "name: contains the control character U+000A"),
                  (json.dumps({"name": "p" * 5000}), "name: longer than the limit of 4096"),
-                 ('{"nodes": 1}\0garbage', "invalid JSON: a NUL byte at line 1, column 13")]
+                 ('{"nodes": 1}\0garbage', "invalid JSON: a NUL byte at line 1, column 13"),
+                 ('{"device_labels": {"accel": "910c"}}', "device_labels: must be an array"),
+                 ('{"device_labels": [{"devices": [0, 8], "labels": {"accel": "910c"}}]}',
+                  "device_labels[0].devices: [0, 8] is not a range of the 8 devices"),
+                 ('{"device_labels": [{"devices": [0], "labels": {"accel": "910c"}}]}',
+                  "device_labels[0].devices: must be [FIRST, LAST]"),
+                 ('{"device_labels": [{"devices": [0, 1], "labels": {"a=b": "c"}}]}',
+                  "device_labels[0].labels: key: contains '='"),
+                 ('{"device_labels": [{"devices": [0, 3], "labels": {"accel": "910b"}},'
+                  ' {"devices": [3, 7], "labels": {"accel": "910c"}}]}',
+                  "device_labels[1].labels: accel=910c conflicts with accel=910b")]
         for i, (text, what) in enumerate(cases):
             pool = self.file(f"pool{i}.json", text)
             self.refused(["sim", "pipeline", "--pool", pool, "--policy", "fifo"], what,

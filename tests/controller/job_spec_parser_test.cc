@@ -5,8 +5,11 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
+
+#include "hmpmd/protocol/labels.h"
 
 namespace hmpmd {
 namespace {
@@ -273,6 +276,47 @@ TEST_F(JobSpecParserTest, SubmodelErrorsNameTheSubmodelAndField) {
   ParseFails(with(R"({"name": "v", "devices": -1})"), {"submodels[1]: devices: must be between 0"});
   ParseFails(with(R"({"name": "v", "devices": "2"})"),
              {"submodels[1]: devices: expected an integer, got a string"});
+}
+
+TEST_F(JobSpecParserTest, RequiresOnTasksAndSubmodelsParsesSortedByKey) {
+  JobSpec s = ParseOk(SpecText()
+                          .Top(R"("submodels": [{"name": "enc", "requires": {"accel": "910c"}}])")
+                          .Task(R"({"id": "a", "kernel": "k", "submodel": "enc",
+                    "requires": {"zone": "a", "accel": "910c"}})")
+                          .Task(R"({"id": "b", "kernel": "k"})")
+                          .Build());
+  EXPECT_EQ(s.submodels[0].required, (Labels{{"accel", "910c"}}));
+  EXPECT_EQ(s.tasks[0].required, (Labels{{"accel", "910c"}, {"zone", "a"}}));
+  EXPECT_TRUE(s.tasks[1].required.empty());
+}
+
+TEST_F(JobSpecParserTest, BadRequiresAreRefusedNamingTheField) {
+  for (const auto& [requires_json, needle] :
+       std::initializer_list<std::pair<std::string, std::string>>{
+           {R"("910c")", "tasks[0] 'a': requires: expected an object like"},
+           {R"({"accel": 910})", "tasks[0] 'a': requires.accel: expected a string, got an integer"},
+           {R"({"": "910c"})", "tasks[0] 'a': requires: key: empty"},
+           {R"({"a=b": "910c"})", "tasks[0] 'a': requires: key: contains '='"},
+           {R"({"accel": ""})", "tasks[0] 'a': requires.accel: value: empty"},
+           {R"({"accel": "9\n1"})",
+            "tasks[0] 'a': requires.accel: value: contains the control "
+            "character U+000A"},
+           {R"({"accel": ")" + std::string(kMaxLabelBytes + 1, 'x') + "\"}",
+            "tasks[0] 'a': requires.accel: value: longer than the limit of 255 bytes"},
+       }) {
+    ParseFails(OneTask(R"({"id": "a", "kernel": "k", "requires": )" + requires_json + "}"),
+               {needle});
+  }
+  ParseFails(SpecText()
+                 .Top(R"("submodels": [{"name": "enc", "requires": {"accel": 1}}])")
+                 .Task(R"({"id": "a", "kernel": "k"})")
+                 .Build(),
+             {"submodels[0]: requires.accel: expected a string"});
+  std::string many = "{";
+  for (size_t i = 0; i <= kMaxLabels; ++i)
+    many += (i ? ", \"k" : "\"k") + std::to_string(i) + "\": \"v\"";
+  ParseFails(OneTask(R"({"id": "a", "kernel": "k", "requires": )" + many + "}}"),
+             {"tasks[0] 'a': requires: more than 64 labels"});
 }
 
 TEST_F(JobSpecParserTest, SubmodelStateBytesIsANonNegativeNumber) {

@@ -119,6 +119,7 @@ std::vector<Message> SampleMessages() {
       .epoch = 0x0123456789abcdefULL,
       .instance = 0xfedcba9876543210ULL,
       .started = {{7, 3, 1, CoreKind::kVector, 2}},
+      .labels = {{"accel", "910c"}, {"zone", "r\xc3\xa9gion-a"}},
   });
   out.push_back(RegisterMsg{});  // every field at its zero value
   out.push_back(RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(),
@@ -500,14 +501,15 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
 std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
                          const std::function<void(MsgpackWriter&)>& kernels) {
   MsgpackWriter w;
-  w.Array(13).Str("n").Str("").Uint(1);
+  w.Array(14).Str("n").Str("").Uint(1);
   cores(w);
   w.Uint(0);
   kernels(w);
-  w.Str("").Int(0).Array(0).Array(0);  // held, outputs: none
-  w.Uint(0);                           // epoch: none
-  w.Uint(0);                           // instance: not given
-  w.Array(0);                          // started: none
+  w.Str("").Int(0).Array(0).Array(0);            // held, outputs: none
+  w.Uint(0);                                     // epoch: none
+  w.Uint(0);                                     // instance: not given
+  w.Array(0);                                    // started: none
+  w.Array(1).Array(2).Str("accel").Str("910c");  // labels
   return w.bytes();
 }
 
@@ -522,6 +524,16 @@ TEST_F(CodecTest, RegisterBodyWrittenByHandDecodes) {
   EXPECT_EQ(m.cores[1].kind, CoreKind::kVector);
   EXPECT_EQ(m.cores[1].count, 3u);
   EXPECT_EQ(m.kernels, std::vector<std::string>{"spin"});
+  EXPECT_EQ(m.labels, (Labels{{"accel", "910c"}}));
+}
+
+// A version-13 register (no labels) is one field short: refused, not taken
+// for a worker without labels.
+TEST_F(CodecTest, RegisterBodyWithoutLabelsIsRejected) {
+  MsgpackWriter w;
+  w.Array(13).Str("n").Str("").Uint(1).Array(1).Array(2).Uint(0).Uint(1).Uint(0);
+  w.Array(1).Str("spin").Str("").Int(0).Array(0).Array(0).Uint(0).Uint(0).Array(0);
+  ExpectCorruption(SafeDecode(Header(MsgType::kRegister), w.bytes()), "body: ");
 }
 
 // A version-7 register (no instance) is one field short: refused, not
@@ -663,7 +675,7 @@ TEST_F(CodecTest, BatchOverMaxBatchIsRejected) {
 
 TEST_F(CodecTest, BatchLimitSmallerThanFieldCountStillDecodesStructs) {
   // max_batch bounds batches, not the field arrays of a struct: a one-task
-  // limit must still admit a TaskAssign (12 fields) and a RegisterMsg (12).
+  // limit must still admit a TaskAssign (12 fields) and a RegisterMsg (14).
   DecodeLimits limits;
   limits.max_batch = 1;
   TaskAssign t;

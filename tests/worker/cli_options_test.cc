@@ -5,6 +5,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace hmpmd::worker {
 namespace {
@@ -138,6 +141,11 @@ TEST(ParseDeviceDescriptionTest, BadFilesGiveOneLineNamingFileAndFieldAndChangeN
       {R"({"cores": {"vector": true}})", "field 'cores.vector'"},
       {R"({"cores": {"cube": 0, "vector": 0}})", "at least one core"},
       {R"({"cores": {}})", "at least one core"},
+      {R"({"labels": ["accel=910c"]})", "field 'labels' must be an object"},
+      {R"({"labels": {"accel": 910}})", "field 'labels': values must be strings"},
+      {R"({"labels": {"": "910c"}})", "field 'labels': key: empty"},
+      {R"({"labels": {"accel": "9\u00071"}})",
+       "field 'labels': value: contains the control character U+0007"},
   };
   for (const auto& [text, want] : cases) {
     WorkerOptions o;
@@ -151,6 +159,39 @@ TEST(ParseDeviceDescriptionTest, BadFilesGiveOneLineNamingFileAndFieldAndChangeN
     EXPECT_EQ(o.cube_cores, 1u) << text;
     EXPECT_EQ(o.vector_cores, 1u) << text;
     EXPECT_EQ(o.memory_mb, 1024u) << text;
+  }
+}
+
+TEST(ParseDeviceDescriptionTest, LabelsAreAnObjectOfStrings) {
+  WorkerOptions o;
+  ASSERT_TRUE(
+      ParseDeviceDescription(R"({"labels": {"zone": "a", "accel": "910c"}})", "d.json", &o).ok());
+  EXPECT_EQ(o.labels, (std::map<std::string, std::string>{{"accel", "910c"}, {"zone", "a"}}));
+}
+
+TEST(ParseLabelsTest, FlagsAddToTheFileAndWinOnAKeyItGave) {
+  WorkerOptions o;
+  o.labels = {{"accel", "910b"}, {"zone", "a"}};
+  ASSERT_TRUE(ParseLabels({"accel=910c", "rack=r1", "rack=r1"}, &o).ok());
+  EXPECT_EQ(o.labels,
+            (std::map<std::string, std::string>{{"accel", "910c"}, {"rack", "r1"}, {"zone", "a"}}));
+}
+
+TEST(ParseLabelsTest, BadFlagsNameTheFlagAndLeaveOptionsAlone) {
+  const std::pair<std::vector<std::string>, const char*> cases[] = {
+      {{"accel"}, "--label: expected KEY=VALUE, found no '='"},
+      {{"=910c"}, "--label: key: empty"},
+      {{"accel="}, "--label: value: empty"},
+      {{"accel=9\t1"}, "--label: value: contains the control character U+0009"},
+      {{"accel=" + std::string(256, 'x')}, "--label: value: longer than the limit of 255 bytes"},
+      {{"accel=910b", "accel=910c"}, "--label: accel=910c conflicts with accel=910b"},
+  };
+  for (const auto& [flags, want] : cases) {
+    WorkerOptions o;
+    o.labels = {{"zone", "a"}};
+    Status s = ParseLabels(flags, &o);
+    EXPECT_EQ(s.message(), want);
+    EXPECT_EQ(o.labels.size(), 1u);
   }
 }
 

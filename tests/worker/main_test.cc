@@ -55,7 +55,7 @@ TEST(WorkerBinaryTest, HelpExitsZeroAndListsTheFlags) {
   Outcome o = Binary("--help").Finish();
   EXPECT_EQ(o.exit_code, 0);
   for (const char* flag : {"--controller", "--cores", "--memory-mb", "--name", "--device",
-                           "--token-file", "--log-level"}) {
+                           "--label", "--token-file", "--log-level"}) {
     EXPECT_THAT(o.output, HasSubstr(flag));
   }
 }
@@ -70,6 +70,9 @@ TEST(WorkerBinaryTest, BadFlagValuesExitTwoWithOneLineNamingTheFlag) {
       {"--controller tcp://127.0.0.1:1 --memory-mb lots", "--memory-mb"},
       {"--controller tcp://127.0.0.1:1 --token-file /nonexistent/token", "--token-file"},
       {"--controller tcp://127.0.0.1:1 --device /nonexistent/device.json", "--device"},
+      {"--controller tcp://127.0.0.1:1 --label accel", "--label: expected KEY=VALUE"},
+      {"--controller tcp://127.0.0.1:1 --label =910c", "--label: key: empty"},
+      {"--controller tcp://127.0.0.1:1 --label a=1 --label a=2", "--label: a=2 conflicts with a=1"},
   };
   for (const auto& [args, flag] : cases) {
     Outcome o = Binary(args).Finish();
@@ -108,6 +111,26 @@ TEST(WorkerBinaryTest, DeviceFileDescribesTheDeviceAndFlagsOverrideIt) {
   EXPECT_EQ(reg->name, "from-file");
   EXPECT_EQ(reg->memory_mb, 2048u) << "--memory-mb overrides the file";
   EXPECT_EQ(reg->cores, (std::vector<CoreGroup>{{CoreKind::kCube, 3}, {CoreKind::kVector, 1}}));
+  controller.Send(RegisterAck{1, 50});
+  controller.Send(Shutdown{"done"});
+  Outcome o = worker.Finish();
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  std::remove(path.c_str());
+}
+
+TEST(WorkerBinaryTest, LabelsFromTheDeviceFileAndFlagsTravelInTheRegistration) {
+  const std::string path = ::testing::TempDir() + "hmpmd_worker_main_labels.json";
+  {
+    std::ofstream out(path);
+    out << R"({"labels": {"accel": "910b", "zone": "a"}})";
+  }
+  FakeController controller;
+  Binary worker("--controller " + controller.endpoint() + " --device " + path +
+                " --label accel=910c --label rack=r1 --log-level warn");
+  std::optional<RegisterMsg> reg = controller.WaitFor<RegisterMsg>();
+  ASSERT_TRUE(reg) << "the binary did not register";
+  EXPECT_EQ(reg->labels, (Labels{{"accel", "910c"}, {"rack", "r1"}, {"zone", "a"}}))
+      << "--label overrides the file's key and adds its own";
   controller.Send(RegisterAck{1, 50});
   controller.Send(Shutdown{"done"});
   Outcome o = worker.Finish();

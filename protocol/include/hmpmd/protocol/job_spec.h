@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd {
@@ -48,6 +49,9 @@ struct SubmodelSpec {
   // task with arg `shard` holds part shard % state_shards. Default: 1 (a
   // device holds a whole replica).
   uint32_t state_shards = 1;
+  // Labels ("requires") a device must have to run any of its tasks.
+  // Default: none.
+  Labels required;
 };
 
 // Hints the cost model turns into a duration.
@@ -84,6 +88,11 @@ struct TaskSpec {
   // empty). Re-runs after a worker died are counted apart (max_attempts).
   uint32_t max_retries = 0;
   std::vector<std::string> retry_on;
+  // Labels ("requires") a device must have to run it. JobGraph merges its
+  // sub-model's into these (a key both give with different values is
+  // refused), so in a graph they are the task's whole requirement.
+  // Default: none.
+  Labels required;
 };
 
 struct JobSpec {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hmpmd/protocol/data_token.h"
+#include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd {
@@ -36,8 +37,9 @@ namespace hmpmd {
 // version-10 worker sends none, and its deaths would be blamed on guesses);
 // 12: TaskAssign.task_id (a kernel's log lines name their task; the decoder
 // takes an exact field count); 13: WireTask.max_retries and retry_on (a
-// version-12 driver sends tasks with two fields fewer) and TaskResult.log.
-inline constexpr uint8_t kProtocolVersion = 13;
+// version-12 driver sends tasks with two fields fewer) and TaskResult.log;
+// 14: RegisterMsg.labels (the decoder takes an exact field count).
+inline constexpr uint8_t kProtocolVersion = 14;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -133,10 +135,13 @@ struct RegisterMsg {
   // busy lane: a restarted controller that adopts them knows which one to
   // blame should this worker die (SchedulerOptions::max_worker_deaths).
   std::vector<HeldTask> started;
+  // The device's labels (--label, the device file's "labels"), sorted by
+  // key; a task that requires labels runs only where all of them are.
+  Labels labels;
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held, outputs, epoch,
-       instance, started);
+       instance, started, labels);
   }
   friend bool operator==(const RegisterMsg&, const RegisterMsg&) = default;
 };

@@ -2,8 +2,9 @@
 // all, so that a job (or the tasks a driver appends) they never could is
 // refused with one line naming the task or sub-model and the field, instead
 // of waiting forever:
-// 1. each task: some live device has a core of its kind and runs its
-//    kernel on a core of that kind;
+// 1. each task: some live device has a core of its kind, and the labels
+//    the task requires, and runs its kernel on a core of that kind (the
+//    labels are checked first, so a refusal names the missing label);
 // 2. each collective gang: as many live devices able to run a member as it
 //    has members (members need distinct devices). A gang runs whole, so one
 //    with any member still needed needs every member's device;
@@ -42,6 +43,9 @@ class AdmissionCheck {
                 size_t first) const;
 
  private:
+  // Why no live device with a core of `kind` has all of `required`:
+  // "requires accel=910c: no worker has it".
+  std::string Unlabelled(const Labels& required, CoreKind kind) const;
   // Rule 2.
   Status Gangs(std::span<const TaskSpec> tasks, uint32_t first,
                std::span<const uint32_t> kernel_ids, std::span<const uint8_t> needed) const;

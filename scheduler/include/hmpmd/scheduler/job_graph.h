@@ -54,6 +54,16 @@ class JobGraph {
   // collective group must be complete within one append. Errors are one
   // line naming the task (its index in the whole graph) and the field.
   Status Append(std::vector<SubmodelSpec> submodels, std::vector<TaskSpec> tasks);
+  // Merges into each task's `required` the labels its sub-model requires
+  // (one of `submodels`, about to be added, or one already in the graph);
+  // tasks[i] is task `first` + i, for messages. The same pair from both is
+  // one; a key they give different values is InvalidArgument naming the
+  // task, both values and the sub-model. A task of an unknown sub-model is
+  // left as it is (Append refuses it). Add() runs it, so a graph's tasks
+  // hold their whole requirement; the scheduler runs it before it checks
+  // an append against the pool.
+  Status MergeRequired(std::span<const SubmodelSpec> submodels, std::span<TaskSpec> tasks,
+                       uint32_t first) const;
   bool open() const { return open_; }
   // Open graphs: the index of the task called `id`, or -1.
   int64_t Find(std::string_view id) const;

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd {
@@ -39,6 +40,9 @@ struct DeviceDesc {
   std::array<double, kNumCoreKinds> flops_per_us{};
   // Kernels it runs; empty means every kernel (the simulator's devices).
   std::vector<std::string> kernels;
+  // Its labels, sorted by key (Labels): a task that requires labels runs
+  // only on a device that has them all. Default: none.
+  Labels labels;
 };
 
 struct PoolOptions {
@@ -94,7 +98,7 @@ class ResourcePool {
     DeviceDesc desc;
     bool alive = true;
     std::vector<CoreId> cores;
-    std::vector<bool> kernels;    // by kernel id; empty = all
+    std::vector<bool> kernels;    // by kernel id: runs it and has its labels
     uint64_t held_bytes = 0;      // outputs its object store keeps (live only)
     uint64_t reserved_bytes = 0;  // outputs expected from tasks queued here
   };
@@ -106,9 +110,17 @@ class ResourcePool {
   // Marks the device dead; its cores leave the available sets for good.
   void RemoveDevice(DeviceId id);
 
-  // Kernel names are interned; KernelId(name) is stable for the pool's life.
-  uint32_t InternKernel(std::string_view name);
+  // A kernel name and the labels a task of it requires are interned
+  // together; the id is stable for the pool's life. A device supports the
+  // id when it runs the kernel (or every kernel) and has all the labels.
+  // Costs O(devices) the first time a pair is seen.
+  uint32_t InternKernel(std::string_view name, const Labels& required = {});
   bool Supports(DeviceId device, uint32_t kernel_id) const;
+  // The labels that kernel id `kernel_id` requires.
+  const Labels& RequiredLabels(uint32_t kernel_id) const { return interned_[kernel_id].required; }
+  // True when some alive device with cores of `kind` has every label of
+  // `labels`.
+  bool AnyHasLabels(const Labels& labels, CoreKind kind) const;
   // True when some alive device runs `kernel_id` on a core of `kind`.
   bool AnySupports(uint32_t kernel_id, CoreKind kind) const;
 
@@ -183,6 +195,14 @@ class ResourcePool {
   // StoreCap of every alive device with cores of each kind.
   std::array<std::multiset<uint64_t>, kNumCoreKinds> store_caps_;
   mutable uint64_t store_refusals_ = 0;
+  struct Interned {
+    std::string kernel;
+    Labels required;
+  };
+  // Whether `desc` runs the interned pair `key` (its kernel, its labels).
+  static bool Runs(const DeviceDesc& desc, const Interned& key);
+  // By kernel id; kernel_ids_ maps "kernel\0key\0value..." to the id.
+  std::vector<Interned> interned_;
   std::unordered_map<std::string, uint32_t> kernel_ids_;
 };
 

@@ -11,7 +11,10 @@
 //    and the share by its own counts. Sets are laid out in device order and
 //    wrap around, so a submodel that asks for the whole pool overlaps the
 //    others (expert parallelism), and on a pool too small for the sets asked
-//    they overlap as little as the pool allows.
+//    they overlap as little as the pool allows. From where its turn starts,
+//    a set takes first the devices that run all its tasks' kernels with the
+//    labels they require, then the others (a heterogeneous pool: an
+//    encoder that requires accel=910c gets 910c devices).
 // 2. A task with an integer arg `shard` runs on device set[shard % size];
 //    other tasks on the set's device whose core drains first. Members of one
 //    collective group that would land on one device move to the next device

@@ -30,6 +30,14 @@ struct LinkSpec {
   double latency_us = 0;    // per message / per algorithm step
 };
 
+// Labels for a range of devices, first to last inclusive, counted in node
+// order (device d of node n is n * devices_per_node + d).
+struct DeviceLabels {
+  uint32_t first = 0;
+  uint32_t last = 0;
+  Labels labels;
+};
+
 struct PoolSpec {
   std::string name = "supernode";
   uint32_t nodes = 1;             // at least 1
@@ -47,13 +55,19 @@ struct PoolSpec {
   std::array<LinkSpec, kNumLinkTiers> links{LinkSpec{1.6e6, 0.5}, LinkSpec{5.6e4, 2},
                                             LinkSpec{2.5e4, 5}};
 
+  // Labels by device range (a heterogeneous pool: two accelerator kinds).
+  // Ranges may overlap; a device has the labels of every range it is in,
+  // and two ranges giving one device a key with different values are
+  // refused. Default: none.
+  std::vector<DeviceLabels> device_labels;
+
   uint32_t devices() const { return nodes * devices_per_node; }
 };
 
 // A common shape: `devices` devices, 8 per node (fewer when devices < 8),
 // the default figures. `devices` is at least 1.
 PoolSpec MakePoolSpec(uint32_t devices);
-// Checks the figures; the error names the field.
+// Checks the figures and label ranges; the error names the field.
 Status ValidatePoolSpec(const PoolSpec& spec);
 // The devices the spec describes, in node order ("n3d5").
 std::vector<DeviceDesc> PoolDevices(const PoolSpec& spec);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace hmpmd::worker {
@@ -39,6 +40,13 @@ struct WorkerOptions {
   /// (outputs kept for consumers; a task whose outputs do not fit fails),
   /// and what the controller places against. Default: 1024.
   uint64_t memory_mb = 1024;
+
+  /// Labels the device advertises, key -> value (e.g. {"accel", "910c"}):
+  /// a task or sub-model that requires labels runs only on devices that
+  /// have all of them. Keys and values are 1 to 255 bytes of UTF-8 without
+  /// control characters, a key has no '=', at most 64 labels; Run() fails
+  /// with InvalidArgument otherwise. Default: none.
+  std::map<std::string, std::string> labels;
 
   /// Interface the data socket binds (tcp://HOST:*), where peers fetch this
   /// worker's outputs and collectives exchange data. It must be reachable

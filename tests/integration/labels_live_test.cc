@@ -1,0 +1,128 @@
+// Labels with real processes: two workers started with different
+// `--label accel=...`, a job whose encoder sub-model requires one of them
+// (docs/scheduling.md, "Labels"). The encoder's tasks run only on that
+// worker, a task that requires the other label runs on the other, the pool
+// and the task table show the labels, a job that requires a label no
+// worker has is refused at submission naming the task and the label, and a
+// register with a bad label is refused naming it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <variant>
+#include <zmq.hpp>
+
+#include "hmpmd/protocol/codec.h"
+#include "process_cluster_fixture.h"
+
+namespace hmpmd::testing {
+namespace {
+
+class LabelsLiveTest : public ProcessClusterFixture,
+                       public ::testing::WithParamInterface<std::string> {
+ protected:
+  LabelsLiveTest() : ProcessClusterFixture("hmpmd-labels") {}
+  void Start() {
+    ASSERT_TRUE(cluster_->StartController({"--policy", GetParam()}).ok());
+    ASSERT_TRUE(cluster_->StartWorker({"--name", "w910b", "--label", "accel=910b"}).ok());
+    ASSERT_TRUE(
+        cluster_->StartWorker({"--name", "w910c", "--label", "accel=910c", "--label", "zone=a"})
+            .ok());
+    ASSERT_TRUE(cluster_->WaitWorkers(2, 20000));
+  }
+};
+
+// Six encoder tasks (the sub-model requires accel=910c), each feeding a
+// decoder task that requires nothing, and a head that requires 910b.
+std::string EncoderJob() {
+  std::string tasks;
+  for (int i = 0; i < 6; ++i) {
+    const std::string n = std::to_string(i);
+    tasks +=
+        R"({"id":"enc)" + n + R"(","kernel":"sleep","args":{"us":5000},"submodel":"encoder"},)";
+    tasks += R"({"id":"dec)" + n + R"(","kernel":"sleep","args":{"us":5000},"inputs":["enc)" + n +
+             R"("]},)";
+  }
+  tasks += R"({"id":"head","kernel":"noop","inputs":["dec0"],"requires":{"accel":"910b"}})";
+  return R"({"name":"labelled","submodels":[{"name":"encoder","kind":"encoder",)"
+         R"("requires":{"accel":"910c"}}],"tasks":[)" +
+         tasks + "]}";
+}
+
+TEST_P(LabelsLiveTest, TasksRunOnlyOnWorkersWithTheLabelsTheyRequire) {
+  Start();
+  auto pool = cluster_->Get("/api/v1/pool");
+  ASSERT_TRUE(pool.is_object()) << pool.dump();
+  for (const auto& d : pool["devices"]) {
+    const std::string name = d.value("name", "");
+    if (name == "w910b") {
+      EXPECT_EQ(d["labels"], nlohmann::json({{"accel", "910b"}}));
+    } else if (name == "w910c") {
+      EXPECT_EQ(d["labels"], nlohmann::json({{"accel", "910c"}, {"zone", "a"}}));
+    }
+  }
+  auto id = cluster_->Submit(EncoderJob());
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_EQ(cluster_->WaitJob(*id, 30000).value("state", ""), "succeeded");
+  auto table = cluster_->Get("/api/v1/jobs/" + std::to_string(*id) + "/tasks?limit=100");
+  ASSERT_TRUE(table.is_object()) << table.dump();
+  int checked = 0;
+  for (const auto& t : table["tasks"]) {
+    const std::string task = t.value("id", "");
+    if (task.starts_with("enc")) {
+      EXPECT_EQ(t.value("worker", ""), "w910c") << GetParam() << ": " << t.dump();
+      EXPECT_EQ(t["requires"], nlohmann::json({{"accel", "910c"}})) << t.dump();
+      ++checked;
+    } else if (task == "head") {
+      EXPECT_EQ(t.value("worker", ""), "w910b") << GetParam() << ": " << t.dump();
+      ++checked;
+    } else {
+      EXPECT_FALSE(t.contains("requires")) << t.dump();
+    }
+  }
+  EXPECT_EQ(checked, 7) << table.dump();
+}
+
+TEST_P(LabelsLiveTest, AJobNoWorkerCanRunIsRefusedNamingTheLabel) {
+  Start();
+  auto id = cluster_->Submit(R"({"tasks":[{"id":"a","kernel":"noop"},)"
+                             R"({"id":"enc","kernel":"noop","requires":{"accel":"910x"}}]})");
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(id.status().message().find("HTTP 400"), std::string::npos) << id.status().message();
+  EXPECT_NE(id.status().message().find("tasks[1] 'enc': requires accel=910x: no worker has it"),
+            std::string::npos)
+      << id.status().message();
+}
+
+// Labels come from the wire too: a register whose label breaks the rules
+// --label checks is refused with a Reject naming it, and adds no device.
+TEST_P(LabelsLiveTest, ARegisterWithABadLabelIsRejectedNamingIt) {
+  Start();
+  RegisterMsg r;
+  r.name = "bad-labels";
+  r.pid = 4242;
+  r.cores = {{CoreKind::kCube, 1}};
+  r.kernels = {"noop"};
+  r.labels = {{"accel", "9\n10c"}};
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(cluster_->zmq_endpoint());
+  EncodedFrames f = Encode(Message(r));
+  s.send(zmq::buffer(f.header), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(f.body), zmq::send_flags::none);
+  zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(10000)), 1) << "no answer";
+  zmq::message_t header, body;
+  ASSERT_TRUE(s.recv(header) && s.recv(body));
+  auto m = Decode(header.to_string_view(), body.to_string_view());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(std::holds_alternative<Reject>(*m));
+  EXPECT_EQ(std::get<Reject>(*m).reason, "labels: value: contains the control character U+000A");
+  EXPECT_EQ(cluster_->Get("/api/v1/pool").value("alive_devices", 0), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, LabelsLiveTest, ::testing::Values("hmpmd", "fifo"));
+
+}  // namespace
+}  // namespace hmpmd::testing
