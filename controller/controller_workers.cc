@@ -170,7 +170,6 @@ void Controller::Rejoin(WorkerInfo& w, const std::string& identity, const Regist
   transport_.Send(identity, RegisterAck{w.id, options_.heartbeat_ms, epoch_, data_token_});
   spdlog::info("worker {} '{}' is back on a new connection; {} run(s) it did not get run again",
                w.id, w.name, recalled);
-  workers_.WakeWaiters();
 }
 
 bool Controller::CheckInstance(const std::string& identity, const RegisterMsg& m, TimeUs now) {

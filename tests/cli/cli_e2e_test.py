@@ -19,7 +19,7 @@ BIN, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from cluster import Cluster  # noqa: E402
 from ports import free_port  # noqa: E402
-from procs import children  # noqa: E402
+from procs import children, running  # noqa: E402
 HMPMD = os.path.join(BIN, "hmpmd")
 EXAMPLE = os.path.join(SRC, "examples", "multimodal.json")
 
@@ -345,13 +345,6 @@ class EmbeddedRun(unittest.TestCase):
             self.assertIn(args[-2], r.stderr)
 
     def test_run_stopped_by_a_signal_leaves_no_worker_behind(self):
-        def running(pid):  # a zombie has left already
-            try:
-                with open("/proc/%d/stat" % pid) as f:
-                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-            except OSError:
-                return False
-
         with tempfile.TemporaryDirectory() as tmp:
             spec = os.path.join(tmp, "long.json")
             with open(spec, "w") as f:

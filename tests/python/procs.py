@@ -14,3 +14,12 @@ def children(pid):
         if fields[1] == str(pid):
             kids.append(int(entry))
     return sorted(kids)
+
+
+def running(pid):
+    """Whether `pid` still runs (a zombie has left already)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
