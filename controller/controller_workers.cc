@@ -123,6 +123,7 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
   w.pid = m.pid;
   w.instance = m.instance;
   w.last_seen = w.joined = now;
+  w.register_sent_us = m.sent_us;
   w.clock.Observe(m.sent_us, now);
   w.device = scheduler_->AddDevice(std::move(desc));
   const WorkerInfo& added = workers_.Add(std::move(w));
@@ -149,6 +150,12 @@ void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, T
 
 void Controller::Rejoin(WorkerInfo& w, const std::string& identity, const RegisterMsg& m,
                         TimeUs now) {
+  // An older register, from a socket the process has closed since (the
+  // socket queue is fair between connections, not ordered): moving there
+  // would lose the live connection, and the closed one would then be taken
+  // for a death.
+  if (m.sent_us < w.register_sent_us) return;
+  w.register_sent_us = m.sent_us;
   workers_.Rebind(w, identity);
   w.last_seen = now;
   w.disconnected_at = 0;

@@ -45,6 +45,9 @@ struct WorkerInfo {
   WorkerClock clock;  // puts its timestamps on ours
   TimeUs last_seen = 0;
   TimeUs joined = 0;
+  // RegisterMsg::sent_us of its newest registration, on its own clock: the
+  // registers a process sent on successive sockets may be read out of order.
+  int64_t register_sent_us = 0;
   // When its connection was seen to close; 0: it has one. A suspect until
   // Controller::CheckLiveness decides (it came back, or it is dead).
   TimeUs disconnected_at = 0;
