@@ -120,6 +120,7 @@ TaskPage::Row SnapshotRow(const JobRun& job, const ResourcePool& pool, uint32_t 
   }
   row.start = rec.start;
   row.end = rec.end;
+  if (rec.state == TaskState::kRunning) row.dispatched = rec.dispatched;
   using Wait = TaskPage::Row::Wait;
   if (row.state == TaskState::kBlocked) {
     if (step > job.step) {
@@ -181,6 +182,9 @@ json RenderRow(const JobGraph& g, const TaskPage::Row& row, TimeUs origin) {
       e["start_at"] = Rfc3339(row.start_unix_us);
       e["end_at"] = Rfc3339(row.end_unix_us);
     }
+  }
+  if (row.state == TaskState::kRunning) {
+    e["dispatched_us"] = row.dispatched - origin;
   }
   using Wait = TaskPage::Row::Wait;
   switch (row.wait) {

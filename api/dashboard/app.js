@@ -396,9 +396,10 @@ function connect() {
   };
 }
 
-// A job shown for the first time gets its most recent finished runs from the
-// task table (the page may have opened after they ran); live records and
-// these meet without duplicates (Timeline.add keys bars by job and run).
+// A job shown for the first time gets its most recent finished runs, and
+// those out now, from the task table (the page may have opened after they
+// started); live records and these meet without duplicates (Timeline.add
+// keys bars by job and run).
 const backfilled = new Set();
 async function backfill(job) {
   if (backfilled.has(job)) return;
@@ -417,6 +418,15 @@ async function backfill(job) {
                   page.origin_us + t.end_us, t.id, t.submodel]);
   }
   state.records += page.tasks.length;
+  // Runs out now are drawn open from their dispatch, as live records would.
+  for (const which of ['running', 'queued']) {
+    const out = await getJson('/api/v1/jobs/' + job + '/tasks?state=' + which + '&limit=5000');
+    for (const t of out.tasks) {
+      const core = cores.get(t.device + '/' + t.core);
+      if (core === undefined || t.dispatched_us === undefined) continue;
+      timeline.add([job, t.run, 0, core, t.device, out.origin_us + t.dispatched_us, 0, t.id, t.submodel]);
+    }
+  }
   const note = $('timeline-history');
   note.hidden = missing === 0;
   note.textContent = missing === 0 ? '' : missing + ' runs done before a controller restart ' +

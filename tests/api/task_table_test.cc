@@ -112,5 +112,41 @@ TEST(TaskTableTest, ARunSentEarlyShowsBlockedUntilItsInputIsDone) {
   EXPECT_FALSE(b_row.contains("waiting")) << b_row.dump();
 }
 
+// A run out on a worker says when it was sent (a page opened mid-run draws
+// it from there); a done one says when it ran instead.
+TEST(TaskTableTest, ARunningRunSaysWhenItWasDispatched) {
+  Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
+  DeviceDesc d;
+  d.name = "w";
+  d.cores = {1, 0};
+  s.AddDevice(d);
+  JobSpec spec;
+  spec.name = "one";
+  TaskSpec a;
+  a.id = "a";
+  a.kernel = "noop";
+  spec.tasks = {a};
+  auto graph = JobGraph::Build(std::move(spec));
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto id = s.AddJob(*graph, 0);
+  ASSERT_TRUE(id.ok());
+  std::vector<Dispatch> out;
+  s.Schedule(1000, &out);
+  ASSERT_EQ(out.size(), 1u);
+  auto row = [&] {
+    const nlohmann::json page =
+        nlohmann::json::parse(RenderTaskPage(SnapshotTaskPage(*s.job(*id), s.pool(), TaskQuery{})));
+    return page.at("tasks").at(0);
+  };
+  nlohmann::json a_row = row();
+  EXPECT_EQ(a_row.at("state"), "running") << a_row.dump();
+  EXPECT_EQ(a_row.at("dispatched_us"), 0) << "sent at the job's origin: " << a_row.dump();
+  ASSERT_TRUE(s.OnTaskDone(*id, 0, out[0].attempt, 1100, 1400, 1400));
+  a_row = row();
+  EXPECT_FALSE(a_row.contains("dispatched_us")) << a_row.dump();
+  EXPECT_EQ(a_row.at("start_us"), 100) << a_row.dump();
+  EXPECT_EQ(a_row.at("end_us"), 400) << a_row.dump();
+}
+
 }  // namespace
 }  // namespace hmpmd

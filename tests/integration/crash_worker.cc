@@ -1,6 +1,8 @@
-// crash_worker: a test-only worker with the built-in kernels and `abort`, a
+// crash_worker: a test-only worker with the built-in kernels, `abort`, a
 // kernel that aborts its worker process (as a kernel with a fatal bug does),
-// for tests of how the controller treats a task that kills its workers.
+// for tests of how the controller treats a task that kills its workers, and
+// `fail`, which logs a line and throws (args "message"), as a user kernel
+// refusing its input does.
 //
 // It takes the flags ProcessCluster passes to a worker (--controller,
 // --cores, --exec-log, --log-level, --name). Its aborts leave no core file.
@@ -8,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,12 @@ int main(int argc, char** argv) {
       "abort",
       [](const hmpmd::worker::KernelArgs&,
          std::span<const hmpmd::Buffer>) -> std::vector<hmpmd::Buffer> { std::abort(); });
+  worker.RegisterKernel("fail",
+                        [](const hmpmd::worker::KernelArgs& args,
+                           std::span<const hmpmd::Buffer>) -> std::vector<hmpmd::Buffer> {
+                          args.Log("checking the input");
+                          throw std::runtime_error(args.String("message", "refused"));
+                        });
   hmpmd::Status status = worker.Run();
   if (!status.ok()) {
     std::fprintf(stderr, "crash_worker: %s\n", status.ToString().c_str());

@@ -171,6 +171,15 @@ LONG_JOB = json.dumps({
 }).encode()
 
 
+# A job whose only task fails on its worker: crash_worker's `fail` kernel
+# logs a line and throws this message.
+BAD_MESSAGE = "shard 3 has 7 rows, expected 8"
+BAD_JOB = json.dumps({
+    "name": "bad-shard",
+    "tasks": [{"id": "half", "kernel": "fail", "args": {"message": BAD_MESSAGE}}],
+}).encode()
+
+
 def job_state(base, job):
     return json.loads(http(base + "/api/v1/jobs/%d" % job)[1])["state"]
 
@@ -203,6 +212,7 @@ def main():
     ap.add_argument("--hmpmd", required=True)
     ap.add_argument("--spec", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--crash-worker", required=True, help="tests/integration's crash_worker")
     ap.add_argument("--chromium", default=os.environ.get("HMPMD_CHROMIUM", "chromium"))
     a = ap.parse_args()
     chromium = shutil.which(a.chromium)
@@ -353,6 +363,27 @@ def main():
         print("PASS: pool shows 2 workers, timeline %d tasks, job %d succeeded, job %d cancelled from the page"
               % (tasks_expected, job, long_job))
 
+        # A failed task: its panel shows the worker's error and the line
+        # its kernel logged (a test worker with a kernel that fails).
+        procs.append((subprocess.Popen([a.crash_worker, "--controller", "tcp://127.0.0.1:%d" % zport,
+                                        "--cores", "cube=1,vector=1", "--name", "failing-worker"],
+                                       stdout=logs, stderr=logs), False))
+        cluster.append(procs[-1])
+        wait_for("the failing worker", lambda: json.loads(http(base + "/api/v1/pool")[1])["alive_devices"] == 3,
+                 STARTUP_S, alive=cluster_dead)
+        status, body = http(base + "/api/v1/jobs", "POST", BAD_JOB)
+        bad_job = json.loads(body)["id"]
+        wait_for("job %d to fail" % bad_job, lambda: job_state(base, bad_job) == "failed", JOB_S, alive=cluster_dead)
+        cdp.eval("location.hash = '#/jobs/%d/tasks/half/0'" % bad_job)
+        wait_for("the failed task's error on the page", lambda: (
+            "half (step 0): failed" in (page_text(cdp, "#task-log") or "")
+            and BAD_MESSAGE in cdp.eval("[...document.querySelectorAll('#task-log p.error')]"
+                                        ".map(e => e.textContent).join()")
+            and "checking the input" in cdp.eval("[...document.querySelectorAll('#task-log pre.log')]"
+                                                 ".map(e => e.textContent).join()")), STARTUP_S)
+        cdp.screenshot(os.path.join(a.out, "dashboard-failed.png"))
+        print("PASS: job %d's failed task shows its error and log line" % bad_job)
+
         # A controller with a token: Cancel asks for it, refuses a wrong one.
         token = "dashboard-" + base64.b16encode(os.urandom(8)).decode().lower()
         fd, token_file = tempfile.mkstemp(prefix="hmpmd-dashboard-token-")  # mode 0600
@@ -380,6 +411,11 @@ def main():
                 "location.port === '%d' && !!window.hmpmdDashboard && window.hmpmdDashboard.snapshot().connected"
                 % hport2), STARTUP_S, alive=cluster_dead)
             wait_for("job %d's Cancel button" % job2, lambda: page_text(cdp, "#job-cancel") == "Cancel", STARTUP_S)
+            # The page opened while job2's task ran: the timeline draws it
+            # out (faded) from the task table.
+            wait_for("job %d's running bar on a page opened mid-run" % job2, lambda: cdp.eval(
+                "(s => s.timelineJob === %d && s.timelinePainted.some(c => !c.endsWith('|1')))"
+                "(window.hmpmdDashboard.snapshot())" % job2), STARTUP_S)
             cdp.eval("document.querySelector('#job-cancel').click()")
             wait_for("the token form", lambda: page_text(cdp, "#token-form") is not None and
                      "needs its token" in (page_text(cdp, "#job-message") or ""), STARTUP_S)

@@ -48,6 +48,7 @@ struct TaskPage {
     CoreKind core_kind = CoreKind::kCube;
     uint32_t lane = 0;
     TimeUs start = 0, end = 0;
+    TimeUs dispatched = 0;  // TaskRecord::dispatched, for running and queued runs
     // With a clock: the wall clock of start and end (0: not known), and
     // for a run done before a controller restart, where it ran then
     // (`past`; its worker's name) or that the store did not keep it.
@@ -80,7 +81,8 @@ TaskPage SnapshotTaskPage(const JobRun& job, const ResourcePool& pool, const Tas
 // core_kind, state, attempt, max_retries and retries where the spec asks for
 // retries, device, core and worker once placed, start_us and end_us
 // once done (with start_unix_us, end_unix_us, start_at and end_at, RFC
-// 3339, where the wall clock is known), "restored": true for a run done
+// 3339, where the wall clock is known), dispatched_us while running or
+// queued (so a page opened mid-run can draw the runs out), "restored": true for a run done
 // before a controller restart (its device is that controller's number),
 // "history_missing": one line where the store did not keep its place, and for blocked and ready
 // runs "waiting": {"for": "inputs"|"step"|"core"|"kernel"|"store", "inputs": [...], "core": kind,
