@@ -210,8 +210,10 @@ void ApiSnapshots::Publish(TimeUs now) {
             JsonText(JobSummaryJson(job, pool, false, nullptr, &clock)));
       }
       brief = b;
+      // Left out until its end is stored: GET /api/v1/jobs/{id} then waits
+      // on the loop (RestApi::GetJob).
       auto f = ended_full_.find(id);
-      if (f != ended_full_.end()) full = f->second;
+      if (f != ended_full_.end() && c.EndDurable(id)) full = f->second;
     } else {
       brief = full = std::make_shared<const std::string>(
           JsonText(JobSummaryJson(job, pool, false, nullptr, &clock, sched.QueuedRuns(id))));

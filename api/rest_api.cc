@@ -268,8 +268,19 @@ bool RestApi::GetJob(RouteCall& call) {
     const Scheduler& sched = controller_->scheduler();
     call.reply(Json(200, JsonText(JobSummaryJson(*job, sched.pool(), false, nullptr, &clock,
                                                  sched.QueuedRuns(job->id)))));
-  } else {
+  } else if (controller_->EndDurable(job->id)) {
     call.reply(SharedJson(snapshots_->EndedSummary(*job)));
+  } else {
+    // Answered once its end is stored, as a submit is: a client told a
+    // job ended (`submit --wait`) must not see it run again after a crash.
+    controller_->WhenDurable(
+        [reply = call.reply, body = snapshots_->EndedSummary(*job), id = job->id,
+         state = std::string(JobStateName(job->state))](const Status& w) mutable {
+          if (w.ok()) return reply(SharedJson(body));
+          reply(Error(503, "job " + std::to_string(id) + " " + state +
+                               ", but the job store cannot be written (" + w.message() +
+                               "): a controller restart before it can would run the job again"));
+        });
   }
   return true;
 }

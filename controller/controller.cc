@@ -134,6 +134,10 @@ void Controller::Run() {
     if (now >= next_liveness_check_) {
       CheckLiveness(now);
       ForgetExpiredJobs();
+      // Ends whose write failed (a full disk) are watched again, at this
+      // pace rather than as fast as the writer fails.
+      ends_queued_.insert(ends_queued_.end(), ends_failed_.begin(), ends_failed_.end());
+      ends_failed_.clear();
       next_liveness_check_ = std::min(now + options_.heartbeat_ms * 1000, next_suspect_check_);
     }
     ScheduleAndSend(now);
@@ -148,6 +152,7 @@ void Controller::Run() {
         });
       }
       durable_waiters_.clear();
+      WatchEndsStored();
     }
   }
   if (writer_) {
@@ -470,6 +475,23 @@ void Controller::ScheduleAndSend(TimeUs now) {
   }
 }
 
+void Controller::WatchEndsStored() {
+  if (ends_queued_.empty()) return;
+  writer_->AfterWritten([this, ids = std::move(ends_queued_)](const Status& st) {
+    Post([this, ids, ok = st.ok()] {
+      for (JobId id : ids) {
+        if (!ends_unstored_.contains(id)) continue;  // forgotten meanwhile
+        if (ok) {
+          ends_unstored_.erase(id);
+        } else {
+          ends_failed_.push_back(id);
+        }
+      }
+    });
+  });
+  ends_queued_.clear();
+}
+
 void Controller::NotifyEndedJobs() {
   for (auto it = live_jobs_.begin(); it != live_jobs_.end();) {
     const JobRun* job = scheduler_->job(*it);
@@ -497,6 +519,8 @@ void Controller::NotifyEndedJobs() {
       rec.started_unix_us = job->started < 0 ? 0 : kept > 0 ? kept : wall_.ToUnixUs(job->started);
       rec.finished_unix_us = wall_.ToUnixUs(job->finished);
       store_pending_.push_back(std::move(rec));
+      ends_unstored_.insert(id);
+      ends_queued_.push_back(id);
     }
     if (job->state == JobState::kSucceeded) {
       // A session that ran no task never started: from its submission.

@@ -54,6 +54,7 @@ Result<uint64_t> Controller::Forget(JobId id) {
 
 uint64_t Controller::DropEndedJob(JobId gone) {
   SendToLiveWorkers(FreeJob{gone});
+  ends_unstored_.erase(gone);
   // What the workers hold now: outputs not yet freed after their last
   // read (the final ones, those still to be read), on live workers.
   uint64_t bytes = 0;

@@ -38,6 +38,7 @@ class RestApiTest : public ClusterTest {
     extra_worker_args_ = {"--token-file", token_file_};
     ControllerOptions controller;
     controller.token = kToken;
+    controller.store = store_;
     service_options_.serve_http = true;
     service_options_.http.bind = "127.0.0.1:0";
     service_options_.http_cpu_percent = 0;  // no cap: these tests time answers, not the budget
@@ -101,6 +102,8 @@ class RestApiTest : public ClusterTest {
   HttpServer* server_ = nullptr;
   HttpUrl url_;
   std::string token_file_;
+  // The controller's job store; null (the default): none. Set before SetUp.
+  std::shared_ptr<JobStore> store_;
 
   // Holds the controller loop busy until Release() or the end of scope
   // (bounded to 30 s, should the test fail): reads served meanwhile come

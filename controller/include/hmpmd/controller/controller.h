@@ -22,6 +22,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -209,6 +210,12 @@ class Controller : private DriverSessions::Host {
   // survives a crash from then on. Called with the store's error instead
   // when the write of those records fails (a full disk); they are retried.
   void WhenDurable(std::function<void(const Status&)> fn);
+  // Whether job `id`'s end is in the store (true without a store, and for
+  // a job that has not ended). Until it is, GET /api/v1/jobs/{id} waits:
+  // a client told a job ended must not see it run again after a crash.
+  bool EndDurable(JobId id) const {
+    return !writer_ || (!live_jobs_.contains(id) && !ends_unstored_.contains(id));
+  }
   // Calls `cb` once when at least `n` workers are alive.
   void WhenWorkers(size_t n, std::function<void()> cb) { workers_.WhenAlive(n, std::move(cb)); }
   // Sets (or clears, with nullptr) the one observer; it outlives its use.
@@ -269,6 +276,8 @@ class Controller : private DriverSessions::Host {
   void ScheduleAndSend(TimeUs now);
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
   void NotifyEndedJobs();
+  // Hands ends_queued_ to the writer's next AfterWritten.
+  void WatchEndsStored();
   // Sends what workers must do for driver sessions (cancel or free runs),
   // then what the drivers must hear (DriverSessions::Flush).
   void FlushSessions(TimeUs now);
@@ -376,6 +385,11 @@ class Controller : private DriverSessions::Host {
   DriverSessions sessions_;
   std::map<JobId, std::vector<JobCallback>> job_watchers_;
   std::set<JobId> live_jobs_;
+  // Ended jobs whose end record is not written yet; those queued this
+  // iteration (watched with the writer's next AfterWritten), and those
+  // whose write failed (watched again at the next liveness check).
+  std::unordered_set<JobId> ends_unstored_;
+  std::vector<JobId> ends_queued_, ends_failed_;
   std::vector<JobId> finished_order_;
   std::unordered_map<JobId, int64_t> finished_unix_ms_;  // when each ended
   // Ended jobs reloaded from the store: their figures (StoredMetrics).
