@@ -14,6 +14,7 @@
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/launch/local_cluster.h"
 #include "hmpmd/protocol/json_text.h"
+#include "hmpmd/protocol/labels.h"
 
 namespace hmpmd {
 namespace {
@@ -35,6 +36,9 @@ struct RunArgs {
   std::string worker_binary;  // empty: the hmpmd-worker beside hmpmd
   std::string memory_mb;      // empty: the workers' default
   uint64_t max_runs = kDefaultMaxRuns;
+  std::vector<std::string> labels;        // KEY=VALUE, every worker's
+  std::vector<std::string> device_files;  // one worker each
+  bool cores_given = false;               // --cores on the command line
 };
 
 // As hmpmd-worker takes it: 0 (no cap) up to 1 PiB.
@@ -62,13 +66,27 @@ int RunMain(const RunArgs& a) {
   opts.service.controller.policy = a.policy;
   opts.workers = a.workers;
   opts.cores = a.cores;
+  if (!a.device_files.empty()) {
+    // The files describe the workers; --cores, given too, wins over them
+    // (as on hmpmd-worker).
+    opts.workers = static_cast<int>(a.device_files.size());
+    if (!a.cores_given) opts.cores.clear();
+    for (const std::string& file : a.device_files)
+      opts.per_worker_args.push_back({"--device", file});
+  }
+  for (const std::string& flag : a.labels) {
+    // Checked here: a worker refusing it would only exit "before registering".
+    if (Result<Label> l = ParseLabelFlag(flag); !l.ok()) return Fail(l.status());
+    opts.extra_worker_args.insert(opts.extra_worker_args.end(), {"--label", flag});
+  }
   opts.log_level = a.log_level;
   if (!a.worker_binary.empty()) opts.worker_binary = a.worker_binary;
   if (!a.memory_mb.empty()) {
     // Checked here: a worker refusing it would only exit "before registering".
     Result<uint64_t> mb = ParseWhole("--memory-mb", a.memory_mb, 0, kMaxMemoryMb);
     if (!mb.ok()) return Fail(mb.status());
-    opts.extra_worker_args = {"--memory-mb", std::to_string(*mb)};
+    opts.extra_worker_args.insert(opts.extra_worker_args.end(),
+                                  {"--memory-mb", std::to_string(*mb)});
   }
   auto spec = ParseJobSpec(*text, opts.service.controller.spec_limits);
   if (!spec.ok()) return Fail(Status::InvalidArgument(a.job_file + ": " + spec.status().message()));
@@ -156,9 +174,17 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   CLI::App* sub = app.add_subcommand(
       "run", "Run one job on an embedded controller with local workers, print its summary");
   sub->add_option("job", args->job_file, "Job spec (JSON)")->required();
-  sub->add_option("--workers", args->workers, "Local worker processes to start")
-      ->check(WholeRange(1, 256))
-      ->capture_default_str();
+  CLI::Option* workers =
+      sub->add_option("--workers", args->workers, "Local worker processes to start")
+          ->check(WholeRange(1, 256))
+          ->capture_default_str();
+  sub->add_option("--device", args->device_files,
+                  "A device file (as hmpmd-worker --device takes) for one local worker; "
+                  "repeat for more, in place of --workers")
+      ->check(CLI::ExistingFile)
+      ->excludes(workers);
+  sub->add_option("--label", args->labels,
+                  "KEY=VALUE every local worker advertises, e.g. accel=910c (repeatable)");
   sub->add_option("--worker-binary", args->worker_binary,
                   "Worker program to start (default: hmpmd-worker beside hmpmd); e.g. a "
                   "program embedding hmpmd::worker with its own kernels")
@@ -168,8 +194,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--json", args->json, "Print the summary as one JSON object");
   sub->add_option("--policy", args->policy, "Scheduling policy (" + PolicyNamesText() + ")")
       ->capture_default_str();
-  sub->add_option("--cores", args->cores, "Cores of each worker, e.g. cube=1,vector=2")
-      ->capture_default_str();
+  CLI::Option* cores =
+      sub->add_option("--cores", args->cores, "Cores of each worker, e.g. cube=1,vector=2")
+          ->capture_default_str();
   sub->add_option("--memory-mb", args->memory_mb,
                   "Object store of each worker, in MiB (0: no cap; default: the worker's, "
                   "1024)");
@@ -183,7 +210,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "controller memory each)")
       ->check(WholeRange(1, static_cast<int64_t>(SpecLimits{}.max_runs)))
       ->capture_default_str();
-  sub->callback([args, exit_code] { *exit_code = RunMain(*args); });
+  sub->callback([args, cores, exit_code] {
+    args->cores_given = cores->count() > 0;
+    *exit_code = RunMain(*args);
+  });
 }
 
 }  // namespace hmpmd

@@ -189,6 +189,7 @@ Result<std::vector<Future>> Session::Submit(std::vector<Call> calls) {
       }
       t.max_retries = c.max_retries;
       t.retry_on = std::move(c.retry_on);
+      for (auto& [key, value] : c.required) t.required.push_back({key, value});
       group.tasks.push_back(std::move(t));
     }
     if (const size_t bytes = kSubmitHeadBytes + EncodedSize(group);
@@ -229,8 +230,10 @@ Status Session::AddActor(const ActorOptions& options) {
     }
     SubmitGroup group;
     group.seq = next_seq_++;
-    group.submodels.push_back(
-        {options.name, static_cast<uint8_t>(options.kind), options.devices, options.elastic});
+    WireSubmodel sm{
+        options.name, static_cast<uint8_t>(options.kind), options.devices, options.elastic, {}};
+    for (const auto& [key, value] : options.required) sm.required.push_back({key, value});
+    group.submodels.push_back(std::move(sm));
     actor_seq_[group.seq] = options.name;  // the ack only reports errors
     outbox_.push_back(std::move(group));
   }

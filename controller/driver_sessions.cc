@@ -50,8 +50,12 @@ Status RefusedActor(const std::unordered_map<std::string, std::string>& refused,
   return Status::Ok();
 }
 
-TaskSpec ToSpec(WireTask&& w) {
+// The driver's labels are checked as a job spec's "requires" is.
+Result<TaskSpec> ToSpec(WireTask&& w, uint32_t index) {
   TaskSpec t;
+  ASSIGN_OR_RETURN(t.required,
+                   CheckedLabels("tasks[" + std::to_string(index) + "] '" + w.id + "': requires",
+                                 std::move(w.required)));
   t.id = std::move(w.id);
   t.submodel = w.submodel.empty() ? "default" : std::move(w.submodel);
   t.kernel = std::move(w.kernel);
@@ -67,8 +71,10 @@ TaskSpec ToSpec(WireTask&& w) {
   return t;
 }
 
-SubmodelSpec ToSpec(WireSubmodel&& w) {
+Result<SubmodelSpec> ToSpec(WireSubmodel&& w) {
   SubmodelSpec sm;
+  ASSIGN_OR_RETURN(sm.required,
+                   CheckedLabels("actor '" + w.name + "': requires", std::move(w.required)));
   sm.name = std::move(w.name);
   sm.kind = w.kind <= static_cast<uint8_t>(SubmodelKind::kLearner)
                 ? static_cast<SubmodelKind>(w.kind)
@@ -187,20 +193,29 @@ void DriverSessions::Submit(const std::string& identity, SessionSubmit& m, TimeU
     GroupAck ack;
     ack.seq = group.seq;
     ack.first_task = run ? run->graph->size() : 0;
+    Status st;
     std::vector<SubmodelSpec> submodels;
     std::vector<std::string> actors;
     for (WireSubmodel& w : group.submodels) {
       actors.push_back(w.name);
-      submodels.push_back(ToSpec(std::move(w)));
+      Result<SubmodelSpec> sm = ToSpec(std::move(w));
+      if (!sm.ok() && st.ok()) st = sm.status();
+      if (sm.ok()) submodels.push_back(std::move(sm).value());
     }
     std::vector<TaskSpec> tasks;
+    std::vector<std::string> labels;
     tasks.reserve(group.tasks.size());
-    for (WireTask& w : group.tasks) tasks.push_back(ToSpec(std::move(w)));
+    for (WireTask& w : group.tasks) {
+      labels.push_back(w.id);
+      Result<TaskSpec> t =
+          ToSpec(std::move(w), ack.first_task + static_cast<uint32_t>(tasks.size()));
+      if (!t.ok() && st.ok()) st = t.status();
+      // A refused one keeps its place, so later indices stay right.
+      tasks.push_back(t.ok() ? std::move(t).value() : TaskSpec{});
+    }
     // As for submitted jobs (Controller::Submit): workers run built-ins from
     // their arguments alone, so a gemm without its sizes is refused here.
-    std::vector<std::string> labels;
-    for (const TaskSpec& t : tasks) labels.push_back(t.id);
-    Status st = RefusedInput(s->refused, tasks, ack.first_task);
+    if (st.ok()) st = RefusedInput(s->refused, tasks, ack.first_task);
     if (st.ok()) st = RefusedActor(s->refused_actors, tasks, ack.first_task);
     if (st.ok()) st = CheckWorkerTaskArgs(tasks, ack.first_task);
     if (st.ok()) st = host_->RoomForRuns(tasks.size(), "group " + std::to_string(group.seq));

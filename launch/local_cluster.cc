@@ -17,11 +17,22 @@ Status LocalCluster::Start(std::chrono::milliseconds timeout) {
   RETURN_IF_ERROR(service_->Start());
   loop_ = std::thread([this] { service_->Run(); });
   running_ = true;
+  if (!options_.per_worker_args.empty() &&
+      options_.per_worker_args.size() != static_cast<size_t>(options_.workers)) {
+    return Status::InvalidArgument(
+        "per_worker_args: " + std::to_string(options_.per_worker_args.size()) + " entries for " +
+        std::to_string(options_.workers) + " workers");
+  }
   for (int i = 0; i < options_.workers; ++i) {
-    std::vector<std::string> args = {
-        "--controller", controller().endpoint(),      "--cores",     options_.cores,
-        "--name",       "local-" + std::to_string(i), "--log-level", options_.log_level};
+    std::vector<std::string> args = {"--controller", controller().endpoint(),
+                                     "--name",       "local-" + std::to_string(i),
+                                     "--log-level",  options_.log_level};
+    if (!options_.cores.empty()) args.insert(args.end(), {"--cores", options_.cores});
     args.insert(args.end(), options_.extra_worker_args.begin(), options_.extra_worker_args.end());
+    if (!options_.per_worker_args.empty()) {
+      const auto& own = options_.per_worker_args[static_cast<size_t>(i)];
+      args.insert(args.end(), own.begin(), own.end());
+    }
     RETURN_IF_ERROR(workers_.Start(options_.worker_binary, args));
   }
   auto ready = std::make_shared<std::promise<void>>();

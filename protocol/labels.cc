@@ -65,6 +65,19 @@ Status AddLabel(std::string_view where, Label label, Labels* labels) {
   return Status::Ok();
 }
 
+Result<Labels> CheckedLabels(std::string_view where, std::vector<Label> given) {
+  if (given.size() > kMaxLabels) {
+    return Status::InvalidArgument(std::string(where) + ": more than " +
+                                   std::to_string(kMaxLabels) + " labels");
+  }
+  Labels out;
+  for (Label& l : given) {
+    RETURN_IF_ERROR(CheckLabel(where, l));
+    RETURN_IF_ERROR(AddLabel(where, std::move(l), &out));
+  }
+  return out;
+}
+
 Result<Label> ParseLabelFlag(std::string_view text) {
   const size_t eq = text.find('=');
   if (eq == std::string_view::npos) {

@@ -222,7 +222,7 @@ client::Call MakeCall(std::string kernel, const py::object& args,
                       std::vector<client::Future> inputs, const std::string& core,
                       std::string actor, std::string label, double flops, double bytes,
                       const py::object& collective, const py::object& max_retries,
-                      const py::object& retry_on) {
+                      const py::object& retry_on, const py::object& requires_) {
   client::Call call;
   call.kernel = std::move(kernel);
   if (!args.is_none()) {
@@ -254,7 +254,23 @@ client::Call MakeCall(std::string kernel, const py::object& args,
       call.retry_on.push_back(e.cast<std::string>());
     }
   }
+  call.required = LabelsFromDict(requires_, "requires");
   return call;
+}
+
+std::map<std::string, std::string> LabelsFromDict(const py::object& labels,
+                                                  const std::string& where) {
+  std::map<std::string, std::string> out;
+  if (labels.is_none()) return out;
+  const std::string want = where + ": must be a dict of str to str, like {\"accel\": \"910c\"}";
+  if (!py::isinstance<py::dict>(labels)) Raise(Status::InvalidArgument(want));
+  for (auto [key, value] : labels.cast<py::dict>()) {
+    if (!py::isinstance<py::str>(key) || !py::isinstance<py::str>(value)) {
+      Raise(Status::InvalidArgument(want));
+    }
+    out[key.cast<std::string>()] = value.cast<std::string>();
+  }
+  return out;
 }
 
 void BindBuffer(py::module_& m) {

@@ -6,6 +6,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,18 @@ SubmodelKind SubmodelKindFromString(const std::string& kind);
 
 // Fills `call` from the keyword arguments every submit method takes;
 // `collective` is None or {"group": str, "op": str[, "bytes": number]};
-// `max_retries` an int 0..100, `retry_on` None or a list of str.
+// `max_retries` an int 0..100, `retry_on` None or a list of str,
+// `requires` None or a dict of str to str (LabelsFromDict).
 client::Call MakeCall(std::string kernel, const pybind11::object& args,
                       std::vector<client::Future> inputs, const std::string& core,
                       std::string actor, std::string label, double flops, double bytes,
                       const pybind11::object& collective, const pybind11::object& max_retries,
-                      const pybind11::object& retry_on);
+                      const pybind11::object& retry_on, const pybind11::object& requires_);
+
+// None or {"accel": "910c", ...}; raises InvalidArgument naming `where`
+// for anything else (the controller or worker checks the labels' text).
+std::map<std::string, std::string> LabelsFromDict(const pybind11::object& labels,
+                                                  const std::string& where);
 
 // Binds hmpmd.Buffer (bytes, shape, dtype; the buffer protocol, so
 // memoryview(b) and numpy.asarray(b) read it without a copy).

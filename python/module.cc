@@ -147,7 +147,7 @@ using ClientHolder = std::unique_ptr<Client, DeleteWithoutGil>;
   py::arg("args") = py::none(), py::arg("inputs") = std::vector<Future>{},                        \
   py::arg("core") = "cube", py::arg("actor") = "", py::arg("label") = "", py::arg("flops") = 0.0, \
   py::arg("bytes") = 0.0, py::arg("collective") = py::none(), py::arg("max_retries") = 0,         \
-  py::arg("retry_on") = py::none()
+  py::arg("retry_on") = py::none(), py::arg("requires") = py::none()
 
 void BindFuture(py::module_& m) {
   py::class_<Future>(m, "Future",
@@ -224,9 +224,10 @@ void BindCall(py::module_& m) {
       .def(py::init([](std::string kernel, const py::object& args, std::vector<Future> inputs,
                        const std::string& core, std::string actor, std::string label, double flops,
                        double bytes, const py::object& collective, const py::object& max_retries,
-                       const py::object& retry_on) {
+                       const py::object& retry_on, const py::object& requires_) {
              return MakeCall(std::move(kernel), args, std::move(inputs), core, std::move(actor),
-                             std::move(label), flops, bytes, collective, max_retries, retry_on);
+                             std::move(label), flops, bytes, collective, max_retries, retry_on,
+                             requires_);
            }),
            py::arg("kernel"), HMPMD_CALL_KWARGS)
       .def_readwrite("kernel", &Call::kernel)
@@ -238,6 +239,7 @@ void BindCall(py::module_& m) {
       .def_readwrite("label", &Call::label)
       .def_readwrite("max_retries", &Call::max_retries)
       .def_readwrite("retry_on", &Call::retry_on)
+      .def_readwrite("requires", &Call::required)
       .def_property_readonly("core",
                              [](const Call& c) { return std::string(CoreKindName(c.core)); });
 }
@@ -255,13 +257,13 @@ void BindActor(py::module_& m) {
           [](const Actor& a, std::string method, const py::object& args, std::vector<Future> inputs,
              const std::string& core, const std::string& actor, std::string label, double flops,
              double bytes, const py::object& collective, const py::object& max_retries,
-             const py::object& retry_on) {
+             const py::object& retry_on, const py::object& requires_) {
             if (!actor.empty() && actor != a.name()) {
               Raise(Status::InvalidArgument("actor: Actor.call runs on '" + a.name() + "', not '" +
                                             OneLine(actor, 256) + "'"));
             }
             Call call = MakeCall(method, args, std::move(inputs), core, a.name(), std::move(label),
-                                 flops, bytes, collective, max_retries, retry_on);
+                                 flops, bytes, collective, max_retries, retry_on, requires_);
             Result<Future> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
@@ -322,9 +324,10 @@ void BindClient(py::module_& m) {
           [](Client& c, std::string kernel, const py::object& args, std::vector<Future> inputs,
              const std::string& core, std::string actor, std::string label, double flops,
              double bytes, const py::object& collective, const py::object& max_retries,
-             const py::object& retry_on) {
+             const py::object& retry_on, const py::object& requires_) {
             Call call = MakeCall(std::move(kernel), args, std::move(inputs), core, std::move(actor),
-                                 std::move(label), flops, bytes, collective, max_retries, retry_on);
+                                 std::move(label), flops, bytes, collective, max_retries, retry_on,
+                                 requires_);
             Result<Future> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
@@ -364,12 +367,14 @@ void BindClient(py::module_& m) {
           "shape). The driver keeps a copy, served to workers, until the Future is dropped.")
       .def(
           "create_actor",
-          [](Client& c, std::string name, const std::string& kind, uint32_t devices, bool elastic) {
+          [](Client& c, std::string name, const std::string& kind, uint32_t devices, bool elastic,
+             const py::object& requires_) {
             client::ActorOptions o;
             o.name = std::move(name);
             o.kind = SubmodelKindFromString(kind);
             o.devices = devices;
             o.elastic = elastic;
+            o.required = LabelsFromDict(requires_, "requires");
             Result<Actor> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
@@ -378,8 +383,9 @@ void BindClient(py::module_& m) {
             return Unwrap(std::move(r));
           },
           py::arg("name"), py::arg("kind") = "actor", py::arg("devices") = 1,
-          py::arg("elastic") = true,
-          "Adds a named sub-model holding `devices` devices (0: any); elastic=False pins them.")
+          py::arg("elastic") = true, py::arg("requires") = py::none(),
+          "Adds a named sub-model holding `devices` devices (0: any); elastic=False pins them; "
+          "requires={'accel': '910c'}: its devices must have these labels.")
       .def(
           "wait_any",
           [](Client& c, std::vector<Future> futures, int64_t timeout_ms) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "convert.h"
+#include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/one_line.h"
 #include "hmpmd/worker/actor_state.h"
 #include "hmpmd/worker/worker.h"
@@ -300,7 +301,7 @@ worker::LogLevel LogLevelOf(const std::string& level) {
 
 WorkerOptions MakeOptions(std::string controller, const py::dict& cores, std::string name,
                           uint64_t memory_mb, std::string token, std::string data_host,
-                          const std::string& log_level) {
+                          const std::string& log_level, const py::object& labels) {
   WorkerOptions o;
   o.controller_endpoint = std::move(controller);
   o.cube_cores = 0;
@@ -330,6 +331,11 @@ WorkerOptions MakeOptions(std::string controller, const py::dict& cores, std::st
   o.token = std::move(token);
   o.data_host = std::move(data_host);
   o.log_level = LogLevelOf(log_level);
+  o.labels = LabelsFromDict(labels, "labels");
+  if (o.labels.size() > kMaxLabels) {
+    Raise(Status::InvalidArgument("labels: more than " + std::to_string(kMaxLabels)));
+  }
+  for (const auto& [key, value] : o.labels) Check(CheckLabel("labels", {key, value}));
   return o;
 }
 
@@ -364,15 +370,16 @@ void BindWorker(py::module_& m) {
                        "controller. Register kernels with @worker.kernel(name), then run().")
       .def(py::init([](std::string controller, const py::dict& cores, std::string name,
                        uint64_t memory_mb, std::string token, std::string data_host,
-                       const std::string& log_level) {
+                       const std::string& log_level, const py::object& labels) {
              return std::make_unique<PyWorker>(
                  MakeOptions(std::move(controller), cores, std::move(name), memory_mb,
-                             std::move(token), std::move(data_host), log_level));
+                             std::move(token), std::move(data_host), log_level, labels));
            }),
            py::kw_only(), py::arg("controller"),
            py::arg("cores") = py::dict(py::arg("cube") = 1, py::arg("vector") = 1),
            py::arg("name") = "", py::arg("memory_mb") = WorkerOptions{}.memory_mb,
-           py::arg("token") = "", py::arg("data_host") = "", py::arg("log_level") = "info")
+           py::arg("token") = "", py::arg("data_host") = "", py::arg("log_level") = "info",
+           py::arg("labels") = py::none())
       .def(
           "kernel",
           [](py::object self, const py::object& name, const py::object& core) {

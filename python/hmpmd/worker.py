@@ -32,6 +32,24 @@ def parse_cores(text):
     return cores
 
 
+def parse_label(text):
+    key, eq, value = text.partition("=")
+    if not eq:
+        raise argparse.ArgumentTypeError("expected KEY=VALUE, found no '='")
+    return key, value
+
+
+def labels_of(pairs):
+    """The --label pairs as a dict; one key given twice with two values is
+    an error naming both."""
+    out = {}
+    for key, value in pairs:
+        if out.get(key, value) != value:
+            raise SystemExit("hmpmd.worker: --label: %s=%s conflicts with %s=%s" % (key, value, key, out[key]))
+        out[key] = value
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python3 -m hmpmd.worker", description=__doc__.split("\n")[0])
     p.add_argument("--controller", required=True, help="the controller's endpoint, tcp://HOST:PORT")
@@ -43,6 +61,9 @@ def main(argv=None):
     p.add_argument("--memory-mb", type=int, default=1024, help="object store cap (default 1024)")
     p.add_argument("--token-file", default="", help="a file holding the controller's token")
     p.add_argument("--data-host", default="", help="interface of the data socket")
+    p.add_argument("--label", action="append", default=[], type=parse_label, metavar="KEY=VALUE",
+                   help="a label the device advertises, e.g. accel=910c (repeatable); tasks that "
+                        "require labels run only where all of them are")
     p.add_argument("--log-level", default="info",
                    choices=["trace", "debug", "info", "warn", "error", "off"])
     a = p.parse_args(argv)
@@ -59,7 +80,7 @@ def main(argv=None):
     try:
         worker = hmpmd.Worker(controller=a.controller, cores=a.cores, name=a.name,
                               memory_mb=a.memory_mb, token=token, data_host=a.data_host,
-                              log_level=a.log_level)
+                              log_level=a.log_level, labels=labels_of(a.label))
         for name in a.kernels:
             module = importlib.import_module(name)
             register = getattr(module, "register", None)

@@ -289,6 +289,34 @@ class EmbeddedRun(unittest.TestCase):
             r = run("run", spec, "--workers", "1", "--memory-mb", "8")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def test_run_gives_its_workers_labels_and_device_files(self):
+        h2 = os.path.join(os.path.dirname(EXAMPLE), "multimodal-h2.json")  # vision requires accel=910c
+        r = run("run", h2, "--workers", "2", "--json")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("requires accel=910c: no worker has it", r.stderr)
+        r = run("run", h2, "--workers", "2", "--label", "accel=910c", "--json")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(json.loads(r.stdout)["state"], "succeeded")
+        with tempfile.TemporaryDirectory() as tmp:
+            files = []
+            for name, accel, cores in (("b", "910b", {"cube": 1, "vector": 1}),
+                                       ("c", "910c", {"cube": 2, "vector": 1})):
+                files.append(os.path.join(tmp, name + ".json"))
+                with open(files[-1], "w") as f:
+                    json.dump({"cores": cores, "labels": {"accel": accel}}, f)
+            r = run("run", h2, "--device", files[0], "--device", files[1], "--json")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            summary = json.loads(r.stdout)
+            self.assertEqual(summary["state"], "succeeded")
+            # One worker per file.
+            self.assertEqual(len(summary["utilisation_by_device"]), 2, summary)
+            r = run("run", h2, "--device", files[0], "--workers", "2")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("--workers excludes --device", r.stderr)
+        r = run("run", h2, "--label", "accel")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "hmpmd: --label: expected KEY=VALUE, found no '='\n")
+
     def test_outputs_that_together_pass_a_store_go_to_different_workers(self):
         # The two earliest-free cores are one worker's; 40 + 40 MiB of
         # outputs do not fit its 64 MiB store, so the second goes elsewhere.

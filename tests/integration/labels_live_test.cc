@@ -4,7 +4,8 @@
 // worker, a task that requires the other label runs on the other, the pool
 // and the task table show the labels, a job that requires a label no
 // worker has is refused at submission naming the task and the label, and a
-// register with a bad label is refused naming it.
+// register with a bad label is refused naming it. A driver's actors and
+// calls require labels the same way.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <variant>
 #include <zmq.hpp>
 
+#include "hmpmd/client/client.h"
 #include "hmpmd/protocol/codec.h"
 #include "process_cluster_fixture.h"
 
@@ -120,6 +122,76 @@ TEST_P(LabelsLiveTest, ARegisterWithABadLabelIsRejectedNamingIt) {
   ASSERT_TRUE(std::holds_alternative<Reject>(*m));
   EXPECT_EQ(std::get<Reject>(*m).reason, "labels: value: contains the control character U+000A");
   EXPECT_EQ(cluster_->Get("/api/v1/pool").value("alive_devices", 0), 2);
+}
+
+// A driver session: an actor that requires accel=910c runs its calls only
+// on w910c, a call that requires 910b only on w910b, a call that requires
+// a label no worker has is rejected naming it, and a malformed label is
+// rejected naming the task; the session goes on.
+TEST_P(LabelsLiveTest, ADriversActorsAndCallsRunWhereTheirLabelsAre) {
+  Start();
+  client::ClientOptions o;
+  o.controller = cluster_->zmq_endpoint();
+  o.session = "labelled-driver";
+  auto c = client::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  client::ActorOptions enc;
+  enc.name = "enc";
+  enc.kind = SubmodelKind::kEncoder;
+  enc.devices = 0;
+  enc.required = {{"accel", "910c"}};
+  auto actor = (*c)->CreateActor(enc);
+  ASSERT_TRUE(actor.ok()) << actor.status().ToString();
+  std::vector<client::Future> on_c;
+  for (int i = 0; i < 4; ++i) {
+    client::Call call;
+    call.args = {{"us", int64_t{2000}}};
+    call.label = "enc" + std::to_string(i);
+    auto f = actor->Call("sleep", call);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    on_c.push_back(*f);
+  }
+  client::Call head;
+  head.kernel = "noop";
+  head.label = "head";
+  head.required = {{"accel", "910b"}};
+  auto on_b = (*c)->Submit(head);
+  ASSERT_TRUE(on_b.ok()) << on_b.status().ToString();
+  client::Call nowhere = head;
+  nowhere.label = "nowhere";
+  nowhere.required = {{"accel", "910x"}};
+  auto missing = (*c)->Submit(nowhere);
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  client::Call bad = head;
+  bad.label = "bad";
+  bad.required = {{"", "910b"}};
+  auto malformed = (*c)->Submit(bad);
+  ASSERT_TRUE(malformed.ok()) << malformed.status().ToString();
+
+  for (auto& f : on_c) EXPECT_TRUE(f.Wait(20000).ok()) << f.label();
+  EXPECT_TRUE(on_b->Wait(20000).ok());
+  Status m = missing->Wait(20000);
+  EXPECT_NE(m.message().find("requires accel=910x: no worker has it"), std::string::npos)
+      << m.ToString();
+  Status b = malformed->Wait(20000);
+  EXPECT_NE(b.message().find("'bad': requires: key: empty"), std::string::npos) << b.ToString();
+
+  auto table = cluster_->Get("/api/v1/jobs/" + std::to_string((*c)->job()) + "/tasks?limit=100");
+  ASSERT_TRUE(table.is_object()) << table.dump();
+  int checked = 0;
+  for (const auto& t : table["tasks"]) {
+    const std::string task = t.value("id", "");
+    if (task.starts_with("enc")) {
+      EXPECT_EQ(t.value("worker", ""), "w910c") << GetParam() << ": " << t.dump();
+      EXPECT_EQ(t["requires"], nlohmann::json({{"accel", "910c"}})) << t.dump();
+      ++checked;
+    } else if (task == "head") {
+      EXPECT_EQ(t.value("worker", ""), "w910b") << GetParam() << ": " << t.dump();
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 5) << table.dump();
+  (void)(*c)->Abort();
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, LabelsLiveTest, ::testing::Values("hmpmd", "fifo"));

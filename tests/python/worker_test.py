@@ -41,7 +41,7 @@ class PythonWorkerTest(unittest.TestCase):
             cls.cluster.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "hmpmd.worker", "--controller", cls.cluster.endpoint,
                  "--kernels", "py_kernels", "--name", PY_WORKER, "--cores", "cube=1,vector=1",
-                 "--log-level", "info"],
+                 "--label", "site=py", "--log-level", "info"],
                 env=env, stdout=subprocess.DEVNULL, stderr=cls.log_file))
             cls.wait_for_devices(2)
         except BaseException:
@@ -254,6 +254,28 @@ class PythonWorkerTest(unittest.TestCase):
         self.assertEqual(py_devices, {PY_WORKER})
         self.assertEqual(len([t for t in tasks if t["state"] == "done"]), 12)
 
+    def test_labels_send_a_drivers_tasks_where_they_are(self):
+        # The Python worker advertises site=py (--label); the C++ one none.
+        pool = {d["name"]: d.get("labels", {}) for d in self.cluster.get("/api/v1/pool")["devices"]}
+        self.assertEqual(pool[PY_WORKER], {"site": "py"})
+        with self.session("pylabels") as c:
+            on_py = [c.submit("gemm", args={"m": 8, "n": 8, "k": 8}, requires={"site": "py"})
+                     for _ in range(4)]
+            actor = c.create_actor("labelled", devices=0, requires={"site": "py"})
+            on_py += [actor.call("noop") for _ in range(4)]
+            nowhere = c.submit("noop", requires={"site": "moon"})
+            for f in on_py:
+                f.wait(TIMEOUT_MS)
+            with self.assertRaisesRegex(hmpmd.Error, "requires site=moon: no worker has it"):
+                nowhere.wait(TIMEOUT_MS)
+            with self.assertRaisesRegex(hmpmd.InvalidArgument, "requires: must be a dict of str to str"):
+                c.submit("noop", requires={"site": 1})
+            tasks = self.cluster.get(f"/api/v1/jobs/{c.job}/tasks")["tasks"]
+        names = self.device_names()
+        ran = {names[t["device"]] for t in tasks if t["state"] == "done"}
+        self.assertEqual(ran, {PY_WORKER})
+        self.assertEqual(len([t for t in tasks if t["state"] == "done"]), 8)
+
     # --- put() and get() --------------------------------------------------
 
     def test_put_get_round_trip_keeps_dtype_and_shape(self):
@@ -392,6 +414,10 @@ class WorkerApiTest(unittest.TestCase):
             hmpmd.Worker(controller="tcp://127.0.0.1:1", cores={"gpu": 1})
         with self.assertRaisesRegex(hmpmd.InvalidArgument, "at least one core"):
             hmpmd.Worker(controller="tcp://127.0.0.1:1", cores={"cube": 0})
+        with self.assertRaisesRegex(hmpmd.InvalidArgument, "labels: must be a dict of str to str"):
+            hmpmd.Worker(controller="tcp://127.0.0.1:1", labels=["accel"])
+        with self.assertRaisesRegex(hmpmd.InvalidArgument, "labels: key: contains '='"):
+            hmpmd.Worker(controller="tcp://127.0.0.1:1", labels={"a=b": "c"})
 
         @w.kernel("ok")
         def ok(ctx, inputs, args):

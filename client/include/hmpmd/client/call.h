@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,10 @@ struct Call {
   /// type ("ValueError") or a word of the message ("timeout"). Default:
   /// empty, any kernel error.
   std::vector<std::string> retry_on;
+  /// Labels a device must have to run it, e.g. {{"accel", "910c"}}
+  /// (docs/scheduling.md, "Labels"); its actor's are added. A task nothing
+  /// alive could run is rejected naming the label. Default: none.
+  std::map<std::string, std::string> required;
 };
 
 /// A named, long-lived sub-model of the session (an actor in Ray's sense).
@@ -69,6 +74,9 @@ struct ActorOptions {
   /// Whether the scheduler may move its devices to other actors as demand
   /// shifts (job spec `elastic`); false pins the set it got. Default: true.
   bool elastic = true;
+  /// Labels every device running its tasks must have (a job spec
+  /// sub-model's "requires"). Default: none.
+  std::map<std::string, std::string> required;
 };
 
 }  // namespace hmpmd::client

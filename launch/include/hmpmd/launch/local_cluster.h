@@ -30,12 +30,16 @@ struct LocalClusterOptions {
   }();
   // Worker processes to start. Default: 4.
   int workers = 4;
-  // --cores of each worker. Default: one cube and one vector core.
+  // --cores of each worker; empty: not passed (a --device file of
+  // per_worker_args says). Default: one cube and one vector core.
   std::string cores = "cube=1,vector=1";
   std::string log_level = "warn";
   // Default: WorkerBinary().
   std::string worker_binary;
   std::vector<std::string> extra_worker_args;
+  // Arguments for worker i alone, after the others (e.g. its --device
+  // file). Empty, or one entry per worker.
+  std::vector<std::vector<std::string>> per_worker_args;
   // Asked every 20 ms while Start or RunJob waits: a non-empty answer (why)
   // makes Start return Cancelled with it, or cancels the job and RunJob
   // returns Cancelled with it. Default: none.

@@ -52,6 +52,10 @@ Status CheckLabel(std::string_view where, const Label& label);
 // message.
 Status AddLabel(std::string_view where, Label label, Labels* labels);
 
+// `given` (in any order, e.g. from the wire) checked one by one
+// (CheckLabel) and added (AddLabel): sorted, each key once.
+Result<Labels> CheckedLabels(std::string_view where, std::vector<Label> given);
+
 // "KEY=VALUE" as the --label flag takes it, checked (CheckLabel).
 Result<Label> ParseLabelFlag(std::string_view text);
 

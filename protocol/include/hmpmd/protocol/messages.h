@@ -38,8 +38,9 @@ namespace hmpmd {
 // 12: TaskAssign.task_id (a kernel's log lines name their task; the decoder
 // takes an exact field count); 13: WireTask.max_retries and retry_on (a
 // version-12 driver sends tasks with two fields fewer) and TaskResult.log;
-// 14: RegisterMsg.labels (the decoder takes an exact field count).
-inline constexpr uint8_t kProtocolVersion = 14;
+// 14: RegisterMsg.labels (the decoder takes an exact field count); 15:
+// WireSubmodel.required and WireTask.required (a driver's labels).
+inline constexpr uint8_t kProtocolVersion = 15;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -392,9 +393,10 @@ struct WireSubmodel {
   uint8_t kind = 0;  // SubmodelKind
   uint32_t devices = 0;
   bool elastic = true;  // false: its device set is pinned
+  Labels required;      // SubmodelSpec::required, as the driver gave them
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(name, kind, devices, elastic);
+    ar(name, kind, devices, elastic, required);
   }
   friend bool operator==(const WireSubmodel&, const WireSubmodel&) = default;
 };
@@ -415,10 +417,11 @@ struct WireTask {
   double group_bytes = 0;
   uint32_t max_retries = 0;  // TaskSpec::max_retries
   std::vector<std::string> retry_on;
+  Labels required;  // TaskSpec::required, as the driver gave them
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(id, submodel, kernel, core, inputs, args, flops, bytes, group, op, group_bytes, max_retries,
-       retry_on);
+       retry_on, required);
   }
   friend bool operator==(const WireTask&, const WireTask&) = default;
 };
