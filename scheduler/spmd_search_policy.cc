@@ -171,7 +171,8 @@ std::vector<SplitDemand> SplitDemands(const JobRun& job, uint32_t devices) {
   }
   for (size_t s = 0; s < submodels.size(); ++s) {
     SplitDemand& d = demands[s];
-    d.outside = submodels[s].devices >= devices || !has_tasks[s];
+    // A pinned set (elastic: false) keeps the size its spec asks.
+    d.outside = submodels[s].devices >= devices || !has_tasks[s] || !submodels[s].elastic;
     d.part_bytes = s < job.state_device_bytes.size() ? job.state_device_bytes[s] : 0;
     for (const auto& [shard, work] : shards[s]) {
       d.shard_us.push_back({shard, work.first});
@@ -207,7 +208,14 @@ std::vector<uint32_t> SearchedSplit(const JobRun& job, const ResourcePool& pool,
   const double cap = memory == UINT64_MAX ? 0 : static_cast<double>(memory);
   const auto n = static_cast<uint32_t>(alive.size());
   const std::vector<SplitDemand> demands = SplitDemands(job, n);
-  std::vector<uint32_t> split = SearchSplit(demands, n, cap);
+  // The devices of pinned sets are not the split's to give.
+  const auto& submodels = job.graph->spec().submodels;
+  uint64_t pinned = 0;
+  for (size_t s = 0; s < submodels.size() && s < planned.size(); ++s) {
+    if (!submodels[s].elastic && submodels[s].devices < n) pinned += planned[s];
+  }
+  if (pinned >= n) return {};
+  std::vector<uint32_t> split = SearchSplit(demands, n - static_cast<uint32_t>(pinned), cap);
   if (split.empty() ||
       ModelledStepUs(demands, split, cap) >= ModelledStepUs(demands, planned, cap)) {
     return {};

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "hmpmd/scheduler/policy.h"
 #include "process_cluster_fixture.h"
 
 namespace hmpmd::testing {
@@ -77,8 +78,9 @@ TEST_F(PolicySetsLiveTest, UnderHmpmdAChainKeepsOneWorkerAndWideWorkSpreads) {
   EXPECT_EQ(chain.count(*wide.begin()) + chain.count(*wide.rbegin()), 0u) << table.dump();
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, PolicySetsLiveTest,
-                         ::testing::Values("fifo", "spmd-1f1b", "hmpmd"), [](const auto& p) {
+// Every policy the controller takes (the SPMD baselines included).
+INSTANTIATE_TEST_SUITE_P(Policies, PolicySetsLiveTest, ::testing::ValuesIn(PolicyNames()),
+                         [](const auto& p) {
                            std::string name = p.param;
                            for (char& ch : name) ch = ch == '-' ? '_' : ch;
                            return name;

@@ -91,6 +91,30 @@ TEST(SpmdSearch, SubModelsSpanningThePoolStayOutsideTheSplit) {
   EXPECT_EQ(split, (std::vector<uint32_t>{0, 4, 4}));
 }
 
+// A pinned sub-model (elastic: false) keeps its spec's device count and
+// its devices: the search splits only the others, over what is left.
+TEST(SpmdSearch, APinnedSubModelKeepsItsSizeAndItsDevices) {
+  SpecBuilder b;
+  b.Submodel("pinned", SubmodelKind::kActor, 1).Submodel("heavy", SubmodelKind::kEncoder, 1);
+  for (int64_t k = 0; k < 8; ++k) {
+    b.Add(TaskBuilder("p" + std::to_string(k), "spin").Us(1000).Submodel("pinned").Arg("shard", k));
+    b.Add(TaskBuilder("h" + std::to_string(k), "spin").Us(1000).Submodel("heavy").Arg("shard", k));
+  }
+  JobSpec spec = b.Build();
+  spec.submodels[0].elastic = false;
+  PoolSpec pool = MakePoolSpec(8);
+  pool.cores = {1, 0};
+  SimRun search = Simulate(spec, "spmd-search", pool);
+  ASSERT_EQ(search.state, JobState::kSucceeded) << search.error;
+  std::set<DeviceId> pinned, heavy;
+  for (size_t i = 0; i < spec.tasks.size(); ++i) {
+    (spec.tasks[i].submodel == "pinned" ? pinned : heavy).insert(search.device[i]);
+  }
+  EXPECT_EQ(pinned.size(), 1u);
+  EXPECT_GT(heavy.size(), 1u) << "the elastic one is split over the rest";
+  for (DeviceId d : heavy) EXPECT_EQ(pinned.count(d), 0u) << "disjoint sets";
+}
+
 // A spec whose hint gives the heavy sub-model 1 device of 8: spmd-1f1b
 // follows it, spmd-search finds a split at least as good (here about 4x
 // shorter), and runs each sub-model on its own set only.

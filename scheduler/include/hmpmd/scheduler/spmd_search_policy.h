@@ -50,7 +50,8 @@ struct SplitDemand {
   std::vector<uint32_t> shard_part;
   double part_bytes = 0;     // bytes of one state part (0: stateless)
   uint32_t min_devices = 1;  // its largest collective group
-  // Outside the split: it spans the pool (assumption 3) or has no tasks.
+  // Outside the split: it spans the pool (assumption 3), has no tasks, or
+  // is pinned (elastic: false, its spec's size kept).
   bool outside = false;
 };
 
@@ -75,8 +76,9 @@ double ModelledStepUs(const std::vector<SplitDemand>& demands, const std::vector
                       double memory_bytes);
 
 // SpmdOptions::split of this policy: SearchSplit of SplitDemands over the
-// live devices, under the smallest live device memory, where its modelled
-// step is shorter than `planned`'s (step 4); else empty.
+// live devices less those of pinned sets, under the smallest live device
+// memory, where its modelled step is shorter than `planned`'s (step 4);
+// else empty.
 std::vector<uint32_t> SearchedSplit(const JobRun& job, const ResourcePool& pool,
                                     const std::vector<DeviceId>& alive,
                                     const std::vector<uint32_t>& planned);
