@@ -99,6 +99,10 @@ int ControllerMain(const ControllerArgs& a) {
   so.http_cpu_percent = a.http_cpu_percent;
   so.fit_connections_to_file_limit = true;
 
+  // A file-size limit (ulimit -f, a quota) reached by the store is a
+  // failed write, which the store retries, not a signal that kills the
+  // controller (SIGXFSZ's default).
+  ::signal(SIGXFSZ, SIG_IGN);
   // Last of the checks: it creates the file.
   if (!a.db.empty()) {
     auto store = SqliteJobStore::Open(a.db);

@@ -23,7 +23,7 @@ for preset in "${presets[@]}"; do
       cmake --build --preset asan
       ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --preset asan --timeout 300 \
-        -E '^(cli_e2e|netns_|deploy_files|dashboard_browser|embedded_worker_install|bench_|python_|rl_)'
+        -E '^(cli_e2e|netns_|deploy_files|dashboard_browser|embedded_worker_install|bench_|python_|rl_|faults_)'
       ;;
     tsan)
       cmake --build --preset tsan --target hmpmd-worker "${tsan_tests[@]}"

@@ -4,7 +4,11 @@ with a job store, workers with exec logs, and a job of data chains
 submitted with `hmpmd submit --wait --fetch`, while a schedule of faults
 drawn from the seed hits them: SIGSTOP/SIGCONT of the controller or of a
 worker for durations around the worker time-out, SIGKILL of a worker
-(restarted under its name) or of the controller (restarted on its store).
+(restarted under its name) or of the controller (restarted on its store),
+and a full or a slow disk under the controller (its file-size limit
+lowered, so every write of its store fails; or each of its file writes
+and syncs delayed by 100 ms, through the LD_PRELOAD library
+libhmpmd_slow_disk.so beside the binaries), then restored.
 
 The run then checks what must hold whatever the faults were:
   - the job succeeded, and every chain's output is its source times the
@@ -20,6 +24,12 @@ The run then checks what must hold whatever the faults were:
     it again reports the job as succeeded;
   - no process is left behind (each is stopped by its PID).
 
+Each fault's time to recover is measured: from the fault's end (the
+process resumed or restarted, the disk given room) to the next task the
+job finishes, against the same wait from a moment of the run with no
+fault (the baseline: tasks end every few tens of milliseconds); with
+--runs, a table of their medians per fault closes the output.
+
 The seed and the schedule are printed first: `fault_run.py BIN_DIR --seed
 S` replays a run. Exit code 0 when every check held, 1 otherwise.
 Usage: fault_run.py BIN_DIR [--seed S] [--faults N] [--workers W] [--chains C]
@@ -30,6 +40,8 @@ import json
 import os
 import random
 import re
+import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,6 +70,22 @@ def schedule(seed, faults, workers, span_s):
     return plan
 
 
+DISK_KINDS = ("full-disk", "slow-disk")
+SLOW_DISK_US = 100000  # each write and sync of the store, while slow
+
+
+def disk_schedule(seed, faults, span_s):
+    """Disk faults, drawn from a stream of their own (the process faults
+    of a seed stay as they were) and injected beside them, from another
+    thread: (at, kind, 0, hold seconds)."""
+    rng = random.Random(f"disk-{seed}")
+    plan = []
+    for _ in range(faults):
+        at = round(rng.uniform(0.3, span_s), 2)
+        plan.append((at, rng.choice(DISK_KINDS), 0, rng.choice((0.5, 1.0, 2.0))))
+    return sorted(plan)
+
+
 class Run:
     def __init__(self, bin_dir, tmp, workers):
         self.bin, self.tmp, self.workers = bin_dir, tmp, workers
@@ -70,10 +98,15 @@ class Run:
         self.worker_procs = {}     # worker index -> its current process
         self.lost_pids = set()     # worker pids killed, or stopped past the time-out
         self.controller = None
+        # The controller's disk is slow while this file holds a delay.
+        self.slow_disk = os.path.join(tmp, "slow-disk")
+        self.slow_disk_lib = os.path.join(bin_dir, "libhmpmd_slow_disk.so")
+        if not os.path.exists(self.slow_disk_lib):
+            raise RuntimeError(f"{self.slow_disk_lib} not found: build the hmpmd_slow_disk target")
 
-    def spawn(self, args, log):
+    def spawn(self, args, log, env=None):
         with open(os.path.join(self.tmp, log), "ab") as out:
-            p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+            p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.procs.append(p)
         return p
 
@@ -82,7 +115,8 @@ class Run:
             [os.path.join(self.bin, "hmpmd"), "controller", "--listen", self.zmq, "--http",
              self.http, "--db", self.db, "--heartbeat-ms", str(HEARTBEAT_MS),
              "--worker-timeout-ms", str(TIMEOUT_MS), "--recovery-grace-ms", "2000"],
-            "controller.log")
+            "controller.log",
+            env=dict(os.environ, LD_PRELOAD=self.slow_disk_lib, HMPMD_SLOW_DISK_FILE=self.slow_disk))
         self.wait_http()
 
     def wait_http(self):
@@ -139,6 +173,27 @@ class Run:
             self.controller.wait()
             time.sleep(hold)
             self.start_controller()
+        elif kind == "full-disk":
+            # A write past the soft RLIMIT_FSIZE fails (EFBIG), as on a full
+            # disk; the controller ignores SIGXFSZ. Its log (a file here)
+            # fails alike. A controller killed meanwhile restarts with room.
+            pid = self.controller.pid
+            try:
+                _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, (1, hard))
+                time.sleep(hold)
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard, hard))
+            except ProcessLookupError:
+                pass
+        elif kind == "slow-disk":
+            # Read by the library at most every 20 ms; a restarted
+            # controller reads it too, as a disk stays slow across one.
+            for delay in (SLOW_DISK_US, 0):
+                with open(self.slow_disk + ".new", "w") as f:
+                    f.write(str(delay))
+                os.replace(self.slow_disk + ".new", self.slow_disk)
+                if delay:
+                    time.sleep(hold)
 
     def stop_all(self):
         for p in self.procs:
@@ -173,6 +228,72 @@ def job_spec(chains, links, rng):
     return {"name": "faults", "tasks": tasks}, factors
 
 
+class Progress:
+    """The job's done count, sampled every 20 ms from REST (a sample that
+    gets no answer in 250 ms, as while the controller is down, is skipped),
+    and each fault's window."""
+
+    def __init__(self, url):
+        self.url, self.samples, self.windows = url, [], []  # (t, done); (kind, t0, t1)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+        self.thread.start()
+
+    def sample(self):
+        while not self.stop.wait(0.02):
+            try:
+                with urllib.request.urlopen(self.url + "/api/v1/jobs/1", timeout=0.25) as r:
+                    self.samples.append((time.monotonic(), json.loads(r.read()).get("done", 0)))
+            except (OSError, ValueError):
+                pass
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join()
+
+    def next_done_after(self, t):
+        """Seconds from t to the first sample after it whose done count is
+        above the last one at or before t; None if none is."""
+        before = [d for s, d in self.samples if s <= t]
+        base = before[-1] if before else 0
+        for s, d in self.samples:
+            if s > t and d > base:
+                return s - t
+        return None
+
+    def overlaps(self, a, b, skip=None):
+        """Whether [a, b] meets a fault's window or the second after it."""
+        return any(k != skip and t0 <= b and a <= t1 + 1.0
+                   for k, (_kind, t0, t1) in enumerate(self.windows))
+
+    def recoveries(self):
+        """[(kind, seconds)] for each fault after which the job went on
+        before another fault began (overlapping ones are not told apart)."""
+        out = []
+        for k, (kind, _t0, t1) in enumerate(self.windows):
+            r = self.next_done_after(t1)
+            if r is not None and not any(j != k and t1 <= t0 <= t1 + r
+                                         for j, (_kind, t0, _t1) in enumerate(self.windows)):
+                out.append((kind, r))
+        return out
+
+    def baseline(self):
+        """The same wait from each sample whose wait meets no fault's
+        window nor the second after it."""
+        waits = []
+        for s, _ in self.samples:
+            r = self.next_done_after(s)
+            if r is not None and not self.overlaps(s, s + r):
+                waits.append(r)
+        return waits
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return None if n == 0 else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
+
+
 def double_runs(runs, lost_pids):
     """With no worker lost (killed, or stopped past the time-out), a task
     that ran more than once. After a loss the controller runs again what was
@@ -201,28 +322,42 @@ def main():
     ap.add_argument("--runs", type=int, default=1,
                     help="runs with seeds SEED, SEED+1, ...; a summary line at the end")
     ap.add_argument("--faults", type=int, default=4)
+    ap.add_argument("--disk-faults", type=int, default=1, help="full disks, beside --faults")
+    ap.add_argument("--keep-logs", default=None, metavar="DIR",
+                    help="copy a failed run's logs (exec log included) to DIR/seed-S")
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--chains", type=int, default=6)
     ap.add_argument("--links", type=int, default=12)
     a = ap.parse_args()
     first = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
-    failed = [seed for seed in range(first, first + a.runs) if run_once(seed, a)]
+    recovered = {}
+    failed = [seed for seed in range(first, first + a.runs) if run_once(seed, a, recovered)]
     if a.runs > 1:
         print(f"fault_run: {a.runs - len(failed)} of {a.runs} runs held every check"
               + (f"; failed seeds: {failed}" if failed else ""))
+        print("| fault | measured | median s to the next task done | max s |")
+        print("|---|---|---|---|")
+        for kind in list(KINDS) + list(DISK_KINDS) + ["baseline"]:
+            xs = recovered.get(kind, [])
+            if xs:
+                print(f"| {kind} | {len(xs)} | {median(xs):.2f} | {max(xs):.2f} |")
     return 1 if failed else 0
 
 
-def run_once(seed, a):
-    """One run; returns its failures (printed)."""
+def run_once(seed, a, recovered):
+    """One run; returns its failures (printed). Adds each fault's time to
+    recover to recovered[kind], and the baseline's waits to
+    recovered["baseline"]."""
     rng = random.Random(seed)
     spec, factors = job_spec(a.chains, a.links, rng)
     # The job's length on the critical path: faults fall inside it.
     span = a.links * 0.12
     plan = schedule(seed, a.faults, a.workers, span)
+    disk_plan = disk_schedule(seed, a.disk_faults, span)
     print(f"fault_run: seed {seed}; replay: fault_run.py BIN_DIR --seed {seed} --faults "
-          f"{a.faults} --workers {a.workers} --chains {a.chains} --links {a.links}")
-    for at, kind, worker, hold in plan:
+          f"{a.faults} --disk-faults {a.disk_faults} --workers {a.workers} --chains {a.chains} "
+          f"--links {a.links}")
+    for at, kind, worker, hold in sorted(plan + disk_plan):
         target = f"worker w{worker}" if "worker" in kind else "controller"
         print(f"  at {at:5.2f} s  {kind:16s} {target:10s} hold {hold:.2f} s")
     sys.stdout.flush()
@@ -243,12 +378,28 @@ def run_once(seed, a):
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             run.procs.append(client)
             start = time.monotonic()
-            for at, kind, worker, hold in plan:
-                time.sleep(max(0.0, start + at - time.monotonic()))
-                if client.poll() is not None:
-                    break  # the job ended first: later faults have nothing to hit
-                run.inject(kind, worker, hold)
+            progress = Progress(run.url)
+
+            def follow(faults):
+                for at, kind, worker, hold in faults:
+                    time.sleep(max(0.0, start + at - time.monotonic()))
+                    if client.poll() is not None:
+                        break  # the job ended first: later faults have nothing to hit
+                    t0 = time.monotonic()
+                    run.inject(kind, worker, hold)
+                    progress.windows.append((kind, t0, time.monotonic()))
+            disks = threading.Thread(target=follow, args=(disk_plan,))
+            disks.start()
+            try:
+                follow(plan)
+            finally:
+                disks.join()
             stdout, stderr = client.communicate(timeout=240)
+            progress.finish()
+            for kind, seconds in progress.recoveries():
+                print(f"fault_run: {kind}: the job went on {seconds:.2f} s after it")
+                recovered.setdefault(kind, []).append(seconds)
+            recovered.setdefault("baseline", []).extend(progress.baseline())
             fetched = client.returncode == 0
             job = run.get("/api/v1/jobs/1")
             # Failed by the scheduler's limits on what worker deaths may cost.
@@ -311,6 +462,11 @@ def run_once(seed, a):
             left = run.stop_all()
             if left:
                 failures.append(f"processes left behind: {left}")
+            if failures and a.keep_logs:
+                kept = os.path.join(a.keep_logs, f"seed-{seed}")
+                shutil.copytree(tmp, kept, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("*.db*", "out"))
+                print(f"fault_run: logs kept in {kept}", file=sys.stderr)
             if failures:
                 for name in sorted(os.listdir(tmp)):
                     if name.endswith(".log") and name != "exec.log":
