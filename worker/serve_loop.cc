@@ -287,7 +287,14 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
           for (auto& lane : lanes) dropped += lane->CancelRun(c.job, run);
         }
         in_flight_ -= static_cast<uint32_t>(dropped);
-        if (dropped > 0) held_.erase({c.job, run});
+        auto it = held_.find({c.job, run});
+        if (it == held_.end()) continue;
+        // Running: the controller has ended the run (or given it to another
+        // worker) and wants no result of it. Sent anyway, a "cancelled"
+        // failure could reach a restarted controller that adopted the run
+        // from this worker's report, and fail it.
+        if (dropped == 0) orphaned_.insert({c.job, run, it->second.attempt});
+        held_.erase(it);
       }
       break;
     }

@@ -133,8 +133,9 @@ class ServeLoop {
   std::deque<std::pair<HeldTask, TaskResult>> recent_;
   bool registered_once_ = false;
   uint64_t epoch_ = 0;  // RegisterAck::epoch of the controller we registered with
-  // Tasks of another controller still running here (DropEverything):
-  // their results are not sent.
+  // Tasks still running here whose results nobody wants, so they are not
+  // sent: another controller's (DropEverything), and runs the controller
+  // cancelled (CancelRuns).
   std::set<std::tuple<JobId, uint32_t, uint32_t>> orphaned_;
   int exec_log_fd_ = -1;
   uint64_t dropped_frames_ = 0;

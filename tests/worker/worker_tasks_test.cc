@@ -303,5 +303,25 @@ TEST_F(WorkerTasksTest, CancelRunsDropsAQueuedGangMemberBeforeItWaitsForPeers) {
   EXPECT_FALSE(got.contains(Key(1, 1))) << "the cancelled member ran";
 }
 
+// A running run the controller cancels (CancelRuns: it ended the run, or
+// gave it to another worker) sends no result, nor is it reported as held
+// or started: a "cancelled" failure sent later, to a controller restarted
+// meanwhile that adopted the run from this worker, would fail it.
+TEST_F(WorkerTasksTest, ARunningRunTheControllerCancelsSendsNoResult) {
+  AddGate();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  controller_.Send(AssignBatch{{Task(1, 0, "gate", CoreKind::kCube, 0)}});
+  ASSERT_TRUE(GateStarted());
+  controller_.Send(CancelRuns{1, {0}});
+  controller_.Send(AssignBatch{{Task(2, 0, "noop", CoreKind::kCube, 0)}});
+  EXPECT_TRUE(controller_.WaitFor<Heartbeat>(
+      [](const Heartbeat& h) { return h.started.empty() || h.started[0].job != 1; }))
+      << "the cancelled run is still reported started";
+  OpenGate();
+  std::map<Key, TaskResult> got = ResultsUntil(Key(2, 0));
+  ASSERT_TRUE(got.contains(Key(2, 0))) << "job 2's task never finished";
+  EXPECT_FALSE(got.contains(Key(1, 0))) << "the cancelled run's result was sent";
+}
+
 }  // namespace
 }  // namespace hmpmd::worker
