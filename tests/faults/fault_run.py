@@ -8,7 +8,9 @@ worker for durations around the worker time-out, SIGKILL of a worker
 and a full or a slow disk under the controller (its file-size limit
 lowered, so every write of its store fails; or each of its file writes
 and syncs delayed by 100 ms, through the LD_PRELOAD library
-libhmpmd_slow_disk.so beside the binaries), then restored.
+libhmpmd_slow_disk.so beside the binaries), then restored. Beside the
+job, a Python driver session (fault_driver.py) runs chains of its own,
+and is stopped with SIGSTOP for half or twice its time-out.
 
 The run then checks what must hold whatever the faults were:
   - the job succeeded, and every chain's output is its source times the
@@ -22,6 +24,9 @@ The run then checks what must hold whatever the faults were:
     may be lost only with a lost worker (--fetch names them);
   - the store reopens: a controller killed after the run and started on
     it again reports the job as succeeded;
+  - the driver's chains are right, element by element, unless its
+    session was lost as documented (stopped past its time-out, or open
+    when the controller was killed), which it must then say;
   - no process is left behind (each is stopped by its PID).
 
 Each fault's time to recover is measured: from the fault's end (the
@@ -74,6 +79,18 @@ DISK_KINDS = ("full-disk", "slow-disk")
 SLOW_DISK_US = 100000  # each write and sync of the store, while slow
 
 
+DRIVER_HEARTBEAT_MS = 250  # its session is lost after 10 silent heartbeats
+DRIVER_TIMEOUT_S = 10 * DRIVER_HEARTBEAT_MS / 1000
+
+
+def driver_schedule(seed, faults, span_s):
+    """SIGSTOPs of the driver, from a stream of their own: (at,
+    "stop-driver", 0, hold seconds), half or twice its time-out."""
+    rng = random.Random(f"stop-driver-{seed}")
+    return sorted((round(rng.uniform(0.3, span_s), 2), "stop-driver", 0,
+                   rng.choice((0.5, 2.0)) * DRIVER_TIMEOUT_S) for _ in range(faults))
+
+
 def disk_schedule(seed, faults, span_s):
     """Disk faults, drawn from a stream of their own (the process faults
     of a seed stay as they were) and injected beside them, from another
@@ -98,6 +115,8 @@ class Run:
         self.worker_procs = {}     # worker index -> its current process
         self.lost_pids = set()     # worker pids killed, or stopped past the time-out
         self.controller = None
+        self.driver = None
+        self.session_lost = None   # why the driver's session may be lost
         # The controller's disk is slow while this file holds a delay.
         self.slow_disk = os.path.join(tmp, "slow-disk")
         self.slow_disk_lib = os.path.join(bin_dir, "libhmpmd_slow_disk.so")
@@ -169,10 +188,19 @@ class Run:
             time.sleep(hold)
             self.start_worker(worker)
         elif kind == "kill-controller":
+            if self.driver is not None and self.driver.poll() is None:
+                self.session_lost = "its session was open when the controller was killed"
             self.controller.kill()
             self.controller.wait()
             time.sleep(hold)
             self.start_controller()
+        elif kind == "stop-driver":
+            p = self.driver
+            p.send_signal(signal.SIGSTOP)
+            time.sleep(hold)
+            if hold >= DRIVER_TIMEOUT_S:
+                self.session_lost = f"the driver was stopped for {hold:.2f} s"
+            p.send_signal(signal.SIGCONT)
         elif kind == "full-disk":
             # A write past the soft RLIMIT_FSIZE fails (EFBIG), as on a full
             # disk; the controller ignores SIGXFSZ. Its log (a file here)
@@ -323,6 +351,9 @@ def main():
                     help="runs with seeds SEED, SEED+1, ...; a summary line at the end")
     ap.add_argument("--faults", type=int, default=4)
     ap.add_argument("--disk-faults", type=int, default=1, help="full disks, beside --faults")
+    ap.add_argument("--driver-faults", type=int, default=1, help="driver stops, beside --faults")
+    ap.add_argument("--python-dir", default=None,
+                    help="where the hmpmd Python module is (default: BIN_DIR/../python)")
     ap.add_argument("--keep-logs", default=None, metavar="DIR",
                     help="copy a failed run's logs (exec log included) to DIR/seed-S")
     ap.add_argument("--workers", type=int, default=3)
@@ -354,11 +385,13 @@ def run_once(seed, a, recovered):
     span = a.links * 0.12
     plan = schedule(seed, a.faults, a.workers, span)
     disk_plan = disk_schedule(seed, a.disk_faults, span)
+    driver_plan = driver_schedule(seed, a.driver_faults, span)
     print(f"fault_run: seed {seed}; replay: fault_run.py BIN_DIR --seed {seed} --faults "
-          f"{a.faults} --disk-faults {a.disk_faults} --workers {a.workers} --chains {a.chains} "
-          f"--links {a.links}")
-    for at, kind, worker, hold in sorted(plan + disk_plan):
-        target = f"worker w{worker}" if "worker" in kind else "controller"
+          f"{a.faults} --disk-faults {a.disk_faults} --driver-faults {a.driver_faults} "
+          f"--workers {a.workers} --chains {a.chains} --links {a.links}")
+    for at, kind, worker, hold in sorted(plan + disk_plan + driver_plan):
+        target = (f"worker w{worker}" if "worker" in kind else "driver" if "driver" in kind
+                  else "controller")
         print(f"  at {at:5.2f} s  {kind:16s} {target:10s} hold {hold:.2f} s")
     sys.stdout.flush()
     failures = []
@@ -377,25 +410,55 @@ def run_once(seed, a, recovered):
                  "--fetch", out, "--url", run.url, "--wait-timeout", "180"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             run.procs.append(client)
+            # The job is job 1: the driver's session (job 2) opens after it.
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    run.get("/api/v1/jobs/1")
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or client.poll() is not None:
+                        raise RuntimeError("job 1 was never submitted")
+                    time.sleep(0.01)
+            python_dir = a.python_dir or os.path.join(a.bin_dir, "..", "python")
+            run.driver = subprocess.Popen(
+                [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              "fault_driver.py"),
+                 python_dir, run.zmq, str(seed), "2", str(a.links), str(DRIVER_HEARTBEAT_MS)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            run.procs.append(run.driver)
             start = time.monotonic()
             progress = Progress(run.url)
 
-            def follow(faults):
+            def follow(faults, target=client):
                 for at, kind, worker, hold in faults:
                     time.sleep(max(0.0, start + at - time.monotonic()))
-                    if client.poll() is not None:
-                        break  # the job ended first: later faults have nothing to hit
+                    if target.poll() is not None:
+                        break  # it ended first: later faults have nothing to hit
                     t0 = time.monotonic()
                     run.inject(kind, worker, hold)
                     progress.windows.append((kind, t0, time.monotonic()))
-            disks = threading.Thread(target=follow, args=(disk_plan,))
-            disks.start()
+            others = [threading.Thread(target=follow, args=(disk_plan,)),
+                      threading.Thread(target=follow, args=(driver_plan, run.driver))]
+            for t in others:
+                t.start()
             try:
                 follow(plan)
             finally:
-                disks.join()
+                for t in others:
+                    t.join()
             stdout, stderr = client.communicate(timeout=240)
+            driver_out, driver_err = run.driver.communicate(timeout=240)
             progress.finish()
+            lines = driver_out.strip().splitlines()
+            said = json.loads(lines[-1]) if lines else {"ok": False, "error": driver_err.strip()}
+            if said.get("ok"):
+                print("fault_run: the driver's chains are right")
+            elif run.session_lost and not said.get("data"):
+                print(f"fault_run: the driver's session was lost ({run.session_lost}): "
+                      f"{said.get('error')}")
+            else:
+                failures.append(f"the driver failed: {said.get('error')}")
             for kind, seconds in progress.recoveries():
                 print(f"fault_run: {kind}: the job went on {seconds:.2f} s after it")
                 recovered.setdefault(kind, []).append(seconds)
@@ -436,10 +499,12 @@ def run_once(seed, a, recovered):
                 for line in f:
                     job, task, _attempt, pid = (int(x) for x in line.split())
                     runs.setdefault((job, task), []).append(pid)
-            if not poisoned and len(runs) != len(spec["tasks"]):
-                failures.append(f"{len(runs)} of {len(spec['tasks'])} tasks ran")
+            ran = len([key for key in runs if key[0] == 1])  # the job's; the driver's is 2
+            if not poisoned and ran != len(spec["tasks"]):
+                failures.append(f"{ran} of {len(spec['tasks'])} tasks ran")
             failures += double_runs(runs, run.lost_pids)
-            reruns = sum(len(p) - 1 for p in runs.values())
+            reruns = sum(len(p) - 1 for key, p in runs.items() if key[0] == 1)
+            driver_reruns = sum(len(p) - 1 for key, p in runs.items() if key[0] != 1)
             # The store reopens on what this run left in it, and the job ends
             # as it did (results not yet written when it was killed come back
             # from the workers).
@@ -454,8 +519,9 @@ def run_once(seed, a, recovered):
                 time.sleep(0.1)
             if state != ("failed" if poisoned else "succeeded"):
                 failures.append(f"after a restart on its store the job is '{state}'")
-            print(f"fault_run: {len(runs)} tasks, {reruns} re-run(s), "
-                  f"{len(run.lost_pids)} worker process(es) lost")
+            print(f"fault_run: {ran} tasks, {reruns} re-run(s), {len(run.lost_pids)} worker "
+                  f"process(es) lost; the driver's: {len(runs) - ran} tasks, {driver_reruns} "
+                  f"re-run(s)")
         except Exception as e:  # a harness failure is a failed run, with its seed
             failures.append(f"{type(e).__name__}: {e}")
         finally:

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""A driver session for fault_run.py: chains of `scale` links, each after a
+`sleep`, submitted from a Python driver (hmpmd.Client) while the faults
+run; each chain's last output is fetched and checked element by element
+against its source times the product of its factors. Prints one JSON
+line, {"ok": true} or {"ok": false, "error": "..."}, and exits 0 either
+way (the harness judges whether a failure was expected).
+
+Usage: fault_driver.py PYTHON_DIR ENDPOINT SEED CHAINS LINKS HEARTBEAT_MS
+"""
+import json
+import random
+import sys
+
+
+def main():
+    python_dir, endpoint, seed, chains, links, heartbeat_ms = sys.argv[1:7]
+    sys.path.insert(0, python_dir)
+    import numpy as np
+    import hmpmd
+    rng = random.Random(f"driver-{seed}")
+    try:
+        with hmpmd.Client.connect(endpoint, session="fault-driver", heartbeat_ms=int(heartbeat_ms),
+                                  connect_timeout_ms=30000) as c:
+            finals = []
+            for k in range(int(chains)):
+                src = c.submit("scale", args={"n": 1024, "factor": 1.0}, label=f"d{k}x0")
+                prev, product = src, 1.0
+                for j in range(1, int(links) + 1):
+                    nap = c.submit("sleep", core="vector", inputs=[prev],
+                                   args={"us": rng.choice((50000, 100000))})
+                    f = rng.choice((0.5, 2.0))
+                    product *= f
+                    prev = c.submit("scale", inputs=[prev, nap], args={"factor": f},
+                                    label=f"d{k}x{j}")
+                finals.append((src, prev, product))
+            for k, (src, last, product) in enumerate(finals):
+                a, b = src.get(120000)[0], last.get(120000)[0]
+                if not np.array_equal(b, a * np.float32(product)):
+                    print(json.dumps({"ok": False, "error": f"chain d{k}: its last output is not "
+                                      f"its source times {product}", "data": True}))
+                    return 0
+        print(json.dumps({"ok": True}))
+    except hmpmd.Error as e:
+        print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
