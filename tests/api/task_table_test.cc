@@ -24,6 +24,39 @@ TaskSpec Scale(const char* id, double n) {
   return t;
 }
 
+// Adds to `s` one device ("w", one cube core) and a job of `tasks` at time
+// 0; returns the job's id (0, with a test failure, if it is refused).
+JobId AddOneCoreJob(Scheduler& s, std::vector<TaskSpec> tasks) {
+  DeviceDesc d;
+  d.name = "w";
+  d.cores = {1, 0};
+  s.AddDevice(d);
+  JobSpec spec;
+  spec.name = "job";
+  spec.tasks = std::move(tasks);
+  auto graph = JobGraph::Build(std::move(spec));
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  if (!graph.ok()) return 0;
+  auto id = s.AddJob(*graph, 0);
+  EXPECT_TRUE(id.ok()) << id.status().ToString();
+  return id.ok() ? *id : 0;
+}
+
+TaskSpec Noop(const char* id, std::vector<std::string> inputs = {}) {
+  TaskSpec t;
+  t.id = id;
+  t.kernel = "noop";
+  t.inputs = std::move(inputs);
+  return t;
+}
+
+// Run `run`'s entry in the task table of job `id`.
+nlohmann::json RowOf(const Scheduler& s, JobId id, size_t run) {
+  return nlohmann::json::parse(RenderTaskPage(SnapshotTaskPage(*s.job(id), s.pool(), TaskQuery{})))
+      .at("tasks")
+      .at(run);
+}
+
 TEST(TaskTableTest, ARunRefusedForRoomInTheStoresWaitsForStore) {
   SchedulerOptions o;
   o.pool.count_store = true;  // as the controller runs it
@@ -72,41 +105,22 @@ TEST(TaskTableTest, ARunSentEarlyShowsBlockedUntilItsInputIsDone) {
   o.pool.lookahead_waiting_only = true;
   o.early_dispatch = true;
   Scheduler s(o, std::make_unique<HmpmdPolicy>());
-  DeviceDesc d;
-  d.name = "w";
-  d.cores = {1, 0};
-  s.AddDevice(d);
-  JobSpec spec;
-  spec.name = "early";
-  TaskSpec a;
-  a.id = "a";
-  a.kernel = "noop";
-  TaskSpec b = a;
-  b.id = "b";
-  b.inputs = {"a"};
-  spec.tasks = {a, b};
-  auto graph = JobGraph::Build(std::move(spec));
-  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-  auto id = s.AddJob(*graph, 0);
-  ASSERT_TRUE(id.ok());
+  const JobId id = AddOneCoreJob(s, {Noop("a"), Noop("b", {"a"})});
+  ASSERT_NE(id, 0u);
   std::vector<Dispatch> out;
   s.Schedule(0, &out);
   ASSERT_EQ(out.size(), 2u) << "b goes early, behind a";
-  ASSERT_EQ(s.job(*id)->runs[1].state, TaskState::kRunning);
-  auto state_of_b = [&] {
-    const nlohmann::json page =
-        nlohmann::json::parse(RenderTaskPage(SnapshotTaskPage(*s.job(*id), s.pool(), TaskQuery{})));
-    return page.at("tasks").at(1);
-  };
+  ASSERT_EQ(s.job(id)->runs[1].state, TaskState::kRunning);
+  auto state_of_b = [&] { return RowOf(s, id, 1); };
   nlohmann::json b_row = state_of_b();
   EXPECT_EQ(b_row.at("state"), "blocked") << b_row.dump();
   EXPECT_EQ(b_row.at("waiting").at("for"), "inputs") << b_row.dump();
   TaskQuery blocked;
   blocked.state = TaskState::kBlocked;
-  EXPECT_EQ(nlohmann::json::parse(RenderTaskPage(SnapshotTaskPage(*s.job(*id), s.pool(), blocked)))
+  EXPECT_EQ(nlohmann::json::parse(RenderTaskPage(SnapshotTaskPage(*s.job(id), s.pool(), blocked)))
                 .at("total"),
             1);
-  ASSERT_TRUE(s.OnTaskDone(*id, 0, out[0].attempt, 10, 20, 20));
+  ASSERT_TRUE(s.OnTaskDone(id, 0, out[0].attempt, 10, 20, 20));
   b_row = state_of_b();
   EXPECT_EQ(b_row.at("state"), "running") << b_row.dump();
   EXPECT_FALSE(b_row.contains("waiting")) << b_row.dump();
@@ -116,32 +130,16 @@ TEST(TaskTableTest, ARunSentEarlyShowsBlockedUntilItsInputIsDone) {
 // it from there); a done one says when it ran instead.
 TEST(TaskTableTest, ARunningRunSaysWhenItWasDispatched) {
   Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
-  DeviceDesc d;
-  d.name = "w";
-  d.cores = {1, 0};
-  s.AddDevice(d);
-  JobSpec spec;
-  spec.name = "one";
-  TaskSpec a;
-  a.id = "a";
-  a.kernel = "noop";
-  spec.tasks = {a};
-  auto graph = JobGraph::Build(std::move(spec));
-  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-  auto id = s.AddJob(*graph, 0);
-  ASSERT_TRUE(id.ok());
+  const JobId id = AddOneCoreJob(s, {Noop("a")});
+  ASSERT_NE(id, 0u);
   std::vector<Dispatch> out;
   s.Schedule(1000, &out);
   ASSERT_EQ(out.size(), 1u);
-  auto row = [&] {
-    const nlohmann::json page =
-        nlohmann::json::parse(RenderTaskPage(SnapshotTaskPage(*s.job(*id), s.pool(), TaskQuery{})));
-    return page.at("tasks").at(0);
-  };
+  auto row = [&] { return RowOf(s, id, 0); };
   nlohmann::json a_row = row();
   EXPECT_EQ(a_row.at("state"), "running") << a_row.dump();
   EXPECT_EQ(a_row.at("dispatched_us"), 0) << "sent at the job's origin: " << a_row.dump();
-  ASSERT_TRUE(s.OnTaskDone(*id, 0, out[0].attempt, 1100, 1400, 1400));
+  ASSERT_TRUE(s.OnTaskDone(id, 0, out[0].attempt, 1100, 1400, 1400));
   a_row = row();
   EXPECT_FALSE(a_row.contains("dispatched_us")) << a_row.dump();
   EXPECT_EQ(a_row.at("start_us"), 100) << a_row.dump();
