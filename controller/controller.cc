@@ -120,6 +120,7 @@ void Controller::Run() {
       CreditStall(stall, now);
     }
     // Drain the socket, bounded so posted work and timers are not starved.
+    read_at_ = now;
     std::optional<Incoming> in;
     for (int i = 0; i < 4096 && transport_.Receive(&in); ++i) {
       if (in) Handle(*in, now);
@@ -502,7 +503,7 @@ void Controller::NotifyEndedJobs() {
     JobId id = *it;
     it = live_jobs_.erase(it);
     finished_order_.push_back(id);
-    const int64_t ended_ms = finished_unix_ms_[id] = UnixMs();
+    const int64_t ended_ms = finished_unix_ms_[id] = WallMsNow();
     ended_at_us_[id] = NowUs();
     if (writer_) {
       // Its figures go with it: after a restart its runs have no cores.
@@ -564,7 +565,7 @@ void Controller::FlushSessions(TimeUs now) {
     outputs_.erase({f.job, f.run});
   }
   SendToLive(frees);
-  sessions_.Flush(now);
+  sessions_.Flush(now, read_at_);
 }
 
 // Inputs: where each producer's outputs live. Reads: how many consumers

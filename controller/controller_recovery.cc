@@ -66,7 +66,7 @@ Status Controller::RestoreFromStore(TimeUs now) {
     if (IsTerminal(j.state)) {
       finished_order_.push_back(j.id);
       // Not known (an older file): its age counts from now.
-      finished_unix_ms_[j.id] = j.finished_unix_ms > 0 ? j.finished_unix_ms : UnixMs();
+      finished_unix_ms_[j.id] = j.finished_unix_ms > 0 ? j.finished_unix_ms : WallMsNow();
       if (!j.metrics.empty()) stored_metrics_[j.id] = std::move(j.metrics);
     } else {
       live_jobs_.insert(j.id);
@@ -123,7 +123,7 @@ bool Controller::RestoreSession(const StoredJob& j, TimeUs now) {
   KeepHistory(kept);
   finished_order_.push_back(j.id);
   const bool known = ended && j.finished_unix_ms > 0;
-  finished_unix_ms_[j.id] = known ? j.finished_unix_ms : UnixMs();
+  finished_unix_ms_[j.id] = known ? j.finished_unix_ms : WallMsNow();
   if (ended && !j.metrics.empty()) stored_metrics_[j.id] = j.metrics;
   if (!ended) {
     JobEndedRecord rec{j.id, state, error, finished, finished_unix_ms_[j.id], -1, {}};
@@ -172,11 +172,7 @@ void Controller::KeepHistory(const StoredJob& j) {
   history_[j.id] = std::move(h);
 }
 
-int64_t Controller::UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t Controller::WallMsNow() const { return wall_.ToUnixUs(NowUs()) / 1000; }
 
 void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now) {
   // A held attempt that is not adopted is stale (the run went elsewhere,

@@ -117,7 +117,7 @@ Status Controller::RoomForRuns(uint64_t runs, const std::string& what) {
 
 void Controller::ForgetExpiredJobs() {
   if (options_.keep_finished_hours <= 0 || finished_order_.empty()) return;
-  const int64_t cutoff = UnixMs() - static_cast<int64_t>(options_.keep_finished_hours * 3.6e6);
+  const int64_t cutoff = WallMsNow() - static_cast<int64_t>(options_.keep_finished_hours * 3.6e6);
   // Oldest first: move the expired ones to the front and forget them there.
   auto expired = [&](JobId id) {
     auto it = finished_unix_ms_.find(id);

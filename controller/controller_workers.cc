@@ -245,7 +245,7 @@ void Controller::CheckLiveness(TimeUs now) {
   TimeUs next_suspect = std::numeric_limits<TimeUs>::max();
   for (WorkerInfo& w : workers_) {
     if (!w.alive) continue;
-    if (now - w.last_seen > limit) {
+    if (read_at_ - w.last_seen > limit) {
       MarkDead(w, "missed heartbeats for " + std::to_string(options_.worker_timeout_ms) + " ms",
                now);
     } else if (w.disconnected_at != 0 && now - w.disconnected_at >= grace) {

@@ -268,7 +268,7 @@ void DriverSessions::OnRunEnded(RunEnded e) {
   s->second.update.ended.push_back({e.run, state, std::move(e.error), "", 0});
 }
 
-void DriverSessions::Flush(TimeUs now) {
+void DriverSessions::Flush(TimeUs now, TimeUs read_at) {
   std::vector<JobId> lost;
   for (auto& [job, s] : sessions_) {
     if (!s.update.acks.empty() || !s.update.ended.empty()) {
@@ -276,7 +276,7 @@ void DriverSessions::Flush(TimeUs now) {
       s.update.acks.clear();
       s.update.ended.clear();
     }
-    if (now - s.last_seen > s.timeout_us) lost.push_back(job);
+    if (read_at - s.last_seen > s.timeout_us) lost.push_back(job);
   }
   for (JobId job : lost) {
     Session& s = sessions_[job];

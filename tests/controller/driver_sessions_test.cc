@@ -177,7 +177,7 @@ TEST_F(DriverSessionsTest, GroupsAreAckedAtTheFlushAndARefusedTaskExplainsItsDep
   SessionSubmit third = Group(job, 3, {Task("c")});
   sessions_->Submit("d1", third, kNow);
   host_->sent.clear();
-  sessions_->Flush(kNow);
+  sessions_->Flush(kNow, kNow);
   const SessionUpdate u = host_->Last<SessionUpdate>("d1");
   ASSERT_EQ(u.acks.size(), 3u);
   EXPECT_NE(u.acks[0].error.find("gemm"), std::string::npos) << u.acks[0].error;
@@ -186,7 +186,7 @@ TEST_F(DriverSessionsTest, GroupsAreAckedAtTheFlushAndARefusedTaskExplainsItsDep
   EXPECT_EQ(u.acks[2].first_task, 0u) << "refused groups append nothing";
   EXPECT_EQ(scheduler_->job(job)->graph->size(), 1u);
   host_->sent.clear();
-  sessions_->Flush(kNow);
+  sessions_->Flush(kNow, kNow);
   EXPECT_TRUE(host_->sent.empty()) << "each ack is sent once";
 }
 
@@ -195,7 +195,7 @@ TEST_F(DriverSessionsTest, AGroupOverTheHeldRunsBoundIsRefused) {
   host_->room = Status::Unavailable("group 1: over --max-held-runs");
   SessionSubmit m = Group(job, 1, {Task("a")});
   sessions_->Submit("d1", m, kNow);
-  sessions_->Flush(kNow);
+  sessions_->Flush(kNow, kNow);
   EXPECT_EQ(host_->Last<SessionUpdate>("d1").acks.at(0).error, "group 1: over --max-held-runs");
 }
 
@@ -232,9 +232,9 @@ TEST_F(DriverSessionsTest, ASilentDriverLosesItsSessionWhichEndsFailed) {
   SessionControl beat;
   beat.job = job;
   sessions_->Control("d1", beat, kNow + 900'000);
-  sessions_->Flush(kNow + 1'800'000);
+  sessions_->Flush(kNow + 1'800'000, kNow + 1'800'000);
   EXPECT_FALSE(IsTerminal(scheduler_->job(job)->state)) << "heard from 0.9 s ago";
-  sessions_->Flush(kNow + 2'000'000);
+  sessions_->Flush(kNow + 2'000'000, kNow + 2'000'000);
   EXPECT_EQ(scheduler_->job(job)->state, JobState::kFailed);
   EXPECT_EQ(scheduler_->job(job)->error, "driver session lost: no message from the driver");
   ASSERT_EQ(host_->to_workers.size(), 1u);
@@ -246,7 +246,7 @@ TEST_F(DriverSessionsTest, EndedRunsAndTheJobsEndReachTheDriverWhichIsThenForgot
   sessions_->OnRunDone(job, 0, "tcp://w:1", 64, 1);
   sessions_->OnRunDone(job + 1, 0, "tcp://w:1", 64, 1);  // no session: ignored
   sessions_->OnRunEnded(RunEnded{job, 1, TaskState::kCancelled, "cancelled", 0});
-  sessions_->Flush(kNow);
+  sessions_->Flush(kNow, kNow);
   const SessionUpdate u = host_->Last<SessionUpdate>("d1");
   ASSERT_EQ(u.ended.size(), 2u);
   EXPECT_EQ(u.ended[0].state, TaskEnded::kDone);

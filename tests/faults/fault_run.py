@@ -8,7 +8,7 @@ worker for durations around the worker time-out, SIGKILL of a worker
 and a full or a slow disk under the controller (its file-size limit
 lowered, so every write of its store fails; or each of its file writes
 and syncs delayed by 100 ms, through the LD_PRELOAD library
-libhmpmd_slow_disk.so beside the binaries), then restored. Beside the
+libhmpmd_fault_shim.so beside the binaries), then restored. Beside the
 job, a Python driver session (fault_driver.py) runs chains of its own,
 and is stopped with SIGSTOP for half or twice its time-out.
 
@@ -119,9 +119,9 @@ class Run:
         self.session_lost = None   # why the driver's session may be lost
         # The controller's disk is slow while this file holds a delay.
         self.slow_disk = os.path.join(tmp, "slow-disk")
-        self.slow_disk_lib = os.path.join(bin_dir, "libhmpmd_slow_disk.so")
+        self.slow_disk_lib = os.path.join(bin_dir, "libhmpmd_fault_shim.so")
         if not os.path.exists(self.slow_disk_lib):
-            raise RuntimeError(f"{self.slow_disk_lib} not found: build the hmpmd_slow_disk target")
+            raise RuntimeError(f"{self.slow_disk_lib} not found: build the hmpmd_fault_shim target")
 
     def spawn(self, args, log, env=None):
         with open(os.path.join(self.tmp, log), "ab") as out:

@@ -302,6 +302,9 @@ class Controller : private DriverSessions::Host {
   // the 1st, 2nd, 4th, ... refusal: anyone who reaches the port can send
   // them as fast as they like, with names of any length.
   void LogRefusedToken(const char* what, const std::string& name);
+  // Silence is counted up to read_at_, not `now`: a loop held up after it
+  // read its socket (stopped, starved, busy in posted work) has not read
+  // the heartbeats sent meanwhile, and must not blame their senders.
   void CheckLiveness(TimeUs now);
   // Workers whose connection closed (Transport::TakeDisconnected): each is
   // suspected, and declared dead unless it has a connection again (it
@@ -354,7 +357,10 @@ class Controller : private DriverSessions::Host {
   void AdoptDeferred(TimeUs now);
   // Keeps what `j`'s records hold that the scheduler does not (history_).
   void KeepHistory(const StoredJob& j);
-  static int64_t UnixMs();
+  // The wall clock now, in Unix milliseconds, as wall_ maps the monotonic
+  // clock: a step of the system clock after the start is not followed
+  // (retention's ages are durations; a step forward must not expire jobs).
+  int64_t WallMsNow() const;
 
   // --- retention (controller_retention.cc) ---
   // Forgets the oldest finished jobs beyond keep_finished_jobs, except
@@ -439,6 +445,7 @@ class Controller : private DriverSessions::Host {
   ControllerObserver* observer_ = nullptr;
   std::function<void(TimeUs)> iteration_hook_;
   TimeUs started_at_ = 0;
+  TimeUs read_at_ = 0;  // when the loop last began to drain its socket
   TimeUs next_liveness_check_ = 0;
   // The earliest end of a disconnected worker's grace (CheckLiveness).
   TimeUs next_suspect_check_ = std::numeric_limits<TimeUs>::max();

@@ -96,9 +96,10 @@ class DriverSessions {
   // A run of a session's job failed or was cancelled (Scheduler::TakeEnded).
   void OnRunEnded(RunEnded ended);
   // Sends each driver what it must hear (acks, ended tasks) and fails the
-  // sessions whose driver was silent for longer than its timeout (the
-  // workers cancel their runs). Once per loop iteration.
-  void Flush(TimeUs now);
+  // sessions whose driver was silent for longer than its timeout up to
+  // `read_at`, when the controller last read its socket (the workers cancel
+  // their runs). Once per loop iteration.
+  void Flush(TimeUs now, TimeUs read_at);
   // The controller did not run for `stall` (StallClock): every driver's
   // silence restarts from the resume.
   void CreditStall(TimeUs stall, TimeUs now);
