@@ -314,9 +314,9 @@ TEST_F(WorkerTasksTest, ARunningRunTheControllerCancelsSendsNoResult) {
   ASSERT_TRUE(GateStarted());
   controller_.Send(CancelRuns{1, {0}});
   controller_.Send(AssignBatch{{Task(2, 0, "noop", CoreKind::kCube, 0)}});
-  EXPECT_TRUE(controller_.WaitFor<Heartbeat>(
-      [](const Heartbeat& h) { return h.started.empty() || h.started[0].job != 1; }))
-      << "the cancelled run is still reported started";
+  EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) {
+    return h.started.empty() || h.started[0].job != 1;
+  })) << "the cancelled run is still reported started";
   OpenGate();
   std::map<Key, TaskResult> got = ResultsUntil(Key(2, 0));
   ASSERT_TRUE(got.contains(Key(2, 0))) << "job 2's task never finished";
