@@ -332,10 +332,10 @@ WorkerOptions MakeOptions(std::string controller, const py::dict& cores, std::st
   o.data_host = std::move(data_host);
   o.log_level = LogLevelOf(log_level);
   o.labels = LabelsFromDict(labels, "labels");
-  if (o.labels.size() > kMaxLabels) {
-    Raise(Status::InvalidArgument("labels: more than " + std::to_string(kMaxLabels)));
-  }
-  for (const auto& [key, value] : o.labels) Check(CheckLabel("labels", {key, value}));
+  // Checked now, so that a bad label fails at the constructor, not at run().
+  std::vector<Label> given;
+  for (const auto& [key, value] : o.labels) given.push_back({key, value});
+  Check(CheckedLabels("labels", std::move(given)).status());
   return o;
 }
 

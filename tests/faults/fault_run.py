@@ -119,9 +119,9 @@ class Run:
         self.session_lost = None   # why the driver's session may be lost
         # The controller's disk is slow while this file holds a delay.
         self.slow_disk = os.path.join(tmp, "slow-disk")
-        self.slow_disk_lib = os.path.join(bin_dir, "libhmpmd_fault_shim.so")
-        if not os.path.exists(self.slow_disk_lib):
-            raise RuntimeError(f"{self.slow_disk_lib} not found: build the hmpmd_fault_shim target")
+        self.shim = os.path.join(bin_dir, "libhmpmd_fault_shim.so")
+        if not os.path.exists(self.shim):
+            raise RuntimeError(f"{self.shim} not found: build the hmpmd_fault_shim target")
 
     def spawn(self, args, log, env=None):
         with open(os.path.join(self.tmp, log), "ab") as out:
@@ -135,7 +135,7 @@ class Run:
              self.http, "--db", self.db, "--heartbeat-ms", str(HEARTBEAT_MS),
              "--worker-timeout-ms", str(TIMEOUT_MS), "--recovery-grace-ms", "2000"],
             "controller.log",
-            env=dict(os.environ, LD_PRELOAD=self.slow_disk_lib, HMPMD_SLOW_DISK_FILE=self.slow_disk))
+            env=dict(os.environ, LD_PRELOAD=self.shim, HMPMD_SLOW_DISK_FILE=self.slow_disk))
         self.wait_http()
 
     def wait_http(self):
