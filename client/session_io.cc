@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <variant>
 
 #include "hmpmd/protocol/codec.h"
@@ -71,17 +72,28 @@ Status Session::Start() {
   if (!SendMessage(open)) return Status::Unavailable("cannot send to " + options_.controller);
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   const auto deadline = Deadline(options_.connect_timeout_ms);
+  // A controller that cannot take the session now (its job store cannot be
+  // written) is asked again, less often each time, until the deadline, as
+  // `hmpmd submit --wait` rides through a 503: a full disk is a pause.
+  Status refused = Status::Ok();
+  std::optional<std::chrono::steady_clock::time_point> ask_again_at;
+  std::chrono::milliseconds backoff{100};
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     if (options_.connect_timeout_ms >= 0 && left.count() <= 0) break;
     // In slices of at most INT32_MAX ms, where zmq_poll's int timeout may
     // wrap (a saturated deadline is 292 years away).
-    const auto slice = std::min(left, std::chrono::milliseconds(INT32_MAX));
+    auto slice = std::min(left, std::chrono::milliseconds(INT32_MAX));
+    if (options_.connect_timeout_ms < 0 && !ask_again_at) slice = std::chrono::milliseconds(-1);
+    if (ask_again_at) {
+      slice = std::max(std::chrono::milliseconds(0),
+                       std::min(slice, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           *ask_again_at - now)));
+    }
     size_t ready = 0;
     try {
-      ready = zmq::poll(&item, 1,
-                        options_.connect_timeout_ms < 0 ? std::chrono::milliseconds(-1) : slice);
+      ready = zmq::poll(&item, 1, slice);
     } catch (const zmq::error_t& e) {
       // EINTR: a signal (Ctrl-C) came while this thread waited; its caller
       // decides what the signal means, so the wait ends here.
@@ -90,8 +102,12 @@ Status Session::Start() {
                                  " while waiting for the controller");
     }
     if (ready == 0) {
-      if (left > slice) continue;
-      break;
+      if (ask_again_at && std::chrono::steady_clock::now() >= *ask_again_at) {
+        ask_again_at.reset();
+        open.sent_us = NowUs();
+        if (!SendMessage(open)) return Status::Unavailable("cannot send to " + options_.controller);
+      }
+      continue;
     }
     std::vector<zmq::message_t> parts;
     do {
@@ -106,12 +122,21 @@ Status Session::Start() {
     if (ack.job == 0) {
       const auto code = static_cast<StatusCode>(ack.code);
       const bool known = ack.code > 0 && code <= StatusCode::kAborted;
-      return Status(known ? code : StatusCode::kInvalidArgument, "controller: " + ack.error);
+      Status status(known ? code : StatusCode::kInvalidArgument, "controller: " + ack.error);
+      if (status.code() != StatusCode::kUnavailable) return status;
+      refused = std::move(status);
+      ask_again_at = std::chrono::steady_clock::now() + backoff;
+      backoff = std::min(2 * backoff, std::chrono::milliseconds(1000));
+      continue;
     }
     job_ = ack.job;
     data_token_ = ack.data_token;
     io_ = std::thread([this] { Loop(); });
     return Status::Ok();
+  }
+  if (!refused.ok()) {
+    return Status::Unavailable(refused.message() + " (asked again for " +
+                               std::to_string(options_.connect_timeout_ms) + " ms)");
   }
   return Status::Unavailable("no controller answered at " + options_.controller + " within " +
                              std::to_string(options_.connect_timeout_ms) + " ms");

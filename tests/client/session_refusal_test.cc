@@ -1,6 +1,7 @@
 // Client::Connect() tells why a controller refused the session, by code:
 // a wrong token is kPermissionDenied, and a job store that cannot be
-// written kUnavailable (try again later), where it was kInvalidArgument.
+// written kUnavailable, where it was kInvalidArgument. kUnavailable is
+// asked again until connect_timeout_ms: a full disk is a pause.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,10 +22,12 @@ class SessionRefusalTest : public InProcessControllerTest {
  protected:
   SessionRefusalTest() { token_ = "secret"; }
 
-  Status Connect(const std::string& token, const std::string& session = "s") {
+  Status Connect(const std::string& token, const std::string& session = "s",
+                 int64_t timeout_ms = 10000) {
     client::ClientOptions o = Options();
     o.token = token;
     o.session = session;
+    o.connect_timeout_ms = timeout_ms;
     auto c = client::Client::Connect(o);
     if (c.ok()) {
       EXPECT_TRUE((*c)->Close().ok());
@@ -39,16 +42,38 @@ TEST_F(SessionRefusalTest, EachRefusalHasTheCodeOfItsCause) {
   EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << st.ToString();
 
   store_->FailWrites(true);  // a full disk
-  st = Connect("secret");
+  st = Connect("secret", "s", 300);
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
   EXPECT_NE(st.message().find("job not submitted: the job store cannot be written"),
             std::string::npos)
       << st.message();
+  EXPECT_NE(st.message().find("asked again for 300 ms"), std::string::npos) << st.message();
   store_->FailWrites(false);  // room again: the retried batch goes in
-  for (int i = 0; i < 500 && !controller_->store_writer()->last_write().ok(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
   EXPECT_TRUE(Connect("secret").ok());
+}
+
+// A session asked for while the store cannot be written opens once it can,
+// within connect_timeout_ms, as one session. Each refusal's job ends
+// cancelled, saying why, once the store can be written (Controller::Submit).
+TEST_F(SessionRefusalTest, AConnectDuringAFullDiskOpensOnceTheStoreCanBeWritten) {
+  store_->FailWrites(true);
+  auto connected = std::async(std::launch::async, [&] { return Connect("secret", "patient"); });
+  ASSERT_EQ(connected.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout)
+      << "Connect() returned while the store could not be written: "
+      << connected.get().ToString();
+  store_->FailWrites(false);
+  const Status st = connected.get();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  auto stored = store_->Load();
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  int opened = 0;
+  for (const StoredJob& job : *stored) {
+    if (job.name != "patient") continue;
+    const bool refused = job.error.find("job not submitted") != std::string::npos;
+    EXPECT_TRUE(!refused || job.state == JobState::kCancelled) << job.error;
+    opened += !refused;
+  }
+  EXPECT_EQ(opened, 1);
 }
 
 // A session name is bounded as a job spec's name is (4096 bytes).

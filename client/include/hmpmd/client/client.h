@@ -91,9 +91,9 @@ struct ClientOptions {
 class Client {
  public:
   /// Connects to the controller and opens a session. kUnavailable when no
-  /// controller answers within connect_timeout_ms or its job store cannot
-  /// be written (try again later), kPermissionDenied for a wrong token,
-  /// kInvalidArgument for bad options.
+  /// controller answers within connect_timeout_ms, or its job store still
+  /// cannot be written then (it is asked again meanwhile),
+  /// kPermissionDenied for a wrong token, kInvalidArgument for bad options.
   static Result<std::unique_ptr<Client>> Connect(ClientOptions options);
   /// Abort(), if Close() was not called: tasks not yet ended are cancelled
   /// and the job ends "cancelled: the driver closed the session".
