@@ -7,7 +7,7 @@
 
 namespace hmpmd {
 
-std::string LocalAddressFor(const std::string& controller) {
+std::optional<std::string> RouteAddressFor(const std::string& controller) {
   if (!controller.starts_with("tcp://")) return "127.0.0.1";
   const std::string rest = controller.substr(6);
   const size_t colon = rest.rfind(':');
@@ -19,8 +19,10 @@ std::string LocalAddressFor(const std::string& controller) {
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return "127.0.0.1";
-  std::string result = "127.0.0.1";
+  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  std::optional<std::string> result;
   const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
   if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
     sockaddr_in local = {};
@@ -34,6 +36,10 @@ std::string LocalAddressFor(const std::string& controller) {
   if (fd >= 0) ::close(fd);
   ::freeaddrinfo(found);
   return result;
+}
+
+std::string LocalAddressFor(const std::string& endpoint) {
+  return RouteAddressFor(endpoint).value_or("127.0.0.1");
 }
 
 }  // namespace hmpmd

@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "hmpmd/protocol/labels.h"
@@ -69,9 +71,6 @@ class Worker::Impl {
   explicit Impl(WorkerOptions options)
       : options_(std::move(options)), log_(MakeLogger(options_.log_level)) {
     if (options_.name.empty()) options_.name = DefaultName();
-    if (options_.data_host.empty()) {
-      options_.data_host = LocalAddressFor(options_.controller_endpoint);
-    }
     for (NamedKernel& k : BuiltinKernels()) kernels_.insert_or_assign(k.name, std::move(k.kernel));
     // A driver's put: the lane runs it (DataPlane::FetchPut); listed here so
     // that the controller knows every worker takes it.
@@ -104,6 +103,11 @@ class Worker::Impl {
     }
     running_.store(true);
     Status status;
+    // Stopped, or orphaned, before the controller was in reach: nothing ran.
+    if (options_.data_host.empty() && !WaitForARoute()) {
+      running_.store(false);
+      return Status::Ok();
+    }
     if (!stop_.load()) {
       ServeLoop loop(options_, &kernels_, &wake_, &stop_, log_.get());
       status = loop.Run();
@@ -119,6 +123,31 @@ class Worker::Impl {
   }
 
  private:
+  // The data socket binds and advertises the address that reaches the
+  // controller. A worker started while that host has no route (a link
+  // down, a partition) waits for one: loopback would be advertised to
+  // peers that cannot reach it, and the controller is out of reach anyway.
+  bool WaitForARoute() {
+    bool said = false;
+    for (;;) {
+      if (auto a = RouteAddressFor(options_.controller_endpoint)) {
+        options_.data_host = *a;
+        if (said) log_->info("worker '{}': a route to the controller: data socket on {}",
+                             options_.name, *a);
+        return true;
+      }
+      if (stop_.load() || (options_.parent_pid > 0 && ::getppid() != options_.parent_pid)) {
+        return false;
+      }
+      if (!said) {
+        log_->warn("worker '{}': no route to the controller at {} yet; waiting for one",
+                   options_.name, options_.controller_endpoint);
+        said = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
   WorkerOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   KernelMap kernels_;  // frozen while running_

@@ -1,6 +1,8 @@
 """A HyperMPMD cluster spread over Linux network namespaces (needs root).
 
-NetnsCluster builds one namespace for the controller and one per worker,
+Network builds the namespaces and links alone (fault_run.py starts its
+own processes in them and drops packets between chosen ones); NetnsCluster
+builds one namespace for the controller and one per worker,
 joins each worker namespace to the controller namespace with its own veth
 pair on a private /24 (10.201.<i+1>.0/24: controller side .1, worker side
 .2), routes between the worker subnets through the controller namespace (for
@@ -16,7 +18,8 @@ processes get PR_SET_PDEATHSIG, so even a SIGKILLed test leaves no process
 behind; namespaces left by a SIGKILLed run (PID gone) are removed by the
 next run (remove_stale_namespaces).
 
-Used by tests/integration/netns_test.py and bench/netns/netns_bench.py.
+Used by tests/integration/netns_test.py, bench/netns/netns_bench.py and
+tests/faults/fault_run.py --netns.
 Python 3 standard library only. Not thread-safe: one thread drives it.
 """
 
@@ -34,6 +37,7 @@ CONTROLLER_PORT = 5555
 HTTP = "127.0.0.1:8080"
 
 _PR_SET_PDEATHSIG = 1
+_CLONE_NEWNET = 0x40000000
 
 
 class SkipTest(Exception):
@@ -43,6 +47,34 @@ class SkipTest(Exception):
 def _die_with_parent():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def enter(ns):
+    """Moves the calling thread into network namespace `ns`: the sockets
+    it opens, and the threads and processes it starts, are in `ns` from
+    then on. Returns a function that moves it back."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    there = os.open("/var/run/netns/" + ns, os.O_RDONLY)
+
+    def setns(fd):
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns: " + os.strerror(ctypes.get_errno()))
+
+    try:
+        setns(there)
+    except BaseException:
+        os.close(home)
+        raise
+    finally:
+        os.close(there)
+
+    def back():
+        try:
+            setns(home)
+        finally:
+            os.close(home)
+    return back
 
 
 def _run(args, check=True, timeout=30):
@@ -90,6 +122,91 @@ def remove_stale_namespaces():
             _run(["ip", "netns", "del", m.group(1)], check=False)
 
 
+class Network:
+    """The namespaces and links of a cluster: a hub namespace (the
+    controller's) and one leaf namespace per worker, each joined to the hub
+    by its own veth pair on 10.201.<i+1>.0/24 (hub side .1, leaf side .2),
+    with the leaves routed to each other through the hub. Leaves may be none
+    (loopback: everything in the hub). Faults: `lose` drops what one
+    namespace sends, all or to or from one address, until `heal`."""
+
+    def __init__(self, leaves, delay_ms=0.0, tag=None):
+        tag = tag or "%s%d" % (PREFIX, os.getpid())
+        self.delay_ms = delay_ms
+        self.hub = tag + "c"
+        self.leaves = ["%sw%d" % (tag, i) for i in range(leaves)]
+        self._made = []
+        self._pref = 100  # of the next blackhole rule (lose)
+
+    def _ns_add(self, name):
+        _run(["ip", "netns", "add", name])
+        self._made.append(name)
+        _run(["ip", "-n", name, "link", "set", "lo", "up"])
+
+    def build(self):
+        self._ns_add(self.hub)
+        for i, ns in enumerate(self.leaves):
+            self._ns_add(ns)
+            # Both ends are created inside their namespaces: nothing appears
+            # in the host's namespace, even for a moment.
+            _run(["ip", "link", "add", self.controller_if(i), "netns", self.hub,
+                  "type", "veth", "peer", "name", "veth0", "netns", ns])
+            for where, dev, addr in ((self.hub, self.controller_if(i), self.controller_ip(i)),
+                                     (ns, "veth0", self.worker_ip(i))):
+                _run(["ip", "-n", where, "addr", "add", addr + "/24", "dev", dev])
+                _run(["ip", "-n", where, "link", "set", dev, "up"])
+                if self.delay_ms > 0:
+                    # Delay on both ends: each direction gets delay_ms, a round trip 2x.
+                    _run(["tc", "-n", where, "qdisc", "add", "dev", dev, "root", "netem",
+                          "delay", "%gms" % self.delay_ms])
+            # Workers fetch tensors from each other (the data plane): route
+            # between worker subnets through the hub, as a real cluster's
+            # network would.
+            _run(["ip", "-n", ns, "route", "add", "default", "via", self.controller_ip(i)])
+        _run(["ip", "netns", "exec", self.hub, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+        return self
+
+    def close(self):
+        """Deletes every namespace made (and with them the veth ends). Idempotent."""
+        errors = []
+        for ns in reversed(self._made):
+            p = subprocess.run(["ip", "netns", "del", ns], capture_output=True, text=True)
+            if p.returncode != 0:
+                errors.append("%s: %s" % (ns, p.stderr.strip()))
+        self._made = []
+        if errors:
+            raise RuntimeError("could not delete namespaces: " + "; ".join(errors))
+
+    @staticmethod
+    def controller_if(i):
+        return "veth%d" % i
+
+    @staticmethod
+    def controller_ip(i):
+        return "10.201.%d.1" % (i + 1)
+
+    @staticmethod
+    def worker_ip(i):
+        return "10.201.%d.2" % (i + 1)
+
+    def lose(self, ns, dst=None, src=None):
+        """Drops the packets namespace `ns` sends or forwards (to `dst`,
+        from `src`, or all), by a blackhole policy rule: routing drops them
+        before any link, on kernels without netem or tc classifiers too.
+        Packets to the namespace's own addresses are still delivered.
+        Returns what `heal` takes."""
+        self._pref += 1
+        match = (["from", src] if src else []) + (["to", dst] if dst else [])
+        _run(["ip", "-n", ns, "rule", "add"] + match + ["blackhole", "pref", str(self._pref)])
+        return ns, self._pref
+
+    @staticmethod
+    def heal(cut):
+        """Undoes one `lose`."""
+        ns, pref = cut
+        _run(["ip", "-n", ns, "rule", "del", "pref", str(pref)], check=False)
+
+
 class NetnsCluster:
     """Controller in one namespace, `workers` workers in one namespace each."""
 
@@ -109,17 +226,16 @@ class NetnsCluster:
         # loopback: the workers run in the controller's namespace and connect
         # over its 127.0.0.1 (a baseline without veth links; no delay).
         self.loopback = loopback
-        tag = "%s%d" % (PREFIX, os.getpid())
-        self.ns_controller = tag + "c"
-        self.ns_workers = [] if loopback else ["%sw%d" % (tag, i) for i in range(workers)]
-        self._made_ns = []
+        self.net = Network(0 if loopback else workers, delay_ms)
+        self.ns_controller = self.net.hub
+        self.ns_workers = self.net.leaves
         self._procs = []  # (name, Popen, log file)
 
     # --- setup and teardown -------------------------------------------------
 
     def __enter__(self):
         try:
-            self._build_network()
+            self.net.build()
             self._start_processes()
             self.wait_for_workers(self.n)
         except BaseException:
@@ -131,38 +247,10 @@ class NetnsCluster:
         self.close()
         return False
 
-    def _ns_add(self, name):
-        _run(["ip", "netns", "add", name])
-        self._made_ns.append(name)
-        _run(["ip", "-n", name, "link", "set", "lo", "up"])
-
-    def _build_network(self):
-        self._ns_add(self.ns_controller)
-        for i, ns in enumerate(self.ns_workers):
-            self._ns_add(ns)
-            # Both ends are created inside their namespaces: nothing appears
-            # in the host's namespace, even for a moment.
-            _run(["ip", "link", "add", self.controller_if(i), "netns", self.ns_controller,
-                  "type", "veth", "peer", "name", "veth0", "netns", ns])
-            for where, dev, addr in ((self.ns_controller, self.controller_if(i),
-                                      self.controller_ip(i)), (ns, "veth0", self.worker_ip(i))):
-                _run(["ip", "-n", where, "addr", "add", addr + "/24", "dev", dev])
-                _run(["ip", "-n", where, "link", "set", dev, "up"])
-                if self.delay_ms > 0:
-                    # Delay on both ends: each direction gets delay_ms, a round trip 2x.
-                    _run(["tc", "-n", where, "qdisc", "add", "dev", dev, "root", "netem",
-                          "delay", "%gms" % self.delay_ms])
-            # Workers fetch tensors from each other (the data plane): route
-            # between worker subnets through the controller's namespace, as a
-            # real cluster's network would.
-            _run(["ip", "-n", ns, "route", "add", "default", "via", self.controller_ip(i)])
-        _run(["ip", "netns", "exec", self.ns_controller, "sysctl", "-q", "-w",
-              "net.ipv4.ip_forward=1"])
-
     def _spawn(self, name, ns, args):
         log = None
         if self.log_dir:
-            log = open(os.path.join(self.log_dir, name + ".log"), "w")
+            log = open(os.path.join(self.log_dir, name + ".log"), "a")
         p = subprocess.Popen(["ip", "netns", "exec", ns] + args, stdin=subprocess.DEVNULL,
                              stdout=log or subprocess.DEVNULL, stderr=log or subprocess.DEVNULL,
                              preexec_fn=_die_with_parent)
@@ -175,11 +263,29 @@ class NetnsCluster:
             "--http", HTTP, "--heartbeat-ms", str(self.heartbeat_ms),
             "--worker-timeout-ms", str(self.worker_timeout_ms), "--log-level", "info"])
         for i in range(self.n):
-            ns = self.ns_controller if self.loopback else self.ns_workers[i]
-            host = "127.0.0.1" if self.loopback else self.controller_ip(i)
-            self._spawn("worker%d" % i, ns, [
-                self.worker_bin, "--controller", "tcp://%s:%d" % (host, CONTROLLER_PORT),
-                "--name", "ns-worker%d" % i, "--cores", self.cores, "--log-level", "info"])
+            self.start_worker(i)
+
+    def start_worker(self, i):
+        """Starts worker i (named ns-worker<i>) in its namespace."""
+        ns = self.ns_controller if self.loopback else self.ns_workers[i]
+        host = "127.0.0.1" if self.loopback else self.controller_ip(i)
+        self._spawn("worker%d" % i, ns, [
+            self.worker_bin, "--controller", "tcp://%s:%d" % (host, CONTROLLER_PORT),
+            "--name", "ns-worker%d" % i, "--cores", self.cores, "--log-level", "info"])
+
+    def stop_worker(self, i):
+        """Stops worker i's process by PID (SIGTERM, then SIGKILL after 5 s)."""
+        name = "worker%d" % i
+        for n, p, log in [e for e in self._procs if e[0] == name]:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            if log:
+                log.close()
+        self._procs = [e for e in self._procs if e[0] != name]
 
     def close(self):
         """Stops every process by PID, then deletes every namespace made. Idempotent."""
@@ -195,28 +301,13 @@ class NetnsCluster:
             if log:
                 log.close()
         self._procs = []
-        errors = []
-        for ns in reversed(self._made_ns):
-            p = subprocess.run(["ip", "netns", "del", ns], capture_output=True, text=True)
-            if p.returncode != 0:
-                errors.append("%s: %s" % (ns, p.stderr.strip()))
-        self._made_ns = []
-        if errors:
-            raise RuntimeError("could not delete namespaces: " + "; ".join(errors))
+        self.net.close()
 
     # --- addresses ----------------------------------------------------------
 
-    @staticmethod
-    def controller_if(i):
-        return "veth%d" % i
-
-    @staticmethod
-    def controller_ip(i):
-        return "10.201.%d.1" % (i + 1)
-
-    @staticmethod
-    def worker_ip(i):
-        return "10.201.%d.2" % (i + 1)
+    controller_if = staticmethod(Network.controller_if)
+    controller_ip = staticmethod(Network.controller_ip)
+    worker_ip = staticmethod(Network.worker_ip)
 
     # --- actions ------------------------------------------------------------
 

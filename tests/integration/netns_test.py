@@ -14,6 +14,10 @@ which ctest reports as skipped. See netns_cluster.py for the topology.
      was not done at the cut must have run on worker 1.
   3. The link comes back up: worker 0 must join again by itself (workers may
      join at any time), and the example must run on both workers again.
+  4. Worker 0 is restarted while its namespace has no route to the
+     controller (a blackhole rule): it must wait for a route, then bind and
+     advertise its data socket on its link's address (not loopback, which
+     its peer cannot reach), and the example must run on both workers.
 
 With --delay-ms X both ends of every link get `tc netem delay Xms` first (a
 variant; skipped when the kernel lacks sch_netem).
@@ -25,6 +29,7 @@ skipped.
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -121,6 +126,33 @@ def run_with_cut(cluster, spec, tmp):
           "worker 0 (before the cut), %d re-run" % (job_id, on_survivor, on_victim, reruns))
 
 
+def restart_without_a_route(cluster, spec):
+    cluster.stop_worker(0)
+    cut = cluster.net.lose(cluster.ns_workers[0], dst=cluster.controller_ip(0))
+    try:
+        cluster.start_worker(0)
+        time.sleep(1.0)  # it would have bound its data socket by now
+    finally:
+        cluster.net.heal(cut)
+    deadline = time.monotonic() + 30
+    while True:
+        _, pool = device_ids(cluster)
+        live = [d for d in pool["devices"] if d["name"] == "ns-worker0" and d["alive"]]
+        if live:
+            break
+        check(time.monotonic() < deadline, "worker 0 did not join after its route came back")
+        time.sleep(0.1)
+    # What the restarted worker bound and advertises (its log: "data socket on ...").
+    with open(os.path.join(cluster.log_dir, "worker0.log")) as f:
+        bound = re.findall(r"data socket on (\S+)", f.read())
+    want = "tcp://%s:" % cluster.worker_ip(0)
+    check(bound and bound[-1].startswith(want),
+          "worker 0 bound its data socket on %s, not on %s" % (bound[-1:], want))
+    print("phase 4: worker 0, started with no route to the controller, joined once it had one; "
+          "data socket %s" % bound[-1])
+    run_example(cluster, spec)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", required=True, help="directory holding hmpmd and hmpmd-worker")
@@ -154,6 +186,7 @@ def main():
                 cluster.wait_for_workers(2, timeout_s=60)
                 print("phase 3: worker 0 joined again after its link came back")
                 run_example(cluster, args.spec)
+                restart_without_a_route(cluster, args.spec)
         except (Failed, RuntimeError) as e:
             print("FAILED: %s" % e, file=sys.stderr)
             for name in sorted(os.listdir(tmp)):
