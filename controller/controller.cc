@@ -468,8 +468,14 @@ void Controller::ScheduleAndSend(TimeUs now) {
     batch = AssignBatch{};
     if (!transport_.SendEncoded(workers_[id].identity, EncodeHeader(MsgType::kAssignBatch),
                                 body_scratch_)) {
-      // The peer vanished between its last message and now.
-      MarkDead(workers_[id], "send failed: " + transport_.last_error(), now);
+      // Its connection is gone, though its close may not be read yet: the
+      // worker has the disconnect grace to come back, as when the close is
+      // read first. Back as the same process, runs sent here that it does
+      // not hold go back to the queue (Rejoin); if not, it is declared dead
+      // and they run elsewhere. Declaring it dead now would re-run what it
+      // holds, though it was coming back (a worker whose register went
+      // unanswered sends the next on a fresh connection).
+      OnDisconnected({workers_[id].identity}, now);
       continue;
     }
     ++counters_.batches_sent;

@@ -272,11 +272,19 @@ bool Controller::RecoveryHoldsDispatch(TimeUs now) {
     }
   }
   const bool back = recovery_.how() == RecoveryWindow::End::kWorkersBack;
+  // Who did not come back, as "name (pid N)": what the rebuilt runs were
+  // held by, for whoever reads why they ran again.
+  std::string not_back;
+  for (const std::string& key : recovery_.missing()) {
+    const size_t bar = key.find('|'), bar2 = key.find('|', bar + 1);
+    not_back += (not_back.empty() ? "; not back: " : ", ") + key.substr(0, bar) +
+                (bar2 == std::string::npos ? "" : " (pid " + key.substr(bar + 1, bar2 - bar - 1) + ")");
+  }
   spdlog::info(
-      "recovery: dispatch resumes after {} ms: {} ({} of {} expected workers back); {} task "
+      "recovery: dispatch resumes after {} ms: {} ({} of {} expected workers back{}); {} task "
       "run(s) rebuilt for outputs no worker holds",
       (now - started_at_) / 1000, back ? "all workers back" : "grace expired",
-      recovery_.returned_count(), recovery_.expected_count(), rebuilt);
+      recovery_.returned_count(), recovery_.expected_count(), not_back, rebuilt);
   return false;
 }
 

@@ -280,7 +280,7 @@ void Controller::ReportStarted(const WorkerInfo& w, const std::vector<HeldTask>&
 void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now, bool died) {
   if (!w.alive) return;
   if (writer_) store_pending_.push_back(WorkerRecord{w.key, false});
-  spdlog::warn("worker {} '{}' declared dead: {}", w.id, w.name, why);
+  spdlog::warn("worker {} '{}' (pid {}) declared dead: {}", w.id, w.name, w.pid, why);
   workers_.MarkGone(w, std::move(why));
   scheduler_->RemoveDevice(w.device, now, died);
 }

@@ -247,6 +247,73 @@ TEST_F(WorkerReconnectTest, TheSameProcessOnANewConnectionKeepsWhatItRuns) {
   });
 }
 
+// A send to a worker whose connection has just closed fails (the peer is
+// unknown to the ROUTER). That is no death: the worker has the disconnect
+// grace to come back on a new connection, as when the close is read first,
+// and the run sent into the void goes to it again. It was declared dead
+// at once, so a worker that re-registered on a fresh socket (its register
+// unanswered through a one-way partition) lost its device and had what it
+// held run again (fault_run.py --netns, seed 310).
+TEST_F(WorkerReconnectTest, ASendThatFailsLeavesTheWorkerItsGraceToComeBack) {
+  ControllerOptions o;
+  o.heartbeat_ms = 2000;  // a disconnect grace of 3 s
+  o.worker_timeout_ms = 20000;
+  StartCluster(0, "cube=1", o);
+  const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
+  zmq::context_t ctx(1);
+  zmq::socket_t first(ctx, zmq::socket_type::dealer), again(ctx, zmq::socket_type::dealer);
+  RegisterMsg process = FakeWorker("tcp://127.0.0.1:1");
+  process.instance = 71;
+  RegisterFrom(first, endpoint, process);
+  std::optional<Message> ack = Reply(first);
+  ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
+  const WorkerId me = std::get<RegisterAck>(*ack).worker_id;
+  process.epoch = std::get<RegisterAck>(*ack).epoch;
+  first.close();
+  // Once the close is read, the ROUTER has no route to it: the send fails.
+  bool closed = false;
+  for (int i = 0; i < 500 && !closed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    closed = cluster_->Call([&] { return cluster_->controller().workers()[me].disconnected_at != 0; });
+  }
+  ASSERT_TRUE(closed) << "the controller never read the close";
+  ASSERT_TRUE(Submit(R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})").ok());
+  uint64_t dispatched = 0;
+  for (int i = 0; i < 500 && dispatched == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    dispatched = cluster_->Call([&] { return cluster_->controller().counters().tasks_dispatched; });
+  }
+  ASSERT_EQ(dispatched, 1u) << "the run was never sent";
+  EXPECT_TRUE(cluster_->Call([&] { return cluster_->controller().workers()[me].alive; }))
+      << "declared dead when its send failed";
+  RegisterFrom(again, endpoint, process);
+  ack = Reply(again);
+  ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
+  EXPECT_EQ(std::get<RegisterAck>(*ack).worker_id, me) << "the same worker, not a new one";
+  std::optional<Message> resent = Next(again, MsgType::kAssignBatch);
+  ASSERT_TRUE(resent.has_value()) << "the run was not sent again";
+  const TaskAssign t = std::get<AssignBatch>(*resent).tasks.at(0);
+  TaskResult r;
+  r.job = t.job;
+  r.task = t.task;
+  r.attempt = t.attempt;
+  r.ok = true;
+  Send(again, Message(DoneBatch{me, {r}, 1}));
+  JobState state = JobState::kRunning;
+  for (int i = 0; i < 500 && !IsTerminal(state); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    state = cluster_->Call([&] { return cluster_->controller().scheduler().job(t.job)->state; });
+  }
+  ASSERT_EQ(state, JobState::kSucceeded);
+  cluster_->Call([&] {
+    const Controller& c = cluster_->controller();
+    EXPECT_EQ(c.workers().size(), 1u) << "registered once";
+    EXPECT_EQ(c.workers().alive_count(), 1u);
+    EXPECT_EQ(c.scheduler().job(t.job)->runs[t.task].recalled, 1u)
+        << "the attempt sent into the void does not count";
+  });
+}
+
 // A controller stalled past its workers' patience (SIGSTOP, a VM pause):
 // each worker is declared dead, then the same process registers again and
 // gets a new device. Its old device is not listed beside the new one: one
