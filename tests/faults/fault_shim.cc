@@ -5,13 +5,18 @@
 //    SQLite writes and syncs its files with) first sleep for the
 //    microseconds the file named by HMPMD_SLOW_DISK_FILE holds. Other
 //    writes (logs, sockets) are not touched.
-//  - Clock step (clock_step_test.py): clock_gettime of CLOCK_REALTIME (what
+//  - Torn write (fault_run.py): while the file named by
+//    HMPMD_CRASH_WRITE_FILE holds a non-zero value, the next pwrite64
+//    writes half its bytes and the process kills itself with SIGKILL, as
+//    a power cut or kill -9 in the middle of a store write would leave it.
+//  - Clock step (clock_step_test.py, fault_run.py): clock_gettime of CLOCK_REALTIME (what
 //    std::chrono::system_clock reads) is moved by the microseconds, of
 //    either sign, the file named by HMPMD_CLOCK_STEP_FILE holds. The
 //    monotonic clocks are not touched.
 // A file that is missing, empty or 0 means no fault.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,7 +86,12 @@ extern "C" {
 
 ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
   static const auto real = Next<ssize_t (*)(int, const void*, size_t, off64_t)>("pwrite64");
+  static Knob crash("HMPMD_CRASH_WRITE_FILE");
   Delay();
+  if (crash.Get() != 0) {
+    (void)real(fd, buf, count / 2, offset);
+    ::kill(::getpid(), SIGKILL);
+  }
   return real(fd, buf, count, offset);
 }
 
