@@ -109,6 +109,7 @@ void Scheduler::RemoveDevice(DeviceId id, TimeUs now, bool died) {
         Revive(job, r, now);
       }
     }
+    RestartSplitGangs(job, now);  // a member revived alone would wait for ever
   }
   UpdateWaiting();
 }

@@ -62,6 +62,7 @@ bool Scheduler::OnInputsLost(JobId job_id, uint32_t run, uint32_t attempt,
   } else if (rec.pending == 0) {
     MakeReady(job, run, now);
   }
+  RestartSplitGangs(job, now);  // a producer revived may be a gang's member
   return true;
 }
 
@@ -87,9 +88,15 @@ size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
     }
   }
   // A gang whose members did not all come back alike (one rebuilt above,
-  // or not adopted, beside a mate done or adopted running) starts over
-  // whole: the member left would otherwise wait for its gang for ever, or
-  // go alone.
+  // or not adopted, beside a mate done or adopted running) starts over.
+  RestartSplitGangs(job, now);
+  return revived;
+}
+
+void Scheduler::RestartSplitGangs(JobRun& job, TimeUs now) {
+  if (IsTerminal(job.state)) return;
+  const JobGraph& g = *job.graph;
+  const uint32_t base = job.step * g.size();
   for (const CollectiveGroup& group : g.groups()) {
     bool ran = false;
     uint32_t waits = UINT32_MAX;
@@ -100,7 +107,6 @@ size_t Scheduler::RebuildUnheldOutputs(JobId job_id, TimeUs now) {
     }
     if (ran && waits != UINT32_MAX) RestartGang(job, waits, now);
   }
-  return revived;
 }
 
 void Scheduler::ReviveReadInputs(JobRun& job, uint32_t run, TimeUs now) {

@@ -401,6 +401,42 @@ TEST(GangRestartTest, AMemberQueuedBehindOtherWorkIsStoppedWhenItsPeerFailsTheJo
   EXPECT_EQ(stopped, (std::set<uint32_t>{0, queued.run}));
 }
 
+// After a controller restart, a done gang whose members are final outputs,
+// each held by its worker: one of those workers dies before the job ends,
+// and lineage rebuilds that member's output. The member alone would wait
+// for its mates (done) for ever, with every core idle: the whole gang runs
+// again (fault_run.py seed 209; live, the gang's ready count still said
+// "all ready" and MakeReady restarted it, but a restored job counts none).
+TEST(GangRestartTest, AfterARestartAFinalOutputOfAGangLostWithItsWorkerRunsTheGangAgainWhole) {
+  auto s = MakeFifoScheduler();
+  JobSpec spec = GangOfThree();
+  spec.tasks.push_back(TaskBuilder("later").Us(10).spec());  // keeps the job running
+  std::vector<Scheduler::RestoredRun> done;
+  for (uint32_t r = 0; r < 3; ++r) done.push_back({r, 0, 10, 20, 64, 1});
+  const JobId id = 9;
+  ASSERT_TRUE(s->RestoreJob(id, BuildGraph(spec), done, JobState::kRunning, "", 0, -1, 100).ok());
+  std::vector<DeviceId> devices;
+  for (int i = 0; i < 4; ++i)
+    devices.push_back(s->AddDevice(Device("d" + std::to_string(i), 1, 1)));
+  for (uint32_t r = 0; r < 3; ++r) s->RecordOutput(id, r, devices[r], 64, 1);
+  EXPECT_EQ(s->RebuildUnheldOutputs(id, 200), 0u) << "every output came back";
+  TimeUs now = 200;
+  std::vector<Dispatch> later = Step(*s, now += 10);
+  ASSERT_EQ(later.size(), 1u);
+  ASSERT_EQ(later[0].run, 3u);
+  // The worker holding ar0's output dies (not the one running "later").
+  const DeviceId lost = later[0].device == devices[0] ? devices[1] : devices[0];
+  s->RemoveDevice(lost, now += 10);
+  std::vector<Dispatch> out = Step(*s, now += 10);
+  std::set<uint32_t> again;
+  for (const Dispatch& d : out) again.insert(d.run);
+  EXPECT_EQ(again, (std::set<uint32_t>{0, 1, 2})) << "the gang runs again, whole";
+  EXPECT_EQ(DevicesOf(out).count(lost), 0u);
+  Finish(*s, out, &now);
+  Finish(*s, later, &now);
+  EXPECT_EQ(s->job(id)->state, JobState::kSucceeded);
+}
+
 // After a controller restart, a done gang one of whose members' outputs no
 // worker brought back starts over whole: the rebuilt member alone would
 // wait for its gang for ever (its mate stays done).

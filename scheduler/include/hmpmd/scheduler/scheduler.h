@@ -267,6 +267,10 @@ class Scheduler {
   // (aborted_, not counted as attempts), those done run again, and the
   // whole gang is queued together once all are ready.
   void RestartGang(JobRun& job, uint32_t run, TimeUs now);
+  // Gangs that lineage split (a member revived beside a mate done or
+  // running) start over whole: the member alone would wait for its gang
+  // for ever. After every place that revives outputs.
+  void RestartSplitGangs(JobRun& job, TimeUs now);
   // `run` ran (or was queued) and goes again: the inputs it was the last
   // to read were freed on their workers when it read them (a worker takes
   // a task's reads as it starts), so they are rebuilt first.
