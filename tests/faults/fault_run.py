@@ -193,15 +193,35 @@ class Run:
         # file holds 1.
         self.crash_write = os.path.join(tmp, "crash-write")
         self.notes = []            # what aimed faults found, printed after the run
+        self.copiers = []          # threads copying piped output to the logs
         self.shim = os.path.join(bin_dir, "libhmpmd_fault_shim.so")
         if not os.path.exists(self.shim):
             raise RuntimeError(f"{self.shim} not found: build the hmpmd_fault_shim target")
 
-    def spawn(self, args, log, env=None):
-        with open(os.path.join(self.tmp, log), "ab") as out:
-            p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                 env=dict(os.environ, LD_PRELOAD=self.shim,
-                                          HMPMD_CLOCK_STEP_FILE=self.clock_step, **(env or {})))
+    def spawn(self, args, log, env=None, piped=False):
+        """Starts a process whose output goes to `log` in the run's folder:
+        written by the process itself, or, `piped`, through a pipe this
+        harness copies (as journald takes a service's output), so that a
+        full disk of the process's own (RLIMIT_FSIZE) does not lose the
+        lines that explain re-runs."""
+        env = dict(os.environ, LD_PRELOAD=self.shim, HMPMD_CLOCK_STEP_FILE=self.clock_step,
+                   **(env or {}))
+        path = os.path.join(self.tmp, log)
+        if not piped:
+            with open(path, "ab") as out:
+                p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+        else:
+            p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+
+            def copy(src=p.stdout):
+                with open(path, "ab") as out:
+                    for line in iter(src.readline, b""):
+                        out.write(line)
+                        out.flush()
+                src.close()
+            t = threading.Thread(target=copy, daemon=True)
+            t.start()
+            self.copiers.append(t)
         self.procs.append(p)
         return p
 
@@ -213,7 +233,8 @@ class Run:
              "--worker-timeout-ms", str(TIMEOUT_MS), "--recovery-grace-ms", "2000",
              "--keep-hours", "1"],
             "controller.log",
-            env={"HMPMD_SLOW_DISK_FILE": self.slow_disk, "HMPMD_CRASH_WRITE_FILE": self.crash_write})
+            env={"HMPMD_SLOW_DISK_FILE": self.slow_disk, "HMPMD_CRASH_WRITE_FILE": self.crash_write},
+            piped=True)
         self.wait_http()
 
     def wait_http(self):
@@ -275,8 +296,9 @@ class Run:
             p.send_signal(signal.SIGCONT)
         elif kind == "full-disk":
             # A write past the soft RLIMIT_FSIZE fails (EFBIG), as on a full
-            # disk; the controller ignores SIGXFSZ. Its log (a file here)
-            # fails alike. A controller killed meanwhile restarts with room.
+            # disk; the controller ignores SIGXFSZ. Its output goes through
+            # a pipe (spawn), which the limit does not touch, as to journald.
+            # A controller killed meanwhile restarts with room.
             pid = self.controller.pid
             try:
                 _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
@@ -398,6 +420,8 @@ class Run:
                 p.send_signal(signal.SIGCONT)
                 p.kill()
             p.wait()
+        for t in self.copiers:
+            t.join(timeout=10)
         return [p.pid for p in self.procs if p.poll() is None]
 
 
