@@ -180,10 +180,12 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
   // so it does not hold a lane (a collective would wait a minute for
   // peers that moved on). A run recorded done is not there to stop.
   std::map<JobId, CancelRuns> stale;
+  std::set<JobId> adopted;
   for (const HeldTask& h : m.held) {
     if (RunsOn(h, w.device)) continue;  // it came back on a new connection
     if (scheduler_->AdoptRun(h.job, h.task, h.attempt, w.device, h.core, h.lane, now)) {
       ++counters_.adopted_runs;
+      adopted.insert(h.job);
     } else if (RunIsAhead(h.job, h.task)) {
       deferred_[{h.job, h.task}] = DeferredRun{w.id, h, std::nullopt};
     } else {
@@ -220,6 +222,14 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
     spdlog::info("worker '{}' holds {} task(s) and {} output(s)", m.name, m.held.size(),
                  m.outputs.size());
   }
+  // A worker back after the recovery window closed: a run it brought back
+  // may split a gang (one member adopted running beside mates queued
+  // again), which the window's close would have started over; so it is
+  // started over here, once its outputs are known (RebuildUnheldOutputs),
+  // or the mates would be sent without it.
+  if (!recovery_.open()) {
+    for (JobId job : adopted) scheduler_->RebuildUnheldOutputs(job, now);
+  }
 }
 
 bool Controller::RunsOn(const HeldTask& h, DeviceId device) const {
@@ -254,6 +264,7 @@ void Controller::AdoptDeferred(TimeUs now) {
       continue;
     }
     ++counters_.adopted_runs;
+    if (!recovery_.open()) scheduler_->RebuildUnheldOutputs(job, now);  // as AdoptReported
     if (d.result) OnDone(w, DoneBatch{w.id, {std::move(*d.result)}, 0}, now);
   }
 }

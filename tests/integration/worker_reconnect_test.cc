@@ -24,6 +24,7 @@
 #include "hmpmd/api/api_snapshot.h"
 #include "hmpmd/api/live_metrics.h"
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/store/in_memory_job_store.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -67,6 +68,28 @@ class WorkerReconnectTest : public ClusterTest {
       return std::any_of(ws.begin(), ws.end(),
                          [&](const WorkerInfo& w) { return w.instance == instance && w.alive; });
     });
+  }
+  // Reports `tasks` done, as worker `me`, on `s`.
+  void ReportDone(zmq::socket_t& s, WorkerId me, const std::vector<TaskAssign>& tasks) {
+    DoneBatch done{me, {}, 1};
+    for (const TaskAssign& t : tasks) {
+      TaskResult r;
+      r.job = t.job;
+      r.task = t.task;
+      r.attempt = t.attempt;
+      r.ok = true;
+      done.results.push_back(r);
+    }
+    Send(s, Message(done));
+  }
+  // Job `job`'s state once it ends, or after 5 s.
+  JobState WaitForEnd(JobId job) {
+    JobState state = JobState::kRunning;
+    for (int i = 0; i < 500 && !IsTerminal(state); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      state = cluster_->Call([&] { return cluster_->controller().scheduler().job(job)->state; });
+    }
+    return state;
   }
   // Waits (at most 5 s) until that worker, which sends no heartbeat, is
   // declared dead; false if it is not.
@@ -219,22 +242,8 @@ TEST_F(WorkerReconnectTest, TheSameProcessOnANewConnectionKeepsWhatItRuns) {
   const std::vector<TaskAssign>& tasks = std::get<AssignBatch>(*resent).tasks;
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_EQ(tasks[0].task, b.task) << "a runs there already";
-  DoneBatch done{me, {}, 1};
-  for (const TaskAssign& t : {a, tasks[0]}) {
-    TaskResult r;
-    r.job = t.job;
-    r.task = t.task;
-    r.attempt = t.attempt;
-    r.ok = true;
-    done.results.push_back(r);
-  }
-  Send(again, Message(done));
-  JobState state = JobState::kRunning;
-  for (int i = 0; i < 500 && !IsTerminal(state); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    state = cluster_->Call([&] { return cluster_->controller().scheduler().job(a.job)->state; });
-  }
-  ASSERT_EQ(state, JobState::kSucceeded);
+  ReportDone(again, me, {a, tasks[0]});
+  ASSERT_EQ(WaitForEnd(a.job), JobState::kSucceeded);
   cluster_->Call([&] {
     const Controller& c = cluster_->controller();
     EXPECT_EQ(c.workers().alive_count(), 1u);
@@ -293,18 +302,8 @@ TEST_F(WorkerReconnectTest, ASendThatFailsLeavesTheWorkerItsGraceToComeBack) {
   std::optional<Message> resent = Next(again, MsgType::kAssignBatch);
   ASSERT_TRUE(resent.has_value()) << "the run was not sent again";
   const TaskAssign t = std::get<AssignBatch>(*resent).tasks.at(0);
-  TaskResult r;
-  r.job = t.job;
-  r.task = t.task;
-  r.attempt = t.attempt;
-  r.ok = true;
-  Send(again, Message(DoneBatch{me, {r}, 1}));
-  JobState state = JobState::kRunning;
-  for (int i = 0; i < 500 && !IsTerminal(state); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    state = cluster_->Call([&] { return cluster_->controller().scheduler().job(t.job)->state; });
-  }
-  ASSERT_EQ(state, JobState::kSucceeded);
+  ReportDone(again, me, {t});
+  ASSERT_EQ(WaitForEnd(t.job), JobState::kSucceeded);
   cluster_->Call([&] {
     const Controller& c = cluster_->controller();
     EXPECT_EQ(c.workers().size(), 1u) << "registered once";
@@ -312,6 +311,92 @@ TEST_F(WorkerReconnectTest, ASendThatFailsLeavesTheWorkerItsGraceToComeBack) {
     EXPECT_EQ(c.scheduler().job(t.job)->runs[t.task].recalled, 1u)
         << "the attempt sent into the void does not count";
   });
+}
+
+// After a controller restart, a worker that comes back once the recovery
+// window has closed may hold a member of a gang that is queued, waiting
+// for devices (fault_run.py seed 202). Adopted alone, that member stayed
+// counted in its queued gang, which was then sent without it ("collective
+// kernel ran without a gang") and the job failed. The gang now starts over
+// whole, on both workers.
+TEST_F(WorkerReconnectTest, AGangMemberBroughtBackLateDoesNotSplitItsGang) {
+  auto store = std::make_shared<InMemoryJobStore>();
+  std::vector<StoreRecord> records;
+  records.push_back(JobSubmittedRecord{
+      1, "g",
+      R"({"name":"g","tasks":[)"
+      R"({"id":"m0","kernel":"allreduce","collective":{"group":"g","op":"allreduce"}},)"
+      R"({"id":"m1","kernel":"allreduce","collective":{"group":"g","op":"allreduce"}}]})",
+      1});
+  ASSERT_TRUE(store->Write(records).ok());
+  ControllerOptions o;
+  o.store = store;
+  o.recovery_grace_ms = 100;  // no worker expected: the window closes at once
+  StartCluster(0, "cube=1", o);
+  const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
+  auto worker = [](const char* name, uint32_t pid) {
+    RegisterMsg r = FakeWorker(std::string("tcp://127.0.0.1:") + std::to_string(pid));
+    r.name = name;
+    r.pid = pid;
+    r.instance = pid;
+    r.cores = {{CoreKind::kCube, 1}, {CoreKind::kVector, 1}};
+    r.kernels = {"allreduce", "noop"};
+    return r;
+  };
+  // The RegisterAck on `s` (a CancelRuns may come first).
+  auto ack_of = [](zmq::socket_t& s) -> std::optional<RegisterAck> {
+    for (int i = 0; i < 10; ++i) {
+      std::optional<Message> m = Reply(s);
+      if (m && std::holds_alternative<RegisterAck>(*m)) return std::get<RegisterAck>(*m);
+    }
+    return std::nullopt;
+  };
+  zmq::context_t ctx(1);
+  zmq::socket_t early(ctx, zmq::socket_type::dealer), late(ctx, zmq::socket_type::dealer);
+  RegisterFrom(early, endpoint, worker("early", 5001));
+  const std::optional<RegisterAck> early_ack = ack_of(early);
+  ASSERT_TRUE(early_ack.has_value());
+  // One device: the gang of two is queued, waiting for a second.
+  bool queued = false;
+  for (int i = 0; i < 500 && !queued; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    queued = cluster_->Call([&] {
+      const JobRun* job = cluster_->controller().scheduler().job(1);
+      return !cluster_->controller().recovery().open() &&
+             job->runs[0].state == TaskState::kReady && job->runs[1].state == TaskState::kReady;
+    });
+  }
+  ASSERT_TRUE(queued) << "the gang was never queued";
+  // The late worker still runs m1 (not the member the gang is queued
+  // under) from before the restart, and says so.
+  RegisterMsg back = worker("late", 5002);
+  const CoreKind kind = cluster_->Call([&] {
+    return cluster_->controller().scheduler().job(1)->graph->spec_task(1).core;
+  });
+  back.held = {HeldTask{1, 1, 0, kind, 0}};
+  back.epoch = early_ack->epoch;  // the store's: this controller's before its restart
+  RegisterFrom(late, endpoint, back);
+  const std::optional<RegisterAck> late_ack = ack_of(late);
+  ASSERT_TRUE(late_ack.has_value());
+  // Whatever each worker is sent it reports done at once: the gang must
+  // run whole, never one member alone.
+  JobState state = JobState::kRunning;
+  for (int i = 0; i < 50 && !IsTerminal(state); ++i) {
+    for (auto [s, id] :
+         {std::pair{&early, early_ack->worker_id}, std::pair{&late, late_ack->worker_id}}) {
+      zmq::pollitem_t item{s->handle(), 0, ZMQ_POLLIN, 0};
+      while (zmq::poll(&item, 1, std::chrono::milliseconds(20)) == 1) {
+        std::optional<Message> m = Reply(*s);
+        if (m && std::holds_alternative<AssignBatch>(*m)) {
+          ReportDone(*s, id, std::get<AssignBatch>(*m).tasks);
+        }
+      }
+    }
+    state = cluster_->Call([&] { return cluster_->controller().scheduler().job(1)->state; });
+  }
+  const std::string error =
+      cluster_->Call([&] { return cluster_->controller().scheduler().job(1)->error; });
+  EXPECT_EQ(state, JobState::kSucceeded) << error;
 }
 
 // A controller stalled past its workers' patience (SIGSTOP, a VM pause):
