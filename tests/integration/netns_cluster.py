@@ -276,8 +276,17 @@ class NetnsCluster:
     def stop_worker(self, i):
         """Stops worker i's process by PID (SIGTERM, then SIGKILL after 5 s)."""
         name = "worker%d" % i
-        for n, p, log in [e for e in self._procs if e[0] == name]:
-            p.send_signal(signal.SIGTERM)
+        self._stop([e for e in self._procs if e[0] == name])
+        self._procs = [e for e in self._procs if e[0] != name]
+
+    @staticmethod
+    def _stop(procs):
+        """SIGTERM to each of `procs` ((name, Popen, log)), then a wait of
+        5 s each before SIGKILL; closes their logs."""
+        for _, p, _ in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for _, p, log in procs:
             try:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -285,21 +294,10 @@ class NetnsCluster:
                 p.wait()
             if log:
                 log.close()
-        self._procs = [e for e in self._procs if e[0] != name]
 
     def close(self):
         """Stops every process by PID, then deletes every namespace made. Idempotent."""
-        for _, p, _ in self._procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for _, p, log in self._procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            if log:
-                log.close()
+        self._stop(self._procs)
         self._procs = []
         self.net.close()
 

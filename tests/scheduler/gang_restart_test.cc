@@ -401,6 +401,19 @@ TEST(GangRestartTest, AMemberQueuedBehindOtherWorkIsStoppedWhenItsPeerFailsTheJo
   EXPECT_EQ(stopped, (std::set<uint32_t>{0, queued.run}));
 }
 
+// Job `id` of `spec` restored as after a controller restart, its first
+// `done` runs done, and `devices` devices joined: their ids (none if the
+// restore failed).
+std::vector<DeviceId> RestoreWithDone(Scheduler& s, JobId id, const JobSpec& spec, uint32_t done,
+                                      int devices) {
+  std::vector<Scheduler::RestoredRun> runs;
+  for (uint32_t r = 0; r < done; ++r) runs.push_back({r, 0, 10, 20, 64, 1});
+  std::vector<DeviceId> ids;
+  if (!s.RestoreJob(id, BuildGraph(spec), runs, JobState::kRunning, "", 0, -1, 100).ok()) return ids;
+  for (int i = 0; i < devices; ++i) ids.push_back(s.AddDevice(Device("d" + std::to_string(i), 1, 1)));
+  return ids;
+}
+
 // After a controller restart, a done gang whose members are final outputs,
 // each held by its worker: one of those workers dies before the job ends,
 // and lineage rebuilds that member's output. The member alone would wait
@@ -411,13 +424,9 @@ TEST(GangRestartTest, AfterARestartAFinalOutputOfAGangLostWithItsWorkerRunsTheGa
   auto s = MakeFifoScheduler();
   JobSpec spec = GangOfThree();
   spec.tasks.push_back(TaskBuilder("later").Us(10).spec());  // keeps the job running
-  std::vector<Scheduler::RestoredRun> done;
-  for (uint32_t r = 0; r < 3; ++r) done.push_back({r, 0, 10, 20, 64, 1});
   const JobId id = 9;
-  ASSERT_TRUE(s->RestoreJob(id, BuildGraph(spec), done, JobState::kRunning, "", 0, -1, 100).ok());
-  std::vector<DeviceId> devices;
-  for (int i = 0; i < 4; ++i)
-    devices.push_back(s->AddDevice(Device("d" + std::to_string(i), 1, 1)));
+  const std::vector<DeviceId> devices = RestoreWithDone(*s, id, spec, 3, 4);
+  ASSERT_EQ(devices.size(), 4u);
   for (uint32_t r = 0; r < 3; ++r) s->RecordOutput(id, r, devices[r], 64, 1);
   EXPECT_EQ(s->RebuildUnheldOutputs(id, 200), 0u) << "every output came back";
   TimeUs now = 200;
@@ -444,13 +453,9 @@ TEST(GangRestartTest, AfterARestartAGangWithOneOutputLostRunsAgainWhole) {
   auto s = MakeFifoScheduler();
   JobSpec spec = GangReadingInputs();
   spec.tasks.push_back(TaskBuilder("y").Us(10).Inputs({"m0", "m1"}).spec());
-  std::vector<Scheduler::RestoredRun> done;
-  for (uint32_t r = 0; r < 4; ++r) done.push_back({r, 0, 10, 20, 64, 1});
   const JobId id = 7;
-  ASSERT_TRUE(s->RestoreJob(id, BuildGraph(spec), done, JobState::kRunning, "", 0, -1, 100).ok());
-  std::vector<DeviceId> devices;
-  for (int i = 0; i < 3; ++i)
-    devices.push_back(s->AddDevice(Device("d" + std::to_string(i), 1, 1)));
+  const std::vector<DeviceId> devices = RestoreWithDone(*s, id, spec, 4, 3);
+  ASSERT_EQ(devices.size(), 3u);
   s->RecordOutput(id, 2, devices[0], 64, 1);  // m0's came back; m1's did not
   EXPECT_GT(s->RebuildUnheldOutputs(id, 200), 0u);
   TimeUs now = 200;
