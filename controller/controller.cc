@@ -105,6 +105,7 @@ void Controller::Run() {
   const int polled = transport_.monitor() ? 3 : 2;
   next_liveness_check_ = NowUs() + options_.heartbeat_ms * 1000;
   StallClock stalls;
+  (void)stalls.Observe(NowUs(), 0);  // a stop in the first wait counts too
   while (!stop_) {
     TimeUs now = NowUs();
     long timeout_ms = std::max<long>(0, (next_liveness_check_ - now) / 1000 + 1);

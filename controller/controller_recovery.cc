@@ -174,18 +174,28 @@ void Controller::KeepHistory(const StoredJob& j) {
 
 int64_t Controller::WallMsNow() const { return wall_.ToUnixUs(NowUs()) / 1000; }
 
+namespace {
+
+bool IsGangMember(const Scheduler& s, JobId job_id, uint32_t run) {
+  const JobRun* job = s.job(job_id);
+  return job != nullptr && run < job->runs.size() &&
+         job->graph->task(run % job->graph->size()).group != kNoGroup;
+}
+
+}  // namespace
+
 void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now) {
   // A held attempt that is not adopted is stale (the run went elsewhere,
   // e.g. while this worker was stopped, or its job ended): stopped there,
   // so it does not hold a lane (a collective would wait a minute for
   // peers that moved on). A run recorded done is not there to stop.
   std::map<JobId, CancelRuns> stale;
-  std::set<JobId> adopted;
+  std::set<JobId> gangs_adopted;
   for (const HeldTask& h : m.held) {
     if (RunsOn(h, w.device)) continue;  // it came back on a new connection
     if (scheduler_->AdoptRun(h.job, h.task, h.attempt, w.device, h.core, h.lane, now)) {
       ++counters_.adopted_runs;
-      adopted.insert(h.job);
+      if (IsGangMember(*scheduler_, h.job, h.task)) gangs_adopted.insert(h.job);
     } else if (RunIsAhead(h.job, h.task)) {
       deferred_[{h.job, h.task}] = DeferredRun{w.id, h, std::nullopt};
     } else {
@@ -222,15 +232,18 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
     spdlog::info("worker '{}' holds {} task(s) and {} output(s)", m.name, m.held.size(),
                  m.outputs.size());
   }
-  // A worker back after the recovery window closed: a run it brought back
-  // may split a gang (one member adopted running beside mates queued
+  // A worker back after the recovery window closed: a gang member it
+  // brought back may split its gang (adopted running beside mates queued
   // again), which the window's close would have started over; so it is
   // started over here, once its outputs are known (RebuildUnheldOutputs),
-  // or the mates would be sent without it.
+  // or the mates would be sent without it. Only then: a worker back on a
+  // new connection re-reports what it holds, and a rebuild meanwhile
+  // would run again what its outputs still hold.
   if (!recovery_.open()) {
-    for (JobId job : adopted) scheduler_->RebuildUnheldOutputs(job, now);
+    for (JobId job : gangs_adopted) scheduler_->RebuildUnheldOutputs(job, now);
   }
 }
+
 
 bool Controller::RunsOn(const HeldTask& h, DeviceId device) const {
   const JobRun* job = scheduler_->job(h.job);
@@ -264,14 +277,20 @@ void Controller::AdoptDeferred(TimeUs now) {
       continue;
     }
     ++counters_.adopted_runs;
-    if (!recovery_.open()) scheduler_->RebuildUnheldOutputs(job, now);  // as AdoptReported
+    if (!recovery_.open() && IsGangMember(*scheduler_, job, run)) {
+      scheduler_->RebuildUnheldOutputs(job, now);  // as AdoptReported
+    }
     if (d.result) OnDone(w, DoneBatch{w.id, {std::move(*d.result)}, 0}, now);
   }
 }
 
 bool Controller::RecoveryHoldsDispatch(TimeUs now) {
   if (!recovery_.open()) return false;
-  if (!recovery_.Close(now)) return true;
+  // Judged at the loop's last read of its socket, as liveness is: a loop
+  // held up since (stopped after that read, starved) has not read the
+  // registrations that came meanwhile, and its next turn credits the
+  // stall to the grace (CreditStall).
+  if (!recovery_.Close(std::min(now, read_at_))) return true;
   // Outputs that waiting runs need and no worker reported are rebuilt now,
   // before anything reads them.
   size_t rebuilt = 0;

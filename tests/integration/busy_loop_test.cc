@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cluster_fixture.h"
+#include "hmpmd/store/in_memory_job_store.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -34,6 +35,28 @@ TEST_F(ClusterTest, ALoopBusyAfterItReadBlamesNoWorkerForItsOwnDelay) {
   // And the pool still runs work.
   JobResult r = RunSpec(R"({"name":"after","tasks":[{"id":"a","kernel":"noop"}]})");
   EXPECT_EQ(r.state, JobState::kSucceeded);
+}
+
+// The same for a restarted controller's recovery window: held up after a
+// read for three times its grace, it must not judge the grace over (and
+// rebuild what the workers still hold) before it has read the
+// registrations that came meanwhile; seen in controller_stall_test under
+// load, a SIGSTOP landing between the read and the window's check.
+TEST_F(ClusterTest, ALoopBusyAfterItReadKeepsItsRecoveryWindowOpen) {
+  auto store = std::make_shared<InMemoryJobStore>();
+  std::vector<StoreRecord> records;
+  records.push_back(JobSubmittedRecord{
+      1, "j", R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})", 1});
+  records.push_back(WorkerRecord{"gone|1|tcp://127.0.0.1:1", true});  // expected back
+  ASSERT_TRUE(store->Write(records).ok());
+  ControllerOptions c;
+  c.store = store;
+  c.recovery_grace_ms = 500;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(0, "cube=1", c));
+  cluster_->controller().Post([] { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  EXPECT_TRUE(cluster_->Call([this] { return cluster_->controller().recovery().open(); }))
+      << "the window closed on time the loop did not read its socket";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -29,8 +30,14 @@ class ProcessClusterFixture : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     cluster_ = std::make_unique<ProcessCluster>(dir_.string());
   }
+  // A failed test keeps its folder (the processes' logs, the exec log and
+  // the store) for whoever reads why; the path is printed.
   void TearDown() override {
     cluster_.reset();
+    if (::testing::Test::HasFailure()) {
+      std::fprintf(stderr, "logs kept in %s\n", dir_.c_str());
+      return;
+    }
     std::filesystem::remove_all(dir_);
   }
 
