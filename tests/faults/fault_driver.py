@@ -4,7 +4,8 @@
 run; each chain's last output is fetched and checked element by element
 against its source times the product of its factors. Prints one JSON
 line, {"ok": true} or {"ok": false, "error": "..."}, and exits 0 either
-way (the harness judges whether a failure was expected).
+way (the harness judges whether a failure was expected); "job" names the
+session's job once it opened.
 
 Usage: fault_driver.py PYTHON_DIR ENDPOINT SEED CHAINS LINKS HEARTBEAT_MS
 """
@@ -19,9 +20,11 @@ def main():
     import numpy as np
     import hmpmd
     rng = random.Random(f"driver-{seed}")
+    said = {}
     try:
         with hmpmd.Client.connect(endpoint, session="fault-driver", heartbeat_ms=int(heartbeat_ms),
                                   connect_timeout_ms=30000) as c:
+            said["job"] = c.job
             finals = []
             for k in range(int(chains)):
                 src = c.submit("scale", args={"n": 1024, "factor": 1.0}, label=f"d{k}x0")
@@ -37,12 +40,13 @@ def main():
             for k, (src, last, product) in enumerate(finals):
                 a, b = src.get(120000)[0], last.get(120000)[0]
                 if not np.array_equal(b, a * np.float32(product)):
-                    print(json.dumps({"ok": False, "error": f"chain d{k}: its last output is not "
-                                      f"its source times {product}", "data": True}))
+                    print(json.dumps(dict(said, ok=False, data=True,
+                                          error=f"chain d{k}: its last output is not its "
+                                                f"source times {product}")))
                     return 0
-        print(json.dumps({"ok": True}))
+        print(json.dumps(dict(said, ok=True)))
     except hmpmd.Error as e:
-        print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}))
+        print(json.dumps(dict(said, ok=False, error=f"{type(e).__name__}: {e}")))
     return 0
 
 

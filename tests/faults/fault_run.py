@@ -194,6 +194,7 @@ class Run:
         self.crash_write = os.path.join(tmp, "crash-write")
         self.notes = []            # what aimed faults found, printed after the run
         self.copiers = []          # threads copying piped output to the logs
+        self.controller_args = []  # beyond start_controller's own
         self.shim = os.path.join(bin_dir, "libhmpmd_fault_shim.so")
         if not os.path.exists(self.shim):
             raise RuntimeError(f"{self.shim} not found: build the hmpmd_fault_shim target")
@@ -231,7 +232,7 @@ class Run:
             [os.path.join(self.bin, "hmpmd"), "controller", "--listen", listen, "--http",
              self.http, "--db", self.db, "--heartbeat-ms", str(HEARTBEAT_MS),
              "--worker-timeout-ms", str(TIMEOUT_MS), "--recovery-grace-ms", "2000",
-             "--keep-hours", "1"],
+             "--keep-hours", "1"] + self.controller_args,
             "controller.log",
             env={"HMPMD_SLOW_DISK_FILE": self.slow_disk, "HMPMD_CRASH_WRITE_FILE": self.crash_write},
             piped=True)
@@ -513,6 +514,19 @@ class Progress:
                 return s - t
         return None
 
+    def longest_stall(self):
+        """The longest time the job's done count stood still while sampled,
+        up to its last task."""
+        longest, since, last = 0.0, None, None
+        final = max((d for _, d in self.samples), default=0)
+        for s, d in self.samples:
+            if d != last:
+                since, last = s, d
+            longest = max(longest, s - since)
+            if d == final:
+                break
+        return longest
+
     def overlaps(self, a, b, skip=None):
         """Whether [a, b] meets a fault's window or the second after it."""
         return any(k != skip and t0 <= b and a <= t1 + 1.0
@@ -563,26 +577,16 @@ def declared_lost(log_path):
     return pids
 
 
-def unexplained_runs(runs, lost_pids, spec):
-    """Task runs that no loss in the controller's log explains. runs:
-    (job, task) -> [(attempt, pid)], one per kernel run that ended well
-    (the workers' exec logs); lost_pids: declared_lost(). A task runs
-    again only when a worker was lost: what was running there runs
-    elsewhere (a later attempt), and an output that lived only there is
-    rebuilt by running its producer again, and the producers of that one's
-    inputs where those were already freed (lineage), a whole gang for a
-    collective. So a task of the job may run more than once on processes
-    never lost only if it, a member of its gang or a task downstream of it
-    ran on a lost one or needed a second attempt. The driver's tasks
-    (other jobs; their graph is the driver's) may run again only if a
-    worker was lost."""
+def explained_tasks(ran_by_task, lost_pids, spec):
+    """The tasks of one job (indices into spec["tasks"]) whose re-runs a
+    loss may explain: those that ran on a lost process or needed a second
+    attempt, the members of their gangs, and everything upstream of them
+    (lineage rebuilds an output from the nearest inputs still held)."""
     tasks = spec["tasks"]
     index = {t["id"]: k for k, t in enumerate(tasks)}
     group = {k: t["collective"]["group"] for k, t in enumerate(tasks) if "collective" in t}
-    # Tasks whose outputs a loss may have taken: those that ran on a lost
-    # process, their gangs, and everything upstream of them.
-    hit = [k for (job, k), ran in runs.items()
-           if job == 1 and any(pid in lost_pids or attempt > 0 for attempt, pid in ran)]
+    hit = [k for k, ran in ran_by_task.items()
+           if any(pid in lost_pids or attempt > 0 for attempt, pid in ran)]
     hit += [k for k, g in group.items() if any(group.get(h) == g for h in hit)]
     explained = set()
     while hit:
@@ -590,15 +594,35 @@ def unexplained_runs(runs, lost_pids, spec):
         if k not in explained and k < len(tasks):
             explained.add(k)
             hit += [index[i] for i in tasks[k].get("inputs", [])]
+    return explained
+
+
+def unexplained_runs(runs, lost_pids, specs):
+    """Task runs that no loss in the controller's log explains. runs:
+    (job, task) -> [(attempt, pid)], one per kernel run that ended well
+    (the workers' exec logs); lost_pids: declared_lost(); specs: job id ->
+    its spec (one step each). A task runs again only when a worker was
+    lost: what was running there runs elsewhere (a later attempt), and an
+    output that lived only there is rebuilt by running its producer again,
+    and the producers of that one's inputs where those were already freed
+    (lineage), a whole gang for a collective. So a task may run more than
+    once on processes never lost only if explained_tasks() has it. Tasks
+    of other jobs (driver sessions, whose graph is the driver's) may run
+    again only if a worker was lost."""
+    by_job = {}
+    for (job, task), ran in runs.items():
+        by_job.setdefault(job, {})[task] = ran
+    explained = {job: explained_tasks(by_job.get(job, {}), lost_pids, spec)
+                 for job, spec in specs.items()}
     out = []
     for (job, task), ran in sorted(runs.items()):
         kept = [r for r in ran if r[1] not in lost_pids]
-        if len(ran) > 1 and job != 1 and not lost_pids:
+        if len(ran) > 1 and job not in specs and not lost_pids:
             out.append(f"job {job} run {task} ran {len(ran)} times with no worker lost: {ran}")
-        elif len(kept) > 1 and job == 1 and task not in explained:
-            out.append(f"job 1 run {task} ('{tasks[task]['id']}') ran {len(ran)} times, "
-                       f"{len(kept)} of them on processes never lost, and no lost worker "
-                       f"explains it: (attempt, pid) {ran}")
+        elif len(kept) > 1 and job in specs and task not in explained[job]:
+            out.append(f"job {job} run {task} ('{specs[job]['tasks'][task]['id']}') ran "
+                       f"{len(ran)} times, {len(kept)} of them on processes never lost, and no "
+                       f"lost worker explains it: (attempt, pid) {ran}")
     return out
 
 
@@ -666,6 +690,11 @@ def main():
             xs = recovered.get(kind, [])
             if xs:
                 print(f"| {kind} | {len(xs)} | {median(xs):.2f} | {max(xs):.2f} |")
+        stalls = recovered.get("longest wait", [])
+        if stalls:
+            worst = max(stalls)
+            print(f"fault_run: the longest wait for a task to end, a run: median "
+                  f"{median([x for x, _ in stalls]):.2f} s, max {worst[0]:.2f} s (seed {worst[1]})")
     return 1 if failed else 0
 
 
@@ -760,6 +789,7 @@ def run_once(seed, a, recovered):
                 for t in others:
                     t.join()
             stdout, stderr = client.communicate(timeout=240)
+            took = time.monotonic() - start
             driver_out, driver_err = run.driver.communicate(timeout=240)
             progress.finish()
             # What the controller lost, by its log: what explains re-runs.
@@ -771,12 +801,23 @@ def run_once(seed, a, recovered):
             elif run.session_lost and not said.get("data"):
                 print(f"fault_run: the driver's session was lost ({run.session_lost}): "
                       f"{said.get('error')}")
+            elif lost and not said.get("data") and re.search(r"fetch of job \d+ run \d+ from",
+                                                             said.get("error", "")):
+                # driver-api.md: Get() of an output on a dead worker, not
+                # read by a task since (which would rebuild it), fails when
+                # the fetch times out.
+                print(f"fault_run: the driver's output was lost with a worker: "
+                      f"{said.get('error')}")
             else:
                 failures.append(f"the driver failed: {said.get('error')}")
             for kind, seconds in progress.recoveries():
                 print(f"fault_run: {kind}: the job went on {seconds:.2f} s after it")
                 recovered.setdefault(kind, []).append(seconds)
-            recovered.setdefault("baseline", []).extend(progress.baseline())
+            # One figure a run (its median), so that a long run does not
+            # outweigh the others.
+            waits = progress.baseline()
+            if waits:
+                recovered.setdefault("baseline", []).append(median(waits))
             fetched = client.returncode == 0
             job = run.get("/api/v1/jobs/1")
             # Failed by the scheduler's limits on what worker deaths may cost.
@@ -821,7 +862,7 @@ def run_once(seed, a, recovered):
             ran = len([key for key in runs if key[0] == 1])  # the job's; the driver's is 2
             if not poisoned and ran != len(spec["tasks"]):
                 failures.append(f"{ran} of {len(spec['tasks'])} tasks ran")
-            failures += unexplained_runs(runs, lost, spec)
+            failures += unexplained_runs(runs, lost, {1: spec})
             reruns = sum(len(p) - 1 for key, p in runs.items() if key[0] == 1)
             driver_reruns = sum(len(p) - 1 for key, p in runs.items() if key[0] != 1)
             # The store reopens on what this run left in it, and the job ends
@@ -840,6 +881,10 @@ def run_once(seed, a, recovered):
                 failures.append(f"after a restart on its store the job is '{state}'")
             for note in run.notes:
                 print(f"fault_run: {note}")
+            stall = progress.longest_stall()
+            recovered.setdefault("longest wait", []).append((stall, seed))
+            print(f"fault_run: the job ran {took:.1f} s; its longest wait for a task to end "
+                  f"was {stall:.2f} s")
             print(f"fault_run: {ran} tasks, {reruns} re-run(s), {len(lost)} worker process(es) "
                   f"lost by the controller's log, {len(run.lost_pids)} by the faults; "
                   f"the driver's: {len(runs) - ran} tasks, {driver_reruns} re-run(s)")
