@@ -244,7 +244,6 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
   }
 }
 
-
 bool Controller::RunsOn(const HeldTask& h, DeviceId device) const {
   const JobRun* job = scheduler_->job(h.job);
   if (job == nullptr || h.task >= job->runs.size()) return false;
@@ -307,8 +306,9 @@ bool Controller::RecoveryHoldsDispatch(TimeUs now) {
   std::string not_back;
   for (const std::string& key : recovery_.missing()) {
     const size_t bar = key.find('|'), bar2 = key.find('|', bar + 1);
-    not_back += (not_back.empty() ? "; not back: " : ", ") + key.substr(0, bar) +
-                (bar2 == std::string::npos ? "" : " (pid " + key.substr(bar + 1, bar2 - bar - 1) + ")");
+    not_back +=
+        (not_back.empty() ? "; not back: " : ", ") + key.substr(0, bar) +
+        (bar2 == std::string::npos ? "" : " (pid " + key.substr(bar + 1, bar2 - bar - 1) + ")");
   }
   spdlog::info(
       "recovery: dispatch resumes after {} ms: {} ({} of {} expected workers back{}); {} task "

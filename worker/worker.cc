@@ -132,8 +132,9 @@ class Worker::Impl {
     for (;;) {
       if (auto a = RouteAddressFor(options_.controller_endpoint)) {
         options_.data_host = *a;
-        if (said) log_->info("worker '{}': a route to the controller: data socket on {}",
-                             options_.name, *a);
+        if (said)
+          log_->info("worker '{}': a route to the controller: data socket on {}", options_.name,
+                     *a);
         return true;
       }
       if (stop_.load() || (options_.parent_pid > 0 && ::getppid() != options_.parent_pid)) {

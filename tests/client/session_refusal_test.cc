@@ -59,8 +59,7 @@ TEST_F(SessionRefusalTest, AConnectDuringAFullDiskOpensOnceTheStoreCanBeWritten)
   store_->FailWrites(true);
   auto connected = std::async(std::launch::async, [&] { return Connect("secret", "patient"); });
   ASSERT_EQ(connected.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout)
-      << "Connect() returned while the store could not be written: "
-      << connected.get().ToString();
+      << "Connect() returned while the store could not be written: " << connected.get().ToString();
   store_->FailWrites(false);
   const Status st = connected.get();
   EXPECT_TRUE(st.ok()) << st.ToString();

@@ -45,8 +45,8 @@ TEST_F(ClusterTest, ALoopBusyAfterItReadBlamesNoWorkerForItsOwnDelay) {
 TEST_F(ClusterTest, ALoopBusyAfterItReadKeepsItsRecoveryWindowOpen) {
   auto store = std::make_shared<InMemoryJobStore>();
   std::vector<StoreRecord> records;
-  records.push_back(JobSubmittedRecord{
-      1, "j", R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})", 1});
+  records.push_back(
+      JobSubmittedRecord{1, "j", R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})", 1});
   records.push_back(WorkerRecord{"gone|1|tcp://127.0.0.1:1", true});  // expected back
   ASSERT_TRUE(store->Write(records).ok());
   ControllerOptions c;

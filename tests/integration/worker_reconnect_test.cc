@@ -283,7 +283,8 @@ TEST_F(WorkerReconnectTest, ASendThatFailsLeavesTheWorkerItsGraceToComeBack) {
   bool closed = false;
   for (int i = 0; i < 500 && !closed; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    closed = cluster_->Call([&] { return cluster_->controller().workers()[me].disconnected_at != 0; });
+    closed =
+        cluster_->Call([&] { return cluster_->controller().workers()[me].disconnected_at != 0; });
   }
   ASSERT_TRUE(closed) << "the controller never read the close";
   ASSERT_TRUE(Submit(R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})").ok());
@@ -362,17 +363,16 @@ TEST_F(WorkerReconnectTest, AGangMemberBroughtBackLateDoesNotSplitItsGang) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     queued = cluster_->Call([&] {
       const JobRun* job = cluster_->controller().scheduler().job(1);
-      return !cluster_->controller().recovery().open() &&
-             job->runs[0].state == TaskState::kReady && job->runs[1].state == TaskState::kReady;
+      return !cluster_->controller().recovery().open() && job->runs[0].state == TaskState::kReady &&
+             job->runs[1].state == TaskState::kReady;
     });
   }
   ASSERT_TRUE(queued) << "the gang was never queued";
   // The late worker still runs m1 (not the member the gang is queued
   // under) from before the restart, and says so.
   RegisterMsg back = worker("late", 5002);
-  const CoreKind kind = cluster_->Call([&] {
-    return cluster_->controller().scheduler().job(1)->graph->spec_task(1).core;
-  });
+  const CoreKind kind = cluster_->Call(
+      [&] { return cluster_->controller().scheduler().job(1)->graph->spec_task(1).core; });
   back.held = {HeldTask{1, 1, 0, kind, 0}};
   back.epoch = early_ack->epoch;  // the store's: this controller's before its restart
   RegisterFrom(late, endpoint, back);

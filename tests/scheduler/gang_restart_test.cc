@@ -409,8 +409,10 @@ std::vector<DeviceId> RestoreWithDone(Scheduler& s, JobId id, const JobSpec& spe
   std::vector<Scheduler::RestoredRun> runs;
   for (uint32_t r = 0; r < done; ++r) runs.push_back({r, 0, 10, 20, 64, 1});
   std::vector<DeviceId> ids;
-  if (!s.RestoreJob(id, BuildGraph(spec), runs, JobState::kRunning, "", 0, -1, 100).ok()) return ids;
-  for (int i = 0; i < devices; ++i) ids.push_back(s.AddDevice(Device("d" + std::to_string(i), 1, 1)));
+  if (!s.RestoreJob(id, BuildGraph(spec), runs, JobState::kRunning, "", 0, -1, 100).ok())
+    return ids;
+  for (int i = 0; i < devices; ++i)
+    ids.push_back(s.AddDevice(Device("d" + std::to_string(i), 1, 1)));
   return ids;
 }
 
