@@ -98,7 +98,7 @@ class RunWithAWorkerKilled(unittest.TestCase):
         code, out, err, _ = self.run_and_kill_one_worker(spec, 2)
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["state"], "succeeded")
-        self.assertRegex(err, r"worker \d+ 'local-\d' declared dead: "
+        self.assertRegex(err, r"worker \d+ 'local-\d' \(pid \d+\) declared dead: "
                               r"worker pid \d+ was killed by signal 9")
         self.assertNotIn("missed heartbeats", err)
 
