@@ -61,14 +61,6 @@ std::optional<Message> Reply(zmq::socket_t& s) {
 
 class WorkerReconnectTest : public ClusterTest {
  protected:
-  // Whether the worker registered with `instance` is alive.
-  bool Alive(uint64_t instance) {
-    return cluster_->Call([&] {
-      const auto& ws = cluster_->controller().workers();
-      return std::any_of(ws.begin(), ws.end(),
-                         [&](const WorkerInfo& w) { return w.instance == instance && w.alive; });
-    });
-  }
   // Reports `tasks` done, as worker `me`, on `s`.
   void ReportDone(zmq::socket_t& s, WorkerId me, const std::vector<TaskAssign>& tasks) {
     DoneBatch done{me, {}, 1};
@@ -82,22 +74,28 @@ class WorkerReconnectTest : public ClusterTest {
     }
     Send(s, Message(done));
   }
+  // Whether `holds`, asked on the controller's loop every 10 ms, holds
+  // within 5 s.
+  template <typename Pred>
+  bool Eventually(Pred holds) {
+    for (int i = 0; i < 500; ++i) {
+      if (cluster_->Call([&] { return holds(cluster_->controller()); })) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
   // Job `job`'s state once it ends, or after 5 s.
   JobState WaitForEnd(JobId job) {
-    JobState state = JobState::kRunning;
-    for (int i = 0; i < 500 && !IsTerminal(state); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      state = cluster_->Call([&] { return cluster_->controller().scheduler().job(job)->state; });
-    }
-    return state;
+    Eventually([&](const Controller& c) { return IsTerminal(c.scheduler().job(job)->state); });
+    return cluster_->Call([&] { return cluster_->controller().scheduler().job(job)->state; });
   }
   // Waits (at most 5 s) until that worker, which sends no heartbeat, is
   // declared dead; false if it is not.
   bool WaitDead(uint64_t instance) {
-    for (int i = 0; i < 500 && Alive(instance); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return !Alive(instance);
+    return Eventually([&](const Controller& c) {
+      return std::none_of(c.workers().begin(), c.workers().end(),
+                          [&](const WorkerInfo& w) { return w.instance == instance && w.alive; });
+    });
   }
 };
 
@@ -280,20 +278,11 @@ TEST_F(WorkerReconnectTest, ASendThatFailsLeavesTheWorkerItsGraceToComeBack) {
   process.epoch = std::get<RegisterAck>(*ack).epoch;
   first.close();
   // Once the close is read, the ROUTER has no route to it: the send fails.
-  bool closed = false;
-  for (int i = 0; i < 500 && !closed; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    closed =
-        cluster_->Call([&] { return cluster_->controller().workers()[me].disconnected_at != 0; });
-  }
-  ASSERT_TRUE(closed) << "the controller never read the close";
+  ASSERT_TRUE(Eventually([&](const Controller& c) { return c.workers()[me].disconnected_at != 0; }))
+      << "the controller never read the close";
   ASSERT_TRUE(Submit(R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})").ok());
-  uint64_t dispatched = 0;
-  for (int i = 0; i < 500 && dispatched == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    dispatched = cluster_->Call([&] { return cluster_->controller().counters().tasks_dispatched; });
-  }
-  ASSERT_EQ(dispatched, 1u) << "the run was never sent";
+  ASSERT_TRUE(Eventually([](const Controller& c) { return c.counters().tasks_dispatched == 1; }))
+      << "the run was never sent";
   EXPECT_TRUE(cluster_->Call([&] { return cluster_->controller().workers()[me].alive; }))
       << "declared dead when its send failed";
   RegisterFrom(again, endpoint, process);
@@ -358,16 +347,11 @@ TEST_F(WorkerReconnectTest, AGangMemberBroughtBackLateDoesNotSplitItsGang) {
   const std::optional<RegisterAck> early_ack = ack_of(early);
   ASSERT_TRUE(early_ack.has_value());
   // One device: the gang of two is queued, waiting for a second.
-  bool queued = false;
-  for (int i = 0; i < 500 && !queued; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    queued = cluster_->Call([&] {
-      const JobRun* job = cluster_->controller().scheduler().job(1);
-      return !cluster_->controller().recovery().open() && job->runs[0].state == TaskState::kReady &&
-             job->runs[1].state == TaskState::kReady;
-    });
-  }
-  ASSERT_TRUE(queued) << "the gang was never queued";
+  ASSERT_TRUE(Eventually([](const Controller& c) {
+    const JobRun* job = c.scheduler().job(1);
+    return !c.recovery().open() && job->runs[0].state == TaskState::kReady &&
+           job->runs[1].state == TaskState::kReady;
+  })) << "the gang was never queued";
   // The late worker still runs m1 (not the member the gang is queued
   // under) from before the restart, and says so.
   RegisterMsg back = worker("late", 5002);
