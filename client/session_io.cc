@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <optional>
 #include <variant>
 
 #include "hmpmd/protocol/codec.h"
@@ -76,7 +75,10 @@ Status Session::Start() {
   // written) is asked again, less often each time, until the deadline, as
   // `hmpmd submit --wait` rides through a 503: a full disk is a pause.
   Status refused = Status::Ok();
-  std::optional<std::chrono::steady_clock::time_point> ask_again_at;
+  // time_point::max() means "not refused yet": an optional here trips
+  // GCC 12's -Wmaybe-uninitialized at -O1.
+  constexpr auto kNotRefused = std::chrono::steady_clock::time_point::max();
+  auto ask_again_at = kNotRefused;
   std::chrono::milliseconds backoff{100};
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
@@ -85,11 +87,12 @@ Status Session::Start() {
     // In slices of at most INT32_MAX ms, where zmq_poll's int timeout may
     // wrap (a saturated deadline is 292 years away).
     auto slice = std::min(left, std::chrono::milliseconds(INT32_MAX));
-    if (options_.connect_timeout_ms < 0 && !ask_again_at) slice = std::chrono::milliseconds(-1);
-    if (ask_again_at) {
+    const bool refused_before = ask_again_at != kNotRefused;
+    if (options_.connect_timeout_ms < 0 && !refused_before) slice = std::chrono::milliseconds(-1);
+    if (refused_before) {
       slice = std::max(std::chrono::milliseconds(0),
                        std::min(slice, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           *ask_again_at - now)));
+                                           ask_again_at - now)));
     }
     size_t ready = 0;
     try {
@@ -102,8 +105,8 @@ Status Session::Start() {
                                  " while waiting for the controller");
     }
     if (ready == 0) {
-      if (ask_again_at && std::chrono::steady_clock::now() >= *ask_again_at) {
-        ask_again_at.reset();
+      if (ask_again_at != kNotRefused && std::chrono::steady_clock::now() >= ask_again_at) {
+        ask_again_at = kNotRefused;
         open.sent_us = NowUs();
         if (!SendMessage(open)) return Status::Unavailable("cannot send to " + options_.controller);
       }
