@@ -114,19 +114,6 @@ CLI::Validator NonEmptyPath(const std::string& give) {
       "PATH");
 }
 
-constexpr size_t kMaxTokenFileBytes = 64 * 1024;
-
-Result<std::string> ReadToken(const std::string& path) {
-  // A token is a line: /dev/zero or a large file named by mistake is
-  // refused at once rather than read up to ReadFile's 1 GiB.
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxTokenFileBytes));
-  size_t end = text.find_first_of("\r\n");
-  std::string token = text.substr(0, end);
-  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.pop_back();
-  if (token.empty()) return Status::InvalidArgument(path + ": the token file is empty");
-  return token;
-}
-
 Status SetLogLevel(const std::string& level) {
   auto lvl = spdlog::level::from_str(level);
   if (lvl == spdlog::level::off && level != "off") {

@@ -46,8 +46,6 @@ Result<uint64_t> ParseWhole(const std::string& flag, std::string_view text, uint
 // variable in a script gives, is refused instead of read as "not given".
 // `give` says what to give instead: "a file name", "a directory".
 CLI::Validator NonEmptyPath(const std::string& give = "a file name");
-// Reads a token file: its first line, trimmed; an empty token is an error.
-Result<std::string> ReadToken(const std::string& path);
 // trace, debug, info, warn, error, off.
 Status SetLogLevel(const std::string& level);
 // Prints "hmpmd: <message>" on stderr, in one line (OneLine); returns the

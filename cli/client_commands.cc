@@ -18,6 +18,7 @@
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/http/http_client.h"
 #include "hmpmd/protocol/json_text.h"
+#include "hmpmd/protocol/token_file.h"
 
 namespace hmpmd {
 namespace {
@@ -50,11 +51,14 @@ Result<Client> Connect(const ClientArgs& a) {
   }
   Client c;
   ASSIGN_OR_RETURN(c.url, ParseHttpUrl(url));
-  if (!a.token_file.empty()) {
-    auto token = ReadToken(a.token_file);
-    if (!token.ok()) return Status::InvalidArgument("--token-file: " + token.status().message());
-    c.headers["Authorization"] = "Bearer " + *token;
+  // No --token-file: the token a controller on this host made, if any
+  // (DefaultTokenPath); a controller without a token ignores it.
+  Result<std::string> token = a.token_file.empty() ? ReadDefaultToken() : ReadTokenFile(a.token_file);
+  if (!token.ok()) {
+    return Status::InvalidArgument(std::string(a.token_file.empty() ? "token" : "--token-file") +
+                                   ": " + token.status().message());
   }
+  if (!token->empty()) c.headers["Authorization"] = "Bearer " + *token;
   c.timeout = milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   return c;
 }
@@ -497,7 +501,7 @@ void AddCommon(CLI::App* sub, ClientArgs* a) {
   sub->add_option("--url", a->url,
                   "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080)")
       ->each([a](const std::string&) { a->url_given = true; });
-  sub->add_option("--token-file", a->token_file, "File holding the controller's token");
+  sub->add_option("--token-file", a->token_file, "File holding the controller's token (default: $HMPMD_TOKEN_FILE, else ~/.config/hmpmd/token if it exists)");
   sub->add_flag("--json", a->json, "Print JSON");
   sub->add_option("--request-timeout", a->timeout_s, "Seconds per HTTP request")
       ->check(FiniteRange(0.001, 86400.0))

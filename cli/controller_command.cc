@@ -11,6 +11,7 @@
 #include "hmpmd/api/service.h"
 #include "hmpmd/controller/curve_keys.h"
 #include "hmpmd/http/http_server.h"
+#include "hmpmd/protocol/token_file.h"
 #include "hmpmd/store/sqlite_job_store.h"
 
 namespace hmpmd {
@@ -39,7 +40,39 @@ struct ControllerArgs {
   uint32_t heartbeat_ms = 500;
   uint32_t worker_timeout_ms = 5000;
   bool no_early_dispatch = false;
+  bool insecure = false;
 };
+
+// No port beyond loopback opens without a secret: bound elsewhere with no
+// --token-file (and, for the worker port, no --curve-keys), the controller
+// uses the token in DefaultTokenPath(), made there if missing, where local
+// workers and `hmpmd` commands find it. --insecure opts out, loudly.
+Status SecureByDefault(const ControllerArgs& a, ControllerOptions* opts) {
+  const bool open_listen = !IsLoopbackEndpoint(a.listen) && a.curve_keys.empty();
+  const bool open_http = !a.http.empty() && !IsLoopbackHostPort(a.http);
+  if (!opts->token.empty() || (!open_listen && !open_http)) return Status::Ok();
+  const std::string open_ports = open_listen && open_http ? a.listen + " and http://" + a.http
+                                 : open_listen            ? a.listen
+                                                          : "http://" + a.http;
+  if (a.insecure) {
+    spdlog::warn("--insecure: {} open with no secret: anyone who reaches it may {}", open_ports,
+                 open_listen ? "serve as a worker (and read every task's inputs) or submit work"
+                             : "submit and cancel jobs");
+    return Status::Ok();
+  }
+  const std::string path = DefaultTokenPath();
+  bool made = false;
+  Result<std::string> token = LoadOrMakeToken(path, &made);
+  if (!token.ok()) {
+    return Status::InvalidArgument("token for " + open_ports + ": " + token.status().message() +
+                                   "; or give --token-file, --curve-keys or --insecure");
+  }
+  opts->token = *token;
+  spdlog::info("{} needs a token: {} {} (workers and hmpmd commands on this host read it there; "
+               "give it to others with --token-file)",
+               open_ports, made ? "made" : "using", path);
+  return Status::Ok();
+}
 
 int ControllerMain(const ControllerArgs& a) {
   if (Status st = SetLogLevel(a.log_level); !st.ok()) return Fail(st);
@@ -78,7 +111,7 @@ int ControllerMain(const ControllerArgs& a) {
     spdlog::info("CurveZMQ on: {} authorized worker key(s)", opts.curve_allowed.size());
   }
   if (!a.token_file.empty()) {
-    auto token = ReadToken(a.token_file);
+    auto token = ReadTokenFile(a.token_file);
     if (!token.ok())
       return Fail(Status::InvalidArgument("--token-file: " + token.status().message()));
     opts.token = *token;
@@ -91,6 +124,8 @@ int ControllerMain(const ControllerArgs& a) {
         Status::InvalidArgument("--worker-timeout-ms: must be larger than --heartbeat-ms (" +
                                 std::to_string(opts.heartbeat_ms) + ")"));
   }
+  // Before --db is opened: a token that cannot be made leaves no store behind.
+  if (Status st = SecureByDefault(a, &opts); !st.ok()) return Fail(st);
   so.serve_http = !a.http.empty();
   so.http.bind = a.http;
   so.http.nice = a.http_nice;
@@ -180,10 +215,17 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
                   "they pause and requests wait (none is refused). 0 = no cap")
       ->check(FiniteRange(0.0, 6400.0))
       ->capture_default_str();
-  sub->add_option("--token-file", args->token_file,
-                  "File holding the token workers and mutating REST calls must present");
+  CLI::Option* token_flag = sub->add_option(
+      "--token-file", args->token_file,
+      "File holding the token workers, drivers and mutating REST calls must present (default, "
+      "when --listen or --http is beyond loopback: $HMPMD_TOKEN_FILE, else "
+      "~/.config/hmpmd/token, made if missing)");
   sub->add_option("--curve-keys", args->curve_keys,
                   "Key directory from `hmpmd keygen`: CurveZMQ with authorized worker keys");
+  sub->add_flag("--insecure", args->insecure,
+                "Bound beyond loopback, run with no secret at all (anyone who reaches the ports "
+                "may serve as a worker or submit work)")
+      ->excludes(token_flag);
   sub->add_option("--max-tasks", args->max_tasks, "Largest job spec accepted, in tasks per step")
       ->check(WholeRange(1, 100'000'000))
       ->capture_default_str();

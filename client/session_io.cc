@@ -12,6 +12,7 @@
 #include "hmpmd/protocol/codec.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/stall_clock.h"
+#include "hmpmd/protocol/token_file.h"
 #include "hmpmd/protocol/types.h"
 #include "session.h"
 
@@ -45,7 +46,11 @@ Status Session::Start() {
   // Over the decoder's limit, the open was dropped unanswered: Connect
   // failed after its whole timeout as "no controller answered".
   RETURN_IF_ERROR(CheckWireString("session", options_.session));
-  RETURN_IF_ERROR(CheckWireString("token", options_.token));
+  // No token given: the one a controller on this host made, if any
+  // (DefaultTokenPath); a controller without a token ignores it.
+  Result<std::string> token = options_.token.empty() ? ReadDefaultToken() : options_.token;
+  if (!token.ok()) return Status::InvalidArgument("token: " + token.status().message());
+  RETURN_IF_ERROR(CheckWireString("token", *token));
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::Internal("eventfd failed");
   try {
@@ -64,7 +69,7 @@ Status Session::Start() {
   }
   SessionOpen open;
   open.name = options_.session;
-  open.token = options_.token;
+  open.token = *token;
   open.weight = options_.weight;
   open.heartbeat_ms = options_.heartbeat_ms;
   open.sent_us = NowUs();

@@ -11,6 +11,7 @@
 #include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/read_file.h"
 #include "hmpmd/protocol/strict_json.h"
+#include "hmpmd/protocol/token_file.h"
 #include "hmpmd/protocol/types.h"
 
 namespace hmpmd::worker {
@@ -89,16 +90,13 @@ Status CheckControllerEndpoint(std::string_view endpoint) {
   return Status::Ok();
 }
 
-// Token and device files are a few lines; the limit keeps /dev/zero or a
+// Device files are a few lines; the limit keeps /dev/zero or a
 // wrong big file from filling memory.
 constexpr size_t kMaxSmallFile = size_t{1} << 20;
 
 Result<std::string> ReadTokenFile(const std::string& path) {
-  Result<std::string> text = ReadFile(path, kMaxSmallFile);
-  if (!text.ok()) return Status::InvalidArgument("--token-file: " + text.status().message());
-  std::string token = std::move(text).value();
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.empty()) return Status::InvalidArgument("--token-file: '" + path + "' is empty");
+  Result<std::string> token = hmpmd::ReadTokenFile(path);
+  if (!token.ok()) return Status::InvalidArgument("--token-file: " + token.status().message());
   return token;
 }
 

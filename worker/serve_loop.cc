@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "clock.h"
+#include "hmpmd/protocol/token_file.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -73,6 +74,13 @@ ServeLoop::~ServeLoop() {
 }
 
 Status ServeLoop::Run() {
+  // No token given: the one a controller on this host made, if any
+  // (DefaultTokenPath); a controller without a token ignores it.
+  if (register_.token.empty()) {
+    Result<std::string> token = ReadDefaultToken();
+    if (!token.ok()) return Status::InvalidArgument("token: " + token.status().message());
+    register_.token = *token;
+  }
   Status status = data_.Start();
   register_.data_endpoint = data_.endpoint();
   if (status.ok()) status = StartLanes();

@@ -729,6 +729,10 @@ def run_once(seed, a, recovered):
     failures = []
     net, leave_netns = None, None
     with tempfile.TemporaryDirectory() as tmp:
+        # Bound beyond loopback (--netns), the controller makes a token;
+        # every process here, the workers, the CLI and the driver, finds it
+        # there (DefaultTokenPath), and none touches this user's own.
+        os.environ["HMPMD_TOKEN_FILE"] = os.path.join(tmp, "token")
         if a.netns:
             net = netns_cluster.Network(a.workers).build()
             # This process (REST reads, the submitting CLI, the driver)

@@ -132,8 +132,10 @@ class UnitsTest(unittest.TestCase):
                       f"mount -o remount,bind,ro / && cd {shlex.quote(cwd)} && "
                       f"exec {shlex.join(argv)}")
             argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+        # EnvironmentFile= variables reach the process's environment too.
+        proc_env = dict(os.environ, **{k: self.mapped([v])[0] for k, v in env.items()})
         p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, env=proc_env)
         self.procs.append(p)
         return p
 
@@ -175,6 +177,19 @@ class UnitsTest(unittest.TestCase):
         self.start("hmpmd-worker@.service", env)
         worker = self.procs[-1]
         self.wait_for("worker", lambda: self.pool().get("alive_devices") == 1, worker)
+
+    def test_bound_beyond_loopback_it_keeps_a_token_in_the_state_directory(self):
+        # As shipped (HMPMD_LISTEN=tcp://*:PORT, no --token-file): the token
+        # is made where HMPMD_TOKEN_FILE says, in the only writable folder,
+        # and the worker on this host finds it there.
+        self.assertEqual(environment().get("HMPMD_TOKEN_FILE"), "/var/lib/hmpmd/token")
+        env = self.controller_env(HMPMD_LISTEN=f"tcp://*:{self.zmq}")
+        ctl = self.start("hmpmd-controller.service", env)
+        self.wait_for("controller", lambda: self.pool() is not None, ctl)
+        token = os.path.join(self.state, "token")
+        self.assertEqual(os.stat(token).st_mode & 0o777, 0o600)
+        self.start("hmpmd-worker@.service", env)
+        self.wait_for("worker", lambda: self.pool().get("alive_devices") == 1, self.procs[-1])
 
     @unittest.skipUnless(READ_ONLY_ROOT, "needs a private mount namespace (root) for a "
                          "read-only root")

@@ -30,6 +30,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 PREFIX = "hmpmdt"
@@ -230,6 +231,12 @@ class NetnsCluster:
         self.ns_controller = self.net.hub
         self.ns_workers = self.net.leaves
         self._procs = []  # (name, Popen, log file)
+        # The controller, bound beyond loopback, makes a token here; the
+        # workers and the CLI find it through HMPMD_TOKEN_FILE, as processes
+        # on one host find the default file.
+        self.token_dir = tempfile.mkdtemp(prefix="hmpmd-netns-token-")
+        self.token_file = os.path.join(self.token_dir, "token")
+        self.env = dict(os.environ, HMPMD_TOKEN_FILE=self.token_file)
 
     # --- setup and teardown -------------------------------------------------
 
@@ -253,7 +260,7 @@ class NetnsCluster:
             log = open(os.path.join(self.log_dir, name + ".log"), "a")
         p = subprocess.Popen(["ip", "netns", "exec", ns] + args, stdin=subprocess.DEVNULL,
                              stdout=log or subprocess.DEVNULL, stderr=log or subprocess.DEVNULL,
-                             preexec_fn=_die_with_parent)
+                             preexec_fn=_die_with_parent, env=self.env)
         self._procs.append((name, p, log))
         return p
 
@@ -300,6 +307,7 @@ class NetnsCluster:
         self._stop(self._procs)
         self._procs = []
         self.net.close()
+        shutil.rmtree(self.token_dir, ignore_errors=True)
 
     # --- addresses ----------------------------------------------------------
 
@@ -327,7 +335,7 @@ class NetnsCluster:
         """Runs `hmpmd ARGS --url http://HTTP` in the controller namespace; (rc, stdout, stderr)."""
         p = subprocess.run(["ip", "netns", "exec", self.ns_controller, self.hmpmd_bin] + list(args) +
                            ["--url", "http://" + HTTP], capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=self.env)
         return p.returncode, p.stdout, p.stderr
 
     def cli_json(self, *args, timeout=120):

@@ -38,7 +38,7 @@ struct ClientOptions {
   /// The controller's ZeroMQ endpoint, as given to `hmpmd controller
   /// --listen` (with a host instead of '*'). Default: tcp://127.0.0.1:5555.
   std::string controller = "tcp://127.0.0.1:5555";
-  /// The controller's shared secret (`--token`); empty when it has none.
+  /// The controller's token; empty reads a local controller's token file.
   std::string token;
   /// The session's name: the job name in `hmpmd status` and REST.
   /// Default: "driver".

@@ -54,8 +54,8 @@ struct WorkerOptions {
   /// host uses to reach the controller (127.0.0.1 for a local controller).
   std::string data_host;
 
-  /// Shared secret sent in the registration. Default: empty, for a
-  /// controller without a token. Keep it out of command lines (use a file).
+  /// Shared secret sent in the registration. Default: empty, which reads the
+  /// token file a local controller made (DefaultTokenPath), if there is one.
   std::string token;
 
   /// Level of the worker's log. Default: kInfo. kDebug logs every failed
