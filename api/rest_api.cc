@@ -100,6 +100,17 @@ bool RestApi::Authorised(const HttpRequest& req) const {
   return SameSecret(token_, got.substr(kScheme.size()));
 }
 
+std::optional<HttpResponse> RestApi::Refusal(RouteAccess access, const HttpRequest& req) const {
+  if (token_.empty() || access == RouteAccess::kOpen) return std::nullopt;
+  if (access == RouteAccess::kRead && options_.public_read) return std::nullopt;
+  if (access == RouteAccess::kMetrics && (options_.public_read || options_.public_metrics)) {
+    return std::nullopt;
+  }
+  if (Authorised(req)) return std::nullopt;
+  return req.headers.contains("authorization") ? Error(403, "wrong token")
+                                               : Error(401, "missing Authorization: Bearer token");
+}
+
 void RestApi::Handle(HttpRequest req, HttpReply reply) {
   // Every answer names the job store: job ids restart at 1 on a fresh one,
   // and `submit --wait` must not follow another job under its job's id.
@@ -128,10 +139,10 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
     r.headers["Allow"] = std::string(match.allow);
     return reply(std::move(r));
   }
-  if (route != nullptr && route->mutating && !Authorised(req)) {
-    auto it = req.headers.find("authorization");
-    return reply(it == req.headers.end() ? Error(401, "missing Authorization: Bearer token")
-                                         : Error(403, "wrong token"));
+  if (route != nullptr) {
+    if (std::optional<HttpResponse> refused = Refusal(route->access, req)) {
+      return reply(std::move(*refused));
+    }
   }
   // A parameter a route does not take is refused, not silently ignored.
   if (!req.query.empty() && RouteTable::RefusesQuery(match, req.method)) {

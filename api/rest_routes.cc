@@ -7,23 +7,24 @@
 
 namespace hmpmd {
 
+using enum RouteAccess;
 // clang-format off
 const Route RestApi::kRoutes[] = {
-  // pattern                    method    runs on                     mutating query               handler
-  {"/api/v1/pool",              "GET",    RouteRuns::kSnapshot,       false, RouteQuery::kNone,    &RestApi::GetPool},
-  {"/api/v1/jobs",              "GET",    RouteRuns::kSnapshot,       false, RouteQuery::kNone,    &RestApi::GetJobs},
-  {"/api/v1/jobs",              "POST",   RouteRuns::kParser,         true,  RouteQuery::kNone,    &RestApi::PostJob},
-  {"/api/v1/jobs/{id}",         "GET",    RouteRuns::kSnapshot,       false, RouteQuery::kNone,    &RestApi::GetJob},
-  {"/api/v1/jobs/{id}",         "DELETE", RouteRuns::kLoop,           true,  RouteQuery::kOwn,     &RestApi::DeleteJob},
-  {"/api/v1/jobs/{id}/tasks",   "GET",    RouteRuns::kSnapshotOrLoop, false, RouteQuery::kOwn,     &RestApi::GetTasks},
-  {"/api/v1/jobs/{id}/trace",   "GET",    RouteRuns::kSnapshotOrLoop, false, RouteQuery::kNone,    &RestApi::GetTrace},
-  {"/api/v1/jobs/{id}/dag",     "GET",    RouteRuns::kSnapshotOrLoop, false, RouteQuery::kNone,    &RestApi::GetDag},
-  {"/api/v1/jobs/{id}/outputs", "GET",    RouteRuns::kSnapshotOrLoop, false, RouteQuery::kNone,    &RestApi::GetOutputs},
-  {"/api/v1/jobs/{id}/logs",    "GET",    RouteRuns::kLoop,           false, RouteQuery::kOwn,     &RestApi::GetLogs},
-  {kHttpEventsPath,             "GET",    RouteRuns::kServer,         false, RouteQuery::kNone,    nullptr},
-  {"/metrics",                  "GET",    RouteRuns::kSnapshot,       false, RouteQuery::kNone,    &RestApi::GetMetrics},
-  {"/api/v1/openapi.json",      "GET",    RouteRuns::kHttpThread,     false, RouteQuery::kNone,    &RestApi::GetAsset},
-  {"{asset}",                   "GET",    RouteRuns::kHttpThread,     false, RouteQuery::kIgnored, &RestApi::GetAsset},
+  // pattern                    method    runs on                     access          query                handler
+  {"/api/v1/pool",              "GET",    RouteRuns::kSnapshot,       kRead,    RouteQuery::kNone,    &RestApi::GetPool},
+  {"/api/v1/jobs",              "GET",    RouteRuns::kSnapshot,       kRead,    RouteQuery::kNone,    &RestApi::GetJobs},
+  {"/api/v1/jobs",              "POST",   RouteRuns::kParser,         kWrite,   RouteQuery::kNone,    &RestApi::PostJob},
+  {"/api/v1/jobs/{id}",         "GET",    RouteRuns::kSnapshot,       kRead,    RouteQuery::kNone,    &RestApi::GetJob},
+  {"/api/v1/jobs/{id}",         "DELETE", RouteRuns::kLoop,           kWrite,   RouteQuery::kOwn,     &RestApi::DeleteJob},
+  {"/api/v1/jobs/{id}/tasks",   "GET",    RouteRuns::kSnapshotOrLoop, kRead,    RouteQuery::kOwn,     &RestApi::GetTasks},
+  {"/api/v1/jobs/{id}/trace",   "GET",    RouteRuns::kSnapshotOrLoop, kRead,    RouteQuery::kNone,    &RestApi::GetTrace},
+  {"/api/v1/jobs/{id}/dag",     "GET",    RouteRuns::kSnapshotOrLoop, kRead,    RouteQuery::kNone,    &RestApi::GetDag},
+  {"/api/v1/jobs/{id}/outputs", "GET",    RouteRuns::kSnapshotOrLoop, kRead,    RouteQuery::kNone,    &RestApi::GetOutputs},
+  {"/api/v1/jobs/{id}/logs",    "GET",    RouteRuns::kLoop,           kRead,    RouteQuery::kOwn,     &RestApi::GetLogs},
+  {kHttpEventsPath,             "GET",    RouteRuns::kServer,         kRead,    RouteQuery::kNone,    nullptr},
+  {"/metrics",                  "GET",    RouteRuns::kSnapshot,       kMetrics, RouteQuery::kNone,    &RestApi::GetMetrics},
+  {"/api/v1/openapi.json",      "GET",    RouteRuns::kHttpThread,     kOpen,    RouteQuery::kNone,    &RestApi::GetAsset},
+  {"{asset}",                   "GET",    RouteRuns::kHttpThread,     kOpen,    RouteQuery::kIgnored, &RestApi::GetAsset},
 };
 // clang-format on
 

@@ -84,6 +84,9 @@ Status Service::Start() {
                    server.max_connections);
     }
   }
+  server.events_gate = [api = api_.get()](const HttpRequest& req) {
+    return api->Refusal(RouteAccess::kRead, req);
+  };
   http_ =
       std::make_unique<HttpServer>(server, [api = api_.get()](HttpRequest req, HttpReply reply) {
         api->Handle(std::move(req), std::move(reply));

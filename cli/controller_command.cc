@@ -41,6 +41,8 @@ struct ControllerArgs {
   uint32_t worker_timeout_ms = 5000;
   bool no_early_dispatch = false;
   bool insecure = false;
+  bool public_read = false;
+  bool public_metrics = false;
 };
 
 // No port beyond loopback opens without a secret: bound elsewhere with no
@@ -126,6 +128,8 @@ int ControllerMain(const ControllerArgs& a) {
   }
   // Before --db is opened: a token that cannot be made leaves no store behind.
   if (Status st = SecureByDefault(a, &opts); !st.ok()) return Fail(st);
+  so.api.public_read = a.public_read;
+  so.api.public_metrics = a.public_metrics;
   so.serve_http = !a.http.empty();
   so.http.bind = a.http;
   so.http.nice = a.http_nice;
@@ -226,6 +230,11 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
                 "Bound beyond loopback, run with no secret at all (anyone who reaches the ports "
                 "may serve as a worker or submit work)")
       ->excludes(token_flag);
+  sub->add_flag("--public-read", args->public_read,
+                "With a token, let anyone who reaches --http read the API (jobs, tasks, traces, "
+                "outputs' places, events, metrics); writes still need the token");
+  sub->add_flag("--public-metrics", args->public_metrics,
+                "With a token, let anyone who reaches --http read /metrics (for Prometheus)");
   sub->add_option("--max-tasks", args->max_tasks, "Largest job spec accepted, in tasks per step")
       ->check(WholeRange(1, 100'000'000))
       ->capture_default_str();

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <utility>
 
 #include "hmpmd/http/http_target.h"
@@ -265,6 +266,11 @@ void Session::OnRead(beast::error_code ec) {
   // which refuses it (RestApi: 400 naming it). "?" and "?&" name none.
   if (request.method == "GET" && request.path == kHttpEventsPath &&
       request.query.find_first_not_of('&') == std::string::npos) {
+    if (core_->options.events_gate) {
+      if (std::optional<HttpResponse> refused = core_->options.events_gate(request)) {
+        return WriteResponse(std::move(*refused));
+      }
+    }
     return StartSse();
   }
 

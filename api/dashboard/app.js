@@ -15,9 +15,43 @@ const state = {
 const $ = (id) => document.getElementById(id);
 const timeline = new Timeline($('timeline'), $('tooltip'), 20000);
 
-// Reads need no token; only a cancel does (see cancelJob).
+// --- the token ---
+// A controller with a token answers reads without it 401 (403 for a wrong
+// one) unless it runs with --public-read: the page then asks for the token
+// once (#read-token-form) and keeps it for this tab in sessionStorage,
+// sending it as `Authorization: Bearer` with every read, the event stream
+// and cancels. It is never shown, logged, put in the address or in a
+// cookie (which other tabs, other ports of this host and cross-site
+// requests would carry).
+const TOKEN_KEY = 'hmpmd.token';
+const savedToken = () => sessionStorage.getItem(TOKEN_KEY);
+const authHeaders = () => (savedToken() ? { Authorization: 'Bearer ' + savedToken() } : {});
+const keepToken = (t) => sessionStorage.setItem(TOKEN_KEY, t);
+const forgetToken = () => sessionStorage.removeItem(TOKEN_KEY);
+let events = null;  // the event stream (openEvents), once reads are allowed
+
+function askReadToken(status) {
+  if (events) { events.close(); events = null; }
+  if (status === 403) forgetToken();
+  state.connected = false;
+  $('conn').textContent = 'needs the token'; $('conn').className = 'conn down';
+  $('read-token-message').textContent = status === 403
+    ? 'Wrong token: enter it again.' : 'This controller needs its token to show anything: enter it.';
+  $('read-token-form').hidden = false;
+  $('read-token-input').focus();
+}
+
+async function read(path) {
+  const r = await fetch(path, { headers: authHeaders() });
+  if (r.status === 401 || r.status === 403) {
+    askReadToken(r.status);
+    throw new Error(path + ': the controller needs its token');
+  }
+  return r;
+}
+
 async function getJson(path) {
-  const r = await fetch(path);
+  const r = await read(path);
   if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
   return r.json();
 }
@@ -159,7 +193,7 @@ async function renderJobPage() {
     getJson('/api/v1/jobs/' + id), getJson('/api/v1/jobs/' + id + '/dag'),
     getJson('/api/v1/jobs/' + id + '/tasks?state=ready&limit=50'),
     getJson('/api/v1/jobs/' + id + '/tasks?state=blocked&limit=50'),
-    fetch('/metrics').then((r) => r.text())]);
+    read('/metrics').then((r) => r.text())]);
   const failed = await getJson('/api/v1/jobs/' + id + '/tasks?state=failed&limit=50');
   // A stale answer: render again shortly, from a fresher one.
   if (!upsertJob(job)) jobDirty = true;
@@ -201,12 +235,9 @@ async function renderJobPage() {
 }
 
 // --- cancel (DELETE /api/v1/jobs/{id}) ---
-// A controller started with --token-file answers a cancel without a token
-// 401 and one with a wrong token 403: that is how the page learns it needs
-// one (no read tells it). The token is asked for in a form, kept in this
-// tab's sessionStorage, sent only in the Authorization header of a cancel,
-// and never shown, logged or put in the address.
-const TOKEN_KEY = 'hmpmd.token';
+// A controller with a token answers a cancel without it 401 and one with a
+// wrong token 403 (with --public-read, reads did not need it): the token is
+// then asked for in the job's form and kept as above.
 let cancelling = null;  // job id of the cancel in flight, or of the one waiting for a token
 
 function jobActive(id) {
@@ -248,11 +279,9 @@ async function cancelJob(id) {
   cancelling = id;
   $('token-form').hidden = true;
   renderCancel();
-  const token = sessionStorage.getItem(TOKEN_KEY);
   let r, body = {};
   try {
-    r = await fetch('/api/v1/jobs/' + id, { method: 'DELETE',
-                                            headers: token ? { Authorization: 'Bearer ' + token } : {} });
+    r = await fetch('/api/v1/jobs/' + id, { method: 'DELETE', headers: authHeaders() });
     body = await r.json().catch(() => ({}));
   } catch (e) {
     cancelling = null;
@@ -260,7 +289,7 @@ async function cancelJob(id) {
     return;
   }
   if (r.status === 401 || r.status === 403) {
-    sessionStorage.removeItem(TOKEN_KEY);
+    forgetToken();
     askToken(id, r.status === 401 ? 'This controller needs its token to cancel a job: enter it.'
                                   : 'Wrong token: job ' + id + ' was not cancelled. Enter the token again.');
     return;
@@ -294,7 +323,7 @@ async function renderTaskLog() {
   $('task-id').value = t.id;
   $('task-step').value = String(t.step);
   const path = '/api/v1/jobs/' + state.view + '/logs?task=' + encodeURIComponent(t.id) + '&step=' + t.step;
-  const r = await fetch(path);
+  const r = await read(path);
   const log = await r.json();
   if (!r.ok) { out.replaceChildren(el('p', { class: 'error' }, log.error || ('HTTP ' + r.status))); return; }
   const kids = [el('p', {}, log.task + ' (step ' + log.step + '): ' + log.state + ', attempt ' + log.attempt +
@@ -357,43 +386,87 @@ function renderDag(dag) {
 }
 
 // --- live events ---
+// The Server-Sent Events of `path`, read with fetch so that they carry the
+// token (an EventSource cannot send a header). `handlers[event]` gets each
+// event's {data}; after the stream ends or fails, `onDown` is called and it
+// opens again a second later, as an EventSource would. A 401 or 403 stops
+// it and asks for the token. close() ends it for good.
+function openEvents(path, handlers, onDown) {
+  const abort = new AbortController();
+  let closed = false;
+  const dispatch = (block) => {
+    let type = 'message';
+    const data = [];
+    for (const line of block.split('\n')) {
+      if (line.startsWith('event:')) type = line.slice(6).trim();
+      else if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
+    }
+    if (data.length && handlers[type]) handlers[type]({ data: data.join('\n') });
+  };
+  (async () => {
+    while (!closed) {
+      try {
+        const r = await fetch(path, { headers: authHeaders(), signal: abort.signal });
+        if (r.status === 401 || r.status === 403) { closed = true; askReadToken(r.status); return; }
+        if (r.ok) {
+          const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+          let buf = '';
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += value;
+            for (let end; (end = buf.indexOf('\n\n')) >= 0; buf = buf.slice(end + 2)) {
+              dispatch(buf.slice(0, end));
+            }
+          }
+        }
+      } catch (e) {
+        if (closed) return;
+      }
+      onDown();
+      await new Promise((done) => setTimeout(done, 1000));
+    }
+  })();
+  return { close() { closed = true; abort.abort(); } };
+}
+
 function connect() {
-  const es = new EventSource('/api/v1/events');
-  es.addEventListener('hello', async (e) => {
-    state.connected = true;
-    timeline.setClock(JSON.parse(e.data).now_us);
-    $('conn').textContent = 'live'; $('conn').className = 'conn up';
-    // A fresh snapshot after every (re)connect; events keep it current.
-    try {
-      await loadPool();
-      for (const j of (await getJson('/api/v1/jobs')).jobs) upsertJob(j);
+  events = openEvents('/api/v1/events', {
+    hello: async (e) => {
+      state.connected = true;
+      timeline.setClock(JSON.parse(e.data).now_us);
+      $('conn').textContent = 'live'; $('conn').className = 'conn up';
+      // A fresh snapshot after every (re)connect; events keep it current.
+      try {
+        await loadPool();
+        for (const j of (await getJson('/api/v1/jobs')).jobs) upsertJob(j);
+        renderJobs();
+        if (state.view != null) renderJobPage();
+      } catch (err) { console.error(err); }
+    },
+    tasks: (e) => {
+      const d = JSON.parse(e.data);
+      timeline.setClock(d.now_us);
+      for (const r of d.tasks) timeline.add(r);
+      state.records += d.tasks.length;
+      state.dropped += d.dropped;
+      $('timeline-dropped').textContent = state.dropped ? state.dropped + ' task events not shown (too fast)' : '';
+      poolDirty = true;
+    },
+    jobs: (e) => {
+      const d = JSON.parse(e.data);
+      timeline.setClock(d.now_us);
+      for (const j of d.jobs) upsertJob(j);
       renderJobs();
-      if (state.view != null) renderJobPage();
-    } catch (err) { console.error(err); }
-  });
-  es.addEventListener('tasks', (e) => {
-    const d = JSON.parse(e.data);
-    timeline.setClock(d.now_us);
-    for (const r of d.tasks) timeline.add(r);
-    state.records += d.tasks.length;
-    state.dropped += d.dropped;
-    $('timeline-dropped').textContent = state.dropped ? state.dropped + ' task events not shown (too fast)' : '';
-    poolDirty = true;
-  });
-  es.addEventListener('jobs', (e) => {
-    const d = JSON.parse(e.data);
-    timeline.setClock(d.now_us);
-    for (const j of d.jobs) upsertJob(j);
-    renderJobs();
-    // Ended jobs change the pool's per-worker counts.
-    if (d.jobs.some((j) => j.state !== 'running' && j.state !== 'queued')) reloadPool();
-    if (state.view != null && d.jobs.some((j) => j.id === state.view)) jobDirty = true;
-  });
-  es.addEventListener('pool', reloadPool);
-  es.onerror = () => {
+      // Ended jobs change the pool's per-worker counts.
+      if (d.jobs.some((j) => j.state !== 'running' && j.state !== 'queued')) reloadPool();
+      if (state.view != null && d.jobs.some((j) => j.id === state.view)) jobDirty = true;
+    },
+    pool: reloadPool,
+  }, () => {
     state.connected = false;
     $('conn').textContent = 'reconnecting'; $('conn').className = 'conn down';
-  };
+  });
 }
 
 // A job shown for the first time gets its most recent finished runs, and
@@ -512,15 +585,31 @@ $('token-form').addEventListener('submit', (e) => {
   const t = $('token-input').value.trim();
   $('token-input').value = '';
   if (!t || cancelling == null) return;
-  sessionStorage.setItem(TOKEN_KEY, t);
+  keepToken(t);
   cancelJob(cancelling).catch(console.error);
 });
+$('read-token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const t = $('read-token-input').value.trim();
+  $('read-token-input').value = '';
+  if (!t) return;
+  keepToken(t);
+  $('read-token-form').hidden = true;
+  start().catch(console.error);
+});
+
+// Reads first: a controller that wants the token says so (401) before the
+// event stream is opened.
+async function start() {
+  await read('/api/v1/pool');
+  if (!events) connect();
+  route();
+}
 $('token-dismiss').addEventListener('click', () => {
   $('token-form').hidden = true;
   cancelling = null;
   say('', false);
 });
 window.addEventListener('hashchange', route);
-route();
-connect();
+start().catch(console.error);
 requestAnimationFrame(frame);

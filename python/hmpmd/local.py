@@ -66,11 +66,13 @@ class LocalCluster:
     `worker_binary`), or, with `python_kernels` (module names),
     `python3 -m hmpmd.worker --kernels M...` with `python_path` added to
     PYTHONPATH beside this package. Each worker is one device with `cores`
-    (one string for all, or a list with one per worker)."""
+    (one string for all, or a list with one per worker). With `token_file`,
+    the controller and the workers take it as --token-file, and this
+    object's REST reads send its token."""
 
     def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", worker_binary=None,
                  python_kernels=(), python_path=(), log_level="warn", start_timeout_s=60,
-                 worker_args=(), controller_args=(), worker_stderr=None):
+                 worker_args=(), controller_args=(), worker_stderr=None, token_file=None):
         self.bin_dir = bin_dir
         self.workers = workers
         self.cores = cores
@@ -82,6 +84,10 @@ class LocalCluster:
         self.worker_args = list(worker_args)  # more flags for every worker
         self.controller_args = list(controller_args)  # more flags for the controller
         self.worker_stderr = worker_stderr  # a file for the workers' logs; None: discarded
+        self.token_file = token_file
+        if token_file:
+            self.controller_args += ["--token-file", token_file]
+            self.worker_args += ["--token-file", token_file]
         self.procs = []
 
     def __enter__(self):
@@ -146,7 +152,11 @@ class LocalCluster:
         raise RuntimeError(f"controller and {self.workers} workers did not come up: {last}")
 
     def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+        req = urllib.request.Request(self.url + path)
+        if self.token_file:
+            with open(self.token_file) as f:
+                req.add_header("Authorization", "Bearer " + f.readline().strip())
+        with urllib.request.urlopen(req, timeout=30) as r:
             return json.load(r)
 
     def stop(self):

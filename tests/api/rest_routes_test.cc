@@ -43,18 +43,22 @@ TEST(RestRoutesTest, AllowListsTheRowsMethodsWithHeadForGetAndOptions) {
   EXPECT_EQ(Table().all_methods(), "GET, HEAD, POST, DELETE, OPTIONS");
 }
 
-TEST(RestRoutesTest, HeadTakesGetsRowAndOnlyMutatingRowsNeedTheToken) {
+TEST(RestRoutesTest, HeadTakesGetsRowAndOnlyTheDashboardsFilesAreOpen) {
   RouteTable::Match jobs = Table().Find("/api/v1/jobs");
   EXPECT_EQ(RouteTable::Row(jobs, "HEAD")->method, "GET");
   EXPECT_EQ(RouteTable::Row(jobs, "PUT"), nullptr);
   EXPECT_EQ(RouteTable::Row(jobs, "OPTIONS"), nullptr) << "every route answers it alike";
   EXPECT_EQ(RouteTable::Row(Table().Find("/api/v1/events"), "HEAD"), nullptr);
-  std::set<std::string> mutating;
+  std::set<std::string> writes, open;
   for (const Route& r : Table().rows()) {
-    if (r.mutating) mutating.insert(std::string(r.method) + " " + std::string(r.pattern));
+    const std::string row = std::string(r.method) + " " + std::string(r.pattern);
+    if (r.access == RouteAccess::kWrite) writes.insert(row);
+    if (r.access == RouteAccess::kOpen) open.insert(row);
+    EXPECT_EQ(r.access == RouteAccess::kWrite, r.method != "GET") << row;
     EXPECT_EQ(r.handler == nullptr, r.runs == RouteRuns::kServer) << r.pattern;
   }
-  EXPECT_EQ(mutating, (std::set<std::string>{"POST /api/v1/jobs", "DELETE /api/v1/jobs/{id}"}));
+  EXPECT_EQ(writes, (std::set<std::string>{"POST /api/v1/jobs", "DELETE /api/v1/jobs/{id}"}));
+  EXPECT_EQ(open, (std::set<std::string>{"GET /api/v1/openapi.json", "GET {asset}"}));
 }
 
 TEST(RestRoutesTest, EveryApiRouteRefusesAQueryButTheTaskTableTaskLogsAndAJobsDelete) {

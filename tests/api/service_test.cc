@@ -66,7 +66,8 @@ TEST(ServiceTest, WithHttpTheApiAnswersUnderTheControllersToken) {
   ASSERT_NE(s.http_port(), 0u);
   ASSERT_NE(s.http_budget(), nullptr) << "the default budget is on";
   Running loop(s);
-  auto pool = Call(s.http_port(), "GET", "/api/v1/pool");
+  EXPECT_EQ(Call(s.http_port(), "GET", "/api/v1/pool")->status, 401) << "reads need it too";
+  auto pool = Call(s.http_port(), "GET", "/api/v1/pool", "", {{"Authorization", "Bearer s3cret"}});
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   EXPECT_EQ(pool->status, 200) << pool->body;
   EXPECT_EQ(pool->headers["hmpmd-store"], std::to_string(s.controller().epoch()));

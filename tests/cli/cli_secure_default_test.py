@@ -89,7 +89,11 @@ class SecureByDefaultTest(unittest.TestCase):
             return f.read().strip()
 
     def get(self, path):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=5) as r:
+        """A REST read, with the token when the controller made one."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}")
+        if os.path.exists(self.token):
+            req.add_header("Authorization", "Bearer " + self.read_token())
+        with urllib.request.urlopen(req, timeout=5) as r:
             return json.loads(r.read())
 
     def alive_devices(self):

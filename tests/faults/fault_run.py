@@ -244,7 +244,7 @@ class Run:
             if self.controller.poll() is not None:
                 raise RuntimeError("the controller exited; see controller.log")
             try:
-                urllib.request.urlopen(self.url + "/api/v1/pool", timeout=2).read()
+                api_get(self.url + "/api/v1/pool", timeout=2).read()
                 return
             except OSError:
                 time.sleep(0.05)
@@ -261,7 +261,7 @@ class Run:
             f"worker{i}.log")
 
     def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+        with api_get(self.url + path, timeout=30) as r:
             return json.loads(r.read())
 
     def wait_workers(self):
@@ -481,6 +481,17 @@ def allreduce_wrong(got, members):
     return None if bad.size == 0 else f"element {bad[0]} is {got[bad[0]]}, not {want[bad[0]]}"
 
 
+def api_get(url, timeout):
+    """urlopen(url) with the token the controller made, if it made one
+    (HMPMD_TOKEN_FILE, under --netns): its reads need it."""
+    req = urllib.request.Request(url)
+    path = os.environ.get("HMPMD_TOKEN_FILE", "")
+    if os.path.exists(path):
+        with open(path) as f:
+            req.add_header("Authorization", "Bearer " + f.readline().strip())
+    return urllib.request.urlopen(req, timeout=timeout)
+
+
 class Progress:
     """The job's done count, sampled every 20 ms from REST (a sample that
     gets no answer in 250 ms, as while the controller is down, is skipped),
@@ -495,7 +506,7 @@ class Progress:
     def sample(self):
         while not self.stop.wait(0.02):
             try:
-                with urllib.request.urlopen(self.url + "/api/v1/jobs/1", timeout=0.25) as r:
+                with api_get(self.url + "/api/v1/jobs/1", timeout=0.25) as r:
                     self.samples.append((time.monotonic(), json.loads(r.read()).get("done", 0)))
             except (OSError, ValueError):
                 pass

@@ -60,6 +60,7 @@ class AccessControlTest : public ProcessClusterFixture {
 TEST_F(AccessControlTest, TokenGuardsWorkersAndMutatingCallsAndIsNeverLogged) {
   std::ofstream(Path("token")) << kToken << "\n";
   cluster_->set_log_level("trace");
+  cluster_->set_rest_token(kToken);  // its reads need the token too
   ASSERT_TRUE(cluster_->StartController({"--token-file", Path("token")}).ok());
   // A worker without the token is refused and exits.
   ASSERT_TRUE(cluster_->StartWorker().ok());
@@ -112,12 +113,76 @@ TEST_F(AccessControlTest, TokenGuardsWorkersAndMutatingCallsAndIsNeverLogged) {
   EXPECT_EQ(logs.find(kToken), std::string::npos) << "the token appears in a log";
 }
 
+// With a token, reads need it too, but for the dashboard's own files; the
+// event stream is refused before it starts; a cookie is no token.
+// --public-read and --public-metrics open reads on purpose, and a public
+// reader learns where outputs are, never the data token to fetch them.
+TEST_F(AccessControlTest, ReadsNeedTheTokenUnlessOpenedOnPurpose) {
+  std::ofstream(Path("token")) << kToken << "\n";
+  cluster_->set_rest_token(kToken);
+  ASSERT_TRUE(cluster_->StartController({"--token-file", Path("token")}).ok());
+  using Headers = std::map<std::string, std::string>;
+  const Headers none, bearer{{"Authorization", std::string("Bearer ") + kToken}},
+      wrong{{"Authorization", "Bearer nope"}},
+      cookie{{"Cookie", std::string("hmpmd_token=") + kToken}};
+  auto status = [&](const std::string& method, const std::string& path, const Headers& h,
+                    const std::string& body = "") {
+    auto r = cluster_->Call(method, path, body, h);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->status : 0;
+  };
+  for (const char* path : {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/1", "/api/v1/jobs/1/tasks",
+                           "/api/v1/jobs/1/trace", "/api/v1/jobs/1/outputs", "/metrics"}) {
+    EXPECT_EQ(status("GET", path, none), 401) << path;
+    EXPECT_EQ(status("HEAD", path, none), 401) << path;
+    EXPECT_EQ(status("GET", path, wrong), 403) << path;
+    EXPECT_EQ(status("GET", path, cookie), 401) << path;
+    const int with_token = status("GET", path, bearer);  // 200, or 404: no job 1 yet
+    EXPECT_TRUE(with_token == 200 || with_token == 404) << path << ": " << with_token;
+  }
+  EXPECT_EQ(status("GET", "/", none), 200);
+  EXPECT_EQ(status("GET", "/dashboard/app.js", none), 200);
+  EXPECT_EQ(status("GET", "/api/v1/openapi.json", none), 200);
+  // The event stream: refused, not started, without the token.
+  EXPECT_EQ(status("GET", "/api/v1/events", none), 401);
+  EXPECT_EQ(status("GET", "/api/v1/events", wrong), 403);
+  ASSERT_TRUE(cluster_->StartWorker({"--token-file", Path("token")}).ok());
+  EXPECT_EQ(status("POST", "/api/v1/jobs", cookie, kSpec), 401);
+  EXPECT_EQ(status("POST", "/api/v1/jobs", bearer, kSpec), 201);
+  EXPECT_EQ(cluster_->WaitJob(1, 30000).value("state", ""), "succeeded");
+
+  cluster_->StopController();
+  ASSERT_TRUE(cluster_->StartController({"--token-file", Path("token"), "--public-metrics"}).ok());
+  EXPECT_EQ(status("GET", "/metrics", none), 200);
+  EXPECT_EQ(status("GET", "/api/v1/pool", none), 401);
+
+  cluster_->StopController();
+  ASSERT_TRUE(cluster_->StartController({"--token-file", Path("token"), "--public-read"}).ok());
+  for (const char* path : {"/api/v1/pool", "/api/v1/jobs", "/metrics"}) {
+    EXPECT_EQ(status("GET", path, none), 200) << path;
+  }
+  EXPECT_EQ(status("POST", "/api/v1/jobs", none, kSpec), 401);
+  EXPECT_EQ(status("DELETE", "/api/v1/jobs/1", none), 401);
+  ASSERT_TRUE(cluster_->StartWorker({"--token-file", Path("token")}).ok());
+  ASSERT_EQ(status("POST", "/api/v1/jobs", bearer,
+                   R"({"tasks":[{"id":"a","kernel":"scale","args":{"n":4,"factor":2}}]})"),
+            201);
+  EXPECT_EQ(cluster_->WaitJob(2, 30000).value("state", ""), "succeeded");
+  auto read = cluster_->Call("GET", "/api/v1/jobs/2/outputs", "", none);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->status, 200) << read->body;
+  auto outs = nlohmann::json::parse(read->body, nullptr, false);
+  EXPECT_EQ(outs["outputs"].size(), 1u) << read->body;
+  EXPECT_FALSE(outs.contains("data_token")) << "a public reader got the data token";
+}
+
 // With a token, the workers' data sockets serve only the controller's data
 // token: `hmpmd submit --wait --fetch` gets it from REST (given
 // --token-file) and fetches; a fetch with another token is refused, saying
 // so, and leaves the output where it is.
 TEST_F(AccessControlTest, FetchesNeedTheDataTokenWhichTheCliGetsWithItsToken) {
   std::ofstream(Path("token")) << kToken << "\n";
+  cluster_->set_rest_token(kToken);  // its reads need the token too
   ASSERT_TRUE(cluster_->StartController({"--token-file", Path("token")}).ok());
   ASSERT_TRUE(cluster_->StartWorker({"--token-file", Path("token")}).ok());
   ASSERT_TRUE(WaitAlive(1));
@@ -130,11 +195,9 @@ TEST_F(AccessControlTest, FetchesNeedTheDataTokenWhichTheCliGetsWithItsToken) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << Slurp("cli.out");
   EXPECT_TRUE(std::filesystem::exists(out + "/manifest.json")) << Slurp("cli.out");
   EXPECT_EQ(std::filesystem::file_size(out + "/a.0.bin"), 16 * sizeof(float));
-  // Where the output is, as anyone may read it, and a fetch without the
-  // controller's data token.
+  // Where the output is, and a fetch without the controller's data token.
   auto outs = cluster_->Get("/api/v1/jobs/1/outputs");
   ASSERT_TRUE(outs.is_object() && outs["outputs"].size() == 1) << outs.dump();
-  EXPECT_FALSE(outs.contains("data_token")) << "a reader without the token got the data token";
   const std::string endpoint = outs["outputs"][0]["endpoint"].get<std::string>();
   const uint32_t run = outs["outputs"][0]["run"].get<uint32_t>();
   auto refused = worker::FetchOutputs(endpoint, NewDataToken(), 1, run, 10000);
@@ -207,6 +270,7 @@ TEST_F(AccessControlTest, CurveWorkerWithItsKeyJoinsAndOneWithAWrongKeyCannot) {
 // holding a control character is refused and exits.
 TEST_F(AccessControlTest, RefusedRegistrationsAreCountedAndTheirNamesNeverFloodOrForgeTheLog) {
   std::ofstream(Path("token")) << kToken << "\n";
+  cluster_->set_rest_token(kToken);  // its reads need the token too
   ASSERT_TRUE(cluster_->StartController({"--token-file", Path("token")}).ok());
   zmq::context_t ctx(1);
   zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
@@ -227,7 +291,8 @@ TEST_F(AccessControlTest, RefusedRegistrationsAreCountedAndTheirNamesNeverFloodO
   static const std::regex re("hmpmd_refused_tokens_total ([0-9.e+]+)");
   double refused = 0;
   for (int i = 0; i < 250 && refused < kSent; ++i) {
-    auto metrics = cluster_->Call("GET", "/metrics", "");
+    auto metrics = cluster_->Call("GET", "/metrics", "",
+                                  {{"Authorization", std::string("Bearer ") + kToken}});
     if (metrics.ok() && std::regex_search(metrics->body, match, re)) refused = std::stod(match[1]);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -15,7 +15,7 @@ PID (Chromium by its own process group).
 usage: dashboard_browser_test.py --hmpmd build/bin/hmpmd --spec JOB.json --out DIR
 """
 import argparse, base64, json, os, shutil, signal, socket, struct, subprocess, sys, tempfile
-import re, time, urllib.request
+import re, time, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from ports import free_port  # noqa: E402
@@ -384,7 +384,8 @@ def main():
         cdp.screenshot(os.path.join(a.out, "dashboard-failed.png"))
         print("PASS: job %d's failed task shows its error and log line" % bad_job)
 
-        # A controller with a token: Cancel asks for it, refuses a wrong one.
+        # A controller with a token and --public-read: Cancel asks for the
+        # token, refuses a wrong one.
         token = "dashboard-" + base64.b16encode(os.urandom(8)).decode().lower()
         fd, token_file = tempfile.mkstemp(prefix="hmpmd-dashboard-token-")  # mode 0600
         os.write(fd, (token + "\n").encode())
@@ -394,7 +395,8 @@ def main():
             base2 = "http://127.0.0.1:%d" % hport2
             procs.append((subprocess.Popen([a.hmpmd, "controller", "--listen", "tcp://127.0.0.1:%d" % zport2,
                                             "--http", "127.0.0.1:%d" % hport2, "--log-level", "warn",
-                                            "--db", "", "--token-file", token_file], stdout=logs, stderr=logs), False))
+                                            "--db", "", "--token-file", token_file, "--public-read"],
+                                           stdout=logs, stderr=logs), False))
             procs.append((subprocess.Popen([a.hmpmd, "worker", "--controller", "tcp://127.0.0.1:%d" % zport2,
                                             "--cores", "cube=1,vector=1", "--name", "token-worker",
                                             "--token-file", token_file], stdout=logs, stderr=logs), False))
@@ -443,9 +445,54 @@ def main():
                 fail("the token is in the page's address or title: %r" % where)
             if cdp.eval("sessionStorage.getItem('hmpmd.token')") != token:
                 fail("the page does not keep the token for the tab")
+            print("PASS: with --public-read, Cancel asked for the token, refused a wrong one, "
+                  "cancelled job %d" % job2)
+
+            # Without --public-read, reads need the token too: the page asks
+            # for it before anything shows, refuses a wrong one, and with
+            # the right one reads and streams (the stream by its cookie).
+            zport3, hport3 = free_port(), free_port()
+            base3 = "http://127.0.0.1:%d" % hport3
+            procs.append((subprocess.Popen([a.hmpmd, "controller", "--listen", "tcp://127.0.0.1:%d" % zport3,
+                                            "--http", "127.0.0.1:%d" % hport3, "--log-level", "warn",
+                                            "--db", "", "--token-file", token_file],
+                                           stdout=logs, stderr=logs), False))
+            cluster[:] = procs[-1:] + cluster
+            wait_for("the read-guarded controller", lambda: http(
+                base3 + "/api/v1/pool", headers={"Authorization": "Bearer " + token})[0] == 200,
+                STARTUP_S, alive=cluster_dead)
+            try:
+                http(base3 + "/api/v1/pool")
+                fail("a read without the token was answered")
+            except urllib.error.HTTPError as e:
+                if e.code != 401:
+                    fail("a read without the token: HTTP %d, not 401" % e.code)
+            cdp.eval("sessionStorage.clear()")
+            cdp.call("Page.navigate", url=base3 + "/")
+            wait_for("the read token form", lambda: cdp.eval("location.port === '%d'" % hport3) and
+                     "needs its token to show anything" in (page_text(cdp, "#read-token-form") or ""),
+                     STARTUP_S, alive=cluster_dead)
+            if cdp.eval("window.hmpmdDashboard.snapshot().connected"):
+                fail("the page streams events from a controller that wants its token")
+
+            def submit_read_token(t):
+                cdp.eval("document.querySelector('#read-token-input').value = %s;"
+                         "document.querySelector('#read-token-form').requestSubmit()" % json.dumps(t))
+            submit_read_token("not-" + token)
+            wait_for("the wrong read token message", lambda: "Wrong token: enter it again." in (
+                page_text(cdp, "#read-token-form") or ""), STARTUP_S)
+            submit_read_token(token)
+            wait_for("the page reading and streaming with the token", lambda: cdp.eval(
+                "window.hmpmdDashboard.snapshot().connected") and page_text(cdp, "#read-token-form") is None,
+                STARTUP_S, alive=cluster_dead)
+            cdp.screenshot(os.path.join(a.out, "dashboard-read-token.png"))
+            where = cdp.eval("location.href + ' ' + document.title")
+            if token in where:
+                fail("the token is in the page's address or title: %r" % where)
         finally:
             os.unlink(token_file)
-        print("PASS: with --token-file, Cancel asked for the token, refused a wrong one, cancelled job %d" % job2)
+        print("PASS: without --public-read, the page asked for the token, refused a wrong one, "
+              "and read and streamed with the right one")
     finally:
         for p, group in reversed(procs):
             if p.poll() is None:

@@ -78,9 +78,9 @@ def enter(ns):
     return back
 
 
-def _run(args, check=True, timeout=30):
+def _run(args, check=True, timeout=30, env=None):
     """Runs a short command; returns its stdout. Raises with stderr on failure."""
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
     if check and p.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (" ".join(args), p.returncode,
                                                 (p.stderr or p.stdout).strip()))
@@ -346,10 +346,15 @@ class NetnsCluster:
 
     def get(self, path):
         """GET http://HTTP/PATH from inside the controller namespace, parsed as JSON."""
-        code = ("import sys, urllib.request;"
-                "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())")
+        # With the token the controller made: its reads need it.
+        code = ("import os, sys, urllib.request\n"
+                "req = urllib.request.Request(sys.argv[1])\n"
+                "if os.path.exists(os.environ['HMPMD_TOKEN_FILE']):\n"
+                "    with open(os.environ['HMPMD_TOKEN_FILE']) as f:\n"
+                "        req.add_header('Authorization', 'Bearer ' + f.readline().strip())\n"
+                "sys.stdout.write(urllib.request.urlopen(req, timeout=10).read().decode())")
         out = _run(["ip", "netns", "exec", self.ns_controller, "python3", "-c", code,
-                    "http://%s%s" % (HTTP, path)])
+                    "http://%s%s" % (HTTP, path)], env=self.env)
         return json.loads(out)
 
     def all_tasks(self, job_id):

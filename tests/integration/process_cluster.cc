@@ -168,7 +168,9 @@ Result<HttpResponse> ProcessCluster::Call(const std::string& method, const std::
 
 nlohmann::json ProcessCluster::Get(const std::string& path) {
   HttpUrl url{"127.0.0.1", std::to_string(http_port_), ""};
-  auto r = HttpCall(url, "GET", path, "", {}, std::chrono::milliseconds(2000));
+  std::map<std::string, std::string> headers;
+  if (!rest_token_.empty()) headers["Authorization"] = "Bearer " + rest_token_;
+  auto r = HttpCall(url, "GET", path, "", headers, std::chrono::milliseconds(2000));
   if (!r.ok() || r->status != 200) return nullptr;
   return nlohmann::json::parse(r->body, nullptr, false);
 }

@@ -45,7 +45,10 @@ class ProcessCluster {
   pid_t worker_pid(size_t i) const { return workers_[i]; }
   pid_t controller_pid() const { return controller_; }
 
-  // A REST call with optional headers; the raw response.
+  // The token Get() (and so WaitJob, WaitWorkers, JobDataToken) sends, for
+  // a controller whose reads need it. Default: none.
+  void set_rest_token(std::string token) { rest_token_ = std::move(token); }
+  // A REST call with exactly these headers; the raw response.
   Result<struct HttpResponse> Call(const std::string& method, const std::string& path,
                                    const std::string& body,
                                    const std::map<std::string, std::string>& headers = {});
@@ -77,6 +80,7 @@ class ProcessCluster {
 
   std::string dir_, db_, exec_log_;
   std::string log_level_ = "warn";
+  std::string rest_token_;
   std::string worker_bin_ = HMPMD_WORKER_BIN;
   int recovery_grace_ms_ = 600;
   int zmq_port_ = 0, http_port_ = 0;

@@ -63,6 +63,11 @@ class RestApiTest : public ClusterTest {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : HttpResponse{599, "", "", {}};
   }
+  // The headers of a call with the token (reads need it too; the event
+  // stream's StreamSse takes them).
+  static std::map<std::string, std::string> Bearer() {
+    return {{"Authorization", std::string("Bearer ") + kToken}};
+  }
   json GetJson(const std::string& target, int want = 200) {
     HttpResponse r = Call("GET", target);
     EXPECT_EQ(r.status, want) << target << ": " << r.body;

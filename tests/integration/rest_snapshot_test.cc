@@ -71,7 +71,8 @@ TEST_F(RestApiTest, AChangeIsInTheNextReadWhileOthersHammerTheSnapshots) {
     hammer.emplace_back([&, i] {
       const char* targets[] = {"/api/v1/jobs", "/metrics", "/api/v1/pool"};
       for (int n = 0; !stop && n < 5000; ++n) {
-        auto r = HttpCall(url_, "GET", targets[(n + i) % 3], "", {}, std::chrono::seconds(10));
+        auto r =
+            HttpCall(url_, "GET", targets[(n + i) % 3], "", Bearer(), std::chrono::seconds(10));
         if (r.ok() && r->status == 200) ++reads;
       }
     });
@@ -82,7 +83,7 @@ TEST_F(RestApiTest, AChangeIsInTheNextReadWhileOthersHammerTheSnapshots) {
     bool ended = false;
     // The stream is open before the job is submitted, so its end is heard.
     Status st = StreamSse(
-        url_, "/api/v1/events", {},
+        url_, "/api/v1/events", Bearer(),
         [&](std::string_view event, std::string_view data) {
           if (event == "hello") {
             // Submitted (201): the next reads know the job.

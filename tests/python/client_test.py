@@ -445,8 +445,7 @@ class TokenTest(unittest.TestCase):
         token_file = os.path.join(cls.dir.name, "token")
         with open(token_file, "w") as f:
             f.write("secret\n")
-        cls.cluster = Cluster(BIN, workers=0,
-                              controller_args=["--token-file", token_file]).__enter__()
+        cls.cluster = Cluster(BIN, workers=0, token_file=token_file).__enter__()
 
     @classmethod
     def tearDownClass(cls):

@@ -68,6 +68,12 @@ struct RestApiOptions {
   // sent again, by route and query; they never change. Bodies over a
   // quarter of this are not kept. Default: 8 MiB.
   size_t rendered_cache_bytes = size_t{8} << 20;
+  // With a token, reads (every GET but the dashboard's files) open to
+  // anyone who reaches the HTTP port; writes still need it. Default: false.
+  bool public_read = false;
+  // With a token, /metrics open to anyone (Prometheus scrapes without
+  // one). Default: false.
+  bool public_metrics = false;
 };
 
 // Counts of the work requests made for the loop (for tests and benchmarks).
@@ -102,6 +108,9 @@ class RestApi {
 
   // Answers `req` as its route in Routes() says.
   void Handle(HttpRequest req, HttpReply reply);
+  // The answer that refuses `req` a route of `access` (401 with no token,
+  // 403 with a wrong one), or nullopt when it may go on. Thread-safe.
+  std::optional<HttpResponse> Refusal(RouteAccess access, const HttpRequest& req) const;
   // The routes this API serves (rest_routes.h).
   static const RouteTable& Routes();
   // What rendering the snapshots has cost the loop. Thread-safe.
@@ -160,6 +169,7 @@ class RestApi {
   // off the loop; on the loop, from a copy (or, for a running job's DAG,
   // at once).
   bool ServeRendered(RouteCall& call, Rendered what);
+  // `Authorization: Bearer TOKEN`, or no token set.
   bool Authorised(const HttpRequest& req) const;
   // One copy of a compiled-in file's bytes, made on first use. Any thread.
   std::shared_ptr<const std::string> AssetBody(const EmbeddedAsset& a);

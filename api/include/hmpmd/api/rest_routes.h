@@ -22,6 +22,21 @@ namespace hmpmd {
 class RestApi;
 struct Route;
 
+// Who may call a route when the controller has a token
+// (docs/operations.md, "Access control").
+enum class RouteAccess : uint8_t {
+  // Anyone: the dashboard's files and the OpenAPI document, which tell
+  // nothing about jobs (the dashboard must load to ask for the token).
+  kOpen,
+  // Holders of the token (`Authorization: Bearer TOKEN`), unless
+  // --public-read or --public-metrics.
+  kMetrics,
+  // Holders of the token, unless --public-read.
+  kRead,
+  // Holders of the token, always.
+  kWrite,
+};
+
 // Where a route's answer is made.
 enum class RouteRuns : uint8_t {
   // On the HTTP server's thread (the compiled-in files).
@@ -70,8 +85,7 @@ struct Route {
   // A GET row takes HEAD too, unless the server streams it (kServer).
   std::string_view method;
   RouteRuns runs = RouteRuns::kLoop;
-  // Needs `Authorization: Bearer TOKEN` when the controller has a token.
-  bool mutating = false;
+  RouteAccess access = RouteAccess::kRead;
   RouteQuery query = RouteQuery::kNone;
   // Answers `call`, calling call.reply once, or declines (false, and the
   // reply untouched) when it runs with a snapshot that cannot answer: the

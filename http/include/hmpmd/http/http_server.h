@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,9 @@ struct HttpServerOptions {
   // keeps proxies from closing idle streams and finds dead peers.
   // Default: 15 s.
   std::chrono::milliseconds sse_keepalive{15000};
+  // Asked before a GET kHttpEventsPath starts its stream: an answer to send
+  // instead (a refusal), or nullopt to stream. Null: every client streams.
+  std::function<std::optional<HttpResponse>(const HttpRequest&)> events_gate;
 };
 
 class HttpServer {
