@@ -1,6 +1,7 @@
 // The driver API against a real controller and real worker processes.
 #include "hmpmd/client/client.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +19,7 @@ using client::Call;
 using client::Client;
 using client::ClientOptions;
 using client::Future;
+using ::testing::HasSubstr;
 
 std::vector<float> Floats(const Buffer& b) {
   std::vector<float> v(b.data.size() / 4);
@@ -476,6 +478,37 @@ TEST_F(ClientTest, AFutureWhoseOutputsWereRebuiltIsReadFromTheirNewWorker) {
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   ASSERT_EQ(after->size(), 1u);
   EXPECT_EQ(Floats((*after)[0]), Floats((*before)[0]));
+  EXPECT_TRUE(c->Close().ok());
+}
+
+// A done Future whose worker was killed, with nothing to rebuild it yet:
+// Get() fails at once, saying the worker is gone (it waited out the whole
+// fetch timeout, then said only "no answer"), and the session goes on.
+TEST_F(ClientTest, AGetOfOutputsOnAKilledWorkerFailsSayingTheWorkerIsGone) {
+  auto c = Connect("gone");
+  ASSERT_NE(c, nullptr);
+  auto x = c->Submit({.kernel = "scale", .args = {{"n", int64_t{4}}, {"factor", 3.0}}});
+  ASSERT_TRUE(x.ok());
+  auto first = x->Get(20000);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto tasks = cluster_->Get("/api/v1/jobs/" + std::to_string(c->job()) + "/tasks");
+  const uint64_t device = tasks["tasks"][0].value("device", uint64_t{99});
+  auto pool = cluster_->Get("/api/v1/pool");
+  pid_t pid = -1;
+  for (const auto& d : pool["devices"]) {
+    if (d.value("id", uint64_t{0}) == device) pid = d.value("pid", -1);
+  }
+  ASSERT_GT(pid, 0) << pool.dump();
+  cluster_->KillWorker(cluster_->worker_pid(0) == pid ? 0 : 1);
+  // Without the refusal it would end after 120 s, saying "no answer".
+  auto lost = x->Get(120'000);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), StatusCode::kUnavailable) << lost.status().ToString();
+  EXPECT_THAT(lost.status().message(), HasSubstr("connection refused: the worker that held them "
+                                                 "is gone"));
+  auto y = c->Submit({.kernel = "scale", .args = {{"n", int64_t{2}}, {"factor", 1.0}}});
+  ASSERT_TRUE(y.ok());
+  EXPECT_TRUE(y->Get(20000).ok());
   EXPECT_TRUE(c->Close().ok());
 }
 

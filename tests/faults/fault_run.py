@@ -819,8 +819,8 @@ def run_once(seed, a, recovered):
             elif lost and not said.get("data") and re.search(r"fetch of job \d+ run \d+ from",
                                                              said.get("error", "")):
                 # driver-api.md: Get() of an output on a dead worker, not
-                # read by a task since (which would rebuild it), fails when
-                # the fetch times out.
+                # read by a task since (which would rebuild it), fails: at
+                # once when its port refuses, else when the fetch times out.
                 print(f"fault_run: the driver's output was lost with a worker: "
                       f"{said.get('error')}")
             else:
