@@ -53,7 +53,8 @@ Result<Client> Connect(const ClientArgs& a) {
   ASSIGN_OR_RETURN(c.url, ParseHttpUrl(url));
   // No --token-file: the token a controller on this host made, if any
   // (DefaultTokenPath); a controller without a token ignores it.
-  Result<std::string> token = a.token_file.empty() ? ReadDefaultToken() : ReadTokenFile(a.token_file);
+  Result<std::string> token =
+      a.token_file.empty() ? ReadDefaultToken() : ReadTokenFile(a.token_file);
   if (!token.ok()) {
     return Status::InvalidArgument(std::string(a.token_file.empty() ? "token" : "--token-file") +
                                    ": " + token.status().message());
@@ -501,7 +502,9 @@ void AddCommon(CLI::App* sub, ClientArgs* a) {
   sub->add_option("--url", a->url,
                   "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080)")
       ->each([a](const std::string&) { a->url_given = true; });
-  sub->add_option("--token-file", a->token_file, "File holding the controller's token (default: $HMPMD_TOKEN_FILE, else ~/.config/hmpmd/token if it exists)");
+  sub->add_option("--token-file", a->token_file,
+                  "File holding the controller's token (default: $HMPMD_TOKEN_FILE, else "
+                  "~/.config/hmpmd/token if it exists)");
   sub->add_flag("--json", a->json, "Print JSON");
   sub->add_option("--request-timeout", a->timeout_s, "Seconds per HTTP request")
       ->check(FiniteRange(0.001, 86400.0))

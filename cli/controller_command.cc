@@ -70,9 +70,10 @@ Status SecureByDefault(const ControllerArgs& a, ControllerOptions* opts) {
                                    "; or give --token-file, --curve-keys or --insecure");
   }
   opts->token = *token;
-  spdlog::info("{} needs a token: {} {} (workers and hmpmd commands on this host read it there; "
-               "give it to others with --token-file)",
-               open_ports, made ? "made" : "using", path);
+  spdlog::info(
+      "{} needs a token: {} {} (workers and hmpmd commands on this host read it there; "
+      "give it to others with --token-file)",
+      open_ports, made ? "made" : "using", path);
   return Status::Ok();
 }
 
@@ -221,7 +222,7 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   CLI::Option* token_flag = sub->add_option(
       "--token-file", args->token_file,
-      "File holding the token workers, drivers and mutating REST calls must present (default, "
+      "File holding the token workers, drivers and REST calls must present (default, "
       "when --listen or --http is beyond loopback: $HMPMD_TOKEN_FILE, else "
       "~/.config/hmpmd/token, made if missing)");
   sub->add_option("--curve-keys", args->curve_keys,

@@ -97,8 +97,9 @@ Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, const Data
         return Status::PermissionDenied(what + ": " + std::string(kWrongDataTokenMessage));
       }
       if (event == ZMQ_EVENT_CONNECT_RETRIED && ConnectionRefused(endpoint)) {
-        return Status::Unavailable(what + ": connection refused: the worker that held them is "
-                                          "gone, and its outputs with it");
+        return Status::Unavailable(what +
+                                   ": connection refused: the worker that held them is "
+                                   "gone, and its outputs with it");
       }
     }
     std::vector<zmq::message_t> parts;

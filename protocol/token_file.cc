@@ -77,7 +77,8 @@ Result<std::string> LoadOrMakeToken(const std::string& path, bool* made) {
     // Group access is allowed: an operator may share the file with a
     // service group on purpose (deploy/README.md).
     if ((st.st_mode & S_IRWXO) != 0) {
-      return Status::InvalidArgument(path + ": every user of this host may read or change it; "
+      return Status::InvalidArgument(path +
+                                     ": every user of this host may read or change it; "
                                      "chmod o-rwx it");
     }
     return ReadTokenFile(path);

@@ -95,7 +95,9 @@ int main(int argc, char** argv) {
                  "its producer, before failing; a collective that times out runs its gang again")
       ->check(hmpmd::WholeRange(1, 86'400'000))
       ->capture_default_str();
-  app.add_option("--token-file", token_file, "File holding the controller's token (default: $HMPMD_TOKEN_FILE, else ~/.config/hmpmd/token if it exists)");
+  app.add_option("--token-file", token_file,
+                 "File holding the controller's token (default: $HMPMD_TOKEN_FILE, else "
+                 "~/.config/hmpmd/token if it exists)");
   app.add_option("--curve-keys", curve_dir,
                  "Directory from `hmpmd keygen`: encrypt and authenticate with CurveZMQ");
   app.add_option("--exec-log", options.exec_log,

@@ -291,8 +291,8 @@ TEST_F(AccessControlTest, RefusedRegistrationsAreCountedAndTheirNamesNeverFloodO
   static const std::regex re("hmpmd_refused_tokens_total ([0-9.e+]+)");
   double refused = 0;
   for (int i = 0; i < 250 && refused < kSent; ++i) {
-    auto metrics = cluster_->Call("GET", "/metrics", "",
-                                  {{"Authorization", std::string("Bearer ") + kToken}});
+    auto metrics =
+        cluster_->Call("GET", "/metrics", "", {{"Authorization", std::string("Bearer ") + kToken}});
     if (metrics.ok() && std::regex_search(metrics->body, match, re)) refused = std::stod(match[1]);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -79,8 +79,8 @@ TEST(AttackTest, RefusedWhileAJobRunsWhichEndsWithEachTaskRunOnce) {
   ASSERT_TRUE(cluster.StartController({"--token-file", token_file}).ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker({"--token-file", token_file}).ok());
   ASSERT_TRUE(cluster.WaitWorkers(2, 30000));
-  const uint16_t http_port =
-      static_cast<uint16_t>(std::stoi(cluster.http_url().substr(cluster.http_url().rfind(':') + 1)));
+  const uint16_t http_port = static_cast<uint16_t>(
+      std::stoi(cluster.http_url().substr(cluster.http_url().rfind(':') + 1)));
 
   // Slowloris: idle connections, each with half a request head, held for
   // the whole job.
@@ -138,9 +138,9 @@ TEST(AttackTest, RefusedWhileAJobRunsWhichEndsWithEachTaskRunOnce) {
     while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   });
   std::thread rest_attacker([&] {
-    const std::vector<std::string> targets = {"/api/v1/pool", "/api/v1/jobs", "/api/v1/jobs/1",
-                                              "/api/v1/jobs/1/tasks", "/api/v1/jobs/1/outputs",
-                                              "/metrics"};
+    const std::vector<std::string> targets = {"/api/v1/pool",           "/api/v1/jobs",
+                                              "/api/v1/jobs/1",         "/api/v1/jobs/1/tasks",
+                                              "/api/v1/jobs/1/outputs", "/metrics"};
     for (int i = 0; i < 2000 && !stop; ++i) {
       auto r = cluster.Call(i % 7 == 0 ? "DELETE" : "GET",
                             i % 7 == 0 ? "/api/v1/jobs/1" : targets[i % targets.size()], "",
@@ -159,10 +159,11 @@ TEST(AttackTest, RefusedWhileAJobRunsWhichEndsWithEachTaskRunOnce) {
   endless.join();
   rest_attacker.join();
   EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump();
-  std::printf("while the job ran: %d registrations and %d sessions with a wrong token, %d REST "
-              "calls with a guessed one, %zu idle connections held\n",
-              registrations.load(), sessions.load(), reads_refused.load() + reads_answered.load(),
-              idle.size());
+  std::printf(
+      "while the job ran: %d registrations and %d sessions with a wrong token, %d REST "
+      "calls with a guessed one, %zu idle connections held\n",
+      registrations.load(), sessions.load(), reads_refused.load() + reads_answered.load(),
+      idle.size());
   EXPECT_GT(registrations.load(), 0);
   EXPECT_GT(reads_refused.load(), 0);
   EXPECT_EQ(reads_answered.load(), 0) << "a call with a guessed token was answered";

@@ -26,15 +26,15 @@ mode_t ModeOf(const std::string& path) {
 }
 
 TEST(LoopbackTest, OnlyAddressesNoOtherMachineReachesAreLoopback) {
-  for (const char* local : {"tcp://127.0.0.1:5555", "tcp://127.1.2.3:0", "tcp://localhost:1",
-                            "tcp://LocalHost:1", "tcp://[::1]:5555", "tcp://lo:5555",
-                            "ipc:///tmp/hmpmd.sock", "inproc://x"}) {
+  for (const char* local :
+       {"tcp://127.0.0.1:5555", "tcp://127.1.2.3:0", "tcp://localhost:1", "tcp://LocalHost:1",
+        "tcp://[::1]:5555", "tcp://lo:5555", "ipc:///tmp/hmpmd.sock", "inproc://x"}) {
     EXPECT_TRUE(IsLoopbackEndpoint(local)) << local;
   }
-  for (const char* open : {"tcp://*:5555", "tcp://0.0.0.0:5555", "tcp://10.0.0.1:5555",
-                           "tcp://[::]:5555", "tcp://eth0:5555", "tcp://127.0.0.1.nip.io:1",
-                           "tcp://127.x.0.1:1", "tcp://localhost.example:1", "udp://127.0.0.1:1",
-                           "tcp://127.0.0.1"}) {
+  for (const char* open :
+       {"tcp://*:5555", "tcp://0.0.0.0:5555", "tcp://10.0.0.1:5555", "tcp://[::]:5555",
+        "tcp://eth0:5555", "tcp://127.0.0.1.nip.io:1", "tcp://127.x.0.1:1",
+        "tcp://localhost.example:1", "udp://127.0.0.1:1", "tcp://127.0.0.1"}) {
     EXPECT_FALSE(IsLoopbackEndpoint(open)) << open;
   }
   EXPECT_TRUE(IsLoopbackHostPort("127.0.0.1:8080"));

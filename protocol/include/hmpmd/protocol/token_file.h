@@ -4,7 +4,7 @@
 // elsewhere with neither --token-file nor --curve-keys makes a token and
 // keeps it in DefaultTokenPath(), a file only its user can read. Workers,
 // `hmpmd` commands and drivers given no token read that same file, so on
-// one host nothing changes for the user (docs/operations.md, "Security").
+// one host nothing changes for the user (docs/operations.md, "Access control").
 //
 // Thread-safety: plain functions; they read the environment and the disk.
 #pragma once
