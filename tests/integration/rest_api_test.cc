@@ -464,6 +464,19 @@ TEST_F(RestApiTest, TheOpenApiDocumentListsTheMethodsEachRouteTakes) {
       documented.insert(method);
     }
     EXPECT_EQ(documented, allowed) << path << ": Allow: " << allow;
+    // An operation names the bearer token exactly when its route needs one.
+    for (const auto& [op, spec] : ops.items()) {
+      if (op == "parameters" || op == "options") continue;
+      std::string method = op;
+      for (char& ch : method) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      const Route* route = RouteTable::Row(RestApi::Routes().Find(concrete), method);
+      ASSERT_NE(route, nullptr) << method << " " << path;
+      EXPECT_EQ(spec.contains("security"), route->access != RouteAccess::kOpen)
+          << method << " " << path;
+      if (route->access != RouteAccess::kOpen) {
+        EXPECT_TRUE(spec["responses"].contains("401")) << method << " " << path;
+      }
+    }
   }
 }
 
