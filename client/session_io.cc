@@ -130,7 +130,11 @@ Status Session::Start() {
     if (ack.job == 0) {
       const auto code = static_cast<StatusCode>(ack.code);
       const bool known = ack.code > 0 && code <= StatusCode::kAborted;
-      Status status(known ? code : StatusCode::kInvalidArgument, "controller: " + ack.error);
+      Status status(known ? code : StatusCode::kInvalidArgument,
+                    "controller: " + ack.error +
+                        (code == StatusCode::kPermissionDenied && options_.token.empty()
+                             ? DefaultTokenHint(!token->empty())
+                             : std::string()));
       if (status.code() != StatusCode::kUnavailable) return status;
       refused = std::move(status);
       ask_again_at = std::chrono::steady_clock::now() + backoff;

@@ -66,6 +66,17 @@ Result<std::string> ReadDefaultToken() {
   return ReadTokenFile(path);
 }
 
+std::string DefaultTokenHint(bool found) {
+  const std::string path = DefaultTokenPath();
+  if (found) return "; it was given no token and sent the one in " + path;
+  if (path.empty()) {
+    return "; it was given no token, and neither HMPMD_TOKEN_FILE nor HOME is set (give it the "
+           "controller's token file)";
+  }
+  return "; it was given no token and found none in " + path +
+         " (give it the controller's token file)";
+}
+
 Result<std::string> LoadOrMakeToken(const std::string& path, bool* made) {
   *made = false;
   if (path.empty()) {

@@ -80,6 +80,7 @@ Status ServeLoop::Run() {
     Result<std::string> token = ReadDefaultToken();
     if (!token.ok()) return Status::InvalidArgument("token: " + token.status().message());
     register_.token = *token;
+    token_hint_ = DefaultTokenHint(!token->empty());
   }
   Status status = data_.Start();
   register_.data_endpoint = data_.endpoint();
@@ -255,7 +256,8 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
     case MsgType::kReject: {
       const Reject& reject = std::get<Reject>(message);
       if (!reject.reregister) {
-        return Status::PermissionDenied("controller rejected the registration: " + reject.reason);
+        return Status::PermissionDenied("controller rejected the registration: " + reject.reason +
+                                        token_hint_);
       }
       log_->warn("the controller asks this worker to register again: {}", reject.reason);
       // Straight away when it forgot a registered worker; an answer to an

@@ -105,7 +105,8 @@ class ServeLoop {
   // Declared after completions_ and data_, so lanes are gone before them.
   std::array<std::vector<std::unique_ptr<Lane>>, kNumCoreKinds> lanes_;
 
-  RegisterMsg register_;  // sent on every attempt, with a fresh sent_us
+  RegisterMsg register_;    // sent on every attempt, with a fresh sent_us
+  std::string token_hint_;  // DefaultTokenHint when it was given no token
   Phase phase_ = Phase::kRegistering;
   Backoff backoff_;
   bool reconnect_ = false;  // the last attempt got no answer: use a fresh socket

@@ -133,7 +133,8 @@ class SecureByDefaultTest(unittest.TestCase):
         without = dict(self.env, HMPMD_TOKEN_FILE=os.path.join(self.tmp.name, "none"))
         stranger = self.worker(env=without)
         self.assertNotEqual(stranger.wait(timeout=30), 0)
-        self.assertIn("rejected the registration", self.log(stranger))
+        self.assertIn("rejected the registration: wrong or missing token; it was given no token "
+                      "and found none in " + without["HMPMD_TOKEN_FILE"], self.log(stranger))
         self.assertEqual(self.alive_devices(), 1)
 
         # `hmpmd submit` reads it too; without it the POST is refused.
@@ -155,7 +156,8 @@ class SecureByDefaultTest(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
             else:
                 self.assertNotEqual(r.returncode, 0, r.stdout)
-                self.assertIn("token", r.stderr.lower())
+                self.assertIn("wrong or missing token; it was given no token and found none in "
+                              + without["HMPMD_TOKEN_FILE"], r.stderr)
 
         # Restarted, the controller keeps the token it made: the file is not
         # rewritten and the running worker is taken back.

@@ -28,6 +28,13 @@ Result<std::string> ReadTokenFile(const std::string& path);
 // is there but cannot be read is an error naming it).
 Result<std::string> ReadDefaultToken();
 
+// For a refusal of a peer that was given no token and so used
+// ReadDefaultToken()'s answer (`found`: a token was there): where it looked,
+// so that a worker or driver on another host learns what to give, e.g.
+// "; it was given no token and found none in /home/u/.config/hmpmd/token
+// (give it the controller's token file)".
+std::string DefaultTokenHint(bool found);
+
 // The token in `path`, or, when no file is there, a new one (64 hex digits
 // from getrandom) written to it with mode 0600, its folder made with 0700.
 // `*made` says which. A file every user may read or change is refused: the
