@@ -60,6 +60,22 @@ class ClientTest : public ::testing::Test {
     return c.ok() ? std::move(c).value() : nullptr;
   }
 
+  // The index (in cluster_) of the worker that ran the first task of the
+  // session's job, as REST says; -1, and the test failed, when none.
+  int WorkerThatRanTheFirstTask(const Client& c) {
+    auto tasks = cluster_->Get("/api/v1/jobs/" + std::to_string(c.job()) + "/tasks");
+    const uint64_t device = tasks["tasks"][0].value("device", uint64_t{99});
+    auto pool = cluster_->Get("/api/v1/pool");
+    for (const auto& d : pool["devices"]) {
+      if (d.value("id", uint64_t{0}) != device) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (cluster_->worker_pid(i) == d.value("pid", -1)) return i;
+      }
+    }
+    ADD_FAILURE() << "no worker ran task 0: " << tasks.dump() << " " << pool.dump();
+    return -1;
+  }
+
   std::filesystem::path dir_;
   std::unique_ptr<ProcessCluster> cluster_;
 };
@@ -454,17 +470,10 @@ TEST_F(ClientTest, AFutureWhoseOutputsWereRebuiltIsReadFromTheirNewWorker) {
   ASSERT_TRUE(x.ok());
   auto before = x->Get(20000);
   ASSERT_TRUE(before.ok()) << before.status().ToString();
-  auto tasks = cluster_->Get("/api/v1/jobs/" + std::to_string(c->job()) + "/tasks");
-  const uint64_t device = tasks["tasks"][0].value("device", uint64_t{99});
-  auto pool = cluster_->Get("/api/v1/pool");
-  pid_t pid = -1;
-  for (const auto& d : pool["devices"]) {
-    if (d.value("id", uint64_t{0}) == device) pid = d.value("pid", -1);
-  }
-  ASSERT_GT(pid, 0) << pool.dump();
-  const size_t victim = cluster_->worker_pid(0) == pid ? 0 : 1;
-  ASSERT_EQ(cluster_->worker_pid(victim), pid);
+  const int victim = WorkerThatRanTheFirstTask(*c);
+  ASSERT_GE(victim, 0);
   cluster_->KillWorker(victim);
+  nlohmann::json pool;
   for (int i = 0; i < 250; ++i) {  // declared dead after 1 s (ProcessCluster)
     pool = cluster_->Get("/api/v1/pool");
     if (pool.is_object() && pool.value("alive_devices", 0) == 1) break;
@@ -491,15 +500,9 @@ TEST_F(ClientTest, AGetOfOutputsOnAKilledWorkerFailsSayingTheWorkerIsGone) {
   ASSERT_TRUE(x.ok());
   auto first = x->Get(20000);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  auto tasks = cluster_->Get("/api/v1/jobs/" + std::to_string(c->job()) + "/tasks");
-  const uint64_t device = tasks["tasks"][0].value("device", uint64_t{99});
-  auto pool = cluster_->Get("/api/v1/pool");
-  pid_t pid = -1;
-  for (const auto& d : pool["devices"]) {
-    if (d.value("id", uint64_t{0}) == device) pid = d.value("pid", -1);
-  }
-  ASSERT_GT(pid, 0) << pool.dump();
-  cluster_->KillWorker(cluster_->worker_pid(0) == pid ? 0 : 1);
+  const int victim = WorkerThatRanTheFirstTask(*c);
+  ASSERT_GE(victim, 0);
+  cluster_->KillWorker(victim);
   // Without the refusal it would end after 120 s, saying "no answer".
   auto lost = x->Get(120'000);
   ASSERT_FALSE(lost.ok());
