@@ -97,19 +97,26 @@ Result<std::string> LoadOrMakeToken(const std::string& path, bool* made) {
   if (errno != ENOENT) return Status::InvalidArgument(path + ": " + Errno(errno));
   RETURN_IF_ERROR(MakePrivateDirs(std::filesystem::path(path).parent_path()));
   const std::string token = DataTokenHex(NewDataToken()) + DataTokenHex(NewDataToken());
-  // O_EXCL: two controllers starting at once do not overwrite each other's
-  // token; the one that loses reads the winner's.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    if (errno == EEXIST) return ReadTokenFile(path);
-    return Status::InvalidArgument(path + ": cannot write the token: " + Errno(errno));
-  }
+  // Written whole under a name of its own, then linked to `path`: a
+  // worker or a second controller that reads `path` meanwhile finds either
+  // no file or the whole token, never an empty one (a second controller
+  // that found it empty failed to start). link() fails when
+  // `path` exists, so of two controllers starting at once the loser reads
+  // the winner's token.
+  const std::string temp = path + ".new-" + DataTokenHex(NewDataToken());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::InvalidArgument(path + ": cannot write the token: " + Errno(errno));
   const std::string line = token + "\n";
   const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  const int write_errno = errno;
-  if (::close(fd) != 0 || !written) {
-    ::unlink(path.c_str());
-    return Status::InvalidArgument(path + ": cannot write the token: " + Errno(write_errno));
+  int error = errno;
+  const bool closed = ::close(fd) == 0;
+  if (!closed && written) error = errno;
+  const bool linked = written && closed && ::link(temp.c_str(), path.c_str()) == 0;
+  if (written && closed && !linked) error = errno;
+  ::unlink(temp.c_str());
+  if (!linked) {
+    if (error == EEXIST) return ReadTokenFile(path);
+    return Status::InvalidArgument(path + ": cannot write the token: " + Errno(error));
   }
   *made = true;
   return token;

@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 namespace hmpmd {
 namespace {
@@ -88,6 +91,54 @@ TEST(LoadOrMakeTokenTest, MakesAPrivateFileOnceAndReadsItAfter) {
   Result<std::string> other = LoadOrMakeToken(dir + "/other", &made);
   ASSERT_TRUE(other.ok());
   EXPECT_NE(*other, *first);
+}
+
+// Two controllers starting at once, and a worker started beside them that
+// reads the file as soon as it exists: all see one whole token (the file
+// was once made and then written, so a reader could find it empty, and a
+// second controller then failed: "the token file is empty").
+TEST(LoadOrMakeTokenTest, RacersAndReadersAllSeeOneWholeToken) {
+  const std::string dir = FreshDir("hmpmd_token_race");
+  for (int round = 0; round < 50; ++round) {
+    const std::string path = dir + "/" + std::to_string(round) + "/token";
+    std::atomic<bool> go{false}, done{false};
+    std::vector<std::string> got(2);
+    std::vector<int> made(2, 0);
+    std::atomic<int> empty_reads{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i) {
+      threads.emplace_back([&, i] {
+        while (!go) std::this_thread::yield();
+        bool m = false;
+        Result<std::string> t = LoadOrMakeToken(path, &m);
+        got[i] = t.ok() ? *t : "error: " + t.status().message();
+        made[i] = m;
+      });
+    }
+    threads.emplace_back([&] {
+      while (!go) std::this_thread::yield();
+      for (int i = 0; i < 100000 && !done; ++i) {
+        if (!std::filesystem::exists(path)) continue;
+        Result<std::string> t = ReadTokenFile(path);
+        if (t.ok() && t->empty()) ++empty_reads;
+      }
+    });
+    go = true;
+    threads[0].join();
+    threads[1].join();
+    done = true;
+    threads[2].join();
+    EXPECT_EQ(got[0], got[1]) << "round " << round;
+    EXPECT_THAT(got[0], ::testing::MatchesRegex("[0-9a-f]{64}")) << "round " << round;
+    EXPECT_EQ(made[0] + made[1], 1) << "round " << round;
+    EXPECT_EQ(empty_reads.load(), 0) << "round " << round;
+  }
+  // No temporary file is left beside the token.
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) {
+      EXPECT_EQ(e.path().filename(), "token") << e.path();
+    }
+  }
 }
 
 TEST(LoadOrMakeTokenTest, RefusesAFileEveryUserMayReadAndOneItCannotMake) {
