@@ -194,7 +194,7 @@ std::string LiveMetrics::PrometheusText(TimeUs now, const std::string& extra) {
   metric("hmpmd_stale_results_total", "counter", "Results of old attempts or ended jobs.",
          static_cast<double>(k.stale_results));
   metric("hmpmd_refused_tokens_total", "counter",
-         "Worker registrations and driver sessions refused for a wrong or missing token.",
+         "Connections, worker registrations and driver sessions refused for their credentials.",
          static_cast<double>(k.refused_tokens));
   metric("hmpmd_batches_sent_total", "counter", "AssignBatch messages sent.",
          static_cast<double>(k.batches_sent));

@@ -3,6 +3,7 @@
 // users make (Submit, Wait, Cancel, Close) are in session.cc.
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +11,8 @@
 #include <variant>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
+#include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/stall_clock.h"
 #include "hmpmd/protocol/token_file.h"
@@ -53,6 +56,7 @@ Status Session::Start() {
   RETURN_IF_ERROR(CheckWireString("token", *token));
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::Internal("eventfd failed");
+  zmq::socket_t handshakes;
   try {
     socket_ = zmq::socket_t(ctx_, zmq::socket_type::dealer);
     socket_.set(zmq::sockopt::linger, 0);
@@ -62,11 +66,32 @@ Status Session::Start() {
       socket_.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
       socket_.set(zmq::sockopt::curve_publickey, options_.curve_public_key);
       socket_.set(zmq::sockopt::curve_secretkey, options_.curve_secret_key);
+    } else {
+      SetControlCredentials(socket_, *token);
     }
+    // The controller checks credentials in the handshake, before any
+    // message: a refused session would otherwise wait for its time-out.
+    handshakes = MonitorHandshakes(ctx_, socket_);
     socket_.connect(options_.controller);
   } catch (const zmq::error_t& e) {
     return Status::InvalidArgument("controller '" + options_.controller + "': " + e.what());
   }
+  // Only the opening needs the monitor: it stops on every way out, and
+  // before the I/O thread takes socket_ (a socket has one thread).
+  struct MonitorOff {
+    zmq::socket_t* s;
+    void Now() {
+      if (s != nullptr) (void)zmq_socket_monitor(s->handle(), nullptr, 0);
+      s = nullptr;
+    }
+    ~MonitorOff() { Now(); }
+  } monitor_off{&socket_};
+  // With the hint on where a token is looked for when none was given.
+  const auto denied = [&](const std::string& why) {
+    return Status::PermissionDenied(
+        "controller: " + why +
+        (options_.token.empty() ? DefaultTokenHint(!token->empty()) : std::string()));
+  };
   SessionOpen open;
   open.name = options_.session;
   open.token = *token;
@@ -74,7 +99,8 @@ Status Session::Start() {
   open.heartbeat_ms = options_.heartbeat_ms;
   open.sent_us = NowUs();
   if (!SendMessage(open)) return Status::Unavailable("cannot send to " + options_.controller);
-  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                              {handshakes.handle(), 0, ZMQ_POLLIN, 0}};
   const auto deadline = Deadline(options_.connect_timeout_ms);
   // A controller that cannot take the session now (its job store cannot be
   // written) is asked again, less often each time, until the deadline, as
@@ -101,7 +127,17 @@ Status Session::Start() {
     }
     size_t ready = 0;
     try {
-      ready = zmq::poll(&item, 1, slice);
+      ready = zmq::poll(items, 2, slice);
+      if (items[1].revents & ZMQ_POLLIN) {
+        const int event = NextMonitorEvent(handshakes, 0);
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+          if (!options_.curve_server_key.empty()) {
+            return Status::PermissionDenied("controller: this CURVE key is not authorized");
+          }
+          return denied("wrong or missing token");
+        }
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      }
     } catch (const zmq::error_t& e) {
       // EINTR: a signal (Ctrl-C) came while this thread waited; its caller
       // decides what the signal means, so the wait ends here.
@@ -130,11 +166,8 @@ Status Session::Start() {
     if (ack.job == 0) {
       const auto code = static_cast<StatusCode>(ack.code);
       const bool known = ack.code > 0 && code <= StatusCode::kAborted;
-      Status status(known ? code : StatusCode::kInvalidArgument,
-                    "controller: " + ack.error +
-                        (code == StatusCode::kPermissionDenied && options_.token.empty()
-                             ? DefaultTokenHint(!token->empty())
-                             : std::string()));
+      if (code == StatusCode::kPermissionDenied) return denied(ack.error);
+      Status status(known ? code : StatusCode::kInvalidArgument, "controller: " + ack.error);
       if (status.code() != StatusCode::kUnavailable) return status;
       refused = std::move(status);
       ask_again_at = std::chrono::steady_clock::now() + backoff;
@@ -143,6 +176,7 @@ Status Session::Start() {
     }
     job_ = ack.job;
     data_token_ = ack.data_token;
+    monitor_off.Now();
     io_ = std::thread([this] { Loop(); });
     return Status::Ok();
   }

@@ -9,6 +9,7 @@
 #include "hmpmd/controller/curve_keys.h"
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/protocol/builtin_args.h"
+#include "hmpmd/protocol/control_auth.h"
 #include "hmpmd/protocol/one_line.h"
 #include "hmpmd/protocol/stall_clock.h"
 
@@ -50,7 +51,10 @@ Controller::Controller(ControllerOptions options)
       open_jobs_(scheduler_.get()),
       sessions_(this, &open_jobs_, options_.token) {}
 
-Controller::~Controller() = default;
+Controller::~Controller() {
+  // Its thread posts refusals to mailbox_, which goes first otherwise.
+  zap_.reset();
+}
 
 Status Controller::Start() {
   auto policy = MakePolicy(options_.policy);
@@ -66,12 +70,23 @@ Status Controller::Start() {
     RETURN_IF_ERROR(RestoreFromStore(started_at_));
     writer_ = std::make_unique<StoreWriter>(options_.store.get(), options_.store_writer);
   }
+  // Runs on the handler's thread: it reads only the token and the allowed
+  // keys, which never change after Start(). A refusal is counted and
+  // logged on the loop, with those of tokens inside messages.
+  const bool curve = !options_.curve_secret_key.empty();
+  zap_ = std::make_unique<ZapHandler>(&ctx_, [this, curve](const ZapRequest& r) {
+    if (curve ? CurveKeyAllowed(r, options_.curve_allowed)
+              : ControlPeerAllowed(r, options_.token)) {
+      return true;
+    }
+    mailbox_.Post([this, curve, address = r.address] {
+      LogRefusedToken("a connection from", address,
+                      curve ? "its CURVE key is not authorized" : "wrong or missing token");
+    });
+    return false;
+  });
+  RETURN_IF_ERROR(zap_->Start());
   if (!options_.curve_secret_key.empty()) {
-    // Runs on the handler's thread: it reads only the allowed set, which
-    // never changes after Start().
-    zap_ = std::make_unique<ZapHandler>(
-        &ctx_, [this](const ZapRequest& r) { return CurveKeyAllowed(r, options_.curve_allowed); });
-    RETURN_IF_ERROR(zap_->Start());
     RETURN_IF_ERROR(transport_.EnableCurveServer(options_.curve_secret_key));
   }
   if (epoch_ == 0) epoch_ = RandomId();
@@ -129,7 +144,13 @@ void Controller::Run() {
     if (items[1].revents & ZMQ_POLLIN) mailbox_.Drain();
     if (polled == 3 && (items[2].revents & ZMQ_POLLIN)) {
       disconnected_scratch_.clear();
-      transport_.TakeDisconnected(&disconnected_scratch_);
+      const size_t failed = transport_.TakeDisconnected(&disconnected_scratch_);
+      for (size_t i = 0; i < failed; ++i) {
+        LogRefusedToken("a connection", "",
+                        options_.curve_secret_key.empty()
+                            ? "no token: it did not speak PLAIN (ZMQ_PLAIN_USERNAME)"
+                            : "it did not speak CURVE");
+      }
       OnDisconnected(disconnected_scratch_, now);
     }
     now = NowUs();

@@ -21,13 +21,11 @@
 
 namespace hmpmd {
 
-void Controller::LogRefusedToken(const char* what, const std::string& name) {
+void Controller::LogRefusedToken(const char* what, const std::string& name, const char* why) {
   const uint64_t n = ++counters_.refused_tokens;
   if ((n & (n - 1)) != 0) return;
-  spdlog::warn(
-      "refused {} '{}': wrong or missing token ({} refused so far; logged at the 1st, "
-      "2nd, 4th, ...)",
-      what, OneLine(name, 64), n);
+  spdlog::warn("refused {}{}: {} ({} refused so far; logged at the 1st, 2nd, 4th, ...)", what,
+               name.empty() ? std::string() : " '" + OneLine(name, 64) + "'", why, n);
 }
 
 WorkerInfo* Controller::KnownWorker(const std::string& identity, TimeUs now) {

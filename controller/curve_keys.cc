@@ -1,6 +1,5 @@
 #include "hmpmd/controller/curve_keys.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <zmq.h>
 
@@ -95,7 +94,6 @@ bool CurveKeyAllowed(const ZapRequest& r, const std::set<std::string>& allowed) 
     zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(r.credentials[0].data()), 32);
     if (allowed.count(z85) > 0) return true;
   }
-  spdlog::warn("refused a connection from {}: its CURVE key is not authorized", r.address);
   return false;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 
 namespace hmpmd {
 namespace {
@@ -23,13 +24,16 @@ Transport::Transport(zmq::context_t* ctx) : socket_(*ctx, zmq::socket_type::rout
   // disconnected by libzmq.
   socket_.set(zmq::sockopt::maxmsgsize,
               static_cast<int64_t>(DecodeLimits{}.max_body_bytes + kMaxMessageSlack));
+  // Every peer passes the ZAP handler before it sends anything (see
+  // control_auth.h); EnableCurveServer makes it a CURVE server instead.
+  MakeControlServer(socket_);
 }
 
 Status Transport::EnableCurveServer(const std::string& secret_z85) {
   try {
     socket_.set(zmq::sockopt::curve_server, 1);
     socket_.set(zmq::sockopt::curve_secretkey, secret_z85);
-    socket_.set(zmq::sockopt::zap_domain, "hmpmd");
+    socket_.set(zmq::sockopt::zap_domain, kControlZapDomain);
     return Status::Ok();
   } catch (const zmq::error_t& e) {
     return Status::InvalidArgument(std::string("curve server: ") + e.what());
@@ -53,7 +57,8 @@ Status Transport::WatchDisconnects() {
   // One name per Transport: several controllers may share a process.
   const std::string endpoint =
       "inproc://hmpmd-router-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
-  if (zmq_socket_monitor(socket_.handle(), endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+  if (zmq_socket_monitor(socket_.handle(), endpoint.c_str(),
+                         ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0) {
     return Status::Internal(std::string("monitoring the controller socket: ") +
                             zmq_strerror(zmq_errno()));
   }
@@ -67,15 +72,16 @@ Status Transport::WatchDisconnects() {
   return Status::Ok();
 }
 
-void Transport::TakeDisconnected(std::vector<std::string>* out) {
-  if (!monitor_) return;
+size_t Transport::TakeDisconnected(std::vector<std::string>* out) {
+  size_t failed_handshakes = 0;
+  if (!monitor_) return failed_handshakes;
   for (int i = 0; i < 4096; ++i) {
     zmq::message_t event, address;
     try {
-      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) break;
       if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::none);
     } catch (const zmq::error_t&) {
-      return;
+      break;
     }
     // libzmq's event frame: a 16-bit event and a 32-bit value (the fd).
     if (event.size() < 6) continue;
@@ -83,6 +89,7 @@ void Transport::TakeDisconnected(std::vector<std::string>* out) {
     uint32_t fd = 0;
     std::memcpy(&what, event.data(), sizeof what);
     std::memcpy(&fd, static_cast<const char*>(event.data()) + 2, sizeof fd);
+    if (what == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) ++failed_handshakes;
     if (what != ZMQ_EVENT_DISCONNECTED) continue;
     auto it = fd_identity_.find(static_cast<int>(fd));
     if (it == fd_identity_.end()) continue;
@@ -90,6 +97,7 @@ void Transport::TakeDisconnected(std::vector<std::string>* out) {
     out->push_back(std::move(it->second));
     fd_identity_.erase(it);
   }
+  return failed_handshakes;
 }
 
 bool Transport::Reachable(const std::string& identity) { return Send(identity, HeartbeatAck{}); }

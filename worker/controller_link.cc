@@ -1,8 +1,13 @@
 #include "controller_link.h"
 
+#include <zmq.h>
+
 #include <cerrno>
 #include <span>
 #include <utility>
+
+#include "hmpmd/protocol/control_auth.h"
+#include "hmpmd/protocol/data_auth.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -31,12 +36,14 @@ ControllerLink::ControllerLink(std::string endpoint)
     : endpoint_(std::move(endpoint)), context_(1) {}
 
 ControllerLink::~ControllerLink() {
+  monitor_.reset();
   socket_.reset();  // LINGER 0: closing never blocks
   context_.close();
 }
 
 Status ControllerLink::Connect() {
   try {
+    monitor_.reset();
     socket_.reset();
     socket_.emplace(context_, zmq::socket_type::dealer);
     socket_->set(zmq::sockopt::linger, 0);
@@ -46,9 +53,13 @@ Status ControllerLink::Connect() {
       socket_->set(zmq::sockopt::curve_serverkey, curve_server_);
       socket_->set(zmq::sockopt::curve_publickey, curve_public_);
       socket_->set(zmq::sockopt::curve_secretkey, curve_secret_);
+    } else {
+      SetControlCredentials(*socket_, token_);
     }
+    monitor_.emplace(MonitorHandshakes(context_, *socket_));
     socket_->connect(endpoint_);
   } catch (const zmq::error_t& e) {
+    monitor_.reset();
     socket_.reset();
     return FromZmq(("controller endpoint '" + endpoint_ + "'").c_str(), e);
   }
@@ -93,6 +104,22 @@ Result<std::optional<Message>> ControllerLink::TryRecv() {
   Result<Message> decoded = Decode(Bytes(header_), Bytes(body_));
   if (!decoded.ok()) return decoded.status();
   return std::optional<Message>(std::move(decoded).value());
+}
+
+bool ControllerLink::HandshakeRefused() {
+  if (!monitor_) return false;
+  bool refused = false;
+  try {
+    // Bounded: a socket that retries every 100 ms makes a few per second.
+    for (int i = 0; i < 64; ++i) {
+      const int event = NextMonitorEvent(*monitor_, 0);
+      if (event == 0) break;
+      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) refused = true;
+    }
+  } catch (const zmq::error_t&) {
+    // A monitor that fails says nothing; the registration times out instead.
+  }
+  return refused;
 }
 
 Status ControllerLink::Send(const Message& message) {

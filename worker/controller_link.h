@@ -27,6 +27,9 @@ class ControllerLink {
     curve_public_ = std::move(public_key);
     curve_secret_ = std::move(secret);
   }
+  // The token later Connect()s present in the handshake (PLAIN; unused
+  // with CURVE).
+  void SetToken(std::string token) { token_ = std::move(token); }
   ~ControllerLink();
   ControllerLink(const ControllerLink&) = delete;
   ControllerLink& operator=(const ControllerLink&) = delete;
@@ -48,15 +51,22 @@ class ControllerLink {
   // Internal when the socket failed.
   Result<std::optional<Message>> TryRecv();
 
+  // True when the controller refused this socket's credentials (the token,
+  // or the CURVE key) in a handshake since the last call; reads the
+  // handshake events that came meanwhile, without blocking.
+  bool HandshakeRefused();
+
   // Queues `message` without blocking. Unavailable when the send queue is
   // full (the controller is not reading); Internal when the socket failed.
   Status Send(const Message& message);
 
  private:
   const std::string endpoint_;
-  std::string curve_server_, curve_public_, curve_secret_;  // empty: plain
+  std::string curve_server_, curve_public_, curve_secret_;  // empty: PLAIN
+  std::string token_;
   zmq::context_t context_;
   std::optional<zmq::socket_t> socket_;
+  std::optional<zmq::socket_t> monitor_;  // socket_'s handshakes
   // Reused for every frame and encoding, so steady state allocates little.
   zmq::message_t header_;
   zmq::message_t body_;

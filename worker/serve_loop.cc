@@ -82,6 +82,7 @@ Status ServeLoop::Run() {
     register_.token = *token;
     token_hint_ = DefaultTokenHint(!token->empty());
   }
+  link_.SetToken(register_.token);
   Status status = data_.Start();
   register_.data_endpoint = data_.endpoint();
   if (status.ok()) status = StartLanes();
@@ -159,6 +160,17 @@ Status ServeLoop::OnTimers(int64_t now) {
     }
   }
   if (phase_ == Phase::kRegistering) {
+    // The controller checks credentials in the handshake, before any
+    // message: a refused worker would otherwise wait unanswered forever.
+    if (link_.HandshakeRefused() && !TokenFileChanged()) {
+      if (!options_.curve_server_key.empty()) {
+        return Status::PermissionDenied(
+            "the controller refused this worker's CURVE key (is worker.pub in its "
+            "--curve-keys folder's authorized/?)");
+      }
+      return Status::PermissionDenied(
+          "controller rejected the registration: wrong or missing token" + token_hint_);
+    }
     if (unanswered_since_us_ == 0) unanswered_since_us_ = now;
     if (!told_unanswered_ && now - unanswered_since_us_ >= kUnansweredNoticeUs) {
       // The CURVE hint only where it may apply: never answered, no keys.
@@ -194,6 +206,20 @@ Status ServeLoop::OnTimers(int64_t now) {
     next_register_us_ = now + backoff_.Next();
   }
   return Status::Ok();
+}
+
+bool ServeLoop::TokenFileChanged() {
+  if (!options_.token.empty() || !options_.curve_server_key.empty()) return false;
+  // A worker started beside its controller (one systemd target, one
+  // script) may read the default file before the controller has made it.
+  Result<std::string> token = ReadDefaultToken();
+  if (!token.ok() || *token == register_.token) return false;
+  log_->info("the default token file {} changed; registering with its token", DefaultTokenPath());
+  register_.token = *token;
+  token_hint_ = DefaultTokenHint(!token->empty());
+  link_.SetToken(*token);
+  reconnect_ = true;  // the next attempt goes out on a socket with it
+  return true;
 }
 
 bool ServeLoop::ParentAlive(int64_t now) {

@@ -70,6 +70,10 @@ class ServeLoop {
   Status OnTimers(int64_t now);
   // False once options_.parent_pid is set and no longer our parent.
   bool ParentAlive(int64_t now);
+  // Given no token, after the controller refused the one read from the
+  // default file (or none): true when the file now holds another token,
+  // which the next registration presents.
+  bool TokenFileChanged();
   int PollTimeoutMs(int64_t now) const;
   // After each poll: a stall of this process (longer away than the poll's
   // timeout) moves last_rx_us_ forward by it (StallClock).

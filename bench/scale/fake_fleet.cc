@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 
 namespace hmpmd::bench {
 namespace {
@@ -54,6 +55,7 @@ class Fleet {
       FakeWorker& w = workers_[i];
       w.socket = zmq::socket_t(ctx_, zmq::socket_type::dealer);
       w.socket.set(zmq::sockopt::linger, 0);
+      SetControlCredentials(w.socket, "");  // a controller with no token
       w.socket.connect(o.controller);
       w.lane_free_us.assign(o.cube_cores, 0);
       instances_[i] = rng() | 1;  // never 0: a real worker's instance

@@ -168,6 +168,26 @@ class SecureByDefaultTest(unittest.TestCase):
         self.wait_devices(1)
         self.assertIn("using " + self.token, self.log(again))
 
+    def test_a_worker_started_before_its_controller_finds_the_token_made_after(self):
+        # As one systemd target or script starts both: the worker reads the
+        # default file before the controller has made it, is refused, reads
+        # it again and joins. It still ends on a refusal that a second read
+        # does not change.
+        early = self.worker()
+        time.sleep(0.5)
+        self.controller()
+        self.wait_devices(1)
+        self.assertIsNone(early.poll())
+        self.assertIn("the default token file " + self.token + " changed; registering with "
+                      "its token", self.log(early))
+        with open(self.token + ".other", "w") as f:
+            f.write("not-the-token\n")
+        os.chmod(self.token + ".other", 0o600)
+        wrong = self.worker(env=dict(self.env, HMPMD_TOKEN_FILE=self.token + ".other"))
+        self.assertNotEqual(wrong.wait(timeout=30), 0)
+        self.assertIn("wrong or missing token; it was given no token and sent the one in",
+                      self.log(wrong))
+
     def test_a_token_file_every_user_may_read_is_refused(self):
         os.makedirs(os.path.dirname(self.token))
         with open(self.token, "w") as f:

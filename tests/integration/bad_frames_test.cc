@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 #include "process_cluster.h"
 
 namespace hmpmd::testing {
@@ -51,6 +52,7 @@ TEST(BadFramesTest, GarbageToTheControllerIsDroppedAndTheJobCompletes) {
     zmq::context_t ctx(1);
     zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
     rogue.set(zmq::sockopt::linger, 0);
+    SetControlCredentials(rogue, "");
     rogue.connect(cluster.zmq_endpoint());
     const std::string good_header = EncodeHeader(MsgType::kHeartbeat);
     std::string body;
@@ -112,6 +114,7 @@ TEST(BadFramesTest, AFrameOverTheDecodeLimitNeverReachesTheController) {
     zmq::context_t ctx(1);
     zmq::socket_t big(ctx, zmq::socket_type::dealer);
     big.set(zmq::sockopt::linger, 0);
+    SetControlCredentials(big, "");
     big.connect(cluster.zmq_endpoint());
     const std::string header = EncodeHeader(MsgType::kHeartbeat);
     std::string body(DecodeLimits{}.max_body_bytes + (1u << 20), '\x90');
@@ -127,6 +130,7 @@ TEST(BadFramesTest, AFrameOverTheDecodeLimitNeverReachesTheController) {
     // A small bad frame from another peer is still received and counted.
     zmq::socket_t small(ctx, zmq::socket_type::dealer);
     small.set(zmq::sockopt::linger, 0);
+    SetControlCredentials(small, "");
     small.connect(cluster.zmq_endpoint());
     small.send(zmq::buffer(header), zmq::send_flags::sndmore);
     small.send(zmq::buffer(std::string("\xc1")), zmq::send_flags::none);

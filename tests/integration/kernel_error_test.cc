@@ -13,6 +13,7 @@
 
 #include "fake_worker_wire.h"
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 #include "process_cluster.h"
 
 namespace hmpmd::testing {
@@ -28,6 +29,7 @@ TEST(KernelErrorTest, AFailedTasksMessageBecomesOneLineOfBoundedLength) {
     zmq::context_t ctx(1);
     zmq::socket_t fake(ctx, zmq::socket_type::dealer);
     fake.set(zmq::sockopt::linger, 0);
+    SetControlCredentials(fake, "");
     fake.connect(cluster.zmq_endpoint());
     RegisterMsg reg;
     reg.name = "fake";

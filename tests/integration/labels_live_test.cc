@@ -15,6 +15,7 @@
 
 #include "hmpmd/client/client.h"
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 #include "process_cluster_fixture.h"
 
 namespace hmpmd::testing {
@@ -116,6 +117,7 @@ TEST_P(LabelsLiveTest, ARegisterWithABadLabelIsRejectedNamingIt) {
   zmq::context_t ctx(1);
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
+  SetControlCredentials(s, "");
   s.connect(cluster_->zmq_endpoint());
   EncodedFrames f = Encode(Message(r));
   s.send(zmq::buffer(f.header), zmq::send_flags::sndmore);

@@ -15,6 +15,7 @@
 
 #include "fake_worker_wire.h"
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 #include "process_cluster.h"
 
 namespace hmpmd::testing {
@@ -31,6 +32,7 @@ class TaskRetryTest : public ::testing::Test {
     cluster_ = std::make_unique<ProcessCluster>(dir_.string());
     ASSERT_TRUE(cluster_->StartController().ok());
     fake_.set(zmq::sockopt::linger, 0);
+    SetControlCredentials(fake_, "");
     fake_.connect(cluster_->zmq_endpoint());
     RegisterMsg reg;
     reg.name = "fake";

@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 #include "process_cluster_fixture.h"
 
 namespace hmpmd::testing {
@@ -64,6 +65,7 @@ class FakeWorker {
              uint64_t instance)
       : s_(ctx, zmq::socket_type::dealer) {
     s_.set(zmq::sockopt::linger, 0);
+    SetControlCredentials(s_, "");
     s_.connect(endpoint);
     RegisterMsg reg;
     reg.name = name;

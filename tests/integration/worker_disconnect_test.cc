@@ -12,6 +12,7 @@
 #include "cluster_fixture.h"
 #include "fake_worker_wire.h"
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 
 namespace hmpmd::testing {
 namespace {
@@ -40,6 +41,7 @@ class WorkerDisconnectTest : public ClusterTest {
   // Registers `r` on `s` and waits for its ack.
   void Register(zmq::socket_t& s, const RegisterMsg& r) {
     s.set(zmq::sockopt::linger, 0);
+    SetControlCredentials(s, "");
     s.connect(endpoint_);
     Send(s, r);
     ASSERT_TRUE(Next(s, MsgType::kRegisterAck)) << "no RegisterAck for " << r.name;

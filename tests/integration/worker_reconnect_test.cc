@@ -24,6 +24,7 @@
 #include "hmpmd/api/api_snapshot.h"
 #include "hmpmd/api/live_metrics.h"
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/control_auth.h"
 #include "hmpmd/store/in_memory_job_store.h"
 
 namespace hmpmd::testing {
@@ -42,6 +43,7 @@ RegisterMsg FakeWorker(const std::string& data_endpoint) {
 // Registers `r` from a socket of its own and waits for the answer.
 void RegisterFrom(zmq::socket_t& s, const std::string& endpoint, const RegisterMsg& r) {
   s.set(zmq::sockopt::linger, 0);
+  SetControlCredentials(s, "");
   s.connect(endpoint);
   EncodedFrames f = Encode(Message(r));
   s.send(zmq::buffer(f.header), zmq::send_flags::sndmore);

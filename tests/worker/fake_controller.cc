@@ -4,16 +4,22 @@
 
 #include <zmq_addon.hpp>
 
+#include "hmpmd/protocol/control_auth.h"
+
 namespace hmpmd::worker::testing {
 
 FakeController::FakeController() : context_(1), router_(context_, zmq::socket_type::router) {
+  zap_.emplace(&context_, [](const ZapRequest& r) { return ControlPeerAllowed(r, ""); });
+  EXPECT_TRUE(zap_->Start().ok());
   router_.set(zmq::sockopt::linger, 0);
+  MakeControlServer(router_);
   router_.bind("tcp://127.0.0.1:*");
   endpoint_ = router_.get(zmq::sockopt::last_endpoint);
 }
 
 FakeController::~FakeController() {
   router_.close();
+  zap_.reset();
   context_.close();
 }
 

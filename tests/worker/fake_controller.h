@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/zap_handler.h"
 
 namespace hmpmd::worker::testing {
 
@@ -57,6 +58,9 @@ class FakeController {
 
  private:
   zmq::context_t context_;
+  // Lets every PLAIN peer in, as a controller without a token does; goes
+  // before context_ closes.
+  std::optional<ZapHandler> zap_;
   zmq::socket_t router_;
   std::string endpoint_;
   std::string peer_;  // ROUTER identity of the last sender

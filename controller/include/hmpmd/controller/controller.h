@@ -298,10 +298,12 @@ class Controller : private DriverSessions::Host {
   // sent on the closed connection and does not hold run again.
   void Rejoin(WorkerInfo& w, const std::string& identity, const RegisterMsg& m, TimeUs now);
   void OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now);
-  // Counts a registration or session refused for its token and logs it at
-  // the 1st, 2nd, 4th, ... refusal: anyone who reaches the port can send
-  // them as fast as they like, with names of any length.
-  void LogRefusedToken(const char* what, const std::string& name);
+  // Counts a connection, registration or session refused for its
+  // credentials and logs it at the 1st, 2nd, 4th, ... refusal: anyone who
+  // reaches the port can send them as fast as they like, with names of any
+  // length. `name` may be empty.
+  void LogRefusedToken(const char* what, const std::string& name,
+                       const char* why = "wrong or missing token");
   // Silence is counted up to read_at_, not `now`: a loop held up after it
   // read its socket (stopped, starved, busy in posted work) has not read
   // the heartbeats sent meanwhile, and must not blame their senders.
@@ -381,7 +383,7 @@ class Controller : private DriverSessions::Host {
   ControllerOptions options_;
   zmq::context_t ctx_;
   Transport transport_;
-  std::unique_ptr<ZapHandler> zap_;  // with curve only; before ctx_ goes
+  std::unique_ptr<ZapHandler> zap_;  // checks every peer; reset first (~Controller)
   Mailbox mailbox_;
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> stop_{false};

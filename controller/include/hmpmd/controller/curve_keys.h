@@ -40,7 +40,7 @@ struct CurveClientKeys {
 Result<CurveClientKeys> LoadCurveClientKeys(const std::string& dir);
 
 // Whether a ZAP request (ZapHandler) carries one of the `allowed` public
-// keys (Z85) over CURVE; a refusal is logged naming the peer's address.
+// keys (Z85) over CURVE. The caller logs a refusal.
 bool CurveKeyAllowed(const ZapRequest& r, const std::set<std::string>& allowed);
 
 }  // namespace hmpmd

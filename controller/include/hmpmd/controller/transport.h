@@ -46,8 +46,10 @@ class Transport {
   // Reads the monitor's events and appends the routing ids of the peers
   // whose connection closed. A connection is known by its file descriptor
   // (ZMQ_SRCFD of the last message it brought), which the kernel reuses:
-  // an id is a suspect to check (see Reachable), not a verdict.
-  void TakeDisconnected(std::vector<std::string>* out);
+  // an id is a suspect to check (see Reachable), not a verdict. Returns
+  // how many connections failed their handshake for speaking another
+  // mechanism (no credentials at all, so the ZAP handler never saw them).
+  size_t TakeDisconnected(std::vector<std::string>* out);
   // Whether the socket still has a connection for `identity`: sends it a
   // HeartbeatAck, which router_mandatory refuses for an id with none.
   bool Reachable(const std::string& identity);
