@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -338,6 +339,8 @@ TEST_F(AccessControlTest, PeersWithoutTheTokenAreRefusedInTheHandshakeAndSendNot
   EXPECT_LE(refused, 3);
   // 288 MiB were sent; a controller that took them would hold them.
   const int64_t after = ResidentBytes(cluster_->controller_pid());
+  std::printf("controller resident memory: %.1f MiB before, %.1f MiB after 288 MiB were sent\n",
+              static_cast<double>(before) / (1 << 20), static_cast<double>(after) / (1 << 20));
   EXPECT_LT(after - before, int64_t{64} << 20) << before << " -> " << after << " bytes";
 
   cluster_->KillController();
