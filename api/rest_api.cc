@@ -12,7 +12,6 @@
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/http/http_target.h"
 #include "hmpmd/protocol/json_text.h"
-#include "hmpmd/protocol/same_secret.h"
 
 namespace hmpmd {
 namespace {
@@ -21,9 +20,9 @@ using json = nlohmann::json;
 
 }  // namespace
 
-RestApi::RestApi(Controller* controller, std::string token, SpecLimits limits,
+RestApi::RestApi(Controller* controller, const TokenBook* tokens, SpecLimits limits,
                  RestApiOptions options)
-    : controller_(controller), token_(std::move(token)), limits_(limits), options_(options) {
+    : controller_(controller), tokens_(tokens), limits_(limits), options_(options) {
   snapshots_ = std::make_shared<ApiSnapshots>(controller_, options_.snapshots, [this](TimeUs now) {
     return feed_ ? feed_->PrometheusText(now) : LiveMetrics(controller_).PrometheusText(now, "");
   });
@@ -86,29 +85,43 @@ std::shared_ptr<const std::string> RestApi::AssetBody(const EmbeddedAsset& a) {
   return body;
 }
 
-bool RestApi::Authorised(const HttpRequest& req) const {
-  if (token_.empty()) return true;
+std::optional<TokenHolder> RestApi::Holder(const HttpRequest& req) const {
+  if (tokens_ == nullptr) return std::nullopt;
   auto it = req.headers.find("authorization");
-  if (it == req.headers.end()) return false;
+  if (it == req.headers.end()) return std::nullopt;
   // The scheme is case-insensitive (RFC 7235: "bearer" is "Bearer").
   constexpr std::string_view kScheme = "bearer ";
   const std::string_view got = it->second;
-  if (got.size() < kScheme.size()) return false;
+  if (got.size() < kScheme.size()) return std::nullopt;
   for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(got[i])) != kScheme[i]) return false;
+    if (std::tolower(static_cast<unsigned char>(got[i])) != kScheme[i]) return std::nullopt;
   }
-  return SameSecret(token_, got.substr(kScheme.size()));
+  return tokens_->Find(got.substr(kScheme.size()));
+}
+
+bool RestApi::Authorised(const HttpRequest& req) const {
+  return tokens_ == nullptr || !tokens_->enabled() || Holder(req).has_value();
 }
 
 std::optional<HttpResponse> RestApi::Refusal(RouteAccess access, const HttpRequest& req) const {
-  if (token_.empty() || access == RouteAccess::kOpen) return std::nullopt;
+  if (tokens_ == nullptr || !tokens_->enabled() || access == RouteAccess::kOpen) {
+    return std::nullopt;
+  }
   if (access == RouteAccess::kRead && options_.public_read) return std::nullopt;
   if (access == RouteAccess::kMetrics && (options_.public_read || options_.public_metrics)) {
     return std::nullopt;
   }
-  if (Authorised(req)) return std::nullopt;
-  return req.headers.contains("authorization") ? Error(403, "wrong token")
-                                               : Error(401, "missing Authorization: Bearer token");
+  const std::optional<TokenHolder> who = Holder(req);
+  if (!who) {
+    return req.headers.contains("authorization")
+               ? Error(403, "wrong token")
+               : Error(401, "missing Authorization: Bearer token");
+  }
+  if (access == RouteAccess::kWrite && who->role == TokenRole::kRead) {
+    return Error(
+        403, "the token of '" + who->name + "' (role read) may not " + req.method + " " + req.path);
+  }
+  return std::nullopt;
 }
 
 void RestApi::Handle(HttpRequest req, HttpReply reply) {
@@ -138,6 +151,17 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
                                     " (it takes " + std::string(match.allow) + ")");
     r.headers["Allow"] = std::string(match.allow);
     return reply(std::move(r));
+  }
+  // A mutating call is recorded with its outcome, refused or not.
+  if (route != nullptr && route->access == RouteAccess::kWrite && controller_->audit() != nullptr) {
+    const std::optional<TokenHolder> who = Holder(req);
+    reply = [inner = std::move(reply), log = controller_->audit(),
+             who = who ? who->name : std::string(),
+             role = who ? std::string(TokenRoleName(who->role)) : std::string(), from = req.peer,
+             call = req.method + " " + req.path](HttpResponse r) {
+      log->Append(who, role, from, call, std::to_string(r.status));
+      inner(std::move(r));
+    };
   }
   if (route != nullptr) {
     if (std::optional<HttpResponse> refused = Refusal(route->access, req)) {

@@ -60,7 +60,7 @@ Status Service::Start() {
   api.formatter_idle = http.idle_priority;
   api.cpu_budget = http_budget;
   api.parse_budget = parse_budget;
-  api_ = std::make_unique<RestApi>(controller_.get(), options_.controller.token,
+  api_ = std::make_unique<RestApi>(controller_.get(), &controller_->tokens(),
                                    options_.controller.spec_limits, api);
   // Live events (SSE) and the /metrics additions, batched off the task
   // path. Its callbacks run only after feed_->Start(), once http_ is set.

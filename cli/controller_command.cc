@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "hmpmd/api/service.h"
 #include "hmpmd/controller/curve_keys.h"
+#include "hmpmd/controller/token_book.h"
 #include "hmpmd/http/http_server.h"
 #include "hmpmd/protocol/token_file.h"
 #include "hmpmd/store/sqlite_job_store.h"
@@ -24,6 +25,8 @@ struct ControllerArgs {
   bool http_idle = false;
   double http_cpu_percent = kDefaultHttpCpuPercent;
   std::string token_file;
+  std::string tokens_file;
+  std::string audit_log;
   std::string db = "hmpmd.db";
   std::string curve_keys;
   size_t max_tasks = SpecLimits{}.max_tasks;
@@ -129,6 +132,15 @@ int ControllerMain(const ControllerArgs& a) {
   }
   // Before --db is opened: a token that cannot be made leaves no store behind.
   if (Status st = SecureByDefault(a, &opts); !st.ok()) return Fail(st);
+  if (!a.tokens_file.empty()) {
+    // Checked here too, before --db is opened; the controller reads it again.
+    TokenBook check(opts.token);
+    if (Status st = check.Watch(a.tokens_file); !st.ok()) {
+      return Fail(Status::InvalidArgument("--tokens: " + st.message()));
+    }
+    opts.tokens_file = a.tokens_file;
+  }
+  opts.audit_log = a.audit_log;
   so.api.public_read = a.public_read;
   so.api.public_metrics = a.public_metrics;
   so.serve_http = !a.http.empty();
@@ -225,12 +237,20 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
       "File holding the token workers, drivers and REST calls must present (default, "
       "when --listen or --http is beyond loopback: $HMPMD_TOKEN_FILE, else "
       "~/.config/hmpmd/token, made if missing)");
+  CLI::Option* tokens_flag = sub->add_option(
+      "--tokens", args->tokens_file,
+      "JSON file of more tokens, each with a holder's name and a role (admin, submit, read); "
+      "read again when it changes, so tokens are added and revoked without a restart");
+  sub->add_option("--audit-log", args->audit_log,
+                  "File every mutating call is appended to, one JSON line each (who, what, "
+                  "when, from where)");
   sub->add_option("--curve-keys", args->curve_keys,
                   "Key directory from `hmpmd keygen`: CurveZMQ with authorized worker keys");
   sub->add_flag("--insecure", args->insecure,
                 "Bound beyond loopback, run with no secret at all (anyone who reaches the ports "
                 "may serve as a worker or submit work)")
-      ->excludes(token_flag);
+      ->excludes(token_flag)
+      ->excludes(tokens_flag);
   sub->add_flag("--public-read", args->public_read,
                 "With a token, let anyone who reaches --http read the API (jobs, tasks, traces, "
                 "outputs' places, events, metrics); writes still need the token");

@@ -47,9 +47,10 @@ Controller::Controller(ControllerOptions options)
     : options_(std::move(options)),
       ctx_(1),
       transport_(&ctx_),
+      tokens_(options_.token),
       scheduler_(MakeScheduler(options_)),
       open_jobs_(scheduler_.get()),
-      sessions_(this, &open_jobs_, options_.token) {}
+      sessions_(this, &open_jobs_, &tokens_) {}
 
 Controller::~Controller() {
   // Its thread posts refusals to mailbox_, which goes first otherwise.
@@ -70,14 +71,22 @@ Status Controller::Start() {
     RETURN_IF_ERROR(RestoreFromStore(started_at_));
     writer_ = std::make_unique<StoreWriter>(options_.store.get(), options_.store_writer);
   }
-  // Runs on the handler's thread: it reads only the token and the allowed
-  // keys, which never change after Start(). A refusal is counted and
-  // logged on the loop, with those of tokens inside messages.
+  if (!options_.tokens_file.empty()) RETURN_IF_ERROR(tokens_.Watch(options_.tokens_file));
+  if (!options_.audit_log.empty()) {
+    ASSIGN_OR_RETURN(audit_, AuditLog::Open(options_.audit_log));
+  }
+  // Runs on the handler's thread: it reads the allowed keys, which never
+  // change after Start(), and the token book, which is thread-safe. Any
+  // token the book holds gets in: what its role may do is judged on the
+  // first message, where the refusal can say why. A refusal is counted
+  // and logged on the loop, with those of tokens inside messages.
   const bool curve = !options_.curve_secret_key.empty();
   zap_ = std::make_unique<ZapHandler>(&ctx_, [this, curve](const ZapRequest& r) {
-    if (curve ? CurveKeyAllowed(r, options_.curve_allowed)
-              : ControlPeerAllowed(r, options_.token)) {
-      return true;
+    if (curve) {
+      if (CurveKeyAllowed(r, options_.curve_allowed)) return true;
+    } else if (ControlPeerAllowed(r, "")) {  // PLAIN: credentials are user, password
+      if (!tokens_.enabled()) return true;
+      if (tokens_.Find(r.credentials[1])) return true;
     }
     mailbox_.Post([this, curve, address = r.address] {
       LogRefusedToken("a connection from", address,

@@ -51,10 +51,22 @@ void Controller::OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now) {
 }
 
 void Controller::OnRegister(const std::string& identity, const RegisterMsg& m, TimeUs now) {
-  if (!options_.token.empty() && !SameSecret(options_.token, m.token)) {
-    LogRefusedToken("worker", m.name);
-    transport_.Send(identity, Reject{"wrong or missing token", false});
-    return;
+  // A worker receives every job's inputs: only an admin token serves.
+  if (tokens_.enabled()) {
+    const std::optional<TokenHolder> who = tokens_.Find(m.token);
+    if (!who) {
+      LogRefusedToken("worker", m.name);
+      transport_.Send(identity, Reject{"wrong or missing token", false});
+      return;
+    }
+    if (who->role != TokenRole::kAdmin) {
+      const std::string why = "the token of '" + who->name + "' (role " +
+                              std::string(TokenRoleName(who->role)) +
+                              ") may not serve as a worker; that takes an admin token";
+      LogRefusedToken("worker", m.name, why.c_str());
+      transport_.Send(identity, Reject{why, false});
+      return;
+    }
   }
   // Printed in logs and `hmpmd status` lines: bounded and on one line, as a
   // job spec's names are (a newline in it would forge log lines).
@@ -298,6 +310,11 @@ Result<JobId> Controller::SubmitOpenJob(JobSubmission job, SubmitDone done) {
 }
 
 void Controller::RefusedToken(const std::string& name) { LogRefusedToken("driver session", name); }
+
+void Controller::Audit(const std::string& identity, std::string_view who, std::string_view role,
+                       const std::string& call, const std::string& outcome) {
+  if (audit_) audit_->Append(who, role, transport_.PeerAddress(identity), call, outcome);
+}
 
 void Controller::UnknownPeer() { ++counters_.unknown_peers; }
 

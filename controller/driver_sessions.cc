@@ -9,7 +9,7 @@
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/json_text.h"
-#include "hmpmd/protocol/same_secret.h"
+#include "hmpmd/protocol/one_line.h"
 #include "hmpmd/protocol/stall_clock.h"
 
 namespace hmpmd {
@@ -91,8 +91,8 @@ SessionAck Refused(const Status& why) {
 
 }  // namespace
 
-DriverSessions::DriverSessions(Host* host, OpenJobs* jobs, std::string token)
-    : host_(host), jobs_(jobs), token_(std::move(token)) {}
+DriverSessions::DriverSessions(Host* host, OpenJobs* jobs, const TokenBook* tokens)
+    : host_(host), jobs_(jobs), tokens_(tokens) {}
 
 std::string DriverSessions::StoredSpec(const std::string& name) {
   return JsonText(nlohmann::json{{"name", name}, {kSessionKey, true}});
@@ -123,10 +123,22 @@ DriverSessions::Session* DriverSessions::Known(const std::string& identity, JobI
 }
 
 void DriverSessions::Open(const std::string& identity, const SessionOpen& m, TimeUs now) {
-  if (!token_.empty() && !SameSecret(token_, m.token)) {
-    host_->RefusedToken(m.name);
-    host_->SendTo(identity, Refused(Status::PermissionDenied("wrong or missing token")));
-    return;
+  const std::string call = "session open '" + OneLine(m.name, 64) + "'";
+  std::string who, role;
+  if (tokens_->enabled()) {
+    const std::optional<TokenHolder> holder = tokens_->Find(m.token);
+    if (!holder || holder->role == TokenRole::kRead) {
+      const std::string why =
+          holder ? "the token of '" + holder->name + "' (role read) may not open a session"
+                 : "wrong or missing token";
+      if (!holder) host_->RefusedToken(m.name);
+      host_->Audit(identity, holder ? holder->name : "", holder ? "read" : "", call,
+                   "refused: " + why);
+      host_->SendTo(identity, Refused(Status::PermissionDenied(why)));
+      return;
+    }
+    who = holder->name;
+    role = std::string(TokenRoleName(holder->role));
   }
   if (session_of_.count(identity)) {
     host_->SendTo(identity,
@@ -159,7 +171,10 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
   // Acknowledged once final, as a REST submit's 201: a controller killed
   // before the write would give the id a driver holds to the next session.
   auto job = host_->SubmitOpenJob(
-      {StoredSpec(spec.name), std::move(graph).value()}, [this, identity](Result<JobId> id) {
+      {StoredSpec(spec.name), std::move(graph).value()},
+      [this, identity, who, role, call](Result<JobId> id) {
+        host_->Audit(identity, who, role, call,
+                     id.ok() ? "job " + std::to_string(*id) : "refused: " + id.status().message());
         if (id.ok()) {
           host_->SendTo(identity, SessionAck{*id, "", 0, data_token_});
           return;
@@ -175,6 +190,8 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
   if (!job.ok()) return;
   Session& s = sessions_[*job];
   s.identity = identity;
+  s.who = std::move(who);
+  s.role = std::move(role);
   s.last_seen = now;
   // Bounded as the client library bounds it: a driver that died with a
   // huge period would hold its session open for days.
@@ -302,6 +319,9 @@ bool DriverSessions::End(JobId job, const JobRun& run) {
   u.job_state = std::string(JobStateName(run.state));
   u.job_error = run.error;
   host_->SendTo(s->second.identity, u);
+  host_->Audit(s->second.identity, s->second.who, s->second.role,
+               "session end, job " + std::to_string(job),
+               u.job_state + (run.error.empty() ? "" : ": " + run.error));
   // A session's outputs live as long as the session.
   host_->SendToLiveWorkers(FreeJob{job});
   session_of_.erase(s->second.identity);

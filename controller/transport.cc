@@ -1,6 +1,9 @@
 #include "hmpmd/controller/transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <cstring>
 
@@ -98,6 +101,29 @@ size_t Transport::TakeDisconnected(std::vector<std::string>* out) {
     fd_identity_.erase(it);
   }
   return failed_handshakes;
+}
+
+std::string Transport::PeerAddress(const std::string& identity) const {
+  auto it = identity_fd_.find(identity);
+  if (it == identity_fd_.end()) return "";
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getpeername(it->second, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "";
+  char host[INET6_ADDRSTRLEN] = "";
+  uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+    ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+    port = ntohs(v4->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    port = ntohs(v6->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "";  // ipc://, inproc://
 }
 
 bool Transport::Reachable(const std::string& identity) { return Send(identity, HeartbeatAck{}); }

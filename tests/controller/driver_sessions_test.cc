@@ -86,7 +86,7 @@ class DriverSessionsTest : public ::testing::Test {
     scheduler_ = std::make_unique<Scheduler>(SchedulerOptions{}, std::move(policy).value());
     open_jobs_ = std::make_unique<SchedulerOpenJobs>(scheduler_.get());
     host_ = std::make_unique<FakeHost>(scheduler_.get());
-    sessions_ = std::make_unique<DriverSessions>(host_.get(), open_jobs_.get(), "s3cret");
+    sessions_ = std::make_unique<DriverSessions>(host_.get(), open_jobs_.get(), &tokens_);
     token_.hi = 7;
     token_.lo = 9;
     sessions_->set_data_token(token_);
@@ -120,6 +120,7 @@ class DriverSessionsTest : public ::testing::Test {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<SchedulerOpenJobs> open_jobs_;
   std::unique_ptr<FakeHost> host_;
+  TokenBook tokens_{"s3cret"};
   std::unique_ptr<DriverSessions> sessions_;
   DataToken token_;
 };

@@ -149,7 +149,7 @@ TEST(CpuBudgetTest, ASpecsParseIsChargedToItsOwnBudgetAndReadsGoOnMeanwhile) {
   RestApiOptions ao;
   ao.cpu_budget = http_budget;
   ao.parse_budget = parse_budget;
-  auto api = std::make_unique<RestApi>(&c, "", SpecLimits{}, ao);
+  auto api = std::make_unique<RestApi>(&c, nullptr, SpecLimits{}, ao);
   HttpServerOptions so;
   so.bind = "127.0.0.1:0";
   so.cpu_budget = http_budget;

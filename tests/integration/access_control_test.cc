@@ -33,13 +33,6 @@ constexpr const char* kSpec = R"({"tasks":[{"id":"a","kernel":"noop"}]})";
 class AccessControlTest : public ProcessClusterFixture {
  protected:
   AccessControlTest() : ProcessClusterFixture("hmpmd-access") {}
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string Slurp(const std::string& name) const {
-    std::ifstream in(Path(name));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
   size_t AliveWorkers() {
     auto pool = cluster_->Get("/api/v1/pool");
     size_t n = 0;

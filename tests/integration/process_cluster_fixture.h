@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -49,6 +51,15 @@ class ProcessClusterFixture : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     FAIL() << "job " << job << " never reached " << done << " done runs";
+  }
+
+  // A file of the test's folder: its path, and what it holds ("" when none).
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Slurp(const std::string& name) const {
+    std::ifstream in(Path(name));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
   }
 
   std::filesystem::path dir_;

@@ -215,7 +215,7 @@ TEST_F(RestApiTest, ALargeStepsRatiosComeBackFromTheFeedsThread) {
 TEST_F(RestApiTest, AReadAfterALargeTraceDoesNotWaitForTheFormattersBudget) {
   RestApiOptions o;
   o.cpu_budget = std::make_shared<CpuBudget>(CpuBudgetOptions{.percent = 0.1});
-  RestApi api(&cluster_->controller(), kToken, SpecLimits{}, o);
+  RestApi api(&cluster_->controller(), &cluster_->controller().tokens(), SpecLimits{}, o);
   HttpServerOptions ho;
   ho.bind = "127.0.0.1:0";
   HttpServer server(ho, [&api](HttpRequest req, HttpReply reply) {

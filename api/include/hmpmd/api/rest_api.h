@@ -92,8 +92,10 @@ struct RestApiStats {
 class RestApi {
  public:
   // `controller` outlives this object and its loop is running (or will
-  // run): the snapshot publisher hooks into it. `token` empty: no auth.
-  RestApi(Controller* controller, std::string token, SpecLimits limits,
+  // run): the snapshot publisher hooks into it. `tokens` (which outlives
+  // this object) says who may read and who may write; null or a book
+  // without tokens: no auth.
+  RestApi(Controller* controller, const TokenBook* tokens, SpecLimits limits,
           RestApiOptions options = {});
   // Detaches from the loop, finishes queued formatting work and joins the
   // formatting thread.
@@ -109,7 +111,8 @@ class RestApi {
   // Answers `req` as its route in Routes() says.
   void Handle(HttpRequest req, HttpReply reply);
   // The answer that refuses `req` a route of `access` (401 with no token,
-  // 403 with a wrong one), or nullopt when it may go on. Thread-safe.
+  // 403 with a wrong one, or one of role read for a write), or nullopt
+  // when it may go on. Thread-safe.
   std::optional<HttpResponse> Refusal(RouteAccess access, const HttpRequest& req) const;
   // The routes this API serves (rest_routes.h).
   static const RouteTable& Routes();
@@ -169,7 +172,9 @@ class RestApi {
   // off the loop; on the loop, from a copy (or, for a running job's DAG,
   // at once).
   bool ServeRendered(RouteCall& call, Rendered what);
-  // `Authorization: Bearer TOKEN`, or no token set.
+  // The holder of `Authorization: Bearer TOKEN`; nullopt for none.
+  std::optional<TokenHolder> Holder(const HttpRequest& req) const;
+  // A holder of any role, or no token set.
   bool Authorised(const HttpRequest& req) const;
   // One copy of a compiled-in file's bytes, made on first use. Any thread.
   std::shared_ptr<const std::string> AssetBody(const EmbeddedAsset& a);
@@ -200,7 +205,7 @@ class RestApi {
   void ParseAndSubmit(std::string body, HttpReply reply);
 
   Controller* controller_;
-  std::string token_;
+  const TokenBook* const tokens_;
   SpecLimits limits_;
   RestApiOptions options_;
   EventFeed* feed_ = nullptr;

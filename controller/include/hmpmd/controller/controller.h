@@ -26,6 +26,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "hmpmd/controller/audit_log.h"
 #include "hmpmd/controller/driver_sessions.h"
 #include "hmpmd/controller/job_history.h"
 #include "hmpmd/controller/job_spec_parser.h"
@@ -34,6 +35,7 @@
 #include "hmpmd/controller/recovery.h"
 #include "hmpmd/controller/run_batches.h"
 #include "hmpmd/controller/task_logs.h"
+#include "hmpmd/controller/token_book.h"
 #include "hmpmd/controller/transport.h"
 #include "hmpmd/controller/worker_registry.h"
 #include "hmpmd/protocol/data_token.h"
@@ -55,8 +57,15 @@ struct ControllerOptions {
   // ROUTER endpoint workers connect to. Port 0 picks a free one.
   // Default: tcp://*:5555.
   std::string listen = "tcp://*:5555";
-  // Shared secret workers must present to register; empty: none.
+  // Shared secret workers must present to register; empty: none. Held by
+  // "admin", role admin (TokenBook).
   std::string token;
+  // A --tokens file of more tokens, each with a holder and a role, read
+  // again when it changes (TokenBook::Watch); empty: none.
+  std::string tokens_file;
+  // A file every mutating call is appended to, one JSON line each
+  // (AuditLog); empty: none.
+  std::string audit_log;
   // Heartbeat period asked of workers, in ms. Default: 500.
   uint32_t heartbeat_ms = 500;
   // A worker silent for this long is declared dead and its running tasks go
@@ -251,6 +260,11 @@ class Controller : private DriverSessions::Host {
   // tell a restart that kept its jobs from one that did not.
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   const ControllerOptions& options() const { return options_; }
+  // The tokens every door checks. Thread-safe.
+  const TokenBook& tokens() const { return tokens_; }
+  // Where mutating calls are recorded; null without --audit-log. Set in
+  // Start(); thread-safe after.
+  AuditLog* audit() const { return audit_.get(); }
   // What workers' data sockets accept (RegisterAck, SessionAck; REST
   // outputs for authorised callers): the store's, else drawn in Start().
   // Set in Start() and fixed after, so any thread may read it then.
@@ -336,6 +350,8 @@ class Controller : private DriverSessions::Host {
   void SendTo(const std::string& identity, const Message& m) override;
   void SendToLiveWorkers(const Message& m) override;
   Result<JobId> SubmitOpenJob(JobSubmission job, SubmitDone done) override;
+  void Audit(const std::string& identity, std::string_view who, std::string_view role,
+             const std::string& call, const std::string& outcome) override;
   void RefusedToken(const std::string& name) override;
   void UnknownPeer() override;
 
@@ -383,6 +399,8 @@ class Controller : private DriverSessions::Host {
   ControllerOptions options_;
   zmq::context_t ctx_;
   Transport transport_;
+  TokenBook tokens_;  // before zap_ and sessions_, which use it
+  std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<ZapHandler> zap_;  // checks every peer; reset first (~Controller)
   Mailbox mailbox_;
   std::unique_ptr<Scheduler> scheduler_;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hmpmd/controller/job_submission.h"
+#include "hmpmd/controller/token_book.h"
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/messages.h"
 #include "hmpmd/scheduler/scheduler.h"
@@ -63,11 +64,16 @@ class DriverSessions {
     virtual void RefusedToken(const std::string& name) = 0;
     // A driver without a session sent a message.
     virtual void UnknownPeer() = 0;
+    // Records a session's opening or end (AuditLog): `who` and `role` hold
+    // the token it gave ("" for none), `call` and `outcome` what happened.
+    virtual void Audit(const std::string& /*identity*/, std::string_view /*who*/,
+                       std::string_view /*role*/, const std::string& /*call*/,
+                       const std::string& /*outcome*/) {}
   };
 
-  // `host` and `jobs` outlive this object. `token`: what a SessionOpen must
-  // carry; empty: none.
-  DriverSessions(Host* host, OpenJobs* jobs, std::string token);
+  // `host`, `jobs` and `tokens` outlive this object. A SessionOpen must
+  // carry a token of role submit or admin, when `tokens` has any.
+  DriverSessions(Host* host, OpenJobs* jobs, const TokenBook* tokens);
 
   // The data token each SessionAck carries (Controller::data_token()).
   void set_data_token(const DataToken& token) { data_token_ = token; }
@@ -116,6 +122,7 @@ class DriverSessions {
  private:
   struct Session {
     std::string identity;
+    std::string who, role;  // the token's holder (TokenBook), for the audit log
     TimeUs last_seen = 0;
     TimeUs timeout_us = 0;  // silent this long: "driver session lost"
     SessionUpdate update;   // to send at the end of this iteration
@@ -133,7 +140,7 @@ class DriverSessions {
 
   Host* const host_;
   OpenJobs* const jobs_;
-  const std::string token_;
+  const TokenBook* const tokens_;
   DataToken data_token_;
   std::map<JobId, Session> sessions_;
   std::unordered_map<std::string, JobId> session_of_;  // by driver identity

@@ -50,6 +50,9 @@ class Transport {
   // how many connections failed their handshake for speaking another
   // mechanism (no credentials at all, so the ZAP handler never saw them).
   size_t TakeDisconnected(std::vector<std::string>* out);
+  // The address ("10.0.0.7:51234") of the connection the peer `identity`
+  // last sent on; "" when not known.
+  std::string PeerAddress(const std::string& identity) const;
   // Whether the socket still has a connection for `identity`: sends it a
   // HeartbeatAck, which router_mandatory refuses for an id with none.
   bool Reachable(const std::string& identity);

@@ -20,6 +20,7 @@ struct HttpRequest {
   std::string query;  // after '?', escapes kept (decoded per parameter); may be empty
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
+  std::string peer;  // the client's address, "127.0.0.1:51234"; "" when not known
 };
 
 struct HttpResponse {
