@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "hmpmd/api/service.h"
+#include "hmpmd/controller/audit_log.h"
 #include "hmpmd/controller/curve_keys.h"
 #include "hmpmd/controller/token_book.h"
 #include "hmpmd/http/http_server.h"
@@ -139,6 +140,13 @@ int ControllerMain(const ControllerArgs& a) {
       return Fail(Status::InvalidArgument("--tokens: " + st.message()));
     }
     opts.tokens_file = a.tokens_file;
+  }
+  if (!a.audit_log.empty()) {
+    // Made here, before --db is opened, so that a path it cannot write
+    // stops the controller first; the controller opens it again.
+    if (auto log = AuditLog::Open(a.audit_log); !log.ok()) {
+      return Fail(Status::InvalidArgument("--audit-log: " + log.status().message()));
+    }
   }
   opts.audit_log = a.audit_log;
   so.api.public_read = a.public_read;

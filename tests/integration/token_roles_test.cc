@@ -193,7 +193,7 @@ TEST_F(TokenRolesTest, ATokenIsRevokedAndAnotherAddedWithoutARestart) {
       << Slurp("controller.log");
 }
 
-TEST_F(TokenRolesTest, ABadTokensFileStopsTheControllerBeforeItOpensItsStore) {
+TEST_F(TokenRolesTest, ABadTokensFileOrAuditLogStopsTheControllerBeforeItOpensItsStore) {
   std::ofstream(Path("tokens.json")) << R"({"tokens": [{"name": "a", "role": "root",
                                            "token": "0123456789abcdef0"}]})";
   ::chmod(Path("tokens.json").c_str(), 0600);
@@ -203,6 +203,16 @@ TEST_F(TokenRolesTest, ABadTokensFileStopsTheControllerBeforeItOpensItsStore) {
   EXPECT_NE(std::system(cmd.c_str()), 0);
   EXPECT_NE(Slurp("out.txt").find("--tokens: tokens file " + Path("tokens.json") +
                                   ": tokens[0].role: 'root' is not admin, submit or read"),
+            std::string::npos)
+      << Slurp("out.txt");
+  EXPECT_FALSE(std::filesystem::exists(Path("s.db")));
+  // So does an audit log it cannot write.
+  const std::string log_cmd =
+      std::string(HMPMD_CLI_BIN) + " controller --listen tcp://127.0.0.1:0 --http '' --db " +
+      Path("s.db") + " --audit-log " + Path("none/audit.log") + " > " + Path("out.txt") + " 2>&1";
+  EXPECT_NE(std::system(log_cmd.c_str()), 0);
+  EXPECT_NE(Slurp("out.txt").find("--audit-log: audit log " + Path("none/audit.log") +
+                                  ": No such file or directory"),
             std::string::npos)
       << Slurp("out.txt");
   EXPECT_FALSE(std::filesystem::exists(Path("s.db")));
