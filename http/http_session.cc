@@ -262,13 +262,16 @@ void Session::OnRead(beast::error_code ec) {
   auto target = ParseHttpTarget(Sv(req.target()));
   if (!target.ok()) return WriteResponse(ErrorResponse(400, target.status().message()));
   HttpRequest request = ToHttpRequest(std::move(req), std::move(target).value());
-  beast::error_code no_peer;
-  const auto peer = stream_.socket().remote_endpoint(no_peer);
-  if (!no_peer) {
-    request.peer = peer.address().is_v6() ? "[" + peer.address().to_string() + "]:"
-                                          : peer.address().to_string() + ":";
-    request.peer += std::to_string(peer.port());
+  if (peer_.empty()) {
+    beast::error_code no_peer;
+    const auto peer = stream_.socket().remote_endpoint(no_peer);
+    if (!no_peer) {
+      const std::string host = peer.address().to_string();
+      peer_ =
+          (peer.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(peer.port());
+    }
   }
+  request.peer = peer_;
   // The stream takes no query parameters: one given goes to the handler,
   // which refuses it (RestApi: 400 naming it). "?" and "?&" name none.
   if (request.method == "GET" && request.path == kHttpEventsPath &&

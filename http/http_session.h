@@ -88,6 +88,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const net::any_io_executor strand_;
   beast::tcp_stream stream_;
   const uint64_t id_;
+  std::string peer_;  // HttpRequest::peer, found at the first request
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::string_body>> res_;  // an error being written
