@@ -84,9 +84,8 @@ Status Controller::Start() {
   zap_ = std::make_unique<ZapHandler>(&ctx_, [this, curve](const ZapRequest& r) {
     if (curve) {
       if (CurveKeyAllowed(r, options_.curve_allowed)) return true;
-    } else if (ControlPeerAllowed(r, "")) {  // PLAIN: credentials are user, password
-      if (!tokens_.enabled()) return true;
-      if (tokens_.Find(r.credentials[1])) return true;
+    } else if (const std::optional<std::string> password = ControlPassword(r)) {
+      if (!tokens_.enabled() || tokens_.Find(*password)) return true;
     }
     mailbox_.Post([this, curve, address = r.address] {
       LogRefusedToken("a connection from", address,

@@ -1,7 +1,5 @@
 #include "hmpmd/protocol/control_auth.h"
 
-#include "hmpmd/protocol/same_secret.h"
-
 namespace hmpmd {
 
 void SetControlCredentials(zmq::socket_t& s, const std::string& token) {
@@ -15,9 +13,10 @@ void MakeControlServer(zmq::socket_t& s) {
   s.set(zmq::sockopt::zap_domain, kControlZapDomain);
 }
 
-bool ControlPeerAllowed(const ZapRequest& r, const std::string& token) {
-  if (r.mechanism != "PLAIN" || r.credentials.size() != 2) return false;
-  return token.empty() || SameSecret(token, r.credentials[1]);
+std::optional<std::string> ControlPassword(const ZapRequest& r) {
+  // PLAIN's credentials are the user name and the password.
+  if (r.mechanism != "PLAIN" || r.credentials.size() != 2) return std::nullopt;
+  return r.credentials[1];
 }
 
 }  // namespace hmpmd

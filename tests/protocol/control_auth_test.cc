@@ -1,6 +1,6 @@
-// The controller port's handshake check (control_auth.h), on a ROUTER of
-// its own with the ZAP handler the controller runs: who gets in, and what
-// a refused peer's monitor sees.
+// The controller port's handshake (control_auth.h), on a ROUTER of its own
+// with a ZAP handler that checks one token as the controller's does: who
+// gets a connection, and what a refused peer's monitor sees.
 #include "hmpmd/protocol/control_auth.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/data_auth.h"
+#include "hmpmd/protocol/same_secret.h"
 
 namespace hmpmd {
 namespace {
@@ -20,21 +21,14 @@ ZapRequest Plain(const std::string& password) {
   return ZapRequest{"hmpmd", "127.0.0.1", "PLAIN", {kControlPlainUser, password}};
 }
 
-TEST(ControlPeerAllowedTest, ATokenLetsInOnlyItsHolder) {
-  EXPECT_TRUE(ControlPeerAllowed(Plain("s3cret"), "s3cret"));
-  EXPECT_FALSE(ControlPeerAllowed(Plain("s3cre"), "s3cret"));
-  EXPECT_FALSE(ControlPeerAllowed(Plain("s3crett"), "s3cret"));
-  EXPECT_FALSE(ControlPeerAllowed(Plain(""), "s3cret"));
-  // Only PLAIN carries a password.
-  EXPECT_FALSE(ControlPeerAllowed(ZapRequest{"hmpmd", "127.0.0.1", "NULL", {}}, "s3cret"));
-  EXPECT_FALSE(ControlPeerAllowed(ZapRequest{"hmpmd", "127.0.0.1", "PLAIN", {"s3cret"}}, "s3cret"));
-}
-
-TEST(ControlPeerAllowedTest, NoTokenLetsEveryPlainPeerIn) {
-  EXPECT_TRUE(ControlPeerAllowed(Plain(""), ""));
-  // A peer that read a token from the default file still connects.
-  EXPECT_TRUE(ControlPeerAllowed(Plain("from-the-default-file"), ""));
-  EXPECT_FALSE(ControlPeerAllowed(ZapRequest{"hmpmd", "127.0.0.1", "NULL", {}}, ""));
+TEST(ControlPasswordTest, APlainPeersPasswordAndNothingForOtherMechanisms) {
+  EXPECT_EQ(ControlPassword(Plain("s3cret")), "s3cret");
+  EXPECT_EQ(ControlPassword(Plain("")), "");
+  EXPECT_EQ(ControlPassword(ZapRequest{"hmpmd", "127.0.0.1", "NULL", {}}), std::nullopt);
+  EXPECT_EQ(ControlPassword(ZapRequest{"hmpmd", "127.0.0.1", "CURVE", {std::string(32, 'k')}}),
+            std::nullopt);
+  // A user name without a password is no PLAIN request.
+  EXPECT_EQ(ControlPassword(ZapRequest{"hmpmd", "127.0.0.1", "PLAIN", {"s3cret"}}), std::nullopt);
 }
 
 class ControlHandshakeTest : public ::testing::Test {
@@ -42,7 +36,11 @@ class ControlHandshakeTest : public ::testing::Test {
   // A ROUTER as the controller's, with `token`; its endpoint.
   std::string Serve(const std::string& token) {
     token_ = token;
-    zap_.emplace(&ctx_, [this](const ZapRequest& r) { return ControlPeerAllowed(r, token_); });
+    // As the controller's TokenBook decides for one token.
+    zap_.emplace(&ctx_, [this](const ZapRequest& r) {
+      const std::optional<std::string> password = ControlPassword(r);
+      return password && (token_.empty() || SameSecret(token_, *password));
+    });
     EXPECT_TRUE(zap_->Start().ok());
     router_.set(zmq::sockopt::linger, 0);
     MakeControlServer(router_);

@@ -9,7 +9,7 @@
 namespace hmpmd::worker::testing {
 
 FakeController::FakeController() : context_(1), router_(context_, zmq::socket_type::router) {
-  zap_.emplace(&context_, [](const ZapRequest& r) { return ControlPeerAllowed(r, ""); });
+  zap_.emplace(&context_, [](const ZapRequest& r) { return ControlPassword(r).has_value(); });
   EXPECT_TRUE(zap_->Start().ok());
   router_.set(zmq::sockopt::linger, 0);
   MakeControlServer(router_);

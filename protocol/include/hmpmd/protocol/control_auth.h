@@ -7,16 +7,18 @@
 // one, so a token checked inside the first message came after a peer had
 // made the controller hold a message of any number of parts).
 //
-// A controller without a token lets every PLAIN peer in, so a peer that
-// presents a token (one read from the default file) still connects to it.
+// Which passwords get in is the controller's TokenBook's to say; without a
+// token it lets every PLAIN peer in, so a peer that presents a token (one
+// read from the default file) still connects to it.
 // PLAIN sends the token in clear text, as the first message did before;
 // --curve-keys encrypts it.
 //
 // Thread-safety: plain functions; each socket is used by its caller's
-// thread only, as ZeroMQ requires. ControlPeerAllowed runs on the ZAP
-// handler's thread.
+// thread only, as ZeroMQ requires. ControlPassword is safe from any
+// thread (the ZAP handler's).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -33,8 +35,8 @@ void SetControlCredentials(zmq::socket_t& s, const std::string& token);
 // Server side: `s` (before it binds) asks its context's ZAP handler about
 // every PLAIN peer. Throws zmq::error_t.
 void MakeControlServer(zmq::socket_t& s);
-// True when the PLAIN peer of `r` may connect to a controller whose token
-// is `token`: any, when `token` is empty; else one whose password is it.
-bool ControlPeerAllowed(const ZapRequest& r, const std::string& token);
+// The password a PLAIN peer presents in `r` ("" for none); nullopt for a
+// peer of another mechanism.
+std::optional<std::string> ControlPassword(const ZapRequest& r);
 
 }  // namespace hmpmd
