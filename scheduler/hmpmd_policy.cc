@@ -30,9 +30,15 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
   // is ahead outweighs kFairGain microseconds of rank and waiting. The
   // clock counts in steps of kFairStepUs: a job's waiting tasks then go
   // stale (re-keyed in the engine's heap) once per step, not at each of
-  // its placements.
-  if (fair_.size() > 1) {
-    const double clock = fair_.Clock(task.job, RunsOn(task));
+  // its placements. Several tenants: first the tenant furthest behind,
+  // each step of its clock outweighing kTenantGain steps of a job's.
+  const CoreKind kind = RunsOn(task);
+  if (fair_.tenants() > 1) {
+    const double clock = fair_.TenantClock(task.job, kind);
+    p -= kTenantGain * kFairGain * std::floor(clock / kFairStepUs) * kFairStepUs;
+  }
+  if (fair_.Siblings(task.job) > 1) {
+    const double clock = fair_.Clock(task.job, kind);
     p -= kFairGain * std::floor(clock / kFairStepUs) * kFairStepUs;
   }
   return p;
@@ -64,7 +70,7 @@ uint64_t HmpmdPolicy::WaitClass(const TaskView& task) const {
 void HmpmdPolicy::OnJobAdded(const JobRun& job, const ResourcePool& pool) {
   pool_ = &pool;
   fair_.SetCores(pool);
-  fair_.AddJob(job.id, job.graph->spec().weight);
+  fair_.AddJob(job.id, job.graph->spec().weight, job.tenant);
   DeviceSetPolicy::OnJobAdded(job, pool);
   affinity_.AddJob(job, static_cast<uint32_t>(pool.alive_device_count()));
   affinity_.PlaceInitial(job, pool);

@@ -159,8 +159,10 @@ void Scheduler::Prepare(const JobGraph& graph, JobRun* job) {
   }
 }
 
-Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now, bool held) {
+Result<JobId> Scheduler::AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now, bool held,
+                                JobTenant tenant) {
   JobRun job;
+  job.tenant = std::move(tenant);
   Prepare(*graph, &job);
   const AdmissionCheck check(pool_);
   RETURN_IF_ERROR(check.Tasks(graph->spec().tasks, 0, job.kernel_ids));

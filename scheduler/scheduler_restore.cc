@@ -10,12 +10,13 @@ namespace hmpmd {
 Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
                              const std::vector<RestoredRun>& done, JobState state,
                              std::string error, TimeUs submitted, TimeUs finished, TimeUs now,
-                             TimeUs started) {
+                             TimeUs started, JobTenant tenant) {
   if (id == 0 || jobs_.count(id)) {
     return Status::AlreadyExists("job " + std::to_string(id) + ": restored twice");
   }
   JobRun job;
   job.id = id;
+  job.tenant = std::move(tenant);
   job.submitted = submitted;
   Prepare(*graph, &job);
   for (const RestoredRun& r : done) {

@@ -124,6 +124,42 @@ TEST(JobShares, LateJobJoinsAtTheLeastClockAndCreditIsBounded) {
   EXPECT_DOUBLE_EQ(s.Clock(4, CoreKind::kCube), 0);
 }
 
+TEST(JobShares, TenantsShareByTheirSharesAndTheirJobsByWeight) {
+  ResourcePool pool = PoolOf(4, 1, 0);
+  JobShares s;
+  s.SetCores(pool);
+  s.AddJob(1, 1, {"a", 1});
+  s.AddJob(2, 1, {"a", 1});
+  s.AddJob(3, 1, {"b", 1});
+  EXPECT_EQ(s.tenants(), 2u);
+  EXPECT_EQ(s.Siblings(1), 2u);
+  EXPECT_EQ(s.Siblings(3), 1u);
+  // Job 1 holds 2 cores for 50 us: its fair part (half of a's half of 4),
+  // and a's clock with it; job 3 holding 2 cores is b's whole share.
+  s.Charge(1, CoreKind::kCube, 100);
+  EXPECT_DOUBLE_EQ(s.Clock(1, CoreKind::kCube), 100.0 * 2 / 4);
+  EXPECT_DOUBLE_EQ(s.TenantClock(1, CoreKind::kCube), 100.0 * 2 / 4);
+  EXPECT_DOUBLE_EQ(s.TenantClock(2, CoreKind::kCube), 100.0 * 2 / 4);
+  EXPECT_DOUBLE_EQ(s.Clock(2, CoreKind::kCube), 0);
+  s.Charge(3, CoreKind::kCube, 100);
+  EXPECT_DOUBLE_EQ(s.Clock(3, CoreKind::kCube), 100.0 / 4);
+  EXPECT_DOUBLE_EQ(s.TenantClock(3, CoreKind::kCube), 100.0 * 2 / 4);
+  // b's next job brings share 3: b's clock now moves 3 times slower than
+  // a's for the same core time (total shares 4).
+  s.AddJob(4, 1, {"b", 3});
+  s.Charge(4, CoreKind::kCube, 300);
+  EXPECT_DOUBLE_EQ(s.TenantClock(4, CoreKind::kCube), 50 + 300.0 * 4 / (3 * 4));
+  s.Charge(2, CoreKind::kCube, 100);
+  EXPECT_DOUBLE_EQ(s.TenantClock(2, CoreKind::kCube), 50 + 100.0 * 4 / (1 * 4));
+  // A tenant leaves with its last job; the other goes on alone.
+  s.RemoveJob(1);
+  EXPECT_EQ(s.tenants(), 2u);
+  s.RemoveJob(2);
+  EXPECT_EQ(s.tenants(), 1u);
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.TenantClock(1, CoreKind::kCube), 0);  // unknown now
+}
+
 struct Mix {
   std::vector<std::string> workloads;
   std::vector<uint32_t> weights;
@@ -192,8 +228,8 @@ class FairShareEngine : public ::testing::Test {
     for (uint32_t d = 0; d < devices; ++d)
       s_->AddDevice(Device("d" + std::to_string(d), 1, vector));
   }
-  JobId Add(JobSpec spec, TimeUs now = 0) {
-    auto id = s_->AddJob(test::BuildGraph(std::move(spec)), now);
+  JobId Add(JobSpec spec, TimeUs now = 0, JobTenant tenant = {}) {
+    auto id = s_->AddJob(test::BuildGraph(std::move(spec)), now, false, std::move(tenant));
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? *id : 0;
   }
@@ -309,6 +345,56 @@ TEST_F(FairShareEngine, AnAdoptedRunIsChargedToItsJob) {
   s_->Schedule(10'100, &out);
   ASSERT_FALSE(out.empty());
   EXPECT_EQ(out[0].job, 2u);
+}
+
+// Tenants first, then jobs: tenant a's three jobs together get what
+// tenant b's one gets (by job, b would get a quarter).
+TEST_F(FairShareEngine, EachTenantGetsItsShareHoweverManyJobsItRuns) {
+  Start(4);
+  std::vector<JobId> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Add(Spins("a", 600, 100, 1), 0, {"a", 1}));
+  ids.push_back(Add(Spins("b", 600, 100, 1), 0, {"b", 1}));
+  VirtualLoop loop(s_.get());
+  loop.RunToIdle();
+  const std::vector<double> share = KindShares(*s_, ids, CoreKind::kCube);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(share[i], 1.0 / 6, 0.03) << i;
+  EXPECT_NEAR(share[3], 0.5, 0.03);
+}
+
+TEST_F(FairShareEngine, TenantsShareThePoolByTheirShares) {
+  Start(4);
+  const JobId a = Add(Spins("a", 800, 100, 1), 0, {"a", 3});
+  const JobId b = Add(Spins("b", 800, 100, 5), 0, {"b", 1});  // a job's weight counts in b only
+  VirtualLoop loop(s_.get());
+  loop.RunToIdle();
+  const std::vector<double> share = KindShares(*s_, {a, b}, CoreKind::kCube);
+  EXPECT_NEAR(share[0], 0.75, 0.03);
+}
+
+// A job that cannot use its part leaves it to its own tenant's other jobs
+// first: tenant a's chain uses one core of its two, and a's wide job takes
+// the other, not b (which, sharing by job, would get 3 of the 4 cores'
+// last three eighths: 0.375 + 0.375 for a's jobs against b's 0.375).
+TEST_F(FairShareEngine, AnIdleJobsPartGoesToItsTenantsOtherJobs) {
+  Start(4);
+  SpecBuilder chain;
+  chain.Name("chain");
+  std::string prev;
+  for (int i = 0; i < 100; ++i) {
+    TaskBuilder t("c" + std::to_string(i));
+    t.Us(100);
+    if (!prev.empty()) t.Inputs({prev});
+    chain.Add(t);
+    prev = "c" + std::to_string(i);
+  }
+  const JobId c = Add(chain.Build(), 0, {"a", 1});
+  const JobId wa = Add(Spins("wa", 600, 100, 1), 0, {"a", 1});
+  const JobId wb = Add(Spins("wb", 600, 100, 1), 0, {"b", 1});
+  VirtualLoop loop(s_.get());
+  loop.RunToIdle();
+  const std::vector<double> share = KindShares(*s_, {c, wa, wb}, CoreKind::kCube);
+  EXPECT_NEAR(share[0] + share[1], 0.5, 0.03) << share[0] << " " << share[1];
+  EXPECT_NEAR(share[2], 0.5, 0.03);
 }
 
 }  // namespace

@@ -35,15 +35,19 @@
 //    Compute with no input bytes to fetch first looks for a free core on
 //    a device whose vector core runs communication, so the two overlap.
 // 4. Collectives are placed as a gang by the engine (all members or none).
-// 5. Several jobs share the pool by weight: while more than one job is
-//    active, a task's priority drops by kFairGain x its job's virtual clock
-//    of the core kind it runs on (JobShares: the core time of that kind the
-//    job holds, estimated at placement and measured when the run ends, x
-//    the sum of the active weights / its weight / the kind's cores, with
-//    credit bounded; in steps of kFairStepUs). The job furthest behind its
-//    share goes first, so each job's share of each kind follows weight /
-//    sum of weights while all have ready work; a job that has none leaves
-//    its cores to the others.
+// 5. Several jobs share the pool by weight, and several tenants by share:
+//    while its tenant has more than one active job, a task's priority
+//    drops by kFairGain x its job's virtual clock of the core kind it runs
+//    on (JobShares: the core time of that kind the job holds, estimated at
+//    placement and measured when the run ends, x the sum of its tenant's
+//    active weights / its weight / the kind's cores, with credit bounded;
+//    in steps of kFairStepUs); while more than one tenant is active, by
+//    kTenantGain x kFairGain x its tenant's clock too (the same, over
+//    shares). The tenant furthest behind its share goes first, and inside
+//    it the job furthest behind, so each tenant's share of each kind
+//    follows share / sum of shares, and each job's part of it weight /
+//    sum of its tenant's weights, while all have ready work; one that has
+//    none leaves its cores to the others.
 // Thread-safety: not thread-safe; owned by the scheduler's thread.
 #pragma once
 
@@ -72,6 +76,11 @@ class HmpmdPolicy final : public DeviceSetPolicy {
   // 64 devices: cube shares within 2.6 points of continuous clocks, and
   // simulated 1.5-3x faster: fewer stale entries in the engine's heap).
   static constexpr double kFairStepUs = 1000;
+  // Steps of a job's clock that one step of its tenant's outweighs: more
+  // than the lag bound's (JobShares::Options), so the tenant behind goes
+  // first whatever its jobs' clocks; small enough that a tenant's clock
+  // of days keeps whole microseconds of priority exact in a double.
+  static constexpr double kTenantGain = 64;
 
   HmpmdPolicy() : DeviceSetPolicy(FloatingDagOptions()) {}
 

@@ -26,6 +26,14 @@ inline bool IsTerminal(JobState s) { return s >= JobState::kSucceeded; }
 
 inline constexpr CoreId kNoCore = UINT32_MAX;
 
+// Who a job belongs to: the tenant of the token that submitted it
+// (docs/operations.md, "Tenants") and that tenant's share of the pool
+// against the other tenants'. Name "": submitted where no tokens are set.
+struct JobTenant {
+  std::string name;
+  uint32_t share = 1;
+};
+
 struct TaskRecord {
   TaskState state = TaskState::kBlocked;
   // Ready ahead of its inputs (early dispatch): every input not yet done
@@ -82,6 +90,7 @@ struct JobRun {
   JobId id = 0;
   std::shared_ptr<const JobGraph> graph;
   JobState state = JobState::kQueued;
+  JobTenant tenant;
   std::string error;  // why it failed or was cancelled
   // Why the devices that are up cannot run what is left of it (a gang with
   // more members than live devices able to run them, a kernel or core kind

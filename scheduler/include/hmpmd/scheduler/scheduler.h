@@ -109,8 +109,9 @@ class Scheduler {
   // devices asked for) unless the pool is still empty. A `held` job is
   // queued with nothing ready until StartHeldJob() (the controller holds a
   // job until its record is stored: one that ran unstored was lost by a
-  // crash, and its id given out again).
-  Result<JobId> AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now, bool held = false);
+  // crash, and its id given out again). It belongs to `tenant`.
+  Result<JobId> AddJob(std::shared_ptr<const JobGraph> graph, TimeUs now, bool held = false,
+                       JobTenant tenant = {});
   // Starts a held job's first step. A job not held (or ended) is left as it is.
   void StartHeldJob(JobId id, TimeUs now);
   // Cancels a job that has not ended; frees the cores its runs held.
@@ -170,7 +171,8 @@ class Scheduler {
   };
   Status RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
                     const std::vector<RestoredRun>& done, JobState state, std::string error,
-                    TimeUs submitted, TimeUs finished, TimeUs now, TimeUs started = -1);
+                    TimeUs submitted, TimeUs finished, TimeUs now, TimeUs started = -1,
+                    JobTenant tenant = {});
   // Later AddJob() ids are above `id` (e.g. the largest a store ever saw).
   void ReserveJobIds(JobId id) { next_job_ = std::max(next_job_, id + 1); }
   // A re-registered worker reports it still runs `run` (attempt `attempt`)
