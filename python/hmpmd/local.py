@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -89,6 +90,7 @@ class LocalCluster:
             self.controller_args += ["--token-file", token_file]
             self.worker_args += ["--token-file", token_file]
         self.procs = []
+        self.controller_log = None
 
     def __enter__(self):
         try:
@@ -120,10 +122,12 @@ class LocalCluster:
         self.endpoint = f"tcp://127.0.0.1:{zmq_port}"
         self.url = f"http://127.0.0.1:{http_port}"
         hmpmd = os.path.join(self.bin_dir, "hmpmd")
+        # Its log is kept so that a controller that exits at start says why.
+        self.controller_log = tempfile.TemporaryFile()
         self.procs.append(subprocess.Popen(
             [hmpmd, "controller", "--listen", self.endpoint, "--http", f"127.0.0.1:{http_port}",
              "--db", "", "--log-level", self.log_level] + self.controller_args,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            stdout=subprocess.DEVNULL, stderr=self.controller_log))
         # This package's folder first, so Python workers import the same hmpmd.
         package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         paths = [package_dir] + self.python_path
@@ -138,9 +142,11 @@ class LocalCluster:
         deadline = time.monotonic() + self.start_timeout_s
         last = "no answer"
         while time.monotonic() < deadline:
-            for p in self.procs:
+            for i, p in enumerate(self.procs):
                 if p.poll() is not None:
-                    raise RuntimeError(f"{p.args[0]} exited with {p.returncode} at start")
+                    what = "the controller" if i == 0 else f"worker {i - 1}"
+                    raise RuntimeError(f"{what} ({p.args[0]}) exited with {p.returncode} at start"
+                                       + (self._controller_said() if i == 0 else ""))
             try:
                 pool = self.get("/api/v1/pool")
                 if pool.get("alive_devices") == self.workers:
@@ -150,6 +156,12 @@ class LocalCluster:
                 last = str(e)
             time.sleep(0.05)
         raise RuntimeError(f"controller and {self.workers} workers did not come up: {last}")
+
+    def _controller_said(self):
+        """The controller log's last line, as ': LINE' (or '')."""
+        self.controller_log.seek(0)
+        lines = self.controller_log.read().decode(errors="replace").strip().splitlines()
+        return f": {lines[-1]}" if lines else ""
 
     def get(self, path):
         req = urllib.request.Request(self.url + path)
@@ -170,3 +182,6 @@ class LocalCluster:
                 p.kill()
                 p.wait()
         self.procs = []
+        if self.controller_log:
+            self.controller_log.close()
+            self.controller_log = None

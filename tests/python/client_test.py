@@ -464,6 +464,14 @@ class TokenTest(unittest.TestCase):
             pass
 
 
+class LocalClusterTest(unittest.TestCase):
+    def test_a_controller_that_exits_at_start_says_why(self):
+        with self.assertRaises(RuntimeError) as e:
+            Cluster(BIN, workers=0, controller_args=["--max-tasks", "none"]).__enter__()
+        self.assertIn("the controller", str(e.exception))
+        self.assertIn("--max-tasks", str(e.exception).split("at start: ", 1)[-1])
+
+
 if __name__ == "__main__":
     try:
         unittest.main(argv=[sys.argv[0]], verbosity=2)
