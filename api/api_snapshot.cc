@@ -69,10 +69,22 @@ TimeUs LoopCpuUs() {
 
 }  // namespace
 
-const std::shared_ptr<const std::string>* ApiSnapshot::Find(JobId id) const {
+const ApiSnapshot::Job* ApiSnapshot::Find(JobId id) const {
   auto it = std::lower_bound(summaries.begin(), summaries.end(), id,
-                             [](const auto& e, JobId v) { return e.first < v; });
-  return it != summaries.end() && it->first == id ? &it->second : nullptr;
+                             [](const Job& e, JobId v) { return e.id < v; });
+  return it != summaries.end() && it->id == id ? &*it : nullptr;
+}
+
+std::string ApiSnapshot::JobsOf(std::string_view tenant) const {
+  std::string body = "{\"jobs\":[";
+  bool comma = false;
+  for (const Job& j : summaries) {
+    if (j.tenant != tenant) continue;
+    if (comma) body += ',';
+    body += *j.brief;
+    comma = true;
+  }
+  return body + "]}";
 }
 
 ApiSnapshots::ApiSnapshots(const Controller* controller, ApiSnapshotOptions options,
@@ -221,7 +233,7 @@ void ApiSnapshots::Publish(TimeUs now) {
     if (comma) s->jobs += ',';
     s->jobs += *brief;
     comma = true;
-    s->summaries.emplace_back(id, std::move(full));
+    s->summaries.push_back({id, job.tenant.name, std::move(brief), std::move(full)});
   }
   s->jobs += "]}";
   s->metrics = metrics_ ? metrics_(now) : std::string();

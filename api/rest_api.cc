@@ -124,6 +124,25 @@ std::optional<HttpResponse> RestApi::Refusal(RouteAccess access, const HttpReque
   return std::nullopt;
 }
 
+std::optional<std::string> RestApi::TenantOf(RouteAccess access, const HttpRequest& req) const {
+  if (tokens_ == nullptr || !tokens_->enabled()) return std::nullopt;
+  if (access == RouteAccess::kRead && options_.public_read) return std::nullopt;
+  const std::optional<TokenHolder> who = Holder(req);
+  if (!who || who->role == TokenRole::kAdmin) return std::nullopt;
+  return who->tenant;
+}
+
+std::optional<HttpResponse> RestApi::EventsRefusal(const HttpRequest& req) const {
+  if (std::optional<HttpResponse> refused = Refusal(RouteAccess::kRead, req)) return refused;
+  if (std::optional<std::string> tenant = TenantOf(RouteAccess::kRead, req)) {
+    return Error(403,
+                 "the event stream shows every tenant's jobs: it takes an admin's token "
+                 "(tenant '" +
+                     *tenant + "' reads its own jobs at /api/v1/jobs)");
+  }
+  return std::nullopt;
+}
+
 void RestApi::Handle(HttpRequest req, HttpReply reply) {
   // Every answer names the job store: job ids restart at 1 on a fresh one,
   // and `submit --wait` must not follow another job under its job's id.
@@ -177,7 +196,8 @@ void RestApi::Handle(HttpRequest req, HttpReply reply) {
   if (req.method == "OPTIONS") return reply(Allow(204, match.allow));
   // HEAD is GET without the body (the server leaves the body out).
   if (req.method == "HEAD") req.method = "GET";
-  RouteCall call{std::move(req), std::move(reply), route, match.id, nullptr};
+  std::optional<std::string> tenant = TenantOf(route->access, req);
+  RouteCall call{std::move(req), std::move(reply), route, match.id, std::move(tenant), nullptr};
   switch (route->runs) {
     case RouteRuns::kHttpThread:
       (this->*route->handler)(call);
@@ -230,7 +250,10 @@ bool RestApi::GetAsset(RouteCall& call) {
 }
 
 bool RestApi::PostJob(RouteCall& call) {
-  ParseAndSubmit(std::move(call.req.body), std::move(call.reply));
+  // The job is the submitting token's tenant's.
+  JobTenant tenant;
+  if (std::optional<TokenHolder> who = Holder(call.req)) tenant = {who->tenant, who->share};
+  ParseAndSubmit(std::move(call.req.body), std::move(tenant), std::move(call.reply));
   return true;
 }
 
@@ -239,7 +262,12 @@ bool RestApi::GetPool(RouteCall& call) {
 }
 
 bool RestApi::GetJobs(RouteCall& call) {
-  return ServeSnapshotBody(call, &ApiSnapshot::jobs, "application/json");
+  if (!call.tenant) return ServeSnapshotBody(call, &ApiSnapshot::jobs, "application/json");
+  std::shared_ptr<const ApiSnapshot> snap =
+      call.snap ? call.snap : snapshots_->RefreshOnLoop(Controller::NowUs());
+  if (!snap) return call.reply(Error(503, "no snapshot of the controller's state")), true;
+  call.reply(Json(200, snap->JobsOf(*call.tenant)));
+  return true;
 }
 
 bool RestApi::GetMetrics(RouteCall& call) {
@@ -264,9 +292,10 @@ bool RestApi::ServeSnapshotBody(RouteCall& call, std::string ApiSnapshot::*body,
 }
 
 bool RestApi::SnapshotLacksJob(RouteCall& call) {
-  const auto* entry =
+  const ApiSnapshot::Job* entry =
       call.id <= UINT32_MAX ? call.snap->Find(static_cast<JobId>(call.id)) : nullptr;
-  if (entry != nullptr) return false;
+  if (entry != nullptr && (!call.tenant || *call.tenant == entry->tenant)) return false;
+  // Another tenant's job is not there for this caller, as in the list.
   call.reply(Error(404, "job " + JobIdText(call.req.path) + ": no such job"));
   return true;
 }
@@ -274,6 +303,15 @@ bool RestApi::SnapshotLacksJob(RouteCall& call) {
 const JobRun* RestApi::LoopJob(RouteCall& call) {
   const JobRun* job =
       call.id <= UINT32_MAX ? controller_->scheduler().job(static_cast<JobId>(call.id)) : nullptr;
+  if (job != nullptr && call.tenant && *call.tenant != job->tenant.name) {
+    // Listed to every reader (--public-read), yet changed by its own.
+    if (call.route->access == RouteAccess::kWrite && options_.public_read) {
+      call.reply(Error(403, "job " + std::to_string(job->id) + " belongs to tenant '" +
+                                job->tenant.name + "', not '" + *call.tenant + "'"));
+      return nullptr;
+    }
+    job = nullptr;
+  }
   if (job == nullptr) call.reply(Error(404, "job " + JobIdText(call.req.path) + ": no such job"));
   return job;
 }
@@ -281,7 +319,7 @@ const JobRun* RestApi::LoopJob(RouteCall& call) {
 bool RestApi::GetJob(RouteCall& call) {
   if (call.snap) {
     if (SnapshotLacksJob(call)) return true;
-    const auto& body = *call.snap->Find(static_cast<JobId>(call.id));
+    const auto& body = call.snap->Find(static_cast<JobId>(call.id))->full;
     if (!body) return false;  // an ended job's summary, not rendered yet
     call.reply(SharedJson(body));
     return true;
@@ -471,7 +509,7 @@ bool RestApi::GetLogs(RouteCall& call) {
   return true;
 }
 
-void RestApi::ParseAndSubmit(std::string body, HttpReply reply) {
+void RestApi::ParseAndSubmit(std::string body, JobTenant tenant, HttpReply reply) {
   auto spec = ParseJobSpec(body, limits_);
   if (!spec.ok()) {
     int code = spec.status().code() == StatusCode::kResourceExhausted ? 413 : 400;
@@ -484,25 +522,26 @@ void RestApi::ParseAndSubmit(std::string body, HttpReply reply) {
     return;
   }
   controller_->Post([c = controller_, snaps = snapshots_, g = std::move(graph).value(),
-                     body = std::move(body), reply]() mutable {
+                     body = std::move(body), tenant = std::move(tenant), reply]() mutable {
     // Answered once final: a stored job's 201 once its record is written,
     // so a job a client was told about survives a crash of the controller.
-    (void)c->Submit({std::move(body), std::move(g)}, [snaps, reply](Result<JobId> id) {
-      snaps->MarkChanged();  // a read after this answer sees the job, or its end
-      if (!id.ok()) {
-        // 503: the store, try later; 413: the job is too large for this
-        // controller (--max-runs, or its runs did not fit in memory).
-        const StatusCode code = id.status().code();
-        reply(Error(code == StatusCode::kUnavailable         ? 503
-                    : code == StatusCode::kResourceExhausted ? 413
-                                                             : 400,
-                    id.status().message()));
-        return;
-      }
-      HttpResponse r = Json(201, JsonText(json{{"id", *id}}));
-      r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
-      reply(std::move(r));
-    });
+    (void)c->Submit({std::move(body), std::move(g), std::move(tenant)},
+                    [snaps, reply](Result<JobId> id) {
+                      snaps->MarkChanged();  // a read after this answer sees the job, or its end
+                      if (!id.ok()) {
+                        // 503: the store, try later; 413: the job is too large for this
+                        // controller (--max-runs, or its runs did not fit in memory).
+                        const StatusCode code = id.status().code();
+                        reply(Error(code == StatusCode::kUnavailable         ? 503
+                                    : code == StatusCode::kResourceExhausted ? 413
+                                                                             : 400,
+                                    id.status().message()));
+                        return;
+                      }
+                      HttpResponse r = Json(201, JsonText(json{{"id", *id}}));
+                      r.headers["Location"] = "/api/v1/jobs/" + std::to_string(*id);
+                      reply(std::move(r));
+                    });
   });
 }
 

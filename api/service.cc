@@ -85,7 +85,7 @@ Status Service::Start() {
     }
   }
   server.events_gate = [api = api_.get()](const HttpRequest& req) {
-    return api->Refusal(RouteAccess::kRead, req);
+    return api->EventsRefusal(req);
   };
   http_ =
       std::make_unique<HttpServer>(server, [api = api_.get()](HttpRequest req, HttpReply reply) {

@@ -125,6 +125,9 @@ void PrintJob(const json& j) {
   std::cout << "job " << j.value("id", uint64_t{0}) << " '" << j.value("name", "")
             << "': " << j.value("state", "?");
   if (j.contains("error")) std::cout << " (" << OneLine(j["error"].get<std::string>()) << ")";
+  if (j.contains("tenant") && j["tenant"].is_string()) {
+    std::cout << "\n  tenant       " << j["tenant"].get<std::string>();
+  }
   if (j.contains("waiting") && j["waiting"].is_string()) {
     std::cout << "\n  waiting      " << j["waiting"].get<std::string>();
   }
@@ -379,15 +382,21 @@ int StatusCmd(const ClientArgs& a, const std::string& job, bool given) {
     std::cout << j->dump(2) << std::endl;
     return kExitOk;
   }
-  std::printf("%-6s %-24s %-10s %-14s %s\n", "ID", "NAME", "STATE", "PROGRESS", "SUBMITTED");
+  // Whose each job is, where jobs have tenants (docs/operations.md).
+  bool tenants = false;
+  for (const json& e : (*j)["jobs"]) tenants = tenants || e.contains("tenant");
+  std::printf("%-6s %-24s %-10s %-14s %s\n", "ID", "NAME", "STATE", "PROGRESS",
+              tenants ? "SUBMITTED                   TENANT" : "SUBMITTED");
   for (const json& e : (*j)["jobs"]) {
     const std::string progress = std::to_string(e.value("done", uint64_t{0})) + "/" +
                                  std::to_string(e.value("tasks", uint64_t{0}));
     const json at = e.value("submitted_at", json());
+    std::string last = at.is_string() ? at.get<std::string>() : "-";
+    if (tenants) last = Column(last, 27) + " " + e.value("tenant", std::string("-"));
     std::printf("%-6llu %s %-10s %-14s %s\n",
                 static_cast<unsigned long long>(e.value("id", uint64_t{0})),
                 Column(e.value("name", ""), 24).c_str(), e.value("state", "").c_str(),
-                progress.c_str(), at.is_string() ? at.get<std::string>().c_str() : "-");
+                progress.c_str(), last.c_str());
   }
   return kExitOk;
 }

@@ -398,7 +398,7 @@ Result<JobId> Controller::Admit(JobSubmission job, bool stored) {
   auto add = [&]() -> Result<JobId> {
     try {
       // A stored job is held (nothing ready) until its record is written.
-      return scheduler_->AddJob(std::move(job.graph), NowUs(), stored);
+      return scheduler_->AddJob(std::move(job.graph), NowUs(), stored, job.tenant);
     } catch (const std::bad_alloc&) {
       // The runs' records did not fit (a memory limit below --max-runs'
       // worth): refuse the job, keep the controller and its other jobs.
@@ -416,9 +416,9 @@ Result<JobId> Controller::Admit(JobSubmission job, bool stored) {
     spdlog::warn("job {}: submitted without its spec text; it is not kept in the store", id);
   }
   if (stored) {
-    store_pending_.push_back(JobSubmittedRecord{id, run->graph->spec().name,
-                                                std::move(job.spec_json), run->submitted,
-                                                wall_.ToUnixUs(run->submitted)});
+    store_pending_.push_back(
+        JobSubmittedRecord{id, run->graph->spec().name, std::move(job.spec_json), run->submitted,
+                           wall_.ToUnixUs(run->submitted), run->tenant.name, run->tenant.share});
   }
   return id;
 }

@@ -51,7 +51,8 @@ Status Controller::RestoreFromStore(TimeUs now) {
     Status st;
     try {
       st = scheduler_->RestoreJob(j.id, std::move(graph).value(), done, j.state, j.error,
-                                  j.submitted, j.finished, now, j.started);
+                                  j.submitted, j.finished, now, j.started,
+                                  JobTenant{j.tenant, j.tenant_share});
     } catch (const std::bad_alloc&) {
       // Left out rather than aborting every start (a restart loop): its
       // runs' records no longer fit in this controller's memory.
@@ -105,8 +106,9 @@ bool Controller::RestoreSession(const StoredJob& j, TimeUs now) {
   const TimeUs finished = ended ? j.finished : now;
   // Its calls are not stored (no graph to rebuild), but an ended session
   // keeps its start, its figures and its end's wall clock (--keep-hours).
-  Status st = scheduler_->RestoreJob(j.id, std::move(graph).value(), {}, state, error, j.submitted,
-                                     finished, now, ended ? j.started : -1);
+  Status st =
+      scheduler_->RestoreJob(j.id, std::move(graph).value(), {}, state, error, j.submitted,
+                             finished, now, ended ? j.started : -1, {j.tenant, j.tenant_share});
   if (!st.ok()) {
     spdlog::error("job {} from the store: {}", j.id, st.message());
     return true;

@@ -125,6 +125,7 @@ DriverSessions::Session* DriverSessions::Known(const std::string& identity, JobI
 void DriverSessions::Open(const std::string& identity, const SessionOpen& m, TimeUs now) {
   const std::string call = "session open '" + OneLine(m.name, 64) + "'";
   std::string who, role;
+  JobTenant tenant;
   if (tokens_->enabled()) {
     const std::optional<TokenHolder> holder = tokens_->Find(m.token);
     if (!holder || holder->role == TokenRole::kRead) {
@@ -139,6 +140,7 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
     }
     who = holder->name;
     role = std::string(TokenRoleName(holder->role));
+    tenant = {holder->tenant, holder->share};
   }
   if (session_of_.count(identity)) {
     host_->SendTo(identity,
@@ -171,7 +173,7 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
   // Acknowledged once final, as a REST submit's 201: a controller killed
   // before the write would give the id a driver holds to the next session.
   auto job = host_->SubmitOpenJob(
-      {StoredSpec(spec.name), std::move(graph).value()},
+      {StoredSpec(spec.name), std::move(graph).value(), std::move(tenant)},
       [this, identity, who, role, call](Result<JobId> id) {
         host_->Audit(identity, who, role, call,
                      id.ok() ? "job " + std::to_string(*id) : "refused: " + id.status().message());

@@ -178,6 +178,7 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["id"] = job.id;
   j["name"] = job.graph->spec().name;
   j["state"] = std::string(JobStateName(job.state));
+  if (!job.tenant.name.empty()) j["tenant"] = job.tenant.name;
   if (!job.error.empty()) j["error"] = job.error;
   if (!job.waiting.empty() && !IsTerminal(job.state)) j["waiting"] = job.waiting;
   // Device sets short of their ask (hmpmd's elastic sets on a small pool).

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -20,6 +21,7 @@ constexpr size_t kMaxFileBytes = size_t{1} << 20;
 constexpr size_t kMaxName = 64;
 constexpr size_t kMinToken = 16;
 constexpr size_t kMaxToken = 256;
+constexpr uint32_t kMaxShare = 1'000'000;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -34,6 +36,18 @@ bool NameChar(char c) {
 
 Status Bad(const std::string& path, const std::string& what) {
   return Status::InvalidArgument("tokens file " + path + ": " + what);
+}
+
+// A holder's or tenant's name: printed in logs, the audit log and job
+// listings, so short and plain.
+Status CheckName(const std::string& name, const std::string& path, const std::string& at) {
+  if (name.empty() || name.size() > kMaxName) {
+    return Bad(path, at + ": 1 to " + std::to_string(kMaxName) + " characters");
+  }
+  for (char c : name) {
+    if (!NameChar(c)) return Bad(path, at + ": only letters, digits and . _ -");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -62,13 +76,22 @@ Result<std::vector<TokenEntry>> ParseTokens(std::string_view text, const std::st
   }
   std::vector<TokenEntry> out;
   std::set<std::string> names;
+  std::map<std::string, std::pair<uint32_t, std::string>> shares;  // by tenant: share, where
   for (size_t i = 0; i < (*doc)["tokens"].size(); ++i) {
     const auto& t = (*doc)["tokens"][i];
     const std::string at = "tokens[" + std::to_string(i) + "]";
     if (!t.is_object()) return Bad(path, at + ": expected an object with name, role and token");
     for (const auto& [key, value] : t.items()) {
-      if (key != "name" && key != "role" && key != "token") {
-        return Bad(path, at + ": unknown field '" + key + "' (it takes name, role, token)");
+      if (key == "share") {
+        if (!value.is_number_unsigned() || value.get<uint64_t>() < 1 ||
+            value.get<uint64_t>() > kMaxShare) {
+          return Bad(path, at + ".share: a whole number from 1 to " + std::to_string(kMaxShare));
+        }
+        continue;
+      }
+      if (key != "name" && key != "role" && key != "token" && key != "tenant") {
+        return Bad(
+            path, at + ": unknown field '" + key + "' (it takes name, role, token, tenant, share)");
       }
       if (!value.is_string()) return Bad(path, at + "." + key + ": expected a string");
     }
@@ -77,11 +100,16 @@ Result<std::vector<TokenEntry>> ParseTokens(std::string_view text, const std::st
     }
     TokenEntry e;
     e.holder.name = t["name"].get<std::string>();
-    if (e.holder.name.empty() || e.holder.name.size() > kMaxName) {
-      return Bad(path, at + ".name: 1 to " + std::to_string(kMaxName) + " characters");
-    }
-    for (char c : e.holder.name) {
-      if (!NameChar(c)) return Bad(path, at + ".name: only letters, digits and . _ -");
+    RETURN_IF_ERROR(CheckName(e.holder.name, path, at + ".name"));
+    e.holder.tenant = t.contains("tenant") ? t["tenant"].get<std::string>() : e.holder.name;
+    RETURN_IF_ERROR(CheckName(e.holder.tenant, path, at + ".tenant"));
+    if (t.contains("share")) {
+      e.holder.share = t["share"].get<uint32_t>();
+      auto [it, fresh] = shares.emplace(e.holder.tenant, std::pair{e.holder.share, at});
+      if (!fresh && it->second.first != e.holder.share) {
+        return Bad(path, at + ".share: tenant '" + e.holder.tenant + "' has share " +
+                             std::to_string(it->second.first) + " at " + it->second.second);
+      }
     }
     if (!names.insert(e.holder.name).second) {
       return Bad(path, at + ".name: '" + e.holder.name + "' is given twice");
@@ -112,6 +140,11 @@ Result<std::vector<TokenEntry>> ParseTokens(std::string_view text, const std::st
       }
     }
     out.push_back(std::move(e));
+  }
+  // A tenant's share, given on any of its tokens, holds for all of them.
+  for (TokenEntry& e : out) {
+    if (auto it = shares.find(e.holder.tenant); it != shares.end())
+      e.holder.share = it->second.first;
   }
   return out;
 }
@@ -180,7 +213,7 @@ void TokenBook::RefreshLocked() const {
 
 std::optional<TokenHolder> TokenBook::Find(std::string_view token) const {
   if (!cluster_.empty() && SameSecret(cluster_, token)) {
-    return TokenHolder{"admin", TokenRole::kAdmin};
+    return TokenHolder{"admin", TokenRole::kAdmin, "admin"};
   }
   if (path_.empty() || token.empty()) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);

@@ -17,6 +17,8 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             j.spec_json = r.spec_json;
             j.submitted = r.submitted;
             j.submitted_unix_us = r.submitted_unix_us;
+            j.tenant = r.tenant;
+            j.tenant_share = r.tenant_share;
             max_job_ = std::max(max_job_, r.job);
           } else if constexpr (std::is_same_v<T, TaskDoneRecord>) {
             auto it = jobs_.find(r.job);

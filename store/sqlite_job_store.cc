@@ -65,6 +65,9 @@ constexpr const char* kAddedColumns[][3] = {
     {"task_runs", "worker", "TEXT NOT NULL DEFAULT ''"},
     {"task_runs", "core_kind", "INTEGER NOT NULL DEFAULT -1"},
     {"task_runs", "lane", "INTEGER NOT NULL DEFAULT 0"},
+    // '': no tenant (submitted without tokens, or by an older version).
+    {"jobs", "tenant", "TEXT NOT NULL DEFAULT ''"},
+    {"jobs", "tenant_share", "INTEGER NOT NULL DEFAULT 1"},
 };
 
 // PRAGMA user_version of a file whose `workers` table is kept up to date.
@@ -146,8 +149,8 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
   RETURN_IF_ERROR(
       store->Exec(("PRAGMA user_version = " + std::to_string(kVersionWithWorkers)).c_str()));
   RETURN_IF_ERROR(store->Prepare(
-      "INSERT OR REPLACE INTO jobs(id, name, spec, submitted, submitted_unix_us) VALUES "
-      "(?, ?, ?, ?, ?)",
+      "INSERT OR REPLACE INTO jobs(id, name, spec, submitted, submitted_unix_us, tenant, "
+      "tenant_share) VALUES (?, ?, ?, ?, ?, ?, ?)",
       &store->insert_job_));
   RETURN_IF_ERROR(
       store->Prepare("INSERT OR REPLACE INTO task_runs(job, run, attempt, start, end, device, "
@@ -225,6 +228,8 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
           BindText(s, 3, r.spec_json);
           sqlite3_bind_int64(s, 4, r.submitted);
           sqlite3_bind_int64(s, 5, r.submitted_unix_us);
+          BindText(s, 6, r.tenant);
+          sqlite3_bind_int64(s, 7, r.tenant_share);
         } else if constexpr (std::is_same_v<T, TaskDoneRecord>) {
           s = insert_run_;
           sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(r.job));
@@ -313,7 +318,8 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   sqlite3_stmt* s = nullptr;
   RETURN_IF_ERROR(Prepare(
       "SELECT id, name, spec, state, error, submitted, finished, finished_unix_ms, started, "
-      "metrics, submitted_unix_us, started_unix_us, finished_unix_us FROM jobs ORDER BY id",
+      "metrics, submitted_unix_us, started_unix_us, finished_unix_us, tenant, tenant_share "
+      "FROM jobs ORDER BY id",
       &s));
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -346,6 +352,9 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
     j.submitted_unix_us = sqlite3_column_int64(s, 10);
     j.started_unix_us = sqlite3_column_int64(s, 11);
     j.finished_unix_us = sqlite3_column_int64(s, 12);
+    j.tenant = ColumnText(s, 13);
+    const int64_t share = sqlite3_column_int64(s, 14);
+    j.tenant_share = share >= 1 && share <= UINT32_MAX ? static_cast<uint32_t>(share) : 1;
     index[j.id] = jobs.size();
     jobs.push_back(std::move(j));
   }

@@ -407,7 +407,17 @@ function openEvents(path, handlers, onDown) {
     while (!closed) {
       try {
         const r = await fetch(path, { headers: authHeaders(), signal: abort.signal });
-        if (r.status === 401 || r.status === 403) { closed = true; askReadToken(r.status); return; }
+        if (r.status === 401 || r.status === 403) {
+          closed = true;
+          const why = await r.json().catch(() => ({}));
+          // A tenant's token reads its own jobs, not the stream of all.
+          if (r.status === 403 && handlers.tenant && /^the event stream/.test(why.error || '')) {
+            handlers.tenant();
+          } else {
+            askReadToken(r.status);
+          }
+          return;
+        }
         if (r.ok) {
           const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
           let buf = '';
@@ -428,6 +438,24 @@ function openEvents(path, handlers, onDown) {
     }
   })();
   return { close() { closed = true; abort.abort(); } };
+}
+
+// A tenant's page (the event stream shows every tenant's jobs, so it
+// takes an admin's token): its own jobs and the pool, read every 2 s, with
+// no task timeline. Stops when the token is refused.
+let polls = 0;  // the running poll loop's number: a newer one ends it
+async function pollOwnJobs() {
+  $('conn').textContent = 'own jobs, every 2 s'; $('conn').className = 'conn up';
+  const mine = ++polls;
+  for (state.connected = true; state.connected && mine === polls;) {
+    try {
+      await loadPool();
+      for (const j of (await getJson('/api/v1/jobs')).jobs) upsertJob(j);
+      renderJobs();
+      if (state.view != null) renderJobPage();
+    } catch (err) { console.error(err); }
+    await new Promise((done) => setTimeout(done, 2000));
+  }
 }
 
 function connect() {
@@ -463,6 +491,7 @@ function connect() {
       if (state.view != null && d.jobs.some((j) => j.id === state.view)) jobDirty = true;
     },
     pool: reloadPool,
+    tenant: pollOwnJobs,
   }, () => {
     state.connected = false;
     $('conn').textContent = 'reconnecting'; $('conn').className = 'conn down';

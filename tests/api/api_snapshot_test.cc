@@ -75,8 +75,8 @@ TEST_F(ApiSnapshotTest, ADiscreteChangeIsNeverServedFromAnOlderSnapshot) {
   ASSERT_EQ(list["jobs"].size(), 1u);
   EXPECT_EQ(list["jobs"][0]["id"], id);
   ASSERT_NE(s->Find(id), nullptr);
-  ASSERT_NE(*s->Find(id), nullptr);
-  EXPECT_EQ(json::parse(**s->Find(id))["state"], "queued");
+  ASSERT_NE(s->Find(id)->full, nullptr);
+  EXPECT_EQ(json::parse(*s->Find(id)->full)["state"], "queued");
   EXPECT_EQ(s->Find(id + 1), nullptr);
   // A change the loop makes by itself (here a cancel) is noticed by Tick,
   // which runs before anyone hears of it.
@@ -87,14 +87,14 @@ TEST_F(ApiSnapshotTest, ADiscreteChangeIsNeverServedFromAnOlderSnapshot) {
   EXPECT_NE(after, s);
   EXPECT_EQ(json::parse(after->jobs)["jobs"][0]["state"], "cancelled");
   // An ended job's full summary (with metrics) is rendered on demand, once.
-  EXPECT_EQ(*after->Find(id), nullptr);
+  EXPECT_EQ(after->Find(id)->full, nullptr);
   auto full = snaps->EndedSummary(*controller_->scheduler().job(id));
   EXPECT_EQ(json::parse(*full)["state"], "cancelled");
   EXPECT_EQ(snaps->EndedSummary(*controller_->scheduler().job(id)), full);
   snaps->Tick(Controller::NowUs());
   auto with_full = snaps->Fresh();
   ASSERT_NE(with_full, nullptr);
-  EXPECT_EQ(*with_full->Find(id), full);
+  EXPECT_EQ(with_full->Find(id)->full, full);
 }
 
 TEST_F(ApiSnapshotTest, ProgressIsServedUntilItIsAPeriodOld) {

@@ -48,6 +48,48 @@ TEST(ParseTokensTest, ReadsNamesRolesAndTokens) {
   EXPECT_TRUE(ParseTokens(R"({"tokens": []})", "t.json").ok());
 }
 
+// A token's tenant is its name unless given; several tokens may share a
+// tenant, whose share (default 1), given on any of them, holds for all.
+TEST(ParseTokensTest, ReadsTenantsAndTheirShares) {
+  auto got = ParseTokens(
+      R"({"tokens": [
+        {"name": "vision", "role": "submit", "token": "vision-0123456789abcdef", "share": 3},
+        {"name": "vision-dash", "role": "read", "token": "vdash-0123456789abcdef",
+         "tenant": "vision"},
+        {"name": "audio", "role": "submit", "token": "audio-0123456789abcdef"}]})",
+      "t.json");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ((*got)[0].holder.tenant, "vision");
+  EXPECT_EQ((*got)[0].holder.share, 3u);
+  EXPECT_EQ((*got)[1].holder.tenant, "vision");
+  EXPECT_EQ((*got)[1].holder.share, 3u);
+  EXPECT_EQ((*got)[2].holder.tenant, "audio");
+  EXPECT_EQ((*got)[2].holder.share, 1u);
+}
+
+TEST(ParseTokensTest, EachTenantOrShareMistakeIsNamed) {
+  auto with = [](const std::string& extra) {
+    return ParseError(R"({"tokens": [{"name": "a", "role": "submit", "token": ")" +
+                      std::string(kVision) + "\", " + extra + "}]}");
+  };
+  EXPECT_THAT(with(R"("share": 0)"), HasSubstr("tokens[0].share: a whole number from 1 to"));
+  EXPECT_THAT(with(R"("share": -2)"), HasSubstr("tokens[0].share: a whole number"));
+  EXPECT_THAT(with(R"("share": 1.5)"), HasSubstr("tokens[0].share: a whole number"));
+  EXPECT_THAT(with(R"("share": "2")"), HasSubstr("tokens[0].share: a whole number"));
+  EXPECT_THAT(with(R"("share": 1000001)"), HasSubstr("from 1 to 1000000"));
+  EXPECT_THAT(with(R"("tenant": "a b")"),
+              HasSubstr("tokens[0].tenant: only letters, digits and . _ -"));
+  EXPECT_THAT(with(R"("tenant": "")"), HasSubstr("tokens[0].tenant: 1 to 64 characters"));
+  EXPECT_THAT(with(R"("tenant": 3)"), HasSubstr("tokens[0].tenant: expected a string"));
+  EXPECT_THAT(with(R"("quota": 3)"),
+              HasSubstr("unknown field 'quota' (it takes name, role, token, tenant, share)"));
+  EXPECT_THAT(ParseError(R"({"tokens": [
+        {"name": "a", "role": "submit", "token": "a-0123456789abcdef", "share": 2},
+        {"name": "b", "role": "read", "token": "b-0123456789abcdef", "tenant": "a", "share": 5}]})"),
+              HasSubstr("tokens[1].share: tenant 'a' has share 2 at tokens[0]"));
+}
+
 TEST(ParseTokensTest, EachMistakeIsNamedWithoutPrintingAToken) {
   EXPECT_THAT(ParseError("["), HasSubstr("tokens file t.json: "));
   EXPECT_THAT(ParseError(R"({"tokens": {}})"), HasSubstr("\"tokens\": expected an array"));

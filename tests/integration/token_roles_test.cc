@@ -32,18 +32,21 @@ class TokenRolesTest : public ProcessClusterFixture {
  protected:
   TokenRolesTest() : ProcessClusterFixture("hmpmd-roles") {}
   // Writes the --tokens file whole, as an editor saves it (a new inode).
+  // Each entry: name, role, token, and optionally its tenant.
   void WriteTokens(const std::vector<std::vector<std::string>>& entries) {
     nlohmann::json doc = {{"tokens", nlohmann::json::array()}};
     for (const auto& e : entries) {
       doc["tokens"].push_back({{"name", e[0]}, {"role", e[1]}, {"token", e[2]}});
+      if (e.size() > 3) doc["tokens"].back()["tenant"] = e[3];
     }
     std::ofstream(Path("tokens.json.new")) << doc.dump();
     ::chmod(Path("tokens.json.new").c_str(), 0600);
     std::filesystem::rename(Path("tokens.json.new"), Path("tokens.json"));
   }
-  void Start() {
+  void Start(std::vector<std::vector<std::string>> tokens = {
+                 {"ops", "admin", kOps}, {"vision", "submit", kVision}, {"dash", "read", kDash}}) {
     std::ofstream(Path("cluster-token")) << kCluster << "\n";
-    WriteTokens({{"ops", "admin", kOps}, {"vision", "submit", kVision}, {"dash", "read", kDash}});
+    WriteTokens(tokens);
     cluster_->set_rest_token(kCluster);
     cluster_->set_log_level("info");  // the reloads are logged at info
     ASSERT_TRUE(cluster_
@@ -191,6 +194,68 @@ TEST_F(TokenRolesTest, ATokenIsRevokedAndAnotherAddedWithoutARestart) {
   EXPECT_NE(Slurp("controller.log").find("changed: 2 token(s), 1 new, 2 revoked"),
             std::string::npos)
       << Slurp("controller.log");
+}
+
+// Tenants (docs/operations.md, "Tenants"): vision and audio each see and
+// cancel their own jobs and sessions only; dash reads vision's; an admin
+// sees them all. Whose each job is survives a restart.
+TEST_F(TokenRolesTest, EachTenantSeesAndCancelsItsOwnJobsOnlyAcrossARestart) {
+  const std::vector<std::vector<std::string>> tokens = {{"ops", "admin", kOps},
+                                                        {"vision", "submit", kVision},
+                                                        {"dash", "read", kDash, "vision"},
+                                                        {"audio", "submit", kAudio}};
+  Start(tokens);
+  std::string body;
+  ASSERT_EQ(Status("POST", "/api/v1/jobs", kVision, kSpec, &body), 201) << body;
+  ASSERT_EQ(Status("POST", "/api/v1/jobs", kAudio, kSpec, &body), 201) << body;
+  auto audio_session = Driver(kAudio);
+  ASSERT_TRUE(audio_session.ok()) << audio_session.status().ToString();
+  // Jobs 1 (vision), 2 (audio), 3 (audio's session).
+  auto listed = [&](const std::string& token) {
+    std::vector<std::pair<int, std::string>> out;
+    std::string text;
+    EXPECT_EQ(Status("GET", "/api/v1/jobs", token, "", &text), 200) << text;
+    const nlohmann::json doc = nlohmann::json::parse(text);
+    for (const auto& j : doc["jobs"]) {
+      out.emplace_back(j["id"].get<int>(), j.value("tenant", ""));
+    }
+    return out;
+  };
+  using Listed = std::vector<std::pair<int, std::string>>;
+  EXPECT_EQ(listed(kVision), (Listed{{1, "vision"}}));
+  EXPECT_EQ(listed(kDash), (Listed{{1, "vision"}}));
+  EXPECT_EQ(listed(kAudio), (Listed{{2, "audio"}, {3, "audio"}}));
+  EXPECT_EQ(listed(kOps), (Listed{{1, "vision"}, {2, "audio"}, {3, "audio"}}));
+  EXPECT_EQ(listed(kCluster), listed(kOps));
+  // Another tenant's job is no job at all, on every route.
+  for (const char* route : {"", "/tasks", "/trace", "/dag", "/outputs", "/logs?task=a"}) {
+    const std::string path = std::string("/api/v1/jobs/1") + route;
+    EXPECT_EQ(Status("GET", path, kAudio, "", &body), 404) << path << ": " << body;
+    EXPECT_EQ(body, "{\"error\":\"job 1: no such job\"}");
+    EXPECT_EQ(Status("GET", path, kDash, "", &body), 200) << path << ": " << body;
+    EXPECT_EQ(Status("GET", std::string("/api/v1/jobs/3") + route, kVision), 404) << route;
+  }
+  EXPECT_EQ(Status("DELETE", "/api/v1/jobs/1", kAudio, "", &body), 404) << body;
+  EXPECT_EQ(Status("DELETE", "/api/v1/jobs/1?forget=true", kAudio), 404);
+  EXPECT_EQ(Status("DELETE", "/api/v1/jobs/2", kVision), 404);
+  ASSERT_EQ(Status("GET", "/api/v1/jobs/1", kOps, "", &body), 200);
+  EXPECT_EQ(nlohmann::json::parse(body)["state"], "queued") << body;  // no worker yet
+  // The event stream shows every tenant's jobs: admins only.
+  EXPECT_EQ(Status("GET", "/api/v1/events", kAudio, "", &body), 403);
+  EXPECT_NE(body.find("it takes an admin's token"), std::string::npos) << body;
+  // Its own, a tenant cancels; an admin cancels any.
+  EXPECT_EQ(Status("DELETE", "/api/v1/jobs/2", kAudio), 200);
+  EXPECT_EQ(Status("DELETE", "/api/v1/jobs/1", kOps), 200);
+  EXPECT_TRUE((*audio_session)->Close().ok());
+  // After a restart from the store, each job is still its tenant's.
+  cluster_->StopController();
+  ASSERT_TRUE(cluster_
+                  ->StartController({"--token-file", Path("cluster-token"), "--tokens",
+                                     Path("tokens.json"), "--audit-log", Path("audit.log")})
+                  .ok());
+  EXPECT_EQ(listed(kVision), (Listed{{1, "vision"}}));
+  EXPECT_EQ(listed(kAudio), (Listed{{2, "audio"}, {3, "audio"}}));
+  EXPECT_EQ(Status("GET", "/api/v1/jobs/2", kVision), 404);
 }
 
 TEST_F(TokenRolesTest, ABadTokensFileOrAuditLogStopsTheControllerBeforeItOpensItsStore) {

@@ -65,7 +65,7 @@ TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
       JobSubmittedRecord{7, "seven", R"({"tasks":[{"id":"a","kernel":"spin"}]})", 100},
       TaskDoneRecord{7, 3, 1, 200, 250, 2},
       TaskDoneRecord{7, 1, 0, 150, 180, 0},
-      JobSubmittedRecord{9, "nine", "{}", 300},
+      JobSubmittedRecord{9, "nine", "{}", 300, 0, "vision", 3},
       JobEndedRecord{9, JobState::kFailed, "task 'x' failed: boom", 400, 0, 350,
                      R"({"lower_bound_s":0.5})"},
   };
@@ -93,6 +93,10 @@ TYPED_TEST(JobStoreTest, LoadGivesBackWhatWasWritten) {
   EXPECT_EQ(b.started, 350);
   EXPECT_EQ(b.metrics, R"({"lower_bound_s":0.5})");
   EXPECT_EQ(a.metrics, "") << "not ended: no figures";
+  EXPECT_EQ(b.tenant, "vision");
+  EXPECT_EQ(b.tenant_share, 3u);
+  EXPECT_EQ(a.tenant, "") << "submitted without tokens";
+  EXPECT_EQ(a.tenant_share, 1u);
 }
 
 TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
@@ -236,6 +240,8 @@ TEST(SqliteJobStoreTest, AnOlderFileGetsTheNewColumns) {
     EXPECT_EQ((*jobs)[0].submitted_unix_us, 0);
     EXPECT_EQ((*jobs)[0].done[0].start_unix_us, 0);
     EXPECT_FALSE((*jobs)[0].done[0].place.known());
+    EXPECT_EQ((*jobs)[0].tenant, "") << "no tenant: an admin's to see";
+    EXPECT_EQ((*jobs)[0].tenant_share, 1u);
     auto live = (*s)->LoadLiveWorkers();
     ASSERT_TRUE(live.ok());
     EXPECT_FALSE(live->has_value()) << "an older version did not record its workers";

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,13 +42,20 @@ struct ApiSnapshot {
   std::string pool;     // GET /api/v1/pool body
   std::string jobs;     // GET /api/v1/jobs body
   std::string metrics;  // GET /metrics body
-  // GET /api/v1/jobs/{id} bodies, sorted by id. A null body: the job exists
-  // but its summary (an ended job's, with metrics) is not rendered yet.
-  std::vector<std::pair<JobId, std::shared_ptr<const std::string>>> summaries;
+  struct Job {
+    JobId id = 0;
+    std::string tenant;                        // JobTenant's name
+    std::shared_ptr<const std::string> brief;  // its entry in `jobs`
+    // GET /api/v1/jobs/{id} body; null: the job exists but its summary (an
+    // ended job's, with metrics) is not rendered yet.
+    std::shared_ptr<const std::string> full;
+  };
+  std::vector<Job> summaries;  // sorted by id
 
-  // The job's entry: nullptr when the job is unknown; an entry holding null
-  // when its body is not rendered yet.
-  const std::shared_ptr<const std::string>* Find(JobId id) const;
+  // The job's entry: nullptr when the job is unknown.
+  const Job* Find(JobId id) const;
+  // The GET /api/v1/jobs body with `tenant`'s jobs only.
+  std::string JobsOf(std::string_view tenant) const;
 };
 
 struct ApiSnapshotOptions {

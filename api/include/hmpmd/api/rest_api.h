@@ -114,6 +114,13 @@ class RestApi {
   // 403 with a wrong one, or one of role read for a write), or nullopt
   // when it may go on. Thread-safe.
   std::optional<HttpResponse> Refusal(RouteAccess access, const HttpRequest& req) const;
+  // Whose jobs `req`, let through a route of `access`, may see and change:
+  // its token's tenant, or nullopt for every job (RouteCall::tenant).
+  // Thread-safe.
+  std::optional<std::string> TenantOf(RouteAccess access, const HttpRequest& req) const;
+  // The answer that refuses `req` the event stream, or nullopt: a read
+  // (Refusal) that may see every job, as the stream shows them all.
+  std::optional<HttpResponse> EventsRefusal(const HttpRequest& req) const;
   // The routes this API serves (rest_routes.h).
   static const RouteTable& Routes();
   // What rendering the snapshots has cost the loop. Thread-safe.
@@ -202,7 +209,7 @@ class RestApi {
   // loop and turned into JSON there, so they cost the loop a copy only.
   void OffLoop(std::function<void()> fn);
   // Parsing thread: checks a submitted spec and hands the job to the loop.
-  void ParseAndSubmit(std::string body, HttpReply reply);
+  void ParseAndSubmit(std::string body, JobTenant tenant, HttpReply reply);
 
   Controller* controller_;
   const TokenBook* const tokens_;

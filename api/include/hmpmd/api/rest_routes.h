@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -72,6 +73,9 @@ struct RouteCall {
   HttpReply reply;
   const Route* route = nullptr;
   uint64_t id = 0;  // the job id of an {id} pattern
+  // The one tenant whose jobs the call may see and change; nullopt: every
+  // job (no tokens, an admin's token, or a read under --public-read).
+  std::optional<std::string> tenant;
   // A fresh snapshot off the loop (kSnapshot, kSnapshotOrLoop); null on
   // the loop and on other threads.
   std::shared_ptr<const ApiSnapshot> snap;

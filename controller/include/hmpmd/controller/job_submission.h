@@ -9,6 +9,7 @@
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
 #include "hmpmd/scheduler/job_graph.h"
+#include "hmpmd/scheduler/job_run.h"
 
 namespace hmpmd {
 
@@ -21,6 +22,8 @@ struct JobSubmission {
   std::string spec_json;
   // The job, built and checked; null: built from spec_json.
   std::shared_ptr<const JobGraph> graph;
+  // Whose job it is (the submitting token's tenant); kept in the store.
+  JobTenant tenant;
 };
 
 // Hears the outcome of a submit once it is final (Controller::Submit).

@@ -4,6 +4,9 @@
 // and is read again when it changes, so tokens are added and revoked
 // without a restart (docs/operations.md, "Several tokens").
 //
+// Each token belongs to a tenant: the jobs and sessions it makes are the
+// tenant's, which its holders alone see and cancel, but for admins.
+//
 // Roles, each with what the one below may do:
 //   read:   REST reads (pool, jobs, tasks, traces, events, metrics)
 //   submit: REST writes (submit, cancel) and driver sessions
@@ -33,6 +36,11 @@ std::string_view TokenRoleName(TokenRole role);
 struct TokenHolder {
   std::string name;
   TokenRole role = TokenRole::kRead;
+  // The tenant its jobs and sessions belong to (its name unless the file
+  // says otherwise), and that tenant's share of the pool against the
+  // others' (docs/operations.md, "Tenants").
+  std::string tenant;
+  uint32_t share = 1;
 };
 
 struct TokenEntry {
@@ -41,9 +49,13 @@ struct TokenEntry {
 };
 
 // The entries of a --tokens file's text:
-//   {"tokens": [{"name": "vision", "role": "submit", "token": "..."}, ...]}
+//   {"tokens": [{"name": "vision", "role": "submit", "token": "...",
+//                "tenant": "vision", "share": 2}, ...]}
 // A name is 1 to 64 of [A-Za-z0-9._-], unique; a role is one of the three;
 // a token is 16 to 256 printable ASCII characters without blanks, unique.
+// A tenant (default: the name) is a name too; several tokens may share
+// one. A share is 1 to 1,000,000 (default 1), given on any of the
+// tenant's tokens, the same wherever given.
 // InvalidArgument naming `path` and what is wrong (`tokens[2].role: ...`).
 Result<std::vector<TokenEntry>> ParseTokens(std::string_view text, const std::string& path);
 

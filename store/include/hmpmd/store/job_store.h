@@ -30,6 +30,8 @@ struct JobSubmittedRecord {
   std::string spec_json;  // the spec as submitted; parsed again on reload
   TimeUs submitted = 0;
   int64_t submitted_unix_us = 0;  // wall clock (Unix microseconds); 0: not known
+  std::string tenant;             // JobTenant; "": none
+  uint32_t tenant_share = 1;
 };
 
 // Where a run ran, for history after a restart: the worker's name, and its
@@ -108,6 +110,8 @@ struct StoredJob {
   int64_t submitted_unix_us = 0;
   int64_t started_unix_us = 0;
   int64_t finished_unix_us = 0;
+  std::string tenant;  // JobTenant; "": none (or written by an older version)
+  uint32_t tenant_share = 1;
 };
 
 class JobStore {
