@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "hmpmd/controller/job_report.h"
@@ -85,6 +86,27 @@ std::string ApiSnapshot::JobsOf(std::string_view tenant) const {
     comma = true;
   }
   return body + "]}";
+}
+
+std::string ApiSnapshot::MetricsOf(std::string_view tenant) const {
+  constexpr std::string_view kJobLabel = "{job=\"";
+  std::string out;
+  out.reserve(metrics.size());
+  for (size_t at = 0; at < metrics.size();) {
+    size_t end = metrics.find('\n', at);
+    end = end == std::string::npos ? metrics.size() : end + 1;
+    const std::string_view line(metrics.data() + at, end - at);
+    at = end;
+    if (const size_t label = line.find(kJobLabel); label != std::string_view::npos) {
+      JobId id = 0;
+      const char* first = line.data() + label + kJobLabel.size();
+      std::from_chars(first, line.data() + line.size(), id);
+      const Job* job = Find(id);
+      if (job == nullptr || job->tenant != tenant) continue;
+    }
+    out += line;
+  }
+  return out;
 }
 
 ApiSnapshots::ApiSnapshots(const Controller* controller, ApiSnapshotOptions options,

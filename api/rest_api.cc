@@ -126,7 +126,11 @@ std::optional<HttpResponse> RestApi::Refusal(RouteAccess access, const HttpReque
 
 std::optional<std::string> RestApi::TenantOf(RouteAccess access, const HttpRequest& req) const {
   if (tokens_ == nullptr || !tokens_->enabled()) return std::nullopt;
+  // What is open to everyone is open whole, token or not.
   if (access == RouteAccess::kRead && options_.public_read) return std::nullopt;
+  if (access == RouteAccess::kMetrics && (options_.public_read || options_.public_metrics)) {
+    return std::nullopt;
+  }
   const std::optional<TokenHolder> who = Holder(req);
   if (!who || who->role == TokenRole::kAdmin) return std::nullopt;
   return who->tenant;
@@ -258,23 +262,20 @@ bool RestApi::PostJob(RouteCall& call) {
 }
 
 bool RestApi::GetPool(RouteCall& call) {
-  return ServeSnapshotBody(call, &ApiSnapshot::pool, "application/json");
+  return ServeSnapshotBody(call, &ApiSnapshot::pool, nullptr, "application/json");
 }
 
 bool RestApi::GetJobs(RouteCall& call) {
-  if (!call.tenant) return ServeSnapshotBody(call, &ApiSnapshot::jobs, "application/json");
-  std::shared_ptr<const ApiSnapshot> snap =
-      call.snap ? call.snap : snapshots_->RefreshOnLoop(Controller::NowUs());
-  if (!snap) return call.reply(Error(503, "no snapshot of the controller's state")), true;
-  call.reply(Json(200, snap->JobsOf(*call.tenant)));
-  return true;
+  return ServeSnapshotBody(call, &ApiSnapshot::jobs, &ApiSnapshot::JobsOf, "application/json");
 }
 
 bool RestApi::GetMetrics(RouteCall& call) {
-  return ServeSnapshotBody(call, &ApiSnapshot::metrics, "text/plain; version=0.0.4");
+  return ServeSnapshotBody(call, &ApiSnapshot::metrics, &ApiSnapshot::MetricsOf,
+                           "text/plain; version=0.0.4");
 }
 
 bool RestApi::ServeSnapshotBody(RouteCall& call, std::string ApiSnapshot::*body,
+                                std::string (ApiSnapshot::*of_tenant)(std::string_view) const,
                                 const char* content_type) {
   // On the loop: a snapshot as fresh as a read there would see.
   std::shared_ptr<const ApiSnapshot> snap =
@@ -283,9 +284,14 @@ bool RestApi::ServeSnapshotBody(RouteCall& call, std::string ApiSnapshot::*body,
     call.reply(Error(503, "no snapshot of the controller's state"));  // only once detached
     return true;
   }
-  // The body is sent as it is in the snapshot, shared by every answer (an
-  // aliasing pointer keeps the snapshot alive while it is written).
-  HttpResponse r = SharedJson({snap, &((*snap).*body)});
+  HttpResponse r;
+  if (call.tenant && of_tenant != nullptr) {
+    r = Json(200, ((*snap).*of_tenant)(*call.tenant));  // one tenant's part, made per call
+  } else {
+    // The body is sent as it is in the snapshot, shared by every answer (an
+    // aliasing pointer keeps the snapshot alive while it is written).
+    r = SharedJson({snap, &((*snap).*body)});
+  }
   r.content_type = content_type;
   call.reply(std::move(r));
   return true;
@@ -442,8 +448,10 @@ bool RestApi::GetOutputs(RouteCall& call) {
   json body = {{"id", job->id}, {"outputs", std::move(outputs)}, {"lost", std::move(lost)}};
   // The token a fetch from those workers must carry: to whoever may
   // change things here (the Bearer token, or anyone without one), never
-  // to a reader the controller would refuse a POST.
-  if (Authorised(call.req)) body["data_token"] = DataTokenHex(c.data_token());
+  // to a reader the controller would refuse a POST. The job's own: it
+  // opens no other job's outputs.
+  if (Authorised(call.req))
+    body["data_token"] = DataTokenHex(JobDataToken(c.data_token(), job->id));
   call.reply(Json(200, JsonText(body)));
   return true;
 }

@@ -67,7 +67,7 @@ Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, const Data
     zmq::socket_t s(*ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);
     s.set(zmq::sockopt::rcvhwm, 0);
-    SetDataCredentials(s, token);
+    SetDataCredentials(s, token, job);
     // The worker lets in only a peer with its token, in the handshake: a
     // refusal shows on this monitor (ZeroMQ alone would retry silently).
     zmq::socket_t events = MonitorHandshakes(*ctx, s, ZMQ_EVENT_CONNECT_RETRIED);

@@ -178,7 +178,8 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
         host_->Audit(identity, who, role, call,
                      id.ok() ? "job " + std::to_string(*id) : "refused: " + id.status().message());
         if (id.ok()) {
-          host_->SendTo(identity, SessionAck{*id, "", 0, data_token_});
+          // The job's own data token: it opens this session's outputs only.
+          host_->SendTo(identity, SessionAck{*id, "", 0, JobDataToken(data_token_, *id)});
           return;
         }
         // Refused, or withdrawn when its write failed: the driver may try

@@ -20,8 +20,10 @@ int64_t NowMs() {
 
 }  // namespace
 
-void SetDataCredentials(zmq::socket_t& s, const DataToken& token) {
-  s.set(zmq::sockopt::plain_username, kDataPlainUser);
+void SetDataCredentials(zmq::socket_t& s, const DataToken& token, JobId job) {
+  s.set(zmq::sockopt::plain_username,
+        job == 0 ? std::string(kDataPlainUser)
+                 : std::string(kDataPlainUser) + kDataJobUserInfix + std::to_string(job));
   s.set(zmq::sockopt::plain_password, DataTokenHex(token));
 }
 
@@ -49,6 +51,19 @@ DataToken DataTokenOf(const ZapRequest& r) {
   if (r.mechanism != "PLAIN" || r.credentials.size() != 2) return {};
   Result<DataToken> t = ParseDataToken(r.credentials[1]);
   return t.ok() ? *t : DataToken{};
+}
+
+JobId DataJobOf(const ZapRequest& r) {
+  if (r.mechanism != "PLAIN" || r.credentials.size() != 2) return 0;
+  const std::string prefix = std::string(kDataPlainUser) + kDataJobUserInfix;
+  const std::string& user = r.credentials[0];
+  if (!user.starts_with(prefix) || user.size() > prefix.size() + 10) return 0;
+  uint64_t job = 0;
+  for (size_t i = prefix.size(); i < user.size(); ++i) {
+    if (user[i] < '0' || user[i] > '9') return 0;
+    job = job * 10 + static_cast<uint64_t>(user[i] - '0');
+  }
+  return job <= UINT32_MAX ? static_cast<JobId>(job) : 0;
 }
 
 zmq::socket_t MonitorHandshakes(zmq::context_t& ctx, zmq::socket_t& s, int extra) {

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "hmpmd/protocol/siphash.h"
+
 namespace hmpmd {
 namespace {
 
@@ -54,6 +56,19 @@ bool SameDataToken(const DataToken& a, const DataToken& b) {
   const uint64_t diff = (a.hi ^ b.hi) | (a.lo ^ b.lo);
   const uint64_t set = a.hi | a.lo;
   return static_cast<int>(diff == 0) & static_cast<int>(set != 0);
+}
+
+DataToken JobDataToken(const DataToken& cluster, JobId job) {
+  if (cluster.empty()) return {};
+  // Two 64-bit outputs, told apart by their last byte; the job's id in
+  // little-endian order, so every host derives the same token.
+  std::string message = "hmpmd-job-data";
+  for (int i = 0; i < 4; ++i) message += static_cast<char>((job >> (8 * i)) & 0xff);
+  DataToken t;
+  t.hi = SipHash24(cluster.hi, cluster.lo, message + '\x01');
+  t.lo = SipHash24(cluster.hi, cluster.lo, message + '\x02');
+  if (t.empty()) t.lo = 1;  // 2^-128: "no token" stays unambiguous
+  return t;
 }
 
 std::string DataTokenHex(const DataToken& t) {

@@ -229,9 +229,11 @@ BufferList DataPlane::FetchPut(JobId job, const KernelArgs& args) {
                                 ": needs args 'endpoint' (str) and 'put' (int)");
   }
   // Over the kept connections, as an input from a peer: the driver serves
-  // the same fetch protocol. A peek, since the driver counts no reads.
-  Result<BufferList> got = fetcher_.connections().Fetch(endpoint, job, static_cast<uint32_t>(put),
-                                                        options_.timeout_us, /*peek=*/true);
+  // the same fetch protocol. A peek, since the driver counts no reads; with
+  // the job's token, the only one the driver holds.
+  Result<BufferList> got =
+      fetcher_.connections().Fetch(endpoint, job, static_cast<uint32_t>(put), options_.timeout_us,
+                                   /*peek=*/true, /*job_token=*/true);
   if (!got.ok()) {
     throw std::runtime_error("put " + std::to_string(put) + ": fetch from the driver at " +
                              endpoint + " failed: " + got.status().message());

@@ -95,7 +95,12 @@ void DataServer::Serve() {
         continue;
       }
       // The token first: nothing of a refused message is looked at further.
-      if (!tokens_->Accepts(h->token)) {
+      // A job's own token opens that job's outputs; a collective's frames
+      // and other jobs' outputs take the cluster's.
+      const bool of_outputs = h->op != static_cast<uint8_t>(DataOp::kCollective);
+      if (of_outputs && h->key <= UINT32_MAX
+              ? !tokens_->AcceptsFor(h->token, static_cast<JobId>(h->key))
+              : !tokens_->Accepts(h->token)) {
         Refused(*h);
         if (h->op == static_cast<uint8_t>(DataOp::kFetch) ||
             h->op == static_cast<uint8_t>(DataOp::kFetchPeek)) {
@@ -147,7 +152,10 @@ bool DataServer::Admit(const ZapRequest& r) {
   // socket gives up for good, as ZeroMQ does after a refusal).
   (void)tokens_->WaitForFirst(kFirstTokenWaitUs);
   // The domain is always ours: this context has no other server socket.
-  if (tokens_->Accepts(DataTokenOf(r))) return true;
+  const JobId job = DataJobOf(r);
+  if (job != 0 ? tokens_->AcceptsFor(DataTokenOf(r), job) : tokens_->Accepts(DataTokenOf(r))) {
+    return true;
+  }
   // The handler counts the refusal once this returns.
   const uint64_t count = zap_.refused() + 1;
   if (LogCount(count)) {

@@ -54,6 +54,15 @@ class DataTokens {
     const bool previous = SameDataToken(token, previous_);  // looked at either way
     return current || previous;
   }
+  // True when `token` opens job `job`'s outputs: one Accepts() takes, or
+  // that job's own token (JobDataToken) under the current or the previous.
+  bool AcceptsFor(const DataToken& token, JobId job) const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    const bool cluster = SameDataToken(token, current_) | SameDataToken(token, previous_);
+    const bool own = SameDataToken(token, JobDataToken(current_, job)) |
+                     SameDataToken(token, JobDataToken(previous_, job));
+    return cluster || own;
+  }
 
  private:
   mutable Mutex mu_;

@@ -45,7 +45,9 @@ Result<std::unique_ptr<Connection>> Open(zmq::context_t* ctx, const std::string&
   c->socket = zmq::socket_t(*ctx, zmq::socket_type::dealer);
   c->socket.set(zmq::sockopt::linger, 0);
   c->socket.set(zmq::sockopt::rcvhwm, 0);
-  SetDataCredentials(c->socket, token);
+  // For the job: `token` may be the job's own (a driver's put server
+  // knows no other), and a worker's data server checks it knowing the job.
+  SetDataCredentials(c->socket, token, job);
   // A request waits for the handshake, not for the whole timeout: a dead
   // peer (connection refused, retried forever by ZeroMQ) fails the fetch
   // within kConnectTimeoutMs, and the controller rebuilds the input; one
@@ -175,9 +177,9 @@ void PeerConnections::Keep(std::unique_ptr<Connection> c) {
 }
 
 Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job, uint32_t run,
-                                          int64_t timeout_us, bool peek) {
+                                          int64_t timeout_us, bool peek, bool job_token) {
   try {
-    const DataToken token = tokens_->current();
+    const DataToken token = job_token ? JobDataToken(tokens_->current(), job) : tokens_->current();
     std::unique_ptr<Connection> c = Take(endpoint, token);
     if (c == nullptr) {
       Result<std::unique_ptr<Connection>> opened =

@@ -52,8 +52,10 @@ class PeerConnections {
   // As FetchFromPeer, over a kept connection to `endpoint` when there is
   // one. `peek`: the producer counts no read (DataOp::kFetchPeek); the
   // caller takes it with TakeRead once it has used the outputs.
+  // `job_token`: with the job's own token (JobDataToken), which a driver's
+  // put server takes, not the cluster's.
   Result<BufferList> Fetch(const std::string& endpoint, JobId job, uint32_t run, int64_t timeout_us,
-                           bool peek = false) EXCLUDES(mu_);
+                           bool peek = false, bool job_token = false) EXCLUDES(mu_);
   // Takes one read of (job, run) from the producer at `endpoint`
   // (DataOp::kTakeRead; no reply): after a peek. Never waits: it goes on a
   // socket per producer kept for these requests alone (queued there until

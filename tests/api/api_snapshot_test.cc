@@ -143,5 +143,36 @@ TEST_F(ApiSnapshotTest, DetachStopsAllRendering) {
   EXPECT_EQ(metrics_rendered_, 0);
 }
 
+// A tenant's view: its own jobs in the list, and of the per-job metric
+// series only its jobs'; the pool's figures stay.
+TEST(ApiSnapshotTenantTest, ATenantsViewHoldsItsOwnJobsOnly) {
+  ApiSnapshot s;
+  auto brief = [](int id) {
+    return std::make_shared<const std::string>("{\"id\":" + std::to_string(id) + "}");
+  };
+  s.summaries = {{1, "vision", brief(1), nullptr},
+                 {2, "audio", brief(2), nullptr},
+                 {3, "vision", brief(3), nullptr}};
+  EXPECT_EQ(s.JobsOf("vision"), R"({"jobs":[{"id":1},{"id":3}]})");
+  EXPECT_EQ(s.JobsOf("audio"), R"({"jobs":[{"id":2}]})");
+  EXPECT_EQ(s.JobsOf("nobody"), R"({"jobs":[]})");
+  s.metrics =
+      "# TYPE hmpmd_tasks_dispatched_total counter\n"
+      "hmpmd_tasks_dispatched_total 42\n"
+      "hmpmd_step_bubble_ratio{job=\"1\",step=\"0\"} 0.1\n"
+      "hmpmd_step_bubble_ratio{job=\"2\",step=\"4\"} 0.2\n"
+      "hmpmd_step_bubble_ratio{job=\"9\",step=\"0\"} 0.3\n"
+      "hmpmd_step_utilisation{job=\"3\",step=\"1\"} NaN";
+  EXPECT_EQ(s.MetricsOf("vision"),
+            "# TYPE hmpmd_tasks_dispatched_total counter\n"
+            "hmpmd_tasks_dispatched_total 42\n"
+            "hmpmd_step_bubble_ratio{job=\"1\",step=\"0\"} 0.1\n"
+            "hmpmd_step_utilisation{job=\"3\",step=\"1\"} NaN");
+  EXPECT_EQ(s.MetricsOf("audio"),
+            "# TYPE hmpmd_tasks_dispatched_total counter\n"
+            "hmpmd_tasks_dispatched_total 42\n"
+            "hmpmd_step_bubble_ratio{job=\"2\",step=\"4\"} 0.2\n");
+}
+
 }  // namespace
 }  // namespace hmpmd

@@ -125,12 +125,12 @@ class DriverSessionsTest : public ::testing::Test {
   DataToken token_;
 };
 
-TEST_F(DriverSessionsTest, AnOpenSessionIsAnOpenJobAcknowledgedWithTheDataToken) {
+TEST_F(DriverSessionsTest, AnOpenSessionIsAnOpenJobAcknowledgedWithItsJobsDataToken) {
   const JobId job = Open("d1");
   ASSERT_NE(job, 0u);
   const SessionAck ack = host_->Last<SessionAck>("d1");
   EXPECT_TRUE(ack.error.empty()) << ack.error;
-  EXPECT_EQ(ack.data_token, token_);
+  EXPECT_EQ(ack.data_token, JobDataToken(token_, job)) << "the job's own, not the cluster's";
   ASSERT_NE(scheduler_->job(job), nullptr);
   EXPECT_TRUE(scheduler_->job(job)->graph->open());
   EXPECT_FALSE(sessions_->empty());

@@ -105,8 +105,12 @@ TEST_F(ForgetTest, AnEndedJobsOutputsAreFreedAndItStaysForgottenAfterARestart) {
     if (fetched.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(fetched.code(), StatusCode::kNotFound) << fetched.ToString();
-  // The other job is untouched.
-  EXPECT_TRUE(worker::FetchOutputs(kept_endpoint, token, kept, kept_run, 5000).ok());
+  // The other job is untouched (fetched with its own data token: the
+  // forgotten job's opens no other job's outputs).
+  EXPECT_EQ(worker::FetchOutputs(kept_endpoint, token, kept, kept_run, 5000).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_TRUE(
+      worker::FetchOutputs(kept_endpoint, cluster_->JobDataToken(kept), kept, kept_run, 5000).ok());
   EXPECT_EQ(WaitStored(1024 * 4), 1024 * 4);
 
   // Forgotten twice: no such job.

@@ -283,7 +283,9 @@ TEST_F(RestApiTest, OutputsGiveTheDataTokenOnlyToAuthorisedCallers) {
   const json outs = GetJson(target);
   ASSERT_EQ(outs["outputs"].size(), 1u) << outs.dump();
   ASSERT_TRUE(outs["data_token"].is_string()) << outs.dump();
-  EXPECT_EQ(outs["data_token"].get<std::string>(), DataTokenHex(data_token()));
+  // The job's own token, not the cluster's.
+  EXPECT_EQ(outs["data_token"].get<std::string>(),
+            DataTokenHex(JobDataToken(data_token(), static_cast<JobId>(id))));
   // The token works: the output is fetched straight from its worker.
   Result<DataToken> token = ParseDataToken(outs["data_token"].get<std::string>());
   ASSERT_TRUE(token.ok()) << token.status().ToString();
@@ -292,6 +294,16 @@ TEST_F(RestApiTest, OutputsGiveTheDataTokenOnlyToAuthorisedCallers) {
                                   10000);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ((*got)[0].data.size(), 16 * sizeof(float));
+  // It opens no other job's outputs.
+  const uint64_t other = SubmitOk(
+      R"({"name":"other","tasks":[{"id":"a","kernel":"scale","args":{"n":16,"factor":3}}]})");
+  WaitJob(other, [](const json& s) { return s["state"] == "succeeded"; });
+  const json theirs = GetJson("/api/v1/jobs/" + std::to_string(other) + "/outputs");
+  ASSERT_EQ(theirs["outputs"].size(), 1u) << theirs.dump();
+  auto refused = worker::FetchOutputs(theirs["outputs"][0]["endpoint"].get<std::string>(), *token,
+                                      static_cast<JobId>(other),
+                                      theirs["outputs"][0]["run"].get<uint32_t>(), 10000);
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
   // Without the token, or with a wrong one: nothing (with --public-read,
   // where outputs are but not the token: AccessControlTest).
   EXPECT_EQ(Call("GET", target, "", "").status, 401);

@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "hmpmd/protocol/data_frames.h"
+#include "hmpmd/protocol/siphash.h"
 
 namespace hmpmd {
 namespace {
@@ -31,6 +35,34 @@ TEST(DataTokenTest, HexRoundTrips) {
   EXPECT_EQ(*back, t);
   const DataToken fresh = NewDataToken();
   EXPECT_EQ(ParseDataToken(DataTokenHex(fresh)).value(), fresh);
+}
+
+// The paper's test vector (Appendix A): key 00..0f, message 00..0e.
+TEST(SipHashTest, GivesThePapersTestVector) {
+  std::string message;
+  for (char c = 0; c < 15; ++c) message += c;
+  EXPECT_EQ(SipHash24(0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL, message),
+            0xa129ca6149be45e5ULL);
+  // Every length up to two blocks differs (the length is hashed too).
+  std::set<uint64_t> seen;
+  for (size_t n = 0; n <= 16; ++n) seen.insert(SipHash24(1, 2, std::string(n, '\0')));
+  EXPECT_EQ(seen.size(), 17u);
+}
+
+TEST(DataTokenTest, AJobsTokenIsItsOwnAndComesFromTheClustersOnly) {
+  const DataToken cluster = NewDataToken();
+  const DataToken a = JobDataToken(cluster, 7);
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(JobDataToken(cluster, 7), a) << "the same on every host";
+  EXPECT_NE(JobDataToken(cluster, 8), a);
+  EXPECT_NE(a, cluster);
+  EXPECT_NE(JobDataToken(NewDataToken(), 7), a);
+  EXPECT_TRUE(JobDataToken(DataToken{}, 7).empty());
+  // Pinned: workers and controllers of different builds must agree. The
+  // value comes from an independent Python SipHash-2-4 (checked against
+  // the paper's vector) of "hmpmd-job-data", the id's 4 bytes
+  // little-endian, and 0x01 (hi) or 0x02 (lo), under key (1, 2).
+  EXPECT_EQ(DataTokenHex(JobDataToken(DataToken{1, 2}, 3)), "4f863670f1670b62a997681e50be0ff8");
 }
 
 TEST(DataTokenTest, BadHexIsRefusedNamingWhy) {

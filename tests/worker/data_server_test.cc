@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
+#include <zmq_addon.hpp>
 
 #include "data_producer.h"
 #include "data_tokens.h"
@@ -209,6 +211,51 @@ TEST_F(DataServerTokenTest, ACollectiveFrameWithAWrongTokenIsNotQueued) {
   Sync();
   EXPECT_EQ(producer_.inbox.queued(), 1u);
   EXPECT_EQ(producer_.inbox.queued_bytes(), payload.size());
+}
+
+// A job's own token (what a tenant's client holds) opens that job's
+// outputs, at connect and per request, and no other job's; it carries no
+// collective frame (gangs take the cluster's token).
+TEST_F(DataServerTokenTest, AJobsOwnTokenOpensThatJobsOutputsOnly) {
+  constexpr JobId kOther = kJob + 1;
+  ASSERT_TRUE(producer_.store.Put(kJob, 3, {Values(500, 3)}, 1).ok());
+  ASSERT_TRUE(producer_.store.Put(kOther, 3, {Values(64, 7)}, 1).ok());
+  const std::string endpoint = producer_.server.endpoint();
+  const DataToken mine = JobDataToken(kTestDataToken, kJob);
+  Result<BufferList> got = FetchFromPeer(&ctx_, endpoint, mine, kJob, 3, 10'000'000);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(SameValues((*got)[0], 500, 3));
+  // Another job's outputs: refused in the handshake (the token is for
+  // job 4, the request says job 5).
+  Result<BufferList> other = FetchFromPeer(&ctx_, endpoint, mine, kOther, 3, 10'000'000);
+  EXPECT_EQ(other.status().code(), StatusCode::kPermissionDenied) << other.status().ToString();
+  // ... and per request, on a connection let in for job 4.
+  zmq::socket_t s(ctx_, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 10'000);
+  SetDataCredentials(s, mine, kJob);
+  s.connect(endpoint);
+  DataHeader h;
+  h.op = static_cast<uint8_t>(DataOp::kFetch);
+  h.key = kOther;
+  h.run = 3;
+  h.token = mine;
+  s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none);
+  std::vector<zmq::message_t> reply;
+  ASSERT_TRUE(zmq::recv_multipart(s, std::back_inserter(reply)));
+  std::vector<FrameView> frames;
+  for (const zmq::message_t& m : reply) frames.push_back({m.data(), m.size()});
+  Result<std::vector<Buffer>> decoded = DecodeFetchReply(frames, "fetch");
+  EXPECT_EQ(decoded.status().code(), StatusCode::kPermissionDenied) << decoded.status().ToString();
+  EXPECT_NE(producer_.store.Peek(kOther, 3), nullptr) << "job 5's read was taken";
+  const uint64_t refused = producer_.server.refused();
+  EXPECT_GE(refused, 1u);
+  // A collective frame with a job's token is not queued either.
+  const std::string payload(64, 'x');
+  Send(DataOp::kCollective, kJob, 0, mine, &payload);
+  Sync();
+  EXPECT_EQ(producer_.inbox.queued(), 0u);
+  EXPECT_EQ(producer_.server.refused(), refused + 1);
 }
 
 TEST_F(DataServerTokenTest, AMalformedHeaderIsCountedAndDropped) {

@@ -56,6 +56,9 @@ struct ApiSnapshot {
   const Job* Find(JobId id) const;
   // The GET /api/v1/jobs body with `tenant`'s jobs only.
   std::string JobsOf(std::string_view tenant) const;
+  // The /metrics body without the per-job series ({job="N",...}) of jobs
+  // that are not `tenant`'s.
+  std::string MetricsOf(std::string_view tenant) const;
 };
 
 struct ApiSnapshotOptions {

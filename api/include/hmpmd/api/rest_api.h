@@ -169,8 +169,11 @@ class RestApi {
   // Runs `call`'s handler on the loop.
   void ToLoop(RouteCall call);
   // Answers `call` with the snapshot's body `body` (the loop refreshes the
-  // snapshot first).
-  bool ServeSnapshotBody(RouteCall& call, std::string ApiSnapshot::*body, const char* content_type);
+  // snapshot first), or, for a call limited to one tenant, with what
+  // `of_tenant` makes of the snapshot for it (null: the same body).
+  bool ServeSnapshotBody(RouteCall& call, std::string ApiSnapshot::*body,
+                         std::string (ApiSnapshot::*of_tenant)(std::string_view) const,
+                         const char* content_type);
   // With a snapshot: answers 404 for a job the snapshot does not hold (true).
   bool SnapshotLacksJob(RouteCall& call);
   // On the loop: the call's job, or null after answering 404.

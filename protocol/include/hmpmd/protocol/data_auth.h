@@ -23,10 +23,13 @@ namespace hmpmd {
 
 inline constexpr char kDataZapDomain[] = "hmpmd-data";
 inline constexpr char kDataPlainUser[] = "hmpmd-data";
+inline constexpr char kDataJobUserInfix[] = " job ";
 
-// Client side: `s` (before it connects) presents `token`. Throws
-// zmq::error_t.
-void SetDataCredentials(zmq::socket_t& s, const DataToken& token);
+// Client side: `s` (before it connects) presents `token`, for job `job`
+// (user "hmpmd-data job N"): then `token` may be that job's
+// (JobDataToken), which a worker can check only knowing the job. Job 0:
+// the cluster's token. Throws zmq::error_t.
+void SetDataCredentials(zmq::socket_t& s, const DataToken& token, JobId job = 0);
 // Server side: `s` (before it binds) asks its context's ZAP handler about
 // every peer. Throws zmq::error_t.
 void MakeDataServer(zmq::socket_t& s);
@@ -38,6 +41,8 @@ Result<std::string> BindDataServer(zmq::socket_t& s, const std::string& host,
 // The token a ZAP request for a data socket presents; empty for another
 // mechanism or a password that is not a token.
 DataToken DataTokenOf(const ZapRequest& r);
+// The job a ZAP request's token is for (SetDataCredentials); 0 for none.
+JobId DataJobOf(const ZapRequest& r);
 
 // The events MonitorHandshakes reports besides `extra`.
 inline constexpr int kHandshakeEvents =

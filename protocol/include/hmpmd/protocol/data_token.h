@@ -5,6 +5,11 @@
 // serves only frames that carry a token it accepts. It authenticates; it
 // does not encrypt (tensors cross the wire in the clear).
 //
+// A job's data token (JobDataToken) opens that job's outputs only: it is
+// what a tenant's client gets (REST `/outputs`, a session's SessionAck), so
+// that holding it opens no other tenant's. Workers, who hold the cluster's
+// token, derive any job's; nobody derives the cluster's from a job's.
+//
 // All zero is "no token": NewDataToken never draws it and no worker
 // accepts it.
 //
@@ -16,6 +21,7 @@
 #include <string_view>
 
 #include "hmpmd/protocol/status.h"
+#include "hmpmd/protocol/types.h"
 
 namespace hmpmd {
 
@@ -38,6 +44,9 @@ static_assert(sizeof(DataToken) == 16);
 DataToken NewDataToken();
 // Compares in constant time; false when either is empty.
 bool SameDataToken(const DataToken& a, const DataToken& b);
+// The data token of job `job` under the cluster's `cluster`: SipHash-2-4
+// keyed by `cluster` (siphash.h), never empty. Empty for an empty `cluster`.
+DataToken JobDataToken(const DataToken& cluster, JobId job);
 // 32 lower-case hex digits (hi first), as REST gives it out.
 std::string DataTokenHex(const DataToken& t);
 // The inverse of DataTokenHex (either case). InvalidArgument, naming what

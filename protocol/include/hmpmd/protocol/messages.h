@@ -379,7 +379,7 @@ struct SessionAck {
   JobId job = 0;         // 0 when refused
   std::string error;     // empty when opened
   uint8_t code = 0;      // why refused: a StatusCode (kOk when opened)
-  DataToken data_token;  // what the driver's output fetches carry (opened)
+  DataToken data_token;  // its job's own (JobDataToken): its fetches and puts carry it
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(job, error, code, data_token);
