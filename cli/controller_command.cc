@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "cli_common.h"
@@ -47,7 +48,38 @@ struct ControllerArgs {
   bool insecure = false;
   bool public_read = false;
   bool public_metrics = false;
+  bool standby = false;
 };
+
+// How often a standby tries the primary's lock on the store.
+constexpr auto kStandbyPollInterval = std::chrono::milliseconds(50);
+
+// --standby: waits until the controller holding `path` ends (its lock on
+// the store is released, by the kernel when it dies), then opens it. Two
+// controllers never hold one store: the lock is the one arbiter, so a
+// primary that is paused or cut off keeps the store, and the standby
+// waits. Other errors end the wait.
+Result<std::unique_ptr<SqliteJobStore>> OpenAsStandby(const std::string& path) {
+  const auto since = std::chrono::steady_clock::now();
+  bool told = false;
+  for (;;) {
+    auto store = SqliteJobStore::Open(path);
+    if (store.ok() ||
+        store.status().message().find("in use by another controller") == std::string::npos) {
+      if (store.ok() && told) {
+        spdlog::warn(
+            "standby: the primary released {} after {:.1f} s; taking over", path,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
+      }
+      return store;
+    }
+    if (!told) {
+      spdlog::info("standby: {}; taking over when it ends", store.status().message());
+      told = true;
+    }
+    std::this_thread::sleep_for(kStandbyPollInterval);
+  }
+}
 
 // No port beyond loopback opens without a secret: bound elsewhere with no
 // --token-file (and, for the worker port, no --curve-keys), the controller
@@ -164,8 +196,11 @@ int ControllerMain(const ControllerArgs& a) {
   // controller (SIGXFSZ's default).
   ::signal(SIGXFSZ, SIG_IGN);
   // Last of the checks: it creates the file.
+  if (a.standby && a.db.empty()) {
+    return Fail(Status::InvalidArgument("--standby: needs --db, the primary's store"));
+  }
   if (!a.db.empty()) {
-    auto store = SqliteJobStore::Open(a.db);
+    auto store = a.standby ? OpenAsStandby(a.db) : SqliteJobStore::Open(a.db);
     if (!store.ok()) return Fail(Status::InvalidArgument("--db: " + store.status().message()));
     opts.store = std::shared_ptr<JobStore>(std::move(store).value());
     spdlog::info("job store: {}", a.db);
@@ -283,6 +318,9 @@ void AddControllerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--db", args->db,
                   "SQLite file keeping jobs across restarts ('' = in memory only)")
       ->capture_default_str();
+  sub->add_flag("--standby", args->standby,
+                "Wait for the controller holding --db to end, then take over its jobs and "
+                "workers (a hot standby: give workers both endpoints, --controller A,B)");
   sub->add_option("--keep-jobs", args->keep_jobs,
                   "Finished jobs kept for queries (in memory and in --db)")
       // 0 would forget each job as it ends: `submit --wait` would never see it.

@@ -83,9 +83,14 @@ Status CheckWorkerName(std::string_view name, std::string_view where) {
   return Status::Ok();
 }
 
-Status CheckControllerEndpoint(std::string_view endpoint) {
-  if (Status st = CheckEndpoint(endpoint, /*bind=*/false); !st.ok()) {
-    return Status::InvalidArgument("--controller: " + st.message());
+Status CheckControllerEndpoint(std::string_view endpoints) {
+  // One, or a primary and its standbys separated by commas.
+  for (size_t at = 0; at <= endpoints.size();) {
+    const size_t comma = std::min(endpoints.find(',', at), endpoints.size());
+    if (Status st = CheckEndpoint(endpoints.substr(at, comma - at), /*bind=*/false); !st.ok()) {
+      return Status::InvalidArgument("--controller: " + st.message());
+    }
+    at = comma + 1;
   }
   return Status::Ok();
 }

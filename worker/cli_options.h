@@ -31,8 +31,9 @@ Status ParseLabels(const std::vector<std::string>& flags, WorkerOptions* options
 // control character (it is printed in one-line listings and logs).
 Status CheckWorkerName(std::string_view name, std::string_view where);
 
-// tcp://HOST:PORT or ipc://PATH (CheckEndpoint).
-Status CheckControllerEndpoint(std::string_view endpoint);
+// tcp://HOST:PORT or ipc://PATH (CheckEndpoint), or several of them
+// separated by commas (a primary and its standbys).
+Status CheckControllerEndpoint(std::string_view endpoints);
 
 // The token in `path`, without trailing whitespace.
 Result<std::string> ReadTokenFile(const std::string& path);

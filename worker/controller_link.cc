@@ -2,6 +2,7 @@
 
 #include <zmq.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <span>
 #include <utility>
@@ -32,8 +33,13 @@ Status FromZmq(const char* what, const zmq::error_t& e) {
 
 }  // namespace
 
-ControllerLink::ControllerLink(std::string endpoint)
-    : endpoint_(std::move(endpoint)), context_(1) {}
+ControllerLink::ControllerLink(const std::string& endpoints) : context_(1) {
+  for (size_t at = 0; at <= endpoints.size();) {
+    const size_t comma = std::min(endpoints.find(',', at), endpoints.size());
+    endpoints_.push_back(endpoints.substr(at, comma - at));
+    at = comma + 1;
+  }
+}
 
 ControllerLink::~ControllerLink() {
   monitor_.reset();
@@ -56,12 +62,15 @@ Status ControllerLink::Connect() {
     } else {
       SetControlCredentials(*socket_, token_);
     }
-    monitor_.emplace(MonitorHandshakes(context_, *socket_));
-    socket_->connect(endpoint_);
+    // With standbys, a closed connection is the cue to try the next one.
+    monitor_.emplace(
+        MonitorHandshakes(context_, *socket_, endpoints_.size() > 1 ? ZMQ_EVENT_DISCONNECTED : 0));
+    disconnected_ = false;
+    socket_->connect(endpoint());
   } catch (const zmq::error_t& e) {
     monitor_.reset();
     socket_.reset();
-    return FromZmq(("controller endpoint '" + endpoint_ + "'").c_str(), e);
+    return FromZmq(("controller endpoint '" + endpoint() + "'").c_str(), e);
   }
   return Status::Ok();
 }
@@ -106,7 +115,7 @@ Result<std::optional<Message>> ControllerLink::TryRecv() {
   return std::optional<Message>(std::move(decoded).value());
 }
 
-bool ControllerLink::HandshakeRefused() {
+bool ControllerLink::ReadEvents() {
   if (!monitor_) return false;
   bool refused = false;
   try {
@@ -115,11 +124,19 @@ bool ControllerLink::HandshakeRefused() {
       const int event = NextMonitorEvent(*monitor_, 0);
       if (event == 0) break;
       if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) refused = true;
+      if (event == ZMQ_EVENT_DISCONNECTED) disconnected_ = true;
     }
   } catch (const zmq::error_t&) {
     // A monitor that fails says nothing; the registration times out instead.
   }
   return refused;
+}
+
+bool ControllerLink::HandshakeRefused() { return ReadEvents(); }
+
+bool ControllerLink::Disconnected() {
+  (void)ReadEvents();
+  return std::exchange(disconnected_, false);
 }
 
 Status ControllerLink::Send(const Message& message) {

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/codec.h"
@@ -20,7 +21,9 @@ namespace hmpmd::worker {
 
 class ControllerLink {
  public:
-  explicit ControllerLink(std::string endpoint);
+  // `endpoints`: one, or a primary and its standbys separated by commas
+  // (tcp://A:5555,tcp://B:5555); Connect() uses the current one.
+  explicit ControllerLink(const std::string& endpoints);
   // Makes later Connect()s CURVE clients with these Z85 keys.
   void SetCurve(std::string server_public, std::string public_key, std::string secret) {
     curve_server_ = std::move(server_public);
@@ -35,8 +38,17 @@ class ControllerLink {
   ControllerLink& operator=(const ControllerLink&) = delete;
 
   // Closes the current socket, if any, dropping what it still queues, and
-  // connects a fresh DEALER. InvalidArgument for a bad endpoint.
+  // connects a fresh DEALER to the current endpoint. InvalidArgument for a
+  // bad endpoint.
   Status Connect();
+  // Makes the next endpoint the current one (after the last, the first).
+  void NextEndpoint() { at_ = (at_ + 1) % endpoints_.size(); }
+  const std::string& endpoint() const { return endpoints_[at_]; }
+  size_t endpoint_count() const { return endpoints_.size(); }
+  // With several endpoints: true when the current socket's connection
+  // closed (the controller went away) since the last call. Reads the
+  // events that came meanwhile, without blocking.
+  bool Disconnected();
 
   struct Ready {
     bool socket = false;  // a message is waiting
@@ -61,7 +73,12 @@ class ControllerLink {
   Status Send(const Message& message);
 
  private:
-  const std::string endpoint_;
+  std::vector<std::string> endpoints_;
+  size_t at_ = 0;
+  bool disconnected_ = false;  // seen while reading the monitor
+  // Reads the monitor's events that came meanwhile; true when one was a
+  // refusal of the credentials.
+  bool ReadEvents();
   std::string curve_server_, curve_public_, curve_secret_;  // empty: PLAIN
   std::string token_;
   zmq::context_t context_;

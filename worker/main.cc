@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
 
   CLI::App app{"Runs kernels on this host's cores for a HyperMPMD controller.", "hmpmd-worker"};
   app.add_option("--controller", options.controller_endpoint,
-                 "Controller endpoint, tcp://HOST:PORT")
+                 "Controller endpoint, tcp://HOST:PORT; a primary and its standbys "
+                 "(hmpmd controller --standby) separated by commas")
       ->required();
   CLI::Option* cores_flag = app.add_option(
       "--cores", cores, "Cores per kind, e.g. cube=1,vector=2 (default cube=1,vector=1)");

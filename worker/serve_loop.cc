@@ -150,7 +150,15 @@ Status ServeLoop::OnTimers(int64_t now) {
   if (phase_ == Phase::kRegistered) {
     if (now - last_rx_us_ >= timeout_us_) {
       log_->warn("nothing from the controller at {} for {} ms (limit {} ms); registering again",
-                 options_.controller_endpoint, (now - last_rx_us_) / 1000, timeout_us_ / 1000);
+                 link_.endpoint(), (now - last_rx_us_) / 1000, timeout_us_ / 1000);
+      phase_ = Phase::kRegistering;
+      reconnect_ = true;
+      next_register_us_ = now;
+    } else if (now >= next_heartbeat_us_ && link_.endpoint_count() > 1 && link_.Disconnected()) {
+      // A primary that ended closes its connections: its standby takes
+      // over within moments, so look for it now, not after the timeout.
+      log_->warn("the controller at {} closed the connection; registering with the next",
+                 link_.endpoint());
       phase_ = Phase::kRegistering;
       reconnect_ = true;
       next_register_us_ = now;
@@ -185,8 +193,10 @@ Status ServeLoop::OnTimers(int64_t now) {
   }
   if (phase_ == Phase::kRegistering && now >= next_register_us_) {
     if (reconnect_) {
-      log_->debug("no answer from the controller; reconnecting to {}",
-                  options_.controller_endpoint);
+      // With standbys, each attempt goes to the next endpoint: the one
+      // that did not answer may be a standby still waiting for the store.
+      if (link_.endpoint_count() > 1) link_.NextEndpoint();
+      log_->debug("no answer from the controller; reconnecting to {}", link_.endpoint());
       RETURN_IF_ERROR(link_.Connect());
     }
     register_.sent_us = now;
@@ -374,8 +384,8 @@ void ServeLoop::OnRegisterAck(const RegisterAck& ack, int64_t now) {
     for (const auto& [task, result] : recent_) done_.results.push_back(result);
   }
   registered_once_ = true;
-  log_->info("registered with {} as worker {} (heartbeat every {} ms)",
-             options_.controller_endpoint, worker_id_, heartbeat_us_ / 1000);
+  log_->info("registered with {} as worker {} (heartbeat every {} ms)", link_.endpoint(),
+             worker_id_, heartbeat_us_ / 1000);
 }
 
 void ServeLoop::Dispatch(AssignBatch& batch) {

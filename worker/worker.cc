@@ -130,7 +130,9 @@ class Worker::Impl {
   bool WaitForARoute() {
     bool said = false;
     for (;;) {
-      if (auto a = RouteAddressFor(options_.controller_endpoint)) {
+      // The primary's (the first of several): a standby shares its network.
+      const std::string& all = options_.controller_endpoint;
+      if (auto a = RouteAddressFor(all.substr(0, all.find(',')))) {
         options_.data_host = *a;
         if (said)
           log_->info("worker '{}': a route to the controller: data socket on {}", options_.name,

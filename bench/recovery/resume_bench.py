@@ -8,7 +8,15 @@ as soon as every worker alive at the kill has registered again, or when the
 grace (--recovery-grace-ms) ends. The baseline is the grace itself, which
 every restart used to wait in full. Prints the median over the runs.
 
-  bench/recovery/resume_bench.py --bin build/bin [--runs 5] [--grace-ms 2000]
+With --standby, a second controller waits on the same store
+(`hmpmd controller --standby`, its own ports) and the workers are given
+both endpoints; nobody restarts the one killed. It reports the time from
+the kill until the standby answers with both workers back, and until the
+job's next task is done there, beside the same two times for a restart
+started the moment the controller died (what a supervisor at its quickest
+does), measured in the same run.
+
+  bench/recovery/resume_bench.py --bin build/bin [--runs 5] [--grace-ms 2000] [--standby]
 """
 import argparse
 import json
@@ -38,6 +46,21 @@ def get(url):
         return None
 
 
+def wait_failover(base, job, done_at_kill, killed):
+    """Seconds from `killed` until `base` answers with 2 live workers, and
+    until the job has a task more done than at the kill."""
+    serving = None
+    for _ in range(6000):
+        pool = json.loads(get(base + "/api/v1/pool") or "{}")
+        if serving is None and pool.get("alive_devices") == 2:
+            serving = time.monotonic() - killed
+        j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")
+        if serving is not None and j.get("done", 0) > done_at_kill:
+            return serving, time.monotonic() - killed
+        time.sleep(0.005)
+    raise RuntimeError("no progress after the kill")
+
+
 def one_run(args, workdir):
     zmq, http = free_port(), free_port()
     db = os.path.join(workdir, "jobs.db")
@@ -48,6 +71,15 @@ def one_run(args, workdir):
                 "--db", db, "--recovery-grace-ms", str(args.grace_ms),
                 "--heartbeat-ms", str(args.heartbeat_ms), "--log-level", "info"]
     procs = []
+    endpoints = f"tcp://127.0.0.1:{zmq}"
+    if args.standby:
+        szmq, shttp = free_port(), free_port()
+        standby_base = f"http://127.0.0.1:{shttp}"
+        standby_argv = [a for a in ctl_argv]
+        standby_argv[3] = f"tcp://127.0.0.1:{szmq}"
+        standby_argv[5] = f"127.0.0.1:{shttp}"
+        standby_argv.append("--standby")
+        endpoints += f",tcp://127.0.0.1:{szmq}"
 
     def start_controller():
         p = subprocess.Popen(ctl_argv, stdout=open(log, "a"), stderr=subprocess.STDOUT)
@@ -59,10 +91,13 @@ def one_run(args, workdir):
 
     try:
         ctl = start_controller()
+        if args.standby:
+            procs.append(subprocess.Popen(standby_argv, stdout=open(log + ".standby", "a"),
+                                          stderr=subprocess.STDOUT))
         for _ in range(2):
             procs.append(subprocess.Popen(
                 [os.path.join(args.bin, "hmpmd-worker"), "--controller",
-                 f"tcp://127.0.0.1:{zmq}", "--cores", "cube=1,vector=1", "--log-level", "warn"],
+                 endpoints, "--cores", "cube=1,vector=1", "--log-level", "warn"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         tasks = []
         for c in range(2):
@@ -80,10 +115,25 @@ def one_run(args, workdir):
             if j.get("done", 0) >= 10:
                 break
             time.sleep(0.01)
+        done_at_kill = j.get("done", 0)
         ctl.send_signal(signal.SIGKILL)
         ctl.wait()
+        killed = time.monotonic()
+        if args.standby:
+            serving, progress = wait_failover(standby_base, job, done_at_kill, killed)
+            base = standby_base
+            for _ in range(6000):
+                j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")
+                if j.get("state") in ("succeeded", "failed", "cancelled"):
+                    break
+                time.sleep(0.01)
+            if j.get("state") != "succeeded":
+                raise RuntimeError(f"job ended {j.get('state')}")
+            return serving, progress
         open(log, "a").write("--- restart ---\n")
         ctl = start_controller()
+        if args.compare:
+            return wait_failover(base, job, done_at_kill, killed)
         for _ in range(6000):
             j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")
             if j.get("state") in ("succeeded", "failed", "cancelled"):
@@ -109,7 +159,12 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--grace-ms", type=int, default=2000)
     ap.add_argument("--heartbeat-ms", type=int, default=500)
+    ap.add_argument("--standby", action="store_true",
+                    help="fail over to a standby instead; compare with an immediate restart")
     args = ap.parse_args()
+    args.compare = False
+    if args.standby:
+        return failover(args)
     resumed, how = [], []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="hmpmd-resume-") as d:
@@ -123,6 +178,27 @@ def main():
           f"({how.count('all workers back')} of {args.runs}: all workers back)")
     print(f"  fixed grace (baseline)     {args.grace_ms:7d} ms")
     print(f"  ratio resume/grace = {med / args.grace_ms:.2f}")
+    return 0
+
+
+def failover(args):
+    times = {"standby": [], "restart": []}
+    for _ in range(args.runs):
+        for mode in ("standby", "restart"):
+            args.standby, args.compare = mode == "standby", mode == "restart"
+            with tempfile.TemporaryDirectory(prefix="hmpmd-failover-") as d:
+                times[mode].append(one_run(args, d))
+    print(f"bench/recovery --standby: kill -9 of the primary, 2 workers, heartbeat "
+          f"{args.heartbeat_ms} ms, median of {args.runs} run(s) [min .. max], seconds from the kill")
+    for mode, label in (("standby", "standby takes over"), ("restart", "restart at once (baseline)")):
+        serving = [s for s, _ in times[mode]]
+        progress = [p for _, p in times[mode]]
+        print(f"  {label:28s} serving with 2 workers {statistics.median(serving):6.3f} "
+              f"[{min(serving):.3f} .. {max(serving):.3f}]  next task done "
+              f"{statistics.median(progress):6.3f} [{min(progress):.3f} .. {max(progress):.3f}]")
+    ratio = statistics.median(p for _, p in times["standby"]) / statistics.median(
+        p for _, p in times["restart"])
+    print(f"  ratio standby/restart (next task done) = {ratio:.2f}")
     return 0
 
 

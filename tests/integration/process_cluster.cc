@@ -90,7 +90,7 @@ void ProcessCluster::KillAndReap(pid_t pid, int sig) {
   if (::kill(pid, sig) == 0 || errno != ESRCH) ::waitpid(pid, nullptr, 0);
 }
 
-Status ProcessCluster::StartController(const std::vector<std::string>& extra) {
+Status ProcessCluster::StartController(const std::vector<std::string>& extra, bool wait) {
   std::vector<std::string> argv = {HMPMD_CLI_BIN,
                                    "controller",
                                    "--listen",
@@ -110,6 +110,7 @@ Status ProcessCluster::StartController(const std::vector<std::string>& extra) {
   argv.insert(argv.end(), extra.begin(), extra.end());
   controller_ = Spawn(argv, dir_ + "/controller.log");
   if (controller_ < 0) return Status::Internal("cannot start " + std::string(HMPMD_CLI_BIN));
+  if (!wait) return Status::Ok();
   for (int i = 0; i < 500; ++i) {
     if (!Get("/api/v1/pool").is_null()) return Status::Ok();
     int status = 0;
@@ -120,6 +121,15 @@ Status ProcessCluster::StartController(const std::vector<std::string>& extra) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return Status::Unavailable("controller REST API did not answer");
+}
+
+bool ProcessCluster::ControllerRunning() {
+  if (controller_ <= 0) return false;
+  if (::waitpid(controller_, nullptr, WNOHANG) == controller_) {
+    controller_ = -1;
+    return false;
+  }
+  return true;
 }
 
 void ProcessCluster::KillController() {
@@ -135,7 +145,7 @@ void ProcessCluster::StopController() {
 Status ProcessCluster::StartWorker(const std::vector<std::string>& extra,
                                    const std::string& cores) {
   std::vector<std::string> argv = {
-      worker_bin_, "--controller", "tcp://127.0.0.1:" + std::to_string(zmq_port_),
+      worker_bin_, "--controller", worker_controller_.empty() ? zmq_endpoint() : worker_controller_,
       "--cores",   cores,          "--exec-log",
       exec_log_,   "--log-level",  log_level_};
   argv.insert(argv.end(), extra.begin(), extra.end());

@@ -29,7 +29,16 @@ class ProcessCluster {
   void set_log_level(std::string level) { log_level_ = std::move(level); }
   // --recovery-grace-ms of the controllers it starts. Default: 600.
   void set_recovery_grace_ms(int ms) { recovery_grace_ms_ = ms; }
-  Status StartController(const std::vector<std::string>& extra = {});
+  // `wait`: until its REST API answers (a --standby one answers only once
+  // it has taken over).
+  Status StartController(const std::vector<std::string>& extra = {}, bool wait = true);
+  // True while the controller has not exited.
+  bool ControllerRunning();
+  // The store its controllers open (default DIR/hmpmd.db): another
+  // cluster's, for a standby of that cluster's controller.
+  void set_db(std::string db) { db_ = std::move(db); }
+  // What workers get as --controller (default this cluster's endpoint).
+  void set_worker_controller(std::string endpoints) { worker_controller_ = std::move(endpoints); }
   void KillController();  // SIGKILL, then reaps it
   void StopController();  // SIGTERM (a clean exit), then reaps it
   // Starts a worker (`hmpmd-worker`, or the binary set_worker_bin() names)
@@ -86,6 +95,7 @@ class ProcessCluster {
   int zmq_port_ = 0, http_port_ = 0;
   pid_t controller_ = -1;
   std::vector<pid_t> workers_;
+  std::string worker_controller_;
 };
 
 }  // namespace hmpmd::testing

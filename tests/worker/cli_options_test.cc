@@ -78,6 +78,15 @@ TEST(CheckControllerEndpointTest, AcceptsTcpAndIpcOnly) {
   EXPECT_THAT(CheckControllerEndpoint("tcp://:5555").message(), HasSubstr("has no host"));
 }
 
+// A primary and its standbys: each is checked.
+TEST(CheckControllerEndpointTest, TakesSeveralSeparatedByCommas) {
+  EXPECT_TRUE(CheckControllerEndpoint("tcp://10.0.0.1:5555,tcp://10.0.0.2:5555").ok());
+  EXPECT_THAT(CheckControllerEndpoint("tcp://10.0.0.1:5555,tcp://10.0.0.2:99999").message(),
+              HasSubstr("port '99999'"));
+  EXPECT_FALSE(CheckControllerEndpoint("tcp://10.0.0.1:5555,").ok());
+  EXPECT_FALSE(CheckControllerEndpoint(",tcp://10.0.0.1:5555").ok());
+}
+
 TEST(ReadTokenFileTest, StripsTrailingWhitespaceAndReportsMissingFiles) {
   const std::string path = ::testing::TempDir() + "hmpmd_worker_token_test";
   {

@@ -15,8 +15,12 @@ enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 /// Configuration of a Worker. The `hmpmd-worker` flags map onto these
 /// fields and do nothing else.
 struct WorkerOptions {
-  /// ZeroMQ endpoint of the controller, e.g. "tcp://10.0.0.5:5555".
-  /// Default: none; Run() fails with InvalidArgument when it is empty.
+  /// ZeroMQ endpoint of the controller, e.g. "tcp://10.0.0.5:5555"; or a
+  /// primary and its standbys (`hmpmd controller --standby`) separated by
+  /// commas, "tcp://10.0.0.5:5555,tcp://10.0.0.6:5555": the worker
+  /// registers with whichever answers, and moves on when its connection
+  /// closes. Default: none; Run() fails with InvalidArgument when it is
+  /// empty.
   std::string controller_endpoint;
 
   /// Human-readable name the controller shows; unique among live workers.

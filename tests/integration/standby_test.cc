@@ -1,0 +1,117 @@
+// A hot standby (`hmpmd controller --standby`, docs/operations.md "Hot
+// standby"): a second controller on the primary's store, with ports of its
+// own, and workers given both endpoints. While the primary holds the store
+// (running, or paused with SIGSTOP) the standby neither answers nor
+// dispatches; once the primary is killed it takes over, the workers move to
+// it, and the job goes on with no finished task run again.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "process_cluster_fixture.h"
+
+namespace hmpmd::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// `n` independent sleeps of `us`, then one task that takes them all.
+std::string Spec(int n, int us) {
+  nlohmann::json tasks = nlohmann::json::array();
+  nlohmann::json all = nlohmann::json::array();
+  for (int i = 0; i < n; ++i) {
+    tasks.push_back({{"id", "s" + std::to_string(i)}, {"kernel", "sleep"}, {"args", {{"us", us}}}});
+    all.push_back("s" + std::to_string(i));
+  }
+  tasks.push_back({{"id", "end"}, {"kernel", "noop"}, {"inputs", all}});
+  return nlohmann::json{{"name", "failover"}, {"tasks", tasks}}.dump();
+}
+
+class StandbyTest : public ProcessClusterFixture {
+ protected:
+  StandbyTest() : ProcessClusterFixture("hmpmd-standby") {}
+  void SetUp() override {
+    ProcessClusterFixture::SetUp();
+    std::filesystem::create_directories(Path("standby"));
+    standby_ = std::make_unique<ProcessCluster>(Path("standby"));
+    standby_->set_db(cluster_->db());
+    cluster_->set_worker_controller(cluster_->zmq_endpoint() + "," + standby_->zmq_endpoint());
+  }
+  void TearDown() override {
+    standby_.reset();
+    ProcessClusterFixture::TearDown();
+  }
+  std::unique_ptr<ProcessCluster> standby_;
+};
+
+TEST_F(StandbyTest, TakesOverOnlyOnceThePrimaryIsGoneAndRunsNothingTwice) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(standby_->StartController({"--standby"}, /*wait=*/false).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker().ok());
+  ASSERT_TRUE(cluster_->WaitWorkers(2, 30'000));
+  constexpr int kTasks = 60;
+  auto id = cluster_->Submit(Spec(kTasks, 50'000));
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  WaitDone(*id, 8);
+
+  // Paused, the primary still holds the store: the standby waits, and
+  // answers nothing (no split brain).
+  ASSERT_EQ(::kill(cluster_->controller_pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(standby_->ControllerRunning());
+  EXPECT_TRUE(standby_->Get("/api/v1/pool").is_null()) << "the standby serves beside its primary";
+  ASSERT_EQ(::kill(cluster_->controller_pid(), SIGCONT), 0);
+  WaitDone(*id, 20);
+  EXPECT_TRUE(standby_->Get("/api/v1/pool").is_null());
+
+  // Killed, it releases the store: the standby takes over, and the workers
+  // move to it.
+  const auto killed = Clock::now();
+  cluster_->KillController();
+  nlohmann::json job;
+  for (int i = 0; i < 3000; ++i) {
+    job = standby_->Get("/api/v1/jobs/" + std::to_string(*id));
+    if (job.is_object() && standby_->Get("/api/v1/pool").value("alive_devices", 0) == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(job.is_object()) << "the standby never answered for the job";
+  std::printf("standby serving with both workers %.2f s after the primary's kill\n",
+              std::chrono::duration<double>(Clock::now() - killed).count());
+  job = standby_->WaitJob(*id, 60'000);
+  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump();
+  // Both workers lived: every task ran exactly once, across the takeover.
+  std::map<uint32_t, int> runs;
+  for (const auto& e : cluster_->ReadExecLog()) {
+    if (e.job == *id) ++runs[e.task];
+  }
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kTasks + 1));
+  for (const auto& [task, count] : runs) EXPECT_EQ(count, 1) << "task run " << task;
+  // New work goes to the new primary.
+  auto next = standby_->Submit(Spec(4, 1000));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(standby_->WaitJob(*next, 30'000).value("state", ""), "succeeded");
+  EXPECT_NE(Slurp("standby/controller.log").find("taking over"), std::string::npos)
+      << Slurp("standby/controller.log");
+  // The workers moved because the connection closed, not at a time-out.
+  EXPECT_NE(Slurp("worker.log").find("closed the connection; registering with the next"),
+            std::string::npos)
+      << Slurp("worker.log");
+  EXPECT_EQ(Slurp("worker.log").find("nothing from the controller"), std::string::npos)
+      << Slurp("worker.log");
+}
+
+TEST_F(StandbyTest, AStandbyNeedsAStore) {
+  const std::string out = Path("out.txt");
+  const std::string cmd = std::string(HMPMD_CLI_BIN) +
+                          " controller --standby --db '' --listen tcp://127.0.0.1:0 --http '' > " +
+                          out + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_NE(Slurp("out.txt").find("--standby: needs --db, the primary's store"), std::string::npos)
+      << Slurp("out.txt");
+}
+
+}  // namespace
+}  // namespace hmpmd::testing
