@@ -448,14 +448,19 @@ async function pollOwnJobs() {
   $('conn').textContent = 'own jobs, every 2 s'; $('conn').className = 'conn up';
   const mine = ++polls;
   for (state.connected = true; state.connected && mine === polls;) {
-    try {
-      await loadPool();
-      for (const j of (await getJson('/api/v1/jobs')).jobs) upsertJob(j);
-      renderJobs();
-      if (state.view != null) renderJobPage();
-    } catch (err) { console.error(err); }
+    await reloadAll();
     await new Promise((done) => setTimeout(done, 2000));
   }
+}
+
+// The pool and the jobs read afresh, and the page drawn from them.
+async function reloadAll() {
+  try {
+    await loadPool();
+    for (const j of (await getJson('/api/v1/jobs')).jobs) upsertJob(j);
+    renderJobs();
+    if (state.view != null) renderJobPage();
+  } catch (err) { console.error(err); }
 }
 
 function connect() {
@@ -465,12 +470,7 @@ function connect() {
       timeline.setClock(JSON.parse(e.data).now_us);
       $('conn').textContent = 'live'; $('conn').className = 'conn up';
       // A fresh snapshot after every (re)connect; events keep it current.
-      try {
-        await loadPool();
-        for (const j of (await getJson('/api/v1/jobs')).jobs) upsertJob(j);
-        renderJobs();
-        if (state.view != null) renderJobPage();
-      } catch (err) { console.error(err); }
+      await reloadAll();
     },
     tasks: (e) => {
       const d = JSON.parse(e.data);

@@ -46,6 +46,16 @@ def get(url):
         return None
 
 
+def wait_success(base, job):
+    for _ in range(6000):
+        j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")
+        if j.get("state") in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.01)
+    if j.get("state") != "succeeded":
+        raise RuntimeError(f"job ended {j.get('state')}")
+
+
 def wait_failover(base, job, done_at_kill, killed):
     """Seconds from `killed` until `base` answers with 2 live workers, and
     until the job has a task more done than at the kill."""
@@ -120,27 +130,14 @@ def one_run(args, workdir):
         ctl.wait()
         killed = time.monotonic()
         if args.standby:
-            serving, progress = wait_failover(standby_base, job, done_at_kill, killed)
-            base = standby_base
-            for _ in range(6000):
-                j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")
-                if j.get("state") in ("succeeded", "failed", "cancelled"):
-                    break
-                time.sleep(0.01)
-            if j.get("state") != "succeeded":
-                raise RuntimeError(f"job ended {j.get('state')}")
-            return serving, progress
+            times = wait_failover(standby_base, job, done_at_kill, killed)
+            wait_success(standby_base, job)
+            return times
         open(log, "a").write("--- restart ---\n")
         ctl = start_controller()
         if args.compare:
             return wait_failover(base, job, done_at_kill, killed)
-        for _ in range(6000):
-            j = json.loads(get(f"{base}/api/v1/jobs/{job}") or "{}")
-            if j.get("state") in ("succeeded", "failed", "cancelled"):
-                break
-            time.sleep(0.01)
-        if j.get("state") != "succeeded":
-            raise RuntimeError(f"job ended {j.get('state')}")
+        wait_success(base, job)
         text = open(log).read().split("--- restart ---")[-1]
         m = re.search(r"dispatch resumes after (\d+) ms: (all workers back|grace expired)", text)
         if not m:

@@ -58,6 +58,19 @@ JobSpec Spins(const std::string& name, int n, int64_t us, uint32_t weight, bool 
   return spec;
 }
 
+// A chain of `n` spins of `us`: it can use one core at a time.
+JobSpec Chain(int n, int64_t us) {
+  SpecBuilder chain;
+  chain.Name("chain");
+  for (int i = 0; i < n; ++i) {
+    TaskBuilder t("c" + std::to_string(i));
+    t.Us(us);
+    if (i > 0) t.Inputs({"c" + std::to_string(i - 1)});
+    chain.Add(t);
+  }
+  return chain.Build();
+}
+
 ResourcePool PoolOf(uint32_t devices, uint32_t cube, uint32_t vector) {
   ResourcePool pool;
   for (uint32_t d = 0; d < devices; ++d)
@@ -240,17 +253,7 @@ class FairShareEngine : public ::testing::Test {
 // core of four; the light job takes the other three, and no core idles.
 TEST_F(FairShareEngine, AJobThatCannotUseItsShareLeavesItToTheOthers) {
   Start(4);
-  SpecBuilder chain;
-  chain.Name("chain");
-  std::string prev;
-  for (int i = 0; i < 100; ++i) {
-    TaskBuilder t("c" + std::to_string(i));
-    t.Us(100);
-    if (!prev.empty()) t.Inputs({prev});
-    chain.Add(t);
-    prev = "c" + std::to_string(i);
-  }
-  JobSpec heavy = chain.Build();
+  JobSpec heavy = Chain(100, 100);
   heavy.weight = 3;
   const JobId h = Add(heavy);
   const JobId l = Add(Spins("wide", 600, 100, 1));
@@ -373,21 +376,11 @@ TEST_F(FairShareEngine, TenantsShareThePoolByTheirShares) {
 
 // A job that cannot use its part leaves it to its own tenant's other jobs
 // first: tenant a's chain uses one core of its two, and a's wide job takes
-// the other, not b (which, sharing by job, would get 3 of the 4 cores'
-// last three eighths: 0.375 + 0.375 for a's jobs against b's 0.375).
+// the other, so a and b get half each. Sharing by job gave a 5/8 (the
+// chain's 1/4 and its wide job's 3/8) against b's 3/8.
 TEST_F(FairShareEngine, AnIdleJobsPartGoesToItsTenantsOtherJobs) {
   Start(4);
-  SpecBuilder chain;
-  chain.Name("chain");
-  std::string prev;
-  for (int i = 0; i < 100; ++i) {
-    TaskBuilder t("c" + std::to_string(i));
-    t.Us(100);
-    if (!prev.empty()) t.Inputs({prev});
-    chain.Add(t);
-    prev = "c" + std::to_string(i);
-  }
-  const JobId c = Add(chain.Build(), 0, {"a", 1});
+  const JobId c = Add(Chain(100, 100), 0, {"a", 1});
   const JobId wa = Add(Spins("wa", 600, 100, 1), 0, {"a", 1});
   const JobId wb = Add(Spins("wb", 600, 100, 1), 0, {"b", 1});
   VirtualLoop loop(s_.get());
