@@ -446,10 +446,10 @@ bool RestApi::GetOutputs(RouteCall& call) {
     outputs.push_back(std::move(o));
   }
   json body = {{"id", job->id}, {"outputs", std::move(outputs)}, {"lost", std::move(lost)}};
-  // The token a fetch from those workers must carry: to whoever may
-  // change things here (the Bearer token, or anyone without one), never
-  // to a reader the controller would refuse a POST. The job's own: it
-  // opens no other job's outputs.
+  // The token a fetch from those workers must carry: to a holder of a
+  // token (of any role: reading outputs is a read), or to anyone where
+  // there are no tokens; never to an anonymous reader (--public-read).
+  // The job's own: it opens no other job's outputs.
   if (Authorised(call.req))
     body["data_token"] = DataTokenHex(JobDataToken(c.data_token(), job->id));
   call.reply(Json(200, JsonText(body)));

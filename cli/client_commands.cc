@@ -35,10 +35,44 @@ struct ClientArgs {
 };
 
 struct Client {
-  HttpUrl url;
+  // A primary's URL and its standbys' (--url A,B); calls go to the one
+  // that last answered.
+  std::vector<HttpUrl> urls;
+  mutable size_t at = 0;
   std::map<std::string, std::string> headers;
   milliseconds timeout;
+
+  const HttpUrl& url() const { return urls[at]; }
+  // "http://A:8080" or "http://A:8080, http://B:8080" for messages.
+  std::string names() const {
+    std::string s;
+    for (const HttpUrl& u : urls) s += (s.empty() ? "" : ", ") + u.ToString();
+    return s;
+  }
 };
+
+// HttpCall to the client's controller. One it cannot reach (refused, no
+// route: nothing was sent) may have handed over to a standby: the next URL
+// is tried, each once. A request that reached a controller is never sent
+// to another (a submit that timed out may have been taken).
+Result<HttpResponse> Send(const Client& c, std::string_view method, const std::string& target,
+                          std::string_view body, milliseconds timeout) {
+  Result<HttpResponse> r = HttpCall(c.url(), method, target, body, c.headers, timeout);
+  for (size_t tried = 1;
+       tried < c.urls.size() && !r.ok() && r.status().message().starts_with("cannot reach ");
+       ++tried) {
+    c.at = (c.at + 1) % c.urls.size();
+    r = HttpCall(c.url(), method, target, body, c.headers, timeout);
+    if (tried + 1 == c.urls.size() && !r.ok() &&
+        r.status().message().starts_with("cannot reach " + c.url().ToString() + ": ")) {
+      // None could be reached: say so of each, not of the last alone.
+      const size_t why = ("cannot reach " + c.url().ToString() + ": ").size();
+      return Status::Unavailable("cannot reach " + c.names() + ": " +
+                                 r.status().message().substr(why));
+    }
+  }
+  return r;
+}
 
 Result<Client> Connect(const ClientArgs& a) {
   std::string url = a.url;
@@ -50,7 +84,12 @@ Result<Client> Connect(const ClientArgs& a) {
     url = env && *env ? env : "http://127.0.0.1:8080";
   }
   Client c;
-  ASSIGN_OR_RETURN(c.url, ParseHttpUrl(url));
+  for (size_t at = 0; at <= url.size();) {
+    const size_t comma = std::min(url.find(',', at), url.size());
+    ASSIGN_OR_RETURN(HttpUrl one, ParseHttpUrl(url.substr(at, comma - at)));
+    c.urls.push_back(std::move(one));
+    at = comma + 1;
+  }
   // No --token-file: the token a controller on this host made, if any
   // (DefaultTokenPath); a controller without a token ignores it.
   Result<std::string> token =
@@ -81,7 +120,7 @@ Result<json> FromAnswer(const Client& c, std::string_view method, const std::str
   const bool ours = j.is_object() && j.contains("error") && j["error"].is_string();
   std::string msg = ours ? j["error"].get<std::string>()
                          : std::string(method) + " " + target + ": HTTP " +
-                               std::to_string(r.status) + " from " + c.url.ToString() +
+                               std::to_string(r.status) + " from " + c.url().ToString() +
                                ", without an hmpmd error (is it an hmpmd controller?)";
   // Not an hmpmd controller at --url (a 4xx, or 501 for a method it lacks):
   // the input is wrong, whatever the command's method. A bare 502/503 is a
@@ -102,7 +141,7 @@ Result<json> FromAnswer(const Client& c, std::string_view method, const std::str
 // Hmpmd-Store header (empty if it has none).
 Result<json> Call(const Client& c, std::string_view method, const std::string& target,
                   std::string_view body = {}, std::string* store = nullptr) {
-  ASSIGN_OR_RETURN(HttpResponse r, HttpCall(c.url, method, target, body, c.headers, c.timeout));
+  ASSIGN_OR_RETURN(HttpResponse r, Send(c, method, target, body, c.timeout));
   if (store != nullptr) *store = StoreOf(r);
   return FromAnswer(c, method, target, r);
 }
@@ -192,7 +231,8 @@ constexpr milliseconds kWaitingNotice{3000};
 std::string TransportReason(const Client& c, const Status& st) {
   std::string reason = st.message();
   for (const std::string& prefix :
-       {"cannot reach " + c.url.ToString() + ": ", c.url.ToString() + ": "}) {
+       {"cannot reach " + c.names() + ": ", "cannot reach " + c.url().ToString() + ": ",
+        c.url().ToString() + ": "}) {
     if (reason.starts_with(prefix)) return reason.substr(prefix.size());
   }
   return reason;
@@ -213,7 +253,6 @@ Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline, const std:
                      const std::string& route = "") {
   using Clock = std::chrono::steady_clock;
   const std::string target = "/api/v1/jobs/" + std::to_string(id) + route;
-  const std::string url = c.url.ToString();
   auto seconds_since = [](Clock::time_point t) {
     return std::to_string(std::lround(std::chrono::duration<double>(Clock::now() - t).count()));
   };
@@ -222,10 +261,10 @@ Result<json> PollJob(const Client& c, uint64_t id, Deadline deadline, const std:
   while (true) {
     // A poll never runs past the deadline by more than a connect attempt.
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    auto r = HttpCall(c.url, "GET", target, "", c.headers,
-                      std::min(c.timeout, std::max(left, milliseconds(100))));
+    auto r = Send(c, "GET", target, "", std::min(c.timeout, std::max(left, milliseconds(100))));
+    const std::string url = c.url().ToString();
     if (!r.ok()) {
-      outage = "controller unreachable at " + url + ": " + TransportReason(c, r.status());
+      outage = "controller unreachable at " + c.names() + ": " + TransportReason(c, r.status());
     } else if (r->status >= 500) {
       outage = "controller at " + url + " answered HTTP " + std::to_string(r->status) + ": " +
                FromAnswer(c, "GET", target, *r).status().message();
@@ -284,7 +323,7 @@ int Submit(const ClientArgs& a, const std::string& file, bool wait, double wait_
   // would read as "submitted job 0".
   if (!r->is_object() || !(*r)["id"].is_number_unsigned()) {
     return Fail(Status::Internal("POST /api/v1/jobs: the answer has no job id (is " +
-                                 c->url.ToString() + " an hmpmd controller?)"));
+                                 c->url().ToString() + " an hmpmd controller?)"));
   }
   const uint64_t id = (*r)["id"].get<uint64_t>();
   if (!wait) {
@@ -509,7 +548,8 @@ int PoolCmd(const ClientArgs& a) {
 
 void AddCommon(CLI::App* sub, ClientArgs* a) {
   sub->add_option("--url", a->url,
-                  "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080)")
+                  "Controller REST API (default $HMPMD_URL or http://127.0.0.1:8080); a primary's "
+                  "and its standbys' separated by commas")
       ->each([a](const std::string&) { a->url_given = true; });
   sub->add_option("--token-file", a->token_file,
                   "File holding the controller's token (default: $HMPMD_TOKEN_FILE, else "

@@ -4,14 +4,23 @@
 // (running, or paused with SIGSTOP) the standby neither answers nor
 // dispatches; once the primary is killed it takes over, the workers move to
 // it, and the job goes on with no finished task run again.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "process_cluster_fixture.h"
+
+extern char** environ;
 
 namespace hmpmd::testing {
 namespace {
@@ -101,6 +110,48 @@ TEST_F(StandbyTest, TakesOverOnlyOnceThePrimaryIsGoneAndRunsNothingTwice) {
       << Slurp("worker.log");
   EXPECT_EQ(Slurp("worker.log").find("nothing from the controller"), std::string::npos)
       << Slurp("worker.log");
+}
+
+// `hmpmd submit --wait --url A,B`, started against the primary, follows
+// its job to the standby when the primary is killed, and fetches its
+// outputs there.
+TEST_F(StandbyTest, SubmitWaitWithBothUrlsFollowsTheJobToTheStandby) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(standby_->StartController({"--standby"}, /*wait=*/false).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker().ok());
+  ASSERT_TRUE(cluster_->WaitWorkers(2, 30'000));
+  std::ofstream(Path("job.json")) << Spec(40, 50'000);
+  const std::string urls = cluster_->http_url() + "," + standby_->http_url();
+  std::vector<std::string> args = {HMPMD_CLI_BIN,    "submit",   Path("job.json"), "--wait",
+                                   "--wait-timeout", "60",       "--url",          urls,
+                                   "--fetch",        Path("out")};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, Path("submit.out").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  pid_t submit = -1;
+  ASSERT_EQ(posix_spawn(&submit, argv[0], &files, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&files);
+  WaitDone(1, 8);
+  cluster_->KillController();
+  // Bounded: --wait-timeout ends it within 60 s; past 90 it is killed.
+  int status = -1;
+  for (int i = 0; i < 9000 && ::waitpid(submit, &status, WNOHANG) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (::waitpid(submit, &status, WNOHANG) == 0) {
+    ::kill(submit, SIGKILL);
+    ::waitpid(submit, &status, 0);
+    FAIL() << "submit --wait did not end: " << Slurp("submit.out");
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp("submit.out");
+  EXPECT_NE(Slurp("submit.out").find("job 1 'failover': succeeded"), std::string::npos)
+      << Slurp("submit.out");
+  EXPECT_TRUE(std::filesystem::exists(Path("out/manifest.json"))) << Slurp("submit.out");
 }
 
 TEST_F(StandbyTest, AStandbyNeedsAStore) {
