@@ -76,10 +76,12 @@ class HmpmdPolicy final : public DeviceSetPolicy {
   // 64 devices: cube shares within 2.6 points of continuous clocks, and
   // simulated 1.5-3x faster: fewer stale entries in the engine's heap).
   static constexpr double kFairStepUs = 1000;
-  // Steps of a job's clock that one step of its tenant's outweighs: more
-  // than the lag bound's (JobShares::Options), so the tenant behind goes
-  // first whatever its jobs' clocks; small enough that a tenant's clock
-  // of days keeps whole microseconds of priority exact in a double.
+  // Steps of a job's clock that one step of its tenant's outweighs: over
+  // three times the default lag bound's 20 (JobShares::Options), so the
+  // tenant behind goes first unless its jobs' clocks are further apart
+  // than that (tasks over 32 ms widen the bound); small enough that a
+  // tenant's clock of days keeps whole microseconds of priority exact in
+  // a double.
   static constexpr double kTenantGain = 64;
 
   HmpmdPolicy() : DeviceSetPolicy(FloatingDagOptions()) {}
