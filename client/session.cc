@@ -350,7 +350,7 @@ Result<Future> Session::Put(std::vector<Buffer> data, CoreKind core) {
     if (puts_ == nullptr) {
       auto made = std::make_unique<PutServer>(job_, data_token_);
       const std::string host =
-          options_.data_host.empty() ? LocalAddressFor(options_.controller) : options_.data_host;
+          options_.data_host.empty() ? LocalAddressFor(controller_) : options_.data_host;
       RETURN_IF_ERROR(made->Start(host));
       puts_ = std::move(made);
     }

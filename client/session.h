@@ -148,6 +148,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<bool> stop_{false};
   JobId job_ = 0;
   DataToken data_token_;  // set with job_, before the I/O thread starts
+  // The endpoint of the controller that opened the session (one of
+  // options_.controller's); set with job_.
+  std::string controller_;
 
   std::mutex mu_;
   std::condition_variable cv_;

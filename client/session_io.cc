@@ -20,9 +20,23 @@
 #include "session.h"
 
 namespace hmpmd::client::internal {
+namespace {
+
+// How long Start() gives each of several endpoints to complete a handshake.
+constexpr int64_t kTryEachMs = 1000;
+
+}  // namespace
+
 Status Session::Start() {
-  if (Status st = CheckEndpoint(options_.controller, /*bind=*/false); !st.ok()) {
-    return Status::InvalidArgument("controller: " + st.message());
+  // One endpoint, or a primary and its standbys separated by commas.
+  std::vector<std::string> endpoints;
+  for (size_t at = 0; at <= options_.controller.size();) {
+    const size_t comma = std::min(options_.controller.find(',', at), options_.controller.size());
+    endpoints.push_back(options_.controller.substr(at, comma - at));
+    if (Status st = CheckEndpoint(endpoints.back(), /*bind=*/false); !st.ok()) {
+      return Status::InvalidArgument("controller: " + st.message());
+    }
+    at = comma + 1;
   }
   if (options_.max_batch == 0) return Status::InvalidArgument("max_batch: must be at least 1");
   // 0 made the client's loop spin on a 0 ms heartbeat timer.
@@ -57,25 +71,31 @@ Status Session::Start() {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::Internal("eventfd failed");
   zmq::socket_t handshakes;
-  try {
-    socket_ = zmq::socket_t(ctx_, zmq::socket_type::dealer);
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::sndhwm, 0);
-    socket_.set(zmq::sockopt::rcvhwm, 0);
-    if (!options_.curve_server_key.empty()) {
-      socket_.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
-      socket_.set(zmq::sockopt::curve_publickey, options_.curve_public_key);
-      socket_.set(zmq::sockopt::curve_secretkey, options_.curve_secret_key);
-    } else {
-      SetControlCredentials(socket_, *token);
+  size_t at = 0;  // the endpoint tried now
+  const auto connect = [&]() -> Status {
+    try {
+      handshakes = zmq::socket_t();  // the previous socket's monitor first
+      socket_ = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+      socket_.set(zmq::sockopt::linger, 0);
+      socket_.set(zmq::sockopt::sndhwm, 0);
+      socket_.set(zmq::sockopt::rcvhwm, 0);
+      if (!options_.curve_server_key.empty()) {
+        socket_.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
+        socket_.set(zmq::sockopt::curve_publickey, options_.curve_public_key);
+        socket_.set(zmq::sockopt::curve_secretkey, options_.curve_secret_key);
+      } else {
+        SetControlCredentials(socket_, *token);
+      }
+      // The controller checks credentials in the handshake, before any
+      // message: a refused session would otherwise wait for its time-out.
+      handshakes = MonitorHandshakes(ctx_, socket_);
+      socket_.connect(endpoints[at]);
+    } catch (const zmq::error_t& e) {
+      return Status::InvalidArgument("controller '" + endpoints[at] + "': " + e.what());
     }
-    // The controller checks credentials in the handshake, before any
-    // message: a refused session would otherwise wait for its time-out.
-    handshakes = MonitorHandshakes(ctx_, socket_);
-    socket_.connect(options_.controller);
-  } catch (const zmq::error_t& e) {
-    return Status::InvalidArgument("controller '" + options_.controller + "': " + e.what());
-  }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(connect());
   // Only the opening needs the monitor: it stops on every way out, and
   // before the I/O thread takes socket_ (a socket has one thread).
   struct MonitorOff {
@@ -98,10 +118,16 @@ Status Session::Start() {
   open.weight = options_.weight;
   open.heartbeat_ms = options_.heartbeat_ms;
   open.sent_us = NowUs();
-  if (!SendMessage(open)) return Status::Unavailable("cannot send to " + options_.controller);
+  if (!SendMessage(open)) return Status::Unavailable("cannot send to " + endpoints[at]);
   zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                               {handshakes.handle(), 0, ZMQ_POLLIN, 0}};
   const auto deadline = Deadline(options_.connect_timeout_ms);
+  // With standbys: an endpoint that completes no handshake within
+  // kTryEachMs (a standby waiting for the store listens on nothing) is left
+  // for the next. One that did is a controller: it is waited for, as one
+  // endpoint is, so that no second session is opened beside a slow first.
+  bool reached = false;
+  auto next_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTryEachMs);
   // A controller that cannot take the session now (its job store cannot be
   // written) is asked again, less often each time, until the deadline, as
   // `hmpmd submit --wait` rides through a 503: a full disk is a pause.
@@ -119,7 +145,21 @@ Status Session::Start() {
     // wrap (a saturated deadline is 292 years away).
     auto slice = std::min(left, std::chrono::milliseconds(INT32_MAX));
     const bool refused_before = ask_again_at != kNotRefused;
+    const bool rotating = endpoints.size() > 1 && !reached;
     if (options_.connect_timeout_ms < 0 && !refused_before) slice = std::chrono::milliseconds(-1);
+    if (rotating) {
+      if (now >= next_at) {
+        at = (at + 1) % endpoints.size();
+        RETURN_IF_ERROR(connect());
+        items[0].socket = socket_.handle();
+        items[1].socket = handshakes.handle();
+        open.sent_us = NowUs();
+        if (!SendMessage(open)) return Status::Unavailable("cannot send to " + endpoints[at]);
+        next_at = now + std::chrono::milliseconds(kTryEachMs);
+      }
+      const auto to_next = std::chrono::duration_cast<std::chrono::milliseconds>(next_at - now);
+      slice = slice.count() < 0 ? to_next : std::min(slice, to_next);
+    }
     if (refused_before) {
       slice = std::max(std::chrono::milliseconds(0),
                        std::min(slice, std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -130,6 +170,7 @@ Status Session::Start() {
       ready = zmq::poll(items, 2, slice);
       if (items[1].revents & ZMQ_POLLIN) {
         const int event = NextMonitorEvent(handshakes, 0);
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) reached = true;
         if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
           if (!options_.curve_server_key.empty()) {
             return Status::PermissionDenied("controller: this CURVE key is not authorized");
@@ -142,14 +183,14 @@ Status Session::Start() {
       // EINTR: a signal (Ctrl-C) came while this thread waited; its caller
       // decides what the signal means, so the wait ends here.
       const std::string why = e.num() == EINTR ? "interrupted by a signal" : e.what();
-      return Status::Unavailable("connect to " + options_.controller + ": " + why +
+      return Status::Unavailable("connect to " + endpoints[at] + ": " + why +
                                  " while waiting for the controller");
     }
     if (ready == 0) {
       if (ask_again_at != kNotRefused && std::chrono::steady_clock::now() >= ask_again_at) {
         ask_again_at = kNotRefused;
         open.sent_us = NowUs();
-        if (!SendMessage(open)) return Status::Unavailable("cannot send to " + options_.controller);
+        if (!SendMessage(open)) return Status::Unavailable("cannot send to " + endpoints[at]);
       }
       continue;
     }
@@ -163,6 +204,7 @@ Status Session::Start() {
     auto msg = Decode(parts[0].to_string_view(), parts[1].to_string_view());
     if (!msg.ok() || !std::holds_alternative<SessionAck>(*msg)) continue;
     const SessionAck& ack = std::get<SessionAck>(*msg);
+    reached = true;
     if (ack.job == 0) {
       const auto code = static_cast<StatusCode>(ack.code);
       const bool known = ack.code > 0 && code <= StatusCode::kAborted;
@@ -176,6 +218,7 @@ Status Session::Start() {
     }
     job_ = ack.job;
     data_token_ = ack.data_token;
+    controller_ = endpoints[at];
     monitor_off.Now();
     io_ = std::thread([this] { Loop(); });
     return Status::Ok();
@@ -258,7 +301,7 @@ void Session::Loop() {
       u.job = job_;
       u.closed = true;
       u.job_state = "lost";
-      u.job_error = "driver session lost: the controller at " + options_.controller +
+      u.job_error = "driver session lost: the controller at " + controller_ +
                     " did not answer for " + std::to_string((now - last_heard) / 1000) + " ms";
       HandleUpdate(u);
     }

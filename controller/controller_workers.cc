@@ -318,4 +318,8 @@ void Controller::Audit(const std::string& identity, std::string_view who, std::s
 
 void Controller::UnknownPeer() { ++counters_.unknown_peers; }
 
+void Controller::AfterStored(std::function<void()> fn) {
+  WhenDurable([fn = std::move(fn)](const Status&) { fn(); });
+}
+
 }  // namespace hmpmd

@@ -321,10 +321,15 @@ bool DriverSessions::End(JobId job, const JobRun& run) {
   u.closed = true;
   u.job_state = std::string(JobStateName(run.state));
   u.job_error = run.error;
-  host_->SendTo(s->second.identity, u);
   host_->Audit(s->second.identity, s->second.who, s->second.role,
                "session end, job " + std::to_string(job),
                u.job_state + (run.error.empty() ? "" : ": " + run.error));
+  // Told once the end is stored: a driver told its session succeeded must
+  // not find it failed as lost after the controller's restart (or a
+  // standby's takeover) right after.
+  host_->AfterStored([host = host_, identity = s->second.identity, u = std::move(u)] {
+    host->SendTo(identity, u);
+  });
   // A session's outputs live as long as the session.
   host_->SendToLiveWorkers(FreeJob{job});
   session_of_.erase(s->second.identity);

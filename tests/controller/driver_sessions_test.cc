@@ -44,6 +44,14 @@ class FakeHost : public DriverSessions::Host {
   Status RoomForRuns(uint64_t, const std::string&) override { return room; }
   void RefusedToken(const std::string& name) override { refused_tokens.push_back(name); }
   void UnknownPeer() override { ++unknown_peers; }
+  void AfterStored(std::function<void()> fn) override {
+    if (!hold_stored) return fn();
+    stored_waiters.push_back(std::move(fn));
+  }
+  // Runs what waited for the store.
+  void Stored() {
+    for (auto& fn : std::exchange(stored_waiters, {})) fn();
+  }
 
   // Answers the held submits as a store write that ended with `write`.
   void Settle(const Status& write) {
@@ -66,6 +74,8 @@ class FakeHost : public DriverSessions::Host {
   }
 
   bool hold_answers = false;
+  bool hold_stored = false;  // AfterStored() waits for Stored()
+  std::vector<std::function<void()>> stored_waiters;
   Status room;
   std::vector<std::pair<std::string, Message>> sent;
   std::vector<Message> to_workers;
@@ -268,6 +278,22 @@ TEST_F(DriverSessionsTest, EndedRunsAndTheJobsEndReachTheDriverWhichIsThenForgot
   late.job = job;
   sessions_->Control("d1", late, kNow);
   EXPECT_EQ(host_->unknown_peers, 1) << "the session is gone";
+}
+
+// The driver hears its session ended only once that end is stored: told
+// "succeeded", it must not find the session failed as lost after a restart.
+TEST_F(DriverSessionsTest, TheEndReachesTheDriverOnceItIsStored) {
+  const JobId job = Open("d1");
+  host_->sent.clear();
+  host_->hold_stored = true;
+  JobRun ended = *scheduler_->job(job);
+  ended.state = JobState::kSucceeded;
+  EXPECT_TRUE(sessions_->End(job, ended));
+  EXPECT_TRUE(host_->sent.empty()) << "told before its end was stored";
+  host_->Stored();
+  const SessionUpdate last = host_->Last<SessionUpdate>("d1");
+  EXPECT_TRUE(last.closed);
+  EXPECT_EQ(last.job_state, "succeeded");
 }
 
 }  // namespace

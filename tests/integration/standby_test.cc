@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "hmpmd/client/client.h"
 #include "process_cluster_fixture.h"
 
 extern char** environ;
@@ -37,6 +38,12 @@ std::string Spec(int n, int us) {
   }
   tasks.push_back({{"id", "end"}, {"kernel", "noop"}, {"inputs", all}});
   return nlohmann::json{{"name", "failover"}, {"tasks", tasks}}.dump();
+}
+
+// The live devices `c` reports; 0 while it does not answer.
+int Alive(ProcessCluster& c) {
+  const nlohmann::json pool = c.Get("/api/v1/pool");
+  return pool.is_object() ? pool.value("alive_devices", 0) : 0;
 }
 
 class StandbyTest : public ProcessClusterFixture {
@@ -83,7 +90,7 @@ TEST_F(StandbyTest, TakesOverOnlyOnceThePrimaryIsGoneAndRunsNothingTwice) {
   nlohmann::json job;
   for (int i = 0; i < 3000; ++i) {
     job = standby_->Get("/api/v1/jobs/" + std::to_string(*id));
-    if (job.is_object() && standby_->Get("/api/v1/pool").value("alive_devices", 0) == 2) break;
+    if (job.is_object() && Alive(*standby_) == 2) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(job.is_object()) << "the standby never answered for the job";
@@ -152,6 +159,38 @@ TEST_F(StandbyTest, SubmitWaitWithBothUrlsFollowsTheJobToTheStandby) {
   EXPECT_NE(Slurp("submit.out").find("job 1 'failover': succeeded"), std::string::npos)
       << Slurp("submit.out");
   EXPECT_TRUE(std::filesystem::exists(Path("out/manifest.json"))) << Slurp("submit.out");
+}
+
+// A driver given both endpoints opens its session with whichever is the
+// primary: the standby first in the list is skipped once it completes no
+// handshake; after a takeover, the old primary is.
+TEST_F(StandbyTest, ADriverGivenBothEndpointsOpensWithThePrimary) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(standby_->StartController({"--standby"}, /*wait=*/false).ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  ASSERT_TRUE(cluster_->WaitWorkers(1, 30'000));
+  auto run_one = [&](const std::string& endpoints) {
+    client::ClientOptions o;
+    o.controller = endpoints;
+    o.connect_timeout_ms = 20'000;
+    auto c = client::Client::Connect(o);
+    ASSERT_TRUE(c.ok()) << endpoints << ": " << c.status().ToString();
+    auto f = (*c)->Submit({.kernel = "noop"});
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_TRUE(f->Wait(20'000).ok());
+    EXPECT_TRUE((*c)->Close().ok());
+  };
+  run_one(standby_->zmq_endpoint() + "," + cluster_->zmq_endpoint());
+  cluster_->KillController();
+  for (int i = 0; i < 3000 && Alive(*standby_) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  run_one(cluster_->zmq_endpoint() + "," + standby_->zmq_endpoint());
+  // Both sessions are jobs of the one store, each ended well.
+  const nlohmann::json jobs = standby_->Get("/api/v1/jobs");
+  ASSERT_TRUE(jobs.is_object());
+  ASSERT_EQ(jobs["jobs"].size(), 2u) << jobs.dump();
+  for (const auto& j : jobs["jobs"]) EXPECT_EQ(j["state"], "succeeded") << j.dump();
 }
 
 TEST_F(StandbyTest, AStandbyNeedsAStore) {

@@ -36,7 +36,11 @@ namespace hmpmd::client {
 
 struct ClientOptions {
   /// The controller's ZeroMQ endpoint, as given to `hmpmd controller
-  /// --listen` (with a host instead of '*'). Default: tcp://127.0.0.1:5555.
+  /// --listen` (with a host instead of '*'); or a primary's and its
+  /// standbys' (`hmpmd controller --standby`) separated by commas: Connect()
+  /// opens the session with whichever completes a handshake, giving each
+  /// a second in turn. A session lives and dies with the controller that
+  /// opened it. Default: tcp://127.0.0.1:5555.
   std::string controller = "tcp://127.0.0.1:5555";
   /// The controller's token; empty reads a local controller's token file.
   std::string token;

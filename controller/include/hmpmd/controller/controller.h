@@ -354,6 +354,7 @@ class Controller : private DriverSessions::Host {
              const std::string& call, const std::string& outcome) override;
   void RefusedToken(const std::string& name) override;
   void UnknownPeer() override;
+  void AfterStored(std::function<void()> fn) override;
 
   // --- restarts (controller_recovery.cc) ---
   // Reloads the store's jobs in Start().

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -69,6 +70,9 @@ class DriverSessions {
     virtual void Audit(const std::string& /*identity*/, std::string_view /*who*/,
                        std::string_view /*role*/, const std::string& /*call*/,
                        const std::string& /*outcome*/) {}
+    // Runs `fn` once what was stored so far is in the store (a job's end;
+    // Controller::WhenDurable), whether or not that write succeeded.
+    virtual void AfterStored(std::function<void()> fn) { fn(); }
   };
 
   // `host`, `jobs` and `tokens` outlive this object. A SessionOpen must
