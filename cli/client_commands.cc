@@ -18,133 +18,13 @@
 #include "hmpmd/controller/job_report.h"
 #include "hmpmd/http/http_client.h"
 #include "hmpmd/protocol/json_text.h"
-#include "hmpmd/protocol/token_file.h"
+#include "rest_client.h"
 
 namespace hmpmd {
 namespace {
 
 using json = nlohmann::json;
 using std::chrono::milliseconds;
-
-struct ClientArgs {
-  std::string url;
-  bool url_given = false;  // --url '' (an unset variable in a script) is an error, not the default
-  std::string token_file;
-  bool json = false;
-  double timeout_s = 10;  // per request
-};
-
-struct Client {
-  // A primary's URL and its standbys' (--url A,B); calls go to the one
-  // that last answered.
-  std::vector<HttpUrl> urls;
-  mutable size_t at = 0;
-  std::map<std::string, std::string> headers;
-  milliseconds timeout;
-
-  const HttpUrl& url() const { return urls[at]; }
-  // "http://A:8080" or "http://A:8080, http://B:8080" for messages.
-  std::string names() const {
-    std::string s;
-    for (const HttpUrl& u : urls) s += (s.empty() ? "" : ", ") + u.ToString();
-    return s;
-  }
-};
-
-// HttpCall to the client's controller. One it cannot reach (refused, no
-// route: nothing was sent) may have handed over to a standby: the next URL
-// is tried, each once. A request that reached a controller is never sent
-// to another (a submit that timed out may have been taken).
-Result<HttpResponse> Send(const Client& c, std::string_view method, const std::string& target,
-                          std::string_view body, milliseconds timeout) {
-  Result<HttpResponse> r = HttpCall(c.url(), method, target, body, c.headers, timeout);
-  for (size_t tried = 1;
-       tried < c.urls.size() && !r.ok() && r.status().message().starts_with("cannot reach ");
-       ++tried) {
-    c.at = (c.at + 1) % c.urls.size();
-    r = HttpCall(c.url(), method, target, body, c.headers, timeout);
-    if (tried + 1 == c.urls.size() && !r.ok() &&
-        r.status().message().starts_with("cannot reach " + c.url().ToString() + ": ")) {
-      // None could be reached: say so of each, not of the last alone.
-      const size_t why = ("cannot reach " + c.url().ToString() + ": ").size();
-      return Status::Unavailable("cannot reach " + c.names() + ": " +
-                                 r.status().message().substr(why));
-    }
-  }
-  return r;
-}
-
-Result<Client> Connect(const ClientArgs& a) {
-  std::string url = a.url;
-  if (a.url_given && url.empty()) {
-    return Status::InvalidArgument("--url: empty; give the controller's http://HOST:PORT");
-  }
-  if (url.empty()) {
-    const char* env = std::getenv("HMPMD_URL");
-    url = env && *env ? env : "http://127.0.0.1:8080";
-  }
-  Client c;
-  for (size_t at = 0; at <= url.size();) {
-    const size_t comma = std::min(url.find(',', at), url.size());
-    ASSIGN_OR_RETURN(HttpUrl one, ParseHttpUrl(url.substr(at, comma - at)));
-    c.urls.push_back(std::move(one));
-    at = comma + 1;
-  }
-  // No --token-file: the token a controller on this host made, if any
-  // (DefaultTokenPath); a controller without a token ignores it.
-  Result<std::string> token =
-      a.token_file.empty() ? ReadDefaultToken() : ReadTokenFile(a.token_file);
-  if (!token.ok()) {
-    return Status::InvalidArgument(std::string(a.token_file.empty() ? "token" : "--token-file") +
-                                   ": " + token.status().message());
-  }
-  if (!token->empty()) c.headers["Authorization"] = "Bearer " + *token;
-  c.timeout = milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
-  return c;
-}
-
-// The job store a controller's answer names (RestApi's kStoreHeader).
-std::string StoreOf(const HttpResponse& r) {
-  auto it = r.headers.find("hmpmd-store");
-  return it == r.headers.end() ? std::string() : it->second;
-}
-
-// A 2xx answer's JSON; any other answer becomes a Status carrying its "error".
-Result<json> FromAnswer(const Client& c, std::string_view method, const std::string& target,
-                        const HttpResponse& r) {
-  json j = json::parse(r.body, nullptr, false);
-  if (r.status >= 200 && r.status < 300) {
-    if (j.is_discarded()) return Status::Internal(target + ": the controller sent invalid JSON");
-    return j;
-  }
-  const bool ours = j.is_object() && j.contains("error") && j["error"].is_string();
-  std::string msg = ours ? j["error"].get<std::string>()
-                         : std::string(method) + " " + target + ": HTTP " +
-                               std::to_string(r.status) + " from " + c.url().ToString() +
-                               ", without an hmpmd error (is it an hmpmd controller?)";
-  // Not an hmpmd controller at --url (a 4xx, or 501 for a method it lacks):
-  // the input is wrong, whatever the command's method. A bare 502/503 is a
-  // proxy whose controller is down: unavailable.
-  if (!ours && (r.status < 500 || r.status == 501)) return Status::InvalidArgument(msg);
-  // 404, 400 and 409 (an action the job's state refuses: cancel an ended
-  // job) all exit 2 (Fail): the request was wrong. `submit --wait` tells
-  // 404 apart.
-  StatusCode code = r.status == 404 ? StatusCode::kNotFound
-                    : r.status == 400 || r.status == 409 || r.status == 413
-                        ? StatusCode::kInvalidArgument
-                    : r.status == 401 || r.status == 403 ? StatusCode::kPermissionDenied
-                                                         : StatusCode::kUnavailable;
-  return Status(code, msg);
-}
-
-// Calls the API (FromAnswer). With `store`, sets it to the answer's
-// Hmpmd-Store header (empty if it has none).
-Result<json> Call(const Client& c, std::string_view method, const std::string& target,
-                  std::string_view body = {}, std::string* store = nullptr) {
-  ASSIGN_OR_RETURN(HttpResponse r, Send(c, method, target, body, c.timeout));
-  if (store != nullptr) *store = StoreOf(r);
-  return FromAnswer(c, method, target, r);
-}
 
 std::string Pct(const json& j, const char* key) {
   if (!j.contains(key) || !j[key].is_number()) return "-";
