@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "hmpmd/protocol/address_list.h"
 #include "hmpmd/protocol/token_file.h"
 
 namespace hmpmd {
@@ -42,11 +43,9 @@ Result<Client> Connect(const ClientArgs& a) {
     url = env && *env ? env : "http://127.0.0.1:8080";
   }
   Client c;
-  for (size_t at = 0; at <= url.size();) {
-    const size_t comma = std::min(url.find(',', at), url.size());
-    ASSIGN_OR_RETURN(HttpUrl one, ParseHttpUrl(url.substr(at, comma - at)));
-    c.urls.push_back(std::move(one));
-    at = comma + 1;
+  for (const std::string& one : SplitAddresses(url)) {
+    ASSIGN_OR_RETURN(HttpUrl parsed, ParseHttpUrl(one));
+    c.urls.push_back(std::move(parsed));
   }
   // No --token-file: the token a controller on this host made, if any
   // (DefaultTokenPath); a controller without a token ignores it.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <variant>
 
+#include "hmpmd/protocol/address_list.h"
 #include "hmpmd/protocol/codec.h"
 #include "hmpmd/protocol/control_auth.h"
 #include "hmpmd/protocol/data_auth.h"
@@ -29,14 +30,11 @@ constexpr int64_t kTryEachMs = 1000;
 
 Status Session::Start() {
   // One endpoint, or a primary and its standbys separated by commas.
-  std::vector<std::string> endpoints;
-  for (size_t at = 0; at <= options_.controller.size();) {
-    const size_t comma = std::min(options_.controller.find(',', at), options_.controller.size());
-    endpoints.push_back(options_.controller.substr(at, comma - at));
-    if (Status st = CheckEndpoint(endpoints.back(), /*bind=*/false); !st.ok()) {
+  const std::vector<std::string> endpoints = SplitAddresses(options_.controller);
+  for (const std::string& endpoint : endpoints) {
+    if (Status st = CheckEndpoint(endpoint, /*bind=*/false); !st.ok()) {
       return Status::InvalidArgument("controller: " + st.message());
     }
-    at = comma + 1;
   }
   if (options_.max_batch == 0) return Status::InvalidArgument("max_batch: must be at least 1");
   // 0 made the client's loop spin on a 0 ms heartbeat timer.

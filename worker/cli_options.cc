@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "hmpmd/protocol/address_list.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/read_file.h"
@@ -85,12 +86,10 @@ Status CheckWorkerName(std::string_view name, std::string_view where) {
 
 Status CheckControllerEndpoint(std::string_view endpoints) {
   // One, or a primary and its standbys separated by commas.
-  for (size_t at = 0; at <= endpoints.size();) {
-    const size_t comma = std::min(endpoints.find(',', at), endpoints.size());
-    if (Status st = CheckEndpoint(endpoints.substr(at, comma - at), /*bind=*/false); !st.ok()) {
+  for (const std::string& endpoint : SplitAddresses(endpoints)) {
+    if (Status st = CheckEndpoint(endpoint, /*bind=*/false); !st.ok()) {
       return Status::InvalidArgument("--controller: " + st.message());
     }
-    at = comma + 1;
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 #include <span>
 #include <utility>
 
+#include "hmpmd/protocol/address_list.h"
 #include "hmpmd/protocol/control_auth.h"
 #include "hmpmd/protocol/data_auth.h"
 
@@ -33,13 +34,8 @@ Status FromZmq(const char* what, const zmq::error_t& e) {
 
 }  // namespace
 
-ControllerLink::ControllerLink(const std::string& endpoints) : context_(1) {
-  for (size_t at = 0; at <= endpoints.size();) {
-    const size_t comma = std::min(endpoints.find(',', at), endpoints.size());
-    endpoints_.push_back(endpoints.substr(at, comma - at));
-    at = comma + 1;
-  }
-}
+ControllerLink::ControllerLink(const std::string& endpoints)
+    : endpoints_(SplitAddresses(endpoints)), context_(1) {}
 
 ControllerLink::~ControllerLink() {
   monitor_.reset();

@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "hmpmd/protocol/address_list.h"
 #include "hmpmd/protocol/labels.h"
 #include "hmpmd/protocol/local_address.h"
 #include "hmpmd/worker/builtin_kernels.h"
@@ -131,8 +132,7 @@ class Worker::Impl {
     bool said = false;
     for (;;) {
       // The primary's (the first of several): a standby shares its network.
-      const std::string& all = options_.controller_endpoint;
-      if (auto a = RouteAddressFor(all.substr(0, all.find(',')))) {
+      if (auto a = RouteAddressFor(SplitAddresses(options_.controller_endpoint).front())) {
         options_.data_host = *a;
         if (said)
           log_->info("worker '{}': a route to the controller: data socket on {}", options_.name,
