@@ -32,14 +32,12 @@ double HmpmdPolicy::Priority(const TaskView& task) const {
   // stale (re-keyed in the engine's heap) once per step, not at each of
   // its placements. Several tenants: first the tenant furthest behind,
   // each step of its clock outweighing kTenantGain steps of a job's.
-  const CoreKind kind = RunsOn(task);
-  if (fair_.tenants() > 1) {
-    const double clock = fair_.TenantClock(task.job, kind);
-    p -= kTenantGain * kFairGain * std::floor(clock / kFairStepUs) * kFairStepUs;
-  }
-  if (fair_.Siblings(task.job) > 1) {
-    const double clock = fair_.Clock(task.job, kind);
-    p -= kFairGain * std::floor(clock / kFairStepUs) * kFairStepUs;
+  if (fair_.size() > 1) {
+    const JobShares::Standing s = fair_.StandingOf(task.job, RunsOn(task));
+    if (fair_.tenants() > 1) {
+      p -= kTenantGain * kFairGain * std::floor(s.tenant_clock / kFairStepUs) * kFairStepUs;
+    }
+    if (s.siblings > 1) p -= kFairGain * std::floor(s.job_clock / kFairStepUs) * kFairStepUs;
   }
   return p;
 }

@@ -81,19 +81,20 @@ void JobShares::Charge(JobId job, CoreKind kind, double core_us) {
   Advance(tenants_, it->second->key, k, core_us);
 }
 
-double JobShares::Clock(JobId job, CoreKind kind) const {
+JobShares::Standing JobShares::StandingOf(JobId job, CoreKind kind) const {
   auto it = tenant_of_.find(job);
-  return it == tenant_of_.end() ? 0 : ClockIn(it->second->jobs, job, Index(kind));
+  if (it == tenant_of_.end()) return {};
+  const Tenant& t = *it->second;
+  const size_t k = Index(kind);
+  return {ClockIn(tenants_, t.key, k), ClockIn(t.jobs, job, k), t.jobs.members.size()};
 }
+
+double JobShares::Clock(JobId job, CoreKind kind) const { return StandingOf(job, kind).job_clock; }
 
 double JobShares::TenantClock(JobId job, CoreKind kind) const {
-  auto it = tenant_of_.find(job);
-  return it == tenant_of_.end() ? 0 : ClockIn(tenants_, it->second->key, Index(kind));
+  return StandingOf(job, kind).tenant_clock;
 }
 
-size_t JobShares::Siblings(JobId job) const {
-  auto it = tenant_of_.find(job);
-  return it == tenant_of_.end() ? 0 : it->second->jobs.members.size();
-}
+size_t JobShares::Siblings(JobId job) const { return StandingOf(job, CoreKind::kCube).siblings; }
 
 }  // namespace hmpmd

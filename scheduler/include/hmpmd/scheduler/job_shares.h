@@ -80,6 +80,14 @@ class JobShares {
   // The clock of `kind` of the job's tenant among the tenants (0: unknown).
   double TenantClock(JobId job, CoreKind kind) const;
 
+  // Where a job stands, in one lookup (the policy asks it per priority).
+  struct Standing {
+    double tenant_clock = 0;  // TenantClock()
+    double job_clock = 0;     // Clock()
+    size_t siblings = 0;      // Siblings()
+  };
+  Standing StandingOf(JobId job, CoreKind kind) const;
+
   size_t size() const { return tenant_of_.size(); }           // active jobs
   size_t tenants() const { return tenants_.members.size(); }  // with active jobs
   // Active jobs of the job's tenant, the job included (0: unknown job).
