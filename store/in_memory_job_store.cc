@@ -49,7 +49,27 @@ Status InMemoryJobStore::Write(std::span<const StoreRecord> batch) {
             } else {
               live_workers_.erase(r.key);
             }
+          } else if constexpr (std::is_same_v<T, SessionGroupRecord>) {
+            auto it = jobs_.find(r.job);
+            if (it == jobs_.end()) return;
+            auto& groups = it->second.groups;
+            std::erase_if(groups, [&](const SessionGroupRecord& g) { return g.index == r.index; });
+            groups.insert(std::lower_bound(groups.begin(), groups.end(), r.index,
+                                           [](const SessionGroupRecord& g, uint32_t index) {
+                                             return g.index < index;
+                                           }),
+                          r);
+          } else if constexpr (std::is_same_v<T, RunEndedRecord>) {
+            auto it = jobs_.find(r.job);
+            if (it == jobs_.end()) return;
+            auto& ended = it->second.ended;
+            std::erase_if(ended, [&](const RunEndedRecord& e) { return e.run == r.run; });
+            ended.insert(
+                std::lower_bound(ended.begin(), ended.end(), r.run,
+                                 [](const RunEndedRecord& e, uint32_t run) { return e.run < run; }),
+                r);
           } else {
+            static_assert(std::is_same_v<T, JobForgottenRecord>);
             jobs_.erase(r.job);
           }
         },

@@ -36,6 +36,19 @@ CREATE TABLE IF NOT EXISTS task_runs (
   bytes INTEGER NOT NULL DEFAULT -1,
   buffers INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (job, run)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_groups (
+  job INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  error TEXT NOT NULL DEFAULT '',
+  body BLOB NOT NULL,
+  PRIMARY KEY (job, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS run_ends (
+  job INTEGER NOT NULL,
+  run INTEGER NOT NULL,
+  cancelled INTEGER NOT NULL,
+  error TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (job, run)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS workers (key TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta(key, value) SELECT 'max_job', coalesce(max(id), 0) FROM jobs;
@@ -83,6 +96,13 @@ std::string ColumnText(sqlite3_stmt* s, int i) {
   return p ? std::string(reinterpret_cast<const char*>(p),
                          static_cast<size_t>(sqlite3_column_bytes(s, i)))
            : std::string();
+}
+
+// The entry of job `id` as a column holds it; end() for none (ids are
+// 32-bit: one out of range would name another job).
+std::map<JobId, size_t>::const_iterator JobAt(const std::map<JobId, size_t>& index, int64_t id) {
+  if (id < 1 || id > int64_t{std::numeric_limits<JobId>::max()}) return index.end();
+  return index.find(static_cast<JobId>(id));
 }
 
 }  // namespace
@@ -168,12 +188,22 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& 
                                  &store->max_job_));
   RETURN_IF_ERROR(store->Prepare("DELETE FROM jobs WHERE id = ?", &store->forget_job_));
   RETURN_IF_ERROR(store->Prepare("DELETE FROM task_runs WHERE job = ?", &store->forget_runs_));
+  RETURN_IF_ERROR(store->Prepare(
+      "INSERT OR REPLACE INTO session_groups(job, idx, seq, error, body) VALUES (?, ?, ?, ?, ?)",
+      &store->insert_group_));
+  RETURN_IF_ERROR(store->Prepare(
+      "INSERT OR REPLACE INTO run_ends(job, run, cancelled, error) VALUES (?, ?, ?, ?)",
+      &store->insert_end_));
+  RETURN_IF_ERROR(
+      store->Prepare("DELETE FROM session_groups WHERE job = ?", &store->forget_groups_));
+  RETURN_IF_ERROR(store->Prepare("DELETE FROM run_ends WHERE job = ?", &store->forget_ends_));
   return store;
 }
 
 SqliteJobStore::~SqliteJobStore() {
-  for (sqlite3_stmt* s : {insert_job_, insert_run_, end_job_, forget_job_, forget_runs_,
-                          add_worker_, drop_worker_, max_job_}) {
+  for (sqlite3_stmt* s :
+       {insert_job_, insert_run_, end_job_, forget_job_, forget_runs_, add_worker_, drop_worker_,
+        max_job_, insert_group_, insert_end_, forget_groups_, forget_ends_}) {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
@@ -259,15 +289,28 @@ Status SqliteJobStore::Apply(const StoreRecord& record) {
         } else if constexpr (std::is_same_v<T, WorkerRecord>) {
           s = r.alive ? add_worker_ : drop_worker_;
           BindText(s, 1, r.key);
-        } else {
-          s = forget_runs_;
+        } else if constexpr (std::is_same_v<T, SessionGroupRecord>) {
+          s = insert_group_;
           sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(r.job));
-          if (sqlite3_step(s) != SQLITE_DONE) {
-            sqlite3_reset(s);
-            s = nullptr;
-            return;
+          sqlite3_bind_int64(s, 2, r.index);
+          sqlite3_bind_int64(s, 3, static_cast<sqlite3_int64>(r.seq));
+          BindText(s, 4, r.error);
+          sqlite3_bind_blob(s, 5, r.body.data(), static_cast<int>(r.body.size()), SQLITE_TRANSIENT);
+        } else if constexpr (std::is_same_v<T, RunEndedRecord>) {
+          s = insert_end_;
+          sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(r.job));
+          sqlite3_bind_int64(s, 2, r.run);
+          sqlite3_bind_int(s, 3, r.cancelled ? 1 : 0);
+          BindText(s, 4, r.error);
+        } else {
+          static_assert(std::is_same_v<T, JobForgottenRecord>);
+          // Its runs, groups and run ends first, then the job.
+          for (sqlite3_stmt* part : {forget_runs_, forget_groups_, forget_ends_}) {
+            sqlite3_bind_int64(part, 1, static_cast<sqlite3_int64>(r.job));
+            const int rc = sqlite3_step(part);
+            sqlite3_reset(part);
+            if (rc != SQLITE_DONE) return;  // s stays null: an error
           }
-          sqlite3_reset(s);
           s = forget_job_;
           sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(r.job));
         }
@@ -390,6 +433,36 @@ Result<std::vector<StoredJob>> SqliteJobStore::Load() {
   }
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return Error("read task runs");
+  RETURN_IF_ERROR(
+      Prepare("SELECT job, idx, seq, error, body FROM session_groups ORDER BY job, idx", &s));
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    auto it = JobAt(index, sqlite3_column_int64(s, 0));
+    if (it == index.end()) continue;  // no such job
+    SessionGroupRecord g;
+    g.job = it->first;
+    g.index = static_cast<uint32_t>(sqlite3_column_int64(s, 1));
+    g.seq = static_cast<uint64_t>(sqlite3_column_int64(s, 2));
+    g.error = ColumnText(s, 3);
+    const void* body = sqlite3_column_blob(s, 4);
+    g.body.assign(static_cast<const char*>(body),
+                  body ? static_cast<size_t>(sqlite3_column_bytes(s, 4)) : 0);
+    jobs[it->second].groups.push_back(std::move(g));
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return Error("read session groups");
+  RETURN_IF_ERROR(Prepare("SELECT job, run, cancelled, error FROM run_ends ORDER BY job, run", &s));
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    auto it = JobAt(index, sqlite3_column_int64(s, 0));
+    if (it == index.end()) continue;  // no such job
+    RunEndedRecord e;
+    e.job = it->first;
+    e.run = static_cast<uint32_t>(sqlite3_column_int64(s, 1));
+    e.cancelled = sqlite3_column_int(s, 2) != 0;
+    e.error = ColumnText(s, 3);
+    jobs[it->second].ended.push_back(std::move(e));
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return Error("read run ends");
   return jobs;
 }
 

@@ -120,6 +120,46 @@ TYPED_TEST(JobStoreTest, ForgottenJobsAndTheirRunsAreGone) {
   EXPECT_EQ(*max_id, 2u);
 }
 
+TYPED_TEST(JobStoreTest, ASessionsGroupsAndRunEndsAreKeptInOrderAndForgottenWithIt) {
+  const std::string body("\x92\x01\x00binary", 9);  // bytes, NUL included
+  std::vector<StoreRecord> batch = {
+      JobSubmittedRecord{4, "drv", R"({"hmpmd_session":true})", 1},
+      SessionGroupRecord{4, 1, 12, "tasks[0] 'g': refused", "second"},
+      SessionGroupRecord{4, 0, 10, "", body},
+      RunEndedRecord{4, 5, true, "cancelled by the driver"},
+      RunEndedRecord{4, 2, false, "boom"},
+      SessionGroupRecord{99, 0, 1, "", "no such job"},
+  };
+  ASSERT_TRUE(this->store_->Write(batch).ok());
+  this->Reopen();
+  auto jobs = this->store_->Load();
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 1u);
+  const StoredJob& j = (*jobs)[0];
+  ASSERT_EQ(j.groups.size(), 2u);
+  EXPECT_EQ(j.groups[0].index, 0u);
+  EXPECT_EQ(j.groups[0].seq, 10u);
+  EXPECT_EQ(j.groups[0].body, body);
+  EXPECT_EQ(j.groups[0].error, "");
+  EXPECT_EQ(j.groups[1].seq, 12u);
+  EXPECT_EQ(j.groups[1].error, "tasks[0] 'g': refused");
+  ASSERT_EQ(j.ended.size(), 2u);
+  EXPECT_EQ(j.ended[0].run, 2u);
+  EXPECT_FALSE(j.ended[0].cancelled);
+  EXPECT_EQ(j.ended[0].error, "boom");
+  EXPECT_EQ(j.ended[1].run, 5u);
+  EXPECT_TRUE(j.ended[1].cancelled);
+  std::vector<StoreRecord> forget = {JobForgottenRecord{4},
+                                     JobSubmittedRecord{4, "again", "{}", 2}};
+  ASSERT_TRUE(this->store_->Write(forget).ok());
+  this->Reopen();
+  jobs = this->store_->Load();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_TRUE((*jobs)[0].groups.empty()) << "forgotten with its job";
+  EXPECT_TRUE((*jobs)[0].ended.empty());
+}
+
 TYPED_TEST(JobStoreTest, OutputSizesEndTimesAndLiveWorkersAreKept) {
   std::vector<StoreRecord> batch = {
       JobSubmittedRecord{1, "a", "{}", 1},

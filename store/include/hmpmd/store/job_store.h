@@ -89,8 +89,30 @@ struct WorkerRecord {
   bool alive = true;
 };
 
-using StoreRecord = std::variant<JobSubmittedRecord, TaskDoneRecord, JobEndedRecord,
-                                 JobForgottenRecord, WorkerRecord>;
+// A group a driver session appended, or had refused, in the order the
+// controller took them: what a restarted controller replays to rebuild the
+// session's job. `body` is opaque here (the controller's encoding).
+struct SessionGroupRecord {
+  JobId job = 0;
+  uint32_t index = 0;  // its place among the session's groups, from 0
+  uint64_t seq = 0;    // the driver's number for it
+  std::string error;   // empty: appended; else why it was refused
+  std::string body;
+};
+
+// A run of a driver session that failed or was cancelled. A session goes
+// on past it (a job ends at its first failure), so a restart must know it
+// ended, or it would run again.
+struct RunEndedRecord {
+  JobId job = 0;
+  uint32_t run = 0;
+  bool cancelled = false;  // else failed
+  std::string error;
+};
+
+using StoreRecord =
+    std::variant<JobSubmittedRecord, TaskDoneRecord, JobEndedRecord, JobForgottenRecord,
+                 WorkerRecord, SessionGroupRecord, RunEndedRecord>;
 
 // A job as Load() gives it back.
 struct StoredJob {
@@ -112,6 +134,10 @@ struct StoredJob {
   int64_t finished_unix_us = 0;
   std::string tenant;  // JobTenant; "": none (or written by an older version)
   uint32_t tenant_share = 1;
+  // A driver session's groups, by index, and its runs that failed or were
+  // cancelled, by run.
+  std::vector<SessionGroupRecord> groups;
+  std::vector<RunEndedRecord> ended;
 };
 
 class JobStore {

@@ -68,6 +68,10 @@ class SqliteJobStore : public JobStore {
   sqlite3_stmt* add_worker_ = nullptr;
   sqlite3_stmt* drop_worker_ = nullptr;
   sqlite3_stmt* max_job_ = nullptr;
+  sqlite3_stmt* insert_group_ = nullptr;
+  sqlite3_stmt* insert_end_ = nullptr;
+  sqlite3_stmt* forget_groups_ = nullptr;
+  sqlite3_stmt* forget_ends_ = nullptr;
   bool workers_known_ = true;  // false: an older version wrote the file
 };
 
