@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "hmpmd/controller/controller.h"
@@ -31,7 +32,10 @@ Status Controller::RestoreFromStore(TimeUs now) {
   stored_limits.max_runs = std::max(stored_limits.max_runs, SpecLimits{}.max_runs);
   size_t unfinished = 0;
   for (StoredJob& j : jobs) {
-    if (RestoreSession(j, now)) continue;
+    if (RestoreSession(j, now)) {
+      unfinished += live_jobs_.count(j.id);  // a session waiting for its driver
+      continue;
+    }
     // A job that cannot be rebuilt is reported and left out; the rest go on.
     auto spec = ParseJobSpec(j.spec_json, stored_limits);
     if (!spec.ok()) {
@@ -94,28 +98,79 @@ Status Controller::RestoreFromStore(TimeUs now) {
 
 bool Controller::RestoreSession(const StoredJob& j, TimeUs now) {
   if (!DriverSessions::IsStoredSession(j.spec_json)) return false;
+  if (IsTerminal(j.state)) {
+    FailRestoredSession(j, "", now);
+    return true;
+  }
+  const auto spec_json = nlohmann::json::parse(j.spec_json, nullptr, false);
+  // Written by this controller; a file edited by hand reads as the defaults.
+  const auto number = [&](const char* key, uint32_t fallback) {
+    auto it = spec_json.find(key);
+    return it != spec_json.end() && it->is_number_unsigned() && *it <= UINT32_MAX
+               ? it->get<uint32_t>()
+               : fallback;
+  };
+  JobSpec s;
+  s.name = j.name;
+  s.weight = std::clamp<uint32_t>(number("weight", 1), 1, 1'000'000);
+  auto built = JobGraph::BuildOpen(s);
+  if (!built.ok()) {
+    FailRestoredSession(j, "driver session lost: " + built.status().message(), now);
+    return true;
+  }
+  // Its groups rebuild its tasks, in the order the controller took them;
+  // then its done runs stay done, and those that failed or were cancelled
+  // end so again (a session goes on past them).
+  std::shared_ptr<JobGraph> graph = std::move(built).value();
+  auto replayed = DriverSessions::Replay(j.groups, graph.get());
+  if (!replayed.ok()) {
+    FailRestoredSession(j, "driver session lost: " + replayed.status().message(), now);
+    return true;
+  }
+  std::vector<Scheduler::RestoredRun> done;
+  done.reserve(j.done.size());
+  for (const TaskDoneRecord& r : j.done) {
+    done.push_back({r.run, r.attempt, r.start, r.end, r.bytes, r.buffers});
+  }
+  if (Status st = scheduler_->RestoreJob(j.id, graph, done, j.state, "", j.submitted, -1, now,
+                                         j.started, {j.tenant, j.tenant_share});
+      !st.ok()) {
+    spdlog::error("job {} from the store: {}", j.id, st.message());
+    return true;
+  }
+  for (const RunEndedRecord& e : j.ended) {
+    Status st = scheduler_->RestoreRunEnded(j.id, e.run, e.cancelled, e.error, now);
+    if (!st.ok()) spdlog::error("job {} from the store: {}", j.id, st.message());
+  }
+  ++counters_.restored_jobs;
+  KeepHistory(j);
+  live_jobs_.insert(j.id);
+  sessions_.Restore(j.id, std::move(replayed).value(), number("heartbeat_ms", 1000), now);
+  spdlog::info("driver session {} '{}' waits for its driver: {} groups, {} of {} runs done", j.id,
+               j.name, j.groups.size(), j.done.size(), graph->size());
+  return true;
+}
+
+void Controller::FailRestoredSession(const StoredJob& j, const std::string& why, TimeUs now) {
   JobSpec s;
   s.name = j.name;
   auto graph = JobGraph::BuildOpen(s);
-  if (!graph.ok()) return false;
-  // A session cannot resume: its driver's futures died with the connection.
+  if (!graph.ok()) return;
   const bool ended = IsTerminal(j.state);
   const JobState state = ended ? j.state : JobState::kFailed;
-  const std::string error =
-      ended ? j.error : "driver session lost: the controller restarted while it was open";
+  const std::string& error = ended ? j.error : why;
   const TimeUs finished = ended ? j.finished : now;
-  // Its calls are not stored (no graph to rebuild), but an ended session
+  // Its calls are not rebuilt (an ended session runs nothing), but it
   // keeps its start, its figures and its end's wall clock (--keep-hours).
   Status st =
       scheduler_->RestoreJob(j.id, std::move(graph).value(), {}, state, error, j.submitted,
                              finished, now, ended ? j.started : -1, {j.tenant, j.tenant_share});
   if (!st.ok()) {
     spdlog::error("job {} from the store: {}", j.id, st.message());
-    return true;
+    return;
   }
   ++counters_.restored_jobs;
-  // A session stores no runs: its times are what is kept, its end this
-  // controller's when it ends now.
+  // Its times are what is kept, its end this controller's when it ends now.
   StoredJob kept;
   kept.id = j.id;
   kept.state = state;
@@ -133,7 +188,6 @@ bool Controller::RestoreSession(const StoredJob& j, TimeUs now) {
     store_pending_.push_back(std::move(rec));
     spdlog::warn("job {} '{}': {}", j.id, j.name, error);
   }
-  return true;
 }
 
 void Controller::KeepHistory(const StoredJob& j) {
@@ -227,6 +281,8 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
     }
     outputs_[{o.job, o.run}] = OutputLocation{w.id, o.bytes, o.buffers};
     scheduler_->RecordOutput(o.job, o.run, w.device, o.bytes, o.buffers);
+    // A resumed driver heard of it done before this worker came back.
+    sessions_.OnRunDone(o.job, o.run, w.data_endpoint, o.bytes, o.buffers);
     ++counters_.adopted_outputs;
   }
   for (JobId job : to_free) transport_.Send(w.identity, FreeJob{job});
@@ -297,6 +353,11 @@ bool Controller::RecoveryHoldsDispatch(TimeUs now) {
   size_t rebuilt = 0;
   for (JobId id : live_jobs_) rebuilt += scheduler_->RebuildUnheldOutputs(id, now);
   counters_.rebuilt_runs += rebuilt;
+  // Drivers get their sessions back now that outputs are known; those that
+  // have not come yet have their whole wait from here.
+  sessions_.RestartWaits(now);
+  for (auto& [identity, open] : held_resumes_) sessions_.Open(identity, open, now);
+  held_resumes_.clear();
   if (writer_) {
     for (const std::string& key : recovery_.missing()) {
       store_pending_.push_back(WorkerRecord{key, false});

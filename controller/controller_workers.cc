@@ -322,4 +322,15 @@ void Controller::AfterStored(std::function<void()> fn) {
   WhenDurable([fn = std::move(fn)](const Status&) { fn(); });
 }
 
+void Controller::WhenStored(std::function<void(bool)> fn) {
+  WhenDurable([fn = std::move(fn)](const Status& st) { fn(st.ok()); });
+}
+
+std::string Controller::EndpointOf(JobId job, uint32_t run) const {
+  const OutputLocation* at = OutputOf(job, run);
+  return at != nullptr && at->worker < workers_.size() && workers_[at->worker].alive
+             ? workers_[at->worker].data_endpoint
+             : std::string();
+}
+
 }  // namespace hmpmd

@@ -7,6 +7,7 @@
 
 #include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/protocol/builtin_args.h"
+#include "hmpmd/protocol/codec.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/json_text.h"
 #include "hmpmd/protocol/one_line.h"
@@ -84,18 +85,59 @@ Result<SubmodelSpec> ToSpec(WireSubmodel&& w) {
   return sm;
 }
 
-// A refusal, with the code the driver's Session::Open() returns.
-SessionAck Refused(const Status& why) {
-  return SessionAck{0, why.message(), static_cast<uint8_t>(why.code())};
+// A group's sub-models and tasks as specs, with its task labels and
+// actors, and the first error: a refused task keeps its place (an empty
+// spec), so later indices stay right. `group` is moved from.
+struct GroupSpecs {
+  std::vector<SubmodelSpec> submodels;
+  std::vector<TaskSpec> tasks;
+  std::vector<std::string> labels, actors;
+  Status st;
+};
+
+GroupSpecs ToSpecs(SubmitGroup& group, uint32_t first_task) {
+  GroupSpecs g;
+  for (WireSubmodel& w : group.submodels) {
+    g.actors.push_back(w.name);
+    Result<SubmodelSpec> sm = ToSpec(std::move(w));
+    if (!sm.ok() && g.st.ok()) g.st = sm.status();
+    if (sm.ok()) g.submodels.push_back(std::move(sm).value());
+  }
+  g.tasks.reserve(group.tasks.size());
+  for (WireTask& w : group.tasks) {
+    g.labels.push_back(w.id);
+    Result<TaskSpec> t = ToSpec(std::move(w), first_task + static_cast<uint32_t>(g.tasks.size()));
+    if (!t.ok() && g.st.ok()) g.st = t.status();
+    g.tasks.push_back(t.ok() ? std::move(t).value() : TaskSpec{});
+  }
+  return g;
+}
+
+// What the store keeps of `group`: a SessionSubmit's body holding it
+// alone (Replay decodes it so). `group` is lent, not copied.
+std::string StoredBody(JobId job, SubmitGroup& group) {
+  SessionSubmit one;
+  one.job = job;
+  one.groups.push_back(std::move(group));
+  std::string body;
+  EncodeBody(one, &body);
+  group = std::move(one.groups.front());
+  return body;
 }
 
 }  // namespace
 
+SessionAck DriverSessions::Refused(const Status& why) {
+  return SessionAck{0, why.message(), static_cast<uint8_t>(why.code())};
+}
+
 DriverSessions::DriverSessions(Host* host, OpenJobs* jobs, const TokenBook* tokens)
     : host_(host), jobs_(jobs), tokens_(tokens) {}
 
-std::string DriverSessions::StoredSpec(const std::string& name) {
-  return JsonText(nlohmann::json{{"name", name}, {kSessionKey, true}});
+std::string DriverSessions::StoredSpec(const std::string& name, uint32_t weight,
+                                       uint32_t heartbeat_ms) {
+  return JsonText(nlohmann::json{
+      {"name", name}, {kSessionKey, true}, {"weight", weight}, {"heartbeat_ms", heartbeat_ms}});
 }
 
 bool DriverSessions::IsStoredSession(std::string_view spec_json) {
@@ -123,11 +165,13 @@ DriverSessions::Session* DriverSessions::Known(const std::string& identity, JobI
 }
 
 void DriverSessions::Open(const std::string& identity, const SessionOpen& m, TimeUs now) {
-  const std::string call = "session open '" + OneLine(m.name, 64) + "'";
+  const std::string call = m.resume != 0 ? "session resume, job " + std::to_string(m.resume)
+                                         : "session open '" + OneLine(m.name, 64) + "'";
   std::string who, role;
   JobTenant tenant;
+  std::optional<TokenHolder> holder;
   if (tokens_->enabled()) {
-    const std::optional<TokenHolder> holder = tokens_->Find(m.token);
+    holder = tokens_->Find(m.token);
     if (!holder || holder->role == TokenRole::kRead) {
       const std::string why =
           holder ? "the token of '" + holder->name + "' (role read) may not open a session"
@@ -141,6 +185,10 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
     who = holder->name;
     role = std::string(TokenRoleName(holder->role));
     tenant = {holder->tenant, holder->share};
+  }
+  if (m.resume != 0) {
+    Resume(identity, m, who, role, holder, now);
+    return;
   }
   if (session_of_.count(identity)) {
     host_->SendTo(identity,
@@ -172,8 +220,10 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
   }
   // Acknowledged once final, as a REST submit's 201: a controller killed
   // before the write would give the id a driver holds to the next session.
+  const uint32_t heartbeat_ms = std::clamp(m.heartbeat_ms, 100u, 60'000u);
   auto job = host_->SubmitOpenJob(
-      {StoredSpec(spec.name), std::move(graph).value(), std::move(tenant)},
+      {StoredSpec(spec.name, spec.weight, heartbeat_ms), std::move(graph).value(),
+       std::move(tenant)},
       [this, identity, who, role, call](Result<JobId> id) {
         host_->Audit(identity, who, role, call,
                      id.ok() ? "job " + std::to_string(*id) : "refused: " + id.status().message());
@@ -198,7 +248,7 @@ void DriverSessions::Open(const std::string& identity, const SessionOpen& m, Tim
   s.last_seen = now;
   // Bounded as the client library bounds it: a driver that died with a
   // huge period would hold its session open for days.
-  s.timeout_us = TimeUs{std::clamp(m.heartbeat_ms, 100u, 60'000u)} * 10'000;
+  s.timeout_us = TimeUs{heartbeat_ms} * 10'000;
   s.update.job = *job;
   session_of_[identity] = *job;
   spdlog::info("driver session '{}' opened as job {}", spec.name, *job);
@@ -209,49 +259,76 @@ void DriverSessions::Submit(const std::string& identity, SessionSubmit& m, TimeU
   if (s == nullptr) return;
   const JobId job = s->update.job;
   const JobRun* run = jobs_->job(job);
+  const bool storing = host_->Storing();
   for (SubmitGroup& group : m.groups) {
     GroupAck ack;
     ack.seq = group.seq;
     ack.first_task = run ? run->graph->size() : 0;
-    Status st;
-    std::vector<SubmodelSpec> submodels;
-    std::vector<std::string> actors;
-    for (WireSubmodel& w : group.submodels) {
-      actors.push_back(w.name);
-      Result<SubmodelSpec> sm = ToSpec(std::move(w));
-      if (!sm.ok() && st.ok()) st = sm.status();
-      if (sm.ok()) submodels.push_back(std::move(sm).value());
-    }
-    std::vector<TaskSpec> tasks;
-    std::vector<std::string> labels;
-    tasks.reserve(group.tasks.size());
-    for (WireTask& w : group.tasks) {
-      labels.push_back(w.id);
-      Result<TaskSpec> t =
-          ToSpec(std::move(w), ack.first_task + static_cast<uint32_t>(tasks.size()));
-      if (!t.ok() && st.ok()) st = t.status();
-      // A refused one keeps its place, so later indices stay right.
-      tasks.push_back(t.ok() ? std::move(t).value() : TaskSpec{});
-    }
+    // Encoded before the specs take the group apart.
+    std::string body = storing ? StoredBody(job, group) : std::string();
+    GroupSpecs g = ToSpecs(group, ack.first_task);
+    Status st = std::move(g.st);
     // As for submitted jobs (Controller::Submit): workers run built-ins from
     // their arguments alone, so a gemm without its sizes is refused here.
-    if (st.ok()) st = RefusedInput(s->refused, tasks, ack.first_task);
-    if (st.ok()) st = RefusedActor(s->refused_actors, tasks, ack.first_task);
-    if (st.ok()) st = CheckWorkerTaskArgs(tasks, ack.first_task);
-    if (st.ok()) st = host_->RoomForRuns(tasks.size(), "group " + std::to_string(group.seq));
-    if (st.ok()) st = jobs_->Append(job, std::move(submodels), std::move(tasks), now);
+    if (st.ok()) st = RefusedInput(s->refused, g.tasks, ack.first_task);
+    if (st.ok()) st = RefusedActor(s->refused_actors, g.tasks, ack.first_task);
+    if (st.ok()) st = CheckWorkerTaskArgs(g.tasks, ack.first_task);
+    if (st.ok()) st = host_->RoomForRuns(g.tasks.size(), "group " + std::to_string(group.seq));
+    if (st.ok()) st = jobs_->Append(job, std::move(g.submodels), std::move(g.tasks), now);
     if (!st.ok()) {
       ack.error = st.message();
       // A refused task did not succeed: the session ends failed (Close()
       // is not OK), as it does for a task that failed on a worker.
-      jobs_->CountRejected(job, labels.size(), ack.error);
-      for (std::string& label : labels) s->refused.insert(std::move(label));
-      for (std::string& actor : actors) s->refused_actors[std::move(actor)] = ack.error;
+      jobs_->CountRejected(job, g.labels.size(), ack.error);
+      for (std::string& label : g.labels) s->refused.insert(std::move(label));
+      for (std::string& actor : g.actors) s->refused_actors[std::move(actor)] = ack.error;
     } else {
-      for (const std::string& actor : actors) s->refused_actors.erase(actor);
+      for (const std::string& actor : g.actors) s->refused_actors.erase(actor);
     }
+    // Stored before any of its runs' results (the store keeps their order),
+    // so a restart finds every stored run's task.
+    if (storing) {
+      host_->Store(SessionGroupRecord{job, s->groups, ack.seq, ack.error, std::move(body)});
+    }
+    ++s->groups;
+    s->acks.push_back(ack);
     s->update.acks.push_back(std::move(ack));
   }
+  if (m.groups.empty()) return;
+  host_->WhenStored([this, job, seq = m.groups.back().seq](bool ok) {
+    auto it = sessions_.find(job);
+    if (ok && it != sessions_.end()) it->second.stored_seq = std::max(it->second.stored_seq, seq);
+  });
+}
+
+Result<DriverSessions::Replayed> DriverSessions::Replay(
+    const std::vector<SessionGroupRecord>& groups, JobGraph* graph) {
+  Replayed r;
+  for (const SessionGroupRecord& stored : groups) {
+    const std::string where = "stored group " + std::to_string(stored.index);
+    auto msg = Decode(EncodeHeader(MsgType::kSessionSubmit), stored.body);
+    auto* submit = msg.ok() ? std::get_if<SessionSubmit>(&*msg) : nullptr;
+    if (submit == nullptr || submit->groups.size() != 1) {
+      return Status::Corruption(where + ": cannot be read" +
+                                (msg.ok() ? "" : ": " + msg.status().message()));
+    }
+    GroupAck ack{stored.seq, graph->size(), stored.error};
+    GroupSpecs g = ToSpecs(submit->groups.front(), ack.first_task);
+    if (!stored.error.empty()) {
+      r.rejected += g.labels.size();
+      if (r.first_rejection.empty()) r.first_rejection = stored.error;
+      for (std::string& label : g.labels) r.refused.insert(std::move(label));
+      for (std::string& actor : g.actors) r.refused_actors[std::move(actor)] = stored.error;
+    } else {
+      Status st = g.st;
+      if (st.ok()) st = graph->MergeRequired(g.submodels, g.tasks, graph->size());
+      if (st.ok()) st = graph->Append(std::move(g.submodels), std::move(g.tasks));
+      if (!st.ok()) return Status::Corruption(where + ": " + st.message());
+      for (const std::string& actor : g.actors) r.refused_actors.erase(actor);
+    }
+    r.acks.push_back(std::move(ack));
+  }
+  return r;
 }
 
 void DriverSessions::Control(const std::string& identity, const SessionControl& m, TimeUs now) {
@@ -283,29 +360,42 @@ void DriverSessions::OnRunDone(JobId job, uint32_t run, const std::string& endpo
 void DriverSessions::OnRunEnded(RunEnded e) {
   auto s = sessions_.find(e.job);
   if (s == sessions_.end()) return;
-  const uint8_t state =
-      e.state == TaskState::kCancelled ? TaskEnded::kCancelled : TaskEnded::kFailed;
-  s->second.update.ended.push_back({e.run, state, std::move(e.error), "", 0});
+  const bool cancelled = e.state == TaskState::kCancelled;
+  // Stored: a session goes on past a failed run, and a restart must not
+  // run it again.
+  if (host_->Storing()) host_->Store(RunEndedRecord{e.job, e.run, cancelled, e.error});
+  s->second.ends[e.run] = e.error;
+  s->second.update.ended.push_back(
+      {e.run, cancelled ? TaskEnded::kCancelled : TaskEnded::kFailed, std::move(e.error), "", 0});
 }
 
 void DriverSessions::Flush(TimeUs now, TimeUs read_at) {
   std::vector<JobId> lost;
   for (auto& [job, s] : sessions_) {
-    if (!s.update.acks.empty() || !s.update.ended.empty()) {
-      host_->SendTo(s.identity, s.update);
+    if (s.identity.empty()) {
+      // Waiting for its driver: a resume tells it everything anew.
       s.update.acks.clear();
       s.update.ended.clear();
+    } else if (!s.update.acks.empty() || !s.update.ended.empty() || s.stored_seq > s.told_stored) {
+      s.update.stored_seq = s.told_stored = s.stored_seq;
+      Send(s.identity, s.update);
     }
-    if (read_at - s.last_seen > s.timeout_us) lost.push_back(job);
+    const TimeUs limit = s.identity.empty() ? s.resume_window_us : s.timeout_us;
+    if (read_at - s.last_seen > limit) lost.push_back(job);
   }
   for (JobId job : lost) {
     Session& s = sessions_[job];
-    spdlog::warn("driver session {} lost: no message for {} ms", job, s.timeout_us / 1000);
+    const bool waiting = s.identity.empty();
+    spdlog::warn("driver session {} lost: {} for {} ms", job,
+                 waiting ? "its driver did not resume it" : "no message",
+                 (waiting ? s.resume_window_us : s.timeout_us) / 1000);
     // Failed, as a session the controller lost in a restart: a driver that
     // died with nothing pending did not succeed either.
-    if (jobs_->Fail(job, "driver session lost: no message from the driver", now).ok()) {
-      host_->SendToLiveWorkers(CancelJob{job});
-    }
+    const std::string why = waiting ? "driver session lost: its driver did not resume it within " +
+                                          std::to_string(s.resume_window_us / 1000) +
+                                          " ms of the controller's restart"
+                                    : "driver session lost: no message from the driver";
+    if (jobs_->Fail(job, why, now).ok()) host_->SendToLiveWorkers(CancelJob{job});
     s.last_seen = now;  // End() removes it once the job has ended
   }
 }
@@ -327,12 +417,14 @@ bool DriverSessions::End(JobId job, const JobRun& run) {
   // Told once the end is stored: a driver told its session succeeded must
   // not find it failed as lost after the controller's restart (or a
   // standby's takeover) right after.
-  host_->AfterStored([host = host_, identity = s->second.identity, u = std::move(u)] {
-    host->SendTo(identity, u);
-  });
+  u.stored_seq = s->second.stored_seq;
+  if (!s->second.identity.empty()) {
+    host_->AfterStored(
+        [this, identity = s->second.identity, u = std::move(u)]() mutable { Send(identity, u); });
+  }
   // A session's outputs live as long as the session.
   host_->SendToLiveWorkers(FreeJob{job});
-  session_of_.erase(s->second.identity);
+  if (!s->second.identity.empty()) session_of_.erase(s->second.identity);
   sessions_.erase(s);
   return true;
 }

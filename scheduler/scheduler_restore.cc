@@ -18,6 +18,7 @@ Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
   job.id = id;
   job.tenant = std::move(tenant);
   job.submitted = submitted;
+  job.open = graph->open();
   Prepare(*graph, &job);
   for (const RestoredRun& r : done) {
     if (r.run >= job.runs.size()) {
@@ -63,11 +64,12 @@ Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
     }
     if (!all_done) break;
   }
-  if (step == g.steps()) {
+  // An open job (a resumed driver session) ends when its driver closes it.
+  if (step == g.steps() && !stored.open) {
     FinishJob(stored, JobState::kSucceeded, "", now);
     return Status::Ok();
   }
-  stored.step = step;
+  stored.step = std::min(step, g.steps() - 1);
   uint32_t base = step * g.size();
   stored.left_in_step = 0;
   for (uint32_t i = 0; i < g.size(); ++i) {
@@ -134,6 +136,25 @@ bool Scheduler::AdoptRun(JobId job_id, uint32_t run, uint32_t attempt, DeviceId 
   if (job.started < 0) job.started = now;
   job.state = JobState::kRunning;
   return true;
+}
+
+}  // namespace hmpmd
+
+namespace hmpmd {
+
+Status Scheduler::RestoreRunEnded(JobId id, uint32_t run, bool cancelled, std::string error,
+                                  TimeUs now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Status::NotFound("job " + std::to_string(id) + ": no such job");
+  JobRun& job = it->second;
+  if (!job.open || run >= job.runs.size()) {
+    return Status::Corruption("job " + std::to_string(id) + ": stored end of run " +
+                              std::to_string(run) + " is outside the session");
+  }
+  if (IsTerminal(job.state)) return Status::Ok();
+  EndOpenRun(job, run, cancelled ? TaskState::kCancelled : TaskState::kFailed, std::move(error),
+             now);
+  return Status::Ok();
 }
 
 }  // namespace hmpmd

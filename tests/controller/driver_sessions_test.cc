@@ -48,6 +48,27 @@ class FakeHost : public DriverSessions::Host {
     if (!hold_stored) return fn();
     stored_waiters.push_back(std::move(fn));
   }
+  bool Storing() const override { return storing; }
+  void Store(StoreRecord record) override { records.push_back(std::move(record)); }
+  // The records of type T given to Store().
+  template <typename T>
+  std::vector<T> Records() const {
+    std::vector<T> out;
+    for (const StoreRecord& r : records) {
+      if (const T* t = std::get_if<T>(&r)) out.push_back(*t);
+    }
+    return out;
+  }
+  // The last message of type T sent to `identity` (others after it too).
+  template <typename T>
+  T LastOf(const std::string& identity) {
+    for (auto it = sent.rbegin(); it != sent.rend(); ++it) {
+      if (it->first != identity) continue;
+      if (const T* m = std::get_if<T>(&it->second)) return *m;
+    }
+    ADD_FAILURE() << "no " << MsgTypeName(TypeOf(Message(T{}))) << " sent to " << identity;
+    return T{};
+  }
   // Runs what waited for the store.
   void Stored() {
     for (auto& fn : std::exchange(stored_waiters, {})) fn();
@@ -75,6 +96,8 @@ class FakeHost : public DriverSessions::Host {
 
   bool hold_answers = false;
   bool hold_stored = false;  // AfterStored() waits for Stored()
+  bool storing = false;      // Storing(): records go to `records`
+  std::vector<StoreRecord> records;
   std::vector<std::function<void()>> stored_waiters;
   Status room;
   std::vector<std::pair<std::string, Message>> sent;
@@ -294,6 +317,129 @@ TEST_F(DriverSessionsTest, TheEndReachesTheDriverOnceItIsStored) {
   const SessionUpdate last = host_->Last<SessionUpdate>("d1");
   EXPECT_TRUE(last.closed);
   EXPECT_EQ(last.job_state, "succeeded");
+}
+
+// A session rebuilt from what it stored (a controller's restart): its
+// groups, refused ones too, and its runs that ended; its driver takes it up
+// from a new connection and hears what it missed.
+TEST_F(DriverSessionsTest, ASessionIsRebuiltFromItsStoreAndResumedByItsDriver) {
+  host_->storing = true;
+  const JobId job = Open("d1");
+  SessionSubmit one = Group(job, 1, {Task("a"), Task("b", "noop", {"a"})});
+  sessions_->Submit("d1", one, kNow);
+  SessionSubmit two = Group(job, 2, {Task("g", "gemm")});  // refused: no sizes
+  sessions_->Submit("d1", two, kNow);
+  SessionSubmit three = Group(job, 3, {Task("c")});
+  sessions_->Submit("d1", three, kNow);
+  SessionControl cancel;
+  cancel.job = job;
+  cancel.cancel = {2};
+  sessions_->Control("d1", cancel, kNow);
+  for (RunEnded& e : scheduler_->TakeEnded()) sessions_->OnRunEnded(std::move(e));
+  const auto groups = host_->Records<SessionGroupRecord>();
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[1].index, 1u);
+  EXPECT_NE(groups[1].error.find("gemm"), std::string::npos) << groups[1].error;
+  const auto ends = host_->Records<RunEndedRecord>();
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].run, 2u);
+  EXPECT_TRUE(ends[0].cancelled);
+
+  // The restart: a new scheduler and sessions, rebuilt from the records
+  // (run 0 done), as Controller::RestoreSession does.
+  auto policy = MakePolicy("hmpmd");
+  ASSERT_TRUE(policy.ok());
+  Scheduler scheduler(SchedulerOptions{}, std::move(policy).value());
+  SchedulerOpenJobs jobs(&scheduler);
+  FakeHost host(&scheduler);
+  DriverSessions sessions(&host, &jobs, &tokens_);
+  sessions.set_data_token(token_);
+  JobSpec spec;
+  spec.name = "drv";
+  std::shared_ptr<JobGraph> graph = JobGraph::BuildOpen(spec).value();
+  auto replayed = DriverSessions::Replay(groups, graph.get());
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  ASSERT_EQ(graph->size(), 3u) << "a, b and c; the refused g took no place";
+  ASSERT_TRUE(
+      scheduler
+          .RestoreJob(job, graph, {{0, 0, 10, 20, 8, 1}}, JobState::kQueued, "", kNow, -1, kNow)
+          .ok());
+  ASSERT_TRUE(scheduler.RestoreRunEnded(job, 2, true, "cancelled by the driver", kNow).ok());
+  sessions.Restore(job, std::move(replayed).value(), 100, kNow);
+  for (RunEnded& e : scheduler.TakeEnded()) sessions.OnRunEnded(std::move(e));
+  const JobRun& run = *scheduler.job(job);
+  EXPECT_TRUE(run.open);
+  EXPECT_EQ(run.runs[0].state, TaskState::kDone);
+  EXPECT_EQ(run.runs[1].state, TaskState::kReady) << "b's input is done";
+  EXPECT_EQ(run.runs[2].state, TaskState::kCancelled) << "not run again";
+
+  SessionOpen resume;
+  resume.token = "s3cret";
+  resume.heartbeat_ms = 100;
+  resume.resume = job;
+  resume.acked_seq = 1;  // the driver heard the first group's ack only
+  sessions.Open("stranger", resume, kNow);
+  EXPECT_EQ(host.Last<SessionAck>("stranger").code, static_cast<uint8_t>(StatusCode::kNotFound))
+      << "a job id alone does not resume a session";
+  resume.resume_token = JobDataToken(token_, job);
+  sessions.Open("d2", resume, kNow);
+  const SessionAck ack = host.LastOf<SessionAck>("d2");
+  EXPECT_EQ(ack.job, job) << ack.error;
+  EXPECT_EQ(ack.resumed_seq, 3u) << "the last group it holds";
+  const SessionUpdate u = host.Last<SessionUpdate>("d2");
+  ASSERT_EQ(u.acks.size(), 2u);
+  EXPECT_EQ(u.acks[0].seq, 2u);
+  EXPECT_FALSE(u.acks[0].error.empty());
+  EXPECT_EQ(u.acks[1].seq, 3u);
+  EXPECT_EQ(u.acks[1].first_task, 2u);
+  ASSERT_EQ(u.ended.size(), 2u);
+  EXPECT_EQ(u.ended[0].task, 0u);
+  EXPECT_EQ(u.ended[0].state, TaskEnded::kDone);
+  EXPECT_EQ(u.ended[1].task, 2u);
+  EXPECT_EQ(u.ended[1].state, TaskEnded::kCancelled);
+  EXPECT_EQ(u.ended[1].error, "cancelled by the driver");
+  // The session goes on: a task naming the refused one still hears why.
+  SessionSubmit four = Group(job, 4, {Task("d", "noop", {"g"})});
+  sessions.Submit("d2", four, kNow);
+  sessions.Flush(kNow, kNow);
+  EXPECT_EQ(host.Last<SessionUpdate>("d2").acks.at(0).error,
+            "tasks[3] 'd': inputs[0]: task 'g' was refused at submission");
+}
+
+TEST_F(DriverSessionsTest, ARestoredSessionNotResumedInTimeEndsFailed) {
+  const JobId job = Open("d1");
+  // As a restarted controller holds it: detached, waiting.
+  auto policy = MakePolicy("hmpmd");
+  ASSERT_TRUE(policy.ok());
+  Scheduler scheduler(SchedulerOptions{}, std::move(policy).value());
+  SchedulerOpenJobs jobs(&scheduler);
+  FakeHost host(&scheduler);
+  DriverSessions sessions(&host, &jobs, &tokens_);
+  JobSpec spec;
+  spec.name = "drv";
+  ASSERT_TRUE(scheduler
+                  .RestoreJob(job, JobGraph::BuildOpen(spec).value(), {}, JobState::kQueued, "",
+                              kNow, -1, kNow)
+                  .ok());
+  sessions.Restore(job, {}, 100, kNow);
+  const TimeUs window = DriverSessions::ResumeWindowUs(1'000'000);
+  sessions.Flush(kNow + window - 1, kNow + window - 1);
+  EXPECT_FALSE(IsTerminal(scheduler.job(job)->state)) << "its driver has until the window ends";
+  sessions.RestartWaits(kNow + window);
+  sessions.Flush(kNow + window + 1, kNow + window + 1);
+  EXPECT_FALSE(IsTerminal(scheduler.job(job)->state)) << "the wait restarted";
+  sessions.Flush(kNow + 2 * window + 1, kNow + 2 * window + 1);
+  EXPECT_EQ(scheduler.job(job)->state, JobState::kFailed);
+  EXPECT_NE(scheduler.job(job)->error.find("its driver did not resume it"), std::string::npos)
+      << scheduler.job(job)->error;
+  // A resume now hears that it ended, and why.
+  SessionOpen resume;
+  resume.token = "s3cret";
+  resume.resume = job;
+  resume.resume_token = JobDataToken(DataToken{}, job);
+  sessions.Open("d2", resume, kNow);
+  EXPECT_EQ(host.Last<SessionAck>("d2").code, static_cast<uint8_t>(StatusCode::kAborted));
+  EXPECT_NE(host.Last<SessionAck>("d2").error.find("ended failed"), std::string::npos);
 }
 
 }  // namespace

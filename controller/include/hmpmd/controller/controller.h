@@ -355,13 +355,20 @@ class Controller : private DriverSessions::Host {
   void RefusedToken(const std::string& name) override;
   void UnknownPeer() override;
   void AfterStored(std::function<void()> fn) override;
+  bool Storing() const override { return writer_ != nullptr; }
+  void Store(StoreRecord record) override { store_pending_.push_back(std::move(record)); }
+  void WhenStored(std::function<void(bool)> fn) override;
+  std::string EndpointOf(JobId job, uint32_t run) const override;
 
   // --- restarts (controller_recovery.cc) ---
   // Reloads the store's jobs in Start().
   Status RestoreFromStore(TimeUs now);
-  // Restores a driver session's job read back from the store (ended, or
-  // failed: a session cannot resume); false when `j` is no session.
+  // Restores a driver session's job read back from the store: ended, or
+  // rebuilt from its groups to wait for its driver (DriverSessions::
+  // Restore); false when `j` is no session.
   bool RestoreSession(const StoredJob& j, TimeUs now);
+  // Ends session `j` restored as failed with `error` (it cannot go on).
+  void FailRestoredSession(const StoredJob& j, const std::string& error, TimeUs now);
   // Records what a (re-)registering worker holds: tasks it runs, outputs
   // it stores.
   void AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now);
@@ -445,6 +452,9 @@ class Controller : private DriverSessions::Host {
     std::optional<TaskResult> result;
   };
   std::map<std::pair<JobId, uint32_t>, DeferredRun> deferred_;
+  // Drivers' resumes that came during the recovery window (identity, open):
+  // answered when it ends, once workers have said which outputs they hold.
+  std::vector<std::pair<std::string, SessionOpen>> held_resumes_;
   // Gangs of the current dispatch round: (job, first run of step, group)
   // -> tag; and the devices the round's runs went to.
   std::map<std::tuple<JobId, uint32_t, uint32_t>, uint64_t> round_gangs_;

@@ -4,6 +4,15 @@
 // (SessionSubmit), whose runs it releases or cancels (SessionControl), and
 // that ends when the driver closes or aborts it, or falls silent.
 //
+// A session survives a restart of the controller (or a standby's takeover)
+// when there is a job store: each group is stored as it is taken, and runs
+// that failed or were cancelled as they end (done runs are, as for any
+// job). The restarted controller rebuilds the job (Replay, Restore) and
+// waits for the driver to take it up again on a new connection (a
+// SessionOpen naming it, Resume): the driver then hears every group it
+// has no ack for and every run that ended, and sends again the groups the
+// store did not keep (SessionUpdate.stored_seq says which it did).
+//
 // It keeps the session records (by job, and by the driver's ZeroMQ
 // identity) and what each driver must hear next, and answers the drivers.
 // The open jobs live in the scheduler, reached through OpenJobs; admission,
@@ -17,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,6 +38,7 @@
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/messages.h"
 #include "hmpmd/scheduler/scheduler.h"
+#include "hmpmd/store/job_store.h"
 
 namespace hmpmd {
 
@@ -73,6 +84,15 @@ class DriverSessions {
     // Runs `fn` once what was stored so far is in the store (a job's end;
     // Controller::WhenDurable), whether or not that write succeeded.
     virtual void AfterStored(std::function<void()> fn) { fn(); }
+    // Whether records given to Store() are kept (the controller has a job
+    // store).
+    virtual bool Storing() const { return false; }
+    virtual void Store(StoreRecord /*record*/) {}
+    // Runs `fn(ok)` once what was stored so far is written; ok: it was.
+    virtual void WhenStored(std::function<void(bool)> fn) { fn(true); }
+    // The data endpoint of the worker holding run `run`'s outputs; empty
+    // when none is known.
+    virtual std::string EndpointOf(JobId /*job*/, uint32_t /*run*/) const { return {}; }
   };
 
   // `host`, `jobs` and `tokens` outlive this object. A SessionOpen must
@@ -87,7 +107,8 @@ class DriverSessions {
   // Opens a session for the driver at `identity`: refused (a SessionAck
   // with an error and a Status code) for a wrong token, a second session
   // on one connection, a bad name, or a job the controller does not admit;
-  // else acknowledged once the job's record is stored.
+  // else acknowledged once the job's record is stored. With m.resume, takes
+  // up that session on this connection instead (Resume).
   void Open(const std::string& identity, const SessionOpen& m, TimeUs now);
   // Appends each group, all or nothing, and queues its GroupAck. A refused
   // group's tasks count as not succeeded (the session ends failed), and
@@ -119,9 +140,33 @@ class DriverSessions {
   bool End(JobId job, const JobRun& run);
 
   // What a session's job keeps in the store as its spec: enough to know it
-  // for one after a restart (IsStoredSession), never enough to rebuild it.
-  static std::string StoredSpec(const std::string& name);
+  // for one after a restart (IsStoredSession) and to take it up again; its
+  // tasks are in its stored groups.
+  static std::string StoredSpec(const std::string& name, uint32_t weight, uint32_t heartbeat_ms);
   static bool IsStoredSession(std::string_view spec_json);
+
+  // --- after a restart ---
+  // What a session's stored groups rebuild besides its graph.
+  struct Replayed {
+    std::vector<GroupAck> acks;  // every group's, in order
+    uint64_t rejected = 0;       // tasks of the refused groups
+    std::string first_rejection;
+    std::unordered_set<std::string> refused;
+    std::unordered_map<std::string, std::string> refused_actors;
+  };
+  // Appends the tasks of `groups`' appended groups to the open `graph`, in
+  // the order they were taken, as Submit did. Corruption when one cannot
+  // be read or appended again.
+  static Result<Replayed> Replay(const std::vector<SessionGroupRecord>& groups, JobGraph* graph);
+  // Keeps restored open job `job` as a session that waits for its driver
+  // to resume it; failed as lost when none does within ResumeWindowUs.
+  // `replayed`: Replay's result; `heartbeat_ms`: the driver's, as stored.
+  void Restore(JobId job, Replayed replayed, uint32_t heartbeat_ms, TimeUs now);
+  // Every session waiting for its driver counts its wait from `now` (the
+  // restarted controller dispatches again; until then none is failed).
+  void RestartWaits(TimeUs now);
+  // How long a session waits for its driver after a restart.
+  static TimeUs ResumeWindowUs(TimeUs timeout_us);
 
  private:
   struct Session {
@@ -136,11 +181,30 @@ class DriverSessions {
     // Actors (sub-models) refused at submission, with why: a later task on
     // one hears that, not "unknown submodel".
     std::unordered_map<std::string, std::string> refused_actors;
+    // Every group's ack, in order: a resumed driver hears those it missed.
+    std::vector<GroupAck> acks;
+    // Runs that failed or were cancelled, with why, for a resumed driver.
+    std::unordered_map<uint32_t, std::string> ends;
+    uint64_t stored_seq = 0;   // every group up to it is in the store
+    uint64_t told_stored = 0;  // the stored_seq last sent to the driver
+    uint32_t groups = 0;       // groups taken: the next one's store index
+    // Restored after a restart and not yet resumed: identity is empty and
+    // the driver has this long from last_seen.
+    TimeUs resume_window_us = 0;
   };
   // The session of the driver at `identity`, its last_seen set to `now`;
   // null (and the driver told why) when it has none. `claimed`: the job id
   // the message named.
   Session* Known(const std::string& identity, JobId claimed, TimeUs now);
+  // Open() with m.resume: binds the session to `identity` and tells the
+  // driver what it missed, or refuses (no such session, the wrong job
+  // token or tenant, or it ended: why).
+  void Resume(const std::string& identity, const SessionOpen& m, const std::string& who,
+              const std::string& role, const std::optional<TokenHolder>& holder, TimeUs now);
+  // Sends `u` in parts of at most the decoder's batch each, and clears it.
+  void Send(const std::string& identity, SessionUpdate& u);
+  // A refusal, with the code the driver's Session::Open() returns.
+  static SessionAck Refused(const Status& why);
 
   Host* const host_;
   OpenJobs* const jobs_;

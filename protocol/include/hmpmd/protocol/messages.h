@@ -39,8 +39,10 @@ namespace hmpmd {
 // takes an exact field count); 13: WireTask.max_retries and retry_on (a
 // version-12 driver sends tasks with two fields fewer) and TaskResult.log;
 // 14: RegisterMsg.labels (the decoder takes an exact field count); 15:
-// WireSubmodel.required and WireTask.required (a driver's labels).
-inline constexpr uint8_t kProtocolVersion = 15;
+// WireSubmodel.required and WireTask.required (a driver's labels); 16:
+// SessionOpen.resume, SessionAck.resumed_seq and SessionUpdate.stored_seq
+// (a driver resumes its session after a controller restart or failover).
+inline constexpr uint8_t kProtocolVersion = 16;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -367,9 +369,16 @@ struct SessionOpen {
   uint32_t weight = 1;
   uint32_t heartbeat_ms = 0;  // the driver sends SessionControl this often
   int64_t sent_us = 0;
+  // Not 0: take up this session job again on this connection (after the
+  // controller restarted, a standby took over, or the link broke), proved
+  // by the job's own data token. `acked_seq`: the last group whose GroupAck
+  // the driver has; later ones are acknowledged again.
+  JobId resume = 0;
+  DataToken resume_token;
+  uint64_t acked_seq = 0;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(name, token, weight, heartbeat_ms, sent_us);
+    ar(name, token, weight, heartbeat_ms, sent_us, resume, resume_token, acked_seq);
   }
   friend bool operator==(const SessionOpen&, const SessionOpen&) = default;
 };
@@ -380,9 +389,12 @@ struct SessionAck {
   std::string error;     // empty when opened
   uint8_t code = 0;      // why refused: a StatusCode (kOk when opened)
   DataToken data_token;  // its job's own (JobDataToken): its fetches and puts carry it
+  // A resumed session: the last group the controller holds; the driver
+  // sends the later ones again.
+  uint64_t resumed_seq = 0;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, error, code, data_token);
+    ar(job, error, code, data_token, resumed_seq);
   }
   friend bool operator==(const SessionAck&, const SessionAck&) = default;
 };
@@ -506,9 +518,12 @@ struct SessionUpdate {
   bool closed = false;    // the session job has ended
   std::string job_state;  // when closed: succeeded, failed or cancelled
   std::string job_error;  // when closed and not succeeded
+  // Every group up to this seq is in the job store (0: none yet): the
+  // driver forgets them; later ones it keeps, to send again on a resume.
+  uint64_t stored_seq = 0;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, acks, ended, closed, job_state, job_error);
+    ar(job, acks, ended, closed, job_state, job_error, stored_seq);
   }
   friend bool operator==(const SessionUpdate&, const SessionUpdate&) = default;
 };

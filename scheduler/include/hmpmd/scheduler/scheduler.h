@@ -158,7 +158,8 @@ class Scheduler {
   // above the largest restored id. Skips the feasibility check (the pool
   // is empty while workers re-register). `started`: when it was first
   // dispatched, where the store knows (-1: its earliest done run's start).
-  // `bytes`, `buffers`: its outputs' size and count (both 0: none; an
+  // An open graph (a resumed driver session's) stays open with every run
+  // done: its driver closes it. `bytes`, `buffers`: its outputs' size and count (both 0: none; an
   // older store knows no count). Where they live is not known
   // until a worker reports them (RecordOutput); until then a consumer cannot
   // read them (see RebuildUnheldOutputs).
@@ -173,6 +174,10 @@ class Scheduler {
                     const std::vector<RestoredRun>& done, JobState state, std::string error,
                     TimeUs submitted, TimeUs finished, TimeUs now, TimeUs started = -1,
                     JobTenant tenant = {});
+  // A restored open job's run `run` had failed (or was cancelled) with
+  // `error` before the restart: it ends so again, with its dependents,
+  // and does not run. Corruption for a run outside the job.
+  Status RestoreRunEnded(JobId id, uint32_t run, bool cancelled, std::string error, TimeUs now);
   // Later AddJob() ids are above `id` (e.g. the largest a store ever saw).
   void ReserveJobIds(JobId id) { next_job_ = std::max(next_job_, id + 1); }
   // A re-registered worker reports it still runs `run` (attempt `attempt`)
