@@ -283,6 +283,13 @@ Status Session::Outcome(const FutureState& f, std::string* endpoint, uint64_t* b
     return Status::Unavailable("task '" + f.label +
                                "': the session is closed; its outputs are freed");
   }
+  if (f.phase == FutureState::Phase::kDone && f.endpoint.empty() &&
+      (f.bytes > 0 || f.buffers > 0)) {
+    // A resumed session heard it done, but no worker came back with it.
+    return Status::Unavailable("task '" + f.label +
+                               "': its outputs are held by no live worker (lost with their worker "
+                               "while the controller was away)");
+  }
   *endpoint = f.endpoint;
   *bytes = f.bytes;
   if (buffers != nullptr) *buffers = f.buffers;

@@ -58,6 +58,9 @@ Status CheckWireString(const std::string& field, std::string_view text);
 // Bytes a SessionSubmit takes around its groups (each EncodedSize()), at
 // most: its array's head, the job id and the groups' array head.
 inline constexpr size_t kSubmitHeadBytes = 1 + 9 + 5;
+// How long opening or resuming a session gives each of several endpoints
+// to complete a handshake.
+inline constexpr int64_t kTryEachMs = 1000;
 
 class Session;
 
@@ -123,6 +126,16 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void Loop();
+  // Sets `s`'s options and credentials before it connects.
+  void Configure(zmq::socket_t& s);
+  // After the controller was lost (`lost`: how): opens a new connection,
+  // to the same controller or another of options_.controller, that takes
+  // the session up again (SessionOpen.resume) within resume_timeout_ms.
+  // True once it did; socket_ is then the new one. Else `why` says why not.
+  bool Resume(const std::string& lost, std::string* why);
+  // After Resume: what the controller may have lost goes again (groups it
+  // did not store, releases, the close), before what is queued.
+  void Replay(uint64_t resumed_seq);
   void Wake();
   void HandleUpdate(SessionUpdate& u);
   // Moves the pinned puts whose task has ended into `keep` (destroyed by
@@ -131,6 +144,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Sends what is queued; true when something was sent.
   bool Flush(int64_t now_us);
   bool SendMessage(const Message& m);
+  // Sends `submit` and keeps its groups (unstored_) until the controller
+  // has stored them, when sessions resume; clears it.
+  void SendSubmit(SessionSubmit& submit);
   static Status StatusOf(const FutureState& f);
   // Ends every Future not ended with `phase` and `why`, those not sent or
   // not yet acknowledged too (nothing else would end them), and forgets
@@ -141,6 +157,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool Ended(const FutureState& f) const { return f.phase != FutureState::Phase::kPending; }
 
   const ClientOptions options_;
+  std::string token_;  // the token the session was opened with (Start)
   zmq::context_t ctx_{1};
   zmq::socket_t socket_;
   int wake_fd_ = -1;
@@ -166,6 +183,17 @@ class Session : public std::enable_shared_from_this<Session> {
   std::map<uint64_t, std::vector<std::weak_ptr<FutureState>>> unacked_;
   uint64_t next_seq_ = 1;
   std::vector<std::weak_ptr<FutureState>> tasks_;  // by task index
+  // By task index: whether it ended (counted in ended_), so that a resume,
+  // which tells every end again, does not count one twice.
+  std::vector<bool> ended_at_;
+  // Groups sent that the controller has not stored yet (I/O thread only):
+  // a resume sends those it lost again. `first`: their first task once
+  // acknowledged, -1 before.
+  struct Unstored {
+    SubmitGroup group;
+    int64_t first = -1;
+  };
+  std::map<uint64_t, Unstored> unstored_;
   std::set<std::string> labels_;
   std::set<std::string> actors_;
   std::map<uint64_t, std::string> actor_seq_;             // unacked CreateActor by seq

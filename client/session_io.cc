@@ -21,12 +21,6 @@
 #include "session.h"
 
 namespace hmpmd::client::internal {
-namespace {
-
-// How long Start() gives each of several endpoints to complete a handshake.
-constexpr int64_t kTryEachMs = 1000;
-
-}  // namespace
 
 Status Session::Start() {
   // One endpoint, or a primary and its standbys separated by commas.
@@ -66,6 +60,7 @@ Status Session::Start() {
   Result<std::string> token = options_.token.empty() ? ReadDefaultToken() : options_.token;
   if (!token.ok()) return Status::InvalidArgument("token: " + token.status().message());
   RETURN_IF_ERROR(CheckWireString("token", *token));
+  token_ = *token;
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::Internal("eventfd failed");
   zmq::socket_t handshakes;
@@ -74,16 +69,7 @@ Status Session::Start() {
     try {
       handshakes = zmq::socket_t();  // the previous socket's monitor first
       socket_ = zmq::socket_t(ctx_, zmq::socket_type::dealer);
-      socket_.set(zmq::sockopt::linger, 0);
-      socket_.set(zmq::sockopt::sndhwm, 0);
-      socket_.set(zmq::sockopt::rcvhwm, 0);
-      if (!options_.curve_server_key.empty()) {
-        socket_.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
-        socket_.set(zmq::sockopt::curve_publickey, options_.curve_public_key);
-        socket_.set(zmq::sockopt::curve_secretkey, options_.curve_secret_key);
-      } else {
-        SetControlCredentials(socket_, *token);
-      }
+      Configure(socket_);
       // The controller checks credentials in the handshake, before any
       // message: a refused session would otherwise wait for its time-out.
       handshakes = MonitorHandshakes(ctx_, socket_);
@@ -229,6 +215,19 @@ Status Session::Start() {
                              std::to_string(options_.connect_timeout_ms) + " ms");
 }
 
+void Session::Configure(zmq::socket_t& s) {
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndhwm, 0);
+  s.set(zmq::sockopt::rcvhwm, 0);
+  if (!options_.curve_server_key.empty()) {
+    s.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
+    s.set(zmq::sockopt::curve_publickey, options_.curve_public_key);
+    s.set(zmq::sockopt::curve_secretkey, options_.curve_secret_key);
+  } else {
+    SetControlCredentials(s, token_);
+  }
+}
+
 bool Session::SendMessage(const Message& m) {
   EncodedFrames f = Encode(m);
   try {
@@ -249,15 +248,33 @@ void Session::Wake() {
 constexpr int64_t kSilentPeriods = 10;
 
 void Session::Loop() {
+  const bool resumes = options_.resume_timeout_ms != 0;
+  // A broken connection (the controller was killed) starts a resume at
+  // once rather than after 10 periods of silence.
+  zmq::socket_t watch;
+  const auto watch_socket = [&] {
+    if (!resumes) return;
+    try {
+      watch = MonitorHandshakes(ctx_, socket_, ZMQ_EVENT_DISCONNECTED);
+    } catch (const zmq::error_t&) {
+      watch = zmq::socket_t();  // silence still tells
+    }
+  };
+  watch_socket();
   zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
-                             {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+                             {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+                             {watch ? watch.handle() : nullptr, 0, ZMQ_POLLIN, 0}};
   const int64_t heartbeat_us = int64_t{std::max(1u, options_.heartbeat_ms)} * 1000;
   int64_t last_sent = NowUs(), last_heard = last_sent;
   StallClock stalls;
   bool lost = false;
+  bool broken = false;  // the connection broke (watch)
   while (!stop_) {
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(options_.heartbeat_ms));
+      zmq::poll(items, watch ? 3 : 2, std::chrono::milliseconds(options_.heartbeat_ms));
+      if (watch && (items[2].revents & ZMQ_POLLIN)) {
+        broken = NextMonitorEvent(watch, 0) == ZMQ_EVENT_DISCONNECTED || broken;
+      }
       // A stall of this process (stopped, starved) is not the controller's
       // silence: it gets its periods again from the resume.
       const int64_t woke = NowUs();
@@ -288,19 +305,44 @@ void Session::Loop() {
       auto msg = Decode(header.to_string_view(), body.to_string_view());
       if (!msg.ok()) continue;
       last_heard = NowUs();
-      if (auto* u = std::get_if<SessionUpdate>(&*msg)) HandleUpdate(*u);
+      auto* u = std::get_if<SessionUpdate>(&*msg);
+      if (u == nullptr) continue;
+      // A controller that does not know this connection (restarted, or a
+      // standby that took over, reached by the socket's own reconnect): the
+      // session is taken up again, not ended.
+      if (resumes && u->job == 0 && u->closed) {
+        broken = true;
+        continue;
+      }
+      HandleUpdate(*u);
     }
-    const int64_t now = NowUs();
-    if (!lost && now - last_heard > kSilentPeriods * heartbeat_us) {
+    int64_t now = NowUs();
+    const bool silent = now - last_heard > kSilentPeriods * heartbeat_us;
+    if (!lost && (silent || broken)) {
       // The controller answers every heartbeat: it is gone (killed, or
-      // unreachable). Nothing would ever end the futures: fail them.
+      // unreachable), or its connection broke. It is looked for again, and
+      // failing that nothing would ever end the futures: fail them.
+      std::string why =
+          "the controller at " + controller_ +
+          (silent ? " did not answer for " + std::to_string((now - last_heard) / 1000) + " ms"
+                  : " closed the connection");
+      broken = false;
+      std::string not_resumed;
+      if (resumes && Resume(why, &not_resumed)) {
+        watch_socket();
+        items[0].socket = socket_.handle();
+        items[2].socket = watch ? watch.handle() : nullptr;
+        now = last_heard = last_sent = NowUs();
+        continue;
+      }
+      if (stop_) break;
       lost = true;
       SessionUpdate u;
       u.job = job_;
       u.closed = true;
       u.job_state = "lost";
-      u.job_error = "driver session lost: the controller at " + controller_ +
-                    " did not answer for " + std::to_string((now - last_heard) / 1000) + " ms";
+      u.job_error = "driver session lost: " + why +
+                    (not_resumed.empty() ? std::string() : "; " + not_resumed);
       HandleUpdate(u);
     }
     if (Flush(now)) {
@@ -316,6 +358,7 @@ void Session::Loop() {
   // What was queued as the loop was told to stop: an abort whose close
   // gave up at once (best effort; the socket does not linger).
   Flush(NowUs());
+  if (watch) (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);  // before `watch` closes
 }
 
 bool Session::Flush(int64_t now_us) {
@@ -345,8 +388,7 @@ bool Session::Flush(int64_t now_us) {
     if (!submit.groups.empty() &&
         (tasks + g.tasks.size() > max_tasks || bytes + g_bytes > kWireLimits.max_body_bytes ||
          submit.groups.size() >= kWireLimits.max_batch)) {
-      SendMessage(submit);
-      submit.groups.clear();
+      SendSubmit(submit);
       tasks = 0;
       bytes = kSubmitHeadBytes;
     }
@@ -354,7 +396,7 @@ bool Session::Flush(int64_t now_us) {
     bytes += g_bytes;
     submit.groups.push_back(std::move(g));
   }
-  if (!submit.groups.empty()) SendMessage(submit);
+  if (!submit.groups.empty()) SendSubmit(submit);
   // Releases and cancels in parts of at most max_batch each (dropping 70,000
   // Futures at once made one list over it); the close goes with the last.
   size_t released = 0, cancelled = 0;
@@ -386,6 +428,9 @@ void Session::HandleUpdate(SessionUpdate& u) {
   {
     std::lock_guard lock(mu_);
     for (GroupAck& ack : u.acks) {
+      if (auto kept = unstored_.find(ack.seq); kept != unstored_.end() && ack.error.empty()) {
+        kept->second.first = ack.first_task;
+      }
       if (auto actor = actor_seq_.find(ack.seq); actor != actor_seq_.end()) {
         if (!ack.error.empty()) refused_[actor->second] = ack.error;
         actor_seq_.erase(actor);
@@ -406,7 +451,10 @@ void Session::HandleUpdate(SessionUpdate& u) {
           }
           continue;
         }
-        if (tasks_.size() <= index) tasks_.resize(index + 1);
+        if (tasks_.size() <= index) {
+          tasks_.resize(index + 1);
+          ended_at_.resize(index + 1);
+        }
         tasks_[index] = members[i];
         if (f) {
           f->index = index;
@@ -421,15 +469,21 @@ void Session::HandleUpdate(SessionUpdate& u) {
       if (f) keep.push_back(f);
       if (f && Ended(*f)) {
         // Done again: its outputs were rebuilt elsewhere after their worker
-        // died (a consumer needed them); Get() fetches them from there.
-        if (f->phase == FutureState::Phase::kDone && e.state == TaskEnded::kDone) {
+        // died (a consumer needed them), or a resume tells where they are;
+        // Get() fetches them from there.
+        if (f->phase == FutureState::Phase::kDone && e.state == TaskEnded::kDone &&
+            !e.endpoint.empty()) {
           f->endpoint = std::move(e.endpoint);
           f->bytes = e.output_bytes;
           f->buffers = e.output_buffers;
         }
         continue;
       }
-      ++ended_;
+      // A resume tells every end again, those of dropped Futures too.
+      if (!ended_at_[e.task]) {
+        ended_at_[e.task] = true;
+        ++ended_;
+      }
       if (!f) continue;
       f->phase = e.state == TaskEnded::kDone     ? FutureState::Phase::kDone
                  : e.state == TaskEnded::kFailed ? FutureState::Phase::kFailed
@@ -440,6 +494,8 @@ void Session::HandleUpdate(SessionUpdate& u) {
       f->buffers = e.output_buffers;
     }
     UnpinEndedPuts(&keep);
+    // What the store holds need not be kept for a resume.
+    unstored_.erase(unstored_.begin(), unstored_.upper_bound(u.stored_seq));
     if (u.closed && !closed_) {
       closed_ = true;
       final_ =

@@ -69,11 +69,14 @@ class LocalCluster:
     PYTHONPATH beside this package. Each worker is one device with `cores`
     (one string for all, or a list with one per worker). With `token_file`,
     the controller and the workers take it as --token-file, and this
-    object's REST reads send its token."""
+    object's REST reads send its token. With `db` (a file), the controller
+    keeps its jobs there, and restart_controller() kills it and starts it
+    again on them; without, it keeps none."""
 
     def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", worker_binary=None,
                  python_kernels=(), python_path=(), log_level="warn", start_timeout_s=60,
-                 worker_args=(), controller_args=(), worker_stderr=None, token_file=None):
+                 worker_args=(), controller_args=(), worker_stderr=None, token_file=None,
+                 db=""):
         self.bin_dir = bin_dir
         self.workers = workers
         self.cores = cores
@@ -86,6 +89,7 @@ class LocalCluster:
         self.controller_args = list(controller_args)  # more flags for the controller
         self.worker_stderr = worker_stderr  # a file for the workers' logs; None: discarded
         self.token_file = token_file
+        self.db = db
         if token_file:
             self.controller_args += ["--token-file", token_file]
             self.worker_args += ["--token-file", token_file]
@@ -118,16 +122,12 @@ class LocalCluster:
                       "--log-level", self.log_level] + self.worker_args
 
     def start(self):
-        zmq_port, http_port = free_port(), free_port()
+        zmq_port, self.http_port = free_port(), free_port()
         self.endpoint = f"tcp://127.0.0.1:{zmq_port}"
-        self.url = f"http://127.0.0.1:{http_port}"
-        hmpmd = os.path.join(self.bin_dir, "hmpmd")
+        self.url = f"http://127.0.0.1:{self.http_port}"
         # Its log is kept so that a controller that exits at start says why.
         self.controller_log = tempfile.TemporaryFile()
-        self.procs.append(subprocess.Popen(
-            [hmpmd, "controller", "--listen", self.endpoint, "--http", f"127.0.0.1:{http_port}",
-             "--db", "", "--log-level", self.log_level] + self.controller_args,
-            stdout=subprocess.DEVNULL, stderr=self.controller_log))
+        self.procs.append(self._start_controller())
         # This package's folder first, so Python workers import the same hmpmd.
         package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         paths = [package_dir] + self.python_path
@@ -156,6 +156,33 @@ class LocalCluster:
                 last = str(e)
             time.sleep(0.05)
         raise RuntimeError(f"controller and {self.workers} workers did not come up: {last}")
+
+    def _start_controller(self):
+        hmpmd = os.path.join(self.bin_dir, "hmpmd")
+        return subprocess.Popen(
+            [hmpmd, "controller", "--listen", self.endpoint, "--http",
+             f"127.0.0.1:{self.http_port}", "--db", self.db, "--log-level", self.log_level]
+            + self.controller_args,
+            stdout=subprocess.DEVNULL, stderr=self.controller_log)
+
+    def restart_controller(self):
+        """Kills the controller (SIGKILL) and starts it again on the same
+        addresses and store; returns once its REST API answers."""
+        old = self.procs[0]
+        old.kill()
+        old.wait()
+        self.procs[0] = self._start_controller()
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.procs[0].poll() is not None:
+                raise RuntimeError(f"the controller exited with {self.procs[0].returncode} at "
+                                   "restart" + self._controller_said())
+            try:
+                self.get("/api/v1/pool")
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the restarted controller did not answer")
 
     def _controller_said(self):
         """The controller log's last line, as ': LINE' (or '')."""

@@ -193,6 +193,44 @@ TEST_F(StandbyTest, ADriverGivenBothEndpointsOpensWithThePrimary) {
   for (const auto& j : jobs["jobs"]) EXPECT_EQ(j["state"], "succeeded") << j.dump();
 }
 
+// A driver session open on the primary goes on on the standby once it
+// takes over: the pending futures resolve there, the task running through
+// the takeover runs once, and the session closes as succeeded.
+TEST_F(StandbyTest, ADriverSessionGoesOnOnTheStandbyAfterATakeover) {
+  ASSERT_TRUE(cluster_->StartController().ok());
+  ASSERT_TRUE(standby_->StartController({"--standby"}, /*wait=*/false).ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  ASSERT_TRUE(cluster_->WaitWorkers(1, 30'000));
+  client::ClientOptions o;
+  o.controller = cluster_->zmq_endpoint() + "," + standby_->zmq_endpoint();
+  o.connect_timeout_ms = 20'000;
+  o.heartbeat_ms = 100;
+  auto c = client::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto first = (*c)->Submit({.kernel = "noop"});
+  ASSERT_TRUE(first.ok() && first->Wait(20'000).ok());
+  auto spin = (*c)->Submit({.kernel = "spin", .args = {{"us", int64_t{1'000'000}}}});
+  ASSERT_TRUE(spin.ok());
+  auto after = (*c)->Submit({.kernel = "noop", .inputs = {*spin}});
+  ASSERT_TRUE(after.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  cluster_->KillController();
+  Status s = after->Wait(30'000);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  auto next = (*c)->Submit({.kernel = "noop"});
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_TRUE(next->Wait(20'000).ok());
+  EXPECT_TRUE((*c)->Close().ok());
+  const nlohmann::json job = standby_->Get("/api/v1/jobs/" + std::to_string((*c)->job()));
+  EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump();
+  std::map<uint32_t, int> runs;
+  for (const auto& e : cluster_->ReadExecLog()) {
+    if (e.job == (*c)->job()) ++runs[e.task];
+  }
+  EXPECT_EQ(runs.size(), 4u);
+  for (const auto& [task, n] : runs) EXPECT_EQ(n, 1) << "task " << task << " ran " << n << " times";
+}
+
 TEST_F(StandbyTest, AStandbyNeedsAStore) {
   const std::string out = Path("out.txt");
   const std::string cmd = std::string(HMPMD_CLI_BIN) +

@@ -464,6 +464,44 @@ class TokenTest(unittest.TestCase):
             pass
 
 
+class ResumeTest(unittest.TestCase):
+    def test_a_session_goes_on_across_a_controller_restart(self):
+        """The controller is killed and started again on its store: the
+        session's futures resolve, each task runs once, and it closes as
+        succeeded."""
+        with tempfile.TemporaryDirectory() as d, \
+                Cluster(BIN, workers=2, db=os.path.join(d, "hmpmd.db")) as cluster:
+            with hmpmd.Client.connect(cluster.endpoint, session="py-survivor",
+                                      connect_timeout_ms=TIMEOUT_MS, heartbeat_ms=100) as c:
+                x = c.submit("scale", args={"n": 4, "factor": 3.0}, label="x")
+                xs = memoryview(x.get(TIMEOUT_MS)[0]).tolist()
+                spin = c.submit("spin", args={"us": 1_500_000}, label="spin")
+                y = c.submit("scale", args={"factor": 2.0}, inputs=[x], label="y")
+                z = c.submit("noop", inputs=[spin], label="z")
+                time.sleep(0.3)
+                cluster.restart_controller()
+                z.wait(TIMEOUT_MS)
+                self.assertEqual(memoryview(y.get(TIMEOUT_MS)[0]).tolist(), [2 * v for v in xs])
+                self.assertEqual(memoryview(x.get(TIMEOUT_MS)[0]).tolist(), xs)
+                c.submit("noop", label="after").wait(TIMEOUT_MS)
+                job = c.job
+            self.assertEqual(cluster.get(f"/api/v1/jobs/{job}")["state"], "succeeded")
+            tasks = cluster.get(f"/api/v1/jobs/{job}/tasks")["tasks"]
+            self.assertEqual(sorted(t["id"] for t in tasks), ["after", "spin", "x", "y", "z"])
+
+    def test_without_a_store_the_resume_fails_saying_why(self):
+        with Cluster(BIN, workers=1) as cluster:
+            c = hmpmd.Client.connect(cluster.endpoint, session="py-storeless",
+                                     connect_timeout_ms=TIMEOUT_MS, heartbeat_ms=100)
+            spin = c.submit("spin", args={"us": LONG_US})
+            cluster.restart_controller()
+            with self.assertRaises(hmpmd.Unavailable) as e:
+                spin.wait(TIMEOUT_MS)
+            self.assertIn("no such session to resume here", str(e.exception))
+            with self.assertRaises(hmpmd.Error):
+                c.close()
+
+
 class LocalClusterTest(unittest.TestCase):
     def test_a_controller_that_exits_at_start_says_why(self):
         with self.assertRaises(RuntimeError) as e:

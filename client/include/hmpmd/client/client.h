@@ -39,8 +39,8 @@ struct ClientOptions {
   /// --listen` (with a host instead of '*'); or a primary's and its
   /// standbys' (`hmpmd controller --standby`) separated by commas: Connect()
   /// opens the session with whichever completes a handshake, giving each
-  /// a second in turn. A session lives and dies with the controller that
-  /// opened it. Default: tcp://127.0.0.1:5555.
+  /// a second in turn, and resumes it there when its controller is lost
+  /// (resume_timeout_ms). Default: tcp://127.0.0.1:5555.
   std::string controller = "tcp://127.0.0.1:5555";
   /// The controller's token; empty reads a local controller's token file.
   std::string token;
@@ -66,6 +66,13 @@ struct ClientOptions {
   /// Default: 1000.
   uint32_t heartbeat_ms = 1000;
   static constexpr uint32_t kMaxHeartbeatMs = 60'000;
+  /// How long the client tries to take its session up again after losing
+  /// the controller (10 periods of silence, or the connection broke): a
+  /// controller restarted on the same job store, or a standby that took
+  /// over (give both in `controller`), resumes it, and pending Futures go
+  /// on. Only past this do they fail with "driver session lost". 0: fail at
+  /// once, as without a store. Default: 30000.
+  int64_t resume_timeout_ms = 30000;
   /// Most tasks per submit message. Default: 4096.
   uint32_t max_batch = 4096;
   /// Interface the driver's data socket binds (tcp://HOST:*), from which
