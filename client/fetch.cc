@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/protocol/data_frames.h"
@@ -103,11 +105,7 @@ Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, const Data
       }
     }
     std::vector<zmq::message_t> parts;
-    do {
-      zmq::message_t m;
-      (void)s.recv(m);
-      parts.push_back(std::move(m));
-    } while (parts.back().more());
+    (void)zmq::recv_multipart(s, std::back_inserter(parts));
     std::vector<FrameView> frames;
     frames.reserve(parts.size());
     for (const zmq::message_t& m : parts) frames.push_back({m.data(), m.size()});

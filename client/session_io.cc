@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <iterator>
 #include <variant>
+#include <zmq_addon.hpp>
 
 #include "hmpmd/protocol/address_list.h"
 #include "hmpmd/protocol/codec.h"
@@ -179,11 +181,7 @@ Status Session::Start() {
       continue;
     }
     std::vector<zmq::message_t> parts;
-    do {
-      zmq::message_t m;
-      (void)socket_.recv(m);
-      parts.push_back(std::move(m));
-    } while (parts.back().more());
+    (void)zmq::recv_multipart(socket_, std::back_inserter(parts));
     if (parts.size() != 2) continue;
     auto msg = Decode(parts[0].to_string_view(), parts[1].to_string_view());
     if (!msg.ok() || !std::holds_alternative<SessionAck>(*msg)) continue;

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <variant>
+#include <zmq_addon.hpp>
 
 #include "hmpmd/protocol/address_list.h"
 #include "hmpmd/protocol/codec.h"
@@ -74,6 +76,7 @@ bool Session::Resume(const std::string& lost, std::string* why) {
     // one that did is waited for (a restarted controller answers once its
     // workers are back).
     bool reached = false;
+    int connections = 0;  // handshakes this socket completed
     const auto next_at = Clock::now() + std::chrono::milliseconds(kTryEachMs);
     Clock::time_point ask_again_at = Clock::time_point::max();
     zmq::pollitem_t items[2] = {{s.handle(), 0, ZMQ_POLLIN, 0},
@@ -90,7 +93,13 @@ bool Session::Resume(const std::string& lost, std::string* why) {
         zmq::poll(items, 2, std::chrono::milliseconds(100));
         if (items[1].revents & ZMQ_POLLIN) {
           const int event = NextMonitorEvent(handshakes, 0);
-          if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) reached = true;
+          if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            // A new connection of this socket: the controller it reached
+            // before died holding the open (killed again while it waited
+            // for its workers), and this one never heard it.
+            if (++connections > 1) send_open();
+            reached = true;
+          }
           if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             stop_monitor();
             *why = "the controller at " + endpoints[at] + " refused the credentials";
@@ -105,11 +114,7 @@ bool Session::Resume(const std::string& lost, std::string* why) {
         return false;
       }
       std::vector<zmq::message_t> parts;
-      do {
-        zmq::message_t m;
-        (void)s.recv(m);
-        parts.push_back(std::move(m));
-      } while (parts.back().more());
+      (void)zmq::recv_multipart(s, std::back_inserter(parts));
       if (parts.size() != 2) continue;
       auto msg = Decode(parts[0].to_string_view(), parts[1].to_string_view());
       const auto* ack = msg.ok() ? std::get_if<SessionAck>(&*msg) : nullptr;

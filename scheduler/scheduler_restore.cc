@@ -70,7 +70,7 @@ Status Scheduler::RestoreJob(JobId id, std::shared_ptr<const JobGraph> graph,
     return Status::Ok();
   }
   stored.step = std::min(step, g.steps() - 1);
-  uint32_t base = step * g.size();
+  uint32_t base = stored.step * g.size();
   stored.left_in_step = 0;
   for (uint32_t i = 0; i < g.size(); ++i) {
     TaskRecord& rec = stored.runs[base + i];

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <utility>
 #include <vector>
+#include <zmq_addon.hpp>
 
 #include "hmpmd/protocol/data_auth.h"
 #include "hmpmd/protocol/data_frames.h"
@@ -99,11 +101,7 @@ Result<BufferList> Exchange(Connection& c, const DataToken& token, JobId job, ui
     return Status::Unavailable(what + ": the peer closed the connection");
   }
   std::vector<zmq::message_t> parts;
-  do {
-    zmq::message_t m;
-    (void)s.recv(m);
-    parts.push_back(std::move(m));
-  } while (parts.back().more());
+  (void)zmq::recv_multipart(s, std::back_inserter(parts));
   std::vector<FrameView> frames;
   frames.reserve(parts.size());
   for (const zmq::message_t& m : parts) frames.push_back({m.data(), m.size()});

@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstring>
@@ -559,6 +560,33 @@ TEST_F(ClientTest, ASessionGoesOnAcrossAControllerRestart) {
   }
   EXPECT_EQ(runs.size(), 5u);
   for (const auto& [task, n] : runs) EXPECT_EQ(n, 1) << "task " << task << " ran " << n << " times";
+}
+
+// The restarted controller holds a resume until its workers are back; one
+// killed meanwhile never answers it, and the driver, reconnected to the
+// next, must send it again (it waited out its whole resume time-out).
+TEST_F(ClientTest, AResumeAControllerDiedHoldingIsSentAgainToTheNext) {
+  ClientOptions o;
+  o.heartbeat_ms = 100;
+  o.resume_timeout_ms = 20'000;
+  auto c = Connect("twice", o);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Submit({.kernel = "noop"})->Wait(20000).ok());
+  // Worker 1 stopped: the next controller waits for it (a minute's grace).
+  ASSERT_EQ(::kill(cluster_->worker_pid(1), SIGSTOP), 0);
+  cluster_->KillController();
+  cluster_->set_recovery_grace_ms(60'000);
+  ASSERT_TRUE(cluster_->StartController().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // the driver's open is held
+  cluster_->KillController();
+  cluster_->set_recovery_grace_ms(2000);
+  ASSERT_EQ(::kill(cluster_->worker_pid(1), SIGCONT), 0);
+  ASSERT_TRUE(cluster_->StartController().ok());
+  auto next = c->Submit({.kernel = "noop"});
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  Status s = next->Wait(30000);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(c->Close().ok());
 }
 
 // Without a restart or a standby, a driver gives up after its resume

@@ -319,6 +319,27 @@ TEST_F(DriverSessionsTest, TheEndReachesTheDriverOnceItIsStored) {
   EXPECT_EQ(last.job_state, "succeeded");
 }
 
+// A controller after a restart: a scheduler and sessions of its own.
+struct Restarted {
+  Restarted(const TokenBook* tokens, const DataToken& data_token)
+      : scheduler(SchedulerOptions{}, MakePolicy("hmpmd").value()),
+        jobs(&scheduler),
+        host(&scheduler),
+        sessions(&host, &jobs, tokens) {
+    sessions.set_data_token(data_token);
+  }
+  // The spec of the fixture's sessions' open job.
+  static JobSpec Spec() {
+    JobSpec spec;
+    spec.name = "drv";
+    return spec;
+  }
+  Scheduler scheduler;
+  SchedulerOpenJobs jobs;
+  FakeHost host;
+  DriverSessions sessions;
+};
+
 // A session rebuilt from what it stored (a controller's restart): its
 // groups, refused ones too, and its runs that ended; its driver takes it up
 // from a new connection and hears what it missed.
@@ -347,16 +368,11 @@ TEST_F(DriverSessionsTest, ASessionIsRebuiltFromItsStoreAndResumedByItsDriver) {
 
   // The restart: a new scheduler and sessions, rebuilt from the records
   // (run 0 done), as Controller::RestoreSession does.
-  auto policy = MakePolicy("hmpmd");
-  ASSERT_TRUE(policy.ok());
-  Scheduler scheduler(SchedulerOptions{}, std::move(policy).value());
-  SchedulerOpenJobs jobs(&scheduler);
-  FakeHost host(&scheduler);
-  DriverSessions sessions(&host, &jobs, &tokens_);
-  sessions.set_data_token(token_);
-  JobSpec spec;
-  spec.name = "drv";
-  std::shared_ptr<JobGraph> graph = JobGraph::BuildOpen(spec).value();
+  Restarted after(&tokens_, token_);
+  Scheduler& scheduler = after.scheduler;
+  FakeHost& host = after.host;
+  DriverSessions& sessions = after.sessions;
+  std::shared_ptr<JobGraph> graph = JobGraph::BuildOpen(Restarted::Spec()).value();
   auto replayed = DriverSessions::Replay(groups, graph.get());
   ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
   ASSERT_EQ(graph->size(), 3u) << "a, b and c; the refused g took no place";
@@ -409,17 +425,13 @@ TEST_F(DriverSessionsTest, ASessionIsRebuiltFromItsStoreAndResumedByItsDriver) {
 TEST_F(DriverSessionsTest, ARestoredSessionNotResumedInTimeEndsFailed) {
   const JobId job = Open("d1");
   // As a restarted controller holds it: detached, waiting.
-  auto policy = MakePolicy("hmpmd");
-  ASSERT_TRUE(policy.ok());
-  Scheduler scheduler(SchedulerOptions{}, std::move(policy).value());
-  SchedulerOpenJobs jobs(&scheduler);
-  FakeHost host(&scheduler);
-  DriverSessions sessions(&host, &jobs, &tokens_);
-  JobSpec spec;
-  spec.name = "drv";
+  Restarted after(&tokens_, DataToken{});
+  Scheduler& scheduler = after.scheduler;
+  FakeHost& host = after.host;
+  DriverSessions& sessions = after.sessions;
   ASSERT_TRUE(scheduler
-                  .RestoreJob(job, JobGraph::BuildOpen(spec).value(), {}, JobState::kQueued, "",
-                              kNow, -1, kNow)
+                  .RestoreJob(job, JobGraph::BuildOpen(Restarted::Spec()).value(), {},
+                              JobState::kQueued, "", kNow, -1, kNow)
                   .ok());
   sessions.Restore(job, {}, 100, kNow);
   const TimeUs window = DriverSessions::ResumeWindowUs(1'000'000);

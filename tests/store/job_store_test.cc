@@ -610,3 +610,41 @@ TEST(SchedulerRestoreTest, ARunOutsideTheJobIsCorruption) {
 
 }  // namespace
 }  // namespace hmpmd
+
+namespace hmpmd {
+namespace {
+
+// A driver session's open job restored with every run done stays open,
+// with nothing ready, and a task appended after runs once (a run past the
+// job's end was made ready, and the appended task placed twice).
+TEST(SchedulerRestoreTest, ARestoredOpenJobWithEveryRunDoneTakesMoreTasks) {
+  Scheduler s(SchedulerOptions{}, std::make_unique<HmpmdPolicy>());
+  JobSpec spec;
+  spec.name = "session";
+  std::shared_ptr<JobGraph> graph = JobGraph::BuildOpen(spec).value();
+  TaskSpec first;
+  first.id = "a";
+  first.kernel = "spin";
+  ASSERT_TRUE(graph->Append({}, {first}).ok());
+  ASSERT_TRUE(s.RestoreJob(3, graph, {{0, 0, 10, 20}}, JobState::kQueued, "", 1, -1, 100).ok());
+  EXPECT_EQ(s.job(3)->state, JobState::kRunning) << "open: its driver closes it";
+  EXPECT_EQ(s.job(3)->left_in_step, 0u);
+  s.AddDevice(OneCube());
+  s.AddDevice(OneCube());
+  std::vector<Dispatch> none;
+  s.Schedule(120, &none);
+  EXPECT_TRUE(none.empty()) << "nothing to run until the driver appends";
+  TaskSpec next;
+  next.id = "b";
+  next.kernel = "spin";
+  Status appended = s.AppendTasks(3, {}, {next}, 150);
+  ASSERT_TRUE(appended.ok()) << appended.ToString();
+  std::vector<Dispatch> out;
+  s.Schedule(200, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].run, 1u);
+  EXPECT_EQ(out[0].attempt, 0u);
+}
+
+}  // namespace
+}  // namespace hmpmd
