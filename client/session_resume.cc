@@ -49,6 +49,8 @@ bool Session::Resume(const std::string& lost, std::string* why) {
   }
   const auto deadline = Deadline(options_.resume_timeout_ms);
   std::string last = lost;
+  constexpr int64_t kFirstTryMs = 200;
+  int tries = 0;  // endpoints tried
   while (!stop_ && Clock::now() < deadline) {
     zmq::socket_t s(ctx_, zmq::socket_type::dealer);
     zmq::socket_t handshakes;
@@ -71,13 +73,16 @@ bool Session::Resume(const std::string& lost, std::string* why) {
       }
     };
     send_open();
-    // An endpoint that completes no handshake in kTryEachMs (a standby
-    // still waiting for the store listens on nothing) is left for the next;
-    // one that did is waited for (a restarted controller answers once its
-    // workers are back).
+    // An endpoint that completes no handshake in time (a standby still
+    // waiting for the store listens on nothing) is left for the next; one
+    // that did is waited for (a restarted controller answers once its
+    // workers are back). The first round is short: the controller that
+    // takes over listens within a moment of the loss, and a whole second
+    // on the dead one delayed every takeover by as much.
     bool reached = false;
     int connections = 0;  // handshakes this socket completed
-    const auto next_at = Clock::now() + std::chrono::milliseconds(kTryEachMs);
+    const int64_t try_ms = std::min<int64_t>(kTryEachMs, kFirstTryMs << std::min(tries++, 4));
+    const auto next_at = Clock::now() + std::chrono::milliseconds(try_ms);
     Clock::time_point ask_again_at = Clock::time_point::max();
     zmq::pollitem_t items[2] = {{s.handle(), 0, ZMQ_POLLIN, 0},
                                 {handshakes.handle(), 0, ZMQ_POLLIN, 0}};

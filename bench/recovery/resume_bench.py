@@ -14,7 +14,9 @@ both endpoints; nobody restarts the one killed. It reports the time from
 the kill until the standby answers with both workers back, and until the
 job's next task is done there, beside the same two times for a restart
 started the moment the controller died (what a supervisor at its quickest
-does), measured in the same run.
+does), measured in the same run. A Python driver session beside the job
+(one 20 ms task at a time, given both endpoints) reports when its first
+Future after the kill resolved: its session resumed on the new primary.
 
   bench/recovery/resume_bench.py --bin build/bin [--runs 5] [--grace-ms 2000] [--standby]
 """
@@ -71,6 +73,31 @@ def wait_failover(base, job, done_at_kill, killed):
     raise RuntimeError("no progress after the kill")
 
 
+# A driver session that runs one 20 ms task at a time and prints, on the
+# monotonic clock every process shares, when each one's Future resolved.
+DRIVER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import hmpmd
+c = hmpmd.Client.connect(sys.argv[2], session="bench-driver", heartbeat_ms=100,
+                         connect_timeout_ms=20000)
+while True:
+    c.submit("sleep", args={"us": 20000}).wait(60000)
+    print(time.monotonic(), flush=True)
+"""
+
+
+def driver_after(out_path, killed):
+    """Seconds from `killed` until the driver's first Future after it."""
+    for _ in range(6000):
+        with open(out_path) as f:
+            after = [float(line) for line in f if line.strip() and float(line) > killed]
+        if after:
+            return after[0] - killed
+        time.sleep(0.005)
+    raise RuntimeError("the driver's session did not go on after the kill")
+
+
 def one_run(args, workdir):
     zmq, http = free_port(), free_port()
     db = os.path.join(workdir, "jobs.db")
@@ -109,6 +136,17 @@ def one_run(args, workdir):
                 [os.path.join(args.bin, "hmpmd-worker"), "--controller",
                  endpoints, "--cores", "cube=1,vector=1", "--log-level", "warn"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # The driver first: it is running its tasks when the job starts.
+        driver_out = os.path.join(workdir, "driver.out")
+        if args.standby or args.compare:
+            python_dir = os.path.join(args.bin, os.pardir, "python")
+            procs.append(subprocess.Popen([sys.executable, "-c", DRIVER, python_dir, endpoints],
+                                          stdout=open(driver_out, "w"),
+                                          stderr=open(driver_out + ".err", "w")))
+            for _ in range(3000):
+                if os.path.getsize(driver_out) > 0:
+                    break
+                time.sleep(0.01)
         tasks = []
         for c in range(2):
             for i in range(40):
@@ -132,17 +170,22 @@ def one_run(args, workdir):
         if args.standby:
             times = wait_failover(standby_base, job, done_at_kill, killed)
             wait_success(standby_base, job)
-            return times
+            return times + (driver_after(driver_out, killed),)
         open(log, "a").write("--- restart ---\n")
         ctl = start_controller()
         if args.compare:
-            return wait_failover(base, job, done_at_kill, killed)
+            return wait_failover(base, job, done_at_kill, killed) + (
+                driver_after(driver_out, killed),)
         wait_success(base, job)
         text = open(log).read().split("--- restart ---")[-1]
         m = re.search(r"dispatch resumes after (\d+) ms: (all workers back|grace expired)", text)
         if not m:
             raise RuntimeError("no 'dispatch resumes' line in " + log)
         return int(m.group(1)), m.group(2)
+    except BaseException:
+        if os.environ.get("RESUME_BENCH_DEBUG"):
+            os.system(f"cp -r {workdir} /tmp/resume-debug")
+        raise
     finally:
         for p in procs + [locals().get("ctl")]:
             if p is not None and p.poll() is None:
@@ -188,13 +231,15 @@ def failover(args):
     print(f"bench/recovery --standby: kill -9 of the primary, 2 workers, heartbeat "
           f"{args.heartbeat_ms} ms, median of {args.runs} run(s) [min .. max], seconds from the kill")
     for mode, label in (("standby", "standby takes over"), ("restart", "restart at once (baseline)")):
-        serving = [s for s, _ in times[mode]]
-        progress = [p for _, p in times[mode]]
-        print(f"  {label:28s} serving with 2 workers {statistics.median(serving):6.3f} "
-              f"[{min(serving):.3f} .. {max(serving):.3f}]  next task done "
-              f"{statistics.median(progress):6.3f} [{min(progress):.3f} .. {max(progress):.3f}]")
-    ratio = statistics.median(p for _, p in times["standby"]) / statistics.median(
-        p for _, p in times["restart"])
+        print(f"  {label:28s}", end="")
+        for i, what in enumerate(("serving with 2 workers", "next task done",
+                                  "driver's next Future")):
+            xs = [t[i] for t in times[mode]]
+            print(f" {what} {statistics.median(xs):6.3f} [{min(xs):.3f} .. {max(xs):.3f}]",
+                  end="")
+        print()
+    ratio = statistics.median(p for _, p, _ in times["standby"]) / statistics.median(
+        p for _, p, _ in times["restart"])
     print(f"  ratio standby/restart (next task done) = {ratio:.2f}")
     return 0
 

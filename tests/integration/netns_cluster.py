@@ -36,6 +36,10 @@ import time
 PREFIX = "hmpmdt"
 CONTROLLER_PORT = 5555
 HTTP = "127.0.0.1:8080"
+# A standby's (NetnsCluster(standby=True)): beside the primary, in its
+# namespace, on the same store.
+STANDBY_PORT = 5556
+STANDBY_HTTP = "127.0.0.1:8081"
 
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
@@ -212,7 +216,8 @@ class NetnsCluster:
     """Controller in one namespace, `workers` workers in one namespace each."""
 
     def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", delay_ms=0.0,
-                 heartbeat_ms=200, worker_timeout_ms=1000, log_dir=None, loopback=False):
+                 heartbeat_ms=200, worker_timeout_ms=1000, log_dir=None, loopback=False,
+                 db=None, standby=False):
         self.hmpmd_bin = os.path.join(bin_dir, "hmpmd")
         self.worker_bin = os.path.join(bin_dir, "hmpmd-worker")
         for b in (self.hmpmd_bin, self.worker_bin):
@@ -227,6 +232,10 @@ class NetnsCluster:
         # loopback: the workers run in the controller's namespace and connect
         # over its 127.0.0.1 (a baseline without veth links; no delay).
         self.loopback = loopback
+        # db: the controller's store (none without); standby: a second
+        # controller waits on it (`--standby`), and workers are given both.
+        self.db = db
+        self.standby = standby
         self.net = Network(0 if loopback else workers, delay_ms)
         self.ns_controller = self.net.hub
         self.ns_workers = self.net.leaves
@@ -264,11 +273,18 @@ class NetnsCluster:
         self._procs.append((name, p, log))
         return p
 
+    def _controller_args(self, port, http):
+        args = [self.hmpmd_bin, "controller", "--listen", "tcp://*:%d" % port, "--http", http,
+                "--heartbeat-ms", str(self.heartbeat_ms),
+                "--worker-timeout-ms", str(self.worker_timeout_ms), "--log-level", "info"]
+        return args + (["--db", self.db] if self.db else [])
+
     def _start_processes(self):
-        self._spawn("controller", self.ns_controller, [
-            self.hmpmd_bin, "controller", "--listen", "tcp://*:%d" % CONTROLLER_PORT,
-            "--http", HTTP, "--heartbeat-ms", str(self.heartbeat_ms),
-            "--worker-timeout-ms", str(self.worker_timeout_ms), "--log-level", "info"])
+        self._spawn("controller", self.ns_controller,
+                    self._controller_args(CONTROLLER_PORT, HTTP))
+        if self.standby:
+            self._spawn("standby", self.ns_controller,
+                        self._controller_args(STANDBY_PORT, STANDBY_HTTP) + ["--standby"])
         for i in range(self.n):
             self.start_worker(i)
 
@@ -276,8 +292,11 @@ class NetnsCluster:
         """Starts worker i (named ns-worker<i>) in its namespace."""
         ns = self.ns_controller if self.loopback else self.ns_workers[i]
         host = "127.0.0.1" if self.loopback else self.controller_ip(i)
+        endpoints = "tcp://%s:%d" % (host, CONTROLLER_PORT)
+        if self.standby:
+            endpoints += ",tcp://%s:%d" % (host, STANDBY_PORT)
         self._spawn("worker%d" % i, ns, [
-            self.worker_bin, "--controller", "tcp://%s:%d" % (host, CONTROLLER_PORT),
+            self.worker_bin, "--controller", endpoints,
             "--name", "ns-worker%d" % i, "--cores", self.cores, "--log-level", "info"])
 
     def stop_worker(self, i):
@@ -317,6 +336,12 @@ class NetnsCluster:
 
     # --- actions ------------------------------------------------------------
 
+    def signal(self, name, sig):
+        """Sends `sig` to process `name` (controller, standby, worker<i>) by PID."""
+        for n, p, _ in self._procs:
+            if n == name and p.poll() is None:
+                p.send_signal(sig)
+
     def alive(self, name):
         for n, p, _ in self._procs:
             if n == name:
@@ -331,10 +356,10 @@ class NetnsCluster:
         """Brings worker i's link back up; its worker registers again on its own."""
         _run(["ip", "-n", self.ns_controller, "link", "set", self.controller_if(i), "up"])
 
-    def cli(self, *args, timeout=120):
+    def cli(self, *args, timeout=120, http=HTTP):
         """Runs `hmpmd ARGS --url http://HTTP` in the controller namespace; (rc, stdout, stderr)."""
         p = subprocess.run(["ip", "netns", "exec", self.ns_controller, self.hmpmd_bin] + list(args) +
-                           ["--url", "http://" + HTTP], capture_output=True, text=True,
+                           ["--url", "http://" + http], capture_output=True, text=True,
                            timeout=timeout, env=self.env)
         return p.returncode, p.stdout, p.stderr
 
