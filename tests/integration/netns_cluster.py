@@ -283,6 +283,16 @@ class NetnsCluster:
         self._spawn("controller", self.ns_controller,
                     self._controller_args(CONTROLLER_PORT, HTTP))
         if self.standby:
+            # After the primary holds the store: the first to open it is primary.
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    self.get("/api/v1/pool")
+                    break
+                except (RuntimeError, subprocess.SubprocessError, ValueError):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the controller did not answer at start")
+                    time.sleep(0.05)
             self._spawn("standby", self.ns_controller,
                         self._controller_args(STANDBY_PORT, STANDBY_HTTP) + ["--standby"])
         for i in range(self.n):

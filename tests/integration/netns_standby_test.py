@@ -83,7 +83,7 @@ def hold_without_split_brain(cluster, tmp, job_id, what):
     time.sleep(1.5)  # the worker time-out (1 s) and a little: both declared dead
     before = job(cluster, job_id) if what == "partition" else None
     time.sleep(HOLD_S - 1.5)
-    check("taking over" not in standby_log(tmp),
+    check("the primary released" not in standby_log(tmp),
           "%s: the standby took over while the primary held the store" % what)
     check(cluster.alive("standby"), "%s: the standby exited" % what)
     if before is not None:
@@ -121,9 +121,9 @@ def run(cluster, tmp):
 
     cluster.signal("controller", signal.SIGKILL)
     deadline = time.monotonic() + 20
-    while "taking over" not in standby_log(tmp) and time.monotonic() < deadline:
+    while "the primary released" not in standby_log(tmp) and time.monotonic() < deadline:
         time.sleep(0.05)
-    check("taking over" in standby_log(tmp), "the standby did not take over after the kill")
+    check("the primary released" in standby_log(tmp), "the standby did not take over after the kill")
     rc, out, err = cluster.cli("submit", spec, "--wait", "--wait-timeout", "60", "--json",
                                http=netns_cluster.STANDBY_HTTP)
     check(out.strip().startswith("{") and json.loads(out).get("state") == "succeeded",
