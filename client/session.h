@@ -188,8 +188,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<bool> ended_at_;
   // Groups sent that the controller has not stored yet (I/O thread only):
   // a resume sends those it lost again. `first`: their first task once
-  // acknowledged, -1 before.
+  // acknowledged, -1 before, kRefused for a group the controller refused
+  // (its Futures ended so, and it is not sent again).
   struct Unstored {
+    static constexpr int64_t kRefused = -2;
     SubmitGroup group;
     int64_t first = -1;
   };

@@ -426,8 +426,8 @@ void Session::HandleUpdate(SessionUpdate& u) {
   {
     std::lock_guard lock(mu_);
     for (GroupAck& ack : u.acks) {
-      if (auto kept = unstored_.find(ack.seq); kept != unstored_.end() && ack.error.empty()) {
-        kept->second.first = ack.first_task;
+      if (auto kept = unstored_.find(ack.seq); kept != unstored_.end()) {
+        kept->second.first = ack.error.empty() ? int64_t{ack.first_task} : Unstored::kRefused;
       }
       if (auto actor = actor_seq_.find(ack.seq); actor != actor_seq_.end()) {
         if (!ack.error.empty()) refused_[actor->second] = ack.error;

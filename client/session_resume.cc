@@ -158,6 +158,7 @@ void Session::Replay(uint64_t resumed_seq) {
     std::vector<SubmitGroup> again;
     for (auto it = unstored_.upper_bound(resumed_seq); it != unstored_.end(); ++it) {
       Unstored& u = it->second;
+      if (u.first == Unstored::kRefused) continue;
       if (u.first >= 0 && !unacked_.count(it->first)) {
         std::vector<std::weak_ptr<FutureState>>& members = unacked_[it->first];
         for (size_t i = 0; i < u.group.tasks.size(); ++i) {

@@ -74,6 +74,8 @@ void DriverSessions::Resume(const std::string& identity, const SessionOpen& m,
   // forgotten: only the newest speaks for the session.
   if (!s.identity.empty()) session_of_.erase(s.identity);
   s.identity = identity;
+  s.who = who;
+  s.role = role;
   s.last_seen = now;
   session_of_[identity] = job;
   const uint64_t held = s.acks.empty() ? 0 : s.acks.back().seq;

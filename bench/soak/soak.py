@@ -36,6 +36,7 @@ import http.client
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -133,6 +134,9 @@ class Soak:
                     self.driver_jobs.add(said["job"])
                 if said.get("ok"):
                     self.sessions["right"] += 1
+                elif not said.get("data") and re.search(fault_run.DEATH_LIMITS,
+                                                        said.get("error", "")):
+                    self.deaths_limited += 1  # as a job may (fault_driver names the cause)
                 else:
                     # A session open across a restart resumes there.
                     if self.kills["controller"] > restarts:

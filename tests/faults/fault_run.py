@@ -42,9 +42,10 @@ The run then checks what must hold whatever the faults were:
   - the store reopens: a controller killed after the run and started on
     it again reports the job as it ended;
   - the driver's chains are right, element by element, unless its
-    session was lost as documented (stopped past its time-out), which it
-    must then say; a session open when the controller was killed resumes
-    on the restarted one;
+    session was lost as documented (stopped past its time-out), or one of
+    its tasks failed by the limits on worker deaths (as the job may), which
+    it must then say; a session open when the controller was killed
+    resumes on the restarted one;
   - no process is left behind (each is stopped by its PID), and no
     namespace.
 
@@ -104,6 +105,8 @@ DISK_KINDS = ("full-disk", "slow-disk")
 SLOW_DISK_US = 100000  # each write and sync of the store, while slow
 
 
+# What a task that the worker-death limits ended says (scheduling.md).
+DEATH_LIMITS = r"attempts: its worker .* died|max_worker_deaths"
 DRIVER_HEARTBEAT_MS = 250  # its session is lost after 10 silent heartbeats
 DRIVER_TIMEOUT_S = 10 * DRIVER_HEARTBEAT_MS / 1000
 
@@ -817,6 +820,12 @@ def run_once(seed, a, recovered):
             elif run.session_lost and not said.get("data"):
                 print(f"fault_run: the driver's session was lost ({run.session_lost}): "
                       f"{said.get('error')}")
+            elif len(lost) >= 2 and not said.get("data") and re.search(
+                    DEATH_LIMITS, said.get("error", "")):
+                # As the job may (below): a task of the session killed the
+                # workers that ran it, and is not run again.
+                print("fault_run: the driver's session failed by the limits on worker deaths: "
+                      f"{said.get('error')}")
             elif lost and not said.get("data") and re.search(r"fetch of job \d+ run \d+ from",
                                                              said.get("error", "")):
                 # driver-api.md: Get() of an output on a dead worker, not
@@ -838,8 +847,7 @@ def run_once(seed, a, recovered):
             job = run.get("/api/v1/jobs/1")
             # Failed by the scheduler's limits on what worker deaths may cost.
             poisoned = (not fetched and len(lost) >= 2 and job.get("state") == "failed"
-                        and re.search(r"attempts: its worker .* died|max_worker_deaths",
-                                      job.get("error", "")))
+                        and re.search(DEATH_LIMITS, job.get("error", "")))
             if poisoned:
                 print("fault_run: the job failed by the limits on worker deaths: "
                       + job.get("error", ""))
