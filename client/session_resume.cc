@@ -18,11 +18,16 @@
 namespace hmpmd::client::internal {
 
 void Session::SendSubmit(SessionSubmit& submit) {
-  SendMessage(submit);
+  // Moved into the Message and out again: a SessionSubmit converted to one
+  // was copied whole, every task's arguments included.
+  Message m(std::move(submit));
+  SendMessage(m);
+  SessionSubmit& sent = std::get<SessionSubmit>(m);
   if (options_.resume_timeout_ms != 0) {
-    for (SubmitGroup& g : submit.groups) unstored_[g.seq].group = std::move(g);
+    for (SubmitGroup& g : sent.groups) unstored_[g.seq].group = std::move(g);
   }
-  submit.groups.clear();
+  submit = SessionSubmit{};
+  submit.job = job_;
 }
 
 bool Session::Resume(const std::string& lost, std::string* why) {
