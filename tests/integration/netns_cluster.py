@@ -30,6 +30,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -89,6 +90,16 @@ def _run(args, check=True, timeout=30, env=None):
         raise RuntimeError("%s: exit %d: %s" % (" ".join(args), p.returncode,
                                                 (p.stderr or p.stdout).strip()))
     return p.stdout
+
+
+def print_log_tails(log_dir, lines=15):
+    """Prints the last `lines` of every *.log in `log_dir` to stderr (a
+    failed test's processes, as NetnsCluster(log_dir=...) kept them)."""
+    for name in sorted(os.listdir(log_dir)):
+        if name.endswith(".log"):
+            with open(os.path.join(log_dir, name)) as f:
+                tail = f.read().splitlines()[-lines:]
+            print("--- %s (last lines)\n%s" % (name, "\n".join(tail)), file=sys.stderr)
 
 
 def check_host():

@@ -189,11 +189,7 @@ def main():
                 restart_without_a_route(cluster, args.spec)
         except (Failed, RuntimeError) as e:
             print("FAILED: %s" % e, file=sys.stderr)
-            for name in sorted(os.listdir(tmp)):
-                if name.endswith(".log"):
-                    with open(os.path.join(tmp, name)) as f:
-                        tail = f.read().splitlines()[-15:]
-                    print("--- %s (last lines)\n%s" % (name, "\n".join(tail)), file=sys.stderr)
+            netns_cluster.print_log_tails(tmp)
             return 1
     leftover = [l for l in netns_cluster._run(["ip", "netns", "list"]).splitlines()
                 if l.startswith("%s%d" % (netns_cluster.PREFIX, os.getpid()))]
