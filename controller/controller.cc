@@ -226,18 +226,11 @@ void Controller::Handle(Incoming& in, TimeUs now) {
         ReportStarted(*w, b.started);  // taken after its results
       }
       return;
-    case MsgType::kSessionOpen: {
-      SessionOpen& open = std::get<SessionOpen>(in.message);
-      // A resume waits for the recovery window: its driver then hears where
-      // the outputs of its done runs are. Bounded, as a flood would be.
-      constexpr size_t kMostHeld = 65536;
-      if (open.resume != 0 && recovery_.open() && held_resumes_.size() < kMostHeld) {
-        held_resumes_.emplace_back(in.identity, std::move(open));
-        return;
+    case MsgType::kSessionOpen:
+      if (!HoldResume(in.identity, std::get<SessionOpen>(in.message))) {
+        sessions_.Open(in.identity, std::get<SessionOpen>(in.message), now);
       }
-      sessions_.Open(in.identity, open, now);
       return;
-    }
     case MsgType::kSessionSubmit:
       sessions_.Submit(in.identity, std::get<SessionSubmit>(in.message), now);
       return;

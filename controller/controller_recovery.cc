@@ -341,6 +341,15 @@ void Controller::AdoptDeferred(TimeUs now) {
   }
 }
 
+bool Controller::HoldResume(const std::string& identity, SessionOpen& open) {
+  // A resume waits for the recovery window: its driver then hears where
+  // the outputs of its done runs are. Bounded, as a flood would be.
+  constexpr size_t kMostHeld = 65536;
+  if (open.resume == 0 || !recovery_.open() || held_resumes_.size() >= kMostHeld) return false;
+  held_resumes_.emplace_back(identity, std::move(open));
+  return true;
+}
+
 bool Controller::RecoveryHoldsDispatch(TimeUs now) {
   if (!recovery_.open()) return false;
   // Judged at the loop's last read of its socket, as liveness is: a loop

@@ -372,6 +372,9 @@ class Controller : private DriverSessions::Host {
   // Records what a (re-)registering worker holds: tasks it runs, outputs
   // it stores.
   void AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs now);
+  // Keeps a driver's resume (`open`, moved from) until the recovery window
+  // ends (RecoveryHoldsDispatch answers it); false for any other open.
+  bool HoldResume(const std::string& identity, SessionOpen& open);
   // True while the recovery window holds dispatch back; when it ends,
   // rebuilds outputs no worker reported (lineage).
   bool RecoveryHoldsDispatch(TimeUs now);
