@@ -43,7 +43,8 @@ Status Session::Start() {
   // way, silently.
   for (auto [name, ms] : {std::pair{"connect_timeout_ms", options_.connect_timeout_ms},
                           std::pair{"fetch_timeout_ms", options_.fetch_timeout_ms},
-                          std::pair{"close_timeout_ms", options_.close_timeout_ms}}) {
+                          std::pair{"close_timeout_ms", options_.close_timeout_ms},
+                          std::pair{"resume_timeout_ms", options_.resume_timeout_ms}}) {
     if (ms < 0 && ms != kForever) {
       return Status::InvalidArgument(std::string(name) + ": must be at least 0, or -1 (no limit)");
     }

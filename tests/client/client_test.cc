@@ -343,6 +343,8 @@ TEST_F(ClientTest, BadCallsGetOneLineErrors) {
             "heartbeat_ms: must be from 1 to 60000");
   EXPECT_EQ(refused([](ClientOptions& o) { o.weight = 0; }),
             "weight: must be between 1 and 1000000 (as a job spec's)");
+  EXPECT_EQ(refused([](ClientOptions& o) { o.resume_timeout_ms = -5; }),
+            "resume_timeout_ms: must be at least 0, or -1 (no limit)");
   EXPECT_EQ(refused([](ClientOptions& o) { o.session = "a\x1b[31mRED"; }),
             "session: contains the control character U+001B");
   ClientOptions typo;

@@ -71,7 +71,8 @@ struct ClientOptions {
   /// controller restarted on the same job store, or a standby that took
   /// over (give both in `controller`), resumes it, and pending Futures go
   /// on. Only past this do they fail with "driver session lost". 0: fail at
-  /// once, as without a store. Default: 30000.
+  /// once, as without a store; -1 (kForever): try without limit.
+  /// Default: 30000.
   int64_t resume_timeout_ms = 30000;
   /// Most tasks per submit message. Default: 4096.
   uint32_t max_batch = 4096;
