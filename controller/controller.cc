@@ -279,6 +279,8 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
     // cancel): only the worker the run is placed on speaks for it.
     if (!HoldsRun(w, r.job, r.task)) {
       ++counters_.stale_results;
+      spdlog::debug("job {} run {} attempt {} from worker '{}': not placed there, dropped", r.job,
+                    r.task, r.attempt, w.name);
       continue;
     }
     bool applied;
@@ -336,6 +338,8 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
       if (observer_) observer_->OnTaskEnded(r.job, r.task, r.ok, start, end, now);
     } else {
       ++counters_.stale_results;
+      spdlog::debug("job {} run {} attempt {} from worker '{}': stale ({}), dropped", r.job, r.task,
+                    r.attempt, w.name, r.ok ? "ok" : error);
     }
   }
 }

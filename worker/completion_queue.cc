@@ -9,7 +9,7 @@ void CompletionQueue::Push(TaskResult result) {
   bool was_empty;
   {
     MutexLock lock(&mu_);
-    was_empty = pending_.empty();
+    was_empty = pending_.empty() && unwanted_ == 0;
     pending_.push_back(std::move(result));
   }
   // The I/O thread drains the eventfd before it takes the results, so a
@@ -18,9 +18,19 @@ void CompletionQueue::Push(TaskResult result) {
   if (was_empty) wake_->Signal();
 }
 
+void CompletionQueue::PushUnwanted() {
+  bool was_empty;
+  {
+    MutexLock lock(&mu_);
+    was_empty = pending_.empty() && unwanted_ == 0;
+    ++unwanted_;
+  }
+  if (was_empty) wake_->Signal();
+}
+
 size_t CompletionQueue::TakeAll(std::vector<TaskResult>* out) {
   MutexLock lock(&mu_);
-  size_t n = pending_.size();
+  const size_t n = pending_.size() + std::exchange(unwanted_, 0);
   if (out->empty()) {
     std::swap(*out, pending_);
   } else {

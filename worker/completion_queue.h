@@ -22,14 +22,19 @@ class CompletionQueue {
   explicit CompletionQueue(WakeupFd* wake) : wake_(wake) {}
 
   void Push(TaskResult result) EXCLUDES(mu_);
+  // A task ended whose result nobody wants (it was cancelled while it ran):
+  // counted as ended, never sent.
+  void PushUnwanted() EXCLUDES(mu_);
 
-  // Appends every pending result to `out` and returns how many.
+  // Appends every pending result to `out` and returns how many tasks ended,
+  // the unwanted ones included.
   size_t TakeAll(std::vector<TaskResult>* out) EXCLUDES(mu_);
 
  private:
   WakeupFd* const wake_;
   Mutex mu_;
   std::vector<TaskResult> pending_ GUARDED_BY(mu_);
+  size_t unwanted_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hmpmd::worker

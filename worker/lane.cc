@@ -71,7 +71,10 @@ size_t Lane::CancelJob(JobId job) {
   size_t dropped;
   {
     MutexLock lock(&mu_);
-    if (running_job_ == job) cancel_running_.store(true, std::memory_order_relaxed);
+    if (running_job_ == job) {
+      cancel_running_.store(true, std::memory_order_relaxed);
+      drop_running_ = true;
+    }
     dropped = std::erase_if(queue_, [&](const LaneTask& t) {
       if (t.assign.job != job) return false;
       if (!t.assign.gang.endpoints.empty()) gangs.push_back(t.assign.gang.tag);
@@ -89,6 +92,7 @@ size_t Lane::CancelRun(JobId job, uint32_t run) {
     MutexLock lock(&mu_);
     if (running_job_ == job && running_run_ == run) {
       cancel_running_.store(true, std::memory_order_relaxed);
+      drop_running_ = true;
     }
     dropped = std::erase_if(queue_, [&](const LaneTask& t) {
       if (t.assign.job != job || t.assign.task != run) return false;
@@ -103,7 +107,7 @@ size_t Lane::CancelRun(JobId job, uint32_t run) {
 
 bool Lane::Started(HeldTask* out) const {
   MutexLock lock(&mu_);
-  if (running_job_ == 0) return false;
+  if (running_job_ == 0 || drop_running_) return false;  // cancelled: no one's run
   *out = HeldTask{running_job_, running_run_, running_attempt_, kind_, index_};
   return true;
 }
@@ -135,19 +139,26 @@ void Lane::Loop() {
       running_run_ = task.assign.task;
       running_attempt_ = task.assign.attempt;
       cancel_running_.store(false, std::memory_order_relaxed);
+      drop_running_ = false;
     }
     TaskResult result = Execute(task);
     // However it ended (even before its Communicator existed: an input
     // failed, it was cancelled), its gang's frames are of no further use.
     if (!task.assign.gang.endpoints.empty()) data_->CloseGang(task.assign.gang.tag);
+    bool unwanted;
     {
       MutexLock lock(&mu_);
       running_job_ = 0;
+      unwanted = drop_running_;
     }
     if (ran_.size() == kRanKept) ran_.pop_front();
     ran_.push_back(
         {result.job, result.task, result.ok, result.output_bytes, result.output_buffers});
-    done_->Push(std::move(result));
+    if (unwanted) {
+      done_->PushUnwanted();
+    } else {
+      done_->Push(std::move(result));
+    }
   }
 }
 

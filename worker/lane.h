@@ -59,11 +59,12 @@ class Lane {
   void Push(LaneTask task) EXCLUDES(mu_);
 
   // Drops the queued (not yet started) tasks of `job` and raises the cancel
-  // flag of its running one (KernelArgs::cancelled()); returns how many
-  // queued tasks it dropped.
+  // flag of its running one (KernelArgs::cancelled()), whose result is then
+  // not reported (CompletionQueue::PushUnwanted); returns how many queued
+  // tasks it dropped.
   size_t CancelJob(JobId job) EXCLUDES(mu_);
-  // The same for one run of `job` (a driver cancelled it): returns 1 when
-  // it was queued and is dropped, else 0.
+  // The same for one run of `job`, whatever its attempt: returns 1 when it
+  // was queued and is dropped, else 0.
   size_t CancelRun(JobId job, uint32_t run) EXCLUDES(mu_);
 
   // The run this lane has started (popped from its queue) and not finished
@@ -102,6 +103,11 @@ class Lane {
   uint32_t running_run_ GUARDED_BY(mu_) = 0;
   uint32_t running_attempt_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> cancel_running_{false};  // the running task's cancel flag
+  // The running task was cancelled: its result goes nowhere. Dropped here,
+  // by this execution, not later by (job, run, attempt): a restarted
+  // controller numbers attempts from 0 again and may send this lane's
+  // neighbour the same key while a cancelled collective lingers here.
+  bool drop_running_ GUARDED_BY(mu_) = false;
 
   // The last kRanKept tasks this lane ran, oldest first: what a task
   // dispatched behind its producer checks. Lane thread only.

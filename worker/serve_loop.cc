@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <set>
 #include <system_error>
 #include <utility>
 #include <variant>
@@ -326,6 +327,13 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
       break;
     }
     case MsgType::kCancelRuns: {
+      // The controller has ended these runs (or given them to another
+      // worker) and wants no result of them, finished or not: sent anyway,
+      // a "cancelled" failure could reach a restarted controller that has
+      // placed the run here again under the same attempt number, and fail
+      // it. A running one's result is dropped by its lane; those already
+      // finished are taken first and dropped here.
+      TakeResults();
       const CancelRuns& c = std::get<CancelRuns>(message);
       for (uint32_t run : c.runs) {
         size_t dropped = 0;
@@ -333,13 +341,13 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
           for (auto& lane : lanes) dropped += lane->CancelRun(c.job, run);
         }
         in_flight_ -= static_cast<uint32_t>(dropped);
+        auto same = [&](const TaskResult& r) { return r.job == c.job && r.task == run; };
+        std::erase_if(done_.results, same);
+        std::erase_if(recent_, [&](const auto& entry) { return same(entry.second); });
         auto it = held_.find({c.job, run});
         if (it == held_.end()) continue;
-        // Running: the controller has ended the run (or given it to another
-        // worker) and wants no result of it. Sent anyway, a "cancelled"
-        // failure could reach a restarted controller that adopted the run
-        // from this worker's report, and fail it.
-        if (dropped == 0) orphaned_.insert({c.job, run, it->second.attempt});
+        log_->debug("job {} run {} attempt {} cancelled ({})", c.job, run, it->second.attempt,
+                    dropped == 0 ? "running" : "queued");
         held_.erase(it);
       }
       break;
@@ -438,11 +446,9 @@ void ServeLoop::DropJob(JobId job) {
 }
 
 void ServeLoop::DropEverything() {
+  TakeResults();  // those finished go with the rest, below
   std::set<JobId> jobs;
-  for (const auto& [key, task] : held_) {
-    jobs.insert(task.job);
-    orphaned_.insert({task.job, task.task, task.attempt});
-  }
+  for (const auto& [key, task] : held_) jobs.insert(task.job);
   for (JobId job : jobs) {
     for (auto& lanes : lanes_) {
       for (auto& lane : lanes) in_flight_ -= static_cast<uint32_t>(lane->CancelJob(job));
@@ -475,8 +481,8 @@ void ServeLoop::TakeStarted(std::vector<HeldTask>* out) const {
   for (const auto& lanes : lanes_) {
     for (const auto& lane : lanes) {
       if (!lane->Started(&t)) continue;
-      // Not one of another controller's runs still ending here (orphaned_):
-      // this controller may have a job under the same id.
+      // Only the attempt this controller placed here (held_): another
+      // controller's job may have had the same id.
       auto it = held_.find({t.job, t.task});
       if (it != held_.end() && it->second.attempt == t.attempt) out->push_back(t);
     }
@@ -486,15 +492,6 @@ void ServeLoop::TakeStarted(std::vector<HeldTask>* out) const {
 void ServeLoop::TakeResults() {
   const size_t first = done_.results.size();
   in_flight_ -= static_cast<uint32_t>(completions_.TakeAll(&done_.results));
-  if (!orphaned_.empty()) {
-    // Tasks of a controller we no longer serve: their results go nowhere.
-    auto orphan = [&](const TaskResult& r) {
-      return orphaned_.erase({r.job, r.task, r.attempt}) > 0;
-    };
-    done_.results.erase(std::remove_if(done_.results.begin() + static_cast<std::ptrdiff_t>(first),
-                                       done_.results.end(), orphan),
-                        done_.results.end());
-  }
   for (size_t i = first; i < done_.results.size(); ++i) {
     const TaskResult& r = done_.results[i];
     auto it = held_.find({r.job, r.task});

@@ -28,9 +28,7 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "backoff.h"
@@ -84,8 +82,8 @@ class ServeLoop {
   // Registered with a controller of another epoch (another store, or none):
   // what this worker holds belongs to jobs it does not know, whatever their
   // ids. Drops queued tasks, raises the cancel flag of running ones (whose
-  // results are then dropped: orphaned_), frees every output and actor
-  // state and forgets results not yet sent.
+  // lanes then drop their results), frees every output and actor state and
+  // forgets results not yet sent.
   void DropEverything();
   void Dispatch(AssignBatch& batch);
   void FailNow(const TaskAssign& task, std::string error);
@@ -138,10 +136,6 @@ class ServeLoop {
   std::deque<std::pair<HeldTask, TaskResult>> recent_;
   bool registered_once_ = false;
   uint64_t epoch_ = 0;  // RegisterAck::epoch of the controller we registered with
-  // Tasks still running here whose results nobody wants, so they are not
-  // sent: another controller's (DropEverything), and runs the controller
-  // cancelled (CancelRuns).
-  std::set<std::tuple<JobId, uint32_t, uint32_t>> orphaned_;
   int exec_log_fd_ = -1;
   uint64_t dropped_frames_ = 0;
   bool shutdown_ = false;

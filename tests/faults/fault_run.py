@@ -172,8 +172,9 @@ def crash_schedule(seed, faults, workers, span_s):
 
 
 class Run:
-    def __init__(self, bin_dir, tmp, workers, net=None):
+    def __init__(self, bin_dir, tmp, workers, net=None, log_level="info"):
         self.bin, self.tmp, self.workers = bin_dir, tmp, workers
+        self.log_level = log_level
         # With a network (--netns), this process is in the controller's
         # namespace, each worker in one of its own, joined by a veth link.
         self.net = net
@@ -236,7 +237,7 @@ class Run:
             [os.path.join(self.bin, "hmpmd"), "controller", "--listen", listen, "--http",
              self.http, "--db", self.db, "--heartbeat-ms", str(HEARTBEAT_MS),
              "--worker-timeout-ms", str(TIMEOUT_MS), "--recovery-grace-ms", "2000",
-             "--keep-hours", "1"] + self.controller_args,
+             "--keep-hours", "1", "--log-level", self.log_level] + self.controller_args,
             "controller.log",
             env={"HMPMD_SLOW_DISK_FILE": self.slow_disk, "HMPMD_CRASH_WRITE_FILE": self.crash_write},
             piped=True)
@@ -261,7 +262,8 @@ class Run:
             endpoint = f"tcp://{self.net.controller_ip(i)}:{self.port}"
         self.worker_procs[i] = self.spawn(
             where + [os.path.join(self.bin, "hmpmd-worker"), "--controller", endpoint, "--cores",
-                     "cube=1,vector=1", "--name", f"w{i}", "--exec-log", self.exec_log],
+                     "cube=1,vector=1", "--name", f"w{i}", "--exec-log", self.exec_log,
+                     "--log-level", self.log_level],
             f"worker{i}.log")
 
     def get(self, path):
@@ -681,6 +683,9 @@ def main():
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--chains", type=int, default=6)
     ap.add_argument("--links", type=int, default=12)
+    ap.add_argument("--log-level", default="info",
+                    help="the controller's and the workers' (debug shows each cancel and each "
+                         "result a controller found stale)")
     a = ap.parse_args()
     if a.net_faults is None:
         a.net_faults = 2 if a.netns else 0
@@ -753,7 +758,7 @@ def run_once(seed, a, recovered):
             # This process (REST reads, the submitting CLI, the driver)
             # lives beside the controller, in its namespace.
             leave_netns = netns_cluster.enter(net.hub)
-        run = Run(a.bin_dir, tmp, a.workers, net)
+        run = Run(a.bin_dir, tmp, a.workers, net, a.log_level)
         try:
             run.start_controller()
             for i in range(a.workers):

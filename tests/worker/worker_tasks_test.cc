@@ -323,5 +323,28 @@ TEST_F(WorkerTasksTest, ARunningRunTheControllerCancelsSendsNoResult) {
   EXPECT_FALSE(got.contains(Key(1, 0))) << "the cancelled run's result was sent";
 }
 
+// A restarted controller numbers attempts from 0 again: it may place a run
+// here under the very (job, run, attempt) of one it cancelled that still
+// lingers on another lane (a cancelled collective waits out its sockets'
+// linger). The new one's result is sent, the lingering one's is not.
+TEST_F(WorkerTasksTest, ACancelledRunsResultIsDroppedNotTheNextOneUnderItsAttempt) {
+  AddGate();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  controller_.Send(AssignBatch{{Task(1, 0, "gate", CoreKind::kCube, 0)}});
+  ASSERT_TRUE(GateStarted());
+  controller_.Send(CancelRuns{1, {0}});
+  controller_.Send(AssignBatch{{Task(1, 0, "noop", CoreKind::kVector, 0)}});
+  std::map<Key, TaskResult> got = ResultsUntil(Key(1, 0));
+  ASSERT_TRUE(got.contains(Key(1, 0))) << "the run placed again sent no result";
+  EXPECT_TRUE(got[Key(1, 0)].ok) << got[Key(1, 0)].error;
+
+  OpenGate();
+  controller_.Send(AssignBatch{{Task(2, 0, "noop", CoreKind::kCube, 0)}});
+  got = ResultsUntil(Key(2, 0));
+  EXPECT_FALSE(got.contains(Key(1, 0))) << "the cancelled run's result was sent";
+  EXPECT_TRUE(controller_.WaitFor<Heartbeat>([](const Heartbeat& h) { return h.running == 0; }))
+      << "the dropped result was not counted as ended";
+}
+
 }  // namespace
 }  // namespace hmpmd::worker
