@@ -33,15 +33,14 @@ bool Scheduler::OnInputsLost(JobId job_id, uint32_t run, uint32_t attempt,
       !producers.empty() && std::none_of(producers.begin(), producers.end(), [&](uint32_t p) {
         return job.runs[p].state == TaskState::kDone;
       });
-  // Lost inputs this scheduler still counts held on a live device: not
-  // the task's doing. A worker's store counts reads per attempt, and a
-  // reader that ran again (rebuilt, or an attempt thrown away) took one
-  // meant for another. No attempt lost, a bounded number of times.
-  const bool slipped =
-      gone && !ahead && !producers.empty() && rec.slips < TaskRecord::kMaxSlips &&
-      std::all_of(producers.begin(), producers.end(), [&](uint32_t p) {
-        return job.runs[p].state != TaskState::kDone || OutputAvailable(job.runs[p]);
-      });
+  // Inputs a worker answered it holds no outputs of: not the task's
+  // doing. A worker's store counts reads per attempt, and a reader that
+  // ran again (rebuilt, or an attempt thrown away) took one meant for
+  // another; or the reader ran behind an attempt of its input that a
+  // controller cancelled there, and a restarted one has the input done
+  // elsewhere (held on no device it knows yet, it is rebuilt below). No
+  // attempt lost, a bounded number of times.
+  const bool slipped = gone && !ahead && !producers.empty() && rec.slips < TaskRecord::kMaxSlips;
   if (producers.empty() || (!ahead && !slipped && AttemptsUsed(rec) + 1 >= options_.max_attempts)) {
     return OnTaskFailed(job_id, run, attempt, why, /*retryable=*/!producers.empty(), now);
   }

@@ -182,6 +182,7 @@ TaskResult Lane::Execute(const LaneTask& task) {
     r.error = "input: run " + std::to_string(lost) + ", queued ahead of this task on " + name_ +
               ", did not succeed there";
     r.lost_inputs.push_back(lost);
+    r.inputs_gone = true;  // this worker's store has no outputs of it: no attempt lost
     r.end_us = NowUs();
     log_->debug("{}: job {} task {} attempt {}: {}", name_, r.job, r.task, r.attempt, r.error);
     return r;

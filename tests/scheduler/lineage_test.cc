@@ -231,6 +231,28 @@ TEST_F(RestoredLineageTest, ARunningReaderIsLeftAlone) {
   EXPECT_EQ(s_->job(kJob)->state, JobState::kSucceeded);
 }
 
+// A previous controller sent c behind an attempt of p on c's worker, then
+// cancelled that attempt; c, adopted after the restart on its last attempt,
+// reports p's outputs not there. p is done in the store but held on no
+// device known yet: p is rebuilt and c runs again, without losing an
+// attempt (fault seed 21 failed its job here).
+TEST_F(RestoredLineageTest, AnAdoptedReaderOfAnInputThatDidNotSucceedAheadOfItLosesNoAttempt) {
+  s_->RecordOutput(kJob, 2, dev_, 2048, 1);
+  const uint32_t last = 2;  // of 3
+  ASSERT_TRUE(s_->AdoptRun(kJob, 3, last, dev_, CoreKind::kCube, 0, 1000));
+  ASSERT_TRUE(s_->OnInputsLost(kJob, 3, last, {1},
+                               "run 1, queued ahead of this task on cube0, did not succeed there",
+                               1100, /*gone=*/true));
+  EXPECT_EQ(s_->job(kJob)->state, JobState::kRunning);
+  EXPECT_EQ(StateOf(*s_, kJob, 3), TaskState::kBlocked);
+  EXPECT_EQ(s_->job(kJob)->runs[3].slips, 1u);
+  TimeUs now = 1100;
+  for (int i = 0; i < 5 && !IsTerminal(s_->job(kJob)->state); ++i) {
+    for (const Dispatch& d : Step(*s_, now += 100)) FinishRun(*s_, d, now += 100, 64);
+  }
+  EXPECT_EQ(s_->job(kJob)->state, JobState::kSucceeded);
+}
+
 TEST(RestoredStepsTest, ARunOfTheNextStepIsNotAdoptedAndTheJobEnds) {
   // The store lost the end of step 0 (t) with the controller; the workers
   // report t of step 0 and s of step 1, both finished. Adopting s of step 1

@@ -294,7 +294,8 @@ struct TaskResult {
   // runs this task again instead of failing the job.
   std::vector<uint32_t> lost_inputs;
   // With lost_inputs: every one was answered "no such outputs" by the
-  // worker that should hold it (freed early), none went unanswered.
+  // worker that should hold it (freed early, or an attempt queued ahead on
+  // this worker did not succeed), none went unanswered.
   bool inputs_gone = false;
   // With !ok: the failure is not the task's own (a collective timed out
   // waiting for a peer, or could not reach one). The controller runs the

@@ -201,10 +201,10 @@ class Scheduler {
   // on their worker, or it did not answer): those that are done are rebuilt
   // by running them again (lineage) and this run waits for them, then runs
   // again. Counts as an attempt; out of attempts, the job fails with `error`.
-  // `gone`: their workers answered that they hold no such outputs; where
-  // this scheduler still counted them held there, it costs no attempt (up
-  // to TaskRecord::kMaxSlips times). Stale results return false and change
-  // nothing.
+  // `gone`: their workers answered that they hold no such outputs (freed
+  // early, or an attempt of them queued ahead there did not succeed): that
+  // costs no attempt, up to TaskRecord::kMaxSlips times. Stale results
+  // return false and change nothing.
   bool OnInputsLost(JobId job, uint32_t run, uint32_t attempt, const std::vector<uint32_t>& lost,
                     const std::string& error, TimeUs now, bool gone = false);
 
