@@ -15,8 +15,10 @@ namespace hmpmd::client::internal {
 namespace {
 
 constexpr int kPollMs = 20;  // how soon the destructor is noticed
-// A peer sends only fetch headers here; a larger frame is not one of ours.
+// A peer sends only fetch headers and run-done notices here; a larger frame
+// is not one of ours.
 constexpr int64_t kMaxFrameBytes = 64 * 1024;
+static_assert(kMaxNoticeBytes <= kMaxFrameBytes, "a worker's notice would cut its connection");
 
 uint64_t BytesOf(const std::vector<Buffer>& data) {
   uint64_t n = 0;
@@ -26,9 +28,10 @@ uint64_t BytesOf(const std::vector<Buffer>& data) {
 
 }  // namespace
 
-PutServer::PutServer(JobId job, DataToken token)
+PutServer::PutServer(JobId job, DataToken token, OnDone on_done)
     : job_(job),
       token_(token),
+      on_done_(std::move(on_done)),
       zap_(&ctx_, [this](const ZapRequest& r) { return SameDataToken(DataTokenOf(r), token_); }) {}
 
 PutServer::~PutServer() {
@@ -97,9 +100,18 @@ void PutServer::Serve(zmq::socket_t& s) {
     for (int n = 0; n < 256; ++n) {
       parts.clear();
       if (!zmq::recv_multipart(s, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
-      if (parts.size() != 2) continue;
+      if (parts.size() < 2) continue;
       Result<DataHeader> h = ParseDataHeader(parts[1].data(), parts[1].size());
       if (!h.ok()) continue;
+      if (h->op == static_cast<uint8_t>(DataOp::kRunDone)) {
+        if (parts.size() != 3 || !SameDataToken(h->token, token_) || h->key != job_ || !on_done_) {
+          continue;
+        }
+        Result<RunDoneNotice> notice = DecodeRunDone(parts[2].data(), parts[2].size());
+        if (notice.ok()) on_done_(std::move(notice).value());
+        continue;
+      }
+      if (parts.size() != 2) continue;
       const bool fetch = h->op == static_cast<uint8_t>(DataOp::kFetch) ||
                          h->op == static_cast<uint8_t>(DataOp::kFetchPeek);
       if (!fetch) continue;  // take-reads: a put is kept until its Future goes

@@ -1,5 +1,6 @@
 // PutServer: the driver's data socket, which serves the data of its puts
-// (Client::Put) to the workers that run the puts' tasks.
+// (Client::Put) to the workers that run the puts' tasks, and where workers
+// tell the driver of its runs done (DataOp::kRunDone, `on_done`).
 //
 // A put stays here until its task has ended and its Future is dropped (or
 // the session ends): a worker fetches it when the put's task runs, and
@@ -18,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +30,7 @@
 #include <zmq.hpp>
 
 #include "hmpmd/protocol/buffer.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/data_token.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
@@ -37,8 +40,11 @@ namespace hmpmd::client::internal {
 
 class PutServer {
  public:
-  // Serves fetches of (job, put id) that carry `token`.
-  PutServer(JobId job, DataToken token);
+  // Called on the server's thread for each run-done notice of `job`.
+  using OnDone = std::function<void(RunDoneNotice notice)>;
+  // Serves fetches of (job, put id) that carry `token`, and passes the
+  // notices that carry it to `on_done` (may be empty: they are dropped).
+  PutServer(JobId job, DataToken token, OnDone on_done = {});
   // Stops the thread; what is stored is freed.
   ~PutServer();
   PutServer(const PutServer&) = delete;
@@ -64,6 +70,7 @@ class PutServer {
 
   const JobId job_;
   const DataToken token_;
+  const OnDone on_done_;
   zmq::context_t ctx_{1};  // the socket's and its ZAP handler's alone
   ZapHandler zap_;
   std::optional<zmq::socket_t> socket_;

@@ -341,6 +341,7 @@ Status Session::Cancel(const FutureState& f) {
       }
     }
     if (Ended(f)) return Status::Ok();
+    f.cancelling = true;
     cancel_.push_back(static_cast<uint32_t>(f.index));
   }
   Wake();
@@ -351,18 +352,7 @@ Result<Future> Session::Put(std::vector<Buffer> data, CoreKind core) {
   if (Status meta = CheckOutputMeta(data); !meta.ok()) {
     return Status::InvalidArgument("put: " + meta.message());
   }
-  PutServer* server = nullptr;
-  {
-    std::lock_guard lock(puts_mu_);
-    if (puts_ == nullptr) {
-      auto made = std::make_unique<PutServer>(job_, data_token_);
-      const std::string host =
-          options_.data_host.empty() ? LocalAddressFor(controller_) : options_.data_host;
-      RETURN_IF_ERROR(made->Start(host));
-      puts_ = std::move(made);
-    }
-    server = puts_.get();
-  }
+  ASSIGN_OR_RETURN(PutServer * server, DataServer());
   uint64_t bytes = 0;
   for (const Buffer& b : data) bytes += b.data.size();
   const uint32_t id = server->Add(std::move(data));
@@ -430,6 +420,63 @@ void Session::EndPending(FutureState::Phase phase, const std::string& why,
   unacked_.clear();
   outbox_.clear();
   end_why_ = why;
+}
+
+Result<PutServer*> Session::DataServer() {
+  std::lock_guard lock(puts_mu_);
+  if (puts_ == nullptr) {
+    auto made = std::make_unique<PutServer>(
+        job_, data_token_, [this](RunDoneNotice notice) { OnRunDone(std::move(notice)); });
+    const std::string host =
+        options_.data_host.empty() ? LocalAddressFor(controller_) : options_.data_host;
+    RETURN_IF_ERROR(made->Start(host));
+    puts_ = std::move(made);
+  }
+  return puts_.get();
+}
+
+void Session::OnRunDone(RunDoneNotice notice) {
+  std::vector<std::shared_ptr<FutureState>> keep;  // destroyed unlocked
+  {
+    std::lock_guard lock(mu_);
+    for (const RunDone& done : notice.runs) {
+      if (done.run < tasks_.size()) {
+        ApplyRunDone(done, notice.endpoint, &keep);
+      } else if (early_done_.size() < kMaxEarlyDone) {
+        early_done_[done.run] = {done, notice.endpoint};
+      }
+    }
+  }
+  cv_.notify_all();
+}
+
+void Session::ApplyRunDone(const RunDone& done, const std::string& endpoint,
+                           std::vector<std::shared_ptr<FutureState>>* keep) {
+  const uint32_t index = done.run;
+  std::shared_ptr<FutureState> f = tasks_[index].lock();
+  // The controller's outcome of a cancel already asked for wins.
+  if (f == nullptr || f->cancelling) return;
+  if (Ended(*f)) {
+    // Done again: its outputs were rebuilt there after their worker died
+    // (a consumer needed them), as the controller's word would say; the
+    // consumer's own word may come before the controller's. An end other
+    // than done that the controller told stays.
+    if (f->phase == FutureState::Phase::kDone) {
+      f->endpoint = endpoint;
+      f->bytes = done.bytes;
+      f->buffers = done.buffers;
+    }
+    return;
+  }
+  if (!ended_at_[index]) {
+    ended_at_[index] = true;
+    ++ended_;
+  }
+  f->phase = FutureState::Phase::kDone;
+  f->endpoint = endpoint;
+  f->bytes = done.bytes;
+  f->buffers = done.buffers;
+  keep->push_back(std::move(f));
 }
 
 void Session::UnpinEndedPuts(std::vector<std::shared_ptr<FutureState>>* keep) {

@@ -56,8 +56,8 @@ inline constexpr DecodeLimits kWireLimits{};
 // string longer than the decoder takes.
 Status CheckWireString(const std::string& field, std::string_view text);
 // Bytes a SessionSubmit takes around its groups (each EncodedSize()), at
-// most: its array's head, the job id and the groups' array head.
-inline constexpr size_t kSubmitHeadBytes = 1 + 9 + 5;
+// most: its array's head, the job id, the groups' array head and `notify`.
+inline constexpr size_t kSubmitHeadBytes = 1 + 9 + 5 + 3 + kMaxNoticeEndpoint;
 // How long opening or resuming a session gives each of several endpoints
 // to complete a handshake.
 inline constexpr int64_t kTryEachMs = 1000;
@@ -84,6 +84,10 @@ class FutureState {
   std::string endpoint;  // done: the worker holding its outputs
   uint64_t bytes = 0;
   uint32_t buffers = 0;  // how many it kept (empty ones count)
+  // Cancel() asked the controller to cancel it: a worker's word that it is
+  // done is ignored, and the controller's (done, or cancelled) ends it.
+  // Mutable: Cancel() takes the state as the Future gives it, const.
+  mutable bool cancelling = false;
   // A put's id on the session's PutServer; -1 for a task. Set by Put()
   // before the Future is handed out, never changed after.
   int64_t put = -1;
@@ -138,6 +142,17 @@ class Session : public std::enable_shared_from_this<Session> {
   void Replay(uint64_t resumed_seq);
   void Wake();
   void HandleUpdate(SessionUpdate& u);
+  // The data socket (puts, run-done notices), started once; null when it
+  // cannot bind. Locks puts_mu_.
+  Result<PutServer*> DataServer();
+  // A worker says these runs are done (the PutServer's thread): their
+  // Futures resolve now; the controller's update confirms them later. A
+  // run ahead of its group's ack waits for it (early_done_).
+  void OnRunDone(RunDoneNotice notice);
+  // Ends the Future of `done.run` done, its outputs at `endpoint`, counted
+  // ended. Needs mu_.
+  void ApplyRunDone(const RunDone& done, const std::string& endpoint,
+                    std::vector<std::shared_ptr<FutureState>>* keep);
   // Moves the pinned puts whose task has ended into `keep` (destroyed by
   // the caller once mu_ is let go). Needs mu_.
   void UnpinEndedPuts(std::vector<std::shared_ptr<FutureState>>* keep);
@@ -213,10 +228,17 @@ class Session : public std::enable_shared_from_this<Session> {
   std::chrono::steady_clock::time_point close_deadline_;
   int64_t close_timeout_ms_ = 0;
 
-  // The puts' data socket, made at the first Put(); guarded by puts_mu_
-  // until made, then read-only.
+  // Run-done notices of runs not yet acknowledged, by index (guarded by
+  // mu_; at most kMaxEarlyDone).
+  std::map<uint32_t, std::pair<RunDone, std::string>> early_done_;
+  static constexpr size_t kMaxEarlyDone = 4096;
+  // The data socket, made when the session opens (DataServer); guarded by
+  // puts_mu_ until made, then read-only. `notify_`: its endpoint, which
+  // each SessionSubmit gives the controller (empty: none); set before the
+  // I/O thread starts.
   std::mutex puts_mu_;
   std::unique_ptr<PutServer> puts_;
+  std::string notify_;
 };
 
 // Submit() and Actor::Call() send one call: a collective member there

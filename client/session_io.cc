@@ -203,6 +203,11 @@ Status Session::Start() {
     data_token_ = ack.data_token;
     controller_ = endpoints[at];
     monitor_off.Now();
+    // Workers tell this session of its runs done there, a hop before the
+    // controller's update; where it cannot bind, the update alone tells.
+    if (options_.direct_done) {
+      if (Result<PutServer*> server = DataServer(); server.ok()) notify_ = (*server)->endpoint();
+    }
     io_ = std::thread([this] { Loop(); });
     return Status::Ok();
   }
@@ -381,6 +386,7 @@ bool Session::Flush(int64_t now_us) {
   const size_t max_tasks = std::min<size_t>(options_.max_batch, kWireLimits.max_batch);
   SessionSubmit submit;
   submit.job = job_;
+  submit.notify = notify_;
   size_t tasks = 0, bytes = kSubmitHeadBytes;
   for (SubmitGroup& g : groups) {
     const size_t g_bytes = EncodedSize(g);
@@ -459,6 +465,10 @@ void Session::HandleUpdate(SessionUpdate& u) {
           f->index = index;
         } else {
           release_.push_back(index);  // dropped before its ack
+        }
+        if (auto early = early_done_.find(index); early != early_done_.end()) {
+          ApplyRunDone(early->second.first, early->second.second, &keep);
+          early_done_.erase(early);
         }
       }
     }

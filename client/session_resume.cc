@@ -28,6 +28,7 @@ void Session::SendSubmit(SessionSubmit& submit) {
   }
   submit = SessionSubmit{};
   submit.job = job_;
+  submit.notify = notify_;
 }
 
 bool Session::Resume(const std::string& lost, std::string* why) {

@@ -549,6 +549,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
   const GraphTask& gt = g.task(index);
   if (g.open()) {
     a.reads = 0;  // a session's outputs stay until released (FreeRuns)
+    a.notify = sessions_.NotifyOf(d.job);
   } else {
     // Consumers already done (of a rebuilt run) do not read it again.
     a.reads = 0;

@@ -8,6 +8,7 @@
 #include "hmpmd/controller/job_spec_parser.h"
 #include "hmpmd/protocol/builtin_args.h"
 #include "hmpmd/protocol/codec.h"
+#include "hmpmd/protocol/data_frames.h"
 #include "hmpmd/protocol/job_spec.h"
 #include "hmpmd/protocol/json_text.h"
 #include "hmpmd/protocol/one_line.h"
@@ -260,6 +261,11 @@ void DriverSessions::Submit(const std::string& identity, SessionSubmit& m, TimeU
   const JobId job = s->update.job;
   const JobRun* run = jobs_->job(job);
   const bool storing = host_->Storing();
+  // Workers connect there: only a TCP endpoint of bounded length, one line.
+  if (!m.notify.empty() && m.notify.starts_with("tcp://") &&
+      m.notify.size() <= kMaxNoticeEndpoint && FirstControlChar(m.notify).empty()) {
+    s->notify = std::move(m.notify);
+  }
   for (SubmitGroup& group : m.groups) {
     GroupAck ack;
     ack.seq = group.seq;
@@ -299,6 +305,13 @@ void DriverSessions::Submit(const std::string& identity, SessionSubmit& m, TimeU
     auto it = sessions_.find(job);
     if (ok && it != sessions_.end()) it->second.stored_seq = std::max(it->second.stored_seq, seq);
   });
+}
+
+const std::string& DriverSessions::NotifyOf(JobId job) const {
+  static const std::string kNone;
+  if (sessions_.empty()) return kNone;
+  auto it = sessions_.find(job);
+  return it == sessions_.end() ? kNone : it->second.notify;
 }
 
 Result<DriverSessions::Replayed> DriverSessions::Replay(

@@ -67,10 +67,47 @@ Result<DataHeader> ParseDataHeader(const void* data, size_t size) {
                               std::to_string(sizeof(h)));
   }
   std::memcpy(&h, data, sizeof(h));
-  if (h.op < 1 || h.op > static_cast<uint8_t>(DataOp::kTakeRead)) {
+  if (h.op < 1 || h.op > static_cast<uint8_t>(DataOp::kRunDone)) {
     return Status::Corruption("data frame header: unknown op " + std::to_string(h.op));
   }
   return h;
+}
+
+namespace {
+constexpr size_t kRunDoneBytes = sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint32_t);
+}  // namespace
+
+std::string EncodeRunDone(const RunDoneNotice& notice) {
+  std::string out;
+  out.reserve(sizeof(uint32_t) + notice.runs.size() * kRunDoneBytes + notice.endpoint.size());
+  Put<uint32_t>(&out, static_cast<uint32_t>(notice.runs.size()));
+  for (const RunDone& d : notice.runs) {
+    Put<uint32_t>(&out, d.run);
+    Put<uint64_t>(&out, d.bytes);
+    Put<uint32_t>(&out, d.buffers);
+  }
+  out += notice.endpoint;
+  return out;
+}
+
+Result<RunDoneNotice> DecodeRunDone(const void* data, size_t size) {
+  const auto bad = [size] {
+    return Status::Corruption("run-done notice: " + std::to_string(size) + " bytes, malformed");
+  };
+  Reader r(data, size);
+  RunDoneNotice n;
+  uint32_t count = 0;
+  if (!r.Get(&count) || count == 0 || count > kMaxNoticeRuns) return bad();
+  const size_t fixed = sizeof(count) + size_t{count} * kRunDoneBytes;
+  if (size < fixed || size - fixed > kMaxNoticeEndpoint) return bad();
+  n.runs.resize(count);
+  for (RunDone& d : n.runs) {
+    if (!r.Get(&d.run) || !r.Get(&d.bytes) || !r.Get(&d.buffers) || d.buffers > kMaxOutputBuffers) {
+      return bad();
+    }
+  }
+  if (!r.GetString(size - fixed, &n.endpoint)) return bad();
+  return n;
 }
 
 std::string EncodeMeta(const std::vector<Buffer>& buffers) {

@@ -287,7 +287,8 @@ void BindClient(py::module_& m) {
           "connect",
           [](std::string controller, std::string session, std::string token, uint32_t weight,
              int64_t connect_timeout_ms, int64_t fetch_timeout_ms, int64_t close_timeout_ms,
-             uint32_t heartbeat_ms, uint32_t max_batch, int64_t resume_timeout_ms) {
+             uint32_t heartbeat_ms, uint32_t max_batch, int64_t resume_timeout_ms,
+             bool direct_done) {
             ClientOptions o;
             o.controller = std::move(controller);
             o.session = std::move(session);
@@ -299,6 +300,7 @@ void BindClient(py::module_& m) {
             o.heartbeat_ms = heartbeat_ms;
             o.max_batch = max_batch;
             o.resume_timeout_ms = resume_timeout_ms;
+            o.direct_done = direct_done;
             Result<std::unique_ptr<Client>> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
@@ -320,6 +322,7 @@ void BindClient(py::module_& m) {
           py::arg("heartbeat_ms") = ClientOptions{}.heartbeat_ms,
           py::arg("max_batch") = ClientOptions{}.max_batch,
           py::arg("resume_timeout_ms") = ClientOptions{}.resume_timeout_ms,
+          py::arg("direct_done") = ClientOptions{}.direct_done,
           "Connects to the controller (its --listen endpoint) and opens a session.")
       .def(
           "submit",

@@ -88,6 +88,7 @@ class DataPlane {
   // socket serves nothing.
   void SetDataToken(const DataToken& token) { tokens_.Set(token); }
   const DataTokens& tokens() const { return tokens_; }
+  zmq::context_t& context() { return ctx_; }
   const DataServer& server() const { return server_; }
   ObjectStore& store() { return store_; }
   ActorStates& actor_states() { return actor_states_; }

@@ -51,6 +51,7 @@ ServeLoop::ServeLoop(const WorkerOptions& options, const KernelMap* kernels, Wak
       data_(DataPlaneOptions{options.data_host, options.memory_mb << 20,
                              int64_t{options.peer_timeout_ms} * 1000, options.prefetch_mb << 20},
             log),
+      notifier_(&data_.context(), &data_.tokens(), log),
       backoff_(int64_t{options.reconnect_backoff_min_ms} * 1000,
                int64_t{options.reconnect_backoff_max_ms} * 1000) {
   if (!options.curve_server_key.empty()) {
@@ -314,6 +315,7 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
     case MsgType::kFreeJob: {
       const JobId job = std::get<FreeJob>(message).job;
       const uint64_t freed = data_.store().FreeJob(job);
+      notifier_.Forget(job);
       const size_t states = data_.actor_states().FreeJob(job);
       if (freed > 0 || states > 0) {
         log_->debug("job {} freed: {} bytes of outputs and {} actor state(s) released", job, freed,
@@ -344,6 +346,7 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
         auto same = [&](const TaskResult& r) { return r.job == c.job && r.task == run; };
         std::erase_if(done_.results, same);
         std::erase_if(recent_, [&](const auto& entry) { return same(entry.second); });
+        notify_.erase({c.job, run});
         auto it = held_.find({c.job, run});
         if (it == held_.end()) continue;
         log_->debug("job {} run {} attempt {} cancelled ({})", c.job, run, it->second.attempt,
@@ -412,6 +415,9 @@ void ServeLoop::Dispatch(AssignBatch& batch) {
     }
     held_[{task.job, task.task}] =
         HeldTask{task.job, task.task, task.attempt, task.core, task.lane};
+    if (!task.notify.empty()) {
+      notify_[{task.job, task.task}] = {task.attempt, std::move(task.notify)};
+    }
     // Its remote inputs are fetched from now on, while it waits its turn.
     PrefetchedInputs ahead = data_.PrefetchInputs(task);
     lanes[task.lane]->Push(LaneTask{std::move(task), &kernel->second, std::move(ahead)});
@@ -441,6 +447,8 @@ void ServeLoop::DropJob(JobId job) {
   const uint64_t freed = data_.store().FreeJob(job);
   data_.actor_states().FreeJob(job);
   std::erase_if(held_, [job](const auto& entry) { return entry.first.first == job; });
+  std::erase_if(notify_, [job](const auto& entry) { return entry.first.first == job; });
+  notifier_.Forget(job);
   log_->info("job {} cancelled: dropped {} queued task(s), freed {} bytes of outputs", job, dropped,
              freed);
 }
@@ -465,6 +473,8 @@ void ServeLoop::DropEverything() {
       held_.size(), jobs.size(), freed, states, done_.results.size());
   held_.clear();
   recent_.clear();
+  notify_.clear();
+  notifier_.Clear();
   done_.results.clear();
 }
 
@@ -494,12 +504,35 @@ void ServeLoop::TakeResults() {
   in_flight_ -= static_cast<uint32_t>(completions_.TakeAll(&done_.results));
   for (size_t i = first; i < done_.results.size(); ++i) {
     const TaskResult& r = done_.results[i];
+    if (auto n = notify_.find({r.job, r.task});
+        n != notify_.end() && n->second.first == r.attempt) {
+      if (r.ok) {
+        RunDoneNotice& notice = notices_[{std::move(n->second.second), r.job}];
+        notice.runs.push_back({r.task, r.output_bytes, r.output_buffers});
+      }
+      notify_.erase(n);
+    }
     auto it = held_.find({r.job, r.task});
     if (it == held_.end() || it->second.attempt != r.attempt) continue;
     recent_.emplace_back(it->second, r);
     held_.erase(it);
     if (recent_.size() > kMaxRecent) recent_.pop_front();
   }
+  // The drivers first: they wait on these; the DoneBatch follows at once.
+  for (auto& [to, notice] : notices_) {
+    notice.endpoint = data_.endpoint();
+    for (size_t at = 0; at < notice.runs.size(); at += kMaxNoticeRuns) {
+      const size_t end = std::min(notice.runs.size(), at + kMaxNoticeRuns);
+      if (at == 0 && end == notice.runs.size()) {
+        notifier_.Notify(to.first, to.second, notice);
+      } else {
+        notifier_.Notify(
+            to.first, to.second,
+            RunDoneNotice{notice.endpoint, {notice.runs.begin() + at, notice.runs.begin() + end}});
+      }
+    }
+  }
+  notices_.clear();
 }
 
 Status ServeLoop::FlushResults() {

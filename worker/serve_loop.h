@@ -35,6 +35,7 @@
 #include "completion_queue.h"
 #include "controller_link.h"
 #include "data_plane.h"
+#include "driver_notifier.h"
 #include "hmpmd/protocol/messages.h"
 #include "hmpmd/protocol/stall_clock.h"
 #include "hmpmd/worker/kernel_args.h"
@@ -104,6 +105,7 @@ class ServeLoop {
   ControllerLink link_;
   CompletionQueue completions_;
   DataPlane data_;
+  DriverNotifier notifier_;  // uses data_'s context and tokens
   // Declared after completions_ and data_, so lanes are gone before them.
   std::array<std::vector<std::unique_ptr<Lane>>, kNumCoreKinds> lanes_;
 
@@ -134,6 +136,11 @@ class ServeLoop {
   // the object store (RegisterMsg::outputs).
   std::map<std::pair<JobId, uint32_t>, HeldTask> held_;
   std::deque<std::pair<HeldTask, TaskResult>> recent_;
+  // Tasks of driver sessions whose driver hears of them done from here
+  // (TaskAssign::notify): (job, task) -> (attempt, the driver's socket).
+  std::map<std::pair<JobId, uint32_t>, std::pair<uint32_t, std::string>> notify_;
+  // TakeResults' notices, one per (driver socket, job); reused.
+  std::map<std::pair<std::string, JobId>, RunDoneNotice> notices_;
   bool registered_once_ = false;
   uint64_t epoch_ = 0;  // RegisterAck::epoch of the controller we registered with
   int exec_log_fd_ = -1;

@@ -3,7 +3,12 @@
 //
 //  (a) raw DEALER/ROUTER round trip on loopback, between two processes;
 //  (b) Submit -> Wait of one noop at a time, each after the one before
-//      (a chain the driver waits on task by task): the round trip;
+//      (a chain the driver waits on task by task): the round trip; the
+//      controller must hear of each done before it sends the next;
+//  (b2) the same, each noop reading nothing: a synchronous call, which the
+//      worker's word to the driver (DataOp::kRunDone) ends a hop sooner;
+//      beside it, the same calls on a session with direct_done off, whose
+//      Futures end on the controller's word alone (the baseline);
 //  (c) a chain of noops submitted at once, then waited on: tasks/s;
 //  (d) independent noops submitted at once over two workers: tasks/s.
 // Each figure is the median of --runs runs, printed with min and max.
@@ -40,13 +45,14 @@ double Seconds(Clock::time_point t0) {
   std::exit(1);
 }
 
-// Median Submit -> Wait in microseconds over `n` noops, each after the last.
-double RoundTripUs(client::Client& c, int n) {
+// Median Submit -> Wait in microseconds over `n` noops, each after the last
+// (`chained`: each reads the one before).
+double RoundTripUs(client::Client& c, int n, bool chained) {
   std::vector<double> samples;
   Future prev;
   for (int i = 0; i < n; ++i) {
     client::Call call{.kernel = "noop"};
-    if (prev.valid()) call.inputs = {prev};
+    if (chained && prev.valid()) call.inputs = {prev};
     auto t0 = Clock::now();
     auto f = c.Submit(std::move(call));
     if (!f.ok()) Die(f.status());
@@ -97,7 +103,7 @@ int main(int argc, char** argv) {
     independent = 2'000;
   }
   spdlog::set_level(spdlog::level::warn);
-  std::vector<double> raw, rtt, chain_tps, tps;
+  std::vector<double> raw, rtt, call, call_off, chain_tps, tps;
   for (int r = 0; r < runs; ++r) {
     double us = RawRoundTripUs(round_trips * 5);
     if (us <= 0) return std::fprintf(stderr, "bench_driver: the raw round trip failed\n"), 1;
@@ -115,23 +121,37 @@ int main(int argc, char** argv) {
   co.session = "bench_driver";
   auto c = client::Client::Connect(co);
   if (!c.ok()) Die(c.status());
+  co.session = "bench_driver_controller_only";
+  co.direct_done = false;
+  auto off = client::Client::Connect(co);
+  if (!off.ok()) Die(off.status());
   Throughput(**c, std::min(independent, 2000), false);  // warm up
+  Throughput(**off, std::min(independent, 2000), false);
   for (int r = 0; r < runs; ++r) {
-    rtt.push_back(RoundTripUs(**c, round_trips));
+    rtt.push_back(RoundTripUs(**c, round_trips, true));
+    call.push_back(RoundTripUs(**c, round_trips, false));
+    call_off.push_back(RoundTripUs(**off, round_trips, false));
     chain_tps.push_back(Throughput(**c, chain, true));
     tps.push_back(Throughput(**c, independent, false));
   }
   if (Status st = (*c)->Close(); !st.ok()) Die(st);
-  Stats a = Summarise(raw), b = Summarise(rtt), cc = Summarise(chain_tps), d = Summarise(tps);
+  if (Status st = (*off)->Close(); !st.ok()) Die(st);
+  Stats a = Summarise(raw), b = Summarise(rtt), b2 = Summarise(call), b3 = Summarise(call_off),
+        cc = Summarise(chain_tps), d = Summarise(tps);
   std::printf("bench/driver: median of %d run(s) [min .. max]\n", runs);
   std::printf("  (a) raw DEALER/ROUTER round trip        %9.1f us      [%.1f .. %.1f]\n", a.median,
               a.min, a.max);
   std::printf("  (b) Submit -> Wait of one noop           %9.1f us      [%.1f .. %.1f]\n", b.median,
               b.min, b.max);
+  std::printf("  (b2) the same, reading nothing           %9.1f us      [%.1f .. %.1f]\n",
+              b2.median, b2.min, b2.max);
+  std::printf("       controller's word only             %9.1f us      [%.1f .. %.1f]\n", b3.median,
+              b3.min, b3.max);
   std::printf("  (c) chain of %6d noops, submitted at once %6.0f tasks/s [%.0f .. %.0f]\n", chain,
               cc.median, cc.min, cc.max);
   std::printf("  (d) %6d independent noops, 2 workers  %9.0f tasks/s [%.0f .. %.0f]\n", independent,
               d.median, d.min, d.max);
-  std::printf("  ratio (b)/(a) = %.2f\n", b.median / a.median);
+  std::printf("  ratio (b)/(a) = %.2f, (b2)/(a) = %.2f (controller's word only %.2f)\n",
+              b.median / a.median, b2.median / a.median, b3.median / a.median);
   return 0;
 }

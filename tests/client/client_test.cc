@@ -439,7 +439,12 @@ TEST_F(ClientTest, ADroppedFutureFreesItsOutputsOnTheWorker) {
   auto x = c->Submit({.kernel = "scale", .args = {{"n", int64_t{16}}}, .label = "x"});
   ASSERT_TRUE(x.ok());
   ASSERT_TRUE(x->Wait(20000).ok());
-  auto outputs = cluster_->Get("/api/v1/jobs/" + std::to_string(c->job()) + "/outputs");
+  // Wait() may end on the worker's word, before the controller has heard.
+  nlohmann::json outputs;
+  for (int i = 0; i < 250 && outputs["outputs"].empty(); ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    outputs = cluster_->Get("/api/v1/jobs/" + std::to_string(c->job()) + "/outputs");
+  }
   ASSERT_EQ(outputs["outputs"].size(), 1u) << outputs.dump();
   const std::string endpoint = outputs["outputs"][0].value("endpoint", "");
   const uint32_t run = outputs["outputs"][0].value("run", 0u);

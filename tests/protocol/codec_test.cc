@@ -566,7 +566,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
   std::string assign = MsgpackWriter()
                            .Array(1)
                            .Array(1)
-                           .Array(12)
+                           .Array(13)
                            .Uint(1)
                            .Uint(0)
                            .Uint(0)
@@ -582,6 +582,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
                            .Uint(0)
                            .Str("")
                            .Str("")
+                           .Str("")
                            .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kAssignBatch), assign), "core kind out of range");
 }
@@ -595,12 +596,13 @@ TEST_F(CodecTest, NonStringKernelNameIsRejected) {
 // An AssignBatch of one task whose single argument value is written by `value`.
 std::string AssignWithArgValue(const std::function<void(MsgpackWriter&)>& value) {
   MsgpackWriter w;
-  w.Array(1).Array(1).Array(12).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
+  w.Array(1).Array(1).Array(13).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
   w.Array(1).Array(2).Str("a");
   value(w);
   w.Array(0).Uint(0).Array(3).Uint(0).Array(0).Uint(0);  // inputs, reads, gang
   w.Str("");                                             // submodel
   w.Str("");                                             // task_id
+  w.Str("");                                             // notify
   return w.bytes();
 }
 

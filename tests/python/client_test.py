@@ -60,6 +60,34 @@ class ClientTest(unittest.TestCase):
             time.sleep(0.05)
         return state
 
+    def test_a_future_ends_on_its_workers_word(self):
+        """The worker that ran a task tells the driver itself (direct_done):
+        the Future ends while the controller is stopped. Turned off, only
+        the controller tells."""
+        controller = self.cluster.procs[0].pid
+        for direct in (True, False):
+            with self.subTest(direct_done=direct), \
+                    self.connect(f"py-direct-{direct}", direct_done=direct) as c:
+                f = c.submit("sleep", args={"us": 400_000}, core="vector", label="slow")
+                placed = False
+                for _ in range(500):
+                    tasks = self.cluster.get(f"/api/v1/jobs/{c.job}/tasks")["tasks"]
+                    placed = bool(tasks) and tasks[0].get("state") in ("queued", "running")
+                    if placed:
+                        break
+                    time.sleep(0.005)
+                self.assertTrue(placed, "the task never reached its worker")
+                os.kill(controller, signal.SIGSTOP)
+                try:
+                    if direct:
+                        f.wait(10_000)
+                    else:
+                        with self.assertRaises(hmpmd.Timeout):
+                            f.wait(1500)
+                finally:
+                    os.kill(controller, signal.SIGCONT)
+                f.wait(TIMEOUT_MS)
+
     def test_futures_chain_across_workers(self):
         with self.connect("chain") as c:
             a = c.create_actor("a", kind="actor", devices=1)

@@ -77,10 +77,18 @@ struct ClientOptions {
   /// Most tasks per submit message. Default: 4096.
   uint32_t max_batch = 4096;
   /// Interface the driver's data socket binds (tcp://HOST:*), from which
-  /// workers fetch the data of Put(); it must be reachable from them. Made
-  /// at the first Put(). Default: empty, the address this host uses to
-  /// reach the controller (127.0.0.1 for a local one).
+  /// workers fetch the data of Put() and where they tell this driver of its
+  /// tasks done (direct_done); it must be reachable from them. Made when
+  /// the session opens (with direct_done) or at the first Put(). Default:
+  /// empty, the address this host uses to reach the controller (127.0.0.1
+  /// for a local one).
   std::string data_host;
+  /// Whether the worker that ran a task tells this driver it is done, beside
+  /// telling the controller, so that Wait() returns a hop sooner (the
+  /// controller's word still comes, and where outputs move it wins). Off,
+  /// or where the data socket cannot bind, only the controller tells.
+  /// Default: true.
+  bool direct_done = true;
   /// CurveZMQ keys (Z85; see `hmpmd keygen`), as for workers: all three set
   /// when the controller runs with --curve-keys. Default: empty, plain TCP.
   std::string curve_server_key;

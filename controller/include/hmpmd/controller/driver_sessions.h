@@ -138,6 +138,10 @@ class DriverSessions {
   // its outputs (they live as long as the session), and forgets the
   // session. False when `job` is no session.
   bool End(JobId job, const JobRun& run);
+  // Where the workers tell `job`'s driver of its runs done directly
+  // (TaskAssign::notify): the last SessionSubmit::notify it gave; empty
+  // for a job that is no session, or before it gave one.
+  const std::string& NotifyOf(JobId job) const;
 
   // What a session's job keeps in the store as its spec: enough to know it
   // for one after a restart (IsStoredSession) and to take it up again; its
@@ -188,6 +192,7 @@ class DriverSessions {
     uint64_t stored_seq = 0;   // every group up to it is in the store
     uint64_t told_stored = 0;  // the stored_seq last sent to the driver
     uint32_t groups = 0;       // groups taken: the next one's store index
+    std::string notify;        // SessionSubmit::notify, checked
     // Restored after a restart and not yet resumed: identity is empty and
     // the driver has this long from last_seen.
     TimeUs resume_window_us = 0;

@@ -13,6 +13,8 @@
 //   fetch reply     [DataHeader{kFetchReply}, meta, bytes0..., bytes1..., ...]
 //   fetch error     [DataHeader{kFetchError}, message]
 //   collective data [DataHeader{kCollective, src rank, tag}, payload]
+//   runs done       [DataHeader{kRunDone, job}, notice]     worker -> driver,
+//                                                           no reply
 //
 // `meta` lists each buffer's dtype, shape and byte count (EncodeMeta). A
 // buffer's bytes follow in one or more frames that add up to its count (a
@@ -47,6 +49,7 @@ enum class DataOp : uint8_t {
   kCollective = 4,
   kFetchPeek = 5,
   kTakeRead = 6,
+  kRunDone = 7,
 };
 
 // The largest frame of a fetch reply that a worker sends.
@@ -68,6 +71,31 @@ inline constexpr std::string_view kWrongDataTokenMessage = "refused: wrong data 
 
 // Reads a header frame; Corruption when it has the wrong size or op.
 Result<DataHeader> ParseDataHeader(const void* data, size_t size);
+
+// What a worker tells a driver of its session's runs done (kRunDone),
+// beside its DoneBatch to the controller, so that the driver's Futures
+// resolve one hop sooner: each run with its outputs' size as TaskEnded
+// gives it, and where they are kept. The runs of one wake-up of the
+// worker go in one notice.
+struct RunDone {
+  uint32_t run = 0;
+  uint64_t bytes = 0;
+  uint32_t buffers = 0;
+};
+struct RunDoneNotice {
+  std::string endpoint;  // the worker's data socket
+  std::vector<RunDone> runs;
+};
+// Longest endpoint, and most runs, a notice carries.
+inline constexpr size_t kMaxNoticeEndpoint = 256;
+inline constexpr size_t kMaxNoticeRuns = 2048;
+// A notice's largest size (a driver's data socket takes no larger frame).
+inline constexpr size_t kMaxNoticeBytes =
+    sizeof(uint32_t) + kMaxNoticeRuns * (sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint32_t)) +
+    kMaxNoticeEndpoint;
+std::string EncodeRunDone(const RunDoneNotice& notice);
+// Corruption when `data` is not one EncodeRunDone made.
+Result<RunDoneNotice> DecodeRunDone(const void* data, size_t size);
 
 // Most buffers one task may output, characters of a dtype, dimensions of
 // a shape: the bounds DecodeMeta holds a fetch reply to.

@@ -41,8 +41,10 @@ namespace hmpmd {
 // 14: RegisterMsg.labels (the decoder takes an exact field count); 15:
 // WireSubmodel.required and WireTask.required (a driver's labels); 16:
 // SessionOpen.resume, SessionAck.resumed_seq and SessionUpdate.stored_seq
-// (a driver resumes its session after a controller restart or failover).
-inline constexpr uint8_t kProtocolVersion = 16;
+// (a driver resumes its session after a controller restart or failover);
+// 17: SessionSubmit.notify and TaskAssign.notify (a worker tells a driver
+// of its session's runs done directly, kRunDone).
+inline constexpr uint8_t kProtocolVersion = 17;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -263,9 +265,13 @@ struct TaskAssign {
   std::string submodel;
   // The task's id in its job spec (a driver's label), for logs.
   std::string task_id;
+  // A driver session's data socket: done, the worker tells it there too
+  // (DataOp::kRunDone). Empty: the controller alone is told.
+  std::string notify;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang, submodel, task_id);
+    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang, submodel, task_id,
+       notify);
   }
   friend bool operator==(const TaskAssign&, const TaskAssign&) = default;
 };
@@ -455,9 +461,12 @@ struct SubmitGroup {
 struct SessionSubmit {
   JobId job = 0;
   std::vector<SubmitGroup> groups;
+  // The driver's data socket, where workers tell it of its runs done
+  // (TaskAssign::notify); empty: through the controller only.
+  std::string notify;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, groups);
+    ar(job, groups, notify);
   }
   friend bool operator==(const SessionSubmit&, const SessionSubmit&) = default;
 };
