@@ -254,6 +254,10 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
       if (IsGangMember(*scheduler_, h.job, h.task)) gangs_adopted.insert(h.job);
     } else if (RunIsAhead(h.job, h.task)) {
       deferred_[{h.job, h.task}] = DeferredRun{w.id, h, std::nullopt};
+    } else if (PlacedOn(h.job, h.task, w.device)) {
+      // Another attempt of it runs here (this one ended here and its
+      // result is kept for a re-registration, or it is another
+      // controller's): nothing to stop, and a cancel would stop that one.
     } else {
       stale[h.job].job = h.job;
       stale[h.job].runs.push_back(h.task);
@@ -310,6 +314,14 @@ bool Controller::RunsOn(const HeldTask& h, DeviceId device) const {
          scheduler_->pool().core(rec.core).device == device;
 }
 
+bool Controller::PlacedOn(JobId job_id, uint32_t run, DeviceId device) const {
+  const JobRun* job = scheduler_->job(job_id);
+  if (job == nullptr || run >= job->runs.size()) return false;
+  const TaskRecord& rec = job->runs[run];
+  return rec.state == TaskState::kRunning && rec.core != kNoCore &&
+         scheduler_->pool().core(rec.core).device == device;
+}
+
 bool Controller::RunIsAhead(JobId job_id, uint32_t run) const {
   const JobRun* job = scheduler_->job(job_id);
   return job != nullptr && !job->open && !IsTerminal(job->state) && run < job->runs.size() &&
@@ -330,7 +342,9 @@ void Controller::AdoptDeferred(TimeUs now) {
     const HeldTask& h = d.held;
     if (!scheduler_->AdoptRun(job, run, h.attempt, w.device, h.core, h.lane, now)) {
       // The job ended, or the run went elsewhere meanwhile: stop it there.
-      if (!d.result) transport_.Send(w.identity, CancelRuns{job, {run}});
+      if (!d.result && !PlacedOn(job, run, w.device)) {
+        transport_.Send(w.identity, CancelRuns{job, {run}});
+      }
       continue;
     }
     ++counters_.adopted_runs;

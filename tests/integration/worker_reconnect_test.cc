@@ -256,6 +256,40 @@ TEST_F(WorkerReconnectTest, TheSameProcessOnANewConnectionKeepsWhatItRuns) {
   });
 }
 
+// A worker back on a new connection reports, beside the attempt it runs,
+// another of the same run it holds no more than a result of (kept for a
+// re-registration, or another controller's). That one is stale, but a
+// CancelRuns names runs, not attempts: sent, it would stop the one that
+// runs, whose result would then never come (fault_run.py --netns, seed
+// 2003, hung for the harness's 3 minutes).
+TEST_F(WorkerReconnectTest, AStaleReportOfARunItRunsDoesNotCancelIt) {
+  StartCluster(0);
+  const std::string endpoint = cluster_->Call([&] { return cluster_->controller().endpoint(); });
+  zmq::context_t ctx(1);
+  zmq::socket_t first(ctx, zmq::socket_type::dealer), again(ctx, zmq::socket_type::dealer);
+  RegisterMsg process = FakeWorker("tcp://127.0.0.1:1");
+  process.instance = 62;
+  RegisterFrom(first, endpoint, process);
+  std::optional<Message> ack = Reply(first);
+  ASSERT_TRUE(ack && std::holds_alternative<RegisterAck>(*ack));
+  const WorkerId me = std::get<RegisterAck>(*ack).worker_id;
+  process.epoch = std::get<RegisterAck>(*ack).epoch;
+  ASSERT_TRUE(Submit(R"({"name":"j","tasks":[{"id":"a","kernel":"noop"}]})").ok());
+  std::optional<Message> m = Next(first, MsgType::kAssignBatch);
+  ASSERT_TRUE(m.has_value());
+  const TaskAssign a = std::get<AssignBatch>(*m).tasks.at(0);
+  first.close();
+  process.held = {HeldTask{a.job, a.task, a.attempt, a.core, a.lane},
+                  HeldTask{a.job, a.task, a.attempt + 1, a.core, a.lane}};
+  RegisterFrom(again, endpoint, process);
+  ack = Reply(again);
+  ASSERT_TRUE(ack.has_value());
+  ASSERT_TRUE(std::holds_alternative<RegisterAck>(*ack))
+      << "got " << MsgTypeName(TypeOf(*ack)) << " before the RegisterAck";
+  ReportDone(again, me, {a});
+  EXPECT_EQ(WaitForEnd(a.job), JobState::kSucceeded);
+}
+
 // A send to a worker whose connection has just closed fails (the peer is
 // unknown to the ROUTER). That is no death: the worker has the disconnect
 // grace to come back on a new connection, as when the close is read first,

@@ -380,6 +380,9 @@ class Controller : private DriverSessions::Host {
   bool RecoveryHoldsDispatch(TimeUs now);
   // Whether attempt h.attempt of h.task runs on `device` already.
   bool RunsOn(const HeldTask& h, DeviceId device) const;
+  // Whether some attempt of `run` of `job` runs on `device`: a CancelRuns
+  // there (it names runs, not attempts) would stop it.
+  bool PlacedOn(JobId job, uint32_t run, DeviceId device) const;
   // Whether `run` of `job` belongs to a step after the one it runs now.
   bool RunIsAhead(JobId job, uint32_t run) const;
   // Adopts the deferred runs whose step has started (before dispatch).
