@@ -287,8 +287,8 @@ void BindClient(py::module_& m) {
           "connect",
           [](std::string controller, std::string session, std::string token, uint32_t weight,
              int64_t connect_timeout_ms, int64_t fetch_timeout_ms, int64_t close_timeout_ms,
-             uint32_t heartbeat_ms, uint32_t max_batch, int64_t resume_timeout_ms,
-             bool direct_done) {
+             uint32_t heartbeat_ms, uint32_t max_batch, int64_t resume_timeout_ms, bool direct_done,
+             std::string data_host) {
             ClientOptions o;
             o.controller = std::move(controller);
             o.session = std::move(session);
@@ -301,6 +301,7 @@ void BindClient(py::module_& m) {
             o.max_batch = max_batch;
             o.resume_timeout_ms = resume_timeout_ms;
             o.direct_done = direct_done;
+            o.data_host = std::move(data_host);
             Result<std::unique_ptr<Client>> r = Status::Internal("unset");
             {
               py::gil_scoped_release release;
@@ -323,6 +324,7 @@ void BindClient(py::module_& m) {
           py::arg("max_batch") = ClientOptions{}.max_batch,
           py::arg("resume_timeout_ms") = ClientOptions{}.resume_timeout_ms,
           py::arg("direct_done") = ClientOptions{}.direct_done,
+          py::arg("data_host") = ClientOptions{}.data_host,
           "Connects to the controller (its --listen endpoint) and opens a session.")
       .def(
           "submit",

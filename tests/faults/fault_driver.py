@@ -9,7 +9,9 @@ session's job once it opened. A failure names its first cause: a link that
 failed because its input did is reported by the error of the first task
 that failed of its own accord (it names the limit or fault that ended it).
 
-Usage: fault_driver.py PYTHON_DIR ENDPOINT SEED CHAINS LINKS HEARTBEAT_MS
+Usage: fault_driver.py PYTHON_DIR ENDPOINT SEED CHAINS LINKS HEARTBEAT_MS [DATA_HOST]
+(DATA_HOST: the interface its data socket binds, which the workers must
+reach: with --netns, the controller namespace's address, not loopback.)
 """
 import json
 import random
@@ -36,6 +38,7 @@ def first_cause(futures, hmpmd):
 
 def main():
     python_dir, endpoint, seed, chains, links, heartbeat_ms = sys.argv[1:7]
+    data_host = sys.argv[7] if len(sys.argv) > 7 else ""
     sys.path.insert(0, python_dir)
     import numpy as np
     import hmpmd
@@ -43,7 +46,7 @@ def main():
     said = {}
     try:
         with hmpmd.Client.connect(endpoint, session="fault-driver", heartbeat_ms=int(heartbeat_ms),
-                                  connect_timeout_ms=30000) as c:
+                                  connect_timeout_ms=30000, data_host=data_host) as c:
             said["job"] = c.job
             finals, submitted = [], []
             for k in range(int(chains)):

@@ -786,7 +786,10 @@ def run_once(seed, a, recovered):
             run.driver = subprocess.Popen(
                 [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                               "fault_driver.py"),
-                 python_dir, run.zmq, str(seed), "2", str(a.links), str(DRIVER_HEARTBEAT_MS)],
+                 python_dir, run.zmq, str(seed), "2", str(a.links), str(DRIVER_HEARTBEAT_MS),
+                 # Workers tell the driver of its tasks done on its data
+                 # socket: one they can reach from their namespaces.
+                 run.net.controller_ip(0) if run.net else ""],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             run.procs.append(run.driver)
             start = time.monotonic()
