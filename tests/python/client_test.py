@@ -508,7 +508,14 @@ class ResumeTest(unittest.TestCase):
                 z = c.submit("noop", inputs=[spin], label="z")
                 time.sleep(0.3)
                 cluster.restart_controller()
-                z.wait(TIMEOUT_MS)
+                try:
+                    z.wait(TIMEOUT_MS)
+                except hmpmd.Timeout:
+                    # What the restarted controller thinks of each task,
+                    # for whoever reads why (a rare hang under load).
+                    tasks = cluster.get(f"/api/v1/jobs/{c.job}/tasks")["tasks"]
+                    print("tasks after the restart:", tasks, file=sys.stderr)
+                    raise
                 self.assertEqual(memoryview(y.get(TIMEOUT_MS)[0]).tolist(), [2 * v for v in xs])
                 self.assertEqual(memoryview(x.get(TIMEOUT_MS)[0]).tolist(), xs)
                 c.submit("noop", label="after").wait(TIMEOUT_MS)
