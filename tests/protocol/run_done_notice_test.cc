@@ -44,8 +44,8 @@ TEST(RunDoneNotice, RefusesWhatItDidNotWrite) {
 }
 
 TEST(RunDoneNotice, TheLargestIsKMaxNoticeBytes) {
-  const std::string largest = EncodeRunDone({std::string(kMaxNoticeEndpoint, 'a'),
-                                             std::vector<RunDone>(kMaxNoticeRuns, RunDone{})});
+  const std::string largest = EncodeRunDone(
+      {std::string(kMaxNoticeEndpoint, 'a'), std::vector<RunDone>(kMaxNoticeRuns, RunDone{})});
   EXPECT_EQ(largest.size(), kMaxNoticeBytes);
   EXPECT_TRUE(DecodeRunDone(largest.data(), largest.size()).ok());
 }
