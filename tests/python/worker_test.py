@@ -84,6 +84,17 @@ class PythonWorkerTest(unittest.TestCase):
         return hmpmd.Client.connect(self.cluster.endpoint, session=name,
                                     connect_timeout_ms=TIMEOUT_MS)
 
+    def tasks_when_done(self, job, done):
+        """The job's task table once `done` of its tasks are done there: a
+        Future may end on its worker's word before the controller has heard
+        (direct_done)."""
+        for _ in range(TIMEOUT_MS // 20):
+            tasks = self.cluster.get(f"/api/v1/jobs/{job}/tasks")["tasks"]
+            if len([t for t in tasks if t["state"] == "done"]) >= done:
+                break
+            time.sleep(0.02)
+        return tasks
+
     def session(self, name):
         """A session whose tasks may fail on purpose: aborted at the end,
         its outcome (failed) ignored."""
@@ -187,7 +198,7 @@ class PythonWorkerTest(unittest.TestCase):
         with self.connect("pyretry") as c:
             f = c.submit("py.flaky", max_retries=2, retry_on=["ValueError"], label="flaky")
             self.assertEqual(int(f.get(TIMEOUT_MS)[0][0]), 2)
-            tasks = self.cluster.get(f"/api/v1/jobs/{f.job}/tasks")["tasks"]
+            tasks = self.tasks_when_done(f.job, 1)
             row = next(t for t in tasks if t["id"] == "flaky")
             self.assertEqual((row["attempt"], row["retries"], row["max_retries"]), (2, 2, 2))
             # ctx.log lines of each attempt, and the errors of those that failed.
@@ -248,7 +259,7 @@ class PythonWorkerTest(unittest.TestCase):
             for f in py + cxx:
                 f.wait(TIMEOUT_MS)
             job = c.job
-            tasks = self.cluster.get(f"/api/v1/jobs/{job}/tasks")["tasks"]
+            tasks = self.tasks_when_done(job, 12)
         names = self.device_names()
         py_devices = {names[t["device"]] for t in tasks if t["kernel"] == "py.arange"}
         self.assertEqual(py_devices, {PY_WORKER})
@@ -270,7 +281,7 @@ class PythonWorkerTest(unittest.TestCase):
                 nowhere.wait(TIMEOUT_MS)
             with self.assertRaisesRegex(hmpmd.InvalidArgument, "requires: must be a dict of str to str"):
                 c.submit("noop", requires={"site": 1})
-            tasks = self.cluster.get(f"/api/v1/jobs/{c.job}/tasks")["tasks"]
+            tasks = self.tasks_when_done(c.job, 8)
         names = self.device_names()
         ran = {names[t["device"]] for t in tasks if t["state"] == "done"}
         self.assertEqual(ran, {PY_WORKER})
