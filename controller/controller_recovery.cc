@@ -307,11 +307,8 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
 }
 
 bool Controller::RunsOn(const HeldTask& h, DeviceId device) const {
-  const JobRun* job = scheduler_->job(h.job);
-  if (job == nullptr || h.task >= job->runs.size()) return false;
-  const TaskRecord& rec = job->runs[h.task];
-  return rec.state == TaskState::kRunning && rec.attempt == h.attempt && rec.core != kNoCore &&
-         scheduler_->pool().core(rec.core).device == device;
+  return PlacedOn(h.job, h.task, device) &&
+         scheduler_->job(h.job)->runs[h.task].attempt == h.attempt;
 }
 
 bool Controller::PlacedOn(JobId job_id, uint32_t run, DeviceId device) const {
