@@ -194,7 +194,7 @@ void Controller::Run() {
 
 JobClock Controller::ClockOf(JobId id) const {
   auto it = history_.find(id);
-  return JobClock{wall_, it == history_.end() ? nullptr : it->second};
+  return JobClock{wall_, it == history_.end() ? nullptr : it->second, state_holders_.LoadsOf(id)};
 }
 
 const std::string* Controller::StoredMetrics(JobId job) const {
@@ -254,6 +254,19 @@ void Controller::Handle(Incoming& in, TimeUs now) {
       }
       return;
   }
+}
+
+void Controller::NoteState(const WorkerInfo& w, const TaskResult& r, TimeUs offset) {
+  if (!r.state_held && r.state_load_end_us == 0) return;
+  const JobRun* job = scheduler_->job(r.job);
+  if (job == nullptr) return;
+  const uint32_t submodel = job->graph->task(r.task % job->graph->size()).submodel;
+  if (r.state_load_end_us != 0) {
+    state_holders_.Loaded(r.job, submodel, w.device, r.state_load_start_us + offset,
+                          r.state_load_end_us + offset, r.task, r.state_load_bytes);
+  }
+  // A failed kernel may have left its state half written: not a source.
+  if (r.ok && r.state_held) state_holders_.Held(r.job, submodel, w.id);
 }
 
 bool Controller::HoldsRun(const WorkerInfo& w, JobId job_id, uint32_t run) const {
@@ -332,6 +345,7 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
                      r.attempt, error, job->runs[r.task].attempt);
       }
     }
+    if (applied) NoteState(w, r, w.clock.offset_us());
     if (applied) {
       ++w.tasks_done;
       task_logs_.Add(r.job, r.task, r.attempt, r.ok, error, r.log);

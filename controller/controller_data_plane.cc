@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "hmpmd/controller/controller.h"
+#include "hmpmd/scheduler/device_share.h"
 
 namespace hmpmd {
 
@@ -54,6 +55,7 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
     a.inputs.push_back(std::move(in));
   }
   counters_.early_runs += ahead;
+  FillState(d, job, gt.submodel, a);
   if (gt.group == kNoGroup) return;
   auto [tag, fresh] = round_gangs_.try_emplace({d.job, base, gt.group}, 0);
   if (fresh) tag->second = (static_cast<uint64_t>(started_at_) << 24) ^ ++next_gang_;
@@ -70,6 +72,23 @@ void Controller::FillDataPlane(const Dispatch& d, TaskAssign& a) {
       return;
     }
     a.gang.endpoints.push_back(workers_[workers_.IdOfDevice(dev->second)].data_endpoint);
+  }
+}
+
+// State: a submitted job's stateful sub-model follows its tasks. A worker
+// that lacks it loads it from the latest holder before the kernel runs;
+// the first to run the sub-model makes it. A driver session's actors keep
+// theirs on the devices of their sets instead (each replica made by its
+// kernel): their state holds autograd graphs in flight, which no copy
+// carries.
+void Controller::FillState(const Dispatch& d, const JobRun& job, uint32_t submodel, TaskAssign& a) {
+  const JobGraph& g = *job.graph;
+  if (g.open() || !DeviceShare::KeepsState(g.spec().submodels[submodel], false)) return;
+  a.keeps_state = true;
+  const WorkerId w = workers_.IdOfDevice(d.device);
+  const WorkerId from = state_holders_.SourceFor(d.job, submodel, w);
+  if (from != StateHolders::kNone && workers_[from].alive) {
+    a.state_from = workers_[from].data_endpoint;
   }
 }
 

@@ -68,6 +68,7 @@ uint64_t Controller::DropEndedJob(JobId gone) {
     }
   }
   outputs_.erase(first, last);
+  state_holders_.ForgetJob(gone);
   task_logs_.Forget(gone);
   scheduler_->EraseJob(gone);
   finished_unix_ms_.erase(gone);

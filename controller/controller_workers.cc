@@ -292,6 +292,7 @@ void Controller::MarkDead(WorkerInfo& w, std::string why, TimeUs now, bool died)
   if (writer_) store_pending_.push_back(WorkerRecord{w.key, false});
   spdlog::warn("worker {} '{}' (pid {}) declared dead: {}", w.id, w.name, w.pid, why);
   workers_.MarkGone(w, std::move(why));
+  state_holders_.ForgetWorker(w.id);
   scheduler_->RemoveDevice(w.device, now, died);
 }
 

@@ -199,6 +199,18 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["started_us"] = job.started >= 0 ? json(job.started) : json(nullptr);
   j["finished_us"] = job.finished >= 0 ? json(job.finished) : json(nullptr);
   if (clock != nullptr) AddWallTimes(job, *clock, j);
+  if (clock != nullptr && clock->loads != nullptr) {
+    // The state its workers loaded from one another (docs/scheduling.md#live-state).
+    double seconds = 0;
+    uint64_t bytes = 0;
+    for (const StateLoadTimes::Slice& s : clock->loads->slices) {
+      seconds += static_cast<double>(s.end - s.start) / 1e6;
+      bytes += s.bytes;
+    }
+    j["state_loads"] = clock->loads->slices.size();
+    j["state_load_s"] = seconds;
+    j["state_load_bytes"] = bytes;
+  }
   json kept = with_metrics && stored != nullptr && !stored->empty()
                   ? json::parse(*stored, nullptr, /*allow_exceptions=*/false)
                   : json();
@@ -344,6 +356,7 @@ void ForEachTraceEvent(const JobRun& job, const ResourcePool& pool, const StateL
                          " runs done before a controller restart are not shown: the job store kept "
                          "them without their worker and core (written by an older version)"}}}});
   }
+  if (loads == nullptr && clock != nullptr) loads = clock->loads.get();
   if (loads == nullptr) return;
   // Loads run on each device's load lane, a thread of their own.
   constexpr int kLoadTid = 2000;
@@ -368,15 +381,17 @@ void ForEachTraceEvent(const JobRun& job, const ResourcePool& pool, const StateL
                {"args", {{"name", "state load"}}}});
     }
     json args = {{"job", job.id}, {"prefetch", s.prefetch}};
+    if (s.bytes > 0) args["bytes"] = s.bytes;
     if (s.run != kNoRun && s.run < job.runs.size()) args["task"] = g.spec_task(s.run % g.size()).id;
-    add(json{{"name", "load " + g.spec().submodels[s.submodel].name},
-             {"cat", "state_load"},
-             {"ph", "X"},
-             {"ts", s.start - origin},
-             {"dur", s.end - s.start},
-             {"pid", s.device},
-             {"tid", kLoadTid},
-             {"args", std::move(args)}});
+    add(json{
+        {"name", "load " + g.spec().submodels[s.submodel].name},
+        {"cat", "state_load"},
+        {"ph", "X"},
+        {"ts", clock != nullptr ? clock->wall.ToUnixUs(s.start) - origin_unix : s.start - origin},
+        {"dur", s.end - s.start},
+        {"pid", s.device},
+        {"tid", kLoadTid},
+        {"args", std::move(args)}});
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "hmpmd/protocol/siphash.h"
 #include "hmpmd/protocol/tensor_bytes.h"
 
 namespace hmpmd {
@@ -60,6 +61,10 @@ Status CheckOutputMeta(const std::vector<Buffer>& buffers) {
   return Status::Ok();
 }
 
+uint64_t StateKey(std::string_view submodel) {
+  return SipHash24(0x68'6d'70'6d'64'2d'73'74ull, 0x61'74'65'2d'6b'65'79'00ull, submodel);
+}
+
 Result<DataHeader> ParseDataHeader(const void* data, size_t size) {
   DataHeader h;
   if (size != sizeof(h)) {
@@ -67,7 +72,7 @@ Result<DataHeader> ParseDataHeader(const void* data, size_t size) {
                               std::to_string(sizeof(h)));
   }
   std::memcpy(&h, data, sizeof(h));
-  if (h.op < 1 || h.op > static_cast<uint8_t>(DataOp::kRunDone)) {
+  if (h.op < 1 || h.op > static_cast<uint8_t>(DataOp::kFetchState)) {
     return Status::Corruption("data frame header: unknown op " + std::to_string(h.op));
   }
   return h;
@@ -153,6 +158,8 @@ Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frame
   if (reply.op == static_cast<uint8_t>(DataOp::kFetchError) && frames.size() == 2) {
     const std::string why(static_cast<const char*>(frames[1].data), frames[1].size);
     if (why.starts_with(kWrongDataTokenMessage)) return Status::PermissionDenied(what + ": " + why);
+    if (why.starts_with(kStateNotCopyableMessage))
+      return Status::InvalidArgument(what + ": " + why);
     return Status::NotFound(what + ": " + why);
   }
   if (reply.op != static_cast<uint8_t>(DataOp::kFetchReply) || frames.size() < 2) {

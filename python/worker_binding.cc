@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -81,6 +83,72 @@ std::string OneLineError(const py::error_already_set& e) {
   return OneLine(message.empty() ? type : type + ": " + message, 4096);
 }
 
+// A sub-model's Python state pickled for another worker that loads it
+// (ActorState::Export, on the data thread, which must never wait for the
+// GIL either): the request waits here for a thread that holds the GIL (a
+// kernel, or Worker.run()'s wait, every 50 ms) to pickle it.
+struct ExportRequest {
+  std::shared_ptr<void> held;  // the StateRef, alive until pickled
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;            // guarded by mu
+  std::optional<Buffer> bytes;  // guarded by mu; set when it pickled
+  std::string error;            // guarded by mu; else why not
+};
+std::mutex g_exports_mu;
+std::vector<std::shared_ptr<ExportRequest>> g_exports;  // guarded by g_exports_mu
+
+// How long a load waits for the Python side to pickle the state.
+constexpr auto kExportWait = std::chrono::seconds(60);
+
+Result<Buffer> ExportState(const std::shared_ptr<void>& held) {
+  auto req = std::make_shared<ExportRequest>();
+  req->held = held;
+  {
+    std::lock_guard<std::mutex> lock(g_exports_mu);
+    g_exports.push_back(req);
+  }
+  std::unique_lock<std::mutex> lock(req->mu);
+  if (!req->cv.wait_for(lock, kExportWait, [&] { return req->done; })) {
+    return Status::Unavailable("the Python worker did not pickle the state within 60 s");
+  }
+  if (!req->bytes) return Status::InvalidArgument(req->error);
+  return std::move(*req->bytes);
+}
+
+// REQUIRES: the GIL.
+void ServeExports() {
+  std::vector<std::shared_ptr<ExportRequest>> now;
+  {
+    std::lock_guard<std::mutex> lock(g_exports_mu);
+    if (g_exports.empty()) return;
+    now.swap(g_exports);
+  }
+  py::object dumps = py::module_::import("pickle").attr("dumps");
+  for (const std::shared_ptr<ExportRequest>& req : now) {
+    std::optional<Buffer> bytes;
+    std::string error;
+    try {
+      py::handle obj(static_cast<StateRef*>(req->held.get())->obj);
+      py::bytes pickled = dumps(obj, -1);  // the highest protocol
+      const std::string_view view = pickled;
+      Buffer b;
+      b.dtype = "u8";
+      b.shape = {static_cast<int64_t>(view.size())};
+      b.data.resize(view.size());
+      std::memcpy(b.data.data(), view.data(), view.size());
+      bytes = std::move(b);
+    } catch (py::error_already_set& e) {
+      error = "ctx.state cannot be pickled: " + OneLineError(e);
+    }
+    std::lock_guard<std::mutex> lock(req->mu);
+    req->bytes = std::move(bytes);
+    req->error = std::move(error);
+    req->done = true;
+    req->cv.notify_all();
+  }
+}
+
 }  // namespace
 
 // What a Python kernel gets as `ctx`. Valid while its kernel runs; after
@@ -120,12 +188,22 @@ class KernelContext {
   bool cancelled() const { return args().cancelled(); }
 
   py::object state() const {
-    std::shared_ptr<void> held = args().state().GetObject(kStateSlot);
-    if (held == nullptr) return py::none();
-    return py::reinterpret_borrow<py::object>(static_cast<StateRef*>(held.get())->obj);
+    worker::ActorState& state = args().state();
+    std::shared_ptr<void> held = state.GetObject(kStateSlot);
+    if (held != nullptr) {
+      return py::reinterpret_borrow<py::object>(static_cast<StateRef*>(held.get())->obj);
+    }
+    // Loaded from another worker (pickled there): made an object again by
+    // the first kernel that reads it.
+    std::optional<Buffer> loaded = state.TakeLoadedObject(kStateSlot);
+    if (!loaded) return py::none();
+    py::object obj = py::module_::import("pickle").attr("loads")(
+        py::bytes(reinterpret_cast<const char*>(loaded->data.data()), loaded->data.size()));
+    set_state(obj);
+    return obj;
   }
   void set_state(py::object value) const {
-    args().state().PutObject(kStateSlot, std::make_shared<StateRef>(std::move(value)));
+    args().state().PutObject(kStateSlot, std::make_shared<StateRef>(std::move(value)), ExportState);
   }
 
   py::object log() {
@@ -176,6 +254,7 @@ std::vector<Buffer> CallKernel(const PyKernel& k, const KernelArgs& args,
   {
     py::gil_scoped_acquire gil;
     DropPending();
+    ServeExports();
     auto ctx = std::make_shared<KernelContext>(&args);
     try {
       py::list arrays;
@@ -264,6 +343,7 @@ class PyWorker {
         ready = result.wait_for(std::chrono::milliseconds(50));
       }
       DropPending();
+      ServeExports();
       if (ready == std::future_status::ready) break;
       if (!interrupted && PyErr_CheckSignals() != 0) {
         interrupted.emplace();

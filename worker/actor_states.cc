@@ -12,6 +12,35 @@ std::shared_ptr<ActorState> ActorStates::For(JobId job, std::string_view submode
   return state;
 }
 
+std::shared_ptr<ActorState> ActorStates::Find(JobId job, std::string_view submodel) const {
+  MutexLock lock(&mu_);
+  auto of_job = states_.find(job);
+  if (of_job == states_.end()) return nullptr;
+  auto it = of_job->second.find(submodel);
+  return it == of_job->second.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<ActorState> ActorStates::FindByKey(JobId job, uint64_t key) const {
+  MutexLock lock(&mu_);
+  auto of_job = states_.find(job);
+  if (of_job == states_.end()) return nullptr;
+  // A job's sub-models with state here are few: a scan, not an index.
+  for (const auto& [name, state] : of_job->second) {
+    if (StateKey(name) == key) return state;
+  }
+  return nullptr;
+}
+
+Status ActorStates::Install(JobId job, std::string_view submodel, std::vector<Buffer> exported) {
+  auto state = std::make_shared<ActorState>();
+  RETURN_IF_ERROR(state->Install(std::move(exported)));
+  MutexLock lock(&mu_);
+  BySubmodel& of_job = states_[job];
+  if (of_job.find(submodel) == of_job.end())
+    of_job.emplace(std::string(submodel), std::move(state));
+  return Status::Ok();
+}
+
 size_t ActorStates::FreeJob(JobId job) {
   MutexLock lock(&mu_);
   auto it = states_.find(job);

@@ -13,7 +13,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "hmpmd/protocol/data_frames.h"
+#include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
 #include "hmpmd/worker/actor_state.h"
 #include "mutex.h"
@@ -24,6 +27,18 @@ class ActorStates {
  public:
   // The state of (job, submodel), made empty on first use. Never null.
   std::shared_ptr<ActorState> For(JobId job, std::string_view submodel) EXCLUDES(mu_);
+
+  // The state of (job, submodel) if there is one, else nullptr.
+  std::shared_ptr<ActorState> Find(JobId job, std::string_view submodel) const EXCLUDES(mu_);
+  // The state of `job` whose sub-model's StateKey is `key` (a state
+  // load's request), else nullptr.
+  std::shared_ptr<ActorState> FindByKey(JobId job, uint64_t key) const EXCLUDES(mu_);
+
+  // Makes the state of (job, submodel) from what ActorState::Export wrote
+  // on another worker, unless it has one by now (a lane loaded or made it
+  // meanwhile: that one stays, and this is Ok too). Corruption when
+  // `exported` is malformed.
+  Status Install(JobId job, std::string_view submodel, std::vector<Buffer> exported) EXCLUDES(mu_);
 
   // Drops every state of `job`; returns how many there were.
   size_t FreeJob(JobId job) EXCLUDES(mu_);

@@ -62,7 +62,7 @@ DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
       // Every peer waiting on this worker has given up long before this.
       inbox_(CollectiveInboxOptions{
           .expire_us = 4 * options_.timeout_us, .cap_bytes = options_.cap_bytes, .log = log}),
-      server_(&store_, &inbox_, &tokens_, log),
+      server_(&store_, &actor_states_, &inbox_, &tokens_, log),
       fetcher_(
           &ctx_, &store_, &tokens_,
           InputFetcherOptions{options_.cap_bytes, options_.prefetch_bytes, options_.timeout_us}) {}
@@ -239,6 +239,17 @@ BufferList DataPlane::FetchPut(JobId job, const KernelArgs& args) {
                              endpoint + " failed: " + got.status().message());
   }
   return std::move(got).value();
+}
+
+Result<uint64_t> DataPlane::LoadState(JobId job, std::string_view submodel,
+                                      const std::string& from) {
+  if (actor_states_.Find(job, submodel) != nullptr) return 0;  // held, or made meanwhile
+  Result<BufferList> got =
+      fetcher_.connections().FetchState(from, job, submodel, options_.timeout_us);
+  if (!got.ok()) return got.status();
+  const uint64_t bytes = ObjectStore::BytesOf(*got);
+  RETURN_IF_ERROR(actor_states_.Install(job, submodel, std::move(got).value()));
+  return bytes;
 }
 
 std::unique_ptr<Communicator> DataPlane::MakeCommunicator(const GangInfo& gang,

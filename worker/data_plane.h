@@ -112,6 +112,12 @@ class DataPlane {
                                 const PrefetchedInputs* ahead = nullptr,
                                 const std::atomic<bool>* cancelled = nullptr,
                                 std::vector<uint32_t>* lost_runs = nullptr);
+  // Loads the state of (job, submodel) from the worker whose data socket
+  // is `from` (DataOp::kFetchState) unless this worker has it: the bytes
+  // it brought (0: had it). The error names the load (NotFound: `from`
+  // holds none; Unavailable: unreachable; InvalidArgument: it holds one it
+  // cannot copy).
+  Result<uint64_t> LoadState(JobId job, std::string_view submodel, const std::string& from);
   // A communicator for `gang`, to be used by the calling lane only; its
   // waits for peers end when `*cancel` (the task's flag) rises.
   std::unique_ptr<Communicator> MakeCommunicator(const GangInfo& gang,

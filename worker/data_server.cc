@@ -38,9 +38,10 @@ bool LogCount(uint64_t count) { return (count & (count - 1)) == 0; }
 
 }  // namespace
 
-DataServer::DataServer(ObjectStore* store, CollectiveInbox* inbox, const DataTokens* tokens,
-                       spdlog::logger* log)
+DataServer::DataServer(ObjectStore* store, const ActorStates* states, CollectiveInbox* inbox,
+                       const DataTokens* tokens, spdlog::logger* log)
     : store_(store),
+      states_(states),
       inbox_(inbox),
       tokens_(tokens),
       log_(log),
@@ -103,7 +104,8 @@ void DataServer::Serve() {
               : !tokens_->Accepts(h->token)) {
         Refused(*h);
         if (h->op == static_cast<uint8_t>(DataOp::kFetch) ||
-            h->op == static_cast<uint8_t>(DataOp::kFetchPeek)) {
+            h->op == static_cast<uint8_t>(DataOp::kFetchPeek) ||
+            h->op == static_cast<uint8_t>(DataOp::kFetchState)) {
           // The fetcher fails at once with a clear reason, not at its
           // time-out; the reply names nothing the request did not.
           s.send(parts[0], zmq::send_flags::sndmore);
@@ -130,12 +132,35 @@ void DataServer::Serve() {
           continue;
         }
         SendFetchReply(s, h->key, h->run, outputs);
+      } else if (h->op == static_cast<uint8_t>(DataOp::kFetchState)) {
+        ServeState(s, parts[0], *h);
       } else {
         Malformed("op " + std::to_string(h->op) + " with " + std::to_string(parts.size()) +
                   " frames");
       }
     }
   }
+}
+
+void DataServer::ServeState(zmq::socket_t& s, zmq::message_t& peer, const DataHeader& h) {
+  const JobId job = static_cast<JobId>(h.key);
+  std::shared_ptr<ActorState> state = states_->FindByKey(job, h.run);
+  // A copy, made here: loads are rare (a sub-model's new holder), and the
+  // kernels go on writing the state meanwhile.
+  Result<std::vector<Buffer>> exported =
+      state == nullptr ? Status::NotFound("no state of that sub-model of job " +
+                                          std::to_string(job) + " on this worker")
+                       : state->Export();
+  s.send(peer, zmq::send_flags::sndmore);
+  if (!exported.ok()) {
+    const bool not_copyable = exported.status().code() == StatusCode::kInvalidArgument;
+    return SendFetchError(s, h.key, h.run,
+                          not_copyable
+                              ? std::string(kStateNotCopyableMessage) + exported.status().message()
+                              : exported.status().message());
+  }
+  SendFetchReply(s, h.key, h.run,
+                 std::make_shared<const std::vector<Buffer>>(std::move(exported).value()));
 }
 
 void DataServer::Refused(const DataHeader& h) {

@@ -1,6 +1,7 @@
 // DataServer: the worker's data socket (a ROUTER) and the thread that
-// serves it. Peers fetch outputs from the ObjectStore through it, and
-// collective traffic for this worker's lanes lands in the CollectiveInbox.
+// serves it. Peers fetch outputs from the ObjectStore and load sub-model
+// states (ActorStates) through it, and collective traffic for this
+// worker's lanes lands in the CollectiveInbox.
 //
 // Replies to fetches are zero-copy: each buffer frame points into the
 // stored outputs, which a shared_ptr keeps alive until ZeroMQ has sent it.
@@ -35,6 +36,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "actor_states.h"
 #include "collective_inbox.h"
 #include "data_tokens.h"
 #include "hmpmd/protocol/data_frames.h"
@@ -51,8 +53,8 @@ class DataServer {
   static constexpr int64_t kMaxFrameBytes = int64_t{2} << 20;
 
   // Every pointer must outlive the server.
-  DataServer(ObjectStore* store, CollectiveInbox* inbox, const DataTokens* tokens,
-             spdlog::logger* log);
+  DataServer(ObjectStore* store, const ActorStates* states, CollectiveInbox* inbox,
+             const DataTokens* tokens, spdlog::logger* log);
   ~DataServer();
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;
@@ -74,6 +76,8 @@ class DataServer {
  private:
   void Loop();
   void Serve();
+  // Answers a state load (DataOp::kFetchState) from `peer`.
+  void ServeState(zmq::socket_t& s, zmq::message_t& peer, const DataHeader& h);
   // Counts (and now and then logs) a message refused for its token, or
   // one dropped as malformed.
   void Refused(const DataHeader& h);
@@ -84,6 +88,7 @@ class DataServer {
 
   zmq::context_t ctx_{1};  // the socket's and the ZAP handler's alone
   ObjectStore* const store_;
+  const ActorStates* const states_;
   CollectiveInbox* const inbox_;
   const DataTokens* const tokens_;
   spdlog::logger* const log_;

@@ -201,6 +201,7 @@ TaskResult Lane::Execute(const LaneTask& task) {
                 r.attempt, r.lost_inputs.size(), r.error);
     return r;
   }
+  if (!LoadState(task.assign, &r)) return r;
   // Shared, so that a kernel may keep views of its inputs past the call
   // (KernelArgs::inputs_keeper: the Python worker's zero-copy arrays).
   auto held = std::make_shared<const InputSet>(std::move(inputs).value());
@@ -234,6 +235,9 @@ TaskResult Lane::Execute(const LaneTask& task) {
     r.error = "kernel '" + task.assign.kernel + "' threw a non-standard exception";
   }
   r.log = log->Take();
+  if (task.assign.keeps_state) {
+    r.state_held = data_->actor_states().Find(r.job, task.assign.submodel) != nullptr;
+  }
   r.end_us = NowUs();
   if (r.ok && exec_log_fd_ >= 0) {
     // One write() of a short line to an O_APPEND file does not interleave.
@@ -248,6 +252,29 @@ TaskResult Lane::Execute(const LaneTask& task) {
                 task.assign.kernel, r.error);
   }
   return r;
+}
+
+bool Lane::LoadState(const TaskAssign& a, TaskResult* r) const {
+  if (!a.keeps_state || a.state_from.empty()) return true;
+  const int64_t start = NowUs();
+  Result<uint64_t> loaded = data_->LoadState(a.job, a.submodel, a.state_from);
+  if (loaded.ok()) {
+    if (*loaded > 0) {
+      r->state_load_start_us = start;
+      r->state_load_end_us = NowUs();
+      r->state_load_bytes = *loaded;
+    }
+    return true;
+  }
+  // The kernel never runs without its state: a holder that died or lost
+  // it is the controller's to replace (run again, elsewhere or from
+  // another holder); a state that cannot be copied is the job's error.
+  r->ok = false;
+  r->error = loaded.status().message();
+  r->retryable = loaded.status().code() != StatusCode::kInvalidArgument;
+  r->end_us = NowUs();
+  log_->debug("{}: job {} task {} attempt {}: {}", name_, r->job, r->task, r->attempt, r->error);
+  return false;
 }
 
 bool Lane::ResolveAhead(const TaskAssign& a, std::vector<InputRef>* inputs, uint32_t* lost) const {

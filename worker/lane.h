@@ -79,6 +79,10 @@ class Lane {
  private:
   void Loop() EXCLUDES(mu_);
   TaskResult Execute(const LaneTask& task);
+  // Loads the state of `a`'s sub-model from TaskAssign::state_from when
+  // this worker lacks it, noting the load in `*r`; false (with `*r`
+  // failed) when it cannot.
+  bool LoadState(const TaskAssign& a, TaskResult* r) const;
   // Resolves inputs produced ahead on this lane (InputRef::kAhead) to the
   // local store, from ran_; false (and the run in `*lost`) when one did not
   // run here or failed.

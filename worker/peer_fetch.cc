@@ -15,6 +15,15 @@
 
 namespace hmpmd::worker {
 
+// One request of the fetch protocol: an output's fetch (key `run`), or a
+// sub-model state's (key StateKey); `what` begins its errors.
+struct PeerConnections::Request {
+  DataOp op = DataOp::kFetch;
+  JobId job = 0;
+  uint64_t run = 0;
+  std::string what;
+};
+
 struct PeerConnections::Connection {
   std::string endpoint;
   DataToken token;       // the one it was let in with
@@ -25,6 +34,7 @@ struct PeerConnections::Connection {
 namespace {
 
 using Connection = PeerConnections::Connection;
+using Request = PeerConnections::Request;
 
 // How long a fetch waits to connect to the peer (loopback or LAN: far less).
 constexpr int64_t kConnectTimeoutMs = 3000;
@@ -40,7 +50,7 @@ std::string What(const std::string& endpoint, JobId job, uint32_t run) {
 // (or `timeout_us`, the sooner). Throws zmq::error_t.
 Result<std::unique_ptr<Connection>> Open(zmq::context_t* ctx, const std::string& endpoint,
                                          const DataToken& token, int64_t timeout_us, JobId job,
-                                         uint32_t run) {
+                                         const std::string& what) {
   auto c = std::make_unique<Connection>();
   c->endpoint = endpoint;
   c->token = token;
@@ -60,9 +70,8 @@ Result<std::unique_ptr<Connection>> Open(zmq::context_t* ctx, const std::string&
   // monitor reports it, and the fetch fails then instead of at the timeout.
   c->events = MonitorHandshakes(*ctx, c->socket, ZMQ_EVENT_DISCONNECTED);
   c->socket.connect(endpoint);
-  RETURN_IF_ERROR(
-      AwaitDataHandshake(c->events, std::min<int64_t>(kConnectTimeoutMs, (timeout_us + 999) / 1000),
-                         What(endpoint, job, run)));
+  RETURN_IF_ERROR(AwaitDataHandshake(
+      c->events, std::min<int64_t>(kConnectTimeoutMs, (timeout_us + 999) / 1000), what));
   return c;
 }
 
@@ -76,17 +85,17 @@ bool StillConnected(Connection& c) {
 // exchange ended as the protocol says (the reply to this request read in
 // full, the peer still connected): only then may `c` carry another.
 // Throws zmq::error_t.
-Result<BufferList> Exchange(Connection& c, const DataToken& token, JobId job, uint32_t run,
-                            int64_t timeout_us, DataOp op, bool* clean) {
+Result<BufferList> Exchange(Connection& c, const DataToken& token, const Request& req,
+                            int64_t timeout_us, bool* clean) {
   *clean = false;
-  const std::string what = What(c.endpoint, job, run);
+  const std::string& what = req.what;
   zmq::socket_t& s = c.socket;
   s.set(zmq::sockopt::sndtimeo,
         static_cast<int>(std::min<int64_t>(kConnectTimeoutMs, (timeout_us + 999) / 1000)));
   DataHeader h;
-  h.op = static_cast<uint8_t>(op);
-  h.key = job;
-  h.run = run;
+  h.op = static_cast<uint8_t>(req.op);
+  h.key = req.job;
+  h.run = req.run;
   h.token = token;
   if (!s.send(zmq::buffer(&h, sizeof(h)), zmq::send_flags::none)) {
     return Status::Unavailable(what + ": cannot connect within " +
@@ -109,7 +118,7 @@ Result<BufferList> Exchange(Connection& c, const DataToken& token, JobId job, ui
   if (!out.ok() && out.status().code() != StatusCode::kNotFound) return out;
   // One exchange at a time per connection: the reply names this request.
   Result<DataHeader> reply = ParseDataHeader(frames[0].data, frames[0].size);
-  if (!reply.ok() || reply->key != job || reply->run != run) {
+  if (!reply.ok() || reply->key != req.job || reply->run != req.run) {
     return Status::Corruption(what + ": the reply names another output");
   }
   *clean = !(items[1].revents & ZMQ_POLLIN);
@@ -122,10 +131,11 @@ Result<BufferList> FetchFromPeer(zmq::context_t* ctx, const std::string& endpoin
                                  const DataToken& token, JobId job, uint32_t run,
                                  int64_t timeout_us) {
   try {
+    const Request req{DataOp::kFetch, job, run, What(endpoint, job, run)};
     ASSIGN_OR_RETURN(std::unique_ptr<Connection> c,
-                     Open(ctx, endpoint, token, timeout_us, job, run));
+                     Open(ctx, endpoint, token, timeout_us, job, req.what));
     bool clean = false;
-    return Exchange(*c, token, job, run, timeout_us, DataOp::kFetch, &clean);
+    return Exchange(*c, token, req, timeout_us, &clean);
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(What(endpoint, job, run) + ": " + e.what());
   }
@@ -176,12 +186,27 @@ void PeerConnections::Keep(std::unique_ptr<Connection> c) {
 
 Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job, uint32_t run,
                                           int64_t timeout_us, bool peek, bool job_token) {
+  const DataToken token = job_token ? JobDataToken(tokens_->current(), job) : tokens_->current();
+  return Send(endpoint, token,
+              {peek ? DataOp::kFetchPeek : DataOp::kFetch, job, run, What(endpoint, job, run)},
+              timeout_us);
+}
+
+Result<BufferList> PeerConnections::FetchState(const std::string& endpoint, JobId job,
+                                               std::string_view submodel, int64_t timeout_us) {
+  return Send(endpoint, tokens_->current(),
+              {DataOp::kFetchState, job, StateKey(submodel),
+               "load of the state of sub-model '" + std::string(submodel) + "' from " + endpoint},
+              timeout_us);
+}
+
+Result<BufferList> PeerConnections::Send(const std::string& endpoint, const DataToken& token,
+                                         const Request& req, int64_t timeout_us) {
   try {
-    const DataToken token = job_token ? JobDataToken(tokens_->current(), job) : tokens_->current();
     std::unique_ptr<Connection> c = Take(endpoint, token);
     if (c == nullptr) {
       Result<std::unique_ptr<Connection>> opened =
-          Open(ctx_, endpoint, token, timeout_us, job, run);
+          Open(ctx_, endpoint, token, timeout_us, req.job, req.what);
       MutexLock lock(&mu_);
       if (!opened.ok()) {
         ++stats_.closed;
@@ -191,8 +216,7 @@ Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job
       ++stats_.opened;
     }
     bool clean = false;
-    Result<BufferList> out = Exchange(*c, token, job, run, timeout_us,
-                                      peek ? DataOp::kFetchPeek : DataOp::kFetch, &clean);
+    Result<BufferList> out = Exchange(*c, token, req, timeout_us, &clean);
     if (clean) {
       Keep(std::move(c));
     } else {
@@ -204,7 +228,7 @@ Result<BufferList> PeerConnections::Fetch(const std::string& endpoint, JobId job
   } catch (const zmq::error_t& e) {
     MutexLock lock(&mu_);
     ++stats_.closed;
-    return Status::Unavailable(What(endpoint, job, run) + ": " + e.what());
+    return Status::Unavailable(req.what + ": " + e.what());
   }
 }
 

@@ -22,6 +22,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <zmq.hpp>
 
 #include "data_tokens.h"
@@ -56,6 +57,11 @@ class PeerConnections {
   // put server takes, not the cluster's.
   Result<BufferList> Fetch(const std::string& endpoint, JobId job, uint32_t run, int64_t timeout_us,
                            bool peek = false, bool job_token = false) EXCLUDES(mu_);
+  // The state of `submodel` of `job` kept by the worker at `endpoint`
+  // (DataOp::kFetchState), as ActorState::Export wrote it. NotFound when
+  // that worker keeps none.
+  Result<BufferList> FetchState(const std::string& endpoint, JobId job, std::string_view submodel,
+                                int64_t timeout_us) EXCLUDES(mu_);
   // Takes one read of (job, run) from the producer at `endpoint`
   // (DataOp::kTakeRead; no reply): after a peek. Never waits: it goes on a
   // socket per producer kept for these requests alone (queued there until
@@ -76,12 +82,16 @@ class PeerConnections {
   void Clear() EXCLUDES(mu_);
 
   struct Connection;  // a DEALER and its disconnect monitor (peer_fetch.cc)
+  struct Request;     // what one exchange asks for (peer_fetch.cc)
 
  private:
   // A kept connection to `endpoint` let in with `token`, if any.
   std::unique_ptr<Connection> Take(const std::string& endpoint, const DataToken& token)
       EXCLUDES(mu_);
   void Keep(std::unique_ptr<Connection> c) EXCLUDES(mu_);
+  // One exchange over a kept connection to `endpoint`, or a new one.
+  Result<BufferList> Send(const std::string& endpoint, const DataToken& token, const Request& req,
+                          int64_t timeout_us) EXCLUDES(mu_);
 
   zmq::context_t* const ctx_;
   const DataTokens* const tokens_;

@@ -117,11 +117,12 @@ int Member(const std::string& op, uint32_t rank, uint32_t p, size_t bytes, bool 
   spdlog::logger log("bench");
   zmq::context_t ctx(1);
   ObjectStore store(0);
+  ActorStates states;
   CollectiveInbox inbox;
   // Every member process uses this fixed token: a benchmark's, not a secret.
   const DataToken token_of_bench{0x62656e6368, 1};
   DataTokens tokens(token_of_bench);
-  DataServer server(&store, &inbox, &tokens, &log);
+  DataServer server(&store, &states, &inbox, &tokens, &log);
   if (!server.Bind("127.0.0.1").ok()) return 10;
   GangView gang{rank, SwapEndpoints(server.endpoint(), to_parent, from_parent), 1, token_of_bench};
   if (gang.endpoints.size() != p) return 11;

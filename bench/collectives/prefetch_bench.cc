@@ -64,9 +64,10 @@ constexpr DataToken kBenchToken{0x62656e6368, 2};
 int Producer(const Options& o, int to_parent, int from_parent) {
   spdlog::logger log("producer");
   ObjectStore store(0);
+  ActorStates states;
   CollectiveInbox inbox;
   DataTokens tokens(kBenchToken);
-  DataServer server(&store, &inbox, &tokens, &log);
+  DataServer server(&store, &states, &inbox, &tokens, &log);
   if (!server.Bind("127.0.0.1").ok()) return 10;
   for (uint32_t i = 0; i < o.tasks; ++i) {
     Buffer b;

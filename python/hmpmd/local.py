@@ -67,7 +67,8 @@ class LocalCluster:
     `worker_binary`), or, with `python_kernels` (module names),
     `python3 -m hmpmd.worker --kernels M...` with `python_path` added to
     PYTHONPATH beside this package. Each worker is one device with `cores`
-    (one string for all, or a list with one per worker). With `token_file`,
+    (one string for all, or a list with one per worker) and `labels` (a
+    dict for all, or a list with one per worker). With `token_file`,
     the controller and the workers take it as --token-file, and this
     object's REST reads send its token. With `db` (a file), the controller
     keeps its jobs there, and restart_controller() kills it and starts it
@@ -76,10 +77,11 @@ class LocalCluster:
     def __init__(self, bin_dir, workers=2, cores="cube=1,vector=1", worker_binary=None,
                  python_kernels=(), python_path=(), log_level="warn", start_timeout_s=60,
                  worker_args=(), controller_args=(), worker_stderr=None, token_file=None,
-                 db=""):
+                 db="", labels=None):
         self.bin_dir = bin_dir
         self.workers = workers
         self.cores = cores
+        self.labels = labels or {}
         self.worker_binary = worker_binary
         self.python_kernels = list(python_kernels)
         self.python_path = [os.path.abspath(p) for p in python_path]
@@ -110,6 +112,7 @@ class LocalCluster:
 
     def worker_command(self, i):
         cores = self.cores if isinstance(self.cores, str) else self.cores[i]
+        labels = self.labels if isinstance(self.labels, dict) else self.labels[i]
         if self.python_kernels:
             cmd = [sys.executable, "-m", "hmpmd.worker"]
             for m in self.python_kernels:
@@ -118,6 +121,8 @@ class LocalCluster:
             cmd = [self.worker_binary]
         else:
             cmd = [os.path.join(self.bin_dir, "hmpmd"), "worker"]
+        for key, value in labels.items():
+            cmd += ["--label", f"{key}={value}"]
         return cmd + ["--controller", self.endpoint, "--cores", cores, "--name", f"w{i}",
                       "--log-level", self.log_level] + self.worker_args
 

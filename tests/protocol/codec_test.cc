@@ -147,6 +147,8 @@ std::vector<Message> SampleMessages() {
   member.reads = TaskAssign::kDropOutputs;
   member.gang = {.rank = 1, .endpoints = {"tcp://a:1", "tcp://b:2"}, .tag = ~uint64_t{0}};
   member.submodel = "actor";
+  member.keeps_state = true;
+  member.state_from = "tcp://10.0.0.3:7001";
   out.push_back(AssignBatch{.tasks = {AssignWithEveryArgType(), plain, member}});
   out.push_back(AssignBatch{});
   out.push_back(DoneBatch{
@@ -176,7 +178,14 @@ std::vector<Message> SampleMessages() {
                              .task = 1,
                              .ok = false,
                              .error = "collective: nothing from rank 1 within 500 ms",
-                             .retryable = true}},
+                             .retryable = true},
+                  TaskResult{.job = 3,
+                             .task = 2,
+                             .ok = true,
+                             .state_held = true,
+                             .state_load_start_us = 10,
+                             .state_load_end_us = 30,
+                             .state_load_bytes = uint64_t{1} << 35}},
       .sent_us = 999,
       .started = {{1, 4, 0, CoreKind::kCube, 0}},
   });
@@ -447,7 +456,7 @@ TEST_F(CodecTest, WrongFieldCountIsRejected) {
                          .Int(0)
                          .Array(0)
                          .bytes();
-  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 13 fields");
+  ExpectCorruption(SafeDecode(Header(MsgType::kDoneBatch), done), "expected an array of 17 fields");
   // HeartbeatAck has no fields; one is too many.
   ExpectCorruption(
       SafeDecode(Header(MsgType::kHeartbeatAck), MsgpackWriter().Array(1).Nil().bytes()),
@@ -566,7 +575,7 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
   std::string assign = MsgpackWriter()
                            .Array(1)
                            .Array(1)
-                           .Array(13)
+                           .Array(15)
                            .Uint(1)
                            .Uint(0)
                            .Uint(0)
@@ -583,6 +592,8 @@ TEST_F(CodecTest, OutOfRangeCoreKindIsRejected) {
                            .Str("")
                            .Str("")
                            .Str("")
+                           .Bool(false)
+                           .Str("")
                            .bytes();
   ExpectCorruption(SafeDecode(Header(MsgType::kAssignBatch), assign), "core kind out of range");
 }
@@ -596,13 +607,15 @@ TEST_F(CodecTest, NonStringKernelNameIsRejected) {
 // An AssignBatch of one task whose single argument value is written by `value`.
 std::string AssignWithArgValue(const std::function<void(MsgpackWriter&)>& value) {
   MsgpackWriter w;
-  w.Array(1).Array(1).Array(13).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
+  w.Array(1).Array(1).Array(15).Uint(1).Uint(0).Uint(0).Str("k").Uint(0).Uint(0);
   w.Array(1).Array(2).Str("a");
   value(w);
   w.Array(0).Uint(0).Array(3).Uint(0).Array(0).Uint(0);  // inputs, reads, gang
   w.Str("");                                             // submodel
   w.Str("");                                             // task_id
   w.Str("");                                             // notify
+  w.Bool(false);                                         // keeps_state
+  w.Str("");                                             // state_from
   return w.bytes();
 }
 

@@ -84,6 +84,16 @@ TEST(DataTokenTest, ARefusalReplyIsPermissionDenied) {
   const std::string missing = "no outputs of job 1 run 2 on this worker";
   got = DecodeFetchReply({{&h, sizeof(h)}, {missing.data(), missing.size()}}, "fetch");
   EXPECT_EQ(got.status().code(), StatusCode::kNotFound) << got.status().ToString();
+  // A state its holder cannot copy: no other holder would do better.
+  const std::string stuck = std::string(kStateNotCopyableMessage) + "object 'python': a lock";
+  got = DecodeFetchReply({{&h, sizeof(h)}, {stuck.data(), stuck.size()}}, "load");
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << got.status().ToString();
+}
+
+TEST(DataTokenTest, AStateKeyIsFixedPerNameAndTellsNamesApart) {
+  EXPECT_EQ(StateKey("actor"), StateKey("actor"));
+  EXPECT_NE(StateKey("actor"), StateKey("learner"));
+  EXPECT_NE(StateKey(""), StateKey("a"));
 }
 
 }  // namespace

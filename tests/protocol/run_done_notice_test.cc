@@ -54,7 +54,9 @@ TEST(RunDoneNotice, ItsHeaderIsADataHeader) {
   DataHeader h;
   h.op = static_cast<uint8_t>(DataOp::kRunDone);
   EXPECT_TRUE(ParseDataHeader(&h, sizeof(h)).ok());
-  h.op = static_cast<uint8_t>(DataOp::kRunDone) + 1;
+  h.op = static_cast<uint8_t>(DataOp::kFetchState);  // the last op
+  EXPECT_TRUE(ParseDataHeader(&h, sizeof(h)).ok());
+  h.op = static_cast<uint8_t>(DataOp::kFetchState) + 1;
   EXPECT_FALSE(ParseDataHeader(&h, sizeof(h)).ok());
 }
 

@@ -1,6 +1,7 @@
 """The Python kernels of worker_test.py, served by `python3 -m hmpmd.worker
 --kernels py_kernels`."""
 import json
+import threading
 import time
 
 import numpy as np
@@ -39,6 +40,13 @@ def register(worker):
             ctx.state = {"n": 0}
         ctx.state["n"] += 1
         return np.array([ctx.state["n"]], dtype=np.int64)
+
+    @worker.kernel("py.lock")
+    def lock(ctx, inputs, args):
+        # A state no pickle can copy to another worker.
+        if ctx.state is None:
+            ctx.state = threading.Lock()
+        return np.zeros(1, dtype=np.int64)
 
     @worker.kernel("py.fail")
     def fail(ctx, inputs, args):

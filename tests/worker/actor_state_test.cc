@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -111,6 +113,88 @@ TEST(ActorStateTest, ObjectsAreKeptApartFromBuffersAndFreedWithTheState) {
                      }));
   }
   EXPECT_EQ(*freed, 2);
+}
+
+TEST(ActorStateTest, ExportedStateIsInstalledElsewhereAsItWas) {
+  ActorState here;
+  here.Put("w", Int64Buffer(7));
+  here.Put("v", Int64Buffer(-3));
+  here.PutObject("python", std::make_shared<int>(5), [](const std::shared_ptr<void>& o) {
+    return Result<Buffer>(Int64Buffer(*static_cast<int*>(o.get()) * 10));
+  });
+  Result<std::vector<Buffer>> exported = here.Export();
+  ASSERT_TRUE(exported.ok()) << exported.status().message();
+  ASSERT_EQ(exported->size(), 4u);  // the names, two values, one object
+
+  ActorState there;
+  ASSERT_TRUE(there.Install(*exported).ok());
+  EXPECT_EQ(Int64Of(*there.Get("w")), 7);
+  EXPECT_EQ(Int64Of(*there.Get("v")), -3);
+  EXPECT_EQ(there.bytes(), 16u);
+  // The object comes back as its exporter's bytes, once, for the
+  // embedding program to make it again.
+  EXPECT_EQ(there.GetObject("python"), nullptr);
+  std::optional<Buffer> loaded = there.TakeLoadedObject("python");
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(Int64Of(*loaded), 50);
+  EXPECT_FALSE(there.TakeLoadedObject("python").has_value());
+
+  // Into a state that is not empty: refused, and it stays as it is.
+  EXPECT_EQ(there.Install(*exported).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(Int64Of(*there.Get("w")), 7);
+}
+
+TEST(ActorStateTest, AStateThatCannotBeCopiedSaysWhy) {
+  ActorState state;
+  state.PutObject("handle", std::make_shared<int>(1));  // no exporter
+  Result<std::vector<Buffer>> exported = state.Export();
+  ASSERT_FALSE(exported.ok());
+  EXPECT_EQ(exported.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(exported.status().message().find("'handle'"), std::string::npos);
+
+  ActorState failing;
+  failing.PutObject("python", std::make_shared<int>(1), [](const std::shared_ptr<void>&) {
+    return Result<Buffer>(Status::InvalidArgument("cannot pickle a lock"));
+  });
+  exported = failing.Export();
+  ASSERT_FALSE(exported.ok());
+  EXPECT_NE(exported.status().message().find("cannot pickle a lock"), std::string::npos);
+}
+
+TEST(ActorStateTest, MalformedExportsAreRefused) {
+  ActorState state;
+  EXPECT_EQ(state.Install({}).code(), StatusCode::kCorruption);
+  Buffer names;
+  names.dtype = "u8";
+  const std::string text = std::string("vw") + '\0' + "xq" + '\0';
+  names.data.resize(text.size());
+  std::memcpy(names.data.data(), text.data(), text.size());
+  // Two names, one buffer.
+  EXPECT_EQ(state.Install({names, Int64Buffer(1)}).code(), StatusCode::kCorruption);
+  // An entry of unknown kind ('x'): nothing is kept.
+  EXPECT_EQ(state.Install({names, Int64Buffer(1), Int64Buffer(2)}).code(), StatusCode::kCorruption);
+  EXPECT_TRUE(state.Names().empty());
+  EXPECT_EQ(state.bytes(), 0u);
+  // A name without its end.
+  names.data.pop_back();
+  EXPECT_EQ(state.Install({names, Int64Buffer(1), Int64Buffer(2)}).code(), StatusCode::kCorruption);
+}
+
+TEST(ActorStatesTest, InstallKeepsAStateMadeMeanwhile) {
+  ActorStates states;
+  ActorState elsewhere;
+  elsewhere.Put("w", Int64Buffer(1));
+  Result<std::vector<Buffer>> exported = elsewhere.Export();
+  ASSERT_TRUE(exported.ok());
+  EXPECT_EQ(states.Find(1, "actor"), nullptr);
+  ASSERT_TRUE(states.Install(1, "actor", *exported).ok());
+  EXPECT_EQ(Int64Of(*states.Find(1, "actor")->Get("w")), 1);
+  EXPECT_EQ(states.FindByKey(1, StateKey("actor")), states.Find(1, "actor"));
+  EXPECT_EQ(states.FindByKey(1, StateKey("learner")), nullptr);
+  // A lane made "learner" first: a late load leaves it alone.
+  states.For(1, "learner")->Put("w", Int64Buffer(2));
+  ASSERT_TRUE(states.Install(1, "learner", *exported).ok());
+  EXPECT_EQ(Int64Of(*states.Find(1, "learner")->Get("w")), 2);
 }
 
 TEST(ActorStatesTest, KeyedByJobAndSubmodelAndFreedWithTheJob) {

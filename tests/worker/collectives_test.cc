@@ -127,9 +127,10 @@ int Member(const Case& c, uint32_t rank, int to_parent, int from_parent) {
   spdlog::logger log("member");  // no sinks
   zmq::context_t ctx(1);
   ObjectStore store(0);
+  ActorStates states;
   CollectiveInbox inbox;
   DataTokens tokens(kTestDataToken);
-  DataServer server(&store, &inbox, &tokens, &log);
+  DataServer server(&store, &states, &inbox, &tokens, &log);
   if (!server.Bind("127.0.0.1").ok()) return 10;
   const std::string mine = server.endpoint() + "\n";
   if (::write(to_parent, mine.data(), mine.size()) != static_cast<ssize_t>(mine.size())) return 11;
@@ -301,9 +302,10 @@ class CommunicatorTest : public ::testing::Test {
   spdlog::logger log{"t"};
   zmq::context_t ctx{1};
   ObjectStore store{0};
+  ActorStates states;
   CollectiveInbox inbox;
   DataTokens tokens{kTestDataToken};
-  DataServer server{&store, &inbox, &tokens, &log};
+  DataServer server{&store, &states, &inbox, &tokens, &log};
 };
 
 TEST_F(CommunicatorTest, AMissingMemberFailsWithUnavailable) {
@@ -386,9 +388,10 @@ TEST_F(CommunicatorTest, ACancelledTaskStopsWaitingForAMissingMember) {
 
 // A member of its own in this process: data server, inbox and store.
 struct Node {
-  Node() : server(&store, &inbox, &tokens, &log) {}
+  Node() : server(&store, &states, &inbox, &tokens, &log) {}
   spdlog::logger log{"node"};
   ObjectStore store{0};
+  ActorStates states;
   CollectiveInbox inbox;
   DataTokens tokens{kTestDataToken};
   DataServer server;

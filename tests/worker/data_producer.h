@@ -50,9 +50,12 @@ inline ::testing::AssertionResult SameValues(const Buffer& got, size_t n, uint32
 // A worker's data socket with its own store, bound on 127.0.0.1; it
 // accepts hmpmd::testing::kTestDataToken.
 struct Producer {
-  Producer() : server(&store, &inbox, &tokens, &log) { EXPECT_TRUE(server.Bind("127.0.0.1").ok()); }
+  Producer() : server(&store, &states, &inbox, &tokens, &log) {
+    EXPECT_TRUE(server.Bind("127.0.0.1").ok());
+  }
   spdlog::logger log{"producer"};
   ObjectStore store{0};
+  ActorStates states;
   CollectiveInbox inbox;
   DataTokens tokens{hmpmd::testing::kTestDataToken};
   DataServer server;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "data_producer.h"
 #include "hmpmd/worker/actor_state.h"
 #include "worker_fixture.h"
 
@@ -100,6 +101,59 @@ TEST_F(WorkerActorStateTest, LaterTasksOfTheSameSubmodelSeeTheState) {
   EXPECT_FALSE(got[Key(1, 2)].ok);
   EXPECT_THAT(got[Key(1, 2)].error, HasSubstr("nothing stored"));
   EXPECT_FALSE(got[Key(2, 0)].ok);
+}
+
+TEST_F(WorkerActorStateTest, AStateIsLoadedFromItsHolderBeforeTheKernelRuns) {
+  testing::Producer holder;  // another worker's data socket, holding the state
+  Buffer x;
+  x.dtype = "u8";
+  x.data.resize(7);
+  x.shape = {7};
+  holder.states.For(1, "actor")->Put("x", x);
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  TaskAssign get = Of(testing::Task(1, 0, "get", CoreKind::kCube, 0), "actor");
+  get.keeps_state = true;
+  get.state_from = holder.server.endpoint();
+  controller_.Send(AssignBatch{{get}});
+  auto first = CollectResults(1);
+  const TaskResult& r = first[Key(1, 0)];
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.output_bytes, 7u);  // the kernel saw the holder's "x"
+  EXPECT_TRUE(r.state_held);
+  EXPECT_GE(r.state_load_bytes, 7u);
+  EXPECT_GE(r.state_load_start_us, r.start_us);
+  EXPECT_GE(r.state_load_end_us, r.state_load_start_us);
+  EXPECT_LE(r.state_load_end_us, r.end_us);
+
+  // Held now: a later task names the holder again and loads nothing.
+  get.task = 1;
+  controller_.Send(AssignBatch{{get}});
+  auto second = CollectResults(1);
+  ASSERT_TRUE(second[Key(1, 1)].ok) << second[Key(1, 1)].error;
+  EXPECT_EQ(second[Key(1, 1)].state_load_end_us, 0);
+  EXPECT_EQ(second[Key(1, 1)].state_load_bytes, 0u);
+}
+
+TEST_F(WorkerActorStateTest, AKernelNeverRunsWithoutTheStateItsHolderCouldNotGive) {
+  testing::Producer holder;  // holds no state of job 1
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  TaskAssign put = Of(testing::Task(1, 0, "put", CoreKind::kCube, 0, {{"n", int64_t{3}}}), "actor");
+  put.keeps_state = true;
+  put.state_from = holder.server.endpoint();
+  controller_.Send(AssignBatch{{put}});
+  auto got = CollectResults(1);
+  const TaskResult& r = got[Key(1, 0)];
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.retryable);  // the controller runs it again (another holder, or elsewhere)
+  EXPECT_THAT(r.error, HasSubstr("state of sub-model 'actor'"));
+  EXPECT_THAT(r.error, HasSubstr("no state"));
+  // The kernel did not run: no state was made here.
+  TaskAssign get = Of(testing::Task(1, 1, "get", CoreKind::kCube, 0), "actor");
+  get.keeps_state = true;
+  controller_.Send(AssignBatch{{get}});
+  auto after = CollectResults(1);
+  EXPECT_FALSE(after[Key(1, 1)].ok);
+  EXPECT_THAT(after[Key(1, 1)].error, HasSubstr("nothing stored"));
 }
 
 TEST_F(WorkerActorStateTest, FreeJobDropsTheState) {

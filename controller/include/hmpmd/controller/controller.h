@@ -34,6 +34,7 @@
 #include "hmpmd/controller/mailbox.h"
 #include "hmpmd/controller/recovery.h"
 #include "hmpmd/controller/run_batches.h"
+#include "hmpmd/controller/state_holders.h"
 #include "hmpmd/controller/task_logs.h"
 #include "hmpmd/controller/token_book.h"
 #include "hmpmd/controller/transport.h"
@@ -287,8 +288,12 @@ class Controller : private DriverSessions::Host {
   void OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now);
   // Whether run `run` of `job` is placed on w's device (or on none).
   bool HoldsRun(const WorkerInfo& w, JobId job, uint32_t run) const;
+  // What a result says of its sub-model's state: w holds it, w loaded it
+  // (`offset` turns w's clock into the controller's).
+  void NoteState(const WorkerInfo& w, const TaskResult& r, TimeUs offset);
   void ScheduleAndSend(TimeUs now);
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
+  void FillState(const Dispatch& d, const JobRun& job, uint32_t submodel, TaskAssign& a);
   void NotifyEndedJobs();
   // Hands ends_queued_ to the writer's next AfterWritten.
   void WatchEndsStored();
@@ -443,6 +448,7 @@ class Controller : private DriverSessions::Host {
   std::unordered_map<JobId, TimeUs> ended_at_us_;
 
   std::map<std::pair<JobId, uint32_t>, OutputLocation> outputs_;
+  StateHolders state_holders_;
   TaskLogs task_logs_;
   // The entries of outputs_ of `job` (job + 1 would wrap at the last id).
   auto JobOutputs(JobId job) {

@@ -17,6 +17,7 @@
 #include "hmpmd/controller/wall_clock.h"
 #include "hmpmd/protocol/types.h"
 #include "hmpmd/scheduler/resource_pool.h"
+#include "hmpmd/sim/schedule_metrics.h"
 
 namespace hmpmd {
 
@@ -52,11 +53,13 @@ struct JobHistory {
   }
 };
 
-// The clocks a report of one job needs: the live wall clock, and the
-// job's history when it was reloaded from the store (null: none).
+// What a live report of one job needs beyond its JobRun: the live wall
+// clock, the job's history when it was reloaded from the store (null:
+// none), and the state loads its workers made (StateHolders; null: none).
 struct JobClock {
   WallClock wall;
   std::shared_ptr<const JobHistory> history;
+  std::shared_ptr<const StateLoadTimes> loads;
 };
 
 }  // namespace hmpmd

@@ -15,6 +15,9 @@
 //   collective data [DataHeader{kCollective, src rank, tag}, payload]
 //   runs done       [DataHeader{kRunDone, job}, notice]     worker -> driver,
 //                                                           no reply
+//   state load      [DataHeader{kFetchState, job, StateKey(sub-model)}]
+//                                                           replied as kFetch
+//                                                           (ActorState::Export)
 //
 // `meta` lists each buffer's dtype, shape and byte count (EncodeMeta). A
 // buffer's bytes follow in one or more frames that add up to its count (a
@@ -50,7 +53,13 @@ enum class DataOp : uint8_t {
   kFetchPeek = 5,
   kTakeRead = 6,
   kRunDone = 7,
+  kFetchState = 8,
 };
+
+// What a state load's header carries in `run`: its sub-model's name,
+// hashed (SipHash-2-4 under a fixed key; two names of one job colliding
+// is a 1 in 2^64 chance per pair).
+uint64_t StateKey(std::string_view submodel);
 
 // The largest frame of a fetch reply that a worker sends.
 inline constexpr size_t kFetchChunkBytes = size_t{1} << 20;
@@ -68,6 +77,10 @@ static_assert(sizeof(DataHeader) == 40);
 // The message of the fetch error a worker answers a wrong token with; a
 // fetch that gets it fails with PermissionDenied (DecodeFetchReply).
 inline constexpr std::string_view kWrongDataTokenMessage = "refused: wrong data token";
+// How the fetch error of a state load begins when the holder has the state
+// but cannot copy it (ActorState::Export); the load fails with
+// InvalidArgument, which no other holder would answer differently.
+inline constexpr std::string_view kStateNotCopyableMessage = "cannot be copied: ";
 
 // Reads a header frame; Corruption when it has the wrong size or op.
 Result<DataHeader> ParseDataHeader(const void* data, size_t size);
@@ -121,7 +134,8 @@ struct FrameView {
 // The buffers of a fetch reply (header, meta, each buffer's frames), copied
 // out of `frames`. NotFound for a fetch error (its message after `what`),
 // PermissionDenied for one refusing the token (kWrongDataTokenMessage), Corruption
-// for anything malformed; `what` prefixes every message.
+// for anything malformed, InvalidArgument for a state that cannot be copied
+// (kStateNotCopyableMessage); `what` prefixes every message.
 Result<std::vector<Buffer>> DecodeFetchReply(const std::vector<FrameView>& frames,
                                              const std::string& what);
 

@@ -44,7 +44,7 @@ namespace hmpmd {
 // (a driver resumes its session after a controller restart or failover);
 // 17: SessionSubmit.notify and TaskAssign.notify (a worker tells a driver
 // of its session's runs done directly, kRunDone).
-inline constexpr uint8_t kProtocolVersion = 17;
+inline constexpr uint8_t kProtocolVersion = 18;
 
 enum class MsgType : uint8_t {
   kRegister = 1,
@@ -268,10 +268,16 @@ struct TaskAssign {
   // A driver session's data socket: done, the worker tells it there too
   // (DataOp::kRunDone). Empty: the controller alone is told.
   std::string notify;
+  // The sub-model keeps state between tasks (a submitted job's stateful
+  // sub-model): the worker says whether it holds it after the run
+  // (TaskResult::state_held). With `state_from` (a holder's data socket),
+  // a worker lacking the state loads it from there before the kernel runs.
+  bool keeps_state = false;
+  std::string state_from;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang, submodel, task_id,
-       notify);
+    ar(job, task, attempt, kernel, core, lane, args, inputs, reads, gang, submodel, task_id, notify,
+       keeps_state, state_from);
   }
   friend bool operator==(const TaskAssign&, const TaskAssign&) = default;
 };
@@ -310,10 +316,19 @@ struct TaskResult {
   // The run's log lines (worker TaskLog: bounded there, and again by the
   // controller), ok or not.
   std::vector<std::string> log;
+  // With TaskAssign::keeps_state: the worker holds the sub-model's state
+  // after the run. A load of it before the kernel (TaskAssign::state_from)
+  // spans [state_load_start_us, state_load_end_us) inside the run, and
+  // brought state_load_bytes; both 0 when there was none.
+  bool state_held = false;
+  int64_t state_load_start_us = 0;
+  int64_t state_load_end_us = 0;
+  uint64_t state_load_bytes = 0;
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(job, task, attempt, ok, start_us, end_us, error, output_bytes, output_buffers, lost_inputs,
-       inputs_gone, retryable, log);
+       inputs_gone, retryable, log, state_held, state_load_start_us, state_load_end_us,
+       state_load_bytes);
   }
   friend bool operator==(const TaskResult&, const TaskResult&) = default;
 };

@@ -69,6 +69,7 @@ struct StateLoadTimes {
     uint32_t submodel = 0;
     uint32_t run = kNoRun;  // the first run that waited for or used it
     bool prefetch = false;  // started before any task needed it
+    uint64_t bytes = 0;     // live loads: what it brought (the simulator's: 0)
   };
   std::vector<Slice> slices;
 };

@@ -10,11 +10,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hmpmd/protocol/buffer.h"
+#include "hmpmd/protocol/status.h"
 #include "hmpmd/worker/export.h"
 
 namespace hmpmd::worker {
@@ -27,8 +29,14 @@ namespace hmpmd::worker {
 /// tasks of the same sub-model of the same job that run on this worker see
 /// what earlier ones stored, whatever lane they run on. The state is freed
 /// when the controller frees or cancels the job. It lives in the worker's
-/// memory and does not count against the object store's cap (memory_mb);
-/// it is not replicated: if the worker dies, its actor states are gone.
+/// memory and does not count against the object store's cap (memory_mb).
+///
+/// When the controller runs a task of a stateful sub-model of a submitted
+/// job on a worker that lacks its state while another worker has it, the
+/// worker loads it from that one first (Export there, Install here, over
+/// the data plane): the kernel finds what the holder had. The first worker
+/// to run the sub-model makes it. If every worker holding a state dies,
+/// it is gone (docs/scheduling.md#live-state).
 ///
 /// @code
 ///   // A kernel that loads weights into its actor, and one that uses them.
@@ -82,15 +90,40 @@ class HMPMD_WORKER_EXPORT ActorState {
   /// Its deleter runs on the thread that drops the last reference, which may
   /// be the worker's I/O thread freeing the job, so it must not block.
   /// Objects count in neither Names() nor bytes().
-  void PutObject(std::string name, std::shared_ptr<void> object);
+  ///
+  /// `exporter` turns the object into bytes when another worker loads this
+  /// state (on this worker's data thread); there, TakeLoadedObject hands
+  /// the bytes back for the embedding program to make the object again.
+  /// A state holding an object without one cannot be loaded elsewhere.
+  using ObjectExporter = std::function<Result<Buffer>(const std::shared_ptr<void>&)>;
+  void PutObject(std::string name, std::shared_ptr<void> object, ObjectExporter exporter = {});
   /// The object stored under `name` by PutObject, or nullptr.
   std::shared_ptr<void> GetObject(std::string_view name) const;
+  /// The bytes of object `name` as this state was loaded from another
+  /// worker (its exporter's), removed here; nullopt when there are none.
+  std::optional<Buffer> TakeLoadedObject(std::string_view name);
+
+  /// A copy of every buffer and object, for another worker's Install: a
+  /// first buffer naming the rest (u8: a kind byte, 'v' value or 'o'
+  /// object, then the name and a NUL, per entry), then each in that order.
+  /// InvalidArgument naming an object kept without an exporter, or the
+  /// exporter's error.
+  Result<std::vector<Buffer>> Export() const;
+  /// Takes what Export made elsewhere into this state, which must be empty
+  /// (Corruption when `exported` is malformed, AlreadyExists when not
+  /// empty: a lane made it meanwhile, and it stays as it is).
+  Status Install(std::vector<Buffer> exported);
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Buffer>, std::less<>> values_;  // guarded by mu_
   uint64_t bytes_ = 0;                                                        // guarded by mu_
-  std::map<std::string, std::shared_ptr<void>, std::less<>> objects_;         // guarded by mu_
+  struct Object {
+    std::shared_ptr<void> value;
+    ObjectExporter exporter;
+  };
+  std::map<std::string, Object, std::less<>> objects_;  // guarded by mu_
+  std::map<std::string, Buffer, std::less<>> loaded_;   // guarded by mu_: TakeLoadedObject's
 };
 
 }  // namespace hmpmd::worker
