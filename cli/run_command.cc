@@ -132,6 +132,7 @@ int RunMain(const RunArgs& a) {
   // long enough for workers to be declared dead.
   std::shared_ptr<const JobRun> traced_job;
   std::shared_ptr<const ResourcePool> traced_pool;
+  std::shared_ptr<const StateLoadTimes> traced_loads;
   const auto left =
       std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
   Status st = cluster.RunJob(std::move(graph).value(), std::max(left, milliseconds(1)),
@@ -139,12 +140,14 @@ int RunMain(const RunArgs& a) {
                                const ResourcePool& pool = c.scheduler().pool();
                                ScheduleMetrics m = ComputeMetrics(job, pool);
                                succeeded = job.state == JobState::kSucceeded;
+                               traced_loads = c.ClockOf(job.id).loads;
                                if (a.json) {
                                  auto j = JobSummaryJson(job, pool, false);
                                  j.update(MetricsJson(m, pool));
+                                 if (traced_loads) j.update(StateLoadsJson(*traced_loads));
                                  output = JsonText(j, 2);
                                } else {
-                                 output = TextSummary(job, m, pool);
+                                 output = TextSummary(job, m, pool, traced_loads.get());
                                }
                                if (!a.trace_file.empty()) {
                                  traced_job = std::make_shared<const JobRun>(job);
@@ -161,7 +164,7 @@ int RunMain(const RunArgs& a) {
   // The summary first: a trace that cannot be written must not hide it.
   std::cout << output << std::endl;
   if (traced_job) {
-    const std::string trace = TraceText(*traced_job, *traced_pool);
+    const std::string trace = TraceText(*traced_job, *traced_pool, traced_loads.get());
     if (Status w = WriteFile(a.trace_file, trace); !w.ok()) return Fail(w);
   }
   return succeeded ? kExitOk : kExitFailed;

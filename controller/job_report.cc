@@ -172,6 +172,17 @@ void AddWallTimes(const JobRun& job, const JobClock& clock, json& j) {
 
 }  // namespace
 
+json StateLoadsJson(const StateLoadTimes& loads) {
+  double seconds = 0;
+  uint64_t bytes = 0;
+  for (const StateLoadTimes::Slice& s : loads.slices) {
+    seconds += static_cast<double>(s.end - s.start) / 1e6;
+    bytes += s.bytes;
+  }
+  return json{
+      {"state_loads", loads.slices.size()}, {"state_load_s", seconds}, {"state_load_bytes", bytes}};
+}
+
 json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics,
                     const std::string* stored, const JobClock* clock, uint32_t queued) {
   json j;
@@ -199,18 +210,7 @@ json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metri
   j["started_us"] = job.started >= 0 ? json(job.started) : json(nullptr);
   j["finished_us"] = job.finished >= 0 ? json(job.finished) : json(nullptr);
   if (clock != nullptr) AddWallTimes(job, *clock, j);
-  if (clock != nullptr && clock->loads != nullptr) {
-    // The state its workers loaded from one another (docs/scheduling.md#live-state).
-    double seconds = 0;
-    uint64_t bytes = 0;
-    for (const StateLoadTimes::Slice& s : clock->loads->slices) {
-      seconds += static_cast<double>(s.end - s.start) / 1e6;
-      bytes += s.bytes;
-    }
-    j["state_loads"] = clock->loads->slices.size();
-    j["state_load_s"] = seconds;
-    j["state_load_bytes"] = bytes;
-  }
+  if (clock != nullptr && clock->loads != nullptr) j.update(StateLoadsJson(*clock->loads));
   json kept = with_metrics && stored != nullptr && !stored->empty()
                   ? json::parse(*stored, nullptr, /*allow_exceptions=*/false)
                   : json();
@@ -419,7 +419,8 @@ std::string TraceText(const JobRun& job, const ResourcePool& pool, const StateLo
   return out;
 }
 
-std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool) {
+std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool,
+                        const StateLoadTimes* loads) {
   std::string out;
   out += "job " + std::to_string(job.id) + " '" + job.graph->spec().name +
          "': " + std::string(JobStateName(job.state));
@@ -436,6 +437,12 @@ std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const Resou
          Fixed(m.utilisation_by_kind[1] * 100, 1) + "%\n";
   out += "  bubble ratio " + Fixed(m.bubble_ratio * 100, 1) + "%, comm masking " +
          Fixed(m.masking_ratio * 100, 1) + "% of " + Fixed(m.comm_s * 1e3, 3) + " ms comm\n";
+  if (loads != nullptr && !loads->slices.empty()) {
+    const json l = StateLoadsJson(*loads);
+    out += "  state loads  " + std::to_string(loads->slices.size()) + ", " +
+           Fixed(l["state_load_bytes"].get<double>() / 1e6, 3) + " MB in " +
+           Fixed(l["state_load_s"].get<double>() * 1e3, 3) + " ms\n";
+  }
   out += "  per device:\n";
   for (const auto& d : m.utilisation_by_device) {
     out += "    device " + std::to_string(d.device) + " " + d.name + ": " +

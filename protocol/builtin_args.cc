@@ -29,9 +29,11 @@ constexpr double kMaxUs = 86400e6;            // one day
 constexpr ArgRule kDuration[] = {{"us", ArgType::kNumber, 0, kMaxUs}};
 // Required by the worker's gemm, but not here: a simulated gemm may give
 // its time by cost.flops alone.
+// `weights: "state"`: B is the sub-model's weights, kept in its state.
 constexpr ArgRule kGemm[] = {{"m", ArgType::kInteger, 1, kMaxElements},
                              {"n", ArgType::kInteger, 1, kMaxElements},
-                             {"k", ArgType::kInteger, 1, kMaxElements}};
+                             {"k", ArgType::kInteger, 1, kMaxElements},
+                             {"weights", ArgType::kString, 0, 0, 1, "state"}};
 constexpr ArgRule kAdd[] = {{"n", ArgType::kInteger, 1, kMaxElements}};
 // The kernel multiplies float32: a larger factor would make every element
 // inf (and 0 x inf NaN).

@@ -1,10 +1,12 @@
 #include "gemm_kernel.h"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "f32_util.h"
+#include "hmpmd/worker/actor_state.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -63,6 +65,21 @@ void CheckElements(int64_t rows, int64_t cols, const char* what) {
   }
 }
 
+// The k x n weights of `args`' sub-model under "gemm B KxN" in its state,
+// made (as a generated B) on the first call where there are none.
+std::shared_ptr<const Buffer> StateWeights(const KernelArgs& args, int64_t k, int64_t n) {
+  const std::string name = "gemm B " + std::to_string(k) + "x" + std::to_string(n);
+  ActorState& state = args.state();
+  if (std::shared_ptr<const Buffer> held = state.Get(name)) return held;
+  std::vector<float> b(static_cast<size_t>(k * n));
+  FillDeterministic(b, 2);
+  // Update, not Put: two lanes making it at once keep one.
+  state.Update(name, [&](Buffer& kept) {
+    if (kept.data.empty()) kept = MakeF32(b, {k, n});
+  });
+  return state.Get(name);
+}
+
 }  // namespace
 
 bool GemmF32(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
@@ -96,7 +113,22 @@ std::vector<Buffer> GemmKernel(const KernelArgs& args, std::span<const Buffer> i
   const size_t want_a = static_cast<size_t>(m * k), want_b = static_cast<size_t>(k * n);
   std::vector<float> a;
   std::vector<float> b;
-  if (inputs.size() == 2 && IsF32(inputs[0], want_a) && IsF32(inputs[1], want_b)) {
+  const std::string weights = args.String("weights", "");
+  if (weights == "state") {
+    // B is the sub-model's weights: made once where none are, then kept in
+    // its state, which follows the sub-model to other workers
+    // (docs/scheduling.md#live-state). A from inputs[0] when it fits.
+    b = ReadF32(*StateWeights(args, k, n), "gemm", "the weights (B) in its state");
+    if (!inputs.empty() && IsF32(inputs[0], want_a)) {
+      a = ReadF32(inputs[0], "gemm", "inputs[0] (A)");
+    } else {
+      a.resize(want_a);
+      FillDeterministic(a, 1);
+    }
+  } else if (!weights.empty()) {
+    throw std::invalid_argument("gemm: weights must be \"state\" or absent, not \"" + weights +
+                                "\"");
+  } else if (inputs.size() == 2 && IsF32(inputs[0], want_a) && IsF32(inputs[1], want_b)) {
     a = ReadF32(inputs[0], "gemm", "inputs[0] (A)");
     b = ReadF32(inputs[1], "gemm", "inputs[1] (B)");
   } else if (inputs.size() == 1 && IsF32(inputs[0], want_a)) {

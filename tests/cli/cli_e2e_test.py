@@ -218,8 +218,16 @@ class EmbeddedRun(unittest.TestCase):
             self.assertEqual(summary["state"], "succeeded")
             with open(trace_path) as f:
                 trace = json.load(f)
-            slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+            slices = [e for e in trace["traceEvents"]
+                      if e["ph"] == "X" and e.get("cat") != "state_load"]
             self.assertEqual(len(slices), summary["tasks"])
+            # The backbone stages hold their weights: each load is a slice
+            # of its own, as many as the summary counts.
+            loads = [e for e in trace["traceEvents"] if e.get("cat") == "state_load"]
+            self.assertEqual(len(loads), summary.get("state_loads", 0))
+            for e in loads:
+                self.assertTrue(e["name"].startswith("load llm"), e)
+                self.assertGreater(e["args"]["bytes"], 0)
             for e in slices:
                 self.assertIn("task", e["args"])
                 self.assertEqual(e["args"]["job"], summary["id"])

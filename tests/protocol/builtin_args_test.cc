@@ -42,6 +42,9 @@ TEST(BuiltinArgsTest, AcceptsWhatTheKernelsTake) {
   for (const char* pass : {"f", "b", "w"}) {
     EXPECT_EQ(Check("spin", {{"pass", std::string(pass)}}), "ok") << pass;
   }
+  // A gemm's weights kept in its sub-model's state, or not at all.
+  EXPECT_EQ(Check("gemm", {{"weights", std::string("state")}}), "ok");
+  EXPECT_EQ(Check("gemm", {{"weights", std::string("input")}}), "args.weights: must be \"state\"");
 }
 
 TEST(BuiltinArgsTest, KnowsEveryBuiltinKernel) {

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "f32_util.h"
+#include "hmpmd/worker/actor_state.h"
 
 namespace hmpmd::worker {
 namespace {
@@ -126,6 +127,32 @@ INSTANTIATE_TEST_SUITE_P(Sizes, GemmTest,
                            return std::to_string(p.param.m) + "x" + std::to_string(p.param.n) +
                                   "x" + std::to_string(p.param.k);
                          });
+
+// weights: "state": B is made once in the sub-model's state and read from
+// there after; a state loaded from elsewhere is what the product uses.
+TEST(BuiltinKernelsTest, GemmWithWeightsInStateKeepsAndUsesThem) {
+  struct Fixed final : ActorStateProvider {
+    ActorState& Get() const override { return state; }
+    mutable ActorState state;
+  } provider;
+  Args raw = Mnk(3, 2, 4);
+  raw.push_back({"weights", std::string("state")});
+  const KernelArgs args(raw, nullptr, &provider);
+  const std::vector<float> made = Floats(Find("gemm")(args, {})[0]);
+  EXPECT_EQ(made, Floats(Call("gemm", Mnk(3, 2, 4))[0]));  // the generated B at first
+  std::shared_ptr<const Buffer> kept = provider.state.Get("gemm B 4x2");
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept->shape, (std::vector<int64_t>{4, 2}));
+  // Weights changed in the state (as a load from another worker would
+  // bring): the next product uses them. B = all ones: C's rows sum A's.
+  provider.state.Put("gemm B 4x2", MakeF32(std::vector<float>(8, 1.0f), {4, 2}));
+  const std::vector<float> a = {1, 2, 3, 4, 0, 0, 0, 0, -1, -1, -1, -1};
+  const std::vector<Buffer> inputs = {MakeF32(a, {3, 4})};
+  EXPECT_THAT(Floats(Find("gemm")(args, inputs)[0]), ElementsAre(10, 10, 0, 0, -4, -4));
+  raw.back().value = std::string("input");
+  EXPECT_THAT([&] { Find("gemm")(KernelArgs(raw, nullptr, &provider), {}); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("weights must be")));
+}
 
 TEST(BuiltinKernelsTest, GemmRejectsBadArgumentsAndInputs) {
   EXPECT_THROW(Call("gemm", {{"n", int64_t{2}}, {"k", int64_t{2}}}), std::invalid_argument);

@@ -70,8 +70,12 @@ nlohmann::json TraceJson(const JobRun& job, const ResourcePool& pool,
 // memory it takes is the text's, not a document's.
 std::string TraceText(const JobRun& job, const ResourcePool& pool,
                       const StateLoadTimes* loads = nullptr, const JobClock* clock = nullptr);
-// The summary `hmpmd run` prints.
-std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool);
+// The summary `hmpmd run` prints; with `loads`, a line of the state its
+// workers loaded (docs/scheduling.md#live-state).
+std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool,
+                        const StateLoadTimes* loads = nullptr);
+// state_loads, state_load_s and state_load_bytes of a job's live loads.
+nlohmann::json StateLoadsJson(const StateLoadTimes& loads);
 
 // "cube0", "vector1": a core's name inside its device.
 std::string CoreName(const ResourcePool::Core& core);
