@@ -115,10 +115,14 @@ Result<RunDoneNotice> DecodeRunDone(const void* data, size_t size) {
   return n;
 }
 
-std::string EncodeMeta(const std::vector<Buffer>& buffers) {
+namespace {
+
+template <typename At>
+std::string EncodeMetaOf(size_t n, const At& at) {
   std::string out;
-  Put<uint32_t>(&out, static_cast<uint32_t>(buffers.size()));
-  for (const Buffer& b : buffers) {
+  Put<uint32_t>(&out, static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const Buffer& b = at(i);
     Put<uint32_t>(&out, static_cast<uint32_t>(b.dtype.size()));
     out += b.dtype;
     Put<uint32_t>(&out, static_cast<uint32_t>(b.shape.size()));
@@ -126,6 +130,16 @@ std::string EncodeMeta(const std::vector<Buffer>& buffers) {
     Put<uint64_t>(&out, b.data.size());
   }
   return out;
+}
+
+}  // namespace
+
+std::string EncodeMeta(const std::vector<Buffer>& buffers) {
+  return EncodeMetaOf(buffers.size(), [&](size_t i) -> const Buffer& { return buffers[i]; });
+}
+
+std::string EncodeMeta(const std::vector<std::shared_ptr<const Buffer>>& buffers) {
+  return EncodeMetaOf(buffers.size(), [&](size_t i) -> const Buffer& { return *buffers[i]; });
 }
 
 Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,

@@ -86,7 +86,7 @@ std::string OneLineError(const py::error_already_set& e) {
 // A sub-model's Python state pickled for another worker that loads it
 // (ActorState::Export, on the data thread, which must never wait for the
 // GIL either): the request waits here for a thread that holds the GIL (a
-// kernel, or Worker.run()'s wait, every 50 ms) to pickle it.
+// kernel, or Worker.run()'s wait, which it wakes) to pickle it.
 struct ExportRequest {
   std::shared_ptr<void> held;  // the StateRef, alive until pickled
   std::mutex mu;
@@ -98,6 +98,20 @@ struct ExportRequest {
 std::mutex g_exports_mu;
 std::vector<std::shared_ptr<ExportRequest>> g_exports;  // guarded by g_exports_mu
 
+// Wakes Worker.run()'s wait before its 50 ms tick: an export is asked
+// for, or the worker stopped.
+std::mutex g_wake_mu;
+std::condition_variable g_wake_cv;
+bool g_wake = false;  // guarded by g_wake_mu
+
+void WakeRunLoops() {
+  {
+    std::lock_guard<std::mutex> lock(g_wake_mu);
+    g_wake = true;
+  }
+  g_wake_cv.notify_all();
+}
+
 // How long a load waits for the Python side to pickle the state.
 constexpr auto kExportWait = std::chrono::seconds(60);
 
@@ -108,6 +122,7 @@ Result<Buffer> ExportState(const std::shared_ptr<void>& held) {
     std::lock_guard<std::mutex> lock(g_exports_mu);
     g_exports.push_back(req);
   }
+  WakeRunLoops();
   std::unique_lock<std::mutex> lock(req->mu);
   if (!req->cv.wait_for(lock, kExportWait, [&] { return req->done; })) {
     return Status::Unavailable("the Python worker did not pickle the state within 60 s");
@@ -331,7 +346,10 @@ class PyWorker {
     started_ = true;
     std::promise<Status> done;
     std::future<Status> result = done.get_future();
-    runner_ = std::thread([this, p = std::move(done)]() mutable { p.set_value(worker_.Run()); });
+    runner_ = std::thread([this, p = std::move(done)]() mutable {
+      p.set_value(worker_.Run());
+      WakeRunLoops();
+    });
     // Ctrl-C (or what a signal handler raised): taken off the interpreter
     // at once, so no Python code runs with it pending; raised once the
     // worker has stopped.
@@ -340,7 +358,10 @@ class PyWorker {
       std::future_status ready;
       {
         py::gil_scoped_release release;
-        ready = result.wait_for(std::chrono::milliseconds(50));
+        std::unique_lock<std::mutex> lock(g_wake_mu);
+        g_wake_cv.wait_for(lock, std::chrono::milliseconds(50), [] { return g_wake; });
+        g_wake = false;
+        ready = result.wait_for(std::chrono::seconds(0));
       }
       DropPending();
       ServeExports();

@@ -81,28 +81,31 @@ std::optional<Buffer> ActorState::TakeLoadedObject(std::string_view name) {
   return out;
 }
 
-Result<std::vector<Buffer>> ActorState::Export() const {
+Result<std::vector<std::shared_ptr<const Buffer>>> ActorState::Export() const {
   std::vector<std::pair<std::string, std::shared_ptr<const Buffer>>> values;
   std::vector<std::pair<std::string, Object>> objects;
-  std::vector<std::pair<std::string, Buffer>> loaded;
+  std::vector<std::pair<std::string, std::shared_ptr<const Buffer>>> loaded;
   {
-    // Snapshots: the exporters run unlocked (a Python one takes the GIL,
-    // which a kernel calling into this state may hold).
+    // Snapshots: the exporters run unlocked (a Python one waits for the
+    // GIL's holder, which may be a kernel calling into this state).
     std::lock_guard<std::mutex> lock(mu_);
     values.assign(values_.begin(), values_.end());
     objects.assign(objects_.begin(), objects_.end());
-    loaded.assign(loaded_.begin(), loaded_.end());
+    for (const auto& [name, bytes] : loaded_) {
+      loaded.emplace_back(name, std::make_shared<const Buffer>(bytes));
+    }
   }
   std::string names;
-  std::vector<Buffer> out(1);
+  std::vector<std::shared_ptr<const Buffer>> out(1);
   out.reserve(1 + values.size() + objects.size() + loaded.size());
-  const auto add = [&](char kind, const std::string& name, Buffer b) {
+  const auto add = [&](char kind, const std::string& name, std::shared_ptr<const Buffer> b) {
     names += kind;
     names += name;
     names += '\0';
     out.push_back(std::move(b));
   };
-  for (auto& [name, value] : values) add('v', name, *value);
+  // The values are immutable snapshots: sent as they are, not copied.
+  for (auto& [name, value] : values) add('v', name, std::move(value));
   for (auto& [name, object] : objects) {
     if (object.value == nullptr) continue;
     if (!object.exporter) {
@@ -113,13 +116,15 @@ Result<std::vector<Buffer>> ActorState::Export() const {
     if (!bytes.ok()) {
       return Status::InvalidArgument("object '" + name + "': " + bytes.status().message());
     }
-    add('o', name, std::move(bytes).value());
+    add('o', name, std::make_shared<const Buffer>(std::move(bytes).value()));
   }
   for (auto& [name, bytes] : loaded) add('o', name, std::move(bytes));
-  out[0].dtype = "u8";
-  out[0].shape = {static_cast<int64_t>(names.size())};
-  out[0].data.resize(names.size());
-  std::memcpy(out[0].data.data(), names.data(), names.size());
+  auto list = std::make_shared<Buffer>();
+  list->dtype = "u8";
+  list->shape = {static_cast<int64_t>(names.size())};
+  list->data.resize(names.size());
+  std::memcpy(list->data.data(), names.data(), names.size());
+  out[0] = std::move(list);
   return out;
 }
 

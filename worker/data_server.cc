@@ -145,9 +145,9 @@ void DataServer::Serve() {
 void DataServer::ServeState(zmq::socket_t& s, zmq::message_t& peer, const DataHeader& h) {
   const JobId job = static_cast<JobId>(h.key);
   std::shared_ptr<ActorState> state = states_->FindByKey(job, h.run);
-  // A copy, made here: loads are rare (a sub-model's new holder), and the
-  // kernels go on writing the state meanwhile.
-  Result<std::vector<Buffer>> exported =
+  // The state's snapshots, sent without a copy: the kernels may go on
+  // writing the state meanwhile, which replaces them.
+  Result<std::vector<std::shared_ptr<const Buffer>>> exported =
       state == nullptr ? Status::NotFound("no state of that sub-model of job " +
                                           std::to_string(job) + " on this worker")
                        : state->Export();
@@ -159,8 +159,7 @@ void DataServer::ServeState(zmq::socket_t& s, zmq::message_t& peer, const DataHe
                               ? std::string(kStateNotCopyableMessage) + exported.status().message()
                               : exported.status().message());
   }
-  SendFetchReply(s, h.key, h.run,
-                 std::make_shared<const std::vector<Buffer>>(std::move(exported).value()));
+  SendFetchReply(s, h.key, h.run, *exported);
 }
 
 void DataServer::Refused(const DataHeader& h) {

@@ -13,7 +13,9 @@
 //                  over a kept one (PeerConnections, as hmpmd-worker
 //                  fetches), beside raw ZeroMQ point to point (zero-copy,
 //                  one message or 1 MiB messages, the faster) measured in
-//                  the same run
+//                  the same run, and the load of a sub-model state of the
+//                  same size over the kept connection (DataOp::kFetchState,
+//                  as a worker loads a stage's weights)
 #include <spdlog/logger.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,6 +61,9 @@ constexpr uint32_t kFetchRun = 1'000'000;
 // benchmark's, not a secret.
 constexpr DataToken kBenchToken{0x62656e6368, 2};
 
+// --fetch: the sub-model whose state holds kFetchMiB[i] MiB.
+std::string StateName(uint32_t i) { return "state" + std::to_string(kFetchMiB[i]); }
+
 // The producer: keeps the outputs, prints its endpoint, serves until the
 // parent closes the pipe.
 int Producer(const Options& o, int to_parent, int from_parent) {
@@ -80,6 +85,7 @@ int Producer(const Options& o, int to_parent, int from_parent) {
     Buffer b;
     b.data.assign(kFetchMiB[i] << 20, std::byte{2});
     b.shape = {static_cast<int64_t>(b.data.size() / 4)};
+    states.For(1, StateName(i))->Put("w", b);
     if (!store.Put(1, kFetchRun + i, {std::move(b)}, 0).ok()) return 11;
   }
   const std::string line = server.endpoint() + "\n";
@@ -144,18 +150,21 @@ int FetchTable(const Options& o, const std::string& endpoint) {
   DataTokens tokens(kBenchToken);
   PeerConnections kept(&ctx, &tokens);
   std::printf("one fetch from a producer process at a time, medians of %d\n", o.runs);
-  std::printf("%-8s %12s %12s %10s %10s %8s\n", "size", "new conn ms", "kept conn ms", "kept GB/s",
-              "p2p GB/s", "vs p2p");
+  std::printf("%-8s %12s %12s %10s %10s %8s %10s %9s\n", "size", "new conn ms", "kept conn ms",
+              "kept GB/s", "p2p GB/s", "vs p2p", "load GB/s", "vs fetch");
   for (uint32_t i = 0; i < std::size(kFetchMiB); ++i) {
     const size_t bytes = kFetchMiB[i] << 20;
-    std::vector<double> fresh, reuse;
+    std::vector<double> fresh, reuse, load;
     for (int r = -1; r < o.runs; ++r) {  // run -1 warms up (and opens the kept connection)
-      for (int mode = 0; mode < 2; ++mode) {
+      for (int mode = 0; mode < 3; ++mode) {
         const auto start = Clock::now();
         Result<BufferList> got =
-            mode == 0 ? FetchFromPeer(&ctx, endpoint, kBenchToken, 1, kFetchRun + i, 60'000'000)
-                      : kept.Fetch(endpoint, 1, kFetchRun + i, 60'000'000);
+            mode == 0   ? FetchFromPeer(&ctx, endpoint, kBenchToken, 1, kFetchRun + i, 60'000'000)
+            : mode == 1 ? kept.Fetch(endpoint, 1, kFetchRun + i, 60'000'000)
+                        : kept.FetchState(endpoint, 1, StateName(i), 60'000'000);
         const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        // A state comes with its list of names first.
+        if (got.ok() && mode == 2 && got->size() == 2) got->erase(got->begin());
         if (!got.ok() || got->size() != 1 || (*got)[0].data.size() != bytes) {
           std::fprintf(stderr, "fetch of %zu MiB failed: %s\n", kFetchMiB[i],
                        got.ok() ? "wrong size" : got.status().ToString().c_str());
@@ -163,15 +172,17 @@ int FetchTable(const Options& o, const std::string& endpoint) {
         }
         // A lane hands a task's fetched inputs back to the tensor pool.
         RecycleTensorBytes(std::span<Buffer>(*got));
-        if (r >= 0) (mode == 0 ? fresh : reuse).push_back(s);
+        if (r >= 0) (mode == 0 ? fresh : mode == 1 ? reuse : load).push_back(s);
       }
     }
     // As bench_collectives: the faster of one message and 1 MiB messages.
     const double p2p =
         std::max(bytes / RawPointToPoint(bytes, false), bytes / RawPointToPoint(bytes, true)) / 1e9;
     const double gbs = bytes / Median(reuse) / 1e9;
-    std::printf("%5zu MiB %12.2f %12.2f %10.2f %10.2f %7.0f%%\n", kFetchMiB[i], Median(fresh) * 1e3,
-                Median(reuse) * 1e3, gbs, p2p, 100 * gbs / p2p);
+    const double load_gbs = bytes / Median(load) / 1e9;
+    std::printf("%5zu MiB %12.2f %12.2f %10.2f %10.2f %7.0f%% %10.2f %8.0f%%\n", kFetchMiB[i],
+                Median(fresh) * 1e3, Median(reuse) * 1e3, gbs, p2p, 100 * gbs / p2p, load_gbs,
+                100 * load_gbs / gbs);
   }
   return 0;
 }

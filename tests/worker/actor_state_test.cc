@@ -115,6 +115,13 @@ TEST(ActorStateTest, ObjectsAreKeptApartFromBuffersAndFreedWithTheState) {
   EXPECT_EQ(*freed, 2);
 }
 
+// What a loading worker receives: the exported buffers, by value.
+std::vector<Buffer> Received(const std::vector<std::shared_ptr<const Buffer>>& exported) {
+  std::vector<Buffer> out;
+  for (const auto& b : exported) out.push_back(*b);
+  return out;
+}
+
 TEST(ActorStateTest, ExportedStateIsInstalledElsewhereAsItWas) {
   ActorState here;
   here.Put("w", Int64Buffer(7));
@@ -122,12 +129,14 @@ TEST(ActorStateTest, ExportedStateIsInstalledElsewhereAsItWas) {
   here.PutObject("python", std::make_shared<int>(5), [](const std::shared_ptr<void>& o) {
     return Result<Buffer>(Int64Buffer(*static_cast<int*>(o.get()) * 10));
   });
-  Result<std::vector<Buffer>> exported = here.Export();
+  auto exported = here.Export();
   ASSERT_TRUE(exported.ok()) << exported.status().message();
   ASSERT_EQ(exported->size(), 4u);  // the names, two values, one object
+  // Values go as the snapshots they are, not copies.
+  EXPECT_EQ((*exported)[1], here.Get("v"));
 
   ActorState there;
-  ASSERT_TRUE(there.Install(*exported).ok());
+  ASSERT_TRUE(there.Install(Received(*exported)).ok());
   EXPECT_EQ(Int64Of(*there.Get("w")), 7);
   EXPECT_EQ(Int64Of(*there.Get("v")), -3);
   EXPECT_EQ(there.bytes(), 16u);
@@ -140,14 +149,14 @@ TEST(ActorStateTest, ExportedStateIsInstalledElsewhereAsItWas) {
   EXPECT_FALSE(there.TakeLoadedObject("python").has_value());
 
   // Into a state that is not empty: refused, and it stays as it is.
-  EXPECT_EQ(there.Install(*exported).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(there.Install(Received(*exported)).code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(Int64Of(*there.Get("w")), 7);
 }
 
 TEST(ActorStateTest, AStateThatCannotBeCopiedSaysWhy) {
   ActorState state;
   state.PutObject("handle", std::make_shared<int>(1));  // no exporter
-  Result<std::vector<Buffer>> exported = state.Export();
+  auto exported = state.Export();
   ASSERT_FALSE(exported.ok());
   EXPECT_EQ(exported.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(exported.status().message().find("'handle'"), std::string::npos);
@@ -184,16 +193,16 @@ TEST(ActorStatesTest, InstallKeepsAStateMadeMeanwhile) {
   ActorStates states;
   ActorState elsewhere;
   elsewhere.Put("w", Int64Buffer(1));
-  Result<std::vector<Buffer>> exported = elsewhere.Export();
+  auto exported = elsewhere.Export();
   ASSERT_TRUE(exported.ok());
   EXPECT_EQ(states.Find(1, "actor"), nullptr);
-  ASSERT_TRUE(states.Install(1, "actor", *exported).ok());
+  ASSERT_TRUE(states.Install(1, "actor", Received(*exported)).ok());
   EXPECT_EQ(Int64Of(*states.Find(1, "actor")->Get("w")), 1);
   EXPECT_EQ(states.FindByKey(1, StateKey("actor")), states.Find(1, "actor"));
   EXPECT_EQ(states.FindByKey(1, StateKey("learner")), nullptr);
   // A lane made "learner" first: a late load leaves it alone.
   states.For(1, "learner")->Put("w", Int64Buffer(2));
-  ASSERT_TRUE(states.Install(1, "learner", *exported).ok());
+  ASSERT_TRUE(states.Install(1, "learner", Received(*exported)).ok());
   EXPECT_EQ(Int64Of(*states.Find(1, "learner")->Get("w")), 2);
 }
 

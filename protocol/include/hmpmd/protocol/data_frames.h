@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -121,6 +122,7 @@ inline constexpr uint32_t kMaxRank = 32;
 Status CheckOutputMeta(const std::vector<Buffer>& buffers);
 // dtype and shape of each buffer, and its byte count.
 std::string EncodeMeta(const std::vector<Buffer>& buffers);
+std::string EncodeMeta(const std::vector<std::shared_ptr<const Buffer>>& buffers);
 // Fills `out` with one Buffer per meta entry (shape, dtype and the byte
 // count each must have, returned in `sizes`). Corruption when malformed.
 Status DecodeMeta(const void* data, size_t size, std::vector<Buffer>* out,

@@ -22,5 +22,9 @@ void SendFetchError(zmq::socket_t& s, uint64_t key, uint64_t run, std::string_vi
 // keep it alive until ZeroMQ has sent them.
 void SendFetchReply(zmq::socket_t& s, uint64_t key, uint64_t run,
                     const std::shared_ptr<const std::vector<Buffer>>& data);
+// The same from buffers each kept alive by its own pointer (an actor
+// state's immutable snapshots, sent without a copy).
+void SendFetchReply(zmq::socket_t& s, uint64_t key, uint64_t run,
+                    const std::vector<std::shared_ptr<const Buffer>>& buffers);
 
 }  // namespace hmpmd

@@ -103,12 +103,13 @@ class HMPMD_WORKER_EXPORT ActorState {
   /// worker (its exporter's), removed here; nullopt when there are none.
   std::optional<Buffer> TakeLoadedObject(std::string_view name);
 
-  /// A copy of every buffer and object, for another worker's Install: a
-  /// first buffer naming the rest (u8: a kind byte, 'v' value or 'o'
-  /// object, then the name and a NUL, per entry), then each in that order.
-  /// InvalidArgument naming an object kept without an exporter, or the
-  /// exporter's error.
-  Result<std::vector<Buffer>> Export() const;
+  /// Every buffer and object, for another worker's Install: a first
+  /// buffer naming the rest (u8: a kind byte, 'v' value or 'o' object,
+  /// then the name and a NUL, per entry), then each in that order. Values
+  /// are the stored snapshots themselves (no copy); objects are their
+  /// exporters' bytes. InvalidArgument naming an object kept without an
+  /// exporter, or the exporter's error.
+  Result<std::vector<std::shared_ptr<const Buffer>>> Export() const;
   /// Takes what Export made elsewhere into this state, which must be empty
   /// (Corruption when `exported` is malformed, AlreadyExists when not
   /// empty: a lane made it meanwhile, and it stays as it is).
