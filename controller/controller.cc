@@ -262,8 +262,10 @@ void Controller::NoteState(const WorkerInfo& w, const TaskResult& r, TimeUs offs
   if (job == nullptr) return;
   const uint32_t submodel = job->graph->task(r.task % job->graph->size()).submodel;
   if (r.state_load_end_us != 0) {
+    // Begun ahead, a load may have ended before its run started.
     state_holders_.Loaded(r.job, submodel, w.device, r.state_load_start_us + offset,
-                          r.state_load_end_us + offset, r.task, r.state_load_bytes);
+                          r.state_load_end_us + offset, r.task, r.state_load_bytes,
+                          r.state_load_end_us - std::max(r.state_load_start_us, r.start_us));
   }
   // A failed kernel may have left its state half written: not a source.
   if (r.ok && r.state_held) state_holders_.Held(r.job, submodel, w.id);

@@ -173,14 +173,18 @@ void AddWallTimes(const JobRun& job, const JobClock& clock, json& j) {
 }  // namespace
 
 json StateLoadsJson(const StateLoadTimes& loads) {
-  double seconds = 0;
+  double seconds = 0, exposed = 0;
   uint64_t bytes = 0;
   for (const StateLoadTimes::Slice& s : loads.slices) {
     seconds += static_cast<double>(s.end - s.start) / 1e6;
+    exposed += static_cast<double>(s.waited) / 1e6;
     bytes += s.bytes;
   }
-  return json{
-      {"state_loads", loads.slices.size()}, {"state_load_s", seconds}, {"state_load_bytes", bytes}};
+  return json{{"state_loads", loads.slices.size()},
+              {"state_load_s", seconds},
+              {"state_load_bytes", bytes},
+              {"state_load_exposed_s", exposed},
+              {"state_load_hidden_fraction", seconds > 0 ? 1 - exposed / seconds : 0.0}};
 }
 
 json JobSummaryJson(const JobRun& job, const ResourcePool& pool, bool with_metrics,
@@ -441,7 +445,9 @@ std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const Resou
     const json l = StateLoadsJson(*loads);
     out += "  state loads  " + std::to_string(loads->slices.size()) + ", " +
            Fixed(l["state_load_bytes"].get<double>() / 1e6, 3) + " MB in " +
-           Fixed(l["state_load_s"].get<double>() * 1e3, 3) + " ms\n";
+           Fixed(l["state_load_s"].get<double>() * 1e3, 3) + " ms, " +
+           Fixed(l["state_load_hidden_fraction"].get<double>() * 100, 1) +
+           "% hidden under the tasks ahead\n";
   }
   out += "  per device:\n";
   for (const auto& d : m.utilisation_by_device) {

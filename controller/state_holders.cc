@@ -29,13 +29,15 @@ WorkerId StateHolders::SourceFor(JobId job, uint32_t submodel, WorkerId worker) 
 }
 
 void StateHolders::Loaded(JobId job, uint32_t submodel, DeviceId device, TimeUs start, TimeUs end,
-                          uint32_t run, uint64_t bytes) {
+                          uint32_t run, uint64_t bytes, TimeUs waited) {
   OfJob& of = jobs_[job];
   // Copy on write: a report rendering off the loop may hold the old one.
   auto loads = of.loads == nullptr         ? std::make_shared<StateLoadTimes>()
                : of.loads.use_count() == 1 ? of.loads
                                            : std::make_shared<StateLoadTimes>(*of.loads);
-  loads->slices.push_back({device, start, std::max(start, end), submodel, run, false, bytes});
+  end = std::max(start, end);
+  loads->slices.push_back({device, start, end, submodel, run, false, bytes,
+                           std::clamp<TimeUs>(waited, 0, end - start)});
   of.loads = std::move(loads);
 }
 

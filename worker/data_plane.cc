@@ -65,7 +65,10 @@ DataPlane::DataPlane(DataPlaneOptions options, spdlog::logger* log)
       server_(&store_, &actor_states_, &inbox_, &tokens_, log),
       fetcher_(
           &ctx_, &store_, &tokens_,
-          InputFetcherOptions{options_.cap_bytes, options_.prefetch_bytes, options_.timeout_us}) {}
+          InputFetcherOptions{options_.cap_bytes, options_.prefetch_bytes, options_.timeout_us}),
+      state_loader_([this](JobId job, const std::string& submodel,
+                           const std::string& from) { return LoadState(job, submodel, from); },
+                    [this](JobId job) { actor_states_.FreeJob(job); }) {}
 
 DataPlane::~DataPlane() { Stop(); }
 
@@ -76,6 +79,7 @@ Status DataPlane::Start() {
 }
 
 void DataPlane::Stop() {
+  state_loader_.Stop();
   fetcher_.Stop();
   server_.Stop();
 }
@@ -239,6 +243,12 @@ BufferList DataPlane::FetchPut(JobId job, const KernelArgs& args) {
                              endpoint + " failed: " + got.status().message());
   }
   return std::move(got).value();
+}
+
+void DataPlane::PrefetchState(const TaskAssign& task) {
+  if (!task.keeps_state || task.state_from.empty()) return;
+  if (actor_states_.Find(task.job, task.submodel) != nullptr) return;
+  state_loader_.Begin(task.job, task.submodel, task.state_from);
 }
 
 Result<uint64_t> DataPlane::LoadState(JobId job, std::string_view submodel,

@@ -32,6 +32,7 @@
 #include "hmpmd/worker/kernel_args.h"
 #include "input_fetcher.h"
 #include "object_store.h"
+#include "state_loader.h"
 
 namespace hmpmd::worker {
 
@@ -112,6 +113,11 @@ class DataPlane {
                                 const PrefetchedInputs* ahead = nullptr,
                                 const std::atomic<bool>* cancelled = nullptr,
                                 std::vector<uint32_t>* lost_runs = nullptr);
+  // Starts loading the state of `task`'s sub-model ahead (StateLoader)
+  // when the task names a holder and this worker lacks the state (the I/O
+  // thread, when it pushes the task).
+  void PrefetchState(const TaskAssign& task);
+  StateLoader& state_loader() { return state_loader_; }
   // Loads the state of (job, submodel) from the worker whose data socket
   // is `from` (DataOp::kFetchState) unless this worker has it: the bytes
   // it brought (0: had it). The error names the load (NotFound: `from`
@@ -143,8 +149,9 @@ class DataPlane {
   ObjectStore store_;
   ActorStates actor_states_;
   CollectiveInbox inbox_;
-  DataServer server_;     // its thread uses the fields above
-  InputFetcher fetcher_;  // last: its threads use ctx_ and store_
+  DataServer server_;         // its thread uses the fields above
+  InputFetcher fetcher_;      // its threads use ctx_ and store_
+  StateLoader state_loader_;  // last: its thread uses fetcher_'s connections
 };
 
 }  // namespace hmpmd::worker

@@ -256,13 +256,29 @@ TaskResult Lane::Execute(const LaneTask& task) {
 
 bool Lane::LoadState(const TaskAssign& a, TaskResult* r) const {
   if (!a.keeps_state || a.state_from.empty()) return true;
-  const int64_t start = NowUs();
-  Result<uint64_t> loaded = data_->LoadState(a.job, a.submodel, a.state_from);
-  if (loaded.ok()) {
-    if (*loaded > 0) {
-      r->state_load_start_us = start;
-      r->state_load_end_us = NowUs();
-      r->state_load_bytes = *loaded;
+  // Begun ahead when the task was pushed (DataPlane::PrefetchState), else
+  // here; either way the load's own span is reported, which may end
+  // before this run started (hidden under the tasks ahead of it).
+  std::optional<StateLoader::Outcome> ahead =
+      data_->state_loader().Take(a.job, a.submodel, &cancel_running_);
+  StateLoader::Outcome out;
+  if (ahead) {
+    out = std::move(*ahead);
+  } else {
+    out.start_us = NowUs();
+    Result<uint64_t> loaded = data_->LoadState(a.job, a.submodel, a.state_from);
+    out.end_us = NowUs();
+    if (loaded.ok()) {
+      out.bytes = *loaded;
+    } else {
+      out.status = loaded.status();
+    }
+  }
+  if (out.status.ok()) {
+    if (out.bytes > 0) {
+      r->state_load_start_us = out.start_us;
+      r->state_load_end_us = out.end_us;
+      r->state_load_bytes = out.bytes;
     }
     return true;
   }
@@ -270,8 +286,8 @@ bool Lane::LoadState(const TaskAssign& a, TaskResult* r) const {
   // it is the controller's to replace (run again, elsewhere or from
   // another holder); a state that cannot be copied is the job's error.
   r->ok = false;
-  r->error = loaded.status().message();
-  r->retryable = loaded.status().code() != StatusCode::kInvalidArgument;
+  r->error = out.status.message();
+  r->retryable = out.status.code() != StatusCode::kInvalidArgument;
   r->end_us = NowUs();
   log_->debug("{}: job {} task {} attempt {}: {}", name_, r->job, r->task, r->attempt, r->error);
   return false;

@@ -316,6 +316,7 @@ Status ServeLoop::Handle(Message& message, int64_t now) {
       const JobId job = std::get<FreeJob>(message).job;
       const uint64_t freed = data_.store().FreeJob(job);
       notifier_.Forget(job);
+      data_.state_loader().ForgetJob(job);
       const size_t states = data_.actor_states().FreeJob(job);
       if (freed > 0 || states > 0) {
         log_->debug("job {} freed: {} bytes of outputs and {} actor state(s) released", job, freed,
@@ -418,8 +419,10 @@ void ServeLoop::Dispatch(AssignBatch& batch) {
     if (!task.notify.empty()) {
       notify_[{task.job, task.task}] = {task.attempt, std::move(task.notify)};
     }
-    // Its remote inputs are fetched from now on, while it waits its turn.
+    // Its remote inputs, and its sub-model's state if it must load it, are
+    // fetched from now on, while it waits its turn.
     PrefetchedInputs ahead = data_.PrefetchInputs(task);
+    data_.PrefetchState(task);
     lanes[task.lane]->Push(LaneTask{std::move(task), &kernel->second, std::move(ahead)});
     ++in_flight_;
   }
@@ -445,6 +448,7 @@ void ServeLoop::DropJob(JobId job) {
   }
   in_flight_ -= static_cast<uint32_t>(dropped);
   const uint64_t freed = data_.store().FreeJob(job);
+  data_.state_loader().ForgetJob(job);
   data_.actor_states().FreeJob(job);
   std::erase_if(held_, [job](const auto& entry) { return entry.first.first == job; });
   std::erase_if(notify_, [job](const auto& entry) { return entry.first.first == job; });

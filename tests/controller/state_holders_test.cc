@@ -33,7 +33,7 @@ TEST(StateHoldersTest, AGoneWorkerHoldsNothingAndAFreedJobIsForgotten) {
   h.ForgetWorker(3);
   EXPECT_EQ(h.SourceFor(1, 0, 7), StateHolders::kNone);
   h.Held(1, 0, 5);
-  h.Loaded(1, 0, 2, 100, 150, 9, 64);
+  h.Loaded(1, 0, 2, 100, 150, 9, 64, 0);
   h.ForgetJob(1);
   EXPECT_EQ(h.SourceFor(1, 0, 7), StateHolders::kNone);
   EXPECT_EQ(h.LoadsOf(1), nullptr);
@@ -42,7 +42,7 @@ TEST(StateHoldersTest, AGoneWorkerHoldsNothingAndAFreedJobIsForgotten) {
 TEST(StateHoldersTest, ASnapshotOfTheLoadsDoesNotChangeUnderLaterOnes) {
   StateHolders h;
   EXPECT_EQ(h.LoadsOf(1), nullptr);
-  h.Loaded(1, 2, 5, 100, 180, 9, 64);
+  h.Loaded(1, 2, 5, 100, 180, 9, 64, 30);
   std::shared_ptr<const StateLoadTimes> first = h.LoadsOf(1);
   ASSERT_NE(first, nullptr);
   ASSERT_EQ(first->slices.size(), 1u);
@@ -53,10 +53,15 @@ TEST(StateHoldersTest, ASnapshotOfTheLoadsDoesNotChangeUnderLaterOnes) {
   EXPECT_EQ(first->slices[0].run, 9u);
   EXPECT_EQ(first->slices[0].bytes, 64u);
   EXPECT_FALSE(first->slices[0].prefetch);
-  h.Loaded(1, 2, 6, 200, 190, 10, 8);  // an end before its start (clock skew): empty
+  EXPECT_EQ(first->slices[0].waited, 30);
+  // An end before its start (clock skew): empty; a wait past the load: the load.
+  h.Loaded(1, 2, 6, 200, 190, 10, 8, 50);
   EXPECT_EQ(first->slices.size(), 1u);
   ASSERT_EQ(h.LoadsOf(1)->slices.size(), 2u);
   EXPECT_EQ(h.LoadsOf(1)->slices[1].end, 200);
+  EXPECT_EQ(h.LoadsOf(1)->slices[1].waited, 0);
+  h.Loaded(1, 2, 6, 300, 400, 11, 8, -20);  // ended before its run began: all hidden
+  EXPECT_EQ(h.LoadsOf(1)->slices[2].waited, 0);
 }
 
 }  // namespace

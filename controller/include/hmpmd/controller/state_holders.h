@@ -31,9 +31,10 @@ class StateHolders {
   WorkerId SourceFor(JobId job, uint32_t submodel, WorkerId worker) const;
 
   // A load of `submodel`'s state onto `device` over [start, end) (the
-  // controller's clock) for `run`.
+  // controller's clock) for `run`, which waited `waited` of it (the rest
+  // ran while the lane ran the tasks ahead).
   void Loaded(JobId job, uint32_t submodel, DeviceId device, TimeUs start, TimeUs end, uint32_t run,
-              uint64_t bytes);
+              uint64_t bytes, TimeUs waited);
   // The job's loads so far (null when none): a snapshot for reports.
   std::shared_ptr<const StateLoadTimes> LoadsOf(JobId job) const;
 

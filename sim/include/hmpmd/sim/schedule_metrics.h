@@ -70,6 +70,7 @@ struct StateLoadTimes {
     uint32_t run = kNoRun;  // the first run that waited for or used it
     bool prefetch = false;  // started before any task needed it
     uint64_t bytes = 0;     // live loads: what it brought (the simulator's: 0)
+    TimeUs waited = 0;      // live loads: how long its run waited for it
   };
   std::vector<Slice> slices;
 };
