@@ -290,6 +290,7 @@ void Controller::AdoptReported(const WorkerInfo& w, const RegisterMsg& m, TimeUs
     ++counters_.adopted_outputs;
   }
   for (JobId job : to_free) transport_.Send(w.identity, FreeJob{job});
+  AdoptStates(w, m.states);
   if (!m.held.empty() || !m.outputs.empty()) {
     spdlog::info("worker '{}' holds {} task(s) and {} output(s)", m.name, m.held.size(),
                  m.outputs.size());
@@ -399,6 +400,20 @@ bool Controller::RecoveryHoldsDispatch(TimeUs now) {
       (now - started_at_) / 1000, back ? "all workers back" : "grace expired",
       recovery_.returned_count(), recovery_.expected_count(), not_back, rebuilt);
   return false;
+}
+
+// Sub-model states a worker kept across the restart: it is a holder again,
+// so a worker without a copy loads the state from it rather than starting
+// an empty one. States of jobs that ended go with the job's FreeJob.
+void Controller::AdoptStates(const WorkerInfo& w, const std::vector<HeldState>& states) {
+  for (const HeldState& st : states) {
+    const JobRun* job = scheduler_->job(st.job);
+    if (job == nullptr || IsTerminal(job->state) || job->open) continue;
+    const std::vector<SubmodelSpec>& submodels = job->graph->spec().submodels;
+    for (uint32_t s = 0; s < submodels.size(); ++s) {
+      if (submodels[s].name == st.submodel) state_holders_.Held(st.job, s, w.id);
+    }
+  }
 }
 
 }  // namespace hmpmd

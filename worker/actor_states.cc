@@ -58,6 +58,18 @@ size_t ActorStates::FreeAll() {
   return n;
 }
 
+std::vector<HeldState> ActorStates::List(size_t max) const {
+  MutexLock lock(&mu_);
+  std::vector<HeldState> out;
+  for (const auto& [job, of_job] : states_) {
+    for (const auto& [submodel, state] : of_job) {
+      if (out.size() == max) return out;
+      out.push_back({job, submodel});
+    }
+  }
+  return out;
+}
+
 size_t ActorStates::size() const {
   MutexLock lock(&mu_);
   size_t n = 0;

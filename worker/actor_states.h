@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hmpmd/protocol/data_frames.h"
+#include "hmpmd/protocol/messages.h"
 #include "hmpmd/protocol/status.h"
 #include "hmpmd/protocol/types.h"
 #include "hmpmd/worker/actor_state.h"
@@ -44,6 +45,9 @@ class ActorStates {
   size_t FreeJob(JobId job) EXCLUDES(mu_);
   // Drops every state of every job; returns how many there were.
   size_t FreeAll() EXCLUDES(mu_);
+
+  // The states held, at most `max` of them, in (job, sub-model) order.
+  std::vector<HeldState> List(size_t max) const EXCLUDES(mu_);
 
   // Number of states held.
   size_t size() const EXCLUDES(mu_);

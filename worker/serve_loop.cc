@@ -207,6 +207,8 @@ Status ServeLoop::OnTimers(int64_t now) {
     for (const auto& [task, result] : recent_) register_.held.push_back(task);
     // Where a restarted controller finds the outputs of done runs.
     register_.outputs = data_.store().List(kMaxReportedOutputs);
+    // And the holders of sub-model states, which later tasks load from.
+    register_.states = data_.actor_states().List(kMaxReportedOutputs);
     // Which of them run now: a restarted controller that adopts them knows
     // whom to blame should this worker die.
     TakeStarted(&register_.started);

@@ -120,6 +120,7 @@ std::vector<Message> SampleMessages() {
       .instance = 0xfedcba9876543210ULL,
       .started = {{7, 3, 1, CoreKind::kVector, 2}},
       .labels = {{"accel", "910c"}, {"zone", "r\xc3\xa9gion-a"}},
+      .states = {{7, "stage0"}, {9, ""}},
   });
   out.push_back(RegisterMsg{});  // every field at its zero value
   out.push_back(RegisterAck{.worker_id = std::numeric_limits<uint32_t>::max(),
@@ -510,7 +511,7 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
 std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
                          const std::function<void(MsgpackWriter&)>& kernels) {
   MsgpackWriter w;
-  w.Array(14).Str("n").Str("").Uint(1);
+  w.Array(15).Str("n").Str("").Uint(1);
   cores(w);
   w.Uint(0);
   kernels(w);
@@ -519,6 +520,7 @@ std::string RegisterBody(const std::function<void(MsgpackWriter&)>& cores,
   w.Uint(0);                                     // instance: not given
   w.Array(0);                                    // started: none
   w.Array(1).Array(2).Str("accel").Str("910c");  // labels
+  w.Array(1).Array(2).Uint(3).Str("stage0");     // states
   return w.bytes();
 }
 
@@ -534,6 +536,7 @@ TEST_F(CodecTest, RegisterBodyWrittenByHandDecodes) {
   EXPECT_EQ(m.cores[1].count, 3u);
   EXPECT_EQ(m.kernels, std::vector<std::string>{"spin"});
   EXPECT_EQ(m.labels, (Labels{{"accel", "910c"}}));
+  EXPECT_EQ(m.states, (std::vector<HeldState>{{3, "stage0"}}));
 }
 
 // A version-13 register (no labels) is one field short: refused, not taken

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 BIN, MODULE_DIR = sys.argv[1], sys.argv[2]
@@ -113,6 +114,55 @@ class StateLoadTest(unittest.TestCase):
         self.assertEqual(job["state"], "failed", job)
         self.assertIn("state of sub-model 'counter'", job["error"])
         self.assertIn("cannot be pickled", job["error"])
+
+
+class StateAcrossRestartTest(unittest.TestCase):
+    """The controller is killed and started again (on its job store) while
+    a job's stateful sub-model is held by one worker: that worker reports
+    the state when it registers again, and the next task on the other
+    worker loads it from there rather than starting an empty one."""
+
+    def test_a_holder_is_a_holder_again_after_a_controller_restart(self):
+        with tempfile.TemporaryDirectory() as tmp, \
+                LocalCluster(BIN, workers=2, cores="cube=1", python_kernels=["py_kernels"],
+                             python_path=[HERE], labels=[{"site": "a"}, {"site": "b"}],
+                             db=os.path.join(tmp, "jobs.db")) as cluster:
+            spec = StateLoadTest.counter_job("restart", "py.count", ["a", "b"])
+            # c0 on a, then 2 s of sleep on a, then c1 on b: the controller
+            # restarts during the sleep.
+            c0, c1 = spec["tasks"]
+            wait = {"id": "wait", "kernel": "sleep", "args": {"us": 2000000},
+                    "inputs": ["c0"], "requires": {"site": "a"}}
+            c1["inputs"] = ["wait"]
+            spec["tasks"] = [c0, wait, c1]
+            path = os.path.join(tmp, "job.json")
+            with open(path, "w") as f:
+                json.dump(spec, f)
+            hmpmd = os.path.join(BIN, "hmpmd")
+            r = subprocess.run([hmpmd, "submit", path, "--url", cluster.url, "--json"],
+                               capture_output=True, text=True, timeout=TIMEOUT_S)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            job = json.loads(r.stdout)["id"]
+            deadline = time.monotonic() + TIMEOUT_S
+            while not self.task_done(cluster, job, "c0"):
+                self.assertLess(time.monotonic(), deadline, "c0 did not end")
+                time.sleep(0.02)
+            cluster.restart_controller()
+            while cluster.get(f"/api/v1/jobs/{job}")["state"] not in ("succeeded", "failed"):
+                self.assertLess(time.monotonic(), deadline, "the job did not end")
+                time.sleep(0.05)
+            out = os.path.join(tmp, "out")
+            r = subprocess.run([hmpmd, "fetch", str(job), out, "--url", cluster.url],
+                               capture_output=True, text=True, timeout=TIMEOUT_S)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            last = np.fromfile(os.path.join(out, "c1.0.bin"), dtype=np.int64)
+            self.assertEqual(int(last[0]), 2)  # b loaded a's state, kept across the restart
+            self.assertEqual(cluster.get(f"/api/v1/jobs/{job}")["state_loads"], 1)
+
+    @staticmethod
+    def task_done(cluster, job, task):
+        tasks = cluster.get(f"/api/v1/jobs/{job}/tasks")["tasks"]
+        return any(t["id"] == task and t["state"] == "done" for t in tasks)
 
 
 if __name__ == "__main__":

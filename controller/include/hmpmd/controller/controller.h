@@ -291,6 +291,8 @@ class Controller : private DriverSessions::Host {
   // What a result says of its sub-model's state: w holds it, w loaded it
   // (`offset` turns w's clock into the controller's).
   void NoteState(const WorkerInfo& w, const TaskResult& r, TimeUs offset);
+  // A re-registering worker's kept states (controller_recovery.cc).
+  void AdoptStates(const WorkerInfo& w, const std::vector<HeldState>& states);
   void ScheduleAndSend(TimeUs now);
   void FillDataPlane(const Dispatch& d, TaskAssign& a);
   void FillState(const Dispatch& d, const JobRun& job, uint32_t submodel, TaskAssign& a);

@@ -107,6 +107,18 @@ struct HeldOutput {
 };
 
 // Worker -> controller, first message and after a controller restart.
+// A sub-model state a re-registering worker keeps (ActorStates): a
+// restarted controller takes it for a holder of that state again.
+struct HeldState {
+  JobId job = 0;
+  std::string submodel;
+  template <typename Ar>
+  void Serialize(Ar& ar) {
+    ar(job, submodel);
+  }
+  friend bool operator==(const HeldState&, const HeldState&) = default;
+};
+
 struct RegisterMsg {
   std::string name;   // human-readable, e.g. "host:pid"
   std::string token;  // shared secret; empty when the controller has none
@@ -143,10 +155,12 @@ struct RegisterMsg {
   // The device's labels (--label, the device file's "labels"), sorted by
   // key; a task that requires labels runs only where all of them are.
   Labels labels;
+  // Sub-model states it keeps (see HeldState); adopted as `outputs` are.
+  std::vector<HeldState> states;
   template <typename Ar>
   void Serialize(Ar& ar) {
     ar(name, token, pid, cores, memory_mb, kernels, data_endpoint, sent_us, held, outputs, epoch,
-       instance, started, labels);
+       instance, started, labels, states);
   }
   friend bool operator==(const RegisterMsg&, const RegisterMsg&) = default;
 };
