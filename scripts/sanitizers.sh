@@ -15,7 +15,8 @@ launcher=()
 if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 tsan_tests=(http_server_test http_client_test worker_test worker_tasks_test dag_run_test
             worker_failure_test worker_actor_state_test worker_peer_connections_test
-            worker_prefetch_test cpu_budget_test rest_snapshot_test)
+            worker_prefetch_test cpu_budget_test rest_snapshot_test
+            worker_actor_state_tasks_test worker_state_loader_test)
 for preset in "${presets[@]}"; do
   cmake --preset "$preset" "${launcher[@]}" >/dev/null
   case "$preset" in
