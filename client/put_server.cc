@@ -35,9 +35,13 @@ PutServer::PutServer(JobId job, DataToken token, OnDone on_done)
       zap_(&ctx_, [this](const ZapRequest& r) { return SameDataToken(DataTokenOf(r), token_); }) {}
 
 PutServer::~PutServer() {
+  Stop();
+  socket_.reset();
+}
+
+void PutServer::Stop() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
-  socket_.reset();
 }
 
 Status PutServer::Start(const std::string& host) {

@@ -47,6 +47,9 @@ class PutServer {
   PutServer(JobId job, DataToken token, OnDone on_done = {});
   // Stops the thread; what is stored is freed.
   ~PutServer();
+  // Stops the thread (no `on_done` call runs after this returns); the
+  // socket stays bound. Idempotent; not from the server's own thread.
+  void Stop();
   PutServer(const PutServer&) = delete;
   PutServer& operator=(const PutServer&) = delete;
 

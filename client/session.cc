@@ -548,6 +548,14 @@ std::optional<Status> Session::PollClose(int64_t wait_ms) {
   stop_ = true;
   Wake();
   io_.join();
+  {
+    // Its thread tells of runs done (OnRunDone), and what it lets go may be
+    // the last reference to this session once the client is gone: a
+    // session destroyed on that thread would join it from itself. So it
+    // stops here, on the closing thread, with the I/O thread.
+    std::lock_guard puts_lock(puts_mu_);
+    if (puts_ != nullptr) puts_->Stop();
+  }
   lock.lock();
   stopped_ = true;
   cv_.notify_all();
