@@ -235,6 +235,24 @@ class EmbeddedRun(unittest.TestCase):
                 self.assertIsInstance(e["tid"], int)
                 self.assertGreaterEqual(e["dur"], 0)
 
+    def test_every_policy_runs_the_examples_whose_submodels_hold_weights(self):
+        # Live, not simulated: the static baselines and the dynamic policies
+        # alike run the examples whose stages and experts keep their weights
+        # in their state; what loads they make, the summary says.
+        moe = os.path.join(SRC, "examples", "moe.json")
+        for policy in ("hmpmd", "fifo", "spmd-1f1b", "spmd-zb-h1", "spmd-search", "spmd-eplb"):
+            for example in (EXAMPLE, moe):
+                r = run("run", example, "--workers", "4", "--policy", policy, "--json",
+                        timeout=120)
+                self.assertEqual(r.returncode, 0, f"{policy} {example}: {r.stderr}")
+                summary = json.loads(r.stdout)
+                self.assertEqual(summary["state"], "succeeded", f"{policy} {example}")
+                if "state_loads" in summary:
+                    self.assertGreater(summary["state_loads"], 0)
+                    self.assertGreater(summary["state_load_bytes"], 0)
+                    self.assertGreaterEqual(summary["state_load_hidden_fraction"], 0)
+                    self.assertLessEqual(summary["state_load_hidden_fraction"], 1)
+
     def test_run_rejects_a_missing_file_and_bad_flags(self):
         r = run("run", "/nonexistent/job.json")
         self.assertEqual(r.returncode, 2)
