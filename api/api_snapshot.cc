@@ -46,6 +46,7 @@ json PoolJson(const Controller& c) {
       e["tasks_done"] = w->tasks_done;
       e["dropped_frames"] = w->dropped_frames;
       e["store_bytes"] = w->store_bytes;
+      e["state_bytes"] = w->state_bytes;
       if (!w->alive) e["left_reason"] = w->left_reason;
       // Its connection closed; declared dead unless it comes back.
       if (w->alive && w->disconnected_at != 0) e["suspected"] = true;
@@ -155,7 +156,9 @@ uint64_t ApiSnapshots::Progress() const {
   // down; two changes that cancel out wait for the next change.
   uint64_t sum = k.tasks_dispatched + k.tasks_finished + k.tasks_failed + k.stale_results +
                  k.refused_tokens + controller_->dropped_frames();
-  for (const WorkerInfo& w : controller_->workers()) sum += w.dropped_frames + w.store_bytes;
+  for (const WorkerInfo& w : controller_->workers()) {
+    sum += w.dropped_frames + w.store_bytes + w.state_bytes;
+  }
   // The writer's batches land after the loop's last change: without them,
   // /metrics would keep the figures of that change while the controller is
   // idle.

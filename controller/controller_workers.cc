@@ -45,7 +45,7 @@ void Controller::OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now) {
   w.clock.Observe(m.sent_us, now);  // corrects a register that waited in a queue
   w.dropped_frames = m.dropped_frames;
   w.in_flight = m.running;
-  workers_.SetStoreBytes(w, m.store_bytes);
+  workers_.SetStoreBytes(w, m.store_bytes, m.state_bytes);
   ReportStarted(w, m.started);
   transport_.Send(w.identity, HeartbeatAck{});
 }

@@ -97,9 +97,10 @@ void WorkerRegistry::MarkGone(WorkerInfo& w, std::string why) {
   if (auto k = by_key_.find(w.key); k != by_key_.end() && k->second == w.id) by_key_.erase(k);
 }
 
-void WorkerRegistry::SetStoreBytes(WorkerInfo& w, uint64_t bytes) {
-  if (w.store_bytes != bytes) ++pool_changes_;
+void WorkerRegistry::SetStoreBytes(WorkerInfo& w, uint64_t bytes, uint64_t state_bytes) {
+  if (w.store_bytes != bytes || w.state_bytes != state_bytes) ++pool_changes_;
   w.store_bytes = bytes;
+  w.state_bytes = state_bytes;
 }
 
 void WorkerRegistry::WhenAlive(size_t n, std::function<void()> cb) {

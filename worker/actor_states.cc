@@ -70,6 +70,15 @@ std::vector<HeldState> ActorStates::List(size_t max) const {
   return out;
 }
 
+uint64_t ActorStates::bytes() const {
+  MutexLock lock(&mu_);
+  uint64_t n = 0;
+  for (const auto& [job, of_job] : states_) {
+    for (const auto& [submodel, state] : of_job) n += state->bytes();
+  }
+  return n;
+}
+
 size_t ActorStates::size() const {
   MutexLock lock(&mu_);
   size_t n = 0;

@@ -49,6 +49,9 @@ class ActorStates {
   // The states held, at most `max` of them, in (job, sub-model) order.
   std::vector<HeldState> List(size_t max) const EXCLUDES(mu_);
 
+  // Bytes of data held in every state (ActorState::bytes(), summed).
+  uint64_t bytes() const EXCLUDES(mu_);
+
   // Number of states held.
   size_t size() const EXCLUDES(mu_);
 

@@ -258,6 +258,17 @@ Result<uint64_t> DataPlane::LoadState(JobId job, std::string_view submodel,
       fetcher_.connections().FetchState(from, job, submodel, options_.timeout_us);
   if (!got.ok()) return got.status();
   const uint64_t bytes = ObjectStore::BytesOf(*got);
+  // What this worker holds, plus the load, stays within its memory
+  // (--memory-mb): the controller runs the task again rather than this
+  // worker holding more than it has.
+  const uint64_t held = store_.used_bytes() + actor_states_.bytes();
+  if (options_.cap_bytes > 0 && held + bytes > options_.cap_bytes) {
+    return Status::ResourceExhausted("load of the state of sub-model '" + std::string(submodel) +
+                                     "': " + std::to_string(bytes) + " bytes beside the " +
+                                     std::to_string(held) +
+                                     " held here would exceed this worker's memory (" +
+                                     std::to_string(options_.cap_bytes) + " bytes, --memory-mb)");
+  }
   RETURN_IF_ERROR(actor_states_.Install(job, submodel, std::move(got).value()));
   return bytes;
 }

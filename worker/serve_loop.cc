@@ -485,7 +485,13 @@ void ServeLoop::DropEverything() {
 }
 
 void ServeLoop::SendHeartbeat(int64_t now) {
-  Heartbeat beat{worker_id_, in_flight_, dropped_frames_, now, data_.store().used_bytes(), {}};
+  Heartbeat beat{worker_id_,
+                 in_flight_,
+                 dropped_frames_,
+                 now,
+                 data_.store().used_bytes(),
+                 data_.actor_states().bytes(),
+                 {}};
   TakeStarted(&beat.started);
   Status sent = link_.Send(beat);
   if (!sent.ok()) log_->debug("heartbeat: {}", sent.ToString());

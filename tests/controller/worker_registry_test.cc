@@ -68,11 +68,14 @@ TEST_F(WorkerRegistryTest, LiveWorkersAreFoundByIdentityKeyAndDeviceUntilGone) {
 TEST_F(WorkerRegistryTest, AStoreSizeThatChangesMovesPoolChanges) {
   WorkerInfo& w = Add("a");
   const uint64_t changes = registry_.pool_changes();
-  registry_.SetStoreBytes(w, 0);
+  registry_.SetStoreBytes(w, 0, 0);
   EXPECT_EQ(registry_.pool_changes(), changes);
-  registry_.SetStoreBytes(w, 4096);
+  registry_.SetStoreBytes(w, 4096, 0);
   EXPECT_EQ(registry_.pool_changes(), changes + 1);
   EXPECT_EQ(w.store_bytes, 4096u);
+  registry_.SetStoreBytes(w, 4096, 512);  // the states' bytes count too
+  EXPECT_EQ(registry_.pool_changes(), changes + 2);
+  EXPECT_EQ(w.state_bytes, 512u);
 }
 
 TEST_F(WorkerRegistryTest, ANewInstanceReplacesTheOldOneWhichIsRefusedFromThenOn) {

@@ -134,6 +134,7 @@ std::vector<Message> SampleMessages() {
                           .dropped_frames = std::numeric_limits<uint64_t>::max(),
                           .sent_us = std::numeric_limits<int64_t>::min(),
                           .store_bytes = uint64_t{5} << 40,
+                          .state_bytes = uint64_t{3} << 30,
                           .started = {{7, 3, 1, CoreKind::kVector, 2},
                                       {std::numeric_limits<JobId>::max(), 0, 4, CoreKind::kCube,
                                        std::numeric_limits<uint32_t>::max()}}});
@@ -472,10 +473,11 @@ TEST_F(CodecTest, WrongFieldTypesAreRejected) {
   };
   auto heartbeat = [](auto&& fill) {
     MsgpackWriter w;
-    w.Array(6);
+    w.Array(7);
     fill(w);
     w.Uint(0);   // store_bytes
     w.Array(0);  // started: none
+    w.Uint(0);   // state_bytes
     return w.bytes();
   };
   const std::vector<Case> cases = {

@@ -182,6 +182,27 @@ TEST_F(WorkerActorStateTest, AKernelNeverRunsWithoutTheStateItsHolderCouldNotGiv
   EXPECT_THAT(after[Key(1, 1)].error, HasSubstr("nothing stored"));
 }
 
+TEST_F(WorkerActorStateTest, AStateThatWouldOverfillTheWorkersMemoryIsNotLoaded) {
+  testing::Producer holder;
+  Buffer x;
+  x.dtype = "u8";
+  x.data.resize(size_t{2} << 20);  // 2 MiB of state
+  x.shape = {static_cast<int64_t>(x.data.size())};
+  holder.states.For(1, "stage")->Put("x", x);
+  options_.memory_mb = 1;
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  TaskAssign get = Of(testing::Task(1, 0, "get", CoreKind::kCube, 0), "stage");
+  get.keeps_state = true;
+  get.state_from = holder.server.endpoint();
+  controller_.Send(AssignBatch{{get}});
+  auto got = CollectResults(1);
+  const TaskResult& r = got[Key(1, 0)];
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.retryable);  // another worker may have the room
+  EXPECT_THAT(r.error, HasSubstr("would exceed this worker's memory (1048576 bytes"));
+  EXPECT_FALSE(r.state_held);
+}
+
 TEST_F(WorkerActorStateTest, FreeJobDropsTheState) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   controller_.Send(AssignBatch{

@@ -54,6 +54,7 @@ struct WorkerInfo {
   uint64_t dropped_frames = 0;  // as the worker reported
   uint32_t in_flight = 0;       // tasks queued or running there, as its last heartbeat said
   uint64_t store_bytes = 0;     // in its object store, as its last heartbeat said
+  uint64_t state_bytes = 0;     // in its sub-models' states, likewise
   uint64_t tasks_done = 0;
   std::string left_reason;
 };
@@ -132,7 +133,7 @@ class WorkerRegistry {
   // identity or key. Does nothing to a worker already gone.
   void MarkGone(WorkerInfo& w, std::string why);
   // What w's last heartbeat said its object store holds.
-  void SetStoreBytes(WorkerInfo& w, uint64_t bytes);
+  void SetStoreBytes(WorkerInfo& w, uint64_t bytes, uint64_t state_bytes);
   // Calls `cb` once at least `n` workers are alive: at once if they are,
   // else from the WakeWaiters() call that finds them.
   void WhenAlive(size_t n, std::function<void()> cb);

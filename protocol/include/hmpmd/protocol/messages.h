@@ -201,6 +201,7 @@ struct Heartbeat {
   uint64_t dropped_frames = 0;  // malformed frames it has dropped
   int64_t sent_us = 0;
   uint64_t store_bytes = 0;  // held in its object store now
+  uint64_t state_bytes = 0;  // held in its sub-models' states (ActorStates) now
   // The run each busy lane has started and not finished (popped from its
   // queue, result not yet handed on), at `sent_us`; runs queued behind
   // them are not listed. Should the worker die, these are the runs that
@@ -208,7 +209,7 @@ struct Heartbeat {
   std::vector<HeldTask> started;
   template <typename Ar>
   void Serialize(Ar& ar) {
-    ar(worker_id, running, dropped_frames, sent_us, store_bytes, started);
+    ar(worker_id, running, dropped_frames, sent_us, store_bytes, started, state_bytes);
   }
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
