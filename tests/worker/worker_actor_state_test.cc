@@ -73,6 +73,25 @@ class WorkerActorStateTest : public testing::WorkerFixture {
                               }});
   }
 
+  // `holder`, another worker's data socket, keeps `bytes` under "x" in
+  // the state of `submodel` of job 1 (what "get" returns).
+  static void Hold(testing::Producer& holder, const std::string& submodel, size_t bytes) {
+    Buffer x;
+    x.dtype = "u8";
+    x.data.resize(bytes);
+    x.shape = {static_cast<int64_t>(bytes)};
+    holder.states.For(1, submodel)->Put("x", std::move(x));
+  }
+
+  // Task `run` of job 1, `kernel` of `submodel`, whose state `holder` has.
+  static TaskAssign FromHolder(uint32_t run, const std::string& kernel, const std::string& submodel,
+                               const testing::Producer& holder) {
+    TaskAssign t = Of(testing::Task(1, run, kernel, CoreKind::kCube, 0), submodel);
+    t.keeps_state = true;
+    t.state_from = holder.server.endpoint();
+    return t;
+  }
+
   static TaskAssign Of(TaskAssign t, std::string submodel) {
     t.submodel = std::move(submodel);
     return t;
@@ -105,15 +124,9 @@ TEST_F(WorkerActorStateTest, LaterTasksOfTheSameSubmodelSeeTheState) {
 
 TEST_F(WorkerActorStateTest, AStateIsLoadedFromItsHolderBeforeTheKernelRuns) {
   testing::Producer holder;  // another worker's data socket, holding the state
-  Buffer x;
-  x.dtype = "u8";
-  x.data.resize(7);
-  x.shape = {7};
-  holder.states.For(1, "actor")->Put("x", x);
+  Hold(holder, "actor", 7);
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
-  TaskAssign get = Of(testing::Task(1, 0, "get", CoreKind::kCube, 0), "actor");
-  get.keeps_state = true;
-  get.state_from = holder.server.endpoint();
+  TaskAssign get = FromHolder(0, "get", "actor", holder);
   controller_.Send(AssignBatch{{get}});
   auto first = CollectResults(1);
   const TaskResult& r = first[Key(1, 0)];
@@ -137,17 +150,11 @@ TEST_F(WorkerActorStateTest, AStateIsLoadedFromItsHolderBeforeTheKernelRuns) {
 
 TEST_F(WorkerActorStateTest, AStateLoadsWhileTheTaskAheadOnItsLaneRuns) {
   testing::Producer holder;
-  Buffer x;
-  x.dtype = "u8";
-  x.data.resize(5);
-  x.shape = {5};
-  holder.states.For(1, "stage")->Put("x", x);
+  Hold(holder, "stage", 5);
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   // A 300 ms task first on the lane, then a task that needs the state: its
   // load is begun when it arrives, not when the lane gets to it.
-  TaskAssign get = Of(testing::Task(1, 1, "get", CoreKind::kCube, 0), "stage");
-  get.keeps_state = true;
-  get.state_from = holder.server.endpoint();
+  TaskAssign get = FromHolder(1, "get", "stage", holder);
   controller_.Send(AssignBatch{
       {testing::Task(1, 0, "sleep", CoreKind::kCube, 0, {{"us", int64_t{300'000}}}), get}});
   auto got = CollectResults(2);
@@ -163,9 +170,8 @@ TEST_F(WorkerActorStateTest, AStateLoadsWhileTheTaskAheadOnItsLaneRuns) {
 TEST_F(WorkerActorStateTest, AKernelNeverRunsWithoutTheStateItsHolderCouldNotGive) {
   testing::Producer holder;  // holds no state of job 1
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
-  TaskAssign put = Of(testing::Task(1, 0, "put", CoreKind::kCube, 0, {{"n", int64_t{3}}}), "actor");
-  put.keeps_state = true;
-  put.state_from = holder.server.endpoint();
+  TaskAssign put = FromHolder(0, "put", "actor", holder);
+  put.args = {{"n", int64_t{3}}};
   controller_.Send(AssignBatch{{put}});
   auto got = CollectResults(1);
   const TaskResult& r = got[Key(1, 0)];
@@ -184,16 +190,10 @@ TEST_F(WorkerActorStateTest, AKernelNeverRunsWithoutTheStateItsHolderCouldNotGiv
 
 TEST_F(WorkerActorStateTest, AStateThatWouldOverfillTheWorkersMemoryIsNotLoaded) {
   testing::Producer holder;
-  Buffer x;
-  x.dtype = "u8";
-  x.data.resize(size_t{2} << 20);  // 2 MiB of state
-  x.shape = {static_cast<int64_t>(x.data.size())};
-  holder.states.For(1, "stage")->Put("x", x);
+  Hold(holder, "stage", size_t{2} << 20);  // 2 MiB of state
   options_.memory_mb = 1;
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
-  TaskAssign get = Of(testing::Task(1, 0, "get", CoreKind::kCube, 0), "stage");
-  get.keeps_state = true;
-  get.state_from = holder.server.endpoint();
+  TaskAssign get = FromHolder(0, "get", "stage", holder);
   controller_.Send(AssignBatch{{get}});
   auto got = CollectResults(1);
   const TaskResult& r = got[Key(1, 0)];
