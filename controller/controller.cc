@@ -347,8 +347,8 @@ void Controller::OnDone(WorkerInfo& w, const DoneBatch& b, TimeUs now) {
                      r.attempt, error, job->runs[r.task].attempt);
       }
     }
-    if (applied) NoteState(w, r, w.clock.offset_us());
     if (applied) {
+      NoteState(w, r, w.clock.offset_us());
       ++w.tasks_done;
       task_logs_.Add(r.job, r.task, r.attempt, r.ok, error, r.log);
       if (observer_) observer_->OnTaskEnded(r.job, r.task, r.ok, start, end, now);

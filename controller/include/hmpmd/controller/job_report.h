@@ -74,7 +74,9 @@ std::string TraceText(const JobRun& job, const ResourcePool& pool,
 // workers loaded (docs/scheduling.md#live-state).
 std::string TextSummary(const JobRun& job, const ScheduleMetrics& m, const ResourcePool& pool,
                         const StateLoadTimes* loads = nullptr);
-// state_loads, state_load_s and state_load_bytes of a job's live loads.
+// A job's live state loads: how many (state_loads), their time and bytes
+// (state_load_s, state_load_bytes), what their runs waited
+// (state_load_exposed_s) and the share hidden (state_load_hidden_fraction).
 nlohmann::json StateLoadsJson(const StateLoadTimes& loads);
 
 // "cube0", "vector1": a core's name inside its device.
