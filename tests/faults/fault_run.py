@@ -456,6 +456,21 @@ def job_spec(chains, links, rng):
     return {"name": "faults", "tasks": tasks}, factors
 
 
+def add_weights(spec, chains, links):
+    """Each chain's links feed a gemm of a sub-model of its own that keeps
+    its weights in its state (docs/scheduling.md#live-state): a worker that
+    runs one without them loads them from the holder, which a fault may
+    take down meanwhile. A = the link's 4096 floats as 64 x 64; the last
+    link stays the chain's final output, which the run checks."""
+    spec["submodels"] = [{"name": f"w{c}", "kind": "generic", "state_bytes": 64 * 64 * 4}
+                         for c in range(chains)]
+    for c in range(chains):
+        for k in range(1, links):
+            spec["tasks"].append({"id": f"c{c}g{k}", "kernel": "gemm", "submodel": f"w{c}",
+                                  "inputs": [f"c{c}x{k}"],
+                                  "args": {"m": 64, "n": 64, "k": 64, "weights": "state"}})
+
+
 COLLECTIVE_N = 1 << 20  # floats per member: 4 MiB, long enough to be killed in
 
 
@@ -680,6 +695,9 @@ def main():
     ap.add_argument("--net-faults", type=int, default=None,
                     help="partitions and one-way losses, beside --faults (default 2 with "
                          "--netns; needs --netns)")
+    ap.add_argument("--weights", action="store_true",
+                    help="add gemms whose weights live in their sub-models' states, loaded "
+                         "from worker to worker")
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--chains", type=int, default=6)
     ap.add_argument("--links", type=int, default=12)
@@ -725,6 +743,8 @@ def run_once(seed, a, recovered):
     rng = random.Random(seed)
     spec, factors = job_spec(a.chains, a.links, rng)
     add_collectives(spec, a.gangs, a.workers, a.chains, a.links)
+    if a.weights:
+        add_weights(spec, a.chains, a.links)
     # The job's length on the critical path: faults fall inside it.
     span = a.links * 0.12
     plan = schedule(seed, a.faults, a.workers, span)
@@ -738,6 +758,7 @@ def run_once(seed, a, recovered):
           f"{a.faults} --disk-faults {a.disk_faults} --driver-faults {a.driver_faults} "
           f"--clock-faults {a.clock_faults} --crash-faults {a.crash_faults} "
           + (f"--netns --net-faults {a.net_faults} " if a.netns else "")
+          + ("--weights " if a.weights else "")
           + f"--gangs {a.gangs} --workers {a.workers} --chains {a.chains} --links {a.links}")
     for at, kind, worker, hold in sorted(plan + driver_plan + sum(streams, [])):
         target = ("driver" if "driver" in kind else "every process" if kind in CLOCK_KINDS
@@ -853,6 +874,7 @@ def run_once(seed, a, recovered):
                 recovered.setdefault("baseline", []).append(median(waits))
             fetched = client.returncode == 0
             job = run.get("/api/v1/jobs/1")
+            state_loads = job.get("state_loads", 0)
             # Failed by the scheduler's limits on what worker deaths may cost.
             poisoned = (not fetched and len(lost) >= 2 and job.get("state") == "failed"
                         and re.search(DEATH_LIMITS, job.get("error", "")))
@@ -919,7 +941,8 @@ def run_once(seed, a, recovered):
                   f"was {stall:.2f} s")
             print(f"fault_run: {ran} tasks, {reruns} re-run(s), {len(lost)} worker process(es) "
                   f"lost by the controller's log, {len(run.lost_pids)} by the faults; "
-                  f"the driver's: {len(runs) - ran} tasks, {driver_reruns} re-run(s)")
+                  f"the driver's: {len(runs) - ran} tasks, {driver_reruns} re-run(s); "
+                  f"{state_loads} state load(s) before the last restart")
         except Exception as e:  # a harness failure is a failed run, with its seed
             failures.append(f"{type(e).__name__}: {e}")
         finally:
