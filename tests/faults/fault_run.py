@@ -106,7 +106,7 @@ SLOW_DISK_US = 100000  # each write and sync of the store, while slow
 
 
 # What a task that the worker-death limits ended says (scheduling.md).
-DEATH_LIMITS = r"attempts: its worker .* died|max_worker_deaths"
+DEATH_LIMITS = r"attempts( of its collective group '[^']*')?: its worker .* died|max_worker_deaths"
 DRIVER_HEARTBEAT_MS = 250  # its session is lost after 10 silent heartbeats
 DRIVER_TIMEOUT_S = 10 * DRIVER_HEARTBEAT_MS / 1000
 
