@@ -17,7 +17,14 @@ void StateLoader::Begin(JobId job, const std::string& submodel, const std::strin
   MutexLock lock(&mu_);
   if (stop_) return;
   auto [it, added] = entries_.try_emplace({job, submodel});
-  if (!added) return;
+  if (!added) {
+    // One queued, running or done well stands. A failed one no task took
+    // (its task was cancelled) would fail the next task with its stale
+    // answer: it is asked again.
+    const Entry& e = it->second;
+    if (!e.done || e.outcome.status.ok()) return;
+    it->second = Entry{};
+  }
   it->second.from = from;
   queue_.push_back(it->first);
   ++begun_;
@@ -80,6 +87,11 @@ uint64_t StateLoader::begun() const {
   return begun_;
 }
 
+uint64_t StateLoader::ended() const {
+  MutexLock lock(&mu_);
+  return ended_;
+}
+
 void StateLoader::Loop() {
   for (;;) {
     Key key;
@@ -106,6 +118,7 @@ void StateLoader::Loop() {
     bool forgotten;
     {
       MutexLock lock(&mu_);
+      ++ended_;
       auto it = entries_.find(key);
       forgotten = it == entries_.end() || it->second.forgotten;
       if (!forgotten) {

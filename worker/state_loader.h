@@ -52,7 +52,8 @@ class StateLoader {
   StateLoader& operator=(const StateLoader&) = delete;
 
   // Queues the load of (job, submodel) from `from`, unless one is queued,
-  // running or finished and not yet taken. The I/O thread.
+  // running, or finished well and not yet taken (a failed one not taken is
+  // replaced). The I/O thread.
   void Begin(JobId job, const std::string& submodel, const std::string& from) EXCLUDES(mu_);
   // The outcome of the load begun for (job, submodel), removed here;
   // waits while it is queued or running, until `*cancelled` (may be null)
@@ -66,8 +67,9 @@ class StateLoader {
   // within its fetch timeout). Idempotent.
   void Stop() EXCLUDES(mu_);
 
-  // Loads begun here (for tests and logs).
+  // Loads begun here, and those that ended (for tests and logs).
   uint64_t begun() const EXCLUDES(mu_);
+  uint64_t ended() const EXCLUDES(mu_);
 
  private:
   using Key = std::pair<JobId, std::string>;
@@ -88,6 +90,7 @@ class StateLoader {
   std::map<Key, Entry> entries_ GUARDED_BY(mu_);
   std::deque<Key> queue_ GUARDED_BY(mu_);
   uint64_t begun_ GUARDED_BY(mu_) = 0;
+  uint64_t ended_ GUARDED_BY(mu_) = 0;
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // started on the first Begin()
 };

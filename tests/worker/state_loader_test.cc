@@ -51,6 +51,20 @@ TEST(StateLoaderTest, ALoadBegunAheadIsTakenOnceByItsTask) {
   EXPECT_EQ(got->status.code(), StatusCode::kNotFound);
 }
 
+TEST(StateLoaderTest, AFailedLoadNoTaskTookIsAskedAgain) {
+  FakeLoads f;
+  f.loader.Begin(1, "stage", "gone");  // its task is cancelled: never taken
+  for (int i = 0; i < 2000 && f.loader.ended() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(f.loader.ended(), 1u);
+  f.loader.Begin(1, "stage", "tcp://holder:2");  // the next task of it, another holder
+  std::optional<StateLoader::Outcome> got = f.loader.Take(1, "stage", nullptr);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(got->status.ok()) << got->status.ToString();
+  EXPECT_EQ(f.calls.load(), 2);
+}
+
 TEST(StateLoaderTest, ATaskCancelledWhileItsStateLoadsStopsWaiting) {
   FakeLoads f;
   f.hold = true;
