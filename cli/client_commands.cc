@@ -84,6 +84,13 @@ void PrintJob(const json& j) {
               << "  utilisation  " << Pct(j, "utilisation") << ", bubble ratio "
               << Pct(j, "bubble_ratio") << ", comm masking " << Pct(j, "masking_ratio") << "\n";
   }
+  // As `hmpmd run` prints it (TextSummary).
+  if (j.contains("state_loads") && j["state_loads"].is_number()) {
+    std::printf("  state loads  %llu, %.3f MB in %.3f ms, %.1f%% hidden under the tasks ahead\n",
+                static_cast<unsigned long long>(j["state_loads"].get<uint64_t>()),
+                j.value("state_load_bytes", 0.0) / 1e6, j.value("state_load_s", 0.0) * 1e3,
+                j.value("state_load_hidden_fraction", 0.0) * 100);
+  }
 }
 
 // A job id: decimal digits that fit in 64 bits, as the REST API spells it

@@ -96,6 +96,30 @@ class StateLoadTest(unittest.TestCase):
         self.assertEqual(loads[0]["args"]["task"], "c1")
         names = {d["id"]: d["name"] for d in self.cluster.get("/api/v1/pool")["devices"]}
         self.assertEqual(names[loads[0]["pid"]], "w1")  # site=b
+        # `hmpmd status` says it as `hmpmd run` does.
+        r = subprocess.run([os.path.join(BIN, "hmpmd"), "status", str(job["id"]), "--url",
+                            self.cluster.url], capture_output=True, text=True, timeout=TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("  state loads  1, ", r.stdout)
+
+    def test_the_pool_shows_the_weights_a_worker_holds(self):
+        # A built-in gemm keeping its 8 x 8 float32 weights in its state
+        # (256 bytes) on w0; the pool says so from w0's next heartbeat.
+        spec = {"name": "weights", "submodels": [{"name": "stage", "kind": "generic",
+                                                  "state_bytes": 256}],
+                "tasks": [{"id": "g", "kernel": "gemm", "submodel": "stage",
+                           "requires": {"site": "a"},
+                           "args": {"m": 2, "n": 8, "k": 8, "weights": "state"}}]}
+        with tempfile.TemporaryDirectory() as tmp:
+            r, job = self.submit(spec, tmp)
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            pool = {d["name"]: d for d in self.cluster.get("/api/v1/pool")["devices"]}
+            if pool["w0"]["state_bytes"] >= 256 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertGreaterEqual(pool["w0"]["state_bytes"], 256, pool["w0"])
 
     def test_a_stateless_chain_loads_nothing(self):
         spec = self.counter_job("stateless", "py.count", ["a", "b"])
