@@ -259,21 +259,10 @@ bool Lane::LoadState(const TaskAssign& a, TaskResult* r) const {
   // Begun ahead when the task was pushed (DataPlane::PrefetchState), else
   // here; either way the load's own span is reported, which may end
   // before this run started (hidden under the tasks ahead of it).
-  std::optional<StateLoader::Outcome> ahead =
-      data_->state_loader().Take(a.job, a.submodel, &cancel_running_);
-  StateLoader::Outcome out;
-  if (ahead) {
-    out = std::move(*ahead);
-  } else {
-    out.start_us = NowUs();
-    Result<uint64_t> loaded = data_->LoadState(a.job, a.submodel, a.state_from);
-    out.end_us = NowUs();
-    if (loaded.ok()) {
-      out.bytes = *loaded;
-    } else {
-      out.status = loaded.status();
-    }
-  }
+  StateLoader& loader = data_->state_loader();
+  std::optional<StateLoader::Outcome> ahead = loader.Take(a.job, a.submodel, &cancel_running_);
+  const StateLoader::Outcome out =
+      ahead ? std::move(*ahead) : loader.LoadNow(a.job, a.submodel, a.state_from);
   if (out.status.ok()) {
     if (out.bytes > 0) {
       r->state_load_start_us = out.start_us;

@@ -92,6 +92,20 @@ uint64_t StateLoader::ended() const {
   return ended_;
 }
 
+StateLoader::Outcome StateLoader::LoadNow(JobId job, const std::string& submodel,
+                                          const std::string& from) const {
+  Outcome out;
+  out.start_us = NowUs();
+  Result<uint64_t> loaded = load_(job, submodel, from);
+  out.end_us = NowUs();
+  if (loaded.ok()) {
+    out.bytes = *loaded;
+  } else {
+    out.status = loaded.status();
+  }
+  return out;
+}
+
 void StateLoader::Loop() {
   for (;;) {
     Key key;
@@ -106,15 +120,7 @@ void StateLoader::Loop() {
       e.running = true;
       from = e.from;
     }
-    Outcome out;
-    out.start_us = NowUs();
-    Result<uint64_t> loaded = load_(key.first, key.second, from);
-    out.end_us = NowUs();
-    if (loaded.ok()) {
-      out.bytes = *loaded;
-    } else {
-      out.status = loaded.status();
-    }
+    Outcome out = LoadNow(key.first, key.second, from);
     bool forgotten;
     {
       MutexLock lock(&mu_);

@@ -60,6 +60,9 @@ class StateLoader {
   // rises (then Cancelled). nullopt when none was begun.
   std::optional<Outcome> Take(JobId job, const std::string& submodel,
                               const std::atomic<bool>* cancelled) EXCLUDES(mu_);
+  // Loads on the calling thread (a lane whose task had no load begun),
+  // timed as the loader's own thread times its loads.
+  Outcome LoadNow(JobId job, const std::string& submodel, const std::string& from) const;
   // Drops `job`'s loads: queued ones never run; a running one's outcome
   // is dropped when it ends.
   void ForgetJob(JobId job) EXCLUDES(mu_);
