@@ -322,24 +322,36 @@ void SpmdLanes(const JobRun& job, SpmdPolicy::JobPlan* out, const SpmdOptions& o
     if (submodels[s].kind == SubmodelKind::kPipelineStage)
       stage_of[s] = static_cast<int32_t>(stages++);
   }
-  // Micro-batches in order of their `mb`, numbered densely (an `mb` may be
-  // up to 2^28; the orders are as long as the micro-batches there are).
-  std::map<int64_t, uint32_t> mb_index;
+  // Micro-batches in order of (`step`, `mb`), numbered densely (an `mb`
+  // may be up to 2^28; the orders are as long as the micro-batches there
+  // are). Training steps run one after another, each its own pipeline
+  // schedule over its micro-batches: the flush before the optimizer step.
+  std::map<std::pair<int64_t, int64_t>, uint32_t> mb_index;
+  auto step_of = [&](uint32_t i) { return std::max<int64_t>(0, IntArg(g.spec_task(i), "step")); };
   for (uint32_t i = 0; i < g.size(); ++i) {
     const int64_t mb = IntArg(g.spec_task(i), "mb");
-    if (stage_of[g.task(i).submodel] >= 0 && mb >= 0) mb_index.emplace(mb, 0);
+    if (stage_of[g.task(i).submodel] >= 0 && mb >= 0)
+      mb_index.emplace(std::pair{step_of(i), mb}, 0);
   }
   const auto micro_batches = static_cast<uint32_t>(mb_index.size());
   uint32_t next_mb = 0;
   for (auto& [mb, index] : mb_index) index = next_mb++;
-  // Per stage: the slot of (micro-batch, pass) at [3 * mb + pass].
+  // Per stage: the slot of (micro-batch, pass) at [3 * index + pass].
   std::vector<std::vector<int32_t>> pass_slot(stages);
   for (uint32_t st = 0; st < stages && micro_batches > 0; ++st) {
     pass_slot[st].assign(size_t{3} * micro_batches, -1);
-    const std::vector<PipeOp> seq = options.order(st, stages, micro_batches);
-    for (size_t k = 0; k < seq.size(); ++k) {
-      pass_slot[st][size_t{3} * seq[k].mb + static_cast<size_t>(seq[k].pass)] =
-          static_cast<int32_t>(k);
+    int32_t base = 0;
+    for (auto it = mb_index.begin(); it != mb_index.end();) {
+      const int64_t step = it->first.first;
+      const uint32_t first = it->second;
+      uint32_t count = 0;
+      for (; it != mb_index.end() && it->first.first == step; ++it) ++count;
+      const std::vector<PipeOp> seq = options.order(st, stages, count);
+      for (size_t k = 0; k < seq.size(); ++k) {
+        pass_slot[st][size_t{3} * (first + seq[k].mb) + static_cast<size_t>(seq[k].pass)] =
+            base + static_cast<int32_t>(k);
+      }
+      base += static_cast<int32_t>(seq.size());
     }
   }
   plan.slot.assign(g.size(), -1);
@@ -351,7 +363,7 @@ void SpmdLanes(const JobRun& job, SpmdPolicy::JobPlan* out, const SpmdOptions& o
     const std::string pass = StrArg(t, "pass");
     const int pass_index = pass == "f" ? 0 : pass == "b" ? 1 : pass == "w" ? 2 : -1;
     if (stage_of[sm] >= 0 && mb >= 0 && pass_index >= 0) {
-      plan.slot[i] = pass_slot[stage_of[sm]][size_t{3} * mb_index[mb] + pass_index];
+      plan.slot[i] = pass_slot[stage_of[sm]][size_t{3} * mb_index[{step_of(i), mb}] + pass_index];
     } else if (order >= 0 && order < (int64_t{1} << 24)) {
       plan.slot[i] = static_cast<int32_t>(order);
     }

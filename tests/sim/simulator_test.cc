@@ -85,6 +85,29 @@ TEST(Simulator, SpmdReproducesAnalyticBubble) {
   }
 }
 
+// Steps (arg `step`) reuse micro-batch numbers; each step is its own 1F1B
+// schedule, after the step before. Step 1 waits for step 0's last
+// backward (its optimizer), so two steps take twice one step's time.
+TEST(Simulator, SpmdRunsEachTrainingStepAsItsOwnPipeline) {
+  const uint32_t p = 4, m = 6;
+  JobSpec spec = PipelineWorkload(p, m, 1000, 2000);
+  const size_t one_step = spec.tasks.size();
+  const std::string last = "b0_" + std::to_string(m - 1);
+  for (size_t i = 0; i < one_step; ++i) {
+    TaskSpec t = spec.tasks[i];
+    t.id = "s1_" + t.id;
+    for (std::string& in : t.inputs) in = "s1_" + in;
+    if (t.inputs.empty()) t.inputs = {last};
+    t.args.push_back({"step", int64_t{1}});
+    spec.tasks[i].args.push_back({"step", int64_t{0}});
+    spec.tasks.push_back(std::move(t));
+  }
+  Outcome o = Simulate(spec, "spmd-1f1b", ComputeOnly(p));
+  ASSERT_TRUE(o.status.ok()) << o.status.message();
+  ASSERT_EQ(o.state, JobState::kSucceeded);
+  EXPECT_NEAR(o.metrics.makespan_s, 2 * (m + p - 1) * 3000e-6, 1e-6);
+}
+
 TEST(Simulator, SpmdRunsOneFOneBOnOneDeviceStagesWithoutShards) {
   // A stage with one device ran its passes in GPipe order (every forward,
   // then every backward) unless each task also named a shard.
