@@ -3,8 +3,10 @@
 // (PoolSpec), so a pool with other figures changes the times.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -52,6 +54,16 @@ inline TaskSpec Comm(std::string id, std::string submodel, std::string kernel, d
   t.args.push_back({"shard", static_cast<int64_t>(shard)});
   if (!group.empty()) t.collective = CollectiveSpec{std::move(group), kernel, bytes};
   return t;
+}
+
+// A size factor of mean about 1 (lognormal, mu = -sigma^2 / 2), clamped to
+// 0.25x..4x: a heavy tail without a micro-batch of nothing or of everything.
+// Mean 1 keeps a static deployment sized from the options' figures tuned on
+// the average.
+inline double MeanOneFactor(std::mt19937_64& rng, double sigma) {
+  if (sigma <= 0) return 1.0;
+  std::lognormal_distribution<double> f(-sigma * sigma / 2, sigma);
+  return std::clamp(f(rng), 0.25, 4.0);
 }
 
 // The op's place in its device's program order (for static policies).

@@ -48,75 +48,132 @@ JobSpec MultimodalWorkload(const MultimodalOptions& o) {
   auto tp_group = [](const std::string& op, uint32_t i) {
     return op + "_tp" + std::to_string(i / 8);
   };
-  auto encoder = [&](const std::string& name, uint32_t width, double cost, uint32_t mb) {
-    std::string op = Id(name, {mb});
-    for (uint32_t i = 0; i < width; ++i) {
-      job.tasks.push_back(
-          Ordered(Compute(op + "_c" + std::to_string(i), name, cost * unit_us / width, i), 2 * mb));
-    }
-    for (uint32_t i = 0; i < width; ++i) {
-      TaskSpec ag =
-          Comm(op + "_ag" + std::to_string(i), name, "allgather", o.send_bytes, i, tp_group(op, i));
-      ag.inputs = {op + "_c" + std::to_string(i)};
-      job.tasks.push_back(Ordered(std::move(ag), 2 * mb + 1));
-    }
+  // Data-parallel replicas of a stage: shards i, i + parts, ... hold part i.
+  const uint32_t parts = std::min(8u, ws);
+  const bool data_parallel = ws > parts;
+  const uint32_t steps = std::max(1u, o.steps);
+  std::mt19937_64 rng(o.seed);
+  auto step_args = [](TaskSpec& t, uint32_t step, uint32_t j, char pass) {
+    t.args.push_back({"step", static_cast<int64_t>(step)});
+    t.args.push_back({"mb", static_cast<int64_t>(j)});
+    t.args.push_back({"pass", std::string(1, pass)});
   };
-  for (uint32_t j = 0; j < m; ++j) {
-    encoder("vision", wv, o.vision_cost, j);
-    encoder("audio", wa, o.audio_cost, j);
-  }
-  // Forward then backward of every (stage, micro-batch); the pipeline order
-  // is the policy's business. The backward is B (input gradient: its
-  // all-reduce and send feed the stage before) and W (weight gradient:
-  // nothing in the step waits for it), a unit each.
-  auto op_name = [](char pass, uint32_t s, uint32_t j) { return Id(std::string(1, pass), {s, j}); };
-  for (int pass = 0; pass < 2; ++pass) {
+  for (uint32_t step = 0; step < steps; ++step) {
+    // Per micro-batch: vision, audio and backbone size factors.
+    std::vector<double> fv(m), fa(m), ft(m);
     for (uint32_t j = 0; j < m; ++j) {
-      for (uint32_t si = 0; si < p; ++si) {
-        uint32_t s = pass == 0 ? si : p - 1 - si;
-        char c = pass == 0 ? 'f' : 'b';
-        std::string op = op_name(c, s, j), sm = "llm" + std::to_string(s);
-        const double us = unit_us / ws;
-        for (uint32_t i = 0; i < ws; ++i) {
-          TaskSpec t = Compute(op + "_c" + std::to_string(i), sm, us, i);
-          t.args.push_back({"mb", static_cast<int64_t>(j)});
-          t.args.push_back({"pass", std::string(1, c)});
-          if (pass == 0 && s == 0) {
-            t.inputs = {Id("vision", {j}) + "_ag" + std::to_string(i % wv),
-                        Id("audio", {j}) + "_ag" + std::to_string(i % wa)};
-          } else if (pass == 0) {
-            t.inputs = {op_name('f', s - 1, j) + "_tx" + std::to_string(i)};
-          } else {
-            t.inputs = {op_name('f', s, j) + "_ar" + std::to_string(i)};
-            if (s + 1 < p) t.inputs.push_back(op_name('b', s + 1, j) + "_tx" + std::to_string(i));
-          }
-          if (pass == 1) {  // W reads what B reads
-            TaskSpec w = Compute(op_name('w', s, j) + "_c" + std::to_string(i), sm, us, i);
-            w.args.push_back({"mb", static_cast<int64_t>(j)});
-            w.args.push_back({"pass", std::string("w")});
-            w.inputs = t.inputs;
+      fv[j] = workload::MeanOneFactor(rng, o.image_sigma);
+      fa[j] = workload::MeanOneFactor(rng, o.audio_sigma);
+      ft[j] = workload::MeanOneFactor(rng, o.token_sigma);
+    }
+    // Encoders are frozen (forward only), so a step's encoders wait for
+    // nothing of the step before.
+    auto encoder = [&](const std::string& name, uint32_t width, double cost, uint32_t j, double f) {
+      const std::string op = Id(name, {step, j});
+      const uint32_t order = 2 * (step * m + j);
+      for (uint32_t i = 0; i < width; ++i) {
+        TaskSpec c = Compute(op + "_c" + std::to_string(i), name, cost * unit_us / width * f, i);
+        c.args.push_back({"step", static_cast<int64_t>(step)});
+        job.tasks.push_back(Ordered(std::move(c), order));
+      }
+      for (uint32_t i = 0; i < width; ++i) {
+        TaskSpec ag = Comm(op + "_ag" + std::to_string(i), name, "allgather", o.send_bytes * f, i,
+                           tp_group(op, i));
+        ag.inputs = {op + "_c" + std::to_string(i)};
+        ag.args.push_back({"step", static_cast<int64_t>(step)});
+        job.tasks.push_back(Ordered(std::move(ag), order + 1));
+      }
+    };
+    for (uint32_t j = 0; j < m; ++j) {
+      encoder("vision", wv, o.vision_cost, j, fv[j]);
+      encoder("audio", wa, o.audio_cost, j, fa[j]);
+    }
+    // Forward then backward of every (stage, micro-batch); the pipeline
+    // order is the policy's business. The backward is B (input gradient:
+    // its all-reduce and send feed the stage before) and W (weight
+    // gradient: only the step's gradient all-reduce waits for it), a unit
+    // each.
+    auto op_name = [step](char pass, uint32_t st, uint32_t j) {
+      return Id(std::string(1, pass), {step, st, j});
+    };
+    for (int pass = 0; pass < 2; ++pass) {
+      for (uint32_t j = 0; j < m; ++j) {
+        for (uint32_t si = 0; si < p; ++si) {
+          const uint32_t st = pass == 0 ? si : p - 1 - si;
+          const char c = pass == 0 ? 'f' : 'b';
+          const std::string op = op_name(c, st, j), sm = "llm" + std::to_string(st);
+          const double us = unit_us / ws * ft[j];
+          for (uint32_t i = 0; i < ws; ++i) {
+            TaskSpec t = Compute(op + "_c" + std::to_string(i), sm, us, i);
+            step_args(t, step, j, c);
+            if (pass == 0 && st == 0) {
+              t.inputs = {Id("vision", {step, j}) + "_ag" + std::to_string(i % wv),
+                          Id("audio", {step, j}) + "_ag" + std::to_string(i % wa)};
+            } else if (pass == 0) {
+              t.inputs = {op_name('f', st - 1, j) + "_tx" + std::to_string(i)};
+            } else {
+              t.inputs = {op_name('f', st, j) + "_ar" + std::to_string(i)};
+              if (st + 1 < p) {
+                t.inputs.push_back(op_name('b', st + 1, j) + "_tx" + std::to_string(i));
+              }
+            }
+            // A forward runs with the weights the last optimizer step made.
+            if (pass == 0 && step > 0) {
+              t.inputs.push_back(Id("o", {step - 1, st}) + "_c" + std::to_string(i));
+            }
+            if (pass == 1) {  // W reads what B reads
+              TaskSpec w = Compute(op_name('w', st, j) + "_c" + std::to_string(i), sm, us, i);
+              step_args(w, step, j, 'w');
+              w.inputs = t.inputs;
+              job.tasks.push_back(std::move(t));
+              job.tasks.push_back(std::move(w));
+              continue;
+            }
             job.tasks.push_back(std::move(t));
-            job.tasks.push_back(std::move(w));
-            continue;
           }
-          job.tasks.push_back(std::move(t));
+          for (uint32_t i = 0; i < ws; ++i) {
+            TaskSpec ar = Comm(op + "_ar" + std::to_string(i), sm, "allreduce",
+                               o.allreduce_bytes * ft[j], i, tp_group(op, i));
+            ar.inputs = {op + "_c" + std::to_string(i)};
+            step_args(ar, step, j, c);
+            job.tasks.push_back(std::move(ar));
+          }
+          const bool hands_on = pass == 0 ? st + 1 < p : st > 0;
+          for (uint32_t i = 0; hands_on && i < ws; ++i) {
+            TaskSpec tx = Comm(op + "_tx" + std::to_string(i), sm, "send", o.send_bytes * ft[j], i);
+            tx.inputs = {op + "_ar" + std::to_string(i)};
+            step_args(tx, step, j, c);
+            job.tasks.push_back(std::move(tx));
+          }
         }
-        for (uint32_t i = 0; i < ws; ++i) {
-          TaskSpec ar = Comm(op + "_ar" + std::to_string(i), sm, "allreduce", o.allreduce_bytes, i,
-                             tp_group(op, i));
-          ar.inputs = {op + "_c" + std::to_string(i)};
-          ar.args.push_back({"mb", static_cast<int64_t>(j)});
-          ar.args.push_back({"pass", std::string(1, c)});
-          job.tasks.push_back(std::move(ar));
+      }
+    }
+    // The step's end, per stage shard: its weight gradients all-reduced over
+    // the stage's data-parallel replicas (a gang per part), then the
+    // optimizer step the next step's forwards wait for.
+    const double part_params = o.backbone_params / p / parts;
+    const double grad_bytes = part_params * o.grad_bytes_per_param;
+    const double optimizer_us = 2 * part_params * o.bytes_per_param / o.hbm_bytes_per_us;
+    for (uint32_t st = 0; st < p; ++st) {
+      const std::string sm = "llm" + std::to_string(st);
+      for (uint32_t i = 0; i < ws; ++i) {
+        std::vector<std::string> ws_done;
+        for (uint32_t j = 0; j < m; ++j) {
+          ws_done.push_back(op_name('w', st, j) + "_c" + std::to_string(i));
         }
-        bool hands_on = pass == 0 ? s + 1 < p : s > 0;
-        for (uint32_t i = 0; hands_on && i < ws; ++i) {
-          TaskSpec tx = Comm(op + "_tx" + std::to_string(i), sm, "send", o.send_bytes, i);
-          tx.inputs = {op + "_ar" + std::to_string(i)};
-          tx.args.push_back({"mb", static_cast<int64_t>(j)});
-          tx.args.push_back({"pass", std::string(1, c)});
-          job.tasks.push_back(std::move(tx));
+        TaskSpec opt = Compute(Id("o", {step, st}) + "_c" + std::to_string(i), sm, optimizer_us, i);
+        opt.args.push_back({"step", static_cast<int64_t>(step)});
+        if (data_parallel) {
+          TaskSpec g = Comm(Id("g", {step, st}) + "_ar" + std::to_string(i), sm, "allreduce",
+                            grad_bytes, i, Id("g", {step, st}) + "_dp" + std::to_string(i % parts));
+          g.inputs = std::move(ws_done);
+          g.args.push_back({"step", static_cast<int64_t>(step)});
+          opt.inputs = {g.id};
+          job.tasks.push_back(std::move(g));
+        } else {
+          opt.inputs = std::move(ws_done);
         }
+        job.tasks.push_back(std::move(opt));
       }
     }
   }
@@ -289,6 +346,7 @@ Result<JobSpec> MakeWorkload(std::string_view name, uint32_t devices, uint64_t s
   if (name == "multimodal") {
     MultimodalOptions o;
     o.devices = devices;
+    o.seed = seed;
     return MultimodalWorkload(o);
   }
   if (name == "moe") {

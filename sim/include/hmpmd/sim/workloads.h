@@ -33,6 +33,24 @@ namespace hmpmd {
 // evenly over its stages; the vision encoder a ViT-H/14 (6.3e8, Dosovitskiy
 // et al., ICLR'21); the audio encoder a Whisper-medium encoder (about
 // 3.0e8 of its 7.7e8, Radford et al., 2022).
+// Micro-batches differ, as real samples do: each one's vision work (images
+// per sample), audio work (seconds of audio) and backbone work (tokens, so
+// the stages' compute, all-reduces and sends) is the option's figure times
+// a lognormal factor of mean about 1 (sigma `image_sigma`, `audio_sigma`,
+// `token_sigma`; clamped to 0.25x..4x), drawn from `seed`. The static
+// deployment is sized from the figures, so it is tuned on the average. The
+// sigmas are chosen, not fitted: right-skewed, as image counts and audio
+// lengths per sample are; the backbone's smaller, as packing sequences to
+// a token budget evens micro-batches out.
+// `steps` training steps, in sequence: the encoders are frozen (forward
+// only), so their work of a step waits for nothing before it; each step
+// ends, per backbone stage shard, with its weight gradients
+// (`grad_bytes_per_param`) all-reduced over the stage's data-parallel
+// replicas (the shards that hold the same part; a gang per part, none with
+// one replica), then an optimizer step that reads and writes the part's
+// state once at `hbm_bytes_per_us`, which the next step's forwards of that
+// shard wait for. Tasks carry an int arg `step`; ids start with it
+// (`vision1_6_c0`, `f1_0_6_c0`: step 1, stage 0, micro-batch 6).
 struct MultimodalOptions {
   uint32_t devices = 384;
   uint32_t stages = 4;          // default 4
@@ -46,6 +64,13 @@ struct MultimodalOptions {
   double vision_params = 6.3e8;
   double audio_params = 3.0e8;
   double bytes_per_param = 16;
+  uint32_t steps = 4;               // training steps, sizes redrawn each
+  double grad_bytes_per_param = 2;  // bf16 gradients
+  double hbm_bytes_per_us = 3.0e6;  // device memory bandwidth, 3 TB/s
+  double image_sigma = 0.6;
+  double audio_sigma = 0.5;
+  double token_sigma = 0.3;
+  uint64_t seed = 1;
 };
 JobSpec MultimodalWorkload(const MultimodalOptions& o);
 
