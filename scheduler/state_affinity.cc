@@ -111,16 +111,37 @@ void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
     if (holdings[s].width > 0 && holdings[s].worth >= holdings[s].width) by_load = false;
   }
   const double grow = capped > 0 && devices > capped ? devices / capped : 1;
+  const bool split_by_work = by_load && devices > 0 && devices <= capped && total_work > 0;
+  std::vector<double> share(holdings.size(), 0);  // by work, before rounding down
   for (uint32_t s = 0; s < holdings.size(); ++s) {
     Holding& h = holdings[s];
     if (h.worth == UINT32_MAX) continue;
     double cap = std::floor(h.worth * grow);
-    if (by_load && devices > 0 && devices <= capped && total_work > 0) {
-      cap = std::floor(devices * work[s] / total_work);
+    if (split_by_work) {
+      share[s] = devices * work[s] / total_work;
+      cap = std::floor(share[s]);
     }
     h.worth = static_cast<uint32_t>(std::clamp(cap, 1.0, 4e9));
-    h.width = std::min(h.width, h.worth);
   }
+  if (split_by_work) {
+    // The devices rounding down left go one each to the parts it cut most
+    // (largest remainder), so the split fills the pool: a part's parts
+    // have equal work, so a whole replica more where the pool allows.
+    uint64_t given = 0;
+    std::vector<uint32_t> by_cut;
+    for (uint32_t s = 0; s < holdings.size(); ++s) {
+      if (holdings[s].worth == UINT32_MAX) continue;
+      given += holdings[s].worth;
+      by_cut.push_back(s);
+    }
+    std::stable_sort(by_cut.begin(), by_cut.end(), [&](uint32_t a, uint32_t b) {
+      return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
+    });
+    for (size_t k = 0; k < by_cut.size() && given < devices; ++k, ++given) {
+      ++holdings[by_cut[k]].worth;
+    }
+  }
+  for (Holding& h : holdings) h.width = std::min(h.width, h.worth);
   jh.slots = std::move(holdings);
   jobs_[job.id] = std::move(jh);
 }
@@ -191,10 +212,44 @@ bool StateAffinity::HolderCanRun(const Holding& h, const TaskView& task, CoreKin
   return false;
 }
 
+uint64_t StateAffinity::GangKey(const TaskView& task, size_t* members) {
+  if (task.task == nullptr || task.graph == nullptr) return UINT64_MAX;
+  uint32_t gang = kNoGroup;
+  for (uint32_t c : task.task->consumers) gang = std::min(gang, task.graph->task(c).group);
+  if (gang == kNoGroup) return UINT64_MAX;
+  if (members != nullptr) *members = task.graph->groups()[gang].members.size();
+  return (uint64_t{task.run / std::max(1u, task.graph->size())} << 32) | gang;
+}
+
+CoreId StateAffinity::GangHolder(const Holding& h, const TaskView& task, CoreKind kind,
+                                 const ResourcePool& pool) const {
+  const uint64_t key = GangKey(task);
+  if (key == UINT64_MAX) return kNoCore;
+  const auto& gangs = jobs_.at(task.job).gangs;
+  auto it = gangs.find(key);
+  if (it == gangs.end()) return kNoCore;
+  const GangSpot& spot = it->second;
+  std::vector<DeviceId> near;
+  for (DeviceId d : h.holders) {
+    if (pool.device(d).desc.node == spot.node &&
+        std::find(spot.devices.begin(), spot.devices.end(), d) == spot.devices.end()) {
+      near.push_back(d);
+    }
+  }
+  const Placement p = EarliestCoreOn(task, kind, pool, near);
+  return p.kind == Placement::Kind::kPlaced ? p.core : kNoCore;
+}
+
 Placement StateAffinity::Place(const TaskView& task, CoreKind kind, const ResourcePool& pool,
                                TimeUs now) const {
   const Holding& h = *Find(task.job, SlotOf(task));
-  const CoreId hold = BestHolder(h, task, kind, pool);
+  CoreId hold = BestHolder(h, task, kind, pool);
+  if (const CoreId near = GangHolder(h, task, kind, pool);
+      near != kNoCore && near != hold &&
+      (hold == kNoCore || static_cast<double>(StartAt(pool, near, now)) <=
+                              static_cast<double>(StartAt(pool, hold, now)) + task.est_us)) {
+    hold = near;
+  }
   if (h.holders.size() >= h.width) {
     if (hold != kNoCore) return Placement::Placed(hold);
     // Full spread: wait for a holder, unless none could ever run it.
@@ -240,6 +295,14 @@ void StateAffinity::OnReleased(JobId job, uint32_t run) {
 void StateAffinity::OnPlaced(const TaskView& task, DeviceId device, const ResourcePool& pool) {
   if (!Handles(task)) return;
   Hold(task.job, SlotOf(task), device, pool);
+  size_t members = 0;
+  const uint64_t key = GangKey(task, &members);
+  if (key == UINT64_MAX) return;
+  auto& gangs = jobs_[task.job].gangs;
+  auto [it, fresh] = gangs.try_emplace(key);
+  if (fresh) it->second.node = pool.device(device).desc.node;
+  it->second.devices.push_back(device);
+  if (it->second.devices.size() >= members) gangs.erase(it);
 }
 
 void StateAffinity::Hold(JobId job, uint32_t slot, DeviceId device, const ResourcePool& pool) {
@@ -273,31 +336,48 @@ void StateAffinity::PlaceInitial(const JobRun& job, const ResourcePool& pool) {
   auto it = jobs_.find(job.id);
   if (it == jobs_.end()) return;
   const JobHoldings& jh = it->second;
-  std::vector<uint32_t> owner(jh.slots.size(), 0);  // per slot: its sub-model
+  // Sub-models whose runs can start earliest first (they are needed
+  // first). A sub-model's holders are laid out replica by replica: parts
+  // 0..P-1 of one replica on consecutive devices, so on one node where the
+  // pool's nodes allow, as tensor-parallel shards that all-reduce together
+  // need (holders part by part put each replica's parts on P nodes, and
+  // every such all-reduce on the fabric).
+  std::vector<uint32_t> order;
   for (uint32_t sm = 0; sm < jh.first_slot.size(); ++sm) {
-    if (jh.first_slot[sm] == kNoSlot) continue;
-    const uint32_t parts = std::max(1u, jh.graph->spec().submodels[sm].state_shards);
-    for (uint32_t p = 0; p < parts; ++p) owner[jh.first_slot[sm] + p] = sm;
+    if (jh.first_slot[sm] != kNoSlot) order.push_back(sm);
   }
-  std::vector<uint32_t> slots;
-  for (uint32_t s = 0; s < jh.slots.size(); ++s) {
-    if (jh.slots[s].width > 0) slots.push_back(s);
-  }
-  std::stable_sort(slots.begin(), slots.end(), [&](uint32_t a, uint32_t b) {
-    return jh.slots[a].first_start_us < jh.slots[b].first_start_us;
-  });
+  auto parts_of = [&](uint32_t sm) {
+    return std::max(1u, jh.graph->spec().submodels[sm].state_shards);
+  };
+  auto first_start = [&](uint32_t sm) {
+    double t = std::numeric_limits<double>::infinity();
+    for (uint32_t p = 0; p < parts_of(sm); ++p) {
+      t = std::min(t, jh.slots[jh.first_slot[sm] + p].first_start_us);
+    }
+    return t;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return first_start(a) < first_start(b); });
   std::vector<DeviceId> free;
   for (DeviceId d = 0; d < pool.device_count(); ++d) {
     if (pool.device(d).alive) free.push_back(d);
   }
   size_t next = 0;
-  for (uint32_t s : slots) {
-    const Holding& h = jh.slots[s];
-    const uint32_t sm = owner[s];
-    for (uint32_t k = 0; k < std::min(h.width, h.worth) && next < free.size(); ++k) {
-      const DeviceId d = free[next++];
-      Hold(job.id, s, d, pool);
-      intents_.push_back({d, job.id, sm, s - jh.first_slot[sm]});
+  for (uint32_t sm : order) {
+    const uint32_t first = jh.first_slot[sm], parts = parts_of(sm);
+    uint32_t replicas = 0;
+    for (uint32_t p = 0; p < parts; ++p) {
+      const Holding& h = jh.slots[first + p];
+      if (h.width > 0) replicas = std::max(replicas, std::min(h.width, h.worth));
+    }
+    for (uint32_t k = 0; k < replicas && next < free.size(); ++k) {
+      for (uint32_t p = 0; p < parts && next < free.size(); ++p) {
+        const Holding& h = jh.slots[first + p];
+        if (h.width == 0 || k >= std::min(h.width, h.worth)) continue;
+        const DeviceId d = free[next++];
+        Hold(job.id, first + p, d, pool);
+        intents_.push_back({d, job.id, sm, p});
+      }
     }
   }
 }

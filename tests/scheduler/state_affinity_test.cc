@@ -280,18 +280,25 @@ TEST(StateAffinityWidth, ASpreadIsCappedAtTheLoadsItsWorkPaysFor) {
 // every part is prefetched at once (rule 5), so a large load no longer
 // decides how few devices a part with much work gets. Where one part's
 // cap is its width instead, the caps stay as the loads set them.
-TEST(StateAffinityWidth, CapsSetByLoadsThatFillThePoolSplitItByWork) {
-  SpecBuilder b;
-  b.Submodel("a", SubmodelKind::kExpert).Submodel("b", SubmodelKind::kExpert);
-  for (int i = 0; i < 6; ++i) b.Add(Gemm("a" + std::to_string(i), "a", 100));
-  for (int i = 0; i < 2; ++i) b.Add(Gemm("b" + std::to_string(i), "b", 100));
-  JobSpec spec = b.Build();
+// Job 1: experts "a" and "b" of 1 MB state, with `a` and `b` independent
+// runs of 100 us each.
+JobRun TwoExperts(int a, int b) {
+  SpecBuilder sb;
+  sb.Submodel("a", SubmodelKind::kExpert).Submodel("b", SubmodelKind::kExpert);
+  for (int i = 0; i < a; ++i) sb.Add(Gemm("a" + std::to_string(i), "a", 100));
+  for (int i = 0; i < b; ++i) sb.Add(Gemm("b" + std::to_string(i), "b", 100));
+  JobSpec spec = sb.Build();
   spec.submodels[0].state_bytes = 1e6;
   spec.submodels[1].state_bytes = 1e6;
   JobRun job;
   job.id = 1;
   job.graph = test::BuildGraph(spec);
-  job.est_us.assign(8, 100);
+  job.est_us.assign(static_cast<size_t>(a + b), 100);
+  return job;
+}
+
+TEST(StateAffinityWidth, CapsSetByLoadsThatFillThePoolSplitItByWork) {
+  JobRun job = TwoExperts(6, 2);
   job.state_load_us = {150, 150};  // worth 4 of width 6, and 1 of width 2
   StateAffinity split;
   split.AddJob(job, 4);  // caps 4 + 1 fill 4 devices
@@ -302,6 +309,109 @@ TEST(StateAffinityWidth, CapsSetByLoadsThatFillThePoolSplitItByWork) {
   kept.AddJob(job, 4);
   EXPECT_EQ(kept.Width(1, 0), 4u);
   EXPECT_EQ(kept.Width(1, 1), 2u);
+}
+
+// The split by work rounds each cap down; the devices that leaves go to
+// the parts it cut most, so no device of the pool is left without state
+// (multimodal on 384 devices left 32 idle, 4 replicas of a stage short).
+TEST(StateAffinityWidth, ASplitByWorkGivesTheDevicesRoundingLeftToThePartsCutMost) {
+  JobRun job = TwoExperts(5, 3);
+  job.state_load_us = {150, 150};  // worth 3 of width 5, and 2 of width 3
+  StateAffinity split;
+  split.AddJob(job, 5);  // by work: 3.125 and 1.875 devices
+  EXPECT_EQ(split.Width(1, 0), 3u);
+  EXPECT_EQ(split.Width(1, 1), 2u) << "rounded down to 1, and the device left";
+}
+
+// Job 1 of `spec`, whose sub-model 0 holds 2 MB in 2 parts; every run
+// estimated at `est_us`, a load at `load_us`.
+JobRun TwoPartJob(JobSpec spec, double est_us, double load_us) {
+  spec.submodels[0].state_bytes = 2e6;
+  spec.submodels[0].state_shards = 2;
+  JobRun job;
+  job.id = 1;
+  job.est_us.assign(spec.tasks.size(), est_us);
+  job.graph = test::BuildGraph(std::move(spec));
+  job.state_load_us = {load_us};
+  return job;
+}
+
+// Devices 0 and 1 on node 0, 2 and 3 on node 1, a cube core each.
+void AddTwoNodesOfTwo(ResourcePool* pool) {
+  for (uint32_t d = 0; d < 4; ++d) {
+    DeviceDesc desc = Device("d" + std::to_string(d), 1);
+    desc.node = d / 2;
+    pool->AddDevice(desc);
+  }
+}
+
+// A tensor-parallel group all-reduces over one replica's parts, so the
+// prefetch at admission lays holders out replica by replica: parts 0 and 1
+// of a replica on one node, not part 0 on every device of node 0.
+TEST(StateAffinityWidth, AReplicasPartsArePrefetchedOntoOneNode) {
+  SpecBuilder b;
+  b.Submodel("s", SubmodelKind::kPipelineStage);
+  for (int i = 0; i < 4; ++i) {
+    b.Add(Gemm("p" + std::to_string(i), "s", 1000).Arg("shard", int64_t{i}));
+  }
+  const JobRun job = TwoPartJob(b.Build(), 1000, 10);
+  ResourcePool pool{PoolOptions{}};
+  AddTwoNodesOfTwo(&pool);
+  StateAffinity affinity;
+  affinity.AddJob(job, 4);
+  affinity.PlaceInitial(job, pool);
+  EXPECT_EQ(affinity.Holders(1, 0, 0), (std::vector<DeviceId>{0, 2}));
+  EXPECT_EQ(affinity.Holders(1, 0, 1), (std::vector<DeviceId>{1, 3}));
+}
+
+// Rule 6: c0 went to node 0, so c1 (the other producer of their
+// all-reduce) takes the part-1 holder on node 0, busy for 50 us, over the
+// free one on node 1; busy past its own time (100 us), the free one wins.
+TEST(StateAffinityWidth, AGangsProducersFollowTheFirstOntoItsNode) {
+  JobSpec spec = SpecBuilder()
+                     .Submodel("s", SubmodelKind::kPipelineStage)
+                     .Add(Gemm("c0", "s", 100).Arg("shard", int64_t{0}))
+                     .Add(Gemm("c1", "s", 100).Arg("shard", int64_t{1}))
+                     .Add(Gemm("x1", "s", 100).Arg("shard", int64_t{1}))
+                     .Add(TaskBuilder("r0", "allreduce")
+                              .Submodel("s")
+                              .Vector()
+                              .Inputs({"c0"})
+                              .Collective("tp", "allreduce", 1e6))
+                     .Add(TaskBuilder("r1", "allreduce")
+                              .Submodel("s")
+                              .Vector()
+                              .Inputs({"c1"})
+                              .Collective("tp", "allreduce", 1e6));
+  const JobRun job = TwoPartJob(spec, 100, 1);
+  for (const auto& [busy_us, node] : {std::pair{50, 0u}, {150, 1u}}) {
+    PoolOptions deep;  // a busy core may take a run behind its current one
+    deep.max_queue_per_core = 4;
+    deep.lookahead_us = 1e9;
+    ResourcePool pool(deep);
+    AddTwoNodesOfTwo(&pool);
+    StateAffinity affinity;
+    affinity.AddJob(job);
+    auto view = [&](const std::string& id) {
+      const JobGraph& g = *job.graph;
+      TaskView v;
+      v.job = 1;
+      v.graph = &g;
+      v.index = v.run = static_cast<uint32_t>(IndexOf(g.spec(), id));
+      v.spec = &g.spec_task(v.index);
+      v.task = &g.task(v.index);
+      v.kernel_id = pool.InternKernel(v.spec->kernel);
+      v.est_us = 100;
+      return v;
+    };
+    affinity.OnPlaced(view("x1"), 1, pool);  // part 1 on node 0 ...
+    affinity.OnPlaced(view("x1"), 3, pool);  // ... and on node 1
+    affinity.OnPlaced(view("c0"), 0, pool);
+    pool.Assign(1, busy_us, 0);  // device 1's cube core
+    Placement p = affinity.Place(view("c1"), CoreKind::kCube, pool, 0);
+    ASSERT_EQ(p.kind, Placement::Kind::kPlaced) << busy_us;
+    EXPECT_EQ(pool.device(pool.core(p.core).device).desc.node, node) << busy_us;
+  }
 }
 
 // Parts of a sharded state are held apart: a device holding part 0 is no

@@ -41,19 +41,29 @@
 //     (large states: a pipeline's stages), the caps split the pool in
 //     proportion to each part's work instead: the loads all run at once
 //     from time 0 (rule 5), so a part's load no longer decides how many
-//     devices pay it, and the critical path's work gets its share.
+//     devices pay it, and the critical path's work gets its share; the
+//     devices rounding down leaves go to the parts it cut most.
 //  4. A dead device holds nothing.
 //  5. Prefetch at admission (PlaceInitial): each part gets its cap of
 //     holders at once, on devices that hold nothing of the job yet, the
-//     parts whose runs can start earliest first (they are needed first),
+//     sub-models whose runs can start earliest first (needed first),
 //     until the pool runs out; each holder is an intent
 //     (Policy::TakeStateIntents), so the simulator loads every part from
 //     time 0 in parallel, under the work before its first run, instead
 //     of when that run arrives. Parts left with fewer holders than their
-//     cap spread on demand as above.
+//     cap spread on demand as above. Holders are laid out replica by
+//     replica (parts 0..P-1 of one on consecutive devices: one node where
+//     P divides a node's devices).
+//  6. Gangs on one node: the producers of one collective gang (a
+//     tensor-parallel all-reduce's shards) follow the first one placed to
+//     its node: a holder there that no other producer of the gang took
+//     wins while it starts no later than the earliest holder plus the
+//     task's own time (a gang on the node tier takes about half the time
+//     of one on the fabric; it starts when its last member is ready).
 // Cost: admission O(tasks); a placement O(holders) up to kScanHolders
-// holders, beyond a scan of the kind's available cores; a placement on a
-// device O(states it holds).
+// holders, beyond a scan of the kind's available cores, plus O(holders)
+// for a gang's producer (rule 6); a placement on a device O(states it
+// holds).
 // Thread-safety: not thread-safe; owned by the policy (scheduler thread).
 #pragma once
 
@@ -123,10 +133,17 @@ class StateAffinity {
     uint32_t slot = 0;
     double bytes = 0;
   };
+  // Rule 6: where a gang's producers went so far.
+  struct GangSpot {
+    uint32_t node = 0;
+    std::vector<DeviceId> devices;
+  };
   struct JobHoldings {
     std::shared_ptr<const JobGraph> graph;
     std::vector<uint32_t> first_slot;  // per sub-model: its part 0's slot, or kNoSlot
     std::vector<Holding> slots;        // per part of a floating sub-model's state
+    // By (step, gang): freed when the gang's last producer is placed.
+    std::unordered_map<uint64_t, GangSpot> gangs;
   };
   static constexpr uint32_t kNoSlot = UINT32_MAX;
   static uint64_t RunKey(JobId job, uint32_t run);
@@ -138,6 +155,13 @@ class StateAffinity {
   void Drop(JobId job, uint32_t slot, DeviceId device);
   // The holder core of `kind` that frees first, or kNoCore.
   CoreId BestHolder(const Holding& h, const TaskView& task, CoreKind kind,
+                    const ResourcePool& pool) const;
+  // Rule 6: the key of the gang `task` produces for (its first consumer
+  // in a gang), or UINT64_MAX; with the gang's member count.
+  static uint64_t GangKey(const TaskView& task, size_t* members = nullptr);
+  // Rule 6: the holder core of `kind` on the gang's node that frees first,
+  // or kNoCore.
+  CoreId GangHolder(const Holding& h, const TaskView& task, CoreKind kind,
                     const ResourcePool& pool) const;
   // Makes `device` a holder of `slot` of `job` (the most recently used).
   void Hold(JobId job, uint32_t slot, DeviceId device, const ResourcePool& pool);
