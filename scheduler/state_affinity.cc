@@ -7,6 +7,7 @@
 #include "hmpmd/scheduler/device_share.h"
 #include "hmpmd/scheduler/scheduler.h"
 #include "hmpmd/scheduler/state_shards.h"
+#include "hmpmd/scheduler/state_split.h"
 
 namespace hmpmd {
 namespace {
@@ -64,7 +65,8 @@ void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
   std::vector<double> end(g.size(), 0);
   std::unordered_map<uint64_t, uint32_t> at_depth;                          // (slot, depth) -> runs
   std::vector<std::vector<std::pair<double, int>>> spans(holdings.size());  // (time, +1/-1)
-  std::vector<double> work(holdings.size(), 0);  // per slot: estimated compute
+  std::vector<double> work(holdings.size(), 0);                      // per slot: estimated compute
+  std::vector<std::unordered_set<int64_t>> shards(holdings.size());  // per slot: distinct args
   for (uint32_t i : g.topo_order()) {
     const GraphTask& t = g.task(i);
     double start = 0;
@@ -79,6 +81,7 @@ void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
     const uint32_t c = ++at_depth[(uint64_t{slot} << 32) | depth[i]];
     holdings[slot].width = std::max(holdings[slot].width, c);
     work[slot] += end[i] - start;
+    if (const int64_t shard = ShardArgOf(g.spec_task(i)); shard >= 0) shards[slot].insert(shard);
     if (end[i] > start) {
       spans[slot].push_back({start, 1});
       spans[slot].push_back({end[i], -1});
@@ -112,34 +115,18 @@ void StateAffinity::AddJob(const JobRun& job, uint32_t devices) {
   }
   const double grow = capped > 0 && devices > capped ? devices / capped : 1;
   const bool split_by_work = by_load && devices > 0 && devices <= capped && total_work > 0;
-  std::vector<double> share(holdings.size(), 0);  // by work, before rounding down
+  std::vector<PartDemand> demands;  // split by work: the parts that float
+  std::vector<uint32_t> split_slots;
   for (uint32_t s = 0; s < holdings.size(); ++s) {
     Holding& h = holdings[s];
     if (h.worth == UINT32_MAX) continue;
-    double cap = std::floor(h.worth * grow);
-    if (split_by_work) {
-      share[s] = devices * work[s] / total_work;
-      cap = std::floor(share[s]);
-    }
-    h.worth = static_cast<uint32_t>(std::clamp(cap, 1.0, 4e9));
+    h.worth = static_cast<uint32_t>(std::clamp(std::floor(h.worth * grow), 1.0, 4e9));
+    demands.push_back({work[s], h.width, static_cast<uint32_t>(shards[s].size())});
+    split_slots.push_back(s);
   }
   if (split_by_work) {
-    // The devices rounding down left go one each to the parts it cut most
-    // (largest remainder), so the split fills the pool: a part's parts
-    // have equal work, so a whole replica more where the pool allows.
-    uint64_t given = 0;
-    std::vector<uint32_t> by_cut;
-    for (uint32_t s = 0; s < holdings.size(); ++s) {
-      if (holdings[s].worth == UINT32_MAX) continue;
-      given += holdings[s].worth;
-      by_cut.push_back(s);
-    }
-    std::stable_sort(by_cut.begin(), by_cut.end(), [&](uint32_t a, uint32_t b) {
-      return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
-    });
-    for (size_t k = 0; k < by_cut.size() && given < devices; ++k, ++given) {
-      ++holdings[by_cut[k]].worth;
-    }
+    const std::vector<uint32_t> caps = SplitByWork(demands, devices);
+    for (size_t k = 0; k < caps.size(); ++k) holdings[split_slots[k]].worth = caps[k];
   }
   for (Holding& h : holdings) h.width = std::min(h.width, h.worth);
   jh.slots = std::move(holdings);

@@ -4,28 +4,21 @@
 #include <variant>
 
 namespace hmpmd {
-namespace {
-
-// The task's integer arg `shard`; 0 without one, or when it is not a
-// non-negative integer below 2^31.
-uint32_t ShardArg(const TaskSpec& t) {
+int64_t ShardArgOf(const TaskSpec& t) {
   for (const auto& [k, v] : t.args) {
     if (k != "shard") continue;
-    if (const auto* i = std::get_if<int64_t>(&v)) {
-      return *i >= 0 && *i < 2147483647 ? static_cast<uint32_t>(*i) : 0;
-    }
+    if (const auto* i = std::get_if<int64_t>(&v)) return *i >= 0 && *i < 2147483647 ? *i : -1;
     if (const auto* d = std::get_if<double>(&v)) {
-      return *d >= 0 && *d < 2147483647.0 ? static_cast<uint32_t>(*d) : 0;
+      return *d >= 0 && *d < 2147483647.0 ? static_cast<int64_t>(*d) : -1;
     }
-    return 0;
+    return -1;
   }
-  return 0;
+  return -1;
 }
 
-}  // namespace
-
 uint32_t StatePartOf(const SubmodelSpec& sm, const TaskSpec& t) {
-  return ShardArg(t) % std::max(1u, sm.state_shards);
+  const int64_t shard = ShardArgOf(t);
+  return shard < 0 ? 0 : static_cast<uint32_t>(shard) % std::max(1u, sm.state_shards);
 }
 
 std::vector<double> StateBytesPerDevice(const std::vector<SubmodelSpec>& submodels) {

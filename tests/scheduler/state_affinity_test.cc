@@ -311,16 +311,16 @@ TEST(StateAffinityWidth, CapsSetByLoadsThatFillThePoolSplitItByWork) {
   EXPECT_EQ(kept.Width(1, 1), 2u);
 }
 
-// The split by work rounds each cap down; the devices that leaves go to
-// the parts it cut most, so no device of the pool is left without state
-// (multimodal on 384 devices left 32 idle, 4 replicas of a stage short).
-TEST(StateAffinityWidth, ASplitByWorkGivesTheDevicesRoundingLeftToThePartsCutMost) {
+// The split by work fills the pool (state_split.h): rounded down in
+// proportion, it left 1 of these 5 devices without state (multimodal on
+// 384 devices: 32, 4 replicas of a stage short).
+TEST(StateAffinityWidth, ASplitByWorkFillsThePool) {
   JobRun job = TwoExperts(5, 3);
   job.state_load_us = {150, 150};  // worth 3 of width 5, and 2 of width 3
   StateAffinity split;
   split.AddJob(job, 5);  // by work: 3.125 and 1.875 devices
   EXPECT_EQ(split.Width(1, 0), 3u);
-  EXPECT_EQ(split.Width(1, 1), 2u) << "rounded down to 1, and the device left";
+  EXPECT_EQ(split.Width(1, 1), 2u) << "not 1.875 rounded down";
 }
 
 // Job 1 of `spec`, whose sub-model 0 holds 2 MB in 2 parts; every run

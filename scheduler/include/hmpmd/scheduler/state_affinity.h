@@ -41,8 +41,9 @@
 //     (large states: a pipeline's stages), the caps split the pool in
 //     proportion to each part's work instead: the loads all run at once
 //     from time 0 (rule 5), so a part's load no longer decides how many
-//     devices pay it, and the critical path's work gets its share; the
-//     devices rounding down leaves go to the parts it cut most.
+//     devices pay it, and the critical path's work gets its share
+//     (SplitByWork, state_split.h: a part's data-parallel shards make
+//     only holder counts that cut its rounds worth their devices).
 //  4. A dead device holds nothing.
 //  5. Prefetch at admission (PlaceInitial): each part gets its cap of
 //     holders at once, on devices that hold nothing of the job yet, the

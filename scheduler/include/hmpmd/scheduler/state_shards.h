@@ -24,6 +24,10 @@ namespace hmpmd {
 // does; communication and collective gang members move their own bytes.
 inline bool NeedsStatePart(const GraphTask& t) { return !t.is_comm && t.group == kNoGroup; }
 
+// The task's integer arg `shard`, or -1 without one that is a
+// non-negative integer below 2^31.
+int64_t ShardArgOf(const TaskSpec& t);
+
 // Rule 2: the part of `sm`'s state that task `t` works on.
 uint32_t StatePartOf(const SubmodelSpec& sm, const TaskSpec& t);
 
