@@ -36,9 +36,10 @@
 //     expert keeps one device, a hot one as many as its tokens pay for.
 //     When the job's caps add up to fewer devices than are live, they grow
 //     in proportion until they fill the pool: a load on a device that
-//     would stay idle displaces no work. When they add up to the pool or
-//     more and every part's cap is set by its load rather than its width
-//     (large states: a pipeline's stages), the caps split the pool in
+//     would stay idle displaces no work. When every part's cap is set by
+//     its load rather than its width (large states: a pipeline's stages,
+//     MoE's dense part), whether the caps fill the pool or not, they split
+//     the pool in
 //     proportion to each part's work instead: the loads all run at once
 //     from time 0 (rule 5), so a part's load no longer decides how many
 //     devices pay it, and the critical path's work gets its share
