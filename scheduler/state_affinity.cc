@@ -203,9 +203,17 @@ bool StateAffinity::HolderCanRun(const Holding& h, const TaskView& task, CoreKin
 
 uint64_t StateAffinity::GangKey(const TaskView& task, size_t* members) {
   if (task.task == nullptr || task.graph == nullptr) return UINT64_MAX;
-  uint32_t gang = kNoGroup;
-  for (uint32_t c : task.task->consumers) gang = std::min(gang, task.graph->task(c).group);
-  if (gang == kNoGroup) return UINT64_MAX;
+  uint32_t gang = kNoGroup, member = 0;
+  for (uint32_t c : task.task->consumers) {
+    if (task.graph->task(c).group < gang) {
+      gang = task.graph->task(c).group;
+      member = c;
+    }
+  }
+  // A member with several producers (a MoE combine's expert blocks, a
+  // gradient all-reduce after every micro-batch) is no tensor-parallel
+  // shard's: its producers are not one op's slices.
+  if (gang == kNoGroup || task.graph->task(member).inputs.size() != 1) return UINT64_MAX;
   if (members != nullptr) *members = task.graph->groups()[gang].members.size();
   return (uint64_t{task.run / std::max(1u, task.graph->size())} << 32) | gang;
 }
@@ -288,10 +296,31 @@ void StateAffinity::OnPlaced(const TaskView& task, DeviceId device, const Resour
   const uint64_t key = GangKey(task, &members);
   if (key == UINT64_MAX) return;
   auto& gangs = jobs_[task.job].gangs;
-  auto [it, fresh] = gangs.try_emplace(key);
-  if (fresh) it->second.node = pool.device(device).desc.node;
+  const uint32_t node = pool.device(device).desc.node;
+  auto it = gangs.find(key);
+  if (it == gangs.end()) {
+    // A gang wider than the node cannot keep to it. The spots are hints
+    // only: a producer that never comes (its run taken back) must not
+    // keep them growing.
+    if (members > NodeSize(pool, node)) return;
+    if (gangs.size() >= kMaxGangSpots) gangs.clear();
+    it = gangs.emplace(key, GangSpot{node, {}}).first;
+  }
   it->second.devices.push_back(device);
   if (it->second.devices.size() >= members) gangs.erase(it);
+}
+
+uint32_t StateAffinity::NodeSize(const ResourcePool& pool, uint32_t node) {
+  if (node_size_devices_ != pool.device_count()) {
+    node_size_.clear();
+    for (DeviceId d = 0; d < pool.device_count(); ++d) {
+      const uint32_t n = pool.device(d).desc.node;
+      if (n >= node_size_.size()) node_size_.resize(size_t{n} + 1, 0);
+      ++node_size_[n];
+    }
+    node_size_devices_ = pool.device_count();
+  }
+  return node < node_size_.size() ? node_size_[node] : 0;
 }
 
 void StateAffinity::Hold(JobId job, uint32_t slot, DeviceId device, const ResourcePool& pool) {

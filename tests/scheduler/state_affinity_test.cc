@@ -385,24 +385,34 @@ TEST(StateAffinityWidth, AReplicasPartsArePrefetchedOntoOneNode) {
 // Rule 6: c0 went to node 0, so c1 (the other producer of their
 // all-reduce) takes the part-1 holder on node 0, busy for 50 us, over the
 // free one on node 1; busy past its own time (100 us), the free one wins.
+// A member with two producers (r1 waiting for x1 too) is no shard's, so
+// there the free holder wins.
 TEST(StateAffinityWidth, AGangsProducersFollowTheFirstOntoItsNode) {
-  JobSpec spec = SpecBuilder()
-                     .Submodel("s", SubmodelKind::kPipelineStage)
-                     .Add(Gemm("c0", "s", 100).Arg("shard", int64_t{0}))
-                     .Add(Gemm("c1", "s", 100).Arg("shard", int64_t{1}))
-                     .Add(Gemm("x1", "s", 100).Arg("shard", int64_t{1}))
-                     .Add(TaskBuilder("r0", "allreduce")
-                              .Submodel("s")
-                              .Vector()
-                              .Inputs({"c0"})
-                              .Collective("tp", "allreduce", 1e6))
-                     .Add(TaskBuilder("r1", "allreduce")
-                              .Submodel("s")
-                              .Vector()
-                              .Inputs({"c1"})
-                              .Collective("tp", "allreduce", 1e6));
-  const JobRun job = TwoPartJob(spec, 100, 1);
-  for (const auto& [busy_us, node] : {std::pair{50, 0u}, {150, 1u}}) {
+  struct Case {
+    bool two_producers;
+    int busy_us;
+    uint32_t node;
+  };
+  for (const Case& c : {Case{false, 50, 0}, Case{false, 150, 1}, Case{true, 50, 1}}) {
+    JobSpec spec = SpecBuilder()
+                       .Submodel("s", SubmodelKind::kPipelineStage)
+                       .Add(Gemm("c0", "s", 100).Arg("shard", int64_t{0}))
+                       .Add(Gemm("c1", "s", 100).Arg("shard", int64_t{1}))
+                       .Add(Gemm("x1", "s", 100).Arg("shard", int64_t{1}))
+                       .Add(TaskBuilder("r0", "allreduce")
+                                .Submodel("s")
+                                .Vector()
+                                .Inputs({"c0"})
+                                .Collective("tp", "allreduce", 1e6))
+                       .Add(TaskBuilder("r1", "allreduce")
+                                .Submodel("s")
+                                .Vector()
+                                .Inputs({"c1"})
+                                .Collective("tp", "allreduce", 1e6));
+    if (c.two_producers) spec.tasks.back().inputs.push_back("x1");  // r1
+    const JobRun job = TwoPartJob(spec, 100, 1);
+    const int busy_us = c.busy_us;
+    const uint32_t node = c.node;
     PoolOptions deep;  // a busy core may take a run behind its current one
     deep.max_queue_per_core = 4;
     deep.lookahead_us = 1e9;

@@ -57,8 +57,9 @@
 //     replica (parts 0..P-1 of one on consecutive devices: one node where
 //     P divides a node's devices).
 //  6. Gangs on one node: the producers of one collective gang (a
-//     tensor-parallel all-reduce's shards) follow the first one placed to
-//     its node: a holder there that no other producer of the gang took
+//     tensor-parallel all-reduce's shards: one producer per member, no
+//     more members than the node has devices) follow the first one placed
+//     to its node: a holder there that no other producer of the gang took
 //     wins while it starts no later than the earliest holder plus the
 //     task's own time (a gang on the node tier takes about half the time
 //     of one on the fabric; it starts when its last member is ready).
@@ -161,6 +162,8 @@ class StateAffinity {
   // Rule 6: the key of the gang `task` produces for (its first consumer
   // in a gang), or UINT64_MAX; with the gang's member count.
   static uint64_t GangKey(const TaskView& task, size_t* members = nullptr);
+  // Devices of `node` in the pool (alive or not), cached per device count.
+  uint32_t NodeSize(const ResourcePool& pool, uint32_t node);
   // Rule 6: the holder core of `kind` on the gang's node that frees first,
   // or kNoCore.
   CoreId GangHolder(const Holding& h, const TaskView& task, CoreKind kind,
@@ -172,9 +175,12 @@ class StateAffinity {
                            const ResourcePool& pool);
 
   std::unordered_map<JobId, JobHoldings> jobs_;
-  std::vector<std::vector<Held>> on_device_;  // least recently used first
-  std::unordered_set<uint64_t> in_flight_;    // (job, run) counted in Holding::in_flight
-  std::vector<StateIntent> intents_;          // rule 5, not yet taken
+  std::vector<std::vector<Held>> on_device_;     // least recently used first
+  std::unordered_set<uint64_t> in_flight_;       // (job, run) counted in Holding::in_flight
+  std::vector<StateIntent> intents_;             // rule 5, not yet taken
+  static constexpr size_t kMaxGangSpots = 4096;  // per job (rule 6)
+  std::vector<uint32_t> node_size_;              // by node: its devices
+  size_t node_size_devices_ = 0;                 // the pool's device count it counted
 };
 
 }  // namespace hmpmd
