@@ -46,6 +46,7 @@ void Controller::OnHeartbeat(WorkerInfo& w, const Heartbeat& m, TimeUs now) {
   w.dropped_frames = m.dropped_frames;
   w.in_flight = m.running;
   workers_.SetStoreBytes(w, m.store_bytes, m.state_bytes);
+  scheduler_->SetStateBytes(w.device, m.state_bytes);
   ReportStarted(w, m.started);
   transport_.Send(w.identity, HeartbeatAck{});
 }

@@ -165,13 +165,18 @@ void ResourcePool::AddHeldBytes(DeviceId device, int64_t delta) {
   held = delta < 0 && static_cast<uint64_t>(-delta) > held ? 0 : held + delta;
 }
 
+void ResourcePool::SetStateBytes(DeviceId device, uint64_t bytes) {
+  if (device < devices_.size()) devices_[device].state_bytes = bytes;
+}
+
 uint64_t ResourcePool::StoreCap(const DeviceDesc& desc) {
   return desc.memory_mb == 0 ? UINT64_MAX : desc.memory_mb << 20;
 }
 
 bool ResourcePool::MemoryFull(DeviceId device) const {
   const Device& d = devices_[device];
-  return d.desc.memory_mb != 0 && d.held_bytes + d.reserved_bytes >= (d.desc.memory_mb << 20);
+  return d.desc.memory_mb != 0 &&
+         d.held_bytes + d.reserved_bytes + d.state_bytes >= (d.desc.memory_mb << 20);
 }
 
 bool ResourcePool::StoreTakes(DeviceId device, CoreKind kind, bool known, uint64_t output_bytes,
@@ -187,7 +192,7 @@ bool ResourcePool::StoreTakes(DeviceId device, CoreKind kind, bool known, uint64
       const std::multiset<uint64_t>& caps = store_caps_[Index(kind)];
       if (!caps.empty() && output_bytes <= *caps.rbegin()) return false;
     } else {
-      const uint64_t used = d.held_bytes + d.reserved_bytes;
+      const uint64_t used = d.held_bytes + d.reserved_bytes + d.state_bytes;
       if (used - std::min(used, freed) + output_bytes <= cap) return true;
       if (!store_lenient_) {
         ++store_refusals_;

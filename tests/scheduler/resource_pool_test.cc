@@ -298,6 +298,28 @@ TEST_F(ResourcePoolTest, AnySupportsNeedsAnAliveDeviceWithTheCoreKind) {
   EXPECT_FALSE(pool.AnySupports(gemm, CoreKind::kCube)) << "dead devices do not count";
 }
 
+// A worker's reported sub-model states take its memory too: 3 MiB of
+// state leave a 4 MiB device room for 1 MiB of outputs, and a full one
+// counts as full.
+TEST_F(ResourcePoolTest, StatesTheWorkerHoldsCountAgainstItsMemory) {
+  PoolOptions o;
+  o.count_store = true;
+  ResourcePool pool(o);
+  DeviceDesc desc = Device("d", 1);
+  desc.memory_mb = 4;
+  const DeviceId d = pool.AddDevice(desc);
+  const uint64_t mib = 1 << 20;
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, 2 * mib, 0, false));
+  pool.SetStateBytes(d, 3 * mib);
+  EXPECT_FALSE(pool.StoreTakes(d, CoreKind::kCube, true, 2 * mib, 0, false));
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, mib, 0, false));
+  EXPECT_FALSE(pool.MemoryFull(d));
+  pool.SetStateBytes(d, 4 * mib);
+  EXPECT_TRUE(pool.MemoryFull(d));
+  pool.SetStateBytes(d, 0);  // the job ended: its states were freed
+  EXPECT_TRUE(pool.StoreTakes(d, CoreKind::kCube, true, 2 * mib, 0, false));
+}
+
 TEST_F(ResourcePoolTest, QueuedOutputsCountAgainstTheStoreUntilReleased) {
   PoolOptions o;
   o.max_queue_per_core = 4;

@@ -100,6 +100,7 @@ class ResourcePool {
     std::vector<CoreId> cores;
     std::vector<bool> kernels;    // by kernel id: runs it and has its labels
     uint64_t held_bytes = 0;      // outputs its object store keeps (live only)
+    uint64_t state_bytes = 0;     // sub-model states its worker reports holding (live only)
     uint64_t reserved_bytes = 0;  // outputs expected from tasks queued here
   };
   using Available = std::set<std::pair<TimeUs, CoreId>>;
@@ -146,6 +147,9 @@ class ResourcePool {
 
   // Outputs kept in a device's object store: `delta` bytes more or fewer.
   void AddHeldBytes(DeviceId device, int64_t delta);
+  // The sub-model states the device holds beside its outputs (its worker's
+  // heartbeat): they take memory_mb too.
+  void SetStateBytes(DeviceId device, uint64_t bytes);
   // True when the device's store holds, or expects from queued tasks, at
   // least its memory_mb (0: no cap).
   bool MemoryFull(DeviceId device) const;

@@ -212,6 +212,9 @@ class Scheduler {
   // policy may prefer placing its consumers there. They are read once by
   // each consumer not yet done. Ignored unless the run is done.
   void RecordOutput(JobId job, uint32_t run, DeviceId device, uint64_t bytes, uint32_t buffers);
+  // Device `id` holds `bytes` of sub-model state (its worker's heartbeat):
+  // placement counts them against its memory_mb beside its outputs.
+  void SetStateBytes(DeviceId id, uint64_t bytes) { pool_.SetStateBytes(id, bytes); }
 
   // After a restart, once workers have reported what they hold: done runs
   // of the step being run whose outputs no worker holds but that a waiting
