@@ -73,6 +73,7 @@ Result<std::vector<Buffer>> FetchOutputs(const std::string& endpoint, const Data
     // The worker lets in only a peer with its token, in the handshake: a
     // refusal shows on this monitor (ZeroMQ alone would retry silently).
     zmq::socket_t events = MonitorHandshakes(*ctx, s, ZMQ_EVENT_CONNECT_RETRIED);
+    MonitorStop stop_events(s, events);
     s.connect(endpoint);
     DataHeader h;
     h.op = static_cast<uint8_t>(DataOp::kFetch);

@@ -70,7 +70,7 @@ Status Session::Start() {
   size_t at = 0;  // the endpoint tried now
   const auto connect = [&]() -> Status {
     try {
-      handshakes = zmq::socket_t();  // the previous socket's monitor first
+      StopMonitor(socket_, handshakes);  // the previous socket's monitor first
       socket_ = zmq::socket_t(ctx_, zmq::socket_type::dealer);
       Configure(socket_);
       // The controller checks credentials in the handshake, before any

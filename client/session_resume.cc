@@ -60,6 +60,7 @@ bool Session::Resume(const std::string& lost, std::string* why) {
   while (!stop_ && Clock::now() < deadline) {
     zmq::socket_t s(ctx_, zmq::socket_type::dealer);
     zmq::socket_t handshakes;
+    MonitorStop stop_handshakes(s, handshakes);
     try {
       Configure(s);
       handshakes = MonitorHandshakes(ctx_, s);

@@ -73,8 +73,18 @@ zmq::socket_t MonitorHandshakes(zmq::context_t& ctx, zmq::socket_t& s, int extra
   }
   zmq::socket_t monitor(ctx, zmq::socket_type::pair);
   monitor.set(zmq::sockopt::linger, 0);
+  // No queue limit: a full one would block the monitored socket's I/O
+  // thread (StopMonitor); events are small and read or dropped with it.
+  monitor.set(zmq::sockopt::rcvhwm, 0);
   monitor.connect(endpoint);
   return monitor;
+}
+
+void StopMonitor(zmq::socket_t& s, zmq::socket_t& monitor) {
+  if (s.handle() != nullptr && monitor.handle() != nullptr) {
+    (void)zmq_socket_monitor(s.handle(), nullptr, 0);
+  }
+  monitor.close();
 }
 
 int NextMonitorEvent(zmq::socket_t& monitor, int64_t timeout_ms) {

@@ -38,15 +38,19 @@ ControllerLink::ControllerLink(const std::string& endpoints)
     : endpoints_(SplitAddresses(endpoints)), context_(1) {}
 
 ControllerLink::~ControllerLink() {
+  CloseSocket();
+  context_.close();
+}
+
+void ControllerLink::CloseSocket() {
+  if (socket_ && monitor_) StopMonitor(*socket_, *monitor_);
   monitor_.reset();
   socket_.reset();  // LINGER 0: closing never blocks
-  context_.close();
 }
 
 Status ControllerLink::Connect() {
   try {
-    monitor_.reset();
-    socket_.reset();
+    CloseSocket();
     socket_.emplace(context_, zmq::socket_type::dealer);
     socket_->set(zmq::sockopt::linger, 0);
     socket_->set(zmq::sockopt::sndhwm, kSendHwm);
@@ -64,8 +68,7 @@ Status ControllerLink::Connect() {
     disconnected_ = false;
     socket_->connect(endpoint());
   } catch (const zmq::error_t& e) {
-    monitor_.reset();
-    socket_.reset();
+    CloseSocket();
     return FromZmq(("controller endpoint '" + endpoint() + "'").c_str(), e);
   }
   return Status::Ok();

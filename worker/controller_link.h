@@ -79,6 +79,9 @@ class ControllerLink {
   // Reads the monitor's events that came meanwhile; true when one was a
   // refusal of the credentials.
   bool ReadEvents();
+  // Closes the socket and its monitor, the monitor stopped first
+  // (StopMonitor).
+  void CloseSocket();
   std::string curve_server_, curve_public_, curve_secret_;  // empty: PLAIN
   std::string token_;
   zmq::context_t context_;

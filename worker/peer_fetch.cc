@@ -25,10 +25,11 @@ struct PeerConnections::Request {
 };
 
 struct PeerConnections::Connection {
+  ~Connection() { StopMonitor(socket, events); }
   std::string endpoint;
   DataToken token;       // the one it was let in with
   zmq::socket_t socket;  // DEALER to the producer's data socket
-  zmq::socket_t events;  // its monitor: disconnects (closed first, declared last)
+  zmq::socket_t events;  // its monitor: disconnects
 };
 
 namespace {

@@ -51,7 +51,27 @@ inline constexpr int kHandshakeEvents =
 
 // A PAIR socket of `ctx` that receives `s`'s handshake events (and
 // `extra` ones). Call before `s` connects. Throws zmq::error_t.
+// Close it only through StopMonitor, while `s` is still open.
 zmq::socket_t MonitorHandshakes(zmq::context_t& ctx, zmq::socket_t& s, int extra = 0);
+// Stops `s`'s monitor, then closes `monitor` (the PAIR MonitorHandshakes
+// gave); either may be empty. libzmq sends an event to the monitor with a
+// blocking send from the thread that raised it, often its I/O thread: with
+// the PAIR closed first, an event raised later (a handshake cut short by
+// closing `s`) blocked that I/O thread for good, and with it every socket
+// of the context (a worker that never registered again).
+void StopMonitor(zmq::socket_t& s, zmq::socket_t& monitor);
+// StopMonitor(s, monitor) when it leaves scope: declare it after both.
+class MonitorStop {
+ public:
+  MonitorStop(zmq::socket_t& s, zmq::socket_t& monitor) : s_(s), monitor_(monitor) {}
+  ~MonitorStop() { StopMonitor(s_, monitor_); }
+  MonitorStop(const MonitorStop&) = delete;
+  MonitorStop& operator=(const MonitorStop&) = delete;
+
+ private:
+  zmq::socket_t& s_;
+  zmq::socket_t& monitor_;
+};
 // The next event on `monitor`, waiting up to `timeout_ms` (0: not at all);
 // 0 when none came. Throws zmq::error_t.
 int NextMonitorEvent(zmq::socket_t& monitor, int64_t timeout_ms);
