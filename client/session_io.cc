@@ -332,6 +332,9 @@ void Session::Loop() {
                   : " closed the connection");
       broken = false;
       std::string not_resumed;
+      // The old socket closes in Resume: its monitor stops first.
+      StopMonitor(socket_, watch);
+      items[2].socket = nullptr;
       if (resumes && Resume(why, &not_resumed)) {
         watch_socket();
         items[0].socket = socket_.handle();
@@ -362,7 +365,7 @@ void Session::Loop() {
   // What was queued as the loop was told to stop: an abort whose close
   // gave up at once (best effort; the socket does not linger).
   Flush(NowUs());
-  if (watch) (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);  // before `watch` closes
+  StopMonitor(socket_, watch);
 }
 
 bool Session::Flush(int64_t now_us) {
