@@ -84,15 +84,9 @@ Status Session::Start() {
   };
   RETURN_IF_ERROR(connect());
   // Only the opening needs the monitor: it stops on every way out, and
-  // before the I/O thread takes socket_ (a socket has one thread).
-  struct MonitorOff {
-    zmq::socket_t* s;
-    void Now() {
-      if (s != nullptr) (void)zmq_socket_monitor(s->handle(), nullptr, 0);
-      s = nullptr;
-    }
-    ~MonitorOff() { Now(); }
-  } monitor_off{&socket_};
+  // before the I/O thread takes socket_ (a socket has one thread; once
+  // stopped, the guard leaves socket_ alone).
+  MonitorStop stop_handshakes(socket_, handshakes);
   // With the hint on where a token is looked for when none was given.
   const auto denied = [&](const std::string& why) {
     return Status::PermissionDenied(
@@ -202,7 +196,7 @@ Status Session::Start() {
     job_ = ack.job;
     data_token_ = ack.data_token;
     controller_ = endpoints[at];
-    monitor_off.Now();
+    StopMonitor(socket_, handshakes);
     // Workers tell this session of its runs done there, a hop before the
     // controller's update; where it cannot bind, the update alone tells.
     if (options_.direct_done) {

@@ -69,7 +69,6 @@ bool Session::Resume(const std::string& lost, std::string* why) {
       *why = "cannot connect to " + endpoints[at] + ": " + e.what();
       return false;
     }
-    const auto stop_monitor = [&] { (void)zmq_socket_monitor(s.handle(), nullptr, 0); };
     const auto send_open = [&] {
       open.sent_us = NowUs();
       EncodedFrames f = Encode(Message(open));
@@ -113,7 +112,6 @@ bool Session::Resume(const std::string& lost, std::string* why) {
             reached = true;
           }
           if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-            stop_monitor();
             *why = "the controller at " + endpoints[at] + " refused the credentials";
             return false;
           }
@@ -121,7 +119,6 @@ bool Session::Resume(const std::string& lost, std::string* why) {
         if (!(items[0].revents & ZMQ_POLLIN)) continue;
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
-        stop_monitor();
         *why = std::string("poll: ") + e.what();
         return false;
       }
@@ -133,7 +130,7 @@ bool Session::Resume(const std::string& lost, std::string* why) {
       if (ack == nullptr) continue;
       reached = true;
       if (ack->job == job_) {
-        stop_monitor();
+        StopMonitor(s, handshakes);  // before s moves: the guard cannot then
         socket_ = std::move(s);
         controller_ = endpoints[at];
         Replay(ack->resumed_seq);
@@ -145,11 +142,9 @@ bool Session::Resume(const std::string& lost, std::string* why) {
         ask_again_at = Clock::now() + std::chrono::milliseconds(200);
         continue;
       }
-      stop_monitor();
       *why = "the controller at " + endpoints[at] + " did not resume it: " + ack->error;
       return false;
     }
-    stop_monitor();
     at = (at + 1) % endpoints.size();
   }
   *why = "not resumed within " + std::to_string(options_.resume_timeout_ms) + " ms" +
