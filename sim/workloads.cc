@@ -15,167 +15,192 @@ using workload::Id;
 using workload::Ordered;
 using workload::Submodel;
 
+namespace {
+
+std::string TpGroup(const std::string& op, uint32_t i) {
+  return op + "_tp" + std::to_string(i / 8);
+}
+
+void StepArgs(TaskSpec& t, uint32_t step, uint32_t j, char pass) {
+  t.args.push_back({"step", static_cast<int64_t>(step)});
+  t.args.push_back({"mb", static_cast<int64_t>(j)});
+  t.args.push_back({"pass", std::string(1, pass)});
+}
+
+// One multimodal job's shape (MultimodalWorkload) and the tasks of each
+// phase of a training step, appended to `job`.
+struct MultimodalSteps {
+  const MultimodalOptions& o;
+  JobSpec& job;
+  uint32_t p = 0, m = 0;       // stages, micro-batches
+  uint32_t wv = 0, wa = 0;     // vision and audio shards
+  uint32_t ws = 0, parts = 0;  // shards and state parts of a stage
+  double unit_us = 0;          // one unit of work, all shards together
+
+  // Pipeline op names: Id(pass, {step, stage, micro-batch}).
+  static std::string Op(char pass, uint32_t step, uint32_t st, uint32_t j) {
+    return Id(std::string(1, pass), {step, st, j});
+  }
+
+  // Micro-batch j's encoder `name` (frozen, forward only: it waits for
+  // nothing of the step before), its work times `f`.
+  void Encoder(const std::string& name, uint32_t width, double cost, uint32_t step, uint32_t j,
+               double f) {
+    const std::string op = Id(name, {step, j});
+    const uint32_t order = 2 * (step * m + j);
+    for (uint32_t i = 0; i < width; ++i) {
+      TaskSpec c = Compute(op + "_c" + std::to_string(i), name, cost * unit_us / width * f, i);
+      c.args.push_back({"step", static_cast<int64_t>(step)});
+      job.tasks.push_back(Ordered(std::move(c), order));
+    }
+    for (uint32_t i = 0; i < width; ++i) {
+      TaskSpec ag = Comm(op + "_ag" + std::to_string(i), name, "allgather", o.send_bytes * f, i,
+                         TpGroup(op, i));
+      ag.inputs = {op + "_c" + std::to_string(i)};
+      ag.args.push_back({"step", static_cast<int64_t>(step)});
+      job.tasks.push_back(Ordered(std::move(ag), order + 1));
+    }
+  }
+
+  // One pass (forward 'f' or backward 'b', with its W) of stage st on
+  // micro-batch j: compute per shard, the tensor-parallel all-reduce, the
+  // send on; its size times the micro-batch's token factor `f`.
+  void StagePass(char c, uint32_t step, uint32_t st, uint32_t j, double f) {
+    const std::string op = Op(c, step, st, j), sm = "llm" + std::to_string(st);
+    const double us = unit_us / ws * f;
+    for (uint32_t i = 0; i < ws; ++i) {
+      TaskSpec t = Compute(op + "_c" + std::to_string(i), sm, us, i);
+      StepArgs(t, step, j, c);
+      if (c == 'f' && st == 0) {
+        t.inputs = {Id("vision", {step, j}) + "_ag" + std::to_string(i % wv),
+                    Id("audio", {step, j}) + "_ag" + std::to_string(i % wa)};
+      } else if (c == 'f') {
+        t.inputs = {Op('f', step, st - 1, j) + "_tx" + std::to_string(i)};
+      } else {
+        t.inputs = {Op('f', step, st, j) + "_ar" + std::to_string(i)};
+        if (st + 1 < p) t.inputs.push_back(Op('b', step, st + 1, j) + "_tx" + std::to_string(i));
+      }
+      // A forward runs with the weights the last optimizer step made.
+      if (c == 'f' && step > 0) {
+        t.inputs.push_back(Id("o", {step - 1, st}) + "_c" + std::to_string(i));
+      }
+      if (c == 'b') {  // W reads what B reads
+        TaskSpec w = Compute(Op('w', step, st, j) + "_c" + std::to_string(i), sm, us, i);
+        StepArgs(w, step, j, 'w');
+        w.inputs = t.inputs;
+        job.tasks.push_back(std::move(t));
+        job.tasks.push_back(std::move(w));
+        continue;
+      }
+      job.tasks.push_back(std::move(t));
+    }
+    for (uint32_t i = 0; i < ws; ++i) {
+      TaskSpec ar = Comm(op + "_ar" + std::to_string(i), sm, "allreduce", o.allreduce_bytes * f, i,
+                         TpGroup(op, i));
+      ar.inputs = {op + "_c" + std::to_string(i)};
+      StepArgs(ar, step, j, c);
+      job.tasks.push_back(std::move(ar));
+    }
+    const bool hands_on = c == 'f' ? st + 1 < p : st > 0;
+    for (uint32_t i = 0; hands_on && i < ws; ++i) {
+      TaskSpec tx = Comm(op + "_tx" + std::to_string(i), sm, "send", o.send_bytes * f, i);
+      tx.inputs = {op + "_ar" + std::to_string(i)};
+      StepArgs(tx, step, j, c);
+      job.tasks.push_back(std::move(tx));
+    }
+  }
+
+  // The step's end for stage st, per shard: its weight gradients
+  // all-reduced over the stage's data-parallel replicas (a gang per part;
+  // none with one replica), then the optimizer step the next step's
+  // forwards wait for.
+  void StepEnd(uint32_t step, uint32_t st) {
+    const double part_params = o.backbone_params / p / parts;
+    const double grad_bytes = part_params * o.grad_bytes_per_param;
+    const double optimizer_us = 2 * part_params * o.bytes_per_param / o.hbm_bytes_per_us;
+    const std::string sm = "llm" + std::to_string(st);
+    for (uint32_t i = 0; i < ws; ++i) {
+      std::vector<std::string> w_done;
+      for (uint32_t j = 0; j < m; ++j)
+        w_done.push_back(Op('w', step, st, j) + "_c" + std::to_string(i));
+      TaskSpec opt = Compute(Id("o", {step, st}) + "_c" + std::to_string(i), sm, optimizer_us, i);
+      opt.args.push_back({"step", static_cast<int64_t>(step)});
+      if (ws > parts) {
+        TaskSpec g = Comm(Id("g", {step, st}) + "_ar" + std::to_string(i), sm, "allreduce",
+                          grad_bytes, i, Id("g", {step, st}) + "_dp" + std::to_string(i % parts));
+        g.inputs = std::move(w_done);
+        g.args.push_back({"step", static_cast<int64_t>(step)});
+        opt.inputs = {g.id};
+        job.tasks.push_back(std::move(g));
+      } else {
+        opt.inputs = std::move(w_done);
+      }
+      job.tasks.push_back(std::move(opt));
+    }
+  }
+};
+
+}  // namespace
+
 JobSpec MultimodalWorkload(const MultimodalOptions& o) {
   JobSpec job;
   job.name = "multimodal";
-  const uint32_t p = std::max(1u, o.stages), m = std::max(1u, o.micro_batches);
+  MultimodalSteps b{o, job};
+  b.p = std::max(1u, o.stages);
+  b.m = std::max(1u, o.micro_batches);
   // Shards in units of k: vision vision_cost*k, audio audio_cost*k, each stage
   // 3k (forward 1 unit + backward 2 units, one shard per device).
-  double units = o.vision_cost + o.audio_cost + 3.0 * p;
-  uint32_t k = std::max(1u, static_cast<uint32_t>(o.devices / units));
-  uint32_t wv = std::max(1u, static_cast<uint32_t>(std::lround(o.vision_cost * k)));
-  uint32_t wa = std::max(1u, static_cast<uint32_t>(std::lround(o.audio_cost * k)));
-  uint32_t ws = 3 * k;
+  const double units = o.vision_cost + o.audio_cost + 3.0 * b.p;
+  const uint32_t k = std::max(1u, static_cast<uint32_t>(o.devices / units));
+  b.wv = std::max(1u, static_cast<uint32_t>(std::lround(o.vision_cost * k)));
+  b.wa = std::max(1u, static_cast<uint32_t>(std::lround(o.audio_cost * k)));
+  b.ws = 3 * k;
+  // Data-parallel replicas of a stage: shards i, i + parts, ... hold part i.
+  b.parts = std::min(8u, b.ws);
   // A shard of any op does fwd_us of work per stage-forward unit / k... at
   // equal work per shard: a stage forward is 1 unit over 3k shards.
-  double unit_us = o.fwd_us * ws;  // one unit of work, all shards together
+  b.unit_us = o.fwd_us * b.ws;
   // The static deployment a user would write: one device per shard.
-  // A tensor-parallel group of 8 shards (tp_group below) holds a replica.
+  // A tensor-parallel group of 8 shards (TpGroup) holds a replica.
   auto stateful = [&](SubmodelSpec sm, double params, uint32_t width) {
     sm.state_bytes = params * o.bytes_per_param;
     sm.state_shards = std::min(8u, width);
     return sm;
   };
   job.submodels.push_back(
-      stateful(Submodel("vision", SubmodelKind::kEncoder, wv), o.vision_params, wv));
+      stateful(Submodel("vision", SubmodelKind::kEncoder, b.wv), o.vision_params, b.wv));
   job.submodels.push_back(
-      stateful(Submodel("audio", SubmodelKind::kEncoder, wa), o.audio_params, wa));
-  for (uint32_t s = 0; s < p; ++s) {
+      stateful(Submodel("audio", SubmodelKind::kEncoder, b.wa), o.audio_params, b.wa));
+  for (uint32_t s = 0; s < b.p; ++s) {
     job.submodels.push_back(
-        stateful(Submodel("llm" + std::to_string(s), SubmodelKind::kPipelineStage, ws),
-                 o.backbone_params / p, ws));
+        stateful(Submodel("llm" + std::to_string(s), SubmodelKind::kPipelineStage, b.ws),
+                 o.backbone_params / b.p, b.ws));
   }
-  auto tp_group = [](const std::string& op, uint32_t i) {
-    return op + "_tp" + std::to_string(i / 8);
-  };
-  // Data-parallel replicas of a stage: shards i, i + parts, ... hold part i.
-  const uint32_t parts = std::min(8u, ws);
-  const bool data_parallel = ws > parts;
-  const uint32_t steps = std::max(1u, o.steps);
   std::mt19937_64 rng(o.seed);
-  auto step_args = [](TaskSpec& t, uint32_t step, uint32_t j, char pass) {
-    t.args.push_back({"step", static_cast<int64_t>(step)});
-    t.args.push_back({"mb", static_cast<int64_t>(j)});
-    t.args.push_back({"pass", std::string(1, pass)});
-  };
-  for (uint32_t step = 0; step < steps; ++step) {
+  for (uint32_t step = 0; step < std::max(1u, o.steps); ++step) {
     // Per micro-batch: vision, audio and backbone size factors.
-    std::vector<double> fv(m), fa(m), ft(m);
-    for (uint32_t j = 0; j < m; ++j) {
+    std::vector<double> fv(b.m), fa(b.m), ft(b.m);
+    for (uint32_t j = 0; j < b.m; ++j) {
       fv[j] = workload::MeanOneFactor(rng, o.image_sigma);
       fa[j] = workload::MeanOneFactor(rng, o.audio_sigma);
       ft[j] = workload::MeanOneFactor(rng, o.token_sigma);
     }
-    // Encoders are frozen (forward only), so a step's encoders wait for
-    // nothing of the step before.
-    auto encoder = [&](const std::string& name, uint32_t width, double cost, uint32_t j, double f) {
-      const std::string op = Id(name, {step, j});
-      const uint32_t order = 2 * (step * m + j);
-      for (uint32_t i = 0; i < width; ++i) {
-        TaskSpec c = Compute(op + "_c" + std::to_string(i), name, cost * unit_us / width * f, i);
-        c.args.push_back({"step", static_cast<int64_t>(step)});
-        job.tasks.push_back(Ordered(std::move(c), order));
-      }
-      for (uint32_t i = 0; i < width; ++i) {
-        TaskSpec ag = Comm(op + "_ag" + std::to_string(i), name, "allgather", o.send_bytes * f, i,
-                           tp_group(op, i));
-        ag.inputs = {op + "_c" + std::to_string(i)};
-        ag.args.push_back({"step", static_cast<int64_t>(step)});
-        job.tasks.push_back(Ordered(std::move(ag), order + 1));
-      }
-    };
-    for (uint32_t j = 0; j < m; ++j) {
-      encoder("vision", wv, o.vision_cost, j, fv[j]);
-      encoder("audio", wa, o.audio_cost, j, fa[j]);
+    for (uint32_t j = 0; j < b.m; ++j) {
+      b.Encoder("vision", b.wv, o.vision_cost, step, j, fv[j]);
+      b.Encoder("audio", b.wa, o.audio_cost, step, j, fa[j]);
     }
     // Forward then backward of every (stage, micro-batch); the pipeline
     // order is the policy's business. The backward is B (input gradient:
     // its all-reduce and send feed the stage before) and W (weight
     // gradient: only the step's gradient all-reduce waits for it), a unit
     // each.
-    auto op_name = [step](char pass, uint32_t st, uint32_t j) {
-      return Id(std::string(1, pass), {step, st, j});
-    };
-    for (int pass = 0; pass < 2; ++pass) {
-      for (uint32_t j = 0; j < m; ++j) {
-        for (uint32_t si = 0; si < p; ++si) {
-          const uint32_t st = pass == 0 ? si : p - 1 - si;
-          const char c = pass == 0 ? 'f' : 'b';
-          const std::string op = op_name(c, st, j), sm = "llm" + std::to_string(st);
-          const double us = unit_us / ws * ft[j];
-          for (uint32_t i = 0; i < ws; ++i) {
-            TaskSpec t = Compute(op + "_c" + std::to_string(i), sm, us, i);
-            step_args(t, step, j, c);
-            if (pass == 0 && st == 0) {
-              t.inputs = {Id("vision", {step, j}) + "_ag" + std::to_string(i % wv),
-                          Id("audio", {step, j}) + "_ag" + std::to_string(i % wa)};
-            } else if (pass == 0) {
-              t.inputs = {op_name('f', st - 1, j) + "_tx" + std::to_string(i)};
-            } else {
-              t.inputs = {op_name('f', st, j) + "_ar" + std::to_string(i)};
-              if (st + 1 < p) {
-                t.inputs.push_back(op_name('b', st + 1, j) + "_tx" + std::to_string(i));
-              }
-            }
-            // A forward runs with the weights the last optimizer step made.
-            if (pass == 0 && step > 0) {
-              t.inputs.push_back(Id("o", {step - 1, st}) + "_c" + std::to_string(i));
-            }
-            if (pass == 1) {  // W reads what B reads
-              TaskSpec w = Compute(op_name('w', st, j) + "_c" + std::to_string(i), sm, us, i);
-              step_args(w, step, j, 'w');
-              w.inputs = t.inputs;
-              job.tasks.push_back(std::move(t));
-              job.tasks.push_back(std::move(w));
-              continue;
-            }
-            job.tasks.push_back(std::move(t));
-          }
-          for (uint32_t i = 0; i < ws; ++i) {
-            TaskSpec ar = Comm(op + "_ar" + std::to_string(i), sm, "allreduce",
-                               o.allreduce_bytes * ft[j], i, tp_group(op, i));
-            ar.inputs = {op + "_c" + std::to_string(i)};
-            step_args(ar, step, j, c);
-            job.tasks.push_back(std::move(ar));
-          }
-          const bool hands_on = pass == 0 ? st + 1 < p : st > 0;
-          for (uint32_t i = 0; hands_on && i < ws; ++i) {
-            TaskSpec tx = Comm(op + "_tx" + std::to_string(i), sm, "send", o.send_bytes * ft[j], i);
-            tx.inputs = {op + "_ar" + std::to_string(i)};
-            step_args(tx, step, j, c);
-            job.tasks.push_back(std::move(tx));
-          }
-        }
-      }
+    for (uint32_t j = 0; j < b.m; ++j) {
+      for (uint32_t st = 0; st < b.p; ++st) b.StagePass('f', step, st, j, ft[j]);
     }
-    // The step's end, per stage shard: its weight gradients all-reduced over
-    // the stage's data-parallel replicas (a gang per part), then the
-    // optimizer step the next step's forwards wait for.
-    const double part_params = o.backbone_params / p / parts;
-    const double grad_bytes = part_params * o.grad_bytes_per_param;
-    const double optimizer_us = 2 * part_params * o.bytes_per_param / o.hbm_bytes_per_us;
-    for (uint32_t st = 0; st < p; ++st) {
-      const std::string sm = "llm" + std::to_string(st);
-      for (uint32_t i = 0; i < ws; ++i) {
-        std::vector<std::string> ws_done;
-        for (uint32_t j = 0; j < m; ++j) {
-          ws_done.push_back(op_name('w', st, j) + "_c" + std::to_string(i));
-        }
-        TaskSpec opt = Compute(Id("o", {step, st}) + "_c" + std::to_string(i), sm, optimizer_us, i);
-        opt.args.push_back({"step", static_cast<int64_t>(step)});
-        if (data_parallel) {
-          TaskSpec g = Comm(Id("g", {step, st}) + "_ar" + std::to_string(i), sm, "allreduce",
-                            grad_bytes, i, Id("g", {step, st}) + "_dp" + std::to_string(i % parts));
-          g.inputs = std::move(ws_done);
-          g.args.push_back({"step", static_cast<int64_t>(step)});
-          opt.inputs = {g.id};
-          job.tasks.push_back(std::move(g));
-        } else {
-          opt.inputs = std::move(ws_done);
-        }
-        job.tasks.push_back(std::move(opt));
-      }
+    for (uint32_t j = 0; j < b.m; ++j) {
+      for (uint32_t st = b.p; st-- > 0;) b.StagePass('b', step, st, j, ft[j]);
     }
+    for (uint32_t st = 0; st < b.p; ++st) b.StepEnd(step, st);
   }
   return job;
 }
